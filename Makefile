@@ -1,0 +1,45 @@
+# layerscale-suite. On a fresh machine `make run-ablations` and `make test` install what they need.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# Pinned so every machine trains with the same kernels; override, e.g. TORCH_SPEC="torch==2.9.1 torchvision==0.24.1".
+TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
+ABLATION ?= ablations/default.yaml
+RESULTS  ?= results/default
+OUT      ?= results/gpu-check
+PYTEST_ARGS ?=
+
+.PHONY: install test run-ablations tables bench bench-check gpu-check clean
+
+install: $(STAMP)
+
+# Re-runs only when pyproject.toml changes: a second `make install` is a no-op.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q $(TORCH_SPEC)
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+run-ablations: install
+	$(BIN)/suite run $(ABLATION)
+	$(BIN)/suite analyze $(RESULTS)
+
+tables: install
+	$(BIN)/suite analyze $(RESULTS)
+
+bench: install
+	$(BIN)/python -m pytest tests/bench -m bench -q --benchmark-autosave $$(ls .benchmarks 2>/dev/null | grep -q . && echo --benchmark-compare)
+
+bench-check: install
+	$(BIN)/suite bench-check
+
+gpu-check: install
+	bash scripts/gpu_check.sh $(OUT)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .benchmarks build *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

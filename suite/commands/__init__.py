@@ -1,0 +1,1 @@
+"""Thin CLI front-ends; the work lives in the modules they call."""

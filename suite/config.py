@@ -1,0 +1,345 @@
+"""Typed run configuration: every default in one visible place.
+
+A run is described by one :class:`RunConfig`, made of one dataclass per concern (model, data,
+training). YAML files and ``key=value`` overrides only *override* these defaults; an unknown or
+mistyped key fails at once with the file, the dotted key and a did-you-mean (:class:`ConfigError`).
+
+Order of precedence: dataclass defaults -> YAML -> command-line overrides. The resolved config is
+written next to every run (``config.yaml``) and flattened into ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A user error in a config: names the source, the dotted key and the fix."""
+
+
+@dataclass
+class LayerScaleConfig:
+    """Options of the ``layerscale`` residual scheme (ignored by the other schemes).
+
+    ``init`` is a float (``0.0`` is a real init, distinct from "no LayerScale", which is the
+    ``preln`` scheme) or ``"cait"``: 0.1 for total depth <= 18, 1e-5 for depth <= 24, 1e-6 deeper.
+    """
+
+    placement: Literal["attn", "mlp", "both"] = "both"
+    granularity: Literal["channel", "head", "scalar"] = "channel"
+    init: float | Literal["cait"] = "cait"
+    learnable: bool = True
+
+
+@dataclass
+class ModelConfig:
+    """Shape and residual scheme of the Vision Transformer.
+
+    ``img_size``, ``in_chans`` and ``num_classes`` left at ``None`` are taken from the dataset.
+    """
+
+    backend: Literal["suite", "timm"] = "suite"
+    residual: str = "preln"  # see suite.models.residual.SCHEMES
+    img_size: int | None = None
+    patch_size: int = 7
+    in_chans: int | None = None
+    num_classes: int | None = None
+    dim: int = 64
+    depth: int = 6
+    heads: int = 4
+    mlp_ratio: float = 4.0
+    qkv_bias: bool = True
+    drop_path: float = 0.0
+    drop_path_schedule: Literal["linear", "uniform"] = "linear"
+    layerscale: LayerScaleConfig = field(default_factory=LayerScaleConfig)
+
+
+@dataclass
+class DataConfig:
+    """Which dataset and how to split and augment it (see suite/data.py)."""
+
+    name: str = "mnist5k"  # see suite.data.DATASETS
+    root: str | None = None  # CIFAR / ImageFolder root; falls back to $SUITE_DATA_DIR
+    test_fraction: float = 0.2  # embedded datasets: stratified held-out share
+    split_seed: int = 0  # embedded datasets: the split is fixed by this, not by the run seed
+    augment: bool = False  # random crop (padding 4) and horizontal flip, CIFAR only
+    img_size: int | None = None  # ImageFolder: resize to this (default 224)
+    synthetic_train: int = 512
+    synthetic_test: int = 128
+    synthetic_img_size: int = 32
+    synthetic_channels: int = 3
+    synthetic_classes: int = 10
+    num_workers: int = 2  # DataLoader workers for datasets too large to hold on the device
+    device_max_mb: int = 1024  # datasets up to this size are held as tensors on the device
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation, divergence rules, logging and timing."""
+
+    steps: int = 300  # total optimizer steps (ignored when epochs is set)
+    epochs: float | None = None  # if set, steps = ceil(epochs * train_size / batch_size)
+    batch_size: int = 128
+    lr: float = 1e-3  # peak AdamW learning rate
+    min_lr: float = 1e-5  # cosine floor
+    warmup_steps: int = 20  # linear warmup from 0 to lr
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = 0.05
+    decay_1d: bool = False  # weight decay on 1-D params (norms, biases, LayerScale/ReZero scales)
+    grad_clip: float | None = None  # max global grad norm; None = off
+    label_smoothing: float = 0.0
+    spike_factor: float = 4.0  # diverged if loss > spike_factor * best smoothed loss (and > ln C)
+    fail_fraction: float = 0.9  # failed if final smoothed loss >= fail_fraction * ln(num_classes)
+    log_every: int = 10  # metrics.jsonl cadence (with per-block probes)
+    eval_every: int = 100  # test-set evaluation cadence (0 = only at the end)
+    timing_warmup_steps: int = 5  # steps excluded from step_time_ms
+    checkpoint_every: int = 0  # 0 = no checkpoints; else save every N steps (resumable)
+    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU
+    compile: bool = False  # torch.compile the model
+    threads: int | None = None  # torch CPU threads; None = leave torch's default
+
+
+@dataclass
+class RunConfig:
+    """One training run: the unit that the sweep runner schedules and the analysis reads."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    seed: int = 0  # init, data order and augmentation are all derived from this
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def _did_you_mean(key: str, options: typing.Iterable[str]) -> str:
+    close = difflib.get_close_matches(key, list(options), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is tuple:
+        return "list of " + ", ".join(_type_name(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Check ``value`` against the annotation ``tp``; returns the (lightly converted) value."""
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        if value in typing.get_args(tp):
+            return value
+        raise ConfigError(f"{where}: {value!r} is not one of {_type_name(tp)}")
+    if origin in (typing.Union, types.UnionType):
+        errors = []
+        for arg in typing.get_args(tp):
+            try:
+                return _coerce(value, arg, where)
+            except ConfigError as err:
+                errors.append(err)
+        raise ConfigError(f"{where}: {value!r} is not a {_type_name(tp)}")
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, (list, tuple)) or len(value) != len(args):
+            raise ConfigError(f"{where}: expected a list of {len(args)} values, got {value!r}")
+        return tuple(_coerce(v, a, where) for v, a in zip(value, args))
+    if tp is type(None):
+        if value is None:
+            return None
+        raise ConfigError(f"{where}: expected null, got {value!r}")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        # YAML 1.1 reads "1e-4" (no dot) as a string; accept it as the number it spells.
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    raise TypeError(f"unsupported annotation {tp!r} at {where}")
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def apply_dict(obj: Any, updates: dict[str, Any], source: str, prefix: str = "") -> None:
+    """Apply a nested mapping of overrides onto a config dataclass in place, strictly.
+
+    Args:
+        obj: a config dataclass instance (e.g. ``RunConfig()``).
+        updates: nested mapping, e.g. ``{"model": {"depth": 12}}``.
+        source: where the mapping came from (a file name), for error messages.
+        prefix: dotted path of ``obj`` inside the root config.
+
+    Raises:
+        ConfigError: on an unknown key (with a did-you-mean) or a value of the wrong type.
+    """
+    if not isinstance(updates, dict):
+        raise ConfigError(f"{source}: {prefix or 'top level'} must be a mapping, got {updates!r}")
+    hints = _hints(type(obj))
+    names = [f.name for f in dataclasses.fields(obj)]
+    for key, value in updates.items():
+        dotted = f"{prefix}{key}"
+        if key not in names:
+            raise ConfigError(
+                f"{source}: unknown key '{dotted}'{_did_you_mean(str(key), names)}; "
+                f"valid keys here: {', '.join(names)}"
+            )
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            apply_dict(current, value, source, prefix=f"{dotted}.")
+        else:
+            setattr(obj, key, _coerce(value, hints[key], f"{source}: {dotted}"))
+
+
+def nest(dotted: dict[str, Any]) -> dict[str, Any]:
+    """``{"model.depth": 12}`` -> ``{"model": {"depth": 12}}``."""
+    out: dict[str, Any] = {}
+    for key, value in dotted.items():
+        parts = key.split(".")
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"key '{key}' sets both a value and a sub-key")
+        node[parts[-1]] = value
+    return out
+
+
+def parse_overrides(items: typing.Sequence[str], source: str = "command line") -> dict[str, Any]:
+    """Parse ``["model.depth=12", "train.lr=1e-3"]`` into a nested mapping (values read as YAML)."""
+    dotted = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"{source}: override '{item}' must look like key=value (e.g. model.depth=12)")
+        key, raw = item.split("=", 1)
+        try:
+            dotted[key.strip()] = yaml.safe_load(raw)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{source}: cannot read the value of '{key}': {err}") from None
+    return nest(dotted)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Read a YAML file; syntax errors become a one-line :class:`ConfigError` with the line."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: file not found")
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{path}:{line} invalid YAML: {problem}") from None
+
+
+def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] = ()) -> RunConfig:
+    """Defaults, then the YAML file (if any), then ``key=value`` overrides; validated."""
+    cfg = RunConfig()
+    if path is not None:
+        apply_dict(cfg, read_yaml(path), str(path))
+    if overrides:
+        apply_dict(cfg, parse_overrides(overrides), "command line")
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: RunConfig, source: str = "config") -> None:
+    """Cross-field checks that a type alone cannot express (names resolved against registries)."""
+    from suite.data import DATASETS  # local imports: registries live with their code
+    from suite.models.residual import SCHEMES
+
+    m, t = cfg.model, cfg.train
+    if m.residual not in SCHEMES:
+        raise ConfigError(
+            f"{source}: model.residual '{m.residual}' is unknown{_did_you_mean(m.residual, SCHEMES)}; "
+            f"valid: {', '.join(sorted(SCHEMES))}"
+        )
+    if cfg.data.name not in DATASETS:
+        raise ConfigError(
+            f"{source}: data.name '{cfg.data.name}' is unknown{_did_you_mean(cfg.data.name, DATASETS)}; "
+            f"valid: {', '.join(sorted(DATASETS))}"
+        )
+    if not 1 <= m.depth <= 1000:
+        raise ConfigError(f"{source}: model.depth must be between 1 and 1000, got {m.depth}")
+    if m.dim % m.heads:
+        raise ConfigError(f"{source}: model.dim ({m.dim}) must be divisible by model.heads ({m.heads})")
+    if isinstance(m.layerscale.init, float) and m.layerscale.init < 0:
+        raise ConfigError(f"{source}: model.layerscale.init must be >= 0 or 'cait', got {m.layerscale.init}")
+    if not 0 <= m.drop_path < 1:
+        raise ConfigError(f"{source}: model.drop_path must be in [0, 1), got {m.drop_path}")
+    for name in ("steps", "batch_size", "log_every"):
+        if getattr(t, name) < 1:
+            raise ConfigError(f"{source}: train.{name} must be >= 1, got {getattr(t, name)}")
+    if t.lr < 0:
+        raise ConfigError(f"{source}: train.lr must be >= 0, got {t.lr}")
+    if not 0 < cfg.data.test_fraction < 1:
+        raise ConfigError(f"{source}: data.test_fraction must be in (0, 1), got {cfg.data.test_fraction}")
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """Nested plain-Python dict (tuples become lists), ready for YAML/JSON."""
+    def clean(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
+
+    return clean(dataclasses.asdict(cfg))
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"model": {"depth": 12}}`` -> ``{"model.depth": 12}`` (lists kept as values)."""
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def from_dict(d: dict[str, Any], source: str = "config") -> RunConfig:
+    """Inverse of :func:`to_dict`, strict."""
+    cfg = RunConfig()
+    apply_dict(cfg, d, source)
+    return cfg
+
+
+def dump_yaml(cfg: RunConfig) -> str:
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)

@@ -1,0 +1,295 @@
+"""Residual schemes: how each block combines its sublayers with the residual stream.
+
+N is the total number of blocks; F is a sublayer (attention or MLP).
+
+| scheme       | block update                                  |
+|--------------|-----------------------------------------------|
+| ``preln``    | ``x + F(LN(x))`` (the baseline)                |
+| ``postln``   | ``LN(x + F(x))``                               |
+| ``layerscale`` | ``x + λ ⊙ F(LN(x))`` (CaiT), see ``LayerScaleConfig`` |
+| ``rezero``   | ``x + α·F(x)``, no LN, one α per block, α = 0   |
+| ``deepnorm`` | ``LN(α·x + F(x))``, α = (2N)^¼; fc1, fc2, v, out init × β = (8N)^-¼ |
+| ``sandwich`` | ``x + LN(F(LN(x)))``                           |
+
+Every scheme is a builder in :data:`SCHEMES` taking the same explicit arguments. Blocks can record
+probes (branch-to-stream ratios, output RMS) when their ``probe`` attribute is a dict; see
+``suite/monitor.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from suite.config import LayerScaleConfig
+from suite.models.layers import Attention, DropPath, Mlp, layer_norm
+from suite.models.layerscale import HeadScale, LayerScale, resolve_init, residual_add
+
+
+class Block(nn.Module):
+    """State and probes shared by every scheme; subclasses define ``forward``.
+
+    Args:
+        dim: width C. heads: attention heads. mlp_ratio: MLP hidden / C. qkv_bias: q/k/v bias.
+        drop_path: this block's stochastic-depth probability.
+        head_scale: ``HeadScale`` for per-head LayerScale, else ``nn.Identity()``.
+    """
+
+    def __init__(
+        self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, drop_path: float,
+        head_scale: nn.Module,
+    ) -> None:
+        super().__init__()
+        self.attn = Attention(dim, heads, qkv_bias, head_scale)
+        self.mlp = Mlp(dim, mlp_ratio)
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+        self.probe: dict[str, torch.Tensor] | None = None  # set by suite.monitor.probe_blocks
+
+    def scales(self) -> list[torch.Tensor]:
+        """The block's residual scales (LayerScale λ, ReZero α); empty for schemes without."""
+        return []
+
+    def post_init(self) -> None:
+        """Scheme-specific re-initialisation after the model-wide weight init (DeepNorm's β)."""
+
+    def _note(self, name: str, stream: torch.Tensor, delta: torch.Tensor) -> None:
+        # ‖Δ‖/‖x‖ over the whole batch: how far this branch moves the residual stream.
+        self.probe[f"{name}_ratio"] = delta.float().norm() / stream.float().norm().clamp_min(1e-30)
+
+    def _note_out(self, out: torch.Tensor) -> None:
+        self.probe["out_rms"] = out.float().pow(2).mean().sqrt()
+
+
+class PreLNBlock(Block):
+    """``x + ls1(F(LN(x)))``: Pre-LN, with LayerScale when ``ls1``/``ls2`` are ``LayerScale``.
+
+    The baseline and the LayerScale variant share this one code path; "off" is ``nn.Identity``.
+    """
+
+    def __init__(
+        self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, drop_path: float,
+        ls1: nn.Module, ls2: nn.Module, head_scale: nn.Module,
+    ) -> None:
+        super().__init__(dim, heads, mlp_ratio, qkv_bias, drop_path, head_scale)
+        self.norm1 = layer_norm(dim)
+        self.ls1 = ls1
+        self.norm2 = layer_norm(dim)
+        self.ls2 = ls2
+
+    def scales(self) -> list[torch.Tensor]:
+        return [m.gamma for m in (self.ls1, self.ls2, self.attn.head_scale) if hasattr(m, "gamma")]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.drop_path(self.attn(self.norm1(x)))
+        if self.probe is not None:
+            self._note("attn", x, self.ls1(a))
+        x = residual_add(x, self.ls1, a)
+        m = self.drop_path(self.mlp(self.norm2(x)))
+        if self.probe is not None:
+            self._note("mlp", x, self.ls2(m))
+        x = residual_add(x, self.ls2, m)
+        if self.probe is not None:
+            self._note_out(x)
+        return x
+
+
+class PostLNBlock(Block):
+    """``LN(x + F(x))``: the original Transformer's placement."""
+
+    def __init__(self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, drop_path: float) -> None:
+        super().__init__(dim, heads, mlp_ratio, qkv_bias, drop_path, nn.Identity())
+        self.norm1 = layer_norm(dim)
+        self.norm2 = layer_norm(dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.drop_path(self.attn(x))
+        if self.probe is not None:
+            self._note("attn", x, a)
+        x = self.norm1(x + a)
+        m = self.drop_path(self.mlp(x))
+        if self.probe is not None:
+            self._note("mlp", x, m)
+        x = self.norm2(x + m)
+        if self.probe is not None:
+            self._note_out(x)
+        return x
+
+
+class ReZeroBlock(Block):
+    """``x + α·F(x)`` without LayerNorm; one scalar α per block, shared by both sublayers, init 0."""
+
+    def __init__(self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, drop_path: float) -> None:
+        super().__init__(dim, heads, mlp_ratio, qkv_bias, drop_path, nn.Identity())
+        self.alpha = nn.Parameter(torch.zeros(1))
+
+    def scales(self) -> list[torch.Tensor]:
+        return [self.alpha]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        alpha = self.alpha.to(x.dtype)
+        a = self.drop_path(self.attn(x))
+        if self.probe is not None:
+            self._note("attn", x, alpha * a)
+        x = torch.addcmul(x, alpha, a)
+        m = self.drop_path(self.mlp(x))
+        if self.probe is not None:
+            self._note("mlp", x, alpha * m)
+        x = torch.addcmul(x, alpha, m)
+        if self.probe is not None:
+            self._note_out(x)
+        return x
+
+
+class DeepNormBlock(Block):
+    """``LN(α·x + F(x))`` with α = (2N)^¼; the residual ``x`` is scaled, not the branch.
+
+    At init, fc1, fc2, the value and the output projections are scaled by β = (8N)^-¼ (DeepNet's
+    encoder-only formulas; torchscale ``encoder.py``). One public implementation puts α on the
+    branch instead, against the reference: we follow the reference.
+    """
+
+    def __init__(
+        self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, drop_path: float, depth: int,
+    ) -> None:
+        super().__init__(dim, heads, mlp_ratio, qkv_bias, drop_path, nn.Identity())
+        self.norm1 = layer_norm(dim)
+        self.norm2 = layer_norm(dim)
+        self.alpha = (2.0 * depth) ** 0.25
+        self.beta = (8.0 * depth) ** -0.25
+
+    def post_init(self) -> None:
+        with torch.no_grad():
+            self.attn.qkv.weight[self.attn.value_rows()].mul_(self.beta)
+            for lin in (self.attn.proj, self.mlp.fc1, self.mlp.fc2):
+                lin.weight.mul_(self.beta)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.drop_path(self.attn(x))
+        if self.probe is not None:
+            self._note("attn", x, a)
+        x = self.norm1(torch.add(a, x, alpha=self.alpha))  # a + α·x, one fused op
+        m = self.drop_path(self.mlp(x))
+        if self.probe is not None:
+            self._note("mlp", x, m)
+        x = self.norm2(torch.add(m, x, alpha=self.alpha))
+        if self.probe is not None:
+            self._note_out(x)
+        return x
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha:.4g}, beta={self.beta:.4g}"
+
+
+class SandwichBlock(Block):
+    """``x + LN(F(LN(x)))`` (CogView's Sandwich-LN)."""
+
+    def __init__(self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, drop_path: float) -> None:
+        super().__init__(dim, heads, mlp_ratio, qkv_bias, drop_path, nn.Identity())
+        self.norm1 = layer_norm(dim)
+        self.post_norm1 = layer_norm(dim)
+        self.norm2 = layer_norm(dim)
+        self.post_norm2 = layer_norm(dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.drop_path(self.post_norm1(self.attn(self.norm1(x))))
+        if self.probe is not None:
+            self._note("attn", x, a)
+        x = x + a
+        m = self.drop_path(self.post_norm2(self.mlp(self.norm2(x))))
+        if self.probe is not None:
+            self._note("mlp", x, m)
+        x = x + m
+        if self.probe is not None:
+            self._note_out(x)
+        return x
+
+
+# ----------------------------------------------------------------------------- registry
+
+BlockBuilder = Callable[..., Block]
+SCHEMES: dict[str, BlockBuilder] = {}
+
+
+def register(name: str) -> Callable[[BlockBuilder], BlockBuilder]:
+    def deco(fn: BlockBuilder) -> BlockBuilder:
+        if name in SCHEMES:
+            raise ValueError(f"residual scheme '{name}' registered twice")
+        SCHEMES[name] = fn
+        return fn
+
+    return deco
+
+
+def list_schemes() -> list[str]:
+    """Names of every registered residual scheme, sorted."""
+    return sorted(SCHEMES)
+
+
+def build_block(
+    scheme: str, *, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, drop_path: float,
+    depth: int, layerscale: LayerScaleConfig,
+) -> Block:
+    """Build one block of ``scheme`` (a name from :data:`SCHEMES`).
+
+    Args:
+        depth: the network's total number of blocks (DeepNorm's α/β and CaiT's ε depend on it).
+        layerscale: options of the ``layerscale`` scheme (ignored by the others).
+
+    Raises:
+        ValueError: unknown scheme (the message lists the valid names).
+    """
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown residual scheme '{scheme}'; valid: {', '.join(list_schemes())}")
+    return SCHEMES[scheme](
+        dim=dim, heads=heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, drop_path=drop_path,
+        depth=depth, layerscale=layerscale,
+    )
+
+
+@register("preln")
+def _preln(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
+    return PreLNBlock(dim, heads, mlp_ratio, qkv_bias, drop_path, nn.Identity(), nn.Identity(), nn.Identity())
+
+
+@register("layerscale")
+def _layerscale(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale: LayerScaleConfig) -> Block:
+    ls = layerscale
+    if ls.placement not in ("attn", "mlp", "both"):
+        raise ValueError(f"layerscale.placement must be attn, mlp or both, got {ls.placement!r}")
+    if ls.granularity not in ("channel", "head", "scalar"):
+        raise ValueError(f"layerscale.granularity must be channel, head or scalar, got {ls.granularity!r}")
+    init = resolve_init(ls.init, depth)
+    on_attn = ls.placement in ("attn", "both")
+    on_mlp = ls.placement in ("mlp", "both")
+    scalar = ls.granularity == "scalar"
+    head_scale: nn.Module = nn.Identity()
+    ls1: nn.Module = nn.Identity()
+    if on_attn and ls.granularity == "head":
+        head_scale = HeadScale(heads, init, ls.learnable)
+    elif on_attn:
+        ls1 = LayerScale(dim, init, ls.learnable, scalar=scalar)
+    # Per-head granularity has no meaning on the MLP branch: it uses per-channel scales there.
+    ls2 = LayerScale(dim, init, ls.learnable, scalar=scalar) if on_mlp else nn.Identity()
+    return PreLNBlock(dim, heads, mlp_ratio, qkv_bias, drop_path, ls1, ls2, head_scale)
+
+
+@register("postln")
+def _postln(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
+    return PostLNBlock(dim, heads, mlp_ratio, qkv_bias, drop_path)
+
+
+@register("rezero")
+def _rezero(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
+    return ReZeroBlock(dim, heads, mlp_ratio, qkv_bias, drop_path)
+
+
+@register("deepnorm")
+def _deepnorm(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
+    return DeepNormBlock(dim, heads, mlp_ratio, qkv_bias, drop_path, depth)
+
+
+@register("sandwich")
+def _sandwich(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
+    return SandwichBlock(dim, heads, mlp_ratio, qkv_bias, drop_path)
