@@ -64,13 +64,13 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    """Which dataset and how to split and augment it (see suite/data.py)."""
+    """Which dataset and how to split and augment it (see the suite/data/ package)."""
 
     name: str = "mnist5k"  # see suite.data.DATASETS
     root: str | None = None  # CIFAR / ImageFolder root; falls back to $SUITE_DATA_DIR
     test_fraction: float = 0.2  # embedded datasets: stratified held-out share
     split_seed: int = 0  # embedded datasets: the split is fixed by this, not by the run seed
-    augment: bool = False  # random crop (padding 4) and horizontal flip, CIFAR only
+    augment: bool = False  # random crop (padding 4) and horizontal flip; meant for CIFAR
     img_size: int | None = None  # ImageFolder: resize to this (default 224)
     synthetic_train: int = 512
     synthetic_test: int = 128

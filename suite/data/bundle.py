@@ -1,0 +1,127 @@
+"""What every dataset loader returns, and the helpers the loaders share."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Union
+
+import torch
+from torch import Tensor
+from torch.utils.data import Dataset
+
+if TYPE_CHECKING:
+    from suite.config import DataConfig
+
+ENV_DATA_DIR = "SUITE_DATA_DIR"
+
+
+class DataError(ValueError):
+    """A user error about data: one line naming what is missing, where to put which files, and
+    the config key / environment variable to set."""
+
+
+@dataclass(eq=False)  # == on tensors is elementwise; identity is the only sensible equality
+class TensorSplit(Dataset):
+    """A split held in memory as uint8 images; also a ``Dataset`` so the DataLoader path can use it.
+
+    Attributes:
+        x: (N, C, H, W) uint8 images.
+        y: (N,) int64 labels.
+    """
+
+    x: Tensor
+    y: Tensor
+
+    def __post_init__(self) -> None:
+        # Fail here, at load time, rather than as a dtype error deep inside a training step.
+        if self.x.dtype != torch.uint8 or self.x.dim() != 4:
+            raise TypeError(f"x must be uint8 (N, C, H, W), got {self.x.dtype} {tuple(self.x.shape)}")
+        if self.y.dtype != torch.int64 or self.y.shape != self.x.shape[:1]:
+            raise TypeError(f"y must be int64 (N,), got {self.y.dtype} {tuple(self.y.shape)}")
+
+    def __len__(self) -> int:
+        return self.x.shape[0]
+
+    def __getitem__(self, i: int) -> tuple[Tensor, Tensor]:
+        return self.x[i], self.y[i]
+
+
+# A split is either in memory or a Dataset yielding (uint8 (C, H, W) tensor, int label).
+Split = Union[TensorSplit, Dataset]
+
+
+@dataclass
+class DatasetBundle:
+    """A loaded dataset: both splits plus what the model and the stream need to know.
+
+    ``mean`` / ``std`` are per channel on the 0..1 scale; the stream applies
+    ``(x / 255 - mean) / std`` on the device, so the splits stay uint8 (4x less memory).
+    """
+
+    name: str
+    num_classes: int
+    in_chans: int
+    img_size: int
+    train: Split
+    test: Split
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    # Device copies of in-memory splits, keyed by (split, device), so evaluating every N steps
+    # does not upload the test set again each time.
+    device_cache: dict[tuple[str, str], TensorSplit] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    @property
+    def train_size(self) -> int:
+        return len(self.train)
+
+    @property
+    def test_size(self) -> int:
+        return len(self.test)
+
+    def in_memory_bytes(self) -> int | None:
+        """Bytes of both splits' uint8 images, or None when a split is not held in memory."""
+        if isinstance(self.train, TensorSplit) and isinstance(self.test, TensorSplit):
+            return self.train.x.nbytes + self.test.x.nbytes
+        return None
+
+
+def channel_stats(x: Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel mean and (population) std on the 0..1 scale.
+
+    Args:
+        x: (N, C, H, W) uint8 images (the train split: test statistics must not leak in).
+
+    Returns:
+        (mean, std), each a tuple of C floats.
+    """
+    xf = x.to(torch.float64) / 255  # float64: sums over millions of pixels stay exact enough
+    mean = xf.mean(dim=(0, 2, 3))
+    std = xf.std(dim=(0, 2, 3), unbiased=False).clamp_min(1e-8)  # constant channel: no div by 0
+    return tuple(mean.tolist()), tuple(std.tolist())
+
+
+def data_root(cfg: DataConfig, what: str, layout: str) -> Path:
+    """``cfg.root``, else ``$SUITE_DATA_DIR``, else a :class:`DataError` saying what to put where.
+
+    Args:
+        cfg: the data config.
+        what: dataset name for the message, e.g. ``"CIFAR-10"``.
+        layout: what the folder must hold, e.g. ``"cifar-10-batches-py/"``.
+    """
+    root = cfg.root or os.environ.get(ENV_DATA_DIR)
+    if not root:
+        raise DataError(
+            f"{what} needs a data folder: set data.root (or the {ENV_DATA_DIR} environment "
+            f"variable) to a folder holding {layout}"
+        )
+    return Path(root).expanduser()
+
+
+def one_line(err: Any) -> str:
+    """First line of an exception's message, so wrapped errors keep DataError one line long."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

@@ -1,0 +1,54 @@
+"""Any ``root/train/<class>/*`` + ``root/val/<class>/*`` image tree (ImageNet layout)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torchvision import transforms
+from torchvision.datasets import ImageFolder
+
+from suite.data.bundle import ENV_DATA_DIR, DataError, DatasetBundle, data_root, one_line
+
+if TYPE_CHECKING:
+    from suite.config import DataConfig
+
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+DEFAULT_IMG_SIZE = 224
+LAYOUT = "train/<class>/*.jpg|png and val/<class>/*.jpg|png"
+
+
+def load_imagefolder(cfg: DataConfig) -> DatasetBundle:
+    """Both splits as lazy ``ImageFolder`` datasets yielding (uint8 (3, S, S) tensor, label).
+
+    Images are decoded as RGB by ImageFolder's loader (greyscale and palette files too), resized
+    on the short side and centre-cropped to S = ``cfg.img_size`` (default 224). Kept uint8 and
+    unnormalised: the stream normalises on the device, after batching, as for the other datasets.
+    """
+    root = data_root(cfg, "imagefolder", LAYOUT)
+    size = cfg.img_size or DEFAULT_IMG_SIZE
+    for split in ("train", "val"):
+        if not (root / split).is_dir():
+            raise DataError(
+                f"imagefolder: {root / split} not found: put images at {root}/train/<class>/* and "
+                f"{root}/val/<class>/* (set data.root or {ENV_DATA_DIR})"
+            )
+    # PILToTensor keeps uint8 (C, H, W); ToTensor would return float and double the bytes moved.
+    tf = transforms.Compose([
+        transforms.Resize(size), transforms.CenterCrop(size), transforms.PILToTensor()
+    ])
+    try:
+        train = ImageFolder(str(root / "train"), transform=tf)
+        val = ImageFolder(str(root / "val"), transform=tf)
+    except FileNotFoundError as err:  # no class folders, or a class folder without images
+        raise DataError(f"imagefolder under {root}: {one_line(err)} (expected {LAYOUT})") from None
+    if train.classes != val.classes:
+        only_train = sorted(set(train.classes) - set(val.classes))
+        only_val = sorted(set(val.classes) - set(train.classes))
+        raise DataError(
+            f"imagefolder under {root}: train/ and val/ must hold the same class folders "
+            f"(only in train: {only_train}; only in val: {only_val})"
+        )
+    return DatasetBundle(
+        name="imagefolder", num_classes=len(train.classes), in_chans=3, img_size=size,
+        train=train, test=val, mean=IMAGENET_MEAN, std=IMAGENET_STD,
+    )
