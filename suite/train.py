@@ -105,7 +105,6 @@ def train(
         summary["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
         with open(out / "log.txt", "a") as log:
             log.write(traceback.format_exc())
-        summary.setdefault("suite_version", None)
         if "device_name" not in summary:
             summary.update(store.provenance(str(device)))
     summary["wall_s"] = round(time.perf_counter() - t0, 3)
@@ -143,6 +142,8 @@ def _run(cfg: RunConfig, out: Path, device: torch.device, summary: dict, progres
     chance = math.log(data.num_classes)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+    else:
+        _reset_peak_rss()
     params = [p for p in model.parameters() if p.requires_grad]
     clip = tc.grad_clip if tc.grad_clip is not None else math.inf
     timed_from = state.step + tc.timing_warmup_steps
@@ -269,9 +270,24 @@ def _progress_bar(total: int, start: int, progress: bool | None):
     return tqdm(total=total, initial=start, unit="step", dynamic_ncols=True, leave=False)
 
 
+def _reset_peak_rss() -> None:
+    """Reset the process's peak-RSS mark (Linux >= 4.0), so a worker's earlier runs do not count."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
 def _peak_mem_mb(device: torch.device) -> float:
+    """Peak CUDA memory allocated, or on CPU the process's peak RSS since ``_reset_peak_rss``."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
