@@ -6,7 +6,9 @@ STAMP  := $(VENV)/.installed
 # Pinned so every machine trains with the same kernels; override, e.g. TORCH_SPEC="torch==2.9.1 torchvision==0.24.1".
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 ABLATION ?= ablations/default.yaml
-RESULTS  ?= results/default
+# Each shipped ablation's file stem is its `name`, so its results land in results/<stem>.
+RESULTS  ?= results/$(basename $(notdir $(ABLATION)))
+WORKERS  ?= 2
 OUT      ?= results/gpu-check
 PYTEST_ARGS ?=
 
@@ -15,17 +17,18 @@ PYTEST_ARGS ?=
 install: $(STAMP)
 
 # Re-runs only when pyproject.toml changes: a second `make install` is a no-op.
+# The ray extra is installed too, so that the Ray backend's tests run against a real local Ray.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q $(TORCH_SPEC)
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,ray]'
 	touch $(STAMP)
 
 test: install
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 run-ablations: install
-	$(BIN)/suite run $(ABLATION)
+	$(BIN)/suite run $(ABLATION) --out $(RESULTS) --workers $(WORKERS)
 	$(BIN)/suite analyze $(RESULTS)
 
 tables: install

@@ -6,6 +6,7 @@ See ``results/README.md`` for the layout and the ``summary.json`` schema.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import platform
@@ -126,18 +127,40 @@ def device_name(device: str) -> str:
     return f"cpu: {cpu} ({os.cpu_count()} cores, {torch.get_num_threads()} threads)"
 
 
-def provenance(device: str) -> dict[str, str]:
-    """Versions, code commit, hardware and start time, recorded in every summary."""
-    import torch
+def provenance(device: str, name: str | None = None) -> dict[str, str | None]:
+    """Versions, code commit, hardware and start time, recorded in every summary.
 
+    Args:
+        device: the torch device the run uses (``cpu``, ``cuda``).
+        name: the device's name if already known; otherwise it is looked up (imports torch).
+    """
     from suite import __version__
 
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = None
     return {
         "suite_version": __version__,
         "git_commit": git_commit(),
-        "torch_version": torch.__version__,
+        "torch_version": torch_version,
         "python_version": platform.python_version(),
-        "device_name": device_name(device),
+        "device_name": name if name is not None else device_name(device),
         "hostname": socket.gethostname(),
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def empty_summary(cfg: RunConfig, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The summary of a run before it has any result: every schema key, status ``error``.
+
+    Both the trainer and the sweep runner (for a worker that died) start from this, so the two
+    never disagree on the schema (results/README.md).
+    """
+    return {
+        "schema": SCHEMA_VERSION, "run_id": run_id(cfg), "ablation": None, "variant": None,
+        "seed": cfg.seed, **(extra or {}), **flatten(to_dict(cfg)),
+        "status": "error", "diverged_step": None, "diverged_reason": None, "error": None,
+        "steps_done": 0, "final_train_loss": None, "test_acc": None, "best_test_acc": None,
+        "step_time_ms": None, "throughput": None, "peak_mem_mb": None, "num_params": None,
     }

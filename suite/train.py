@@ -83,18 +83,7 @@ def train(
     out.mkdir(parents=True, exist_ok=True)
     (out / SUMMARY).unlink(missing_ok=True)
     t0 = time.perf_counter()
-    summary: dict[str, Any] = {
-        "schema": store.SCHEMA_VERSION,
-        "run_id": store.run_id(cfg),
-        "ablation": None,
-        "variant": None,
-        "seed": cfg.seed,
-        **(extra or {}),
-        **flatten(to_dict(cfg)),
-        "status": "error", "diverged_step": None, "diverged_reason": None, "error": None,
-        "steps_done": 0, "final_train_loss": None, "test_acc": None, "best_test_acc": None,
-        "step_time_ms": None, "throughput": None, "peak_mem_mb": None, "num_params": None,
-    }
+    summary = store.empty_summary(cfg, extra)
     device = torch.device("cpu")
     try:
         device = resolve_device(cfg.device)

