@@ -43,7 +43,30 @@ def resolve_init(init: float | str, depth: int) -> float:
     return float(init)
 
 
-class LayerScale(nn.Module):
+class _Scale(nn.Module):
+    """A vector of ``size`` scales, all set to ``init``; a parameter, or a buffer when frozen."""
+
+    def __init__(self, size: int, init: float, learnable: bool) -> None:
+        super().__init__()
+        self.init = float(init)
+        gamma = torch.empty(size)
+        if learnable:
+            self.gamma = nn.Parameter(gamma)
+        else:
+            self.register_buffer("gamma", gamma)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # Honour the configured init (timm once reset its gamma to 1 here, ignoring init_values).
+        with torch.no_grad():
+            self.gamma.fill_(self.init)
+
+    def extra_repr(self) -> str:
+        kind = "param" if isinstance(self.gamma, nn.Parameter) else "buffer"
+        return f"size={self.gamma.numel()}, init={self.init:g}, {kind}"
+
+
+class LayerScale(_Scale):
     """Per-channel (or one scalar) scale of a residual branch, fused with the residual add.
 
     Args:
@@ -54,18 +77,7 @@ class LayerScale(nn.Module):
     """
 
     def __init__(self, dim: int, init: float, learnable: bool = True, scalar: bool = False) -> None:
-        super().__init__()
-        self.init = float(init)
-        gamma = torch.empty(1 if scalar else dim)
-        if learnable:
-            self.gamma = nn.Parameter(gamma)
-        else:
-            self.register_buffer("gamma", gamma)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        with torch.no_grad():
-            self.gamma.fill_(self.init)
+        super().__init__(1 if scalar else dim, init, learnable)
 
     def add_to(self, x: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
         """``x + γ ⊙ branch`` as one fused op (no separate pass over the activations).
@@ -79,12 +91,8 @@ class LayerScale(nn.Module):
     def forward(self, branch: torch.Tensor) -> torch.Tensor:
         return branch * self.gamma.to(branch.dtype)
 
-    def extra_repr(self) -> str:
-        kind = "param" if isinstance(self.gamma, nn.Parameter) else "buffer"
-        return f"size={self.gamma.numel()}, init={self.init:g}, {kind}"
 
-
-class HeadScale(nn.Module):
+class HeadScale(_Scale):
     """One scale per attention head, applied to each head's output before the output projection.
 
     Our variant (no paper does per-head LayerScale for ViTs; nearest is NormFormer's HeadScale,
@@ -97,18 +105,7 @@ class HeadScale(nn.Module):
     """
 
     def __init__(self, heads: int, init: float, learnable: bool = True) -> None:
-        super().__init__()
-        self.init = float(init)
-        gamma = torch.empty(heads)
-        if learnable:
-            self.gamma = nn.Parameter(gamma)
-        else:
-            self.register_buffer("gamma", gamma)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        with torch.no_grad():
-            self.gamma.fill_(self.init)
+        super().__init__(heads, init, learnable)
 
     def forward(self, heads_out: torch.Tensor) -> torch.Tensor:
         """Scale attention output per head.
@@ -117,9 +114,6 @@ class HeadScale(nn.Module):
             heads_out: (B, H, N, hd), the output of scaled dot-product attention.
         """
         return heads_out * self.gamma.to(heads_out.dtype).view(1, -1, 1, 1)
-
-    def extra_repr(self) -> str:
-        return f"heads={self.gamma.numel()}, init={self.init:g}"
 
 
 def residual_add(x: torch.Tensor, scale: nn.Module, branch: torch.Tensor) -> torch.Tensor:
