@@ -140,6 +140,12 @@ def _run(cfg: RunConfig, out: Path, device: torch.device, summary: dict, progres
     bar = _progress_bar(total_steps, state.step, progress)
     metrics = open(out / METRICS, "a")
     try:
+        if state.step == 0:
+            # The scales as initialised, before any update: a re-init bug (timm once reset its
+            # gamma to 1) shows here. Probes take no gradients and draw no random numbers.
+            x0, _ = next(stream.batches(0, 1))
+            _log(metrics, {"kind": "train", "step": 0, "loss": None, "lr": lr_at(0, total_steps, tc),
+                           "grad_norm": None, "blocks": probe(model, x0)})
         model.train()
         step = state.step
         for x, y in stream.batches(state.step, total_steps):

@@ -104,7 +104,10 @@ def test_metrics_have_per_block_probes_and_scale_at_step0(tmp_path):
                   "train.min_lr": 0.0})
     train(cfg, tmp_path)
     lines = metrics(tmp_path)
-    first = next(m for m in lines if m["kind"] == "train")
+    step0 = lines[0]
+    assert step0["kind"] == "train" and step0["step"] == 0 and step0["loss"] is None
+    assert [b["scale_mean"] for b in step0["blocks"]] == [0.25, 0.25]  # exactly the configured init
+    first = next(m for m in lines if m["kind"] == "train" and m["step"] > 0)
     assert first["step"] == 5 and len(first["blocks"]) == 2
     for b in first["blocks"]:
         assert b["scale_mean"] == pytest.approx(0.25) and b["scale_max"] == pytest.approx(0.25)
