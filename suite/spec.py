@@ -2,7 +2,7 @@
 
 An ablation is ``base`` (one run config) x ``grid`` (cartesian product of dotted keys) x
 ``variants`` (named overrides) x ``seeds``, minus ``exclude``. The field reference is in
-``docs/ablations.md``.
+the README (section "Ablations").
 
 Validation collects *every* problem in a file before anything runs and reports each as one line,
 ``FILE: key: problem; fix`` (:class:`SpecError`). Config keys and values are checked by the same
@@ -131,7 +131,7 @@ def _read(path: Path, problems: list[str]) -> dict[str, Any] | None:
         return None
     if not isinstance(data, dict):
         problems.append(f"{path}: top level: expected a mapping of ablation fields, got {type(data).__name__}; "
-                        f"see docs/ablations.md")
+                        f"see the README (Ablations)")
         return None
     problems.extend(_duplicate_keys(path))
     _check_fields(data, str(path), problems)

@@ -114,6 +114,9 @@ def _sweep(runs: list, todo: list, done: dict, out: Path, execute) -> int:
     progress = Progress(len(runs), done, len(todo))
     main_thread = threading.current_thread() is threading.main_thread()  # signals can only be set there
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt) if main_thread else None  # stop as on Ctrl-C
+    # A process started in the background of a non-interactive shell inherits SIGINT *ignored*
+    # (POSIX), and Python then never raises KeyboardInterrupt: a sweep must still stop on Ctrl-C.
+    old_int = signal.signal(signal.SIGINT, signal.default_int_handler) if main_thread else None
     try:
         if todo:
             execute(todo, out, progress)
@@ -127,6 +130,7 @@ def _sweep(runs: list, todo: list, done: dict, out: Path, execute) -> int:
         progress.close()
         if main_thread:
             signal.signal(signal.SIGTERM, old_term)
+            signal.signal(signal.SIGINT, old_int)
     print(progress.summary(out))
     if progress.counts["error"]:
         print(f"{progress.counts['error']} runs ended in error: see {out}/runs/<run_id>/summary.json (error) and "
