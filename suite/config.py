@@ -11,7 +11,6 @@ written next to every run (``config.yaml``) and flattened into ``summary.json``.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from dataclasses import dataclass, field
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+
+from suite.registry import DATASETS, SCHEMES, did_you_mean
 
 
 class ConfigError(ValueError):
@@ -47,7 +48,7 @@ class ModelConfig:
     """
 
     backend: Literal["suite", "timm"] = "suite"
-    residual: str = "preln"  # see suite.models.residual.SCHEMES
+    residual: str = "preln"  # see suite.registry.SCHEMES (`suite schemes`)
     img_size: int | None = None
     patch_size: int = 7
     in_chans: int | None = None
@@ -66,7 +67,7 @@ class ModelConfig:
 class DataConfig:
     """Which dataset and how to split and augment it (see the suite/data/ package)."""
 
-    name: str = "mnist5k"  # see suite.data.DATASETS
+    name: str = "mnist5k"  # see suite.registry.DATASETS (`suite schemes`)
     root: str | None = None  # CIFAR / ImageFolder root; falls back to $SUITE_DATA_DIR
     test_fraction: float = 0.2  # embedded datasets: stratified held-out share
     split_seed: int = 0  # embedded datasets: the split is fixed by this, not by the run seed
@@ -121,11 +122,6 @@ class RunConfig:
 # ----------------------------------------------------------------------------- loading
 
 
-def _did_you_mean(key: str, options: typing.Iterable[str]) -> str:
-    close = difflib.get_close_matches(key, list(options), n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
 def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is Literal:
@@ -147,12 +143,11 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             return value
         raise ConfigError(f"{where}: {value!r} is not one of {_type_name(tp)}")
     if origin in (typing.Union, types.UnionType):
-        errors = []
         for arg in typing.get_args(tp):
             try:
                 return _coerce(value, arg, where)
-            except ConfigError as err:
-                errors.append(err)
+            except ConfigError:
+                pass
         raise ConfigError(f"{where}: {value!r} is not a {_type_name(tp)}")
     if origin is tuple:
         args = typing.get_args(tp)
@@ -212,7 +207,7 @@ def apply_dict(obj: Any, updates: dict[str, Any], source: str, prefix: str = "")
         dotted = f"{prefix}{key}"
         if key not in names:
             raise ConfigError(
-                f"{source}: unknown key '{dotted}'{_did_you_mean(str(key), names)}; "
+                f"{source}: unknown key '{dotted}'{did_you_mean(str(key), names)}; "
                 f"valid keys here: {', '.join(names)}"
             )
         current = getattr(obj, key)
@@ -277,20 +272,11 @@ def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] 
 
 def validate(cfg: RunConfig, source: str = "config") -> None:
     """Cross-field checks that a type alone cannot express (names resolved against registries)."""
-    from suite.data import DATASETS  # local imports: registries live with their code
-    from suite.models.residual import SCHEMES
-
     m, t = cfg.model, cfg.train
     if m.residual not in SCHEMES:
-        raise ConfigError(
-            f"{source}: model.residual '{m.residual}' is unknown{_did_you_mean(m.residual, SCHEMES)}; "
-            f"valid: {', '.join(sorted(SCHEMES))}"
-        )
+        raise ConfigError(f"{source}: {SCHEMES.unknown(m.residual)}")
     if cfg.data.name not in DATASETS:
-        raise ConfigError(
-            f"{source}: data.name '{cfg.data.name}' is unknown{_did_you_mean(cfg.data.name, DATASETS)}; "
-            f"valid: {', '.join(sorted(DATASETS))}"
-        )
+        raise ConfigError(f"{source}: {DATASETS.unknown(cfg.data.name)}")
     if not 1 <= m.depth <= 1000:
         raise ConfigError(f"{source}: model.depth must be between 1 and 1000, got {m.depth}")
     if m.dim % m.heads:
@@ -332,13 +318,6 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[f"{prefix}{key}"] = value
     return out
-
-
-def from_dict(d: dict[str, Any], source: str = "config") -> RunConfig:
-    """Inverse of :func:`to_dict`, strict."""
-    cfg = RunConfig()
-    apply_dict(cfg, d, source)
-    return cfg
 
 
 def dump_yaml(cfg: RunConfig) -> str:

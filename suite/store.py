@@ -1,6 +1,9 @@
-"""The results layout: stable run ids, atomic writes, provenance, reading runs back.
+"""The results layout: stable run ids, statuses, atomic writes, JSON, provenance, reading runs back.
 
-See ``results/README.md`` for the layout and the ``summary.json`` schema.
+Every product writes and reads results through this module only: one JSON policy
+(:func:`write_json`), one way to read ``metrics.jsonl`` (:func:`read_metrics`). Torch-free (torch
+is imported only to name a device). See ``results/README.md`` for the layout and the
+``summary.json`` schema.
 """
 
 from __future__ import annotations
@@ -8,14 +11,16 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import socket
 import subprocess
 import tempfile
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from suite.config import RunConfig, flatten, to_dict
 
@@ -25,7 +30,7 @@ CONFIG = "config.yaml"
 METRICS = "metrics.jsonl"
 CHECKPOINT = "checkpoint.pt"
 FINAL_STATUSES = ("ok", "diverged", "failed")  # a rerun skips these; `error` is retried on request
-STATUSES = FINAL_STATUSES + ("error",)
+STATUSES = FINAL_STATUSES + ("error",)  # every run ends with exactly one of these
 
 # How a run is executed, not what it computes: excluded from the run id, so the same experiment
 # lands in the same folder whatever the machine, worker count or data location.
@@ -59,16 +64,31 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+def to_json(obj: Any) -> Any:
+    """``obj`` as strict JSON values: numpy / torch scalars and arrays become Python numbers and
+    lists, non-finite floats become ``None`` (JSON has no NaN), paths become strings.
 
-
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "item"):  # numpy / torch scalars
-        return obj.item()
+    Raises:
+        TypeError: an object of any other type (never silently written as something else).
+    """
+    if isinstance(obj, dict):
+        return {str(k): to_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_json(v) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, (str, int)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
     if isinstance(obj, Path):
         return str(obj)
+    if hasattr(obj, "tolist"):  # numpy / torch scalars and arrays
+        return to_json(obj.tolist())
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as indented strict JSON (:func:`to_json`), atomically."""
+    atomic_write_text(path, json.dumps(to_json(obj), indent=2, allow_nan=False) + "\n")
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
@@ -80,19 +100,47 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def iter_summaries(root: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Every finished run under ``root`` (recursively), sorted by path."""
-    for path in sorted(Path(root).rglob(SUMMARY)):
-        summary = read_summary(path.parent)
-        if summary is not None:
-            yield path.parent, summary
+def metrics_line(record: dict[str, Any]) -> str:
+    """One ``metrics.jsonl`` line. Every value logged is finite by construction (non-finite losses
+    end a run first; probes map non-finite values to null), so a NaN here is a bug and raises."""
+    return json.dumps(record, allow_nan=False) + "\n"
+
+
+class CorruptFile(ValueError):
+    """A results file that cannot be read; the message names the file, the line and the fix."""
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """Every record of a run's ``metrics.jsonl`` (``[]`` when the file does not exist).
+
+    One policy for every reader: a last line without its newline that does not parse is what a
+    killed writer or a full disk leaves behind, so it is skipped with a warning; any other line
+    that is not a JSON object is damage, and raises.
+
+    Raises:
+        CorruptFile: a bad line before the last one, naming the file and the line number.
+    """
     path = Path(run_dir) / METRICS
-    if not path.exists():
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = text.split("\n")  # a complete file ends with "\n", so its last item is ""
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if isinstance(record, dict):
+            records.append(record)
+        elif number == len(lines):
+            warnings.warn(f"{path}: line {number} is cut off (a killed writer?); skipped it", stacklevel=2)
+        else:
+            raise CorruptFile(f"{path}: line {number} is not a JSON object; delete the run folder to rerun it")
+    return records
 
 
 # ----------------------------------------------------------------------------- provenance

@@ -1,4 +1,10 @@
-"""Models: the ViT, its residual schemes (a registry), LayerScale, and the bridge to timm."""
+"""Models: the ViT, its residual schemes, LayerScale, and the bridge to timm.
+
+Pure model code: forwards compute the model and nothing else (no probes, no logging). ``layers.py``
+(attention, MLP, drop-path), ``layerscale.py`` (LayerScale, HeadScale, CaiT's ε rule),
+``residual.py`` (one block class per scheme; the names are in :data:`suite.registry.SCHEMES`),
+``vit.py`` (the ViT), ``timm_bridge.py`` (timm's ViT at our shape, weight conversion).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,9 @@ import dataclasses
 from torch import nn
 
 from suite.config import ModelConfig
-from suite.models.residual import SCHEMES, list_schemes
 from suite.models.vit import VisionTransformer, count_params
 
-__all__ = ["SCHEMES", "VisionTransformer", "build_model", "count_params", "list_schemes"]
+__all__ = ["VisionTransformer", "build_model", "count_params"]
 
 
 def build_model(cfg: ModelConfig) -> nn.Module:

@@ -11,25 +11,24 @@ N is the total number of blocks; F is a sublayer (attention or MLP).
 | ``deepnorm`` | ``LN(α·x + F(x))``, α = (2N)^¼; fc1, fc2, v, out init × β = (8N)^-¼ |
 | ``sandwich`` | ``x + LN(F(LN(x)))``                           |
 
-Every scheme is a builder in :data:`SCHEMES` taking the same explicit arguments. Blocks can record
-probes (branch-to-stream ratios, output RMS) when their ``probe`` attribute is a dict; see
-``suite/monitor.py``.
+Every scheme is a builder (``build_<scheme>``) taking the same explicit arguments, registered by
+name in :data:`suite.registry.SCHEMES`. Forwards compute the block and nothing else: the per-block
+probes attach from outside with forward hooks (``suite/engine/probes.py``).
 """
 
 from __future__ import annotations
-
-from typing import Callable
 
 import torch
 from torch import nn
 
 from suite.config import LayerScaleConfig
+from suite.registry import SCHEMES
 from suite.models.layers import Attention, DropPath, Mlp, layer_norm
 from suite.models.layerscale import HeadScale, LayerScale, resolve_init, residual_add
 
 
 class Block(nn.Module):
-    """State and probes shared by every scheme; subclasses define ``forward``.
+    """State shared by every scheme; subclasses define ``forward``.
 
     Args:
         dim: width C. heads: attention heads. mlp_ratio: MLP hidden / C. qkv_bias: q/k/v bias.
@@ -45,7 +44,6 @@ class Block(nn.Module):
         self.attn = Attention(dim, heads, qkv_bias, head_scale)
         self.mlp = Mlp(dim, mlp_ratio)
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
-        self.probe: dict[str, torch.Tensor] | None = None  # set by suite.monitor.probe_blocks
 
     def scales(self) -> list[torch.Tensor]:
         """The block's residual scales (LayerScale λ, ReZero α); empty for schemes without."""
@@ -53,13 +51,6 @@ class Block(nn.Module):
 
     def post_init(self) -> None:
         """Scheme-specific re-initialisation after the model-wide weight init (DeepNorm's β)."""
-
-    def _note(self, name: str, stream: torch.Tensor, delta: torch.Tensor) -> None:
-        # ‖Δ‖/‖x‖ over the whole batch: how far this branch moves the residual stream.
-        self.probe[f"{name}_ratio"] = delta.float().norm() / stream.float().norm().clamp_min(1e-30)
-
-    def _note_out(self, out: torch.Tensor) -> None:
-        self.probe["out_rms"] = out.float().pow(2).mean().sqrt()
 
 
 class PreLNBlock(Block):
@@ -83,16 +74,9 @@ class PreLNBlock(Block):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a = self.drop_path(self.attn(self.norm1(x)))
-        if self.probe is not None:
-            self._note("attn", x, self.ls1(a))
         x = residual_add(x, self.ls1, a)
         m = self.drop_path(self.mlp(self.norm2(x)))
-        if self.probe is not None:
-            self._note("mlp", x, self.ls2(m))
-        x = residual_add(x, self.ls2, m)
-        if self.probe is not None:
-            self._note_out(x)
-        return x
+        return residual_add(x, self.ls2, m)
 
 
 class PostLNBlock(Block):
@@ -105,16 +89,9 @@ class PostLNBlock(Block):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a = self.drop_path(self.attn(x))
-        if self.probe is not None:
-            self._note("attn", x, a)
         x = self.norm1(x + a)
         m = self.drop_path(self.mlp(x))
-        if self.probe is not None:
-            self._note("mlp", x, m)
-        x = self.norm2(x + m)
-        if self.probe is not None:
-            self._note_out(x)
-        return x
+        return self.norm2(x + m)
 
 
 class ReZeroBlock(Block):
@@ -130,16 +107,9 @@ class ReZeroBlock(Block):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         alpha = self.alpha.to(x.dtype)
         a = self.drop_path(self.attn(x))
-        if self.probe is not None:
-            self._note("attn", x, alpha * a)
         x = torch.addcmul(x, alpha, a)
         m = self.drop_path(self.mlp(x))
-        if self.probe is not None:
-            self._note("mlp", x, alpha * m)
-        x = torch.addcmul(x, alpha, m)
-        if self.probe is not None:
-            self._note_out(x)
-        return x
+        return torch.addcmul(x, alpha, m)
 
 
 class DeepNormBlock(Block):
@@ -167,16 +137,9 @@ class DeepNormBlock(Block):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a = self.drop_path(self.attn(x))
-        if self.probe is not None:
-            self._note("attn", x, a)
         x = self.norm1(torch.add(a, x, alpha=self.alpha))  # a + α·x, one fused op
         m = self.drop_path(self.mlp(x))
-        if self.probe is not None:
-            self._note("mlp", x, m)
-        x = self.norm2(torch.add(m, x, alpha=self.alpha))
-        if self.probe is not None:
-            self._note_out(x)
-        return x
+        return self.norm2(torch.add(m, x, alpha=self.alpha))
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha:.4g}, beta={self.beta:.4g}"
@@ -194,44 +157,18 @@ class SandwichBlock(Block):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a = self.drop_path(self.post_norm1(self.attn(self.norm1(x))))
-        if self.probe is not None:
-            self._note("attn", x, a)
         x = x + a
         m = self.drop_path(self.post_norm2(self.mlp(self.norm2(x))))
-        if self.probe is not None:
-            self._note("mlp", x, m)
-        x = x + m
-        if self.probe is not None:
-            self._note_out(x)
-        return x
+        return x + m
 
 
-# ----------------------------------------------------------------------------- registry
-
-BlockBuilder = Callable[..., Block]
-SCHEMES: dict[str, BlockBuilder] = {}
-
-
-def register(name: str) -> Callable[[BlockBuilder], BlockBuilder]:
-    def deco(fn: BlockBuilder) -> BlockBuilder:
-        if name in SCHEMES:
-            raise ValueError(f"residual scheme '{name}' registered twice")
-        SCHEMES[name] = fn
-        return fn
-
-    return deco
-
-
-def list_schemes() -> list[str]:
-    """Names of every registered residual scheme, sorted."""
-    return sorted(SCHEMES)
-
+# ----------------------------------------------------------------------------- builders (see suite.registry.SCHEMES)
 
 def build_block(
     scheme: str, *, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, drop_path: float,
     depth: int, layerscale: LayerScaleConfig,
 ) -> Block:
-    """Build one block of ``scheme`` (a name from :data:`SCHEMES`).
+    """Build one block of ``scheme`` (a name in :data:`suite.registry.SCHEMES`).
 
     Args:
         depth: the network's total number of blocks (DeepNorm's α/β and CaiT's ε depend on it).
@@ -241,20 +178,18 @@ def build_block(
         ValueError: unknown scheme (the message lists the valid names).
     """
     if scheme not in SCHEMES:
-        raise ValueError(f"unknown residual scheme '{scheme}'; valid: {', '.join(list_schemes())}")
-    return SCHEMES[scheme](
+        raise ValueError(SCHEMES.unknown(scheme))
+    return SCHEMES.get(scheme)(
         dim=dim, heads=heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, drop_path=drop_path,
         depth=depth, layerscale=layerscale,
     )
 
 
-@register("preln")
-def _preln(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
+def build_preln(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
     return PreLNBlock(dim, heads, mlp_ratio, qkv_bias, drop_path, nn.Identity(), nn.Identity(), nn.Identity())
 
 
-@register("layerscale")
-def _layerscale(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale: LayerScaleConfig) -> Block:
+def build_layerscale(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale: LayerScaleConfig) -> Block:
     ls = layerscale
     if ls.placement not in ("attn", "mlp", "both"):
         raise ValueError(f"layerscale.placement must be attn, mlp or both, got {ls.placement!r}")
@@ -275,21 +210,17 @@ def _layerscale(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale
     return PreLNBlock(dim, heads, mlp_ratio, qkv_bias, drop_path, ls1, ls2, head_scale)
 
 
-@register("postln")
-def _postln(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
+def build_postln(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
     return PostLNBlock(dim, heads, mlp_ratio, qkv_bias, drop_path)
 
 
-@register("rezero")
-def _rezero(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
+def build_rezero(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
     return ReZeroBlock(dim, heads, mlp_ratio, qkv_bias, drop_path)
 
 
-@register("deepnorm")
-def _deepnorm(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
+def build_deepnorm(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
     return DeepNormBlock(dim, heads, mlp_ratio, qkv_bias, drop_path, depth)
 
 
-@register("sandwich")
-def _sandwich(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
+def build_sandwich(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
     return SandwichBlock(dim, heads, mlp_ratio, qkv_bias, drop_path)

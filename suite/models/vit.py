@@ -14,7 +14,7 @@ from torch import nn
 
 from suite.config import ModelConfig
 from suite.models.layers import drop_path_rates, layer_norm
-from suite.models.residual import Block, build_block
+from suite.models.residual import build_block
 
 
 class PatchEmbed(nn.Module):
@@ -86,9 +86,6 @@ class VisionTransformer(nn.Module):
         """Images (B, C_in, H, W) -> logits (B, num_classes)."""
         x = self.blocks(self.embed(x))
         return self.head(self.norm(x)[:, 0])
-
-    def residual_blocks(self) -> list[Block]:
-        return list(self.blocks)
 
 
 def count_params(model: nn.Module) -> int:

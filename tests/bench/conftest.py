@@ -21,7 +21,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session", autouse=True)
 def single_thread():
-    """Time single-threaded, like ``suite bench`` on CPU (see DEVICE_DEFAULTS in suite/bench.py)."""
+    """Time single-threaded, like ``suite bench`` on CPU (see DEVICE_DEFAULTS in suite/cli/bench.py)."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

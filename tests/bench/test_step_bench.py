@@ -12,9 +12,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from suite.bench_arms import BenchShape, arm_names, build_arm
+from suite.bench.arms import BenchShape, arm_names, build_arm
 from suite.config import TrainConfig
-from suite.optim import build_optimizer
+from suite.engine.optim import build_optimizer
 
 pytestmark = pytest.mark.bench
 

@@ -1,0 +1,85 @@
+"""``analyze(DIR)``: turn a folder of finished runs into comparison tables and figures.
+
+Flow: every ``summary.json`` under DIR (see results/README.md) -> one row per run (``runs.csv``)
+-> groups (``grouping.py``) -> one row per group with rates, intervals and tests against the
+baseline (``summary.py``, statistics in ``stats.py``; ``tables/summary.csv``) -> paper-style
+tables (``tables.py``) and figures (``figures.py``). The rules are in ``docs/statistics.md``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+from suite.analysis import tables
+from suite.analysis.grouping import choose_baseline, group_keys
+from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
+from suite.analysis.summary import power_table, runs_frame, stability_frontier, summarize
+
+FORMATS = ("md", "tex", "csv")
+
+
+def analyze(
+    run_dir: str | Path,
+    baseline: str | None = None,
+    by: list[str] | None = None,
+    formats: tuple[str, ...] | list[str] = FORMATS,
+    power: bool = False,
+    figures: bool = True,
+) -> pd.DataFrame:
+    """Analyse a folder of runs and write ``runs.csv``, ``tables/`` and ``figures/`` into it.
+
+    Args:
+        run_dir: folder of runs (one ablation), e.g. ``results/default``.
+        baseline: variant to compare against; default ``preln`` (required if absent).
+        by: group keys replacing the automatic ones (``variant`` is always kept).
+        formats: any of ``md``, ``tex``, ``csv`` for the tables.
+        power: also write ``tables/power.*`` (seeds needed for 80% power, Fisher, alpha 0.05).
+        figures: write the figures (PNG and PDF).
+
+    Returns:
+        The per-group summary (the content of ``tables/summary.csv``); ``attrs["written"]`` lists
+        the files written, ``attrs["keys"]`` the group keys, ``attrs["baseline"]`` the baseline.
+
+    Raises:
+        AnalysisError: on any user error (bad folder, mixed ablations, missing baseline, ...).
+    """
+    formats = tuple(formats)
+    for f in formats:
+        if f not in FORMATS:
+            raise AnalysisError(f"unknown table format '{f}'; use a comma list of {', '.join(FORMATS)}")
+    root = Path(run_dir)
+    runs = load_runs(root)
+    base = choose_baseline(runs, baseline)
+    keys = group_keys(runs, by)
+    n_error = sum(r["status"] == "error" for r in runs)
+    if n_error:
+        warnings.warn(f"{n_error} run(s) ended in error and are left out of all rates (see runs.csv: status, error)",
+                      AnalysisWarning)
+    summary = summarize(runs, keys, base)
+    missing = summary[~summary["has_baseline"] & ~summary["is_baseline"]]
+    if not missing.empty:
+        warnings.warn(f"{len(missing)} group(s) have no '{base}' group at the same keys: no tests there",
+                      AnalysisWarning)
+    power_df = power_table(summary, keys) if power else None
+    frontier = stability_frontier(summary, keys)
+    title = str(runs[0].get("ablation") or root.resolve().name)
+    written = [tables.write_csv(runs_frame(runs, keys, base), root / "runs.csv")]
+    table_dir = root / "tables"
+    table_dir.mkdir(exist_ok=True)
+    extra = {"power": power_df, "frontier": frontier}
+    for fmt in formats:
+        if fmt == "csv":
+            written.append(tables.write_csv(summary, table_dir / "summary.csv"))
+            written += [tables.write_csv(df, table_dir / f"{name}.csv") for name, df in extra.items() if df is not None]
+        else:
+            doc = tables.document(fmt, title, summary, keys, base, len(runs), power=power_df, frontier=frontier)
+            written.append(tables.write_text(doc, table_dir / f"summary.{fmt}"))
+    if figures:
+        from suite.analysis import figures as fig  # matplotlib is slow to import: only when drawing
+
+        written += fig.draw_all(root, runs, summary, keys, base, title)
+    summary.attrs.update(written=[str(p) for p in written], keys=keys, baseline=base)
+    return summary

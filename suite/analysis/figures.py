@@ -1,0 +1,228 @@
+"""Figures for the analysis (matplotlib, Agg backend): PNG and PDF into ``DIR/figures/``.
+
+- ``accuracy_vs_depth``: mean test accuracy (%) of ``ok`` runs with 95% bootstrap bars, per scheme;
+- ``divergence_vs_depth``: diverged fraction with Wilson 95% bands, per scheme;
+- ``scales_<variant>``: mean |scale| of each block over training (one line per block, coloured by
+  its position in depth), one panel per depth, for schemes that log scales;
+- ``loss_depth<D>``: training-loss curves of every run at the deepest depth, coloured by scheme.
+A suffix names the section (e.g. ``-train.lr-0.001``) when other keys split the tables.
+Figures are not byte-reproducible (fonts, renderers); the tables are.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: files only
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from suite.analysis.grouping import DEPTH, group_of, section_keys, sections, variant_order  # noqa: E402
+from suite.analysis.load import read_curves  # noqa: E402
+from suite.analysis.tables import fmt_value, safe, slug  # noqa: E402
+
+
+def save(fig: plt.Figure, base: Path) -> list[Path]:
+    """Save ``fig`` as ``base.png`` (150 dpi) and ``base.pdf``; close it."""
+    base.parent.mkdir(parents=True, exist_ok=True)
+    paths = [base.with_name(base.name + ".png"), base.with_name(base.name + ".pdf")]
+    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
+    fig.savefig(paths[1], bbox_inches="tight", metadata={"CreationDate": None})
+    plt.close(fig)
+    return paths
+
+
+def scheme_colors(variants: list[str]) -> dict[str, Any]:
+    """One tab10 colour per scheme, in table order, so a scheme looks the same in every figure."""
+    cmap = plt.get_cmap("tab10")
+    return {v: cmap(i % 10) for i, v in enumerate(variants)}
+
+
+def _depth_axis(ax: plt.Axes, depths: list[float]) -> None:
+    if len(depths) > 1 and min(depths) > 0 and max(depths) / min(depths) >= 4:
+        ax.set_xscale("log", base=2)  # depths usually double: equal spacing
+    ax.set_xticks(depths, [fmt_value(d) for d in depths])
+    ax.minorticks_off()
+    ax.set_xlabel("depth (blocks)")
+
+
+def accuracy_vs_depth(part: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure:
+    """Accuracy (%) vs depth, one line per scheme, 95% bootstrap bars (none for a single run).
+
+    Args:
+        part: summary rows of one section (columns variant, model.depth, acc_mean, acc_ci_low/high).
+        colors: scheme -> colour.
+        title: figure title.
+    """
+    fig, ax = plt.subplots(figsize=(6, 4))
+    depths = sorted(float(d) for d in set(part[DEPTH]))
+    for i, v in enumerate(colors):
+        rows = part[(part["variant"] == v) & part["acc_mean"].notna()].sort_values(DEPTH)
+        if rows.empty:
+            continue
+        x = rows[DEPTH].to_numpy(float) * 2 ** (0.03 * (i - len(colors) / 2))  # dodge overlapping bars
+        y = 100 * rows["acc_mean"].to_numpy(float)
+        err = np.nan_to_num(np.abs(100 * rows[["acc_ci_low", "acc_ci_high"]].to_numpy(float).T - y))
+        ax.errorbar(x, y, yerr=err, color=colors[v], marker="o", capsize=3, label=v)
+        dead = part[(part["variant"] == v) & part["acc_mean"].isna() & (part["n"] > 0)]
+        if not dead.empty:  # every run diverged or failed: mark it on the axis, not silently absent
+            ax.plot(dead[DEPTH].to_numpy(float), [0.02] * len(dead), "x", color=colors[v], ms=9, mew=2,
+                    transform=ax.get_xaxis_transform(), clip_on=False)
+    _depth_axis(ax, depths)
+    ax.set_ylabel("test accuracy (%) of ok runs")
+    ax.set_title(title)
+    fig.text(0.01, -0.02, "bars: 95% bootstrap interval (none: one ok run); x on the axis: no ok run",
+             fontsize="small", color="0.3")
+    ax.grid(alpha=0.3)
+    ax.legend(title="scheme", fontsize="small")
+    return fig
+
+
+def divergence_vs_depth(part: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure:
+    """Diverged fraction vs depth, one line per scheme, Wilson 95% bands."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    depths = sorted(float(d) for d in set(part[DEPTH]))
+    for v in colors:
+        rows = part[(part["variant"] == v) & (part["n"] > 0)].sort_values(DEPTH)
+        if rows.empty:
+            continue
+        x = rows[DEPTH].to_numpy(float)
+        ax.plot(x, rows["diverged_rate"], color=colors[v], marker="o", label=v)
+        ax.fill_between(x, rows["diverged_ci_low"], rows["diverged_ci_high"], color=colors[v], alpha=0.12)
+    _depth_axis(ax, depths)
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_ylabel("diverged runs (fraction, Wilson 95% band)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(title="scheme", fontsize="small")
+    return fig
+
+
+def scale_trajectories(curves: dict[float, pd.DataFrame], variant: str, title: str) -> plt.Figure:
+    """Mean |scale| of each block over training; one panel per depth, one line per block.
+
+    Args:
+        curves: depth -> DataFrame (index: step, columns: block index, values: mean |scale|
+            averaged over the group's runs).
+        variant: the scheme, for the title.
+        title: section title.
+    """
+    depths = sorted(curves)
+    ncols = min(4, len(depths))
+    nrows = math.ceil(len(depths) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols + 1, 3.2 * nrows + 0.4), squeeze=False, sharey=True,
+                             layout="constrained")
+    cmap = plt.get_cmap("viridis")
+    values = np.concatenate([c.to_numpy(float).ravel() for c in curves.values()])
+    positive = values[np.isfinite(values) & (values > 0)]
+    for ax, depth in zip(axes.flat, depths):
+        frame = curves[depth]
+        last = max(frame.columns.max(), 1)
+        for block in frame.columns:
+            ax.plot(frame.index, frame[block], color=cmap(block / last), lw=1)
+        ax.set_title(f"depth {fmt_value(depth)}")
+        ax.set_xlabel("training step")
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(depths):]:
+        ax.axis("off")
+    if positive.size and positive.size == values[np.isfinite(values)].size:
+        axes[0, 0].set_yscale("log")
+    elif positive.size:  # zeros at init (ReZero): log away from zero, linear near it
+        axes[0, 0].set_yscale("symlog", linthresh=float(positive.min()))
+    for ax in axes[:, 0]:
+        ax.set_ylabel("mean |scale| of the block")
+    sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, 1))
+    fig.colorbar(sm, ax=axes, label="block position (0 = first, 1 = last)", shrink=0.9)
+    fig.suptitle(f"{variant}: per-block scales over training" + (f" ({title})" if title else ""))
+    return fig
+
+
+def loss_curves(curves: dict[str, list[tuple[pd.DataFrame, str]]], colors: dict[str, Any], depth: float,
+                title: str) -> plt.Figure:
+    """Training loss of every run at one depth, coloured by scheme; x marks where a run diverged.
+
+    Args:
+        curves: scheme -> [(train frame with columns step, loss; run status), ...].
+        colors: scheme -> colour.
+        depth: the depth shown.
+        title: section title.
+    """
+    fig, ax = plt.subplots(figsize=(6, 4))
+    positive = True
+    for v, runs in curves.items():
+        for i, (frame, status) in enumerate(runs):
+            loss = frame["loss"].to_numpy(float)
+            ax.plot(frame["step"], loss, color=colors[v], lw=1, alpha=0.7, label=v if i == 0 else None)
+            finite = np.isfinite(loss)
+            positive &= bool(np.all(loss[finite] > 0))
+            if status == "diverged" and finite.any():
+                j = np.flatnonzero(finite)[-1]
+                ax.plot(frame["step"].iloc[j], loss[j], "x", color=colors[v], ms=8)
+    if positive:
+        ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("training loss (EMA)")
+    ax.set_title(f"training loss at depth {fmt_value(depth)}" + (f" ({title})" if title else ""))
+    ax.grid(alpha=0.3)
+    ax.legend(title="scheme (x: diverged)", fontsize="small")
+    return fig
+
+
+def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys: list[str], baseline: str,
+             title: str) -> list[Path]:
+    """Draw every figure of the analysis into ``root/figures``; returns the files written."""
+    out = root / "figures"
+    colors = scheme_colors(variant_order(list(summary["variant"]), baseline))
+    skeys = section_keys(keys)
+    written: list[Path] = []
+    for label, part in sections(summary, keys):
+        name = ", ".join(f"{k} = {fmt_value(v)}" for k, v in zip(skeys, label))
+        suffix = slug(label, skeys)
+        head = title + (f" ({name})" if name else "")
+        members = [r for r in runs if r["status"] != "error" and group_of(r, skeys) == label]
+        if DEPTH in keys:
+            written += save(accuracy_vs_depth(part, colors, head), out / f"accuracy_vs_depth{suffix}")
+            written += save(divergence_vs_depth(part, colors, head), out / f"divergence_vs_depth{suffix}")
+        written += _scale_figures(root, members, keys, out, suffix, name)
+        written += _loss_figure(root, members, colors, out, suffix, name)
+    return written
+
+
+def _scale_figures(root: Path, members: list[dict[str, Any]], keys: list[str], out: Path, suffix: str,
+                   name: str) -> list[Path]:
+    written = []
+    for v in sorted({r["variant"] for r in members}):
+        curves = {}
+        for depth in sorted({r.get(DEPTH) for r in members if r["variant"] == v}, key=lambda d: float(d or 0)):
+            frames = [read_curves(root / r["run_dir"])[1] for r in members
+                      if r["variant"] == v and r.get(DEPTH) == depth]
+            frames = [f for f in frames if not f.empty]
+            if frames and depth is not None:
+                blocks = pd.concat(frames).groupby(["step", "block"])["scale_mean"].mean()
+                curves[float(depth)] = blocks.unstack("block").sort_index()
+        if curves:
+            written += save(scale_trajectories(curves, v, name), out / f"scales_{safe(v)}{suffix}")
+    return written
+
+
+def _loss_figure(root: Path, members: list[dict[str, Any]], colors: dict[str, Any], out: Path, suffix: str,
+                 name: str) -> list[Path]:
+    depths = [float(r[DEPTH]) for r in members if r.get(DEPTH) is not None]
+    if not depths:
+        return []
+    deepest = max(depths)
+    curves: dict[str, list[tuple[pd.DataFrame, str]]] = {}
+    for v in colors:
+        for r in sorted(members, key=lambda r: (str(r.get("seed")), str(r.get("run_id")))):
+            if r["variant"] == v and r.get(DEPTH) is not None and float(r[DEPTH]) == deepest:
+                frame = read_curves(root / r["run_dir"])[0]
+                if not frame.empty:
+                    curves.setdefault(v, []).append((frame, r["status"]))
+    if not curves:
+        return []
+    return save(loss_curves(curves, colors, deepest, name), out / f"loss_depth{fmt_value(int(deepest))}{suffix}")

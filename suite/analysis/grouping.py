@@ -1,0 +1,150 @@
+"""Which runs form a group, how groups are ordered, and how they split into table sections.
+
+A group is ``variant`` plus every config key (``model.*``, ``data.*``, ``train.*``, ``device``)
+that varies *within* some variant. A key that varies only across variants (``model.residual``) is
+implied by the variant and left out; the seed is never a key; provenance and results never are.
+``--by KEY ...`` replaces the automatic keys (``variant`` is always kept). ``model.depth`` is
+added whenever that does not split a group, so tables can show depth as columns. Keys other than
+``variant`` and ``model.depth`` (e.g. ``train.lr``) split the tables into sections, one per
+combination of their values; each section is one Holm family per p-value column.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from suite.analysis.load import AnalysisError
+from suite.registry import did_you_mean
+
+DEPTH = "model.depth"  # the column key of every table
+LR = "train.lr"  # the key of the stability frontier
+CONFIG_PREFIXES = ("model.", "data.", "train.")
+DEFAULT_BASELINE = "preln"
+NOT_GROUPABLE = ("seed", "run_id", "status")
+
+
+def hashable(v: Any) -> Any:
+    """A key value usable in a dict key: lists become tuples, NaN becomes None."""
+    if isinstance(v, list):
+        return tuple(hashable(x) for x in v)
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def sort_value(v: Any) -> tuple[int, float, str]:
+    """Total order over key values of mixed types: numbers, then strings, then None."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return (2, 0.0, "")
+    if isinstance(v, (bool, int, float, np.integer, np.floating)):
+        return (0, float(v), "")
+    return (1, 0.0, str(v))
+
+
+def variant_order(variants: list[str], baseline: str) -> list[str]:
+    """Distinct variants, baseline first, then alphabetical."""
+    return [baseline] * (baseline in variants) + sorted(v for v in set(variants) if v != baseline)
+
+
+def section_keys(keys: list[str]) -> list[str]:
+    """Keys that split tables into sections (and Holm families): all but variant and depth."""
+    return [k for k in keys if k not in ("variant", DEPTH)]
+
+
+def sections(frame: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, pd.DataFrame]]:
+    """Split a per-group frame into table sections, sorted by the :func:`section_keys` values.
+
+    Args:
+        frame: one row per group, with a column per key.
+        keys: the group keys.
+
+    Returns:
+        ``[(label, part), ...]``: label is the tuple of section-key values, part the rows.
+    """
+    skeys = section_keys(keys)
+    if not skeys:
+        return [((), frame)]
+    labels = [tuple(hashable(v) for v in row) for row in frame[skeys].itertuples(index=False)]
+    out = []
+    for label in sorted(set(labels), key=lambda t: [sort_value(v) for v in t]):
+        out.append((label, frame[[lab == label for lab in labels]]))
+    return out
+
+
+def _is_config_key(key: str) -> bool:
+    return key.startswith(CONFIG_PREFIXES) or key == "device"
+
+
+def group_keys(runs: list[dict[str, Any]], by: list[str] | None = None) -> list[str]:
+    """The keys that define a group: ``variant`` first, then sorted other keys.
+
+    Args:
+        runs: as returned by :func:`load_runs`.
+        by: explicit keys (``--by``); None for the automatic rule (module docstring).
+
+    Returns:
+        Key names, e.g. ``["variant", "model.depth", "train.lr"]``.
+
+    Raises:
+        AnalysisError: an unknown key (with a did-you-mean) or a key that cannot group runs.
+    """
+    columns = sorted({k for r in runs for k in r})
+    if by is not None:
+        keys = []
+        for key in by:
+            if key not in columns:
+                raise AnalysisError(f"--by {key}: no run has this key{did_you_mean(key, columns)}; "
+                                    f"see the columns of runs.csv")
+            if key in NOT_GROUPABLE:
+                raise AnalysisError(f"--by {key}: runs cannot be grouped by {key}; pick config keys, e.g. model.depth")
+            if key != "variant" and key not in keys:
+                keys.append(key)
+    else:
+        keys = [k for k in columns if _is_config_key(k) and _varies_within_a_variant(runs, k)]
+    keys = ["variant"] + sorted(keys)
+    if DEPTH not in keys and any(DEPTH in r for r in runs) and not _splits(runs, keys, DEPTH):
+        keys.insert(1, DEPTH)
+    return keys
+
+
+def _varies_within_a_variant(runs: list[dict[str, Any]], key: str) -> bool:
+    values: dict[Any, set] = {}
+    for r in runs:
+        values.setdefault(r["variant"], set()).add(hashable(r.get(key)))
+    return any(len(v) > 1 for v in values.values())
+
+
+def _splits(runs: list[dict[str, Any]], keys: list[str], key: str) -> bool:
+    values: dict[tuple, set] = {}
+    for r in runs:
+        values.setdefault(group_of(r, keys), set()).add(hashable(r.get(key)))
+    return any(len(v) > 1 for v in values.values())
+
+
+def group_of(run: dict[str, Any], keys: list[str]) -> tuple:
+    """The group (a tuple of key values, hashable) that a run belongs to."""
+    return tuple(hashable(run.get(k)) for k in keys)
+
+
+def choose_baseline(runs: list[dict[str, Any]], baseline: str | None) -> str:
+    """The baseline variant: ``baseline`` if given, else ``preln`` if present.
+
+    Raises:
+        AnalysisError: the named variant is absent, or no ``preln`` and no ``--baseline``.
+    """
+    variants = sorted({str(r["variant"]) for r in runs})
+    if baseline is None:
+        if DEFAULT_BASELINE in variants:
+            return DEFAULT_BASELINE
+        raise AnalysisError(
+            f"no variant named '{DEFAULT_BASELINE}' to compare against; pass --baseline VARIANT "
+            f"(one of: {', '.join(variants)})"
+        )
+    if baseline not in variants:
+        raise AnalysisError(f"--baseline {baseline}: no such variant{did_you_mean(baseline, variants)}; "
+                            f"variants: {', '.join(variants)}")
+    return baseline

@@ -1,0 +1,7 @@
+"""The overhead benchmark: what each residual scheme costs per training step, against Pre-LN.
+
+``arms.py`` (the models measured and their shape), ``measure.py`` (interleaved A/B timing),
+``stats.py`` (per-round ratios, distribution-free intervals of their median), ``report.py``
+(``overhead.{csv,md,json}``) and ``gate.py`` (the CI gate's checks and thresholds). Nothing here
+parses arguments or prints: ``suite bench`` and ``suite bench-check`` (``suite/cli/``) do.
+"""

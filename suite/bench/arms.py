@@ -1,0 +1,155 @@
+"""The arms ``suite bench`` can measure: our schemes, timm's ViT, LayerScale variants, the shape.
+
+Arms: every scheme of :data:`suite.registry.SCHEMES` at its defaults (``layerscale`` is per-channel,
+on both branches, ε by CaiT's rule); ``timm-preln`` / ``timm-layerscale``, timm's own
+``VisionTransformer`` without / with ``init_values`` at the same shape; and optional variants
+(``layerscale:scalar``, ``:head``, ``:frozen``, ``:unfused``, ``:folded``). ``layerscale:unfused``
+computes ``x + γ·branch`` as timm does (a separate multiply, one more pass over the activations):
+it shows what the fused ``addcmul`` saves, and is the kind of regression the CI gate must catch.
+``layerscale:folded`` is a candidate implementation, not yet in ``suite/models``: γ folded into the
+branch's last linear layer (``attn.proj``, ``mlp.fc2``), so its cost scales with the weights
+rather than with the activations (see docs/benchmark.md).
+
+Sequence length: ``tokens`` counts the class token, so it must be n² + 1 with patch size 16:
+65 = 8×8 patches at 128 px ("64 tokens"), 197 = 14×14 patches at 224 px.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from suite.config import LayerScaleConfig, ModelConfig
+from suite.models import build_model
+from suite.models.layerscale import LayerScale
+from suite.registry import SCHEMES, did_you_mean
+
+BASELINE = "preln"
+TIMM_ARMS = {"timm-preln": "preln", "timm-layerscale": "layerscale"}  # arm -> our scheme it mirrors
+VARIANTS = {
+    "layerscale:scalar": LayerScaleConfig(granularity="scalar"),
+    "layerscale:head": LayerScaleConfig(granularity="head"),
+    "layerscale:frozen": LayerScaleConfig(learnable=False),  # no γ gradient: isolates its cost
+    "layerscale:unfused": LayerScaleConfig(),  # + SlowLayerScale(passes=1), see build_arm
+    "layerscale:folded": LayerScaleConfig(),  # + fold_layerscale, see build_arm
+}
+
+
+def arm_names(include_variants: bool = False, include_timm: bool = True) -> list[str]:
+    """Every arm ``suite bench`` knows, baseline first."""
+    names = [BASELINE] + sorted(s for s in SCHEMES if s != BASELINE)
+    names += list(TIMM_ARMS) if include_timm else []
+    return names + (list(VARIANTS) if include_variants else [])
+
+
+@dataclass(frozen=True)
+class BenchShape:
+    """The model and batch shape every arm is measured at (defaults: ViT-Ti, 64 patches, CPU)."""
+
+    depth: int = 12
+    dim: int = 192
+    heads: int = 3
+    tokens: int = 65  # sequence length including the class token: n*n patches + 1
+    batch: int = 4
+    patch_size: int = 16
+    num_classes: int = 100
+
+    @property
+    def img_size(self) -> int:
+        side = math.isqrt(max(self.tokens - 1, 0))
+        if self.tokens < 2 or side * side != self.tokens - 1:
+            raise ValueError(
+                f"tokens counts the class token and must be n*n + 1 (65 = 8x8 patches + cls, "
+                f"197 = 14x14 + cls), got {self.tokens}"
+            )
+        return side * self.patch_size
+
+    def model_config(self, residual: str = BASELINE, backend: str = "suite",
+                     layerscale: LayerScaleConfig | None = None) -> ModelConfig:
+        return ModelConfig(
+            backend=backend, residual=residual, img_size=self.img_size, patch_size=self.patch_size,
+            in_chans=3, num_classes=self.num_classes, dim=self.dim, depth=self.depth, heads=self.heads,
+            layerscale=dataclasses.replace(layerscale) if layerscale else LayerScaleConfig(),
+        )
+
+
+class SlowLayerScale(LayerScale):
+    """LayerScale with ``passes`` un-fused passes over the activations: a regression on purpose.
+
+    ``passes=1`` is timm's ``x + γ·branch`` (the multiply is its own pass); each further pass is one
+    more elementwise multiply in forward and in backward. Used by the ``layerscale:unfused`` arm and
+    by the tests that prove the CI gate fails on a slowed LayerScale.
+    """
+
+    passes: int = 1
+
+    def add_to(self, x: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
+        y = branch * self.gamma.to(branch.dtype)
+        for _ in range(self.passes - 1):
+            y = y * 1.0
+        return x + y
+
+
+def slow_down_layerscale(model: nn.Module, passes: int = 1) -> nn.Module:
+    """Turn every :class:`LayerScale` of ``model`` into a :class:`SlowLayerScale` (in place)."""
+    found = 0
+    for module in model.modules():
+        if type(module) is LayerScale:
+            module.__class__ = SlowLayerScale
+            module.passes = passes
+            found += 1
+    if not found:
+        raise ValueError("model has no LayerScale to slow down")
+    return model
+
+
+class ScaledLinear(nn.Module):
+    """``γ ⊙ linear(h)`` computed as ``F.linear(h, γ[:, None] * W, γ * b)``.
+
+    The scale touches the (C, hidden) weight instead of the (B, N, C) activations, in forward and
+    backward (γ's gradient is a weight-sized reduction), so it pays off when B·N exceeds the
+    weight's input width (hidden): batch 128 at 197 tokens, not batch 4 at 65.
+    """
+
+    def __init__(self, linear: nn.Linear, gamma: nn.Parameter) -> None:
+        super().__init__()
+        self.linear, self.gamma = linear, gamma
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        g = self.gamma
+        return nn.functional.linear(h, self.linear.weight * g[:, None], self.linear.bias * g)
+
+
+def fold_layerscale(model: nn.Module) -> nn.Module:
+    """Move each block's ``ls1``/``ls2`` γ into ``attn.proj``/``mlp.fc2`` (in place, same function)."""
+    for block in model.blocks:
+        if not (isinstance(block.ls1, LayerScale) and isinstance(block.ls2, LayerScale)):
+            raise ValueError("folding needs per-channel LayerScale on both branches")
+        block.attn.proj = ScaledLinear(block.attn.proj, block.ls1.gamma)
+        block.mlp.fc2 = ScaledLinear(block.mlp.fc2, block.ls2.gamma)
+        block.ls1, block.ls2 = nn.Identity(), nn.Identity()
+    return model
+
+
+def check_arm(name: str) -> None:
+    """Raise ``ValueError`` (with the valid names and a did-you-mean) if ``name`` is no arm."""
+    known = arm_names(include_variants=True)
+    if name not in known:
+        raise ValueError(f"unknown bench arm '{name}'{did_you_mean(name, known)}; valid: {', '.join(known)}")
+
+
+def build_arm(name: str, shape: BenchShape) -> nn.Module:
+    """The model of arm ``name`` (see :func:`arm_names`) at ``shape``."""
+    check_arm(name)
+    if name in TIMM_ARMS:
+        return build_model(shape.model_config(TIMM_ARMS[name], backend="timm"))
+    if name in VARIANTS:
+        model = build_model(shape.model_config("layerscale", layerscale=VARIANTS[name]))
+        if name == "layerscale:unfused":
+            return slow_down_layerscale(model, 1)
+        return fold_layerscale(model) if name == "layerscale:folded" else model
+    return build_model(shape.model_config(name))

@@ -1,0 +1,233 @@
+"""Interleaved A/B timing of training steps: the measurement behind ``suite bench`` and the CI gate.
+
+Every *arm* (a model and its AdamW, see ``arms.py``) is built once and kept alive.
+After warm-up, each round visits the arms in a seeded random order and then in reverse (A B B A for
+two arms), timing a block of training steps (forward, cross-entropy, backward, ``AdamW.step``,
+``zero_grad(set_to_none=True)``) per visit; then the same for no-grad forwards. Ratios are taken
+within a round (``stats.py``), so a machine that slows down for a minute slows both
+arms of a ratio. On CUDA a block is timed with CUDA events after a synchronize; on CPU with
+``time.perf_counter``. Tables and files: ``report.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from suite.bench.arms import BenchShape
+from suite.config import TrainConfig
+from suite.engine.optim import build_optimizer
+from suite.models import count_params
+
+
+@dataclass
+class ArmResult:
+    """What one arm measured. Times are seconds per step, shape (rounds, visits per round)."""
+
+    train_s: np.ndarray
+    forward_s: np.ndarray | None
+    params: int
+    saved_bytes: int  # activations autograd keeps for backward (parameters excluded)
+    peak_bytes: int | None  # CUDA: peak of one training step plus the arm's weights/grads/AdamW state
+
+
+def _state_bytes(model: nn.Module, opt: torch.optim.Optimizer) -> int:
+    tensors = list(model.parameters()) + list(model.buffers())
+    tensors += [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def saved_activation_bytes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, autocast) -> int:
+    """Bytes of the tensors autograd saves for backward in one forward, parameters excluded.
+
+    A device-independent proxy for activation memory (the CPU has no peak-memory counter); each
+    storage is counted once, however many views of it are saved.
+    """
+    param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in param_ptrs:
+            seen[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast():
+        loss = F.cross_entropy(model(x), y)
+    del loss
+    return sum(seen.values())
+
+
+class Timer:
+    """Seconds per call of a block of calls: CUDA events on GPU, ``perf_counter`` on CPU."""
+
+    def __init__(self, device: str | torch.device = "cpu") -> None:
+        self.cuda = torch.device(device).type == "cuda"
+
+    def __call__(self, fn: Callable[[], None], calls: int) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()  # nothing queued before the block is counted in it
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(calls):
+                fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3 / calls
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        return (time.perf_counter() - t0) / calls
+
+
+def interleave(
+    fns: dict[str, Callable[[], None]],
+    rounds: int,
+    *,
+    steps: int = 1,
+    timer: Timer | None = None,
+    seed: int = 0,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, np.ndarray]:
+    """Time each function in palindromic rounds: a seeded random order, then its reverse (A B B A).
+
+    Args:
+        fns: arm name -> one step (already warmed up).
+        rounds: R, the number of rounds. steps: calls per timed visit.
+        timer: how a block is timed (default: ``perf_counter`` on CPU).
+        seed: seeds the visiting order. log: called with one progress line per round.
+
+    Returns:
+        Arm name -> (R, 2) seconds per call; column v is the arm's v-th visit in the round.
+    """
+    if rounds < 1 or steps < 1:
+        raise ValueError("rounds and steps must be at least 1")
+    timer = timer or Timer()
+    rng = np.random.default_rng(seed)
+    names = list(fns)
+    times = {n: np.zeros((rounds, 2)) for n in names}
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # a collection inside a timed block would land on one arm only
+    try:
+        for r in range(rounds):
+            t0 = time.perf_counter()
+            first = [names[i] for i in rng.permutation(len(names))]
+            visits = dict.fromkeys(names, 0)
+            for name in first + first[::-1]:
+                times[name][r, visits[name]] = timer(fns[name], steps)
+                visits[name] += 1
+            gc.collect()
+            if log:
+                log(f"round {r + 1}/{rounds} ({time.perf_counter() - t0:.1f} s)")
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return times
+
+
+def measure(
+    factories: dict[str, Callable[[], nn.Module]],
+    shape: BenchShape,
+    *,
+    device: str = "cpu",
+    dtype: str = "fp32",
+    compile: bool = False,
+    rounds: int = 10,
+    warmup: int = 2,
+    steps: int = 1,
+    forward: bool = True,
+    seed: int = 0,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, ArmResult]:
+    """Time every arm's training step, then its no-grad forward, in interleaved rounds.
+
+    Args:
+        factories: arm name -> a function building its model (on CPU, fp32); each gets the same seed.
+        shape: batch and model shape (the input is ``(batch, 3, img, img)`` random images).
+        device: ``cpu`` or ``cuda``. dtype: ``fp32``, or ``bf16`` autocast.
+        compile: ``torch.compile`` each model (compilation happens during warm-up).
+        rounds: timed rounds R. warmup: untimed steps per arm first. steps: steps per timed visit.
+        forward: also time no-grad forwards (a second series of rounds).
+        seed: seeds the weights, the input and the visiting order.
+        log: called with progress lines.
+
+    Returns:
+        Arm name -> :class:`ArmResult` with (R, 2) times.
+    """
+    dev = torch.device(device)
+    if dtype not in ("fp32", "bf16"):
+        raise ValueError(f"dtype must be fp32 or bf16, got {dtype!r}")
+
+    def autocast():
+        if dtype == "bf16":
+            return torch.autocast(device_type=dev.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    if compile:
+        _raise_recompile_limit()
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape.batch, 3, shape.img_size, shape.img_size, generator=gen).to(dev)
+    y = torch.randint(0, shape.num_classes, (shape.batch,), generator=gen).to(dev)
+    train_fns, fwd_fns, info = {}, {}, {}
+    for name, factory in factories.items():
+        torch.manual_seed(seed)
+        eager = factory().to(dev).train()
+        opt = build_optimizer(eager, TrainConfig())
+        model = torch.compile(eager) if compile else eager
+
+        def train_step(model=model, opt=opt) -> None:
+            with autocast():
+                loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        def fwd_step(model=model) -> None:
+            with torch.no_grad(), autocast():
+                model(x)
+
+        t0 = time.perf_counter()
+        for _ in range(warmup):
+            train_step()
+            if forward:
+                fwd_step()
+        peak = None
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+            before = torch.cuda.memory_allocated(dev)
+            torch.cuda.reset_peak_memory_stats(dev)
+            train_step()
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated(dev) - before + _state_bytes(eager, opt)
+        info[name] = dict(params=count_params(eager), saved_bytes=saved_activation_bytes(eager, x, y, autocast),
+                          peak_bytes=peak)
+        opt.zero_grad(set_to_none=True)
+        train_fns[name], fwd_fns[name] = train_step, fwd_step
+        if log:
+            log(f"built and warmed up {name} ({time.perf_counter() - t0:.1f} s)")
+
+    timer = Timer(dev)
+    def tagged(what: str) -> Callable[[str], None] | None:
+        return (lambda line: log(f"{what}: {line}")) if log else None
+
+    train = interleave(train_fns, rounds, steps=steps, timer=timer, seed=seed, log=tagged("train"))
+    fwd = interleave(fwd_fns, rounds, steps=steps, timer=timer, seed=seed + 1, log=tagged("forward")) if forward else {}
+    return {n: ArmResult(train_s=train[n], forward_s=fwd.get(n), **info[n]) for n in factories}
+
+
+def _raise_recompile_limit() -> None:
+    # Every arm compiles the same forward code objects again (other modules, other blocks); past
+    # dynamo's per-code recompile limit (8) it would silently run the rest eager.
+    import torch._dynamo
+
+    for attr in ("recompile_limit", "cache_size_limit"):
+        if hasattr(torch._dynamo.config, attr):
+            setattr(torch._dynamo.config, attr, max(64, getattr(torch._dynamo.config, attr)))

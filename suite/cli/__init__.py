@@ -1,0 +1,62 @@
+"""``suite`` command line: one subcommand per stage of the flow.
+
+spec (``validate``) -> runs (``run``) -> one run (``train``) -> results -> ``analyze`` -> tables;
+``bench`` / ``bench-check`` measure what each residual scheme costs per step.
+
+Each subcommand lives in its own module of this package, exposing ``add_arguments(parser)`` and
+``run(args) -> int``: argument parsing, printing and exit codes live here and nowhere else; the work
+is done by the library packages (``engine``, ``sweep``, ``analysis``, ``bench``). Modules are
+imported lazily so that ``suite --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("suite.cli.train", "train one ViT from a run config and write one run folder"),
+    "validate": ("suite.cli.validate", "check an ablation file without running anything"),
+    "run": ("suite.cli.run", "expand an ablation file into runs and execute them (resumes)"),
+    "analyze": ("suite.cli.analyze", "turn a folder of runs into tables (md, tex, csv) and figures"),
+    "bench": ("suite.cli.bench", "measure each scheme's step-time overhead against Pre-LN (A/B rounds)"),
+    "bench-check": ("suite.cli.bench_check", "the CI gate: fail if LayerScale's overhead regressed"),
+    "schemes": ("suite.cli.schemes", "list the residual schemes and datasets"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from suite import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="suite",
+        description="layerscale-suite: when does LayerScale let a ViT train stably at depth, and what does it cost?",
+    )
+    parser.add_argument("--version", action="version", version=f"suite {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        # add_help=False: `suite train --help` is answered by the module's own parser below.
+        p = sub.add_parser(name, help=help_text, add_help=False)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    # Two passes: find the subcommand, then let its module add its own arguments.
+    known, _ = parser.parse_known_args(argv)
+    if known.command is None:
+        parser.print_help()
+        return 0
+    module = importlib.import_module(known._module)
+    sub = argparse.ArgumentParser(prog=f"suite {known.command}", description=COMMANDS[known.command][1])
+    module.add_arguments(sub)
+    args = sub.parse_args(argv[argv.index(known.command) + 1:])
+    return int(module.run(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

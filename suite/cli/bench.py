@@ -1,0 +1,105 @@
+"""``suite bench``: step-time overhead of every residual scheme against Pre-LN, in one process.
+
+The measurement is :func:`suite.bench.measure.measure` (interleaved A/B rounds); the tables and
+files are :mod:`suite.bench.report`. See docs/benchmark.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from suite import store
+from suite.bench import report
+from suite.bench.arms import BASELINE, BenchShape, arm_names, build_arm, check_arm
+from suite.bench.measure import measure
+
+# Per-device defaults. CPU: about a minute on 2 cores (docs/benchmark.md), single-threaded because
+# on a shared machine a second thread stalls at every op's barrier whenever a neighbour holds its
+# core, which adds noise in proportion to the op count (up to 100x per step, measured), not cost.
+# CUDA: the issue's ViT-S/16 target batch, and enough steps per visit to dwarf the event overhead.
+DEVICE_DEFAULTS = {
+    "cpu": {"batch": 4, "rounds": 16, "steps": 1, "warmup": 2, "dtype": "fp32", "threads": 1},
+    "cuda": {"batch": 128, "rounds": 20, "steps": 5, "warmup": 5, "dtype": "bf16", "threads": None},
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    d = BenchShape()
+    parser.add_argument("--schemes", nargs="+", metavar="ARM",
+                        help=f"arms to measure (preln is always added); default: {' '.join(arm_names())}")
+    parser.add_argument("--variants", action="store_true",
+                        help="add layerscale:scalar, :head, :frozen, :unfused (timm-style multiply + add) and :folded "
+                             "(γ folded into the branch's last linear)")
+    parser.add_argument("--no-timm", dest="timm", action="store_false", help="leave out timm's ViT arms")
+    parser.add_argument("--depth", type=int, default=d.depth, help="blocks (default: %(default)s, ViT-Ti)")
+    parser.add_argument("--dim", type=int, default=d.dim, help="width (default: %(default)s; ViT-S: 384)")
+    parser.add_argument("--heads", type=int, default=d.heads, help="attention heads (default: %(default)s; ViT-S: 6)")
+    parser.add_argument("--tokens", type=int, default=d.tokens,
+                        help="sequence length incl. the class token, n*n+1 with patch 16 (default: 65 = 128 px; 197 = 224 px)")
+    parser.add_argument("--batch", type=int, help="default: 4 on cpu, 128 on cuda")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--compile", action="store_true", help="torch.compile every model")
+    parser.add_argument("--dtype", choices=["fp32", "bf16"], help="default: fp32 on cpu, bf16 autocast on cuda")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default: 16 on cpu, 20 on cuda)")
+    parser.add_argument("--steps", type=int, help="steps per timed visit (default: 1 on cpu, 5 on cuda)")
+    parser.add_argument("--warmup", type=int, help="untimed steps per arm first (default: 2 on cpu, 5 on cuda)")
+    parser.add_argument("--no-forward", dest="forward", action="store_false", help="time training steps only")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: 1 on cpu, torch's on cuda)")
+    parser.add_argument("--seed", type=int, default=0, help="weights, input and visiting order")
+    parser.add_argument("--out", default="results/bench", help="folder for overhead.{csv,md,json}")
+
+
+def resolved_command(settings: dict) -> str:
+    """The ``suite bench`` command line that repeats this measurement, every default spelled out."""
+    s = settings
+    parts = ["suite bench", "--schemes", *s["arms"][1:]] if len(s["arms"]) > 1 else ["suite bench"]
+    for key in ("depth", "dim", "heads", "tokens", "batch", "device", "dtype", "rounds", "steps", "warmup",
+                "threads", "seed"):
+        parts += [f"--{key}", str(s[key])]
+    parts += ["--compile"] if s["compile"] else []
+    parts += [] if s["forward"] else ["--no-forward"]
+    return " ".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda but torch sees no CUDA device", file=sys.stderr)
+        return 2
+    defaults = DEVICE_DEFAULTS[args.device]
+    opt = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in defaults.items()}
+    if opt["threads"]:
+        torch.set_num_threads(opt["threads"])
+    names = arm_names(args.variants, args.timm) if not args.schemes else list(dict.fromkeys([BASELINE] + args.schemes))
+    try:
+        shape = BenchShape(depth=args.depth, dim=args.dim, heads=args.heads, tokens=args.tokens, batch=opt["batch"])
+        shape.img_size  # noqa: B018  (validates tokens before anything is built)
+        for name in names:
+            check_arm(name)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    settings = {**dataclasses.asdict(shape), "device": args.device, "dtype": opt["dtype"], "compile": args.compile,
+                "rounds": opt["rounds"], "steps": opt["steps"], "warmup": opt["warmup"], "forward": args.forward,
+                "seed": args.seed, "threads": torch.get_num_threads(), "arms": names,
+                "interval": "distribution-free 95% interval of the median of per-round ratios (order statistics)"}
+    prov = store.provenance(args.device)
+    t0 = time.perf_counter()
+    results = measure(
+        {n: (lambda n=n: build_arm(n, shape)) for n in names}, shape, device=args.device, dtype=opt["dtype"],
+        compile=args.compile, rounds=opt["rounds"], warmup=opt["warmup"], steps=opt["steps"],
+        forward=args.forward, seed=args.seed, log=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    rows = report.build_rows(results)
+    meta = {"command": resolved_command(settings), "settings": settings, "provenance": prov,
+            "wall_s": round(time.perf_counter() - t0, 1)}
+    paths = report.write_outputs(Path(args.out), results, rows, meta)
+    print(report.markdown_table(rows))
+    print(f"wrote {', '.join(str(p) for p in paths)} ({meta['wall_s']:.0f} s)")
+    return 0

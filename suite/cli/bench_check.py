@@ -1,0 +1,83 @@
+"""``suite bench-check``: the CI gate on LayerScale's step-time cost (``make bench-check``).
+
+The checks and thresholds are :mod:`suite.bench.gate`; see docs/benchmark.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from suite import store
+from suite.bench.arms import build_arm, slow_down_layerscale
+from suite.bench import gate
+from suite.bench.stats import RatioSummary, summarize
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--step-threshold", type=float, default=gate.STEP_THRESHOLD,
+                        help="allowed training-step overhead over preln (default: %(default)s)")
+    parser.add_argument("--residual-threshold", type=float, default=gate.RESIDUAL_THRESHOLD,
+                        help="allowed residual-path cost over the fused reference (default: %(default)s)")
+    parser.add_argument("--step-rounds", type=int, default=gate.STEP_ROUNDS, help="default: %(default)s")
+    parser.add_argument("--residual-rounds", type=int, default=gate.RESIDUAL_ROUNDS, help="default: %(default)s")
+    parser.add_argument("--threads", type=int, default=gate.THREADS, help="torch CPU threads (default: 1)")
+    parser.add_argument("--slowdown", type=int, default=0, metavar="K",
+                        help="inject K un-fused passes into LayerScale (1 = timm's multiply then add): must FAIL")
+    parser.add_argument("--out", default="results/bench", help="folder for gate.json")
+
+
+def run(args: argparse.Namespace) -> int:
+    for flag in ("step_rounds", "residual_rounds"):
+        if getattr(args, flag) < gate.min_rounds():
+            print(f"error: --{flag.replace('_', '-')} {getattr(args, flag)}: the gate needs at least {gate.min_rounds()} "
+                  f"rounds for a 95% interval and will not judge without one; pass --{flag.replace('_', '-')} "
+                  f"{gate.min_rounds()} or more", file=sys.stderr)
+            return 2
+    torch.set_num_threads(args.threads)
+    shape = gate.GATE_SHAPE
+    candidate = None
+    if args.slowdown:
+        candidate = lambda: slow_down_layerscale(build_arm("layerscale", shape), args.slowdown)  # noqa: E731
+    t0 = time.perf_counter()
+    print(f"bench-check: LayerScale vs Pre-LN on cpu ({args.threads} thread(s)), depth {shape.depth}, "
+          f"dim {shape.dim}, tokens {shape.tokens}; step batch {shape.batch} x {args.step_rounds} rounds, "
+          f"residual path batch {gate.RESIDUAL_BATCH} x {args.residual_rounds} rounds"
+          + (f"; injected slowdown: {args.slowdown} un-fused pass(es)" if args.slowdown else ""), flush=True)
+    results = {}
+    for name, fn, threshold, rounds in (
+        ("step", gate.measure_step, args.step_threshold, args.step_rounds),
+        ("residual", gate.measure_residual, args.residual_threshold, args.residual_rounds),
+    ):
+        what = {"step": "training-step overhead over preln", "residual": "residual-path cost over fused addcmul"}[name]
+        t1 = time.perf_counter()
+        passed, message, ratios = gate.check(fn, threshold, what, shape=shape, rounds=rounds, candidate=candidate)
+        s = summarize(ratios)
+        results[name] = {"passed": passed, "message": message, "threshold": threshold, "median": s.median,
+                         "low": s.low, "high": s.high, "rounds": s.n, "wall_s": round(time.perf_counter() - t1, 1),
+                         "ratios": ratios.tolist()}
+    ok = all(r["passed"] for r in results.values())
+    print("\n| check | overhead, median [95% interval] | threshold | verdict | time |\n|---|---|---:|---|---:|")
+    for name, r in results.items():
+        s = RatioSummary(r["median"], r["low"], r["high"], r["rounds"])
+        print(f"| {name} | {s.format()} | {100 * r['threshold']:+.1f}% | {'PASS' if r['passed'] else 'FAIL'} "
+              f"| {r['wall_s']:.0f} s |")
+    print()
+    for r in results.values():
+        print(r["message"])
+    wall = time.perf_counter() - t0
+    store.write_json(Path(args.out) / "gate.json", {
+        "passed": ok, "checks": results, "slowdown": args.slowdown, "threads": args.threads, "wall_s": round(wall, 1),
+        "shape": dataclasses.asdict(shape), "residual_batch": gate.RESIDUAL_BATCH, "provenance": store.provenance("cpu"),
+    })
+    if not ok:
+        print("\nbench-check FAILED: LayerScale got slower. Look for an extra pass over the activations in "
+              "suite/models/layerscale.py (LayerScale.add_to, residual_add) or PreLNBlock.forward; if the cost is "
+              "intended, update the threshold in suite/bench/gate.py and docs/benchmark.md.", file=sys.stderr)
+    print(f"bench-check {'PASSED' if ok else 'FAILED'} in {wall:.0f} s")
+    return 0 if ok else 1

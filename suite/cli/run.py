@@ -1,0 +1,179 @@
+"""``suite run FILE``: expand an ablation into runs and bring every run to a final status.
+
+Exit status: 0 when every selected run has a summary (whatever its status, even ``diverged`` or
+``error``: those are results, reported at the end); 2 for a user error (nothing runs); 130 when
+interrupted (Ctrl-C / SIGTERM; run the same command again to finish).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from suite.store import STATUSES
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("ablation", metavar="FILE", help="ablation YAML, e.g. ablations/default.yaml")
+    parser.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>)")
+    parser.add_argument("--workers", type=int, metavar="N",
+                        help="parallel runs (local backend; default: one per GPU, else 1)")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="torch CPU threads per run (default: cores // workers locally, 1 per Ray task); "
+                             "a Ray CPU task reserves this many CPUs")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="overrides every run's device")
+    parser.add_argument("--backend", choices=["local", "ray"], default="local",
+                        help="local worker processes (default) or Ray tasks (pip install -e '.[ray]')")
+    parser.add_argument("--ray-address", metavar="ADDR",
+                        help="Ray cluster to join, e.g. 10.0.0.1:6379 (default: start a local one)")
+    parser.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
+    parser.add_argument("--only", action="append", metavar="EXPR",
+                        help="run a subset: key=value[,key=value] (comma = and; repeat --only = or); keys: "
+                             "variant, seed or a dotted config key, e.g. --only variant=preln,model.depth=12")
+    parser.add_argument("--retry-errors", action="store_true", help="rerun runs whose status is error")
+
+
+def run(args: argparse.Namespace) -> int:
+    from suite.config import ConfigError
+    from suite.sweep import folder
+    from suite.sweep.plan import plan
+    from suite.sweep.spec import SpecError, load_ablation, parse_only, select
+
+    try:
+        ablation = load_ablation(args.ablation)
+        runs = select(ablation.runs, parse_only(args.only or [], ablation))
+        if not runs:
+            raise SpecError([f"--only: {' | '.join(args.only)}: matches none of the {len(ablation.runs)} runs; "
+                             f"list them with --dry-run"])
+        for flag in ("workers", "threads"):
+            if getattr(args, flag) is not None and getattr(args, flag) < 1:
+                raise SpecError([f"--{flag}: must be >= 1, got {getattr(args, flag)}"])
+        out = Path(args.out) if args.out else Path("results") / ablation.name
+        folder.check_out(out, ablation)
+        todo, done = folder.split_done(runs, out, args.retry_errors)
+        if args.dry_run:
+            _print_plan(runs, done, out, ablation, todo)
+            return 0
+        todo, execute = plan(todo, backend=args.backend, device=args.device, workers=args.workers,
+                             threads=args.threads, ray_address=args.ray_address)
+        with folder.prepare_out(out, ablation):
+            return _sweep(runs, todo, done, out, execute)
+    except (ConfigError, folder.RunnerError) as err:
+        for line in str(err).splitlines():
+            print(f"error: {line}", file=sys.stderr)
+        return 2
+
+
+def _sweep(runs: list, todo: list, done: dict, out: Path, execute) -> int:
+    progress = Progress(len(runs), done, len(todo))
+    main_thread = threading.current_thread() is threading.main_thread()  # signals can only be set there
+    old_term = signal.signal(signal.SIGTERM, _raise_interrupt) if main_thread else None  # stop as on Ctrl-C
+    # A process started in the background of a non-interactive shell inherits SIGINT *ignored*
+    # (POSIX), and Python then never raises KeyboardInterrupt: a sweep must still stop on Ctrl-C.
+    old_int = signal.signal(signal.SIGINT, signal.default_int_handler) if main_thread else None
+    try:
+        if todo:
+            execute(todo, out, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        left = len(runs) - progress.finished
+        print(f"interrupted: {progress.counts_text()}; {left} runs left, run the same command again to "
+              f"finish them -> {out}", file=sys.stderr)
+        return 130
+    finally:
+        progress.close()
+        if main_thread:
+            signal.signal(signal.SIGTERM, old_term)
+            signal.signal(signal.SIGINT, old_int)
+    print(progress.summary(out))
+    if progress.counts["error"]:
+        print(f"{progress.counts['error']} runs ended in error: see {out}/runs/<run_id>/summary.json (error) and "
+              f"log.txt; rerun them with --retry-errors", file=sys.stderr)
+    return 0
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+class Progress:
+    """Counts by status; a tqdm bar over runs on a terminal, else one line per finished run."""
+
+    def __init__(self, total: int, done: dict[str, dict], todo: int) -> None:
+        self.total, self.todo, self.skipped, self.n = total, todo, len(done), 0
+        self.counts: collections.Counter = collections.Counter({s: 0 for s in STATUSES})
+        self.counts.update(s.get("status") for s in done.values())
+        self.t0 = time.perf_counter()
+        self.bar = None
+        if sys.stderr.isatty() and todo:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=todo, unit="run", dynamic_ncols=True)
+
+    @property
+    def finished(self) -> int:
+        return self.skipped + self.n
+
+    def __call__(self, run, result: dict[str, Any]) -> None:
+        self.n += 1
+        status = result.get("status") or "error"
+        self.counts[status] += 1
+        elapsed = time.perf_counter() - self.t0
+        eta = _duration(elapsed / self.n * (self.todo - self.n))
+        line = f"[{self.n}/{self.todo}] {status:<8} {run.label}  {_detail(result)}  ({result.get('wall_s') or 0:.1f} s)"
+        if self.bar is None:
+            print(f"{line}  eta {eta}", flush=True)
+            return
+        self.bar.set_postfix_str(self.counts_text(short=True), refresh=False)
+        self.bar.update(1)
+        if status == "error":
+            self.bar.write(line)
+
+    def counts_text(self, short: bool = False) -> str:
+        if short:
+            return " ".join(f"{s[:4]}={self.counts[s]}" for s in STATUSES)
+        return ", ".join(f"{self.counts[s]} {s}" for s in STATUSES)
+
+    def summary(self, out: Path) -> str:
+        return (f"{self.total} runs: {self.counts_text()} (skipped {self.skipped} already done) "
+                f"in {_duration(time.perf_counter() - self.t0)} -> {out}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _detail(result: dict[str, Any]) -> str:
+    if result.get("status") == "error":
+        return str(result.get("error"))
+    if result.get("status") == "diverged":
+        return f"diverged at step {result.get('diverged_step')} ({result.get('diverged_reason')})"
+    acc = result.get("test_acc")
+    return f"acc={acc:.3f}" if acc is not None else ""
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    h, m = s // 3600, s // 60 % 60
+    return f"{h}h{m:02d}m{s % 60:02d}s" if h else f"{m}m{s % 60:02d}s"
+
+
+def _print_plan(runs: list, done: dict, out: Path, ablation, todo: list) -> None:
+    keys = list(ablation.grid)
+    header = ["run_id", "variant", *keys, "seed", "state"]
+    rows = [[r.run_id, r.variant, *(str(r.point[k]) for k in keys), str(r.seed),
+             f"done ({done[r.run_id]['status']})" if r.run_id in done else "to run"] for r in runs]
+    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
+    for row in [header, *rows]:
+        print("  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip())
+    selected = ablation.describe()
+    if len(runs) != len(ablation.runs):
+        selected = f"{len(runs)} of {selected} selected"
+    print(f"{selected}: {len(done)} already done, {len(todo)} to run -> {out}")

@@ -1,0 +1,48 @@
+"""``suite train CONFIG.yaml [--out DIR] [--device ...] [key=value ...]``: one run, one folder."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", nargs="?", help="run config YAML (omit to use the typed defaults)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="dotted overrides applied after the file, e.g. model.depth=24 train.lr=1e-3")
+    parser.add_argument("--out", help="run folder (default: results/train/<run_id>)")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="overrides the config's device")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="progress bar (default: when stderr is a terminal)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from suite import store
+    from suite.config import ConfigError, load_config
+    from suite.engine import train
+
+    path, overrides = args.config, list(args.overrides)
+    if path is not None and "=" in path and not Path(path).exists():
+        path, overrides = None, [path] + overrides  # only overrides were given
+    if args.device:
+        overrides.append(f"device={args.device}")
+    try:
+        cfg = load_config(path, overrides)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path("results") / "train" / store.run_id(cfg)
+    summary = train(cfg, out, progress=args.progress)
+    line = f"{summary['status']}: {out}"
+    if summary["status"] == "error":
+        print(f"{line}\n  {summary['error']}", file=sys.stderr)
+        return 1
+    acc = summary["test_acc"]
+    extra = f" test_acc={acc:.4f}" if acc is not None else ""
+    if summary["diverged_step"] is not None:
+        extra += f" diverged at step {summary['diverged_step']} ({summary['diverged_reason']})"
+    if summary["step_time_ms"] is not None:
+        extra += f" step={summary['step_time_ms']:.1f} ms"
+    print(line + extra)
+    return 0

@@ -1,0 +1,30 @@
+"""``suite validate FILE...``: check ablation files without running anything.
+
+Prints one line per problem (``FILE: key: problem; fix``) and exits 2, or one ``ok`` line per file
+with its run count. ``suite run`` does the same checks before any run starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("ablations", nargs="+", metavar="FILE", help="ablation YAML file(s)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from suite.sweep.spec import SpecError, load_ablation
+
+    status = 0
+    for path in args.ablations:
+        try:
+            ablation = load_ablation(path)
+        except SpecError as err:
+            for line in err.problems:
+                print(f"error: {line}", file=sys.stderr)
+            status = 2
+            continue
+        print(f"{path}: ok: '{ablation.name}', {ablation.describe()} -> results/{ablation.name}")
+    return status

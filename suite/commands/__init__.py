@@ -1,1 +1,0 @@
-"""Thin CLI front-ends; the work lives in the modules they call."""

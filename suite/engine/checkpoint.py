@@ -1,0 +1,57 @@
+"""Checkpoints of one run: save, restore bit-identically, and cut the metrics log back to match."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from suite import store
+
+
+@dataclasses.dataclass
+class RunState:
+    """Everything besides the weights and the optimizer that a checkpoint must restore."""
+
+    step: int = 0
+    ema: float | None = None
+    best_ema: float = math.inf
+    best_test_acc: float | None = None
+    test_acc: float | None = None
+    step_times: list[float] = dataclasses.field(default_factory=list)
+
+
+def save(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, state: RunState) -> None:
+    """Write the checkpoint through a temp file, so a kill never leaves half of one."""
+    tmp = path.with_suffix(".tmp")
+    torch.save({
+        "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        "state": dataclasses.asdict(state), "cpu_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+    }, tmp)
+    tmp.replace(path)
+
+
+def load(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device) -> RunState:
+    """Restore weights, optimizer, RNG states and the run state from ``path``."""
+    ckpt = torch.load(path, map_location=device, weights_only=False)
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    torch.set_rng_state(ckpt["cpu_rng"].cpu())
+    if ckpt["cuda_rng"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in ckpt["cuda_rng"]])
+    state = RunState(**ckpt["state"])
+    state.step_times = []  # timings restart: the resumed process warms up again
+    return state
+
+
+def truncate_metrics(run_dir: Path, step: int) -> None:
+    """Drop metric records written after the checkpoint, so a resumed run's log has no duplicates."""
+    path = Path(run_dir) / store.METRICS
+    if not path.exists():
+        return
+    keep = [r for r in store.read_metrics(run_dir) if r["step"] <= step]
+    store.atomic_write_text(path, "".join(store.metrics_line(r) for r in keep))

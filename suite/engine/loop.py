@@ -1,0 +1,276 @@
+"""One training run, end to end: setup, optimizer steps, evaluation, finish.
+
+:func:`train` is what ``suite train`` and the sweep runner call for every run. It always writes
+``summary.json`` with exactly one status (``ok``, ``diverged``, ``failed``, ``error``); an exception
+inside a run becomes ``error`` with its message, so a sweep never dies of one run.
+
+The run is a :class:`Training` object whose methods are the phases: :meth:`Training.setup` (data, model,
+optimizer, resume), :meth:`Training.step` (one optimizer step and the divergence rules),
+:meth:`Training.evaluate` (test accuracy) and :meth:`Training.finish` (the summary's results).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+import torch
+import torch.nn.functional as F
+
+from suite import store
+from suite.config import RunConfig, dump_yaml, flatten, to_dict
+from suite.data import TrainStream, eval_batches, load_dataset
+from suite.data.bundle import DatasetBundle
+from suite.engine import checkpoint
+from suite.engine.checkpoint import RunState
+from suite.engine.optim import build_optimizer, lr_at
+from suite.engine.probes import probe
+from suite.engine.resources import peak_memory_mb, reset_peak_memory, resolve_device
+from suite.models import build_model, count_params
+
+SPIKE_EMA = 0.9  # smoothing of the loss used for the spike rule and final_train_loss
+
+
+class Diverged(Exception):
+    def __init__(self, step: int, reason: str) -> None:
+        super().__init__(f"diverged at step {step}: {reason}")
+        self.step, self.reason = step, reason
+
+
+def train(
+    cfg: RunConfig,
+    out_dir: str | Path,
+    *,
+    progress: bool | None = None,
+    extra: dict[str, Any] | None = None,
+    on_step: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Train one ViT and write ``config.yaml``, ``metrics.jsonl`` and ``summary.json`` to ``out_dir``.
+
+    Args:
+        cfg: the resolved run config (validated).
+        out_dir: the run folder; a ``checkpoint.pt`` there (from a killed run) is resumed from.
+        progress: show a tqdm bar; ``None`` = only when stderr is a terminal.
+        extra: top-level keys added to the summary (the sweep adds ``ablation``, ``variant``).
+        on_step: called after every optimizer step with the step number (tests inject faults here).
+
+    Returns:
+        The summary dict (also written atomically to ``out_dir/summary.json``).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / store.SUMMARY).unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    summary = store.empty_summary(cfg, extra)
+    device = torch.device("cpu")
+    try:
+        device = resolve_device(cfg.device)
+        summary.update(store.provenance(str(device)))
+        run = Training(cfg, out, device, summary)
+        run.setup()
+        run.loop(progress, on_step)
+        run.finish()
+    except Exception as err:  # one run's failure must never stop a sweep
+        summary["status"] = "error"
+        summary["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
+        with open(out / "log.txt", "a") as log:
+            log.write(traceback.format_exc())
+        if "device_name" not in summary:
+            summary.update(store.provenance(str(device)))
+    summary["wall_s"] = round(time.perf_counter() - t0, 3)
+    store.write_json(out / store.SUMMARY, summary)
+    (out / store.CHECKPOINT).unlink(missing_ok=True)
+    return summary
+
+
+class Training:
+    """The state of one run between its phases; ``summary`` is filled in place."""
+
+    def __init__(self, cfg: RunConfig, out: Path, device: torch.device, summary: dict[str, Any]) -> None:
+        self.cfg, self.out, self.device, self.summary = cfg, out, device, summary
+        self.tc = cfg.train
+        self.state = RunState()
+        self.metrics: TextIO | None = None
+
+    # ------------------------------------------------------------------------- setup
+
+    def setup(self) -> None:
+        """Data, model, optimizer and the training stream; resume from a checkpoint if there is one."""
+        tc = self.tc
+        if tc.threads:
+            torch.set_num_threads(tc.threads)
+        self.data = load_dataset(self.cfg.data)
+        self.cfg = cfg = fill_model_shape(self.cfg, self.data)
+        self.summary.update({k: v for k, v in flatten(to_dict(cfg)).items() if k.startswith("model.")})
+        store.atomic_write_text(self.out / store.CONFIG, dump_yaml(cfg))
+
+        torch.manual_seed(cfg.seed)  # init and drop-path draws; data order has its own generators
+        self.model = build_model(cfg.model).to(self.device)
+        self.summary["num_params"] = count_params(self.model)
+        self.optimizer = build_optimizer(self.model, tc)
+        self.total_steps = total_steps(cfg, self.data.train_size)
+        self.stream = TrainStream(self.data, tc.batch_size, cfg.seed, self.device, cfg.data.augment,
+                                  cfg.data.device_max_mb, cfg.data.num_workers)
+        ckpt = self.out / store.CHECKPOINT
+        if ckpt.exists():
+            self.state = checkpoint.load(ckpt, self.model, self.optimizer, self.device)
+            checkpoint.truncate_metrics(self.out, self.state.step)
+        else:
+            (self.out / store.METRICS).unlink(missing_ok=True)
+        self.step_fn = torch.compile(self.model) if tc.compile else self.model
+        self.use_bf16 = tc.precision == "bf16" or (tc.precision == "auto" and self.device.type == "cuda")
+        self.chance = math.log(self.data.num_classes)
+        reset_peak_memory(self.device)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.clip = tc.grad_clip if tc.grad_clip is not None else math.inf
+        self.timed_from = self.state.step + tc.timing_warmup_steps
+
+    # ------------------------------------------------------------------------- the loop
+
+    def loop(self, progress: bool | None, on_step: Callable[[int], None] | None) -> None:
+        """Every step from the current one to the last; sets ``ok`` / ``failed`` / ``diverged``."""
+        tc, state = self.tc, self.state
+        bar = _progress_bar(self.total_steps, state.step, progress)
+        self.metrics = open(self.out / store.METRICS, "a")
+        try:
+            if state.step == 0:
+                # The scales as initialised, before any update: a re-init bug (timm once reset its
+                # gamma to 1) shows here. Probes take no gradients and draw no random numbers.
+                x0, _ = next(self.stream.batches(0, 1))
+                self.log({"kind": "train", "step": 0, "loss": None, "lr": lr_at(0, self.total_steps, tc),
+                          "grad_norm": None, "blocks": probe(self.model, x0)})
+            self.model.train()
+            for x, y in self.stream.batches(state.step, self.total_steps):
+                self.step(x, y)
+                step = state.step
+                if (tc.eval_every and step % tc.eval_every == 0) or step == self.total_steps:
+                    self.evaluate(step)
+                if tc.checkpoint_every and step % tc.checkpoint_every == 0 and step < self.total_steps:
+                    self.metrics.flush()
+                    checkpoint.save(self.out / store.CHECKPOINT, self.model, self.optimizer, state)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{state.ema:.3f}", refresh=False)
+                if on_step is not None:
+                    on_step(step)
+            self.summary["status"] = "ok"
+            if state.ema is not None and state.ema >= tc.fail_fraction * self.chance:
+                self.summary["status"] = "failed"
+        except Diverged as d:
+            self.summary.update(status="diverged", diverged_step=d.step, diverged_reason=d.reason)
+            self.log({"kind": "diverged", "step": d.step, "reason": d.reason})
+        finally:
+            self.metrics.close()
+            if bar is not None:
+                bar.close()
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """One optimizer step on the batch ``(x, y)``.
+
+        Raises:
+            Diverged: a non-finite loss or gradient norm, or a loss spike after the warmup.
+        """
+        tc, state, device = self.tc, self.state, self.device
+        t_start = time.perf_counter()
+        step = state.step
+        lr = lr_at(step, self.total_steps, tc)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
+            loss = F.cross_entropy(self.step_fn(x), y, label_smoothing=tc.label_smoothing)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        loss_v, grad_v = loss.item(), grad_norm.item()  # one sync per step, also for timing
+        if not math.isfinite(loss_v):
+            raise Diverged(step, "nonfinite_loss")
+        if not math.isfinite(grad_v):
+            raise Diverged(step, "nonfinite_grad")
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if step >= self.timed_from:
+            state.step_times.append(time.perf_counter() - t_start)
+        step += 1
+        state.step = step
+        state.ema = loss_v if state.ema is None else SPIKE_EMA * state.ema + (1 - SPIKE_EMA) * loss_v
+        if step > tc.warmup_steps:
+            if loss_v > tc.spike_factor * state.best_ema and loss_v > self.chance:
+                raise Diverged(step, "loss_spike")
+            state.best_ema = min(state.best_ema, state.ema)
+        if step % tc.log_every == 0 or step == self.total_steps:
+            self.log({"kind": "train", "step": step, "loss": loss_v, "lr": lr, "grad_norm": grad_v,
+                      "blocks": probe(self.model, x)})
+
+    @torch.no_grad()
+    def evaluate(self, step: int) -> None:
+        """Test loss and accuracy of the current weights, logged and kept in the run state."""
+        cfg, device, state = self.cfg, self.device, self.state
+        self.model.eval()
+        correct, total, loss_sum = 0, 0, 0.0
+        for x, y in eval_batches(self.data, max(cfg.train.batch_size, 256), device, cfg.data.device_max_mb,
+                                 cfg.data.num_workers):
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
+                logits = self.model(x)
+            loss_sum += F.cross_entropy(logits.float(), y, reduction="sum").item()
+            correct += (logits.argmax(-1) == y).sum().item()
+            total += y.numel()
+        self.model.train()
+        acc = correct / max(total, 1)
+        state.test_acc = acc
+        state.best_test_acc = acc if state.best_test_acc is None else max(state.best_test_acc, acc)
+        self.log({"kind": "eval", "step": step, "test_loss": loss_sum / max(total, 1), "test_acc": acc})
+
+    # ------------------------------------------------------------------------- finish
+
+    def finish(self) -> None:
+        """The summary's results: steps, final loss, accuracy, step time, throughput, memory."""
+        state, summary = self.state, self.summary
+        summary["steps_done"] = state.step
+        summary["final_train_loss"] = state.ema
+        summary["test_acc"] = state.test_acc
+        summary["best_test_acc"] = state.best_test_acc
+        if state.step_times:
+            med = statistics.median(state.step_times)
+            summary["step_time_ms"] = med * 1e3
+            summary["throughput"] = self.tc.batch_size / med
+        summary["peak_mem_mb"] = peak_memory_mb(self.device)
+
+    def log(self, record: dict[str, Any]) -> None:
+        self.metrics.write(store.metrics_line(record))
+
+
+def fill_model_shape(cfg: RunConfig, data: DatasetBundle) -> RunConfig:
+    """Take img_size / in_chans / num_classes from the dataset where the config leaves them None."""
+    m = cfg.model
+    found = {"img_size": data.img_size, "in_chans": data.in_chans, "num_classes": data.num_classes}
+    for key, value in found.items():
+        mine = getattr(m, key)
+        if mine is not None and mine != value:
+            raise ValueError(f"model.{key}={mine} does not match dataset '{data.name}' ({value}); leave it unset")
+    model = dataclasses.replace(m, **found)
+    return dataclasses.replace(cfg, model=model)
+
+
+def total_steps(cfg: RunConfig, train_size: int) -> int:
+    """``train.steps``, or ``ceil(epochs * train_size / batch_size)`` when ``train.epochs`` is set."""
+    tc = cfg.train
+    if tc.epochs is not None:
+        return max(1, math.ceil(tc.epochs * train_size / tc.batch_size))
+    return tc.steps
+
+
+def _progress_bar(total: int, start: int, progress: bool | None):
+    if progress is None:
+        progress = sys.stderr.isatty()
+    if not progress:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=start, unit="step", dynamic_ncols=True, leave=False)

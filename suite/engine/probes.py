@@ -1,0 +1,151 @@
+"""Per-block probes: how big the scales are, how far each branch moves the residual stream.
+
+The probes attach from outside with forward hooks, so block code stays pure and timm's blocks are
+probed the same way as ours. For each block a pair of :class:`Tap` says where its attention and MLP
+branches can be read: the submodule whose output is the branch, the submodule whose input is the
+stream that branch is added to, and what the block multiplies the branch by before the add.
+Probes run on a given batch without gradients and in eval mode, so they never change training.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from suite.models.residual import DeepNormBlock, PostLNBlock, PreLNBlock, ReZeroBlock, SandwichBlock
+
+KEYS = ("attn_ratio", "mlp_ratio", "out_rms")  # what the hooks record, besides the scales
+
+
+@dataclass(frozen=True)
+class Tap:
+    """Where one residual branch of a block can be read from outside.
+
+    Attributes:
+        name: ``attn`` or ``mlp`` (the record key is ``<name>_ratio``).
+        branch: submodule whose output is the branch (before any residual scale).
+        stream: submodule whose *input* is the residual stream the branch is added to; ``None``
+            for the block's own input.
+        scale: ``(block, branch output) -> what is added to the stream``.
+    """
+
+    name: str
+    branch: str
+    stream: str | None
+    scale: Callable[[nn.Module, torch.Tensor], torch.Tensor]
+
+
+def _unscaled(block: nn.Module, out: torch.Tensor) -> torch.Tensor:
+    return out
+
+
+def _module(attr: str) -> Callable[[nn.Module, torch.Tensor], torch.Tensor]:
+    def scale(block: nn.Module, out: torch.Tensor) -> torch.Tensor:
+        return getattr(block, attr)(out)  # LayerScale (ours or timm's) or nn.Identity
+
+    return scale
+
+
+def _alpha(block: nn.Module, out: torch.Tensor) -> torch.Tensor:
+    return block.alpha.to(out.dtype) * out
+
+
+_PRE_LN = (Tap("attn", "attn", None, _module("ls1")), Tap("mlp", "mlp", "norm2", _module("ls2")))
+_POST_LN = (Tap("attn", "attn", None, _unscaled), Tap("mlp", "mlp", "mlp", _unscaled))
+TAPS: dict[type, tuple[Tap, ...]] = {
+    PreLNBlock: _PRE_LN,  # x + ls1(attn(LN(x))); the MLP branch reads x after the first add
+    PostLNBlock: _POST_LN,  # LN(x + F(x)): the MLP branch reads the normalised stream
+    DeepNormBlock: _POST_LN,  # LN(α·x + F(x)): the branch is unscaled, the ratio is to x
+    ReZeroBlock: (Tap("attn", "attn", None, _alpha), Tap("mlp", "mlp", "mlp", _alpha)),
+    SandwichBlock: (Tap("attn", "post_norm1", None, _unscaled), Tap("mlp", "post_norm2", "norm2", _unscaled)),
+}
+_TIMM_STYLE = ("norm1", "attn", "ls1", "norm2", "mlp", "ls2")  # timm's ViT Block: the pre-LN layout
+
+
+def taps_for(block: nn.Module) -> tuple[Tap, ...]:
+    """The taps of a block: ours by class, timm's pre-LN ``Block`` by its layout; else none."""
+    for cls in type(block).__mro__:
+        if cls in TAPS:
+            return TAPS[cls]
+    if all(isinstance(getattr(block, a, None), nn.Module) for a in _TIMM_STYLE):
+        return _PRE_LN
+    return ()
+
+
+def block_scales(block: nn.Module) -> list[torch.Tensor]:
+    """A block's residual scales: ours via ``scales()``, timm's via its ``ls1``/``ls2`` gammas."""
+    if hasattr(block, "scales"):
+        return block.scales()
+    return [m.gamma for m in (getattr(block, "ls1", None), getattr(block, "ls2", None)) if hasattr(m, "gamma")]
+
+
+def _ratio(delta: torch.Tensor, stream: torch.Tensor) -> torch.Tensor:
+    # ‖Δ‖/‖x‖ over the whole batch: how far this branch moves the residual stream.
+    return delta.float().norm() / stream.float().norm().clamp_min(1e-30)
+
+
+def _attach(block: nn.Module, got: dict[str, torch.Tensor]) -> list[Any]:
+    """Hooks that fill ``got`` with one block's ratios and output RMS during a forward."""
+    streams: dict[str, torch.Tensor] = {}
+    handles = [block.register_forward_pre_hook(lambda mod, args: streams.__setitem__("block", args[0]))]
+    for tap in taps_for(block):
+        key = tap.stream or "block"
+        if tap.stream is not None:
+            def keep(mod, args, key=key):
+                streams[key] = args[0]
+            handles.append(getattr(block, tap.stream).register_forward_pre_hook(keep))
+
+        def note(mod, args, out, tap=tap, key=key):
+            got[f"{tap.name}_ratio"] = _ratio(tap.scale(block, out), streams[key])
+        handles.append(getattr(block, tap.branch).register_forward_hook(note))
+
+    def note_out(mod, args, out):
+        got["out_rms"] = out.float().pow(2).mean().sqrt()
+    handles.append(block.register_forward_hook(note_out))
+    return handles
+
+
+def _finite_or_none(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+@torch.no_grad()
+def probe(model: nn.Module, x: torch.Tensor) -> list[dict[str, Any]]:
+    """One record per block: scale_mean, scale_max, attn_ratio, mlp_ratio, out_rms.
+
+    Args:
+        model: the (uncompiled) model, ours or timm's; its blocks are ``model.blocks``.
+        x: an input batch (B, C, H, W) on the model's device.
+
+    Returns:
+        ``depth`` dicts in block order; values are floats, or ``None`` where not applicable (no
+        scales, a block layout without taps) or not finite.
+    """
+    blocks = list(getattr(model, "blocks", []))
+    got: list[dict[str, torch.Tensor]] = [{} for _ in blocks]
+    handles = [h for b, g in zip(blocks, got) for h in _attach(b, g)]
+    was_training = model.training
+    model.eval()
+    try:
+        model(x)
+    finally:
+        for h in handles:
+            h.remove()
+        model.train(was_training)
+    records = []
+    for i, (b, values) in enumerate(zip(blocks, got)):
+        rec: dict[str, Any] = {"block": i, "scale_mean": None, "scale_max": None}
+        scales = block_scales(b)
+        if scales:
+            flat = torch.cat([s.detach().float().abs().flatten() for s in scales])
+            rec["scale_mean"] = _finite_or_none(flat.mean().item())
+            rec["scale_max"] = _finite_or_none(flat.max().item())
+        for key in KEYS:
+            rec[key] = _finite_or_none(values[key].item()) if key in values else None
+        records.append(rec)
+    return records

@@ -1,0 +1,92 @@
+"""The results folder of a sweep: whose it is, which runs are done, where each run goes.
+
+Resuming needs no bookkeeping: a run is done when ``runs/<run_id>/summary.json`` exists (written
+atomically, last); anything else is run (again) next time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Iterator
+
+import yaml
+
+from suite import store
+from suite.sweep.spec import Ablation, Run
+
+
+class RunnerError(Exception):
+    """A user error found before any run starts (busy or foreign folder, no GPU, no Ray)."""
+
+
+def run_dir(out: Path, run: Run) -> Path:
+    return Path(out) / "runs" / run.run_id
+
+
+@contextlib.contextmanager
+def prepare_out(out: Path, ablation: Ablation) -> Iterator[None]:
+    """Check that ``out`` belongs to this ablation, lock it, and write ``ablation.yaml``.
+
+    The exclusive lock is held for the sweep's lifetime, so two sweeps never run the same runs at
+    once; the OS drops it when the process dies, even by SIGKILL.
+
+    Raises:
+        RunnerError: ``out`` holds another ablation (two ablations never share a folder), or another
+            ``suite run`` is using it.
+    """
+    out = Path(out)
+    check_out(out, ablation)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".lock", "a") as lock:
+        try:
+            import fcntl
+
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # no fcntl (Windows): no lock, the rest works
+            pass
+        except OSError:
+            raise RunnerError(f"{out}: another `suite run` is writing here; wait for it or pass --out DIR") from None
+        text = yaml.safe_dump(ablation.resolved, sort_keys=False)
+        marker = out / "ablation.yaml"
+        if not marker.exists() or marker.read_text() != text:  # a rerun with nothing to do writes nothing
+            store.atomic_write_text(marker, text)
+        yield
+
+
+def check_out(out: Path, ablation: Ablation) -> None:
+    """Raise :class:`RunnerError` unless ``out`` is new or holds this ablation (reads only)."""
+    marker = out / "ablation.yaml"
+    if marker.exists():
+        try:
+            other = (yaml.safe_load(marker.read_text()) or {}).get("name")
+        except (yaml.YAMLError, AttributeError):
+            other = None
+        if other != ablation.name:
+            raise RunnerError(f"{out}: holds the runs of ablation '{other}' (see {marker}), not "
+                              f"'{ablation.name}'; pass --out DIR to write elsewhere")
+    elif (out / "runs").is_dir() and any((out / "runs").iterdir()):
+        raise RunnerError(f"{out}: has runs but no ablation.yaml, so they are not from '{ablation.name}'; "
+                          f"pass --out DIR to write elsewhere")
+
+
+def split_done(runs: list[Run], out: Path, retry_errors: bool) -> tuple[list[Run], dict[str, dict]]:
+    """Runs still to do, and the summaries of those already finished (skipped this time).
+
+    ``ok`` / ``diverged`` / ``failed`` are final; ``error`` is final unless ``retry_errors``.
+    """
+    todo, done = [], {}
+    for run in runs:
+        summary = store.read_summary(run_dir(out, run))
+        status = summary.get("status") if summary else None
+        if status in store.FINAL_STATUSES or (status == "error" and not retry_errors):
+            done[run.run_id] = summary
+        else:
+            todo.append(run)
+    return todo, done
+
+
+def clear_stale(out: Path, run: Run) -> None:
+    """Drop the old ``error`` summary of a run about to be retried, so that if its process dies
+    before training starts, :func:`record_lost` does not mistake that summary for a new one."""
+    (run_dir(out, run) / store.SUMMARY).unlink(missing_ok=True)

@@ -1,0 +1,73 @@
+"""How a sweep is executed: devices, worker count, threads per run, and the backend to use."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib.util
+import os
+from pathlib import Path
+from typing import Callable
+
+from suite.sweep.folder import RunnerError
+from suite.sweep.local import Report
+from suite.sweep.spec import Run
+
+Executor = Callable[[list[Run], Path, Report], None]
+
+
+def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, workers: int | None = None,
+         threads: int | None = None, ray_address: str | None = None) -> tuple[list[Run], Executor]:
+    """Decide devices, workers and threads for ``todo``.
+
+    Args:
+        backend: ``local`` (worker processes) or ``ray``.
+        device: overrides every run's device (``cpu``, ``cuda``, ``auto``); None keeps each run's.
+        workers: parallel runs on the local backend; default one per visible GPU, else 1.
+        threads: torch CPU threads per run; default cores // busy workers locally, 1 per Ray task.
+        ray_address: a Ray cluster to join; None starts a local one.
+
+    Returns:
+        The runs with their execution keys set (``device``, ``train.threads``: the run ids do not
+        change) and a function ``(runs, out, report)`` that executes them.
+
+    Raises:
+        RunnerError: Ray is not installed, or ``cuda`` was asked for and torch sees no GPU.
+    """
+    if backend == "ray" and importlib.util.find_spec("ray") is None:  # fail before writing anything
+        raise RunnerError("--backend ray needs Ray: pip install -e '.[ray]'")
+    devices = {device or r.cfg.device for r in todo}
+    gpus: list[str] = []
+    if backend == "local" and todo and devices != {"cpu"}:
+        gpus = visible_gpus()
+        if "cuda" in devices and not gpus:
+            raise RunnerError("--device cuda: torch sees no CUDA device; use --device cpu or auto")
+    workers = workers or max(1, len(gpus))
+    busy = max(1, min(workers, len(todo)))  # fewer runs than workers: the cores are shared by fewer
+    threads = threads or (1 if backend == "ray" else max(1, (os.cpu_count() or 1) // busy))
+
+    def prepared(run: Run) -> Run:  # execution-only keys: the run id (and so the folder) does not change
+        cfg = copy.deepcopy(run.cfg)
+        cfg.device = device or cfg.device
+        cfg.train.threads = cfg.train.threads or threads
+        return dataclasses.replace(run, cfg=cfg)
+
+    todo = [prepared(r) for r in todo]
+    if backend == "ray":
+        from suite.sweep.ray_backend import run_ray
+
+        ray_device = device or (devices.pop() if len(devices) == 1 else "auto")
+        return todo, lambda t, out, report: run_ray(t, out, report, address=ray_address, device=ray_device,
+                                                     threads=threads)
+    from suite.sweep.local import run_local
+
+    return todo, lambda t, out, report: run_local(t, out, report, workers=workers, gpus=gpus, threads=threads)
+
+
+def visible_gpus() -> list[str]:
+    """GPU ids for CUDA_VISIBLE_DEVICES, honouring the one this process was started with."""
+    import torch
+
+    n = torch.cuda.device_count()
+    given = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    return (given or [str(i) for i in range(n)])[:n]

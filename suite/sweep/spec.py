@@ -1,0 +1,423 @@
+"""Ablation files: YAML -> a validated, expanded list of runs.
+
+An ablation is ``base`` (one run config) x ``grid`` (cartesian product of dotted keys) x
+``variants`` (named overrides) x ``seeds``, minus ``exclude``. The field reference is in
+``docs/ablations.md``.
+
+Validation collects *every* problem in a file before anything runs and reports each as one line,
+``FILE: key: problem; fix`` (:class:`SpecError`). Config keys and values are checked by the same
+code as run configs (:func:`suite.config.apply_dict`, :func:`suite.config.validate`), so a typo
+gets the same did-you-mean everywhere.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from suite import store
+from suite.config import ConfigError, RunConfig, apply_dict, flatten, nest, read_yaml, to_dict, validate
+from suite.registry import did_you_mean
+
+FIELDS = ("name", "description", "extends", "base", "grid", "variants", "seeds", "exclude")
+RESERVED = ("variant", "seed")  # set by `variants:` / `seeds:`, never by a config key
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")  # a folder name on every OS
+
+
+class SpecError(ConfigError):
+    """Every problem found in an ablation file (or an ``--only`` filter), one line each."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(dict.fromkeys(problems))  # keep order, drop repeats
+        super().__init__("\n".join(self.problems))
+
+
+@dataclass(frozen=True)
+class Run:
+    """One expanded run: its resolved config and where it came from in the ablation."""
+
+    cfg: RunConfig
+    run_id: str
+    ablation: str
+    variant: str
+    seed: int
+    point: dict[str, Any]  # the grid values of this run (dotted key -> value), in grid order
+    label: str  # human-readable, e.g. "preln depth=24 seed=1"
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """Top-level keys the sweep adds to ``summary.json`` (the seed is there already)."""
+        return {"ablation": self.ablation, "variant": self.variant}
+
+
+@dataclass
+class Ablation:
+    """A loaded ablation: the resolved file (``extends`` applied) and its runs."""
+
+    name: str
+    path: Path
+    resolved: dict[str, Any]  # what is written to <out>/ablation.yaml
+    runs: list[Run]
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    variants: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    excluded: int = 0
+
+    def describe(self) -> str:
+        """E.g. ``40 runs (5 variants x 4 grid points x 2 seeds - 0 excluded)``."""
+        points = 1
+        for values in self.grid.values():
+            points *= len(values)
+        return (f"{len(self.runs)} runs ({len(self.variants)} variants x {points} grid points x "
+                f"{len(self.seeds)} seeds - {self.excluded} excluded)")
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_ablation(path: str | Path) -> Ablation:
+    """Read, merge (``extends``), check and expand an ablation file.
+
+    Raises:
+        SpecError: with one line per problem found anywhere in the file or the files it extends.
+    """
+    path = Path(path)
+    problems: list[str] = []
+    raw = _resolve(path, problems, chain=())
+    if raw is None or problems:
+        raise SpecError(problems)
+    ablation = _expand(raw, str(path), problems)
+    if problems:
+        raise SpecError(problems)
+    return ablation
+
+
+def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...]) -> dict[str, Any] | None:
+    """The file merged over the files it extends, each checked on its own first."""
+    data = _read(path, problems)
+    if data is None:
+        return None
+    ref = data.pop("extends", None)
+    if ref is None:
+        return data
+    if not isinstance(ref, str):
+        problems.append(f"{path}: extends: expected a file name, got {ref!r}; e.g. `extends: base.yaml`")
+        return data
+    parent = path.parent / ref
+    here = tuple(p for p in chain) + (path.resolve(),)
+    if parent.resolve() in here:
+        cycle = " -> ".join(p.name for p in here + (parent.resolve(),))
+        problems.append(f"{path}: extends: '{ref}' makes a cycle ({cycle}); remove one of these extends")
+        return data
+    if not parent.is_file():
+        problems.append(f"{path}: extends: file '{ref}' not found (looked for {parent}); "
+                        f"the path is relative to the folder of {path.name}")
+        return data
+    inherited = _resolve(parent, problems, here)
+    return _merge(inherited, data) if inherited is not None else data
+
+
+def _read(path: Path, problems: list[str]) -> dict[str, Any] | None:
+    """One file, parsed and checked field by field (nothing merged or expanded yet)."""
+    try:
+        data = read_yaml(path)
+    except ConfigError as err:
+        problems.append(str(err))
+        return None
+    if not isinstance(data, dict):
+        problems.append(f"{path}: top level: expected a mapping of ablation fields, got {type(data).__name__}; "
+                        f"see docs/ablations.md")
+        return None
+    problems.extend(_duplicate_keys(path))
+    _check_fields(data, str(path), problems)
+    return data
+
+
+def _duplicate_keys(path: Path) -> list[str]:
+    """PyYAML silently keeps the last of two equal keys; walk the node tree to catch them."""
+    out: list[str] = []
+
+    def walk(node: yaml.Node, where: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, value_node in node.value:
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
+                dotted = f"{where}.{key}" if where else str(key)
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    what = "variant name" if where == "variants" else "key"
+                    out.append(f"{path}: {dotted}: duplicate {what} (lines {seen[key]} and {line}); "
+                               f"YAML would keep only the last one, so rename or remove one")
+                seen.setdefault(key, line)
+                walk(value_node, dotted)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, f"{where}[{i}]")
+
+    walk(yaml.compose(path.read_text(), Loader=yaml.SafeLoader), "")
+    return out
+
+
+def _merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """``base`` deep-merges, ``grid`` and ``variants`` replace per key, other fields replace."""
+    out = {**parent, **child}
+    for key in ("base", "grid", "variants"):
+        if isinstance(parent.get(key), dict) and isinstance(child.get(key), dict):
+            out[key] = {**parent[key], **child[key]}
+    return out
+
+
+# ----------------------------------------------------------------------------- field checks
+
+
+def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
+    """Types and config keys of one file; normalises base / variants / grid to dotted keys."""
+    for key in data:
+        if key not in FIELDS:
+            problems.append(f"{src}: {key}: unknown field{did_you_mean(str(key), FIELDS)}; valid fields: {', '.join(FIELDS)}")
+    if "name" in data and not (isinstance(data["name"], str) and NAME_RE.match(data["name"])):
+        problems.append(f"{src}: name: {data['name']!r} is not a usable folder name; "
+                        f"use letters, digits, '.', '_', '+' or '-'")
+    if "description" in data and not isinstance(data["description"], str):
+        problems.append(f"{src}: description: expected a string; quote it")
+    if "base" in data:
+        data["base"] = _overrides(data["base"], src, "base", problems)
+    if "variants" in data:
+        variants = data["variants"]
+        if not isinstance(variants, dict) or not variants:
+            problems.append(f"{src}: variants: expected a mapping of name -> overrides, e.g. "
+                            f"`variants: {{preln: {{model.residual: preln}}}}`")
+            data["variants"] = {}
+        else:
+            for name in list(variants):
+                if not (isinstance(name, str) and NAME_RE.match(name)):
+                    problems.append(f"{src}: variants.{name}: not a usable variant name; "
+                                    f"use letters, digits, '.', '_', '+' or '-'")
+                variants[name] = _overrides(variants[name] or {}, src, f"variants.{name}", problems)
+    if "grid" in data:
+        data["grid"] = _check_grid(data["grid"], src, problems)
+    if "seeds" in data:
+        _check_seeds(data["seeds"], src, problems)
+    if "exclude" in data:
+        _check_exclude(data["exclude"], src, problems)
+
+
+def _overrides(value: Any, src: str, where: str, problems: list[str]) -> dict[str, Any]:
+    """A nested or dotted mapping of config overrides -> flat dotted dict, each key checked."""
+    if not isinstance(value, dict):
+        problems.append(f"{src}: {where}: expected a mapping of config keys, got {value!r}; "
+                        f"e.g. `{{model.depth: 12}}`")
+        return {}
+    flat = flatten(value)
+    for key, v in flat.items():
+        if key in RESERVED:
+            problems.append(f"{src}: {where}.{key}: set by the ablation itself; use `{key}s:` instead")
+        else:
+            _check_value(key, v, f"{src}: {where}", problems)
+    return {k: v for k, v in flat.items() if k not in RESERVED}
+
+
+def _check_value(key: str, value: Any, source: str, problems: list[str]) -> Any:
+    """Apply one dotted key to a fresh config; returns the coerced value (or None on error)."""
+    cfg = RunConfig()
+    try:
+        apply_dict(cfg, nest({key: value}), source)
+    except ConfigError as err:
+        problems.append(str(err))
+        return None
+    return flatten(to_dict(cfg))[key]
+
+
+def _check_grid(grid: Any, src: str, problems: list[str]) -> dict[str, list[Any]]:
+    if not isinstance(grid, dict):
+        problems.append(f"{src}: grid: expected a mapping of dotted key -> list, e.g. `grid: {{model.depth: [6, 12]}}`")
+        return {}
+    for key, values in grid.items():
+        if key in RESERVED:
+            problems.append(f"{src}: grid.{key}: not a grid axis; use `{key}s:` instead")
+        elif not isinstance(values, list):
+            problems.append(f"{src}: grid.{key}: expected a list of values, got {values!r}; write `[{values}]`")
+        elif not values:
+            problems.append(f"{src}: grid.{key}: empty axis gives no runs; list at least one value or remove the key")
+        else:
+            coerced = [_check_value(key, v, f"{src}: grid", problems) for v in values]
+            for v in {repr(c) for c in coerced if coerced.count(c) > 1 and c is not None}:
+                problems.append(f"{src}: grid.{key}: value {v} appears twice; remove one")
+    return grid
+
+
+def _check_seeds(seeds: Any, src: str, problems: list[str]) -> None:
+    ok_int = isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 1
+    ok_list = (isinstance(seeds, list) and seeds and len(set(seeds)) == len(seeds)
+               and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds))
+    if not (ok_int or ok_list):
+        problems.append(f"{src}: seeds: expected a count >= 1 (seeds 0..N-1) or a list of distinct "
+                        f"integers >= 0, got {seeds!r}; e.g. `seeds: 3` or `seeds: [0, 7, 42]`")
+
+
+def _check_exclude(exclude: Any, src: str, problems: list[str]) -> None:
+    if not isinstance(exclude, list):
+        problems.append(f"{src}: exclude: expected a list of conditions, e.g. "
+                        f"`exclude: [{{variant: postln, model.depth: 48}}]`")
+        return
+    for i, cond in enumerate(exclude):
+        if not isinstance(cond, dict) or not cond:
+            problems.append(f"{src}: exclude[{i}]: expected a non-empty mapping of key -> value; "
+                            f"e.g. `{{variant: postln, model.depth: 48}}`")
+            continue
+        for key, value in cond.items():
+            if key not in RESERVED:
+                for v in value if isinstance(value, list) else [value]:
+                    _check_value(str(key), v, f"{src}: exclude[{i}]", problems)
+
+
+# ----------------------------------------------------------------------------- expansion
+
+
+def _expand(raw: dict[str, Any], src: str, problems: list[str]) -> Ablation:
+    """Cross-field checks on the merged file, then one :class:`Run` per combination."""
+    name = raw.get("name")
+    if name is None:
+        problems.append(f"{src}: name: missing; add e.g. `name: my-ablation` (results go to results/<name>/)")
+    variants: dict[str, dict[str, Any]] = raw.get("variants") or {}
+    if not variants:
+        problems.append(f"{src}: variants: missing; add at least one, "
+                        f"e.g. `variants: {{preln: {{model.residual: preln}}}}`")
+    base: dict[str, Any] = raw.get("base") or {}
+    grid: dict[str, list[Any]] = raw.get("grid") or {}
+    seeds_field = raw.get("seeds", 1)
+    seeds = list(range(seeds_field)) if isinstance(seeds_field, int) else list(seeds_field)
+    conflicts = [(vname, key) for vname, over in variants.items() for key in over if key in grid]
+    for vname, key in conflicts:
+        problems.append(f"{src}: variants.{vname}: sets '{key}', which is also a grid axis, so every "
+                        f"grid value would give the same run; remove it from the variant or the grid")
+    before = len(problems)
+    exclude = [_normalise_condition(c, src, f"exclude[{i}].", variants, problems)
+               for i, c in enumerate(raw.get("exclude") or [])]
+    exclude_ok = len(problems) == before  # else "matches no run" would only repeat the problem
+    if conflicts or not variants:  # expanding would only repeat these problems as duplicate runs
+        return Ablation(str(name), Path(src), raw, [])
+
+    short = _short_names(list(grid))
+    runs, seen, used, excluded = [], {}, [0] * len(exclude), 0
+    for seed in seeds:  # seed-major: an interrupted sweep has every cell at seed 0 before seed 1
+        for vname, over in variants.items():
+            for values in itertools.product(*grid.values()):
+                point = dict(zip(grid, values))
+                cfg = RunConfig()
+                apply_dict(cfg, nest({**base, **point, **over, "seed": seed}), src)
+                try:
+                    validate(cfg, source=src)
+                except ConfigError as err:
+                    problems.append(str(err))
+                    continue
+                cell = " ".join([vname] + [f"{short[k]}={v}" for k, v in point.items()])
+                run = Run(cfg, store.run_id(cfg), name, vname, seed, point, f"{cell} seed={seed}")
+                hits = [i for i, cond in enumerate(exclude) if matches(run, cond)]
+                for i in hits:
+                    used[i] += 1
+                if hits:
+                    excluded += 1
+                    continue
+                if run.run_id in seen:
+                    problems.append(f"{src}: variants/grid: '{seen[run.run_id]}' and '{cell}' resolve to the same "
+                                    f"run config (run id {run.run_id}); make them differ or remove one")
+                    continue
+                seen[run.run_id] = cell
+                runs.append(run)
+    for i, count in enumerate(used):
+        if count == 0 and exclude_ok:
+            problems.append(f"{src}: exclude[{i}]: matches no run; check its values against grid, variants and seeds")
+    resolved = {k: (nest(base) if k == "base" else raw[k]) for k in FIELDS if k in raw}
+    return Ablation(name, Path(src), resolved, runs, dict(grid), list(variants), seeds, excluded)
+
+
+def _short_names(keys: list[str]) -> dict[str, str]:
+    """``model.depth`` -> ``depth`` for labels, unless two grid keys share the last part."""
+    last = [k.rsplit(".", 1)[-1] for k in keys]
+    return {k: (s if last.count(s) == 1 else k) for k, s in zip(keys, last)}
+
+
+def _normalise_condition(cond: dict[str, Any], src: str, where: str, variants: dict[str, Any],
+                         problems: list[str]) -> dict[str, list[Any]]:
+    """``{variant: x, model.depth: [24, 48]}`` -> key -> allowed values (coerced like the config).
+
+    ``where`` prefixes the key in messages (``exclude[0].``; empty for ``--only``).
+    """
+    out: dict[str, list[Any]] = {}
+    for key, value in cond.items():
+        values = value if isinstance(value, list) else [value]
+        if key == "variant":
+            for v in values:
+                if v not in variants:
+                    problems.append(f"{src}: {where}variant: '{v}' is not a variant{did_you_mean(str(v), variants)}; "
+                                    f"variants: {', '.join(variants)}")
+            out[key] = values
+        elif key == "seed":
+            out[key] = values
+        else:
+            out[key] = [_check_value(key, v, f"{src}: {where.rstrip('.') or 'filter'}", problems)
+                        for v in values]
+    return out
+
+
+def matches(run: Run, cond: dict[str, list[Any]]) -> bool:
+    """Whether every key of ``cond`` has one of its listed values in ``run`` (resolved values)."""
+    flat = None
+    for key, allowed in cond.items():
+        if key == "variant":
+            actual = run.variant
+        elif key == "seed":
+            actual = run.seed
+        else:
+            flat = flat if flat is not None else flatten(to_dict(run.cfg))
+            actual = flat[key]
+        if actual not in allowed:
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------------- --only
+
+
+def parse_only(exprs: list[str], ablation: Ablation) -> list[dict[str, list[Any]]]:
+    """Parse ``--only`` filters: ``key=value[,key=value...]``; commas AND, repeated flags OR.
+
+    Keys are ``variant``, ``seed`` or dotted config keys; values are read as YAML and compared with
+    each run's resolved value.
+
+    Raises:
+        SpecError: an unknown key (with a did-you-mean), a malformed item or an unknown variant.
+    """
+    keys = set(flatten(to_dict(RunConfig()))) | set(RESERVED)
+    problems: list[str] = []
+    filters = []
+    for expr in exprs:
+        cond: dict[str, Any] = {}
+        for item in filter(None, (s.strip() for s in expr.split(","))):
+            key, sep, raw = item.partition("=")
+            key = key.strip()
+            if not sep:
+                problems.append(f"--only: '{item}': expected key=value; e.g. --only variant=preln,model.depth=12")
+            elif key not in keys:
+                problems.append(f"--only: {key}: unknown key{did_you_mean(key, keys)}; "
+                                f"use variant, seed or a dotted config key")
+            else:
+                try:
+                    cond[key] = yaml.safe_load(raw)
+                except yaml.YAMLError:
+                    problems.append(f"--only: {key}: cannot read the value '{raw}'; quote it or fix its syntax")
+        filters.append(_normalise_condition(cond, "--only", "", dict.fromkeys(ablation.variants), problems))
+    if problems:
+        raise SpecError(problems)
+    return filters
+
+
+def select(runs: list[Run], filters: list[dict[str, list[Any]]]) -> list[Run]:
+    """The runs matching any of ``filters`` (all runs when there are none)."""
+    return [r for r in runs if not filters or any(matches(r, f) for f in filters)]

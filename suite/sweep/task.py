@@ -1,0 +1,47 @@
+"""One run of a sweep, as every backend executes it, and the record of a run whose process died."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from suite import store
+from suite.sweep.folder import run_dir
+from suite.sweep.spec import Run
+
+# Test hook, read by workers only: `SUITE_TEST_CRASH_RUN=<run_id>` makes the worker that picks up
+# that run die with os._exit(3), the only way to test worker death across processes.
+CRASH_ENV = "SUITE_TEST_CRASH_RUN"
+RESULT_KEYS = ("status", "test_acc", "diverged_step", "diverged_reason", "error", "wall_s")
+
+
+def execute(cfg, out_dir: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """Train one run into ``out_dir`` (always writes its summary); returns the headline results."""
+    if os.environ.get(CRASH_ENV) == store.run_id(cfg):
+        os._exit(3)
+    from suite.engine import train
+
+    summary = train(cfg, out_dir, progress=False, extra=extra)
+    return {k: summary.get(k) for k in RESULT_KEYS}
+
+
+def record_lost(run: Run, out: Path, message: str, wall_s: float, device: str) -> dict[str, Any]:
+    """Write an ``error`` summary for a run whose process died before it could write one.
+
+    Same shape as :func:`suite.engine.train`'s summary. If the run did write its summary before
+    dying, that one is kept.
+    """
+    folder = run_dir(out, run)
+    existing = store.read_summary(folder)
+    if existing is not None:
+        return {k: existing.get(k) for k in RESULT_KEYS}
+    try:
+        trains = [m for m in store.read_metrics(folder) if m.get("kind") == "train"]
+    except store.CorruptFile:  # the run is lost either way; its error summary must still be written
+        trains = []
+    summary = store.empty_summary(run.cfg, {**run.extra, "seed": run.seed})
+    summary.update(error=message, steps_done=trains[-1]["step"] if trains else 0,
+                   **store.provenance(device, name=device), wall_s=round(wall_s, 3))
+    store.write_json(folder / store.SUMMARY, summary)
+    return {k: summary.get(k) for k in RESULT_KEYS}

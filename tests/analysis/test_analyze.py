@@ -1,0 +1,292 @@
+"""suite.analysis (load, grouping, summary, tables, figures) and `suite analyze`, on run folders written
+here per results/README.md."""
+
+import argparse
+import json
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from suite.analysis import stats
+from suite.analysis import tables as report
+from suite.analysis.analyze import analyze
+from suite.analysis.grouping import group_keys
+from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
+from suite.cli import analyze as analyze_cli
+
+
+def write_run(root: Path, variant: str, depth: int, seed: int, status: str = "ok", acc: float | None = 0.9,
+              lr: float = 1e-3, step_time: float | None = 10.0, ablation: str | None = "demo",
+              scales: bool = False, steps: int = 30) -> Path:
+    """One finished run folder: summary.json (schema 1) and a short metrics.jsonl."""
+    residual = {"layerscale": "layerscale"}.get(variant, variant)
+    config = {"model.depth": depth, "model.residual": residual, "model.dim": 32, "model.layerscale.init": "cait",
+              "train.lr": lr, "train.betas": [0.9, 0.999], "data.name": "mnist5k", "device": "cpu", "seed": seed}
+    run_id = f"{variant[:4]}{depth:03d}{seed:02d}{int(lr * 1e5):03d}"
+    folder = root / "runs" / run_id
+    folder.mkdir(parents=True)
+    summary = {
+        "schema": 1, "run_id": run_id, "ablation": ablation, "variant": variant, **config, "status": status,
+        "diverged_step": 20 if status == "diverged" else None,
+        "diverged_reason": "nonfinite_loss" if status == "diverged" else None,
+        "error": "RuntimeError: out of memory" if status == "error" else None, "steps_done": steps,
+        "final_train_loss": 0.5, "test_acc": acc if status in ("ok", "failed") else None, "best_test_acc": acc,
+        "step_time_ms": step_time, "throughput": None, "peak_mem_mb": 1.0, "num_params": 100,
+        # provenance differs between runs and must never become a group key
+        "wall_s": 1.0 + seed, "git_commit": f"c{seed}", "hostname": f"host{seed}", "started_at": f"t{seed}",
+        "suite_version": "0.1.0", "torch_version": "2", "python_version": "3", "device_name": "cpu",
+    }
+    (folder / "summary.json").write_text(json.dumps(summary))
+    lines = []
+    for step in range(0, steps + 1, 10):
+        loss = float("nan") if status == "diverged" and step >= 20 else 2.3 / (1 + step / 10) + 0.01 * seed
+        blocks = [{"block": b, "scale_mean": 1e-5 * (1 + step) * (1 + b) if scales else None, "scale_max": None,
+                   "attn_ratio": 0.1, "mlp_ratio": 0.1, "out_rms": 1.0} for b in range(depth)]
+        lines.append(json.dumps({"kind": "train", "step": step, "loss": loss, "lr": lr, "grad_norm": 1.0,
+                                 "blocks": blocks}))
+    lines.append(json.dumps({"kind": "eval", "step": steps, "test_loss": 0.4, "test_acc": acc}))
+    (folder / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@pytest.fixture
+def grid(tmp_path: Path) -> Path:
+    """preln/layerscale at depth 6 and 12, a single-seed rezero at 6, rezero at 24 without a baseline.
+
+    preln at depth 12 diverges every time; one layerscale run errors; one fails.
+    """
+    root = tmp_path / "demo"
+    for seed, acc in enumerate([0.90, 0.91, 0.92]):
+        write_run(root, "preln", 6, seed, acc=acc, step_time=10.0 + seed)
+        write_run(root, "preln", 12, seed, status="diverged", step_time=20.0)
+        write_run(root, "layerscale", 6, seed, acc=acc + 0.03, step_time=11.0 + seed, scales=True)
+    write_run(root, "layerscale", 6, 3, status="error", step_time=None)
+    write_run(root, "layerscale", 12, 0, acc=0.92, scales=True)
+    write_run(root, "layerscale", 12, 1, acc=0.93, scales=True)
+    write_run(root, "layerscale", 12, 2, status="failed", acc=0.11, scales=True)
+    write_run(root, "rezero", 6, 0, acc=0.85)
+    write_run(root, "rezero", 24, 0, acc=0.80)
+    write_run(root, "rezero", 24, 1, acc=0.82)
+    return root
+
+
+def quiet_analyze(root: Path, **kw) -> pd.DataFrame:
+    kw.setdefault("figures", False)
+    with pytest.warns(AnalysisWarning):
+        return analyze(root, **kw)
+
+
+def row(summary: pd.DataFrame, variant: str, depth: int) -> pd.Series:
+    sel = summary[(summary["variant"] == variant) & (summary["model.depth"] == depth)]
+    assert len(sel) == 1
+    return sel.iloc[0]
+
+
+# ----------------------------------------------------------------------------- grouping and statistics
+
+
+def test_group_keys_ignore_seed_provenance_and_variant_implied_keys(grid):
+    runs = load_runs(grid)
+    assert group_keys(runs) == ["variant", "model.depth"]  # not model.residual, git_commit, hostname, seed
+    assert group_keys(runs, by=["model.depth"]) == ["variant", "model.depth"]
+    with pytest.raises(AnalysisError, match="did you mean 'model.depth'"):
+        group_keys(runs, by=["model.dept"])
+    with pytest.raises(AnalysisError, match="cannot be grouped by seed"):
+        group_keys(runs, by=["seed"])
+
+
+def test_summary_values(grid):
+    summary = quiet_analyze(grid)
+    base6, ls6, ls12 = row(summary, "preln", 6), row(summary, "layerscale", 6), row(summary, "layerscale", 12)
+    assert list(summary["variant"]) == ["preln", "preln", "layerscale", "layerscale", "rezero", "rezero"]
+    assert (ls6["n"], ls6["n_ok"], ls6["n_error"]) == (3, 3, 1)  # the error run is out of the rates
+    assert base6["acc_mean"] == pytest.approx(0.91) and base6["acc_std"] == pytest.approx(0.01)
+    assert ls6["acc_p"] == pytest.approx(sps.ttest_ind([0.93, 0.94, 0.95], [0.90, 0.91, 0.92], equal_var=False).pvalue)
+    assert (ls12["n_failed"], ls12["failed_rate"]) == (1, pytest.approx(1 / 3))
+    assert ls12["diverged_p"] == pytest.approx(2 / 20)  # 0/3 vs 3/3
+    assert math.isnan(ls12["acc_p"])  # the baseline has no ok run at depth 12
+    low, high = stats.wilson_interval(3, 3)
+    assert (row(summary, "preln", 12)["diverged_ci_low"], row(summary, "preln", 12)["diverged_ci_high"]) == (low, high)
+    assert row(summary, "preln", 12)["diverged_step_median"] == 20
+    # overhead: median(11, 12, 13) / median(10, 11, 12); the baseline is 1 by definition
+    assert ls6["overhead"] == pytest.approx(12 / 11) and ls6["overhead_ci_low"] <= ls6["overhead"]
+    assert base6["overhead"] == 1.0 and math.isnan(base6["overhead_ci_low"])
+    # Holm over this table's rate tests: [1 (ls 6), 0.1 (ls 12), 1 (rezero 6)], rezero 24 has no test
+    assert ls12["diverged_p_holm"] == pytest.approx(0.3)
+    assert ls6["acc_p_holm"] == pytest.approx(ls6["acc_p"])  # the only accuracy test in the family
+
+
+def test_single_seed_and_missing_baseline(grid):
+    summary = quiet_analyze(grid)
+    single = row(summary, "rezero", 6)
+    assert single["n_ok"] == 1 and math.isnan(single["acc_ci_low"]) and math.isnan(single["acc_std"])
+    orphan = row(summary, "rezero", 24)
+    assert not orphan["has_baseline"]
+    assert all(math.isnan(orphan[c]) for c in ("acc_p", "diverged_p", "diverged_p_holm", "overhead"))
+
+
+def test_summary_csv_columns(grid):
+    quiet_analyze(grid)
+    columns = pd.read_csv(grid / "tables" / "summary.csv").columns
+    wanted = ["variant", "model.depth", "n", "n_diverged", "diverged_rate", "diverged_ci_low", "diverged_ci_high",
+              "n_failed", "failed_rate", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high", "acc_median",
+              "diverged_p", "diverged_p_holm", "acc_p", "acc_p_holm", "step_time_ms", "overhead",
+              "overhead_ci_low", "overhead_ci_high", "n_error"]
+    assert set(wanted) <= set(columns)
+    runs = pd.read_csv(grid / "runs.csv")
+    assert len(runs) == 16 and {"git_commit", "test_acc", "status", "run_dir"} <= set(runs.columns)
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def test_markdown_cells(grid):
+    quiet_analyze(grid)
+    md = (grid / "tables" / "summary.md").read_text()
+    assert "| scheme | depth 6 | depth 12 | depth 24 |" in md
+    assert "| preln (baseline) | 91.0 [90.0, 92.0]<br>div 0/3 · fail 0/3 | —<br>div 3/3 · fail 0/3 | not run |" in md
+    assert "**94.0** [93.0, 95.0]†<br>div 0/3 · fail 0/3 · err 1" in md  # best at depth 6, Holm p < 0.05
+    assert "85.0 [no CI: 1 run]<br>div 0/1 · fail 0/1" in md
+    assert "No `preln` runs at depth 24: no tests there." in md
+    assert "12.0 ms<br>×1.09 [" in md
+
+
+def test_latex_is_escaped_and_compiles(grid, tmp_path):
+    quiet_analyze(grid)
+    tex = (grid / "tables" / "summary.tex").read_text()
+    assert r"\toprule" in tex and r"\textbf{94.0}" in tex and r"$^{\dagger}$" in tex
+    assert "---" in tex and r"accuracy (\%)" in tex and r"[95\% percentile" in tex
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex not installed")
+    (tmp_path / "doc.tex").write_text(report.standalone_latex(tex))
+    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+
+
+def test_reruns_are_byte_identical(grid):
+    quiet_analyze(grid)
+    files = ["runs.csv", "tables/summary.csv", "tables/summary.md", "tables/summary.tex"]
+    first = {f: (grid / f).read_bytes() for f in files}
+    quiet_analyze(grid)
+    assert {f: (grid / f).read_bytes() for f in files} == first
+
+
+def test_formats_select_files(grid):
+    quiet_analyze(grid, formats=("md",))
+    assert (grid / "tables" / "summary.md").exists()
+    assert not (grid / "tables" / "summary.csv").exists() and not (grid / "tables" / "summary.tex").exists()
+    with pytest.raises(AnalysisError, match="unknown table format 'html'"):
+        analyze(grid, formats=("html",), figures=False)
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+def test_mixed_ablations_are_refused(tmp_path):
+    write_run(tmp_path / "a", "preln", 6, 0, ablation="deep")
+    write_run(tmp_path / "b", "preln", 6, 0, ablation="wide")
+    with pytest.raises(AnalysisError, match=r"mixes runs of 2 ablations \(deep: 1 runs, wide: 1 runs\)"):
+        analyze(tmp_path, figures=False)
+
+
+def test_missing_baseline_is_one_line_exit_2(tmp_path, capsys):
+    for seed in range(2):
+        write_run(tmp_path, "postln", 6, seed)
+        write_run(tmp_path, "rezero", 6, seed)
+    parser = argparse.ArgumentParser()
+    analyze_cli.add_arguments(parser)
+    assert analyze_cli.run(parser.parse_args([str(tmp_path), "--no-figures"])) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--baseline VARIANT" in err and "postln, rezero" in err
+    assert analyze_cli.run(parser.parse_args([str(tmp_path), "--no-figures", "--baseline", "postl"])) == 2
+    assert "did you mean 'postln'" in capsys.readouterr().err
+    assert analyze_cli.run(parser.parse_args([str(tmp_path), "--no-figures", "--baseline", "postln"])) == 0
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_empty_folder_and_duplicates(tmp_path):
+    with pytest.raises(AnalysisError, match="no summary.json found"):
+        analyze(tmp_path, figures=False)
+    with pytest.raises(AnalysisError, match="no such folder"):
+        analyze(tmp_path / "nope", figures=False)
+    src = write_run(tmp_path, "preln", 6, 0)
+    shutil.copytree(src, tmp_path / "copy")
+    with pytest.raises(AnalysisError, match="appears twice"):
+        analyze(tmp_path, figures=False)
+
+
+# ----------------------------------------------------------------------------- power and frontier
+
+
+def test_power_table(grid):
+    quiet_analyze(grid, power=True)
+    power = pd.read_csv(grid / "tables" / "power.csv")
+    ls12 = power[(power["variant"] == "layerscale") & (power["model.depth"] == 12)].iloc[0]
+    assert ls12["seeds_needed"] == 4 and ls12["power_now"] == pytest.approx(0.0)  # 0/3 vs 3/3 -> p = 0.1
+    same = power[(power["variant"] == "layerscale") & (power["model.depth"] == 6)].iloc[0]
+    assert same["seeds_needed"] == math.inf
+    assert "rezero" in set(power["variant"]) and 24 not in set(power["model.depth"])
+    md = (grid / "tables" / "summary.md").read_text()
+    assert "0/3 vs 3/3<br>4 seeds (now 0.00)" in md and "0/3 vs 0/3<br>no difference" in md
+
+
+@pytest.fixture
+def lr_grid(tmp_path: Path) -> Path:
+    root = tmp_path / "lr"
+    plan = {  # (variant, depth, lr) -> statuses of three seeds
+        ("preln", 6, 1e-3): ["ok", "ok", "ok"],
+        ("preln", 6, 3e-3): ["ok", "ok", "diverged"],
+        ("preln", 6, 1e-2): ["ok", "diverged", "diverged"],
+        ("preln", 12, 1e-3): ["diverged"] * 3,
+        ("preln", 12, 3e-3): ["diverged"] * 3,
+        ("preln", 12, 1e-2): ["diverged"] * 3,
+        ("layerscale", 6, 1e-3): ["ok"] * 3,
+        ("layerscale", 6, 3e-3): ["ok"] * 3,
+        ("layerscale", 6, 1e-2): ["ok"] * 3,
+        ("layerscale", 12, 1e-3): ["ok", "ok", "failed"],
+        ("layerscale", 12, 3e-3): ["diverged", "failed", "ok"],
+        ("layerscale", 12, 1e-2): ["diverged"] * 3,
+    }
+    for (variant, depth, lr), statuses in plan.items():
+        for seed, status in enumerate(statuses):
+            write_run(root, variant, depth, seed, status=status, lr=lr, acc=0.9 + 0.01 * seed)
+    return root
+
+
+def test_stability_frontier_and_sections(lr_grid):
+    summary = analyze(lr_grid, figures=False)
+    assert summary.attrs["keys"] == ["variant", "model.depth", "train.lr"]
+    frontier = pd.read_csv(lr_grid / "tables" / "frontier.csv")
+    got = {(r.variant, r._2): (r.lr_stable_max, r.censored) for r in frontier.itertuples()}
+    assert got[("preln", 6)] == (3e-3, False)
+    assert math.isnan(got[("preln", 12)][0])
+    assert got[("layerscale", 6)] == (1e-2, True)
+    assert got[("layerscale", 12)] == (1e-3, False)
+    md = (lr_grid / "tables" / "summary.md").read_text()
+    assert "### Accuracy and stability (train.lr = 0.001)" in md and "### Stability frontier" in md
+    assert "| preln (baseline) | 0.003 | — |" in md and "| layerscale | ≥**0.01** | 0.001 |" in md
+    # Holm families are per table (per learning rate), not over the whole grid
+    for lr in (1e-3, 3e-3, 1e-2):
+        part = summary[summary["train.lr"] == lr]
+        assert part["diverged_p_holm"].to_numpy() == pytest.approx(stats.holm(part["diverged_p"]), nan_ok=True)
+
+
+# ----------------------------------------------------------------------------- figures (slow-ish: once)
+
+
+def test_figures_are_written(grid, capsys):
+    parser = argparse.ArgumentParser()
+    analyze_cli.add_arguments(parser)
+    assert analyze_cli.run(parser.parse_args([str(grid), "--formats", "csv"])) == 0
+    assert "warning: 1 run(s) ended in error" in capsys.readouterr().err
+    names = {p.name for p in (grid / "figures").iterdir()}
+    for stem in ("accuracy_vs_depth", "divergence_vs_depth", "scales_layerscale", "loss_depth24"):
+        assert {f"{stem}.png", f"{stem}.pdf"} <= names
+    assert "scales_preln.png" not in names  # no scales logged for Pre-LN
+    assert (grid / "figures" / "accuracy_vs_depth.png").stat().st_size > 10_000

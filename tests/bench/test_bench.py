@@ -1,0 +1,294 @@
+"""``suite bench`` and the CI gate: A/B statistics on hand-made inputs, tables, and the gate both ways.
+
+The statistics and the gate's decision are pure functions, tested on hand-computed cases. Two tests
+run the gate's own measuring functions for a few seconds: it must pass on the real LayerScale and
+fail on a deliberately slowed one (extra un-fused passes over the activations).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats as sps
+
+from suite.bench import gate as bench_gate
+from suite.bench.measure import ArmResult, Timer, interleave, measure
+from suite.bench.arms import BenchShape, SlowLayerScale, arm_names, build_arm, check_arm, slow_down_layerscale
+from suite.bench.gate import gate, measure_residual, measure_step, reference_path, residual_path
+from suite.bench.report import build_rows, comparisons, markdown_table
+from suite.bench.stats import RatioSummary, median_interval, median_interval_ranks, round_ratios, summarize
+from suite.cli import main
+from suite.models import count_params
+
+TINY = BenchShape(depth=1, dim=32, heads=2, tokens=5, batch=2)
+
+
+@pytest.fixture
+def one_thread():
+    """The gate's setting (bench_gate.THREADS), restored afterwards for the other tests."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(bench_gate.THREADS)
+    yield
+    torch.set_num_threads(before)
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def test_round_ratios_by_hand():
+    candidate = np.array([[2.0, 4.0], [3.0, 3.0]])  # round means 3, 3
+    baseline = np.array([[1.0, 1.0], [2.0, 4.0]])  # round means 1, 3
+    np.testing.assert_allclose(round_ratios(candidate, baseline), [3.0, 1.0])
+
+
+def test_round_ratios_rejects_mismatched_rounds():
+    with pytest.raises(ValueError, match="same rounds"):
+        round_ratios(np.ones((3, 2)), np.ones((4, 2)))
+
+
+@pytest.mark.parametrize("n,ranks", [(1, None), (5, None), (6, (1, 6)), (10, (2, 9)), (15, (4, 12)), (20, (6, 15))])
+def test_median_interval_ranks_by_hand(n, ranks):
+    # n=10: 2 * P(Bin(10, 1/2) <= 1) = 2 * 11/1024 = 0.021 <= 0.05, but 2 * 56/1024 = 0.109 > 0.05 -> k=2.
+    assert median_interval_ranks(n) == ranks
+
+
+@pytest.mark.parametrize("n", [6, 7, 10, 16, 33, 60])
+def test_median_interval_matches_scipy_quantile_test(n):
+    x = np.random.default_rng(n).normal(size=n)
+    ci = sps.quantile_test(x, q=0.0, p=0.5).confidence_interval(0.95)
+    assert median_interval(x) == pytest.approx((ci.low, ci.high))
+
+
+def test_summarize_small_sample_has_no_interval():
+    s = summarize(np.array([1.0, 1.1, 1.2]))
+    assert s.median == pytest.approx(1.1) and math.isnan(s.low) and math.isnan(s.high) and s.n == 3
+    assert not s.excludes(1.0)  # a bound that cannot be computed excludes nothing
+
+
+def test_ratio_summary_format_and_excludes():
+    s = RatioSummary(1.018, 1.004, 1.031, 20)
+    assert s.format() == "+1.8% [+0.4, +3.1]"
+    assert s.excludes(1.0) and not s.excludes(1.02) and s.overhead == pytest.approx(0.018)
+
+
+# ----------------------------------------------------------------------------- the gate's decision
+
+
+def test_gate_passes_within_threshold():
+    passed, msg = gate(np.full(20, 1.02), 0.05)
+    assert passed and msg.startswith("PASS") and "+2.0%" in msg
+
+
+def test_gate_fails_when_interval_excludes_threshold():
+    ratios = np.linspace(1.08, 1.12, 20)  # every round 8-12% slower
+    passed, msg = gate(ratios, 0.05)
+    assert not passed and msg.startswith("FAIL") and "threshold" in msg
+
+
+def test_gate_noise_alone_does_not_fail():
+    # Median 6% above the baseline, but the interval reaches down to 1%: not significant.
+    ratios = np.array([1.01, 1.02, 1.03, 1.04, 1.05, 1.06, 1.06, 1.07, 1.08, 1.09, 1.10, 1.11])
+    passed, msg = gate(ratios, 0.05)
+    assert passed and "noise" in msg
+
+
+def test_gate_refuses_to_judge_too_few_rounds(tmp_path, capsys):
+    # 5 rounds have no distribution-free 95% interval of the median: no verdict either way.
+    assert bench_gate.min_rounds() == 6
+    for ratios in (np.full(5, 1.5), np.full(5, 1.0), np.array([])):
+        with pytest.raises(bench_gate.TooFewRounds, match="at least 6"):
+            gate(ratios, 0.05)
+    assert gate(np.full(6, 1.5), 0.05)[0] is False  # from 6 rounds on it judges
+    assert main(["bench-check", "--step-rounds", "5", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--step-rounds 5" in err and "at least 6" in err
+    assert not (tmp_path / "gate.json").exists()
+
+
+def test_gate_cli_exit_codes(monkeypatch, tmp_path, capsys, one_thread):
+    monkeypatch.setattr(bench_gate, "measure_step", lambda **kw: np.full(20, 1.01))
+    monkeypatch.setattr(bench_gate, "measure_residual", lambda **kw: np.full(20, 1.30))
+    assert main(["bench-check", "--out", str(tmp_path)]) == 1
+    out = capsys.readouterr()
+    assert "| residual | +30.0%" in out.out and "FAIL" in out.out and "bench-check FAILED" in out.err
+    result = json.loads((tmp_path / "gate.json").read_text())
+    assert result["passed"] is False and result["checks"]["step"]["passed"] is True
+    monkeypatch.setattr(bench_gate, "measure_residual", lambda **kw: np.full(20, 1.0))
+    assert main(["bench-check", "--out", str(tmp_path)]) == 0
+
+
+# ----------------------------------------------------------------------------- arms and shapes
+
+
+@pytest.mark.parametrize("tokens,img", [(65, 128), (197, 224), (2, 16)])
+def test_tokens_count_the_class_token(tokens, img):
+    assert BenchShape(tokens=tokens).img_size == img
+
+
+def test_tokens_must_be_square_plus_one():
+    with pytest.raises(ValueError, match="65 = 8x8"):
+        BenchShape(tokens=64).img_size  # noqa: B018
+
+
+def test_unknown_arm_suggests_a_name():
+    with pytest.raises(ValueError, match="did you mean 'layerscale'"):
+        check_arm("layerscal")
+
+
+def test_slow_layerscale_computes_the_same_function():
+    torch.manual_seed(0)
+    model = build_arm("layerscale", TINY).eval()
+    x = torch.randn(2, 3, TINY.img_size, TINY.img_size)
+    with torch.no_grad():
+        before = model(x)
+        after = slow_down_layerscale(model, 3)(x)
+    assert any(isinstance(m, SlowLayerScale) for m in model.modules())
+    torch.testing.assert_close(before, after)
+    with pytest.raises(ValueError, match="no LayerScale"):
+        slow_down_layerscale(build_arm("preln", TINY))
+
+
+def test_folded_layerscale_computes_the_same_function_and_gradients():
+    torch.manual_seed(0)
+    ours = build_arm("layerscale", TINY)
+    torch.manual_seed(0)
+    folded = build_arm("layerscale:folded", TINY)
+    x = torch.randn(2, 3, TINY.img_size, TINY.img_size)
+    out_a, out_b = ours(x), folded(x)
+    torch.testing.assert_close(out_a, out_b)
+    out_a.square().sum().backward()
+    out_b.square().sum().backward()
+    torch.testing.assert_close(ours.blocks[0].ls2.gamma.grad, folded.blocks[0].mlp.fc2.gamma.grad)
+    torch.testing.assert_close(ours.blocks[0].mlp.fc2.weight.grad, folded.blocks[0].mlp.fc2.linear.weight.grad)
+    assert count_params(ours) == count_params(folded)
+
+
+def test_reference_block_matches_ours():
+    torch.manual_seed(0)
+    ours, ref = residual_path(build_arm("layerscale", TINY)), reference_path(TINY)
+    x = torch.randn(2, TINY.tokens, TINY.dim)
+    torch.testing.assert_close(ours(x), ref(x))
+
+
+# ----------------------------------------------------------------------------- measurement and tables
+
+
+class _FakeTimer(Timer):
+    """Records the visiting order instead of timing."""
+
+    def __call__(self, fn, calls):
+        fn()
+        return 1.0
+
+
+def test_interleave_visits_in_palindromes():
+    seen: list[str] = []
+    fns = {n: (lambda n=n: seen.append(n)) for n in "ABC"}
+    times = interleave(fns, rounds=4, timer=_FakeTimer(), seed=1)
+    assert all(t.shape == (4, 2) for t in times.values())
+    for r in range(4):
+        rnd = seen[6 * r: 6 * r + 6]
+        assert rnd == rnd[::-1] and sorted(rnd) == sorted("ABCABC")
+
+
+def _arm(train: float, params: int, saved: int) -> ArmResult:
+    return ArmResult(train_s=np.full((6, 2), train), forward_s=None, params=params, saved_bytes=saved, peak_bytes=None)
+
+
+def test_rows_by_hand():
+    results = {"preln": _arm(1.0, 100, 0), "layerscale": _arm(1.02, 110, 2**20),
+               "timm-preln": _arm(1.0, 100, 0), "timm-layerscale": _arm(1.04, 110, 2**20)}
+    rows = {r["label"]: r for r in build_rows(results)}
+    assert rows["layerscale"]["train_ratio"] == pytest.approx(1.02)
+    assert rows["layerscale"]["param_delta"] == 10 and rows["layerscale"]["saved_delta_mib"] == 1.0
+    assert rows["timm-layerscale"]["train_ratio"] == pytest.approx(1.04)
+    assert rows["layerscale (ours/timm)"]["train_ratio"] == pytest.approx(1.02 / 1.04)
+    assert rows["layerscale (overhead vs timm's)"]["train_ratio"] == pytest.approx(1.02 / 1.04)
+    assert rows["layerscale"]["forward_ratio"] is None
+    table = markdown_table(build_rows(results))
+    assert "| layerscale | layerscale / preln | 1020.0 | +2.0% [+2.0, +2.0] | n/a |" in table
+
+
+def test_comparisons_need_their_arms():
+    labels = [c.label for c in comparisons(["preln", "rezero", "timm-preln"])]
+    assert labels == ["rezero", "preln (ours/timm)"]
+
+
+def test_measure_tiny_shape_gives_finite_times():
+    res = measure({n: (lambda n=n: build_arm(n, TINY)) for n in ("preln", "layerscale")}, TINY, rounds=2, warmup=1)
+    for r in res.values():
+        assert r.train_s.shape == (2, 2) and np.all(np.isfinite(r.train_s)) and np.all(r.train_s > 0)
+        assert r.forward_s.shape == (2, 2) and r.peak_bytes is None
+    assert res["layerscale"].params - res["preln"].params == 2 * TINY.dim
+    # LayerScale keeps each branch output for γ's gradient: two (B, N, C) fp32 tensors per block.
+    assert res["layerscale"].saved_bytes - res["preln"].saved_bytes == 2 * 4 * TINY.batch * TINY.tokens * TINY.dim
+
+
+def test_bench_cli_writes_three_files(tmp_path, one_thread):
+    args = ["bench", "--schemes", "layerscale", "timm-preln", "timm-layerscale", "--depth", "1", "--dim", "32",
+            "--heads", "2", "--tokens", "5", "--batch", "2", "--rounds", "6", "--out", str(tmp_path)]
+    assert main(args) == 0
+    data = json.loads((tmp_path / "overhead.json").read_text())  # strict JSON: no NaN
+    assert data["settings"]["arms"] == ["preln", "layerscale", "timm-preln", "timm-layerscale"]
+    assert data["command"].startswith("suite bench --schemes layerscale timm-preln timm-layerscale --depth 1")
+    assert "layerscale (ours/timm)" in (tmp_path / "overhead.md").read_text()
+    assert (tmp_path / "overhead.csv").read_text().startswith("label,kind,")
+
+
+def test_bench_cli_rejects_bad_tokens_and_arms(capsys):
+    assert main(["bench", "--tokens", "64"]) == 2
+    assert main(["bench", "--schemes", "layerscal"]) == 2
+    assert "did you mean" in capsys.readouterr().err
+
+
+def test_default_arms_cover_every_scheme():
+    from suite.registry import SCHEMES
+
+    assert set(SCHEMES) | {"timm-preln", "timm-layerscale"} == set(arm_names())
+
+
+# ----------------------------------------------------------------------------- the gate, both ways (real timing)
+
+GATE_TEST_SHAPE = BenchShape(depth=4, dim=192, heads=3, tokens=65, batch=4)
+
+
+def _slowed(passes: int):
+    return lambda: slow_down_layerscale(build_arm("layerscale", GATE_TEST_SHAPE), passes)
+
+
+def test_gate_passes_on_the_real_layerscale(one_thread):
+    step = bench_gate.check(measure_step, bench_gate.STEP_THRESHOLD, "step", shape=GATE_TEST_SHAPE, rounds=16)
+    residual = bench_gate.check(measure_residual, bench_gate.RESIDUAL_THRESHOLD, "residual",
+                                shape=GATE_TEST_SHAPE, rounds=20)
+    assert step[0], step[1]
+    assert residual[0], residual[1]
+
+
+def test_gate_fails_on_a_slowed_layerscale(one_thread):
+    # The step check gets 12 extra passes per residual add (far beyond noise); the residual check a
+    # single un-fused multiply, the regression it exists for. One measurement each, no second try.
+    step = bench_gate.check(measure_step, bench_gate.STEP_THRESHOLD, "step", shape=GATE_TEST_SHAPE, rounds=16,
+                            candidate=_slowed(12), confirm=False)
+    residual = bench_gate.check(measure_residual, bench_gate.RESIDUAL_THRESHOLD, "residual",
+                                shape=GATE_TEST_SHAPE, rounds=20, candidate=_slowed(1), confirm=False)
+    assert not step[0], step[1]
+    assert not residual[0], residual[1]
+
+
+# ----------------------------------------------------------------------------- CUDA (make gpu-check)
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.cuda
+@cuda
+@pytest.mark.parametrize("compile", [False, True])
+def test_measure_on_cuda_bf16(compile):
+    res = measure({n: (lambda n=n: build_arm(n, TINY)) for n in ("preln", "layerscale")}, TINY, device="cuda",
+                  dtype="bf16", compile=compile, rounds=2, warmup=2, steps=2)
+    for r in res.values():
+        assert np.all(np.isfinite(r.train_s)) and np.all(r.train_s > 0) and r.peak_bytes > 0

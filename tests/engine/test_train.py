@@ -1,0 +1,177 @@
+"""The training engine: statuses, determinism, resume, summary schema, and one real learning check."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import yaml
+
+from suite import store
+from suite.config import RunConfig, load_config
+from suite.engine import train
+
+
+def tiny(**overrides) -> RunConfig:
+    """A seconds-long run on the synthetic dataset."""
+    items = {
+        "data.name": "synthetic", "data.synthetic_train": 256, "data.synthetic_test": 64,
+        "data.synthetic_img_size": 16, "data.synthetic_channels": 3, "data.synthetic_classes": 4,
+        "model.patch_size": 4, "model.dim": 32, "model.heads": 2, "model.depth": 2,
+        "train.steps": 20, "train.lr": 3e-3, "train.batch_size": 32, "train.warmup_steps": 3, "train.log_every": 5,
+        "train.eval_every": 10, "train.timing_warmup_steps": 2, "device": "cpu",
+    }
+    items.update(overrides)
+    return load_config(None, [f"{k}={v}" for k, v in items.items()])
+
+
+def metrics(run_dir):
+    return store.read_metrics(run_dir)
+
+
+def test_same_seed_same_metrics(tmp_path):
+    a = train(tiny(**{"model.residual": "layerscale", "model.drop_path": 0.1}), tmp_path / "a")
+    b = train(tiny(**{"model.residual": "layerscale", "model.drop_path": 0.1}), tmp_path / "b")
+    assert a["status"] == "ok"
+    strip = lambda ms: [{k: v for k, v in m.items()} for m in ms]  # noqa: E731
+    assert strip(metrics(tmp_path / "a")) == strip(metrics(tmp_path / "b"))
+    assert a["final_train_loss"] == b["final_train_loss"] and a["test_acc"] == b["test_acc"]
+    c = train(tiny(**{"model.residual": "layerscale", "model.drop_path": 0.1, "seed": 1}), tmp_path / "c")
+    assert c["final_train_loss"] != a["final_train_loss"]
+
+
+def test_huge_lr_diverges_with_its_step(tmp_path):
+    s = train(tiny(**{"train.lr": 1e3, "train.warmup_steps": 0, "train.steps": 50}), tmp_path)
+    assert s["status"] == "diverged"
+    assert isinstance(s["diverged_step"], int) and 0 <= s["diverged_step"] < 50
+    assert s["diverged_reason"] in ("nonfinite_loss", "nonfinite_grad", "loss_spike")
+    assert s["steps_done"] < 50
+    assert metrics(tmp_path)[-1] == {"kind": "diverged", "step": s["diverged_step"], "reason": s["diverged_reason"]}
+
+
+def test_zero_lr_fails_to_train(tmp_path):
+    s = train(tiny(**{"train.lr": 0.0, "train.min_lr": 0.0}), tmp_path)
+    assert s["status"] == "failed"
+    assert s["final_train_loss"] >= 0.9 * math.log(4)
+
+
+def test_injected_exception_ends_error_and_writes_summary(tmp_path):
+    def boom(step):
+        if step == 3:
+            raise RuntimeError("CUDA out of memory (injected)")
+
+    s = train(tiny(), tmp_path, on_step=boom)
+    assert s["status"] == "error"
+    assert s["error"] == "RuntimeError: CUDA out of memory (injected)"
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "error"
+    assert "Traceback" in (tmp_path / "log.txt").read_text()
+
+
+def test_bad_data_is_an_error_status(tmp_path, monkeypatch):
+    monkeypatch.delenv("SUITE_DATA_DIR", raising=False)
+    s = train(tiny(**{"data.name": "cifar10", "data.root": str(tmp_path / "nope")}), tmp_path / "run")
+    assert s["status"] == "error" and "CIFAR-10" in s["error"]
+
+
+SUMMARY_TYPES = {
+    "schema": int, "run_id": str, "seed": int, "status": str, "steps_done": int, "final_train_loss": float,
+    "test_acc": float, "best_test_acc": float, "step_time_ms": float, "throughput": float,
+    "peak_mem_mb": float, "num_params": int, "wall_s": float, "suite_version": str, "git_commit": str,
+    "torch_version": str, "python_version": str, "device_name": str, "started_at": str,
+    "model.depth": int, "model.residual": str, "train.lr": float,
+}
+
+
+def test_summary_fields_types_and_files(tmp_path):
+    cfg = tiny(**{"model.residual": "layerscale"})
+    s = train(cfg, tmp_path)
+    for key, typ in SUMMARY_TYPES.items():
+        assert isinstance(s[key], typ), (key, s[key])
+    assert s["diverged_step"] is None and s["error"] is None
+    assert s["run_id"] == store.run_id(cfg)
+    assert 0.0 <= s["test_acc"] <= 1.0 and s["best_test_acc"] >= s["test_acc"]
+    assert s["model.img_size"] == 16 and s["model.num_classes"] == 4  # filled from the data
+    assert json.loads((tmp_path / "summary.json").read_text()) == s
+    resolved = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    assert resolved["model"]["in_chans"] == 3 and resolved["train"]["steps"] == 20
+    assert not list(tmp_path.glob(".*tmp"))  # no temp files left behind
+
+
+def test_metrics_have_per_block_probes_and_scale_at_step0(tmp_path):
+    cfg = tiny(**{"model.residual": "layerscale", "model.layerscale.init": 0.25, "train.lr": 0.0,
+                  "train.min_lr": 0.0})
+    train(cfg, tmp_path)
+    lines = metrics(tmp_path)
+    step0 = lines[0]
+    assert step0["kind"] == "train" and step0["step"] == 0 and step0["loss"] is None
+    assert [b["scale_mean"] for b in step0["blocks"]] == [0.25, 0.25]  # exactly the configured init
+    first = next(m for m in lines if m["kind"] == "train" and m["step"] > 0)
+    assert first["step"] == 5 and len(first["blocks"]) == 2
+    for b in first["blocks"]:
+        assert b["scale_mean"] == pytest.approx(0.25) and b["scale_max"] == pytest.approx(0.25)
+        assert b["attn_ratio"] > 0 and b["mlp_ratio"] > 0 and b["out_rms"] > 0
+    evals = [m for m in lines if m["kind"] == "eval"]
+    assert [e["step"] for e in evals] == [10, 20]
+
+
+def test_preln_has_no_scales_but_ratios(tmp_path):
+    train(tiny(), tmp_path)
+    block = next(m for m in metrics(tmp_path) if m["kind"] == "train")["blocks"][0]
+    assert block["scale_mean"] is None and block["attn_ratio"] > 0
+
+
+def test_killed_run_resumes_to_the_same_result(tmp_path):
+    cfg = tiny(**{"train.checkpoint_every": 5, "train.steps": 20, "model.drop_path": 0.1})
+    full = train(cfg, tmp_path / "full")
+
+    def kill(step):
+        if step == 12:
+            raise KeyboardInterrupt  # not an error: the process dies, like SIGINT
+
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, tmp_path / "killed", on_step=kill)
+    assert (tmp_path / "killed" / "checkpoint.pt").exists()
+    assert not (tmp_path / "killed" / "summary.json").exists()
+    resumed = train(cfg, tmp_path / "killed")
+    for key in ("status", "final_train_loss", "test_acc", "best_test_acc", "steps_done"):
+        assert resumed[key] == full[key], key
+    assert metrics(tmp_path / "killed") == metrics(tmp_path / "full")
+    assert not (tmp_path / "killed" / "checkpoint.pt").exists()
+
+
+def test_weight_decay_policy_on_1d_params():
+    from suite.models import build_model
+    from suite.engine.optim import build_optimizer
+
+    cfg = tiny(**{"model.residual": "layerscale", "model.img_size": 16, "model.in_chans": 3,
+                  "model.num_classes": 4})
+    model = build_model(cfg.model)
+    groups = build_optimizer(model, cfg.train).param_groups
+    gammas = {id(b.ls1.gamma) for b in model.blocks}
+    no_decay = next(g for g in groups if any(id(p) in gammas for p in g["params"]))
+    assert no_decay["weight_decay"] == 0.0
+    cfg.train.decay_1d = True
+    groups = build_optimizer(model, cfg.train).param_groups
+    assert all(g["weight_decay"] == cfg.train.weight_decay for g in groups)
+
+
+def test_lr_schedule_warmup_then_cosine():
+    from suite.engine.optim import lr_at
+
+    tc = RunConfig().train
+    tc.lr, tc.min_lr, tc.warmup_steps = 1.0, 0.0, 4
+    assert [lr_at(s, 104, tc) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert lr_at(4, 104, tc) == pytest.approx(1.0)
+    assert lr_at(54, 104, tc) == pytest.approx(0.5, abs=0.01)
+    assert lr_at(103, 104, tc) == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.slow
+def test_embedded_mnist_learns_well_above_chance(tmp_path):
+    """The real check: a depth-6 Pre-LN ViT on the embedded MNIST subset, ~15 s of 2-core CPU (0.71 seen)."""
+    cfg = load_config(None, ["device=cpu", "model.depth=6", "train.steps=300", "train.lr=3e-3",
+                             "train.batch_size=64", "train.eval_every=0"])
+    s = train(cfg, tmp_path)
+    assert s["status"] == "ok"
+    assert s["test_acc"] > 0.6, s["test_acc"]  # chance is 0.1

@@ -1,0 +1,216 @@
+"""The sweep runner, for real: worker processes, resume, retries, interrupts, worker death, Ray."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from suite import store
+from suite.cli import main
+from suite.sweep.task import CRASH_ENV
+from suite.sweep.spec import load_ablation
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = ROOT / "ablations" / "smoke.yaml"
+# Execution and provenance keys differ between machines and backends; everything else must not.
+VOLATILE = store.EXECUTION_KEYS | {"wall_s", "step_time_ms", "throughput", "peak_mem_mb", "suite_version",
+                                   "git_commit", "torch_version", "python_version", "device_name",
+                                   "hostname", "started_at"}
+ARGS = ["--device", "cpu", "--threads", "1"]  # one thread: CPU results are bitwise reproducible
+
+
+def summaries(out: Path) -> dict[str, dict]:
+    return {p.parent.name: json.loads(p.read_text()) for p in sorted((out / "runs").glob("*/summary.json"))}
+
+
+def snapshot(out: Path) -> dict[str, int]:
+    """Every file under ``out`` with its modification time: "writes nothing" means this is unchanged."""
+    return {str(p): p.stat().st_mtime_ns for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def smoke_out(tmp_path_factory) -> Path:
+    """One real sweep of ablations/smoke.yaml with two workers, shared by the tests that read it."""
+    out = tmp_path_factory.mktemp("smoke") / "out"
+    assert main(["run", str(SMOKE), "--out", str(out), "--workers", "2", *ARGS]) == 0
+    return out
+
+
+def test_sweep_writes_every_summary_with_ablation_variant_seed(smoke_out):
+    runs = {r.run_id: r for r in load_ablation(SMOKE).runs}
+    found = summaries(smoke_out)
+    assert set(found) == set(runs)
+    for run_id, s in found.items():
+        assert s["run_id"] == run_id and s["ablation"] == "smoke"
+        assert (s["variant"], s["seed"], s["model.depth"]) == (runs[run_id].variant, runs[run_id].seed,
+                                                               runs[run_id].cfg.model.depth)
+        assert s["status"] == "ok" and s["train.threads"] == 1 and s["device"] == "cpu"
+    assert "name: smoke" in (smoke_out / "ablation.yaml").read_text()
+
+
+def test_rerun_skips_everything_and_writes_nothing(smoke_out, capsys):
+    before = snapshot(smoke_out)
+    t0 = time.perf_counter()
+    assert main(["run", str(SMOKE), "--out", str(smoke_out), *ARGS]) == 0
+    assert time.perf_counter() - t0 < 5  # no worker is even started
+    assert "8 runs: 8 ok, 0 diverged, 0 failed, 0 error (skipped 8 already done)" in capsys.readouterr().out
+    assert snapshot(smoke_out) == before
+
+
+def test_dry_run_shows_what_is_done(smoke_out, capsys):
+    assert main(["run", str(SMOKE), "--out", str(smoke_out), "--dry-run", "--only", "variant=preln"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("done (ok)") == 4
+    assert out.strip().endswith(f"4 of 8 runs (2 variants x 2 grid points x 2 seeds - 0 excluded) selected: "
+                                f"4 already done, 0 to run -> {smoke_out}")
+
+
+def test_changed_hyperparameter_makes_new_runs_and_keeps_old(smoke_out, tmp_path, capsys):
+    changed = tmp_path / "smoke.yaml"
+    changed.write_text(SMOKE.read_text().replace("lr: 3.0e-3", "lr: 1.0e-3"))
+    assert main(["run", str(changed), "--out", str(smoke_out), "--dry-run"]) == 0  # same name: allowed
+    assert "0 already done, 8 to run" in capsys.readouterr().out
+
+
+def test_folder_of_another_ablation_is_refused(smoke_out, tmp_path, capsys):
+    other = tmp_path / "other.yaml"
+    other.write_text(SMOKE.read_text().replace("name: smoke", "name: other"))
+    before = snapshot(smoke_out)
+    assert main(["run", str(other), "--out", str(smoke_out), *ARGS]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds the runs of ablation 'smoke'" in err and "--out" in err
+    assert snapshot(smoke_out) == before
+
+
+def test_worker_death_is_an_error_run_and_retry_errors_reruns_only_it(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    runs = [r for r in load_ablation(SMOKE).runs if r.seed == 0]
+    victim = runs[0]  # with one worker, the other three runs need the replacement worker
+    monkeypatch.setenv(CRASH_ENV, victim.run_id)
+    assert main(["run", str(SMOKE), "--out", str(out), "--only", "seed=0", "--workers", "1", *ARGS]) == 0
+    captured = capsys.readouterr()
+    assert "3 ok, 0 diverged, 0 failed, 1 error" in captured.out and "--retry-errors" in captured.err
+    found = summaries(out)
+    assert set(found) == {r.run_id for r in runs}
+    dead = found[victim.run_id]
+    assert dead["status"] == "error" and dead["error"] == "worker process died with exit code 3"
+    assert (dead["ablation"], dead["variant"], dead["seed"], dead["model.depth"]) == (
+        "smoke", victim.variant, 0, victim.cfg.model.depth)
+    assert set(found[runs[1].run_id]) <= set(dead)  # same summary shape as a trained run
+
+    monkeypatch.delenv(CRASH_ENV)
+    before = snapshot(out)
+    assert main(["run", str(SMOKE), "--out", str(out), "--only", "seed=0", *ARGS]) == 0
+    assert snapshot(out) == before  # error runs are not retried by default
+
+    assert main(["run", str(SMOKE), "--out", str(out), "--only", "seed=0", "--retry-errors", *ARGS]) == 0
+    assert "4 runs: 4 ok" in capsys.readouterr().out
+    after = snapshot(out)
+    changed = {Path(p).parent.name for p in after if after[p] != before.get(p)} - {"out"}
+    assert changed == {victim.run_id}
+
+
+def _start(out: Path, cwd: Path) -> subprocess.Popen:
+    slow = cwd / "slow.yaml"  # same name, longer runs, so signals land while a run is in flight
+    slow.write_text(f"name: smoke\nextends: {SMOKE}\nbase: {{train.steps: 150}}\nseeds: 1\n")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env.pop(CRASH_ENV, None)
+    return subprocess.Popen([sys.executable, "-m", "suite", "run", str(slow), "--out", str(out), "--workers", "1",
+                             *ARGS], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+def _wait_for_summaries(out: Path, n: int, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while len(summaries(out)) < n if (out / "runs").exists() else True:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "timed out waiting for a run to finish"
+        time.sleep(0.1)
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")  # a zombie is dead too
+    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
+
+
+def _check_clean(out: Path) -> None:
+    """No half-written file: every summary is complete JSON with a final status, no temp files."""
+    assert not list(out.rglob("*.tmp"))
+    for s in summaries(out).values():
+        assert s["status"] in store.STATUSES and s["wall_s"] is not None
+
+
+def test_ctrl_c_then_sigkill_then_rerun_finishes_each_run_exactly_once(tmp_path):
+    out = tmp_path / "out"
+    proc = _start(out, tmp_path)
+    _wait_for_summaries(out, 1, proc)
+    proc.send_signal(signal.SIGINT)  # to the parent only, like `kill -INT`; a terminal would signal the group
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted:" in err and "Traceback" not in err
+    _check_clean(out)
+    first = snapshot(out)
+    n_first = len(summaries(out))
+    assert 1 <= n_first < 4
+
+    proc = _start(out, tmp_path)
+    _wait_for_summaries(out, n_first + 1, proc)
+    workers = _children(proc.pid)
+    os.kill(proc.pid, signal.SIGKILL)  # the parent only: its workers must notice and exit by themselves
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [w for w in workers if _alive(w)], "workers outlived a SIGKILLed parent"
+    with_kill = len(summaries(out))
+    _check_clean(out)
+
+    proc = _start(out, tmp_path)
+    stdout, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err
+    assert f"(skipped {with_kill} already done)" in stdout
+    _check_clean(out)
+    assert len(summaries(out)) == 4
+    final = snapshot(out)
+    assert all(final[p] == t for p, t in first.items() if p.endswith("summary.json"))  # never redone
+    for run_dir in (out / "runs").iterdir():
+        steps = [m["step"] for m in store.read_metrics(run_dir) if m["kind"] == "train"]
+        assert steps == sorted(set(steps)) and steps[-1] == 150  # one clean log per run, no repeats
+
+
+@pytest.mark.ray
+def test_ray_backend_gives_the_same_runs_as_local(smoke_out, tmp_path, monkeypatch):
+    if importlib.util.find_spec("ray") is None:  # find, not import: the settings below must come first
+        pytest.skip("needs the optional Ray extra: pip install -e '.[ray]'")
+    # A real local Ray instance, loopback only: no cluster address, no telemetry. With clustering off,
+    # Ray uses 127.0.0.1 instead of looking up this machine's outward address; the environment
+    # covers Ray's own processes, the attribute this one in case Ray was imported already.
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    from ray._private import ray_constants
+
+    monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
+    out = tmp_path / "ray"
+    assert main(["run", str(SMOKE), "--out", str(out), "--backend", "ray", *ARGS]) == 0
+    local, ray_runs = summaries(smoke_out), summaries(out)
+    assert set(local) == set(ray_runs)
+    for run_id, s in local.items():
+        strip = lambda d: {k: v for k, v in d.items() if k not in VOLATILE}  # noqa: E731
+        assert strip(ray_runs[run_id]) == strip(s)

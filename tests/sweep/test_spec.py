@@ -1,0 +1,199 @@
+"""Ablation files: expansion, extends, run ids, --only, and one clear line per user error."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from suite import store
+from suite.cli import main
+from suite.sweep.spec import SpecError, load_ablation, parse_only, select
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = ROOT / "ablations" / "smoke.yaml"
+SHIPPED = sorted((ROOT / "ablations").glob("*.yaml"))
+
+TINY_BASE = """
+base:
+  data: {name: synthetic, synthetic_img_size: 16}
+  model: {patch_size: 4, dim: 32, heads: 2}
+  train: {steps: 5}
+"""
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_smoke_expands_to_grid_x_variants_x_seeds():
+    ab = load_ablation(SMOKE)
+    assert ab.name == "smoke" and len(ab.runs) == 2 * 2 * 2
+    assert len({r.run_id for r in ab.runs}) == 8
+    assert {(r.variant, r.cfg.model.depth, r.seed) for r in ab.runs} == {
+        (v, d, s) for v in ("preln", "layerscale") for d in (1, 2) for s in (0, 1)}
+    first = ab.runs[0]
+    assert first.extra == {"ablation": "smoke", "variant": "preln"}
+    assert first.label == "preln depth=1 seed=0"
+    assert first.run_id == store.run_id(first.cfg)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_shipped_ablations_validate(path, capsys):
+    assert main(["validate", str(path)]) == 0
+    assert ": ok: " in capsys.readouterr().out
+
+
+def test_exclude_and_explicit_seeds(tmp_path):
+    path = write(tmp_path, "a.yaml", textwrap.dedent("""
+        name: ex
+        grid: {model.depth: [1, 2, 3]}
+        variants: {a: {model.residual: preln}, b: {model.residual: postln}}
+        seeds: [0, 7]
+        exclude: [{variant: b, model.depth: [2, 3]}, {variant: a, seed: 7, model.depth: 1}]
+    """) + TINY_BASE)
+    ab = load_ablation(path)
+    assert ab.excluded == 2 * 2 + 1
+    assert len(ab.runs) == 3 * 2 * 2 - 5
+    assert {r.seed for r in ab.runs} == {0, 7}
+    assert not any(r.variant == "b" and r.cfg.model.depth > 1 for r in ab.runs)
+    assert "12 runs" not in ab.describe() and "- 5 excluded" in ab.describe()
+
+
+def test_extends_merges_base_and_replaces_per_key(tmp_path):
+    write(tmp_path, "shared/parent.yaml", """
+        name: parent
+        base: {model: {dim: 32, heads: 2, depth: 1}, train: {lr: 1.0e-3, steps: 5}, data: {name: synthetic}}
+        grid: {model.depth: [1, 2]}
+        variants: {a: {model.residual: preln}, b: {model.residual: postln}}
+        seeds: 3
+    """)
+    child = write(tmp_path, "child.yaml", """
+        name: child
+        extends: shared/parent.yaml
+        base: {train.lr: 2.0e-3, model: {patch_size: 4}}
+        variants: {b: {model.residual: rezero}, c: {model.residual: layerscale}}
+        seeds: 1
+    """)
+    ab = load_ablation(child)
+    assert ab.name == "child" and ab.variants == ["a", "b", "c"] and ab.seeds == [0]
+    assert list(ab.grid) == ["model.depth"]
+    cfg = ab.runs[0].cfg
+    assert (cfg.model.dim, cfg.model.patch_size, cfg.train.lr, cfg.train.steps) == (32, 4, 2e-3, 5)
+    assert {r.cfg.model.residual for r in ab.runs if r.variant == "b"} == {"rezero"}
+    assert "extends" not in ab.resolved and ab.resolved["base"]["train"]["lr"] == 2e-3
+
+
+def test_run_ids_are_stable_and_ignore_key_order(tmp_path):
+    a = write(tmp_path, "a.yaml", "name: x\nseeds: 2\ngrid: {model.depth: [1, 2]}\n"
+                                  "variants: {p: {model.residual: preln, train.lr: 0.01}}\n" + TINY_BASE)
+    b = write(tmp_path, "b.yaml", TINY_BASE + "variants: {p: {train.lr: 0.01, model.residual: preln}}\n"
+                                              "grid: {model.depth: [1, 2]}\nseeds: 2\nname: x\n")
+    ids = [r.run_id for r in load_ablation(a).runs]
+    assert ids == [r.run_id for r in load_ablation(a).runs] == [r.run_id for r in load_ablation(b).runs]
+    c = write(tmp_path, "c.yaml", a.read_text().replace("0.01", "0.02"))
+    assert not set(ids) & {r.run_id for r in load_ablation(c).runs}  # new hyperparameter, new runs
+
+
+BAD_CASES = {
+    # case: (file text, the key named, words of the message)
+    "yaml-syntax": ("name: x\nbase: {model: [1, 2}\n", "line 2", "invalid YAML"),
+    "unknown-field": ("name: x\ndescriptio: y\nvariants: {a: {}}\n", "descriptio", "did you mean 'description'"),
+    "typo-config-key": ("name: x\ngrid: {model.dept: [1]}\nvariants: {a: {}}\n", "model.dept", "did you mean 'depth'"),
+    "wrong-type": ("name: x\ngrid: {model.depth: [a]}\nvariants: {a: {}}\n", "model.depth", "expected an integer"),
+    "not-a-list": ("name: x\ngrid: {model.depth: 3}\nvariants: {a: {}}\n", "grid.model.depth", "write `[3]`"),
+    "empty-axis": ("name: x\ngrid: {model.depth: []}\nvariants: {a: {}}\n", "grid.model.depth", "empty axis"),
+    "unknown-scheme": ("name: x\nvariants: {a: {model.residual: prelnn}}\n", "model.residual", "did you mean 'preln'"),
+    "unknown-dataset": ("name: x\nbase: {data: {name: mnist}}\nvariants: {a: {}}\n", "data.name",
+                        "did you mean 'mnist5k'"),
+    "duplicate-variant": ("name: x\nvariants:\n  a: {model.depth: 1}\n  a: {model.depth: 2}\n", "variants.a",
+                          "duplicate variant name (lines 3 and 4)"),
+    "missing-extends": ("name: x\nextends: nope.yaml\nvariants: {a: {}}\n", "extends", "'nope.yaml' not found"),
+    "bad-seeds": ("name: x\nseeds: 0\nvariants: {a: {}}\n", "seeds", "e.g. `seeds: 3`"),
+    "exclude-unknown-variant": ("name: x\nvariants: {preln: {}}\nexclude: [{variant: prelm}]\n",
+                                "exclude[0].variant", "did you mean 'preln'"),
+    "exclude-matches-nothing": ("name: x\nvariants: {a: {}}\nexclude: [{model.depth: 99}]\n", "exclude[0]",
+                                "matches no run"),
+    "same-run-twice": ("name: x\nvariants: {a: {model.depth: 2}, b: {model.depth: 2}}\n", "variants",
+                       "same run config"),
+    "variant-sets-grid-key": ("name: x\ngrid: {model.depth: [1, 2]}\nvariants: {a: {model.depth: 3}}\n",
+                              "variants.a", "also a grid axis"),
+    "missing-name": ("variants: {a: {}}\n", "name", "missing"),
+    "missing-variants": ("name: x\n", "variants", "missing"),
+    "bad-name": ("name: a/b\nvariants: {a: {}}\n", "name", "folder name"),
+    "reserved-seed": ("name: x\nbase: {seed: 3}\nvariants: {a: {}}\n", "base.seed", "use `seeds:`"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CASES))
+def test_each_user_error_is_one_line_with_file_key_and_exit_2(case, tmp_path, capsys):
+    text, key, words = BAD_CASES[case]
+    path = write(tmp_path, "bad.yaml", text)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: {path}") and key in lines[0] and words in lines[0]
+
+
+def test_extends_cycle_is_reported(tmp_path, capsys):
+    write(tmp_path, "b.yaml", "extends: a.yaml\n")
+    a = write(tmp_path, "a.yaml", "name: x\nextends: b.yaml\nvariants: {v: {}}\n")
+    assert main(["validate", str(a)]) == 2
+    assert "cycle (a.yaml -> b.yaml -> a.yaml)" in capsys.readouterr().err
+
+
+def test_every_problem_is_reported_at_once(tmp_path, capsys):
+    path = write(tmp_path, "bad.yaml", """
+        name: x
+        descriptio: y
+        base: {model: {dept: 3}}
+        grid: {model.depth: []}
+        variants: {a: {model.residual: preln}}
+        seeds: -1
+    """)
+    assert main(["validate", str(path)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 4
+
+
+def test_run_refuses_a_bad_file_before_running_anything(tmp_path, capsys):
+    path = write(tmp_path, "bad.yaml", BAD_CASES["unknown-scheme"][0])
+    assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_only_filters_and_rejects_unknown_keys():
+    ab = load_ablation(SMOKE)
+    assert len(select(ab.runs, parse_only(["variant=preln,model.depth=1"], ab))) == 2
+    assert len(select(ab.runs, parse_only(["variant=preln,seed=0", "variant=layerscale,seed=1"], ab))) == 4
+    assert len(select(ab.runs, parse_only(["train.lr=3e-3"], ab))) == 8  # values coerced like the config
+    with pytest.raises(SpecError, match=r"--only: model\.dept: unknown key \(did you mean 'model\.depth'\?\)"):
+        parse_only(["model.dept=1"], ab)
+    with pytest.raises(SpecError, match="'prelm' is not a variant"):
+        parse_only(["variant=prelm"], ab)
+
+
+def test_dry_run_lists_runs_and_count_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", str(SMOKE), "--out", str(out), "--dry-run"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split() == ["run_id", "variant", "model.depth", "seed", "state"]
+    assert len(lines) == 1 + 8 + 1
+    assert lines[-1] == f"8 runs (2 variants x 2 grid points x 2 seeds - 0 excluded): 0 already done, 8 to run -> {out}"
+    ids = {r.run_id for r in load_ablation(SMOKE).runs}
+    assert {line.split()[0] for line in lines[1:-1]} == ids
+    assert not out.exists()
+
+
+def test_bad_only_is_a_one_line_user_error(capsys):
+    assert main(["run", str(SMOKE), "--dry-run", "--only", "model.depth=5"]) == 2
+    assert "matches none of the 8 runs" in capsys.readouterr().err
+    assert main(["run", str(SMOKE), "--dry-run", "--only", "variant=preln,model.dept=1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did you mean 'model.depth'" in err and "Traceback" not in err

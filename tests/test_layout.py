@@ -1,0 +1,116 @@
+"""The layout keeps its promises: no import circles, library code neither parses arguments nor
+prints, one copy of each shared helper, and the config is usable without torch."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = ROOT / "suite"
+MODULES = {
+    ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+    for p in sorted(SUITE.rglob("*.py"))
+}
+LIBRARY = {m: p for m, p in MODULES.items() if not m.startswith("suite.cli") and m != "suite.__main__"}
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """Suite modules that ``module`` imports anywhere (top level or inside functions)."""
+    out = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + [base]).strip(".")
+            for a in node.names:  # `from pkg import submodule` imports the submodule
+                out.add(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base)
+    return {m for m in out if m in MODULES and m != module}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    stack: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                return stack[stack.index(n):] + [n]
+            if n not in state and (found := visit(n)):
+                return found
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return None
+
+
+def test_the_graph_check_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_circles_even_through_function_level_imports():
+    graph = {m: _imports(m, p) for m, p in MODULES.items()}
+    assert _cycle(graph) is None
+
+
+def test_each_product_is_one_folder():
+    products = {p.name for p in SUITE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert products == {"models", "data", "engine", "sweep", "analysis", "bench", "cli"}
+    flat = {p.name for p in SUITE.glob("*.py")}
+    assert flat == {"__init__.py", "__main__.py", "config.py", "registry.py", "store.py"}
+    for package in products:
+        assert ast.get_docstring(ast.parse((SUITE / package / "__init__.py").read_text())), package
+
+
+@pytest.mark.parametrize("module", sorted(LIBRARY))
+def test_library_modules_never_parse_arguments_or_print(module):
+    tree = ast.parse(LIBRARY[module].read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+            assert "argparse" not in names, f"{module} imports argparse: parsing belongs in suite/cli"
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            assert node.func.id != "print", f"{module}:{node.lineno} prints: output belongs in suite/cli"
+
+
+def _defining(pattern: str) -> list[str]:
+    return sorted(m for m, p in MODULES.items() if pattern in p.read_text())
+
+
+def test_one_copy_of_each_shared_helper():
+    assert _defining("get_close_matches") == ["suite.registry"]  # did-you-mean
+    assert _defining('("ok", "diverged", "failed"') == ["suite.store"]  # the statuses
+    assert _defining("def read_metrics") == ["suite.store"]
+    assert _defining("json.dump") == ["suite.store"]  # one JSON policy
+    assert _defining("json.loads(line") == ["suite.store"]  # metrics lines: store.read_metrics only
+
+
+def test_every_module_imports_and_the_config_needs_no_torch():
+    code = (
+        "import sys\n"
+        "from suite.config import load_config\n"
+        "from suite.sweep.spec import load_ablation\n"
+        "load_config(None, ['model.residual=layerscale', 'data.name=digits'])\n"
+        f"load_ablation({str(ROOT / 'ablations' / 'default.yaml')!r})\n"
+        "assert 'torch' not in sys.modules, 'validating configs imported torch'\n"
+        "import importlib\n"
+        f"for m in {sorted(MODULES)!r}:\n"
+        "    if m != 'suite.__main__':\n"
+        "        importlib.import_module(m)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
