@@ -62,19 +62,26 @@ def run(args: argparse.Namespace) -> int:
                          "low": s.low, "high": s.high, "rounds": s.n, "wall_s": round(time.perf_counter() - t1, 1),
                          "ratios": ratios.tolist()}
     ok = all(r["passed"] for r in results.values())
-    print("\n| check | overhead, median [95% interval] | threshold | verdict | time |\n|---|---|---:|---|---:|")
+    table = ["| check | overhead, median [95% interval] | threshold | verdict | time |", "|---|---|---:|---|---:|"]
     for name, r in results.items():
         s = RatioSummary(r["median"], r["low"], r["high"], r["rounds"])
-        print(f"| {name} | {s.format()} | {100 * r['threshold']:+.1f}% | {'PASS' if r['passed'] else 'FAIL'} "
-              f"| {r['wall_s']:.0f} s |")
-    print()
-    for r in results.values():
-        print(r["message"])
+        table.append(f"| {name} | {s.format()} | {100 * r['threshold']:+.1f}% | {'PASS' if r['passed'] else 'FAIL'} "
+                     f"| {r['wall_s']:.0f} s |")
+    messages = [r["message"] for r in results.values()]
+    print("\n" + "\n".join(table) + "\n\n" + "\n".join(messages))
     wall = time.perf_counter() - t0
+    prov = store.provenance("cpu")
     store.write_json(Path(args.out) / "gate.json", {
         "passed": ok, "checks": results, "slowdown": args.slowdown, "threads": args.threads, "wall_s": round(wall, 1),
-        "shape": dataclasses.asdict(shape), "residual_batch": gate.RESIDUAL_BATCH, "provenance": store.provenance("cpu"),
+        "shape": dataclasses.asdict(shape), "residual_batch": gate.RESIDUAL_BATCH, "provenance": prov,
     })
+    command = (f"suite bench-check --step-rounds {args.step_rounds} --residual-rounds {args.residual_rounds} "
+               f"--threads {args.threads}" + (f" --slowdown {args.slowdown}" if args.slowdown else ""))
+    store.atomic_write_text(Path(args.out) / "gate.md", "\n".join([
+        "# The CI gate on LayerScale's step-time cost\n", f"`{command}`\n",
+        f"{prov['device_name']}; torch {prov['torch_version']}; commit {prov['git_commit']}; {prov['started_at']}; "
+        f"{wall:.0f} s. Shape: depth {shape.depth}, dim {shape.dim}, heads {shape.heads}, tokens {shape.tokens}; "
+        f"step batch {shape.batch}, residual-path batch {gate.RESIDUAL_BATCH}.\n", *table, "", *messages, ""]))
     if not ok:
         print("\nbench-check FAILED: LayerScale got slower. Look for an extra pass over the activations in "
               "suite/models/layerscale.py (LayerScale.add_to, residual_add) or PreLNBlock.forward; if the cost is "
