@@ -178,13 +178,9 @@ def accuracy_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: Ma
         counts += f"{m.sep}err {r['n_error']}" if r["n_error"] else ""
         return m.lines([acc, counts])
 
-    skeys = section_keys(keys)
-    out = []
-    for label, part in sections(summary, keys):
-        title = _section_title(label, skeys)
-        corner, columns, rows = _grid(part, keys, baseline, m, cell, best_of)
+    def notes(part: pd.DataFrame) -> list[str]:
         b = m.code(baseline)
-        notes = [
+        return [
             f"Cell: mean test accuracy ({m.esc('%')}) of the runs that ended {m.code('ok')} "
             f"[95{m.esc('%')} percentile bootstrap interval, {stats.BOOTSTRAP_RESAMPLES:,} resamples, seed "
             f"{stats.BOOTSTRAP_SEED}]; div k/n and fail k/n: diverged and failed runs among the n runs that "
@@ -194,11 +190,9 @@ def accuracy_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: Ma
             f"adjusted over this table's accuracy tests and, separately, its rate tests. "
             f"Bold: best accuracy per column. {m.dash}: no run ended {m.code('ok')}; "
             f"{m.esc('[no CI: 1 run]')}: a single run has no interval.",
-        ]
-        notes += _missing_baseline_note(part, keys, baseline, m)
-        out.append(Table(m.esc("Accuracy and stability" + (f" ({title})" if title else "")),
-                         "tab:acc" + slug(label, skeys), corner, columns, rows, notes))
-    return out
+        ] + _missing_baseline_note(part, keys, baseline, m)
+
+    return _section_tables(summary, keys, baseline, m, "Accuracy and stability", "tab:acc", cell, notes, best_of)
 
 
 def _missing_baseline_note(part: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[str]:
@@ -231,20 +225,15 @@ def step_time_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: M
         ci = m.esc("[no CI]") if _nan(lo) else f"[{lo:.2f}, {hi:.2f}]"
         return m.lines([ms, f"{m.times}{r['overhead']:.2f} {ci}"])
 
-    skeys = section_keys(keys)
-    out = []
-    for label, part in sections(summary, keys):
-        title = _section_title(label, skeys)
-        corner, columns, rows = _grid(part, keys, baseline, m, cell, best_of)
-        notes = [
+    def notes(part: pd.DataFrame) -> list[str]:
+        return [
             f"Cell: median over runs of each run's median training-step time (ms), then "
             f"{m.times} its ratio to {m.code(baseline)} in the same column [95{m.esc('%')} percentile bootstrap "
             f"interval, runs of both groups resampled, {stats.BOOTSTRAP_RESAMPLES:,} resamples]. Runs that "
             f"errored are left out. Bold: fastest per column. {m.esc('[no CI]')}: a group with a single timed run.",
         ]
-        out.append(Table(m.esc("Step time" + (f" ({title})" if title else "")),
-                         "tab:time" + slug(label, skeys), corner, columns, rows, notes))
-    return out
+
+    return _section_tables(summary, keys, baseline, m, "Step time", "tab:time", cell, notes, best_of)
 
 
 def frontier_tables(frontier: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
@@ -261,20 +250,15 @@ def frontier_tables(frontier: pd.DataFrame, keys: list[str], baseline: str, m: M
         lr = m.bold(lr) if lr == best else lr
         return (m.geq if r["censored"] else "") + lr
 
-    skeys = section_keys(fkeys)
-    out = []
-    for label, part in sections(frontier, fkeys):
-        title = _section_title(label, skeys)
-        corner, columns, rows = _grid(part, fkeys, baseline, m, cell, best_of)
+    def notes(part: pd.DataFrame) -> list[str]:
         lrs = f"{fmt_value(float(part['lr_tested_min'].min()))} to {fmt_value(float(part['lr_tested_max'].max()))}"
-        notes = [
+        return [
             f"Cell: the largest learning rate ({m.code(LR)}) at which at least half of the seeds that did not "
             f"error ended {m.code('ok')}; rates tested: {lrs}. {m.geq}: stable at the largest rate tested, "
             f"so the frontier may lie higher. {m.dash}: unstable at every rate tested. Bold: largest per column.",
         ]
-        out.append(Table(m.esc("Stability frontier" + (f" ({title})" if title else "")),
-                         "tab:frontier" + slug(label, skeys), corner, columns, rows, notes))
-    return out
+
+    return _section_tables(frontier, fkeys, baseline, m, "Stability frontier", "tab:frontier", cell, notes, best_of)
 
 
 def power_tables(power: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
@@ -290,21 +274,39 @@ def power_tables(power: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
             text = f"{int(need)} seeds (now {r['power_now']:.2f})"
         return m.lines([counts, text])
 
-    skeys = section_keys(keys)
-    out = []
-    for label, part in sections(power, keys):
-        title = _section_title(label, skeys)
-        corner, columns, rows = _grid(part, keys, baseline, m, cell, missing="no baseline", skip_baseline=True)
-        notes = [
+    def notes(part: pd.DataFrame) -> list[str]:
+        return [
             f"Cell: diverged k/n of the scheme vs {m.code(baseline)} in the same column, then the seeds per group "
             f"a two-sided Fisher exact test at {m.esc('alpha')} = 0.05 needs to detect that difference with "
             f"80{m.esc('%')} power, taking the observed rates as true (exact enumeration, no simulation); "
             f"now: the power with the current seeds. Not adjusted for multiple comparisons.",
         ]
-        if not rows:
-            continue
-        out.append(Table(m.esc("Seeds needed" + (f" ({title})" if title else "")),
-                         "tab:power" + slug(label, skeys), corner, columns, rows, notes))
+
+    return _section_tables(power, keys, baseline, m, "Seeds needed", "tab:power", cell, notes,
+                           missing="no baseline", skip_baseline=True)
+
+
+def _section_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup, caption: str, label: str,
+                    cell, notes, best_of=None, **grid_options) -> list[Table]:
+    """One table per section of ``frame`` (:func:`~suite.analysis.grouping.sections`).
+
+    Args:
+        caption, label: the table's caption and LaTeX label; the section's keys are appended.
+        cell: ``(row, best) -> str``, one cell (see :func:`_grid`). best_of: the best value per column.
+        notes: ``(section rows) -> list of notes`` under the table.
+        grid_options: passed to :func:`_grid` (``missing``, ``skip_baseline``).
+
+    Returns:
+        The tables, in section order; a section without rows gives none.
+    """
+    skeys = section_keys(keys)
+    out = []
+    for values, part in sections(frame, keys):
+        title = _section_title(values, skeys)
+        corner, columns, rows = _grid(part, keys, baseline, m, cell, best_of, **grid_options)
+        if rows:
+            out.append(Table(m.esc(caption + (f" ({title})" if title else "")), label + slug(values, skeys),
+                             corner, columns, rows, notes(part)))
     return out
 
 
