@@ -11,11 +11,12 @@ written next to every run (``config.yaml``) and flattened into ``summary.json``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import yaml
 
@@ -251,7 +252,13 @@ def read_yaml(path: str | Path) -> Any:
     if not path.is_file():
         raise ConfigError(f"{path}: file not found")
     try:
-        return yaml.safe_load(path.read_text()) or {}
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); an ablation or config is a YAML text file") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read it ({err.strerror})") from None
+    try:
+        return yaml.safe_load(text) or {}
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
@@ -266,32 +273,91 @@ def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] 
         apply_dict(cfg, read_yaml(path), str(path))
     if overrides:
         apply_dict(cfg, parse_overrides(overrides), "command line")
-    validate(cfg)
+    source = "command line" if path is None else str(path) + (" with command-line overrides" if overrides else "")
+    validate(cfg, source)
+    return cfg
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def _at_least(lo: float) -> Callable[[Any], bool]:
+    return lambda v: _finite(v) and v >= lo
+
+
+def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: v is None or check(v)
+
+
+# Ranges a type cannot express: dotted key -> (check, what the key must be). Every number must be
+# finite (YAML reads `.nan` and `.inf` as floats).
+RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "model.depth": (lambda v: 1 <= v <= 1000, "an integer from 1 to 1000"),
+    "model.dim": (_at_least(1), ">= 1"),
+    "model.heads": (_at_least(1), ">= 1"),
+    "model.patch_size": (_at_least(1), ">= 1"),
+    "model.mlp_ratio": (lambda v: _finite(v) and v > 0, "a number > 0"),
+    "model.img_size": (_optional(_at_least(1)), ">= 1 or null"),
+    "model.in_chans": (_optional(_at_least(1)), ">= 1 or null"),
+    "model.num_classes": (_optional(_at_least(2)), ">= 2 or null"),
+    "model.drop_path": (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1)"),
+    "model.layerscale.init": (lambda v: v == "cait" or (_finite(v) and v >= 0), "a number >= 0 or 'cait'"),
+    "data.test_fraction": (lambda v: _finite(v) and 0 < v < 1, "in (0, 1)"),
+    "data.split_seed": (_at_least(0), ">= 0"),
+    "data.img_size": (_optional(_at_least(1)), ">= 1 or null"),
+    "data.synthetic_train": (_at_least(1), ">= 1"),
+    "data.synthetic_test": (_at_least(1), ">= 1"),
+    "data.synthetic_img_size": (_at_least(1), ">= 1"),
+    "data.synthetic_channels": (_at_least(1), ">= 1"),
+    "data.synthetic_classes": (_at_least(2), ">= 2 (one class leaves nothing to learn)"),
+    "data.num_workers": (_at_least(0), ">= 0"),
+    "data.device_max_mb": (_at_least(0), ">= 0"),
+    "train.steps": (_at_least(1), ">= 1"),
+    "train.epochs": (_optional(lambda v: _finite(v) and v > 0), "a number > 0 or null"),
+    "train.batch_size": (_at_least(1), ">= 1"),
+    "train.lr": (_at_least(0), "a finite number >= 0"),
+    "train.min_lr": (_at_least(0), "a finite number >= 0"),
+    "train.warmup_steps": (_at_least(0), ">= 0"),
+    "train.betas": (lambda v: all(_finite(b) and 0 <= b < 1 for b in v), "two numbers in [0, 1)"),
+    "train.weight_decay": (_at_least(0), "a finite number >= 0"),
+    "train.grad_clip": (_optional(lambda v: _finite(v) and v > 0), "a number > 0 or null (off)"),
+    "train.label_smoothing": (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1)"),
+    "train.spike_factor": (lambda v: _finite(v) and v > 1, "a number > 1"),
+    "train.fail_fraction": (lambda v: _finite(v) and v > 0, "a number > 0"),
+    "train.log_every": (_at_least(1), ">= 1"),
+    "train.eval_every": (_at_least(0), ">= 0 (0 = only at the end)"),
+    "train.timing_warmup_steps": (_at_least(0), ">= 0"),
+    "train.checkpoint_every": (_at_least(0), ">= 0 (0 = no checkpoints)"),
+    "train.threads": (_optional(_at_least(1)), ">= 1 or null (torch's default)"),
+    "seed": (_at_least(0), ">= 0"),
+}
+
+
+def _get(cfg: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        cfg = getattr(cfg, part)
     return cfg
 
 
 def validate(cfg: RunConfig, source: str = "config") -> None:
-    """Cross-field checks that a type alone cannot express (names resolved against registries)."""
-    m, t = cfg.model, cfg.train
+    """Cross-field checks that a type alone cannot express: names resolved against the registries,
+    the ranges in :data:`RANGES`, and the shape constraints between keys.
+
+    Raises:
+        ConfigError: the first problem, naming the source, the dotted key, the valid range and the value.
+    """
+    m = cfg.model
     if m.residual not in SCHEMES:
         raise ConfigError(f"{source}: {SCHEMES.unknown(m.residual)}")
     if cfg.data.name not in DATASETS:
         raise ConfigError(f"{source}: {DATASETS.unknown(cfg.data.name)}")
-    if not 1 <= m.depth <= 1000:
-        raise ConfigError(f"{source}: model.depth must be between 1 and 1000, got {m.depth}")
+    for key, (check, what) in RANGES.items():
+        value = _get(cfg, key)
+        if not check(value):
+            raise ConfigError(f"{source}: {key} must be {what}, got {value!r}")
     if m.dim % m.heads:
         raise ConfigError(f"{source}: model.dim ({m.dim}) must be divisible by model.heads ({m.heads})")
-    if isinstance(m.layerscale.init, float) and m.layerscale.init < 0:
-        raise ConfigError(f"{source}: model.layerscale.init must be >= 0 or 'cait', got {m.layerscale.init}")
-    if not 0 <= m.drop_path < 1:
-        raise ConfigError(f"{source}: model.drop_path must be in [0, 1), got {m.drop_path}")
-    for name in ("steps", "batch_size", "log_every"):
-        if getattr(t, name) < 1:
-            raise ConfigError(f"{source}: train.{name} must be >= 1, got {getattr(t, name)}")
-    if t.lr < 0:
-        raise ConfigError(f"{source}: train.lr must be >= 0, got {t.lr}")
-    if not 0 < cfg.data.test_fraction < 1:
-        raise ConfigError(f"{source}: data.test_fraction must be in (0, 1), got {cfg.data.test_fraction}")
 
 
 # ----------------------------------------------------------------------------- output

@@ -8,6 +8,7 @@ is imported only to name a device). See ``results/README.md`` for the layout and
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.metadata
 import json
@@ -48,19 +49,50 @@ def run_id(cfg: RunConfig) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+class DiskFull(Exception):
+    """No space left where a result was being written: the sweep stops, finished runs stay intact."""
+
+    def __init__(self, path: Path | str) -> None:
+        super().__init__(f"no space left on {path}")
+        self.path = str(path)
+
+
+def no_space(err: BaseException) -> bool:
+    """Whether ``err`` is the operating system saying the disk is full."""
+    return isinstance(err, DiskFull) or (isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT))
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file in the same folder + ``os.replace``: never a half-written file."""
+    """Write via a temp file in the same folder + ``os.replace``: never a half-written file.
+
+    The file gets the permissions of any new file (``0o666`` less the umask), so a results folder
+    shared with a group stays readable to it.
+
+    Raises:
+        DiskFull: the disk filled up (the temp file is removed, the old file is untouched).
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
-        with os.fdopen(fd, "w") as f:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes it 0o600 whatever the umask
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as err:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if no_space(err):
+            raise DiskFull(path.parent) from None
         raise
 
 
@@ -91,13 +123,49 @@ def write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(to_json(obj), indent=2, allow_nan=False) + "\n")
 
 
+class SuiteWarning(UserWarning):
+    """Something a user should know that does not stop the command; shown as one line."""
+
+
+def one_line_warnings() -> None:
+    """Show :class:`SuiteWarning` as ``warning: <message>`` (every time), other warnings as Python does."""
+    plain = warnings.formatwarning
+    if getattr(plain, "one_line", False):
+        return
+
+    def fmt(message, category, filename, lineno, line=None):
+        if issubclass(category, SuiteWarning):
+            return f"warning: {message}\n"
+        return plain(message, category, filename, lineno, line)
+
+    fmt.one_line = True
+    warnings.formatwarning = fmt
+    warnings.simplefilter("always", SuiteWarning)
+
+
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
-    """The run's summary, or ``None`` if it has not finished (no or unreadable summary.json)."""
+    """The run's summary, or ``None`` if it has not finished.
+
+    A ``summary.json`` that exists but is not a JSON object (damaged, a folder, not UTF-8) counts as
+    unfinished, with a :class:`SuiteWarning` naming it: the sweep runs that run again.
+    """
     path = Path(run_dir) / SUMMARY
     try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return None
+    except NotADirectoryError:
+        warnings.warn(f"{run_dir}: is a file, not a run folder; the run will be run again", SuiteWarning, stacklevel=2)
+        return None
+    except (OSError, ValueError) as err:  # ValueError: bad JSON or bad UTF-8
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
+        warnings.warn(f"{path}: not a readable summary ({reason}); the run will be run again", SuiteWarning,
+                      stacklevel=2)
+        return None
+    if not isinstance(summary, dict):
+        warnings.warn(f"{path}: not a JSON object; the run will be run again", SuiteWarning, stacklevel=2)
+        return None
+    return summary
 
 
 def metrics_line(record: dict[str, Any]) -> str:
@@ -137,7 +205,7 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
         if isinstance(record, dict):
             records.append(record)
         elif number == len(lines):
-            warnings.warn(f"{path}: line {number} is cut off (a killed writer?); skipped it", stacklevel=2)
+            warnings.warn(f"{path}: line {number} is cut off (a killed writer?); skipped it", SuiteWarning, stacklevel=2)
         else:
             raise CorruptFile(f"{path}: line {number} is not a JSON object; delete the run folder to rerun it")
     return records
@@ -210,5 +278,6 @@ def empty_summary(cfg: RunConfig, extra: dict[str, Any] | None = None) -> dict[s
         "seed": cfg.seed, **(extra or {}), **flatten(to_dict(cfg)),
         "status": "error", "diverged_step": None, "diverged_reason": None, "error": None,
         "steps_done": 0, "final_train_loss": None, "test_acc": None, "best_test_acc": None,
-        "step_time_ms": None, "throughput": None, "peak_mem_mb": None, "num_params": None,
+        "step_time_ms": None, "throughput": None, "timing_cpu_util": None, "timing_load1": None,
+        "timing_cores": None, "timing_contended": None, "peak_mem_mb": None, "num_params": None,
     }

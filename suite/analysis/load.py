@@ -18,7 +18,7 @@ class AnalysisError(ValueError):
     """A user error (bad folder, mixed ablations, missing baseline): one line, with the fix."""
 
 
-class AnalysisWarning(UserWarning):
+class AnalysisWarning(store.SuiteWarning):
     """Something the user should know that does not stop the analysis (e.g. runs that errored)."""
 
 
@@ -36,31 +36,31 @@ def load_runs(run_dir: str | Path) -> list[dict[str, Any]]:
         ``run_dir``, POSIX style). ``variant`` falls back to ``model.residual`` for runs made
         outside a sweep.
 
+    A summary that cannot be trusted (not a JSON object, not UTF-8, an unknown status, no
+    ``seed`` or ``model.depth``, a result that is not a number) is skipped with an
+    :class:`AnalysisWarning` naming the file.
+
     Raises:
-        AnalysisError: missing folder, no runs, unreadable summary, unknown status, duplicate
-            run ids, or runs of more than one ablation.
+        AnalysisError: missing folder, no usable runs, duplicate run ids, or runs of more than one
+            ablation.
     """
     root = Path(run_dir)
     if not root.is_dir():
         raise AnalysisError(f"{root}: no such folder; pass a folder of runs, e.g. results/<ablation>")
     runs = []
     for path in sorted(root.rglob(store.SUMMARY)):
-        try:
-            summary = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            raise AnalysisError(f"{path}: cannot read it ({err}); delete the file to rerun that run") from None
-        if not isinstance(summary, dict):
-            raise AnalysisError(f"{path}: expected a JSON object; delete the file to rerun that run")
-        if summary.get("status") not in store.STATUSES:
-            raise AnalysisError(f"{path}: status {summary.get('status')!r} is not one of {', '.join(store.STATUSES)}")
+        summary, problem = _read_summary(path)
+        if problem:
+            warnings.warn(f"{path}: skipped: {problem}; delete its run folder and `suite run` runs it again",
+                          AnalysisWarning)
+            continue
         if summary.get("variant") is None:
             summary["variant"] = summary.get("model.residual")
-        if summary["variant"] is None:
-            raise AnalysisError(f"{path}: neither 'variant' nor 'model.residual' is set; cannot name the scheme")
         summary["run_dir"] = path.parent.relative_to(root).as_posix()
         runs.append(summary)
     if not runs:
-        raise AnalysisError(f"{root}: no summary.json found; point at a folder of finished runs (results/<ablation>)")
+        raise AnalysisError(f"{root}: no usable summary.json found; point at a folder of finished runs "
+                            f"(results/<ablation>)")
     _check_one_ablation(runs, root)
     seen: dict[str, str] = {}
     for r in runs:
@@ -74,6 +74,38 @@ def load_runs(run_dir: str | Path) -> list[dict[str, Any]]:
     if any(r.get("schema", 1) != 1 for r in runs):
         warnings.warn("some summaries are not schema 1; fields may be missing", AnalysisWarning)
     return runs
+
+
+# Result fields that must be numbers (or null) for the statistics to mean anything.
+NUMERIC = ("test_acc", "best_test_acc", "final_train_loss", "step_time_ms", "throughput", "peak_mem_mb",
+           "diverged_step", "steps_done", "wall_s", "num_params")
+
+
+def _read_summary(path: Path) -> tuple[dict[str, Any], str | None]:
+    """A summary and ``None``, or ``{}`` and why it cannot be used."""
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:  # a folder, unreadable, bad UTF-8, bad JSON
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
+        return {}, f"cannot read it ({reason})"
+    if not isinstance(summary, dict):
+        return {}, f"expected a JSON object, got a {type(summary).__name__}"
+    if summary.get("status") not in store.STATUSES:
+        return {}, f"status {summary.get('status')!r} is not one of {', '.join(store.STATUSES)}"
+    if summary.get("variant") is None and summary.get("model.residual") is None:
+        return {}, "neither 'variant' nor 'model.residual' is set, so the scheme is unknown"
+    for key in ("seed", "model.depth"):
+        if not _is_int(summary.get(key)):
+            return {}, f"'{key}' is {summary.get(key)!r}, not an integer"
+    for key in NUMERIC:
+        value = summary.get(key)
+        if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)):
+            return {}, f"'{key}' is {value!r}, not a number"
+    return summary, None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_one_ablation(runs: list[dict[str, Any]], root: Path) -> None:

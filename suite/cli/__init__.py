@@ -55,7 +55,15 @@ def main(argv: list[str] | None = None) -> int:
     sub = argparse.ArgumentParser(prog=f"suite {known.command}", description=COMMANDS[known.command][1])
     module.add_arguments(sub)
     args = sub.parse_args(argv[argv.index(known.command) + 1:])
-    return int(module.run(args) or 0)
+    from suite import store
+
+    store.one_line_warnings()
+    try:
+        return int(module.run(args) or 0)
+    except store.DiskFull as err:
+        print(f"error: {err}; free some space and run the same command again (finished runs are kept)",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

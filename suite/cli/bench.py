@@ -18,6 +18,7 @@ from suite import store
 from suite.bench import report
 from suite.bench.arms import BASELINE, BenchShape, arm_names, build_arm, check_arm
 from suite.bench.measure import measure
+from suite.cli.checks import at_least, writable_dir
 
 # Per-device defaults. CPU: about a minute on 2 cores (docs/benchmark.md), single-threaded because
 # on a shared machine a second thread stalls at every op's barrier whenever a neighbour holds its
@@ -68,9 +69,15 @@ def resolved_command(settings: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("error: --device cuda but torch sees no CUDA device", file=sys.stderr)
+    problem = (at_least(args, 1, "depth", "dim", "heads", "batch", "rounds", "steps", "threads")
+               or at_least(args, 0, "warmup"))
+    if problem is None and args.dim % args.heads:
+        problem = f"--dim {args.dim} must be divisible by --heads {args.heads}"
+    if problem is None and args.device == "cuda" and not torch.cuda.is_available():
+        problem = "--device cuda: torch sees no CUDA device; use --device cpu"
+    problem = problem or writable_dir(args.out, "--out")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     defaults = DEVICE_DEFAULTS[args.device]
     opt = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in defaults.items()}

@@ -17,6 +17,7 @@ from suite import store
 from suite.bench.arms import build_arm, slow_down_layerscale
 from suite.bench import gate
 from suite.bench.stats import RatioSummary, summarize
+from suite.cli.checks import at_least, writable_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    problem = (at_least(args, 1, "threads") or at_least(args, 0, "step_threshold", "residual_threshold", "slowdown")
+               or writable_dir(args.out, "--out"))
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     for flag in ("step_rounds", "residual_rounds"):
         if getattr(args, flag) < gate.min_rounds():
             print(f"error: --{flag.replace('_', '-')} {getattr(args, flag)}: the gate needs at least {gate.min_rounds()} "

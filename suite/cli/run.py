@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from suite.cli.checks import at_least
 from suite.store import STATUSES
 
 
@@ -32,6 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="local worker processes (default) or Ray tasks (pip install -e '.[ray]')")
     parser.add_argument("--ray-address", metavar="ADDR",
                         help="Ray cluster to join, e.g. 10.0.0.1:6379 (default: start a local one)")
+    parser.add_argument("--ray-timeout", type=float, default=30.0, metavar="S",
+                        help="give up connecting to Ray after this many seconds (default: %(default)s)")
+    parser.add_argument("--max-runs", type=int, default=None, metavar="N",
+                        help="refuse an ablation of more runs than this (default: 100,000)")
     parser.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
     parser.add_argument("--only", action="append", metavar="EXPR",
                         help="run a subset: key=value[,key=value] (comma = and; repeat --only = or); keys: "
@@ -46,22 +51,24 @@ def run(args: argparse.Namespace) -> int:
     from suite.sweep.spec import SpecError, load_ablation, parse_only, select
 
     try:
-        ablation = load_ablation(args.ablation)
+        problem = at_least(args, 1, "workers", "threads", "max_runs") or at_least(args, 0.1, "ray_timeout")
+        if problem:
+            raise SpecError([problem])
+        ablation = load_ablation(args.ablation, max_runs=args.max_runs)
         runs = select(ablation.runs, parse_only(args.only or [], ablation))
         if not runs:
             raise SpecError([f"--only: {' | '.join(args.only)}: matches none of the {len(ablation.runs)} runs; "
                              f"list them with --dry-run"])
-        for flag in ("workers", "threads"):
-            if getattr(args, flag) is not None and getattr(args, flag) < 1:
-                raise SpecError([f"--{flag}: must be >= 1, got {getattr(args, flag)}"])
         out = Path(args.out) if args.out else Path("results") / ablation.name
         folder.check_out(out, ablation)
         todo, done = folder.split_done(runs, out, args.retry_errors)
         if args.dry_run:
             _print_plan(runs, done, out, ablation, todo)
             return 0
+        if not todo:  # nothing to run: write nothing, so a read-only results folder is fine
+            return _sweep(runs, todo, done, out, None)
         todo, execute = plan(todo, backend=args.backend, device=args.device, workers=args.workers,
-                             threads=args.threads, ray_address=args.ray_address)
+                             threads=args.threads, ray_address=args.ray_address, ray_timeout=args.ray_timeout)
         with folder.prepare_out(out, ablation):
             return _sweep(runs, todo, done, out, execute)
     except (ConfigError, folder.RunnerError) as err:

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from suite.cli.checks import writable_dir
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", nargs="?", help="run config YAML (omit to use the typed defaults)")
@@ -33,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else Path("results") / "train" / store.run_id(cfg)
+    problem = writable_dir(out, "--out")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     summary = train(cfg, out, progress=args.progress)
     line = f"{summary['status']}: {out}"
     if summary["status"] == "error":

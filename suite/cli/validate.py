@@ -12,6 +12,8 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("ablations", nargs="+", metavar="FILE", help="ablation YAML file(s)")
+    parser.add_argument("--max-runs", type=int, default=None, metavar="N",
+                        help="refuse an ablation of more runs than this (default: 100,000)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -20,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     status = 0
     for path in args.ablations:
         try:
-            ablation = load_ablation(path)
+            ablation = load_ablation(path, max_runs=args.max_runs)
         except SpecError as err:
             for line in err.problems:
                 print(f"error: {line}", file=sys.stderr)

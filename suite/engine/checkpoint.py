@@ -1,4 +1,9 @@
-"""Checkpoints of one run: save, restore bit-identically, and cut the metrics log back to match."""
+"""Checkpoints of one run: save, restore bit-identically, and cut the metrics log back to match.
+
+A results folder may come from anywhere (a shared disk, a colleague's tarball), so a checkpoint is
+loaded with ``weights_only=True`` (tensors and plain types only: a planted pickle cannot run code),
+only by a run that asked for checkpoints, and only if it records that run's own id.
+"""
 
 from __future__ import annotations
 
@@ -24,20 +29,42 @@ class RunState:
     step_times: list[float] = dataclasses.field(default_factory=list)
 
 
-def save(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, state: RunState) -> None:
-    """Write the checkpoint through a temp file, so a kill never leaves half of one."""
+class CheckpointError(Exception):
+    """A checkpoint that must not be used: unsafe to load, damaged, or another run's."""
+
+
+def save(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optimizer, state: RunState) -> None:
+    """Write the checkpoint through a temp file, so a kill or a full disk never leaves half of one."""
     tmp = path.with_suffix(".tmp")
-    torch.save({
-        "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-        "state": dataclasses.asdict(state), "cpu_rng": torch.get_rng_state(),
-        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-    }, tmp)
-    tmp.replace(path)
+    try:
+        torch.save({
+            "run_id": run_id, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "state": dataclasses.asdict(state), "cpu_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        }, tmp)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
-def load(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device) -> RunState:
-    """Restore weights, optimizer, RNG states and the run state from ``path``."""
-    ckpt = torch.load(path, map_location=device, weights_only=False)
+def load(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optimizer,
+         device: torch.device) -> RunState:
+    """Restore weights, optimizer, RNG states and the run state from ``path``.
+
+    Raises:
+        CheckpointError: the file holds anything but tensors and plain types (it is not unpickled),
+            cannot be read, or was written by another run.
+    """
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=True)
+    except Exception as err:  # noqa: BLE001  (an unsafe pickle, a torn file: never run, never trusted)
+        raise CheckpointError(f"{path}: refused to load it ({type(err).__name__}: {str(err).splitlines()[0][:200]}); "
+                              f"delete it to start this run from step 0") from None
+    found = ckpt.get("run_id") if isinstance(ckpt, dict) else None
+    if found != run_id:
+        raise CheckpointError(f"{path}: written by run {found!r}, not by this run ({run_id}); "
+                              f"delete it to start this run from step 0")
     model.load_state_dict(ckpt["model"])
     optimizer.load_state_dict(ckpt["optimizer"])
     torch.set_rng_state(ckpt["cpu_rng"].cpu())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import statistics
 import sys
 import time
@@ -35,6 +36,9 @@ from suite.engine.resources import peak_memory_mb, reset_peak_memory, resolve_de
 from suite.models import build_model, count_params
 
 SPIKE_EMA = 0.9  # smoothing of the loss used for the spike rule and final_train_loss
+# A CPU run whose timed steps got less than this share of its threads' time was waiting for cores
+# (other runs, other jobs): its step time measures the machine's load, not the scheme.
+CONTENDED_BELOW = 0.85
 
 
 class Diverged(Exception):
@@ -62,10 +66,19 @@ def train(
 
     Returns:
         The summary dict (also written atomically to ``out_dir/summary.json``).
+
+    Raises:
+        DiskFull: the disk filled up. The run then has no summary (it is run again next time) and
+            keeps its checkpoint.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / store.SUMMARY).unlink(missing_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / store.SUMMARY).unlink(missing_ok=True)
+    except OSError as err:
+        if store.no_space(err):
+            raise store.DiskFull(out) from None
+        raise
     t0 = time.perf_counter()
     summary = store.empty_summary(cfg, extra)
     device = torch.device("cpu")
@@ -77,6 +90,8 @@ def train(
         run.loop(progress, on_step)
         run.finish()
     except Exception as err:  # one run's failure must never stop a sweep
+        if store.no_space(err):  # not the run's fault: no summary, so the run is run again later
+            raise store.DiskFull(out) from None
         summary["status"] = "error"
         summary["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
         with open(out / "log.txt", "a") as log:
@@ -85,7 +100,8 @@ def train(
             summary.update(store.provenance(str(device)))
     summary["wall_s"] = round(time.perf_counter() - t0, 3)
     store.write_json(out / store.SUMMARY, summary)
-    (out / store.CHECKPOINT).unlink(missing_ok=True)
+    if summary["status"] != "error":  # an error run keeps its checkpoint: --retry-errors resumes from it
+        (out / store.CHECKPOINT).unlink(missing_ok=True)
     return summary
 
 
@@ -97,6 +113,7 @@ class Training:
         self.tc = cfg.train
         self.state = RunState()
         self.metrics: TextIO | None = None
+        self.timed_wall = self.timed_cpu = 0.0  # seconds over the timed steps: wall clock, process CPU
 
     # ------------------------------------------------------------------------- setup
 
@@ -118,8 +135,8 @@ class Training:
         self.stream = TrainStream(self.data, tc.batch_size, cfg.seed, self.device, cfg.data.augment,
                                   cfg.data.device_max_mb, cfg.data.num_workers)
         ckpt = self.out / store.CHECKPOINT
-        if ckpt.exists():
-            self.state = checkpoint.load(ckpt, self.model, self.optimizer, self.device)
+        if tc.checkpoint_every > 0 and ckpt.exists():  # a run that asked for none never loads one
+            self.state = checkpoint.load(ckpt, self.summary["run_id"], self.model, self.optimizer, self.device)
             checkpoint.truncate_metrics(self.out, self.state.step)
         else:
             (self.out / store.METRICS).unlink(missing_ok=True)
@@ -153,7 +170,8 @@ class Training:
                     self.evaluate(step)
                 if tc.checkpoint_every and step % tc.checkpoint_every == 0 and step < self.total_steps:
                     self.metrics.flush()
-                    checkpoint.save(self.out / store.CHECKPOINT, self.model, self.optimizer, state)
+                    checkpoint.save(self.out / store.CHECKPOINT, self.summary["run_id"], self.model, self.optimizer,
+                                    state)
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(loss=f"{state.ema:.3f}", refresh=False)
@@ -177,7 +195,7 @@ class Training:
             Diverged: a non-finite loss or gradient norm, or a loss spike after the warmup.
         """
         tc, state, device = self.tc, self.state, self.device
-        t_start = time.perf_counter()
+        t_start, c_start = time.perf_counter(), time.process_time()
         step = state.step
         lr = lr_at(step, self.total_steps, tc)
         for group in self.optimizer.param_groups:
@@ -196,7 +214,10 @@ class Training:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         if step >= self.timed_from:
-            state.step_times.append(time.perf_counter() - t_start)
+            wall = time.perf_counter() - t_start
+            state.step_times.append(wall)
+            self.timed_wall += wall
+            self.timed_cpu += time.process_time() - c_start
         step += 1
         state.step = step
         state.ema = loss_v if state.ema is None else SPIKE_EMA * state.ema + (1 - SPIKE_EMA) * loss_v
@@ -240,10 +261,26 @@ class Training:
             med = statistics.median(state.step_times)
             summary["step_time_ms"] = med * 1e3
             summary["throughput"] = self.tc.batch_size / med
+            summary.update(timing_contention(self.timed_cpu, self.timed_wall, torch.get_num_threads(), self.device))
         summary["peak_mem_mb"] = peak_memory_mb(self.device)
 
     def log(self, record: dict[str, Any]) -> None:
         self.metrics.write(store.metrics_line(record))
+
+
+def timing_contention(cpu_s: float, wall_s: float, threads: int, device: torch.device) -> dict[str, Any]:
+    """How much of the cores its timed steps got: ``timing_cpu_util`` (process CPU time / (wall time
+    x threads); about 1 when the run had its cores to itself), the 1-minute load average and the
+    core count, and ``timing_contended`` (a CPU run below :data:`CONTENDED_BELOW`; on CUDA the host
+    mostly waits for the device, so it is not judged)."""
+    util = cpu_s / (wall_s * max(threads, 1)) if wall_s > 0 else None
+    try:
+        load1 = round(os.getloadavg()[0], 2)
+    except OSError:
+        load1 = None
+    contended = None if device.type != "cpu" or util is None else bool(util < CONTENDED_BELOW)
+    return {"timing_cpu_util": None if util is None else round(util, 3), "timing_load1": load1,
+            "timing_cores": os.cpu_count(), "timing_contended": contended}
 
 
 def fill_model_shape(cfg: RunConfig, data: DatasetBundle) -> RunConfig:

@@ -7,6 +7,7 @@ atomically, last); anything else is run (again) next time.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -37,8 +38,12 @@ def prepare_out(out: Path, ablation: Ablation) -> Iterator[None]:
     """
     out = Path(out)
     check_out(out, ablation)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / ".lock", "a") as lock:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        lock = open(out / ".lock", "a")
+    except OSError as err:
+        raise _unwritable(out, err) from None
+    with lock:
         try:
             import fcntl
 
@@ -49,18 +54,29 @@ def prepare_out(out: Path, ablation: Ablation) -> Iterator[None]:
             raise RunnerError(f"{out}: another `suite run` is writing here; wait for it or pass --out DIR") from None
         text = yaml.safe_dump(ablation.resolved, sort_keys=False)
         marker = out / "ablation.yaml"
-        if not marker.exists() or marker.read_text() != text:  # a rerun with nothing to do writes nothing
-            store.atomic_write_text(marker, text)
+        if not marker.exists() or marker.read_text(encoding="utf-8") != text:  # a rerun with nothing to do writes nothing
+            try:
+                store.atomic_write_text(marker, text)
+            except OSError as err:
+                raise _unwritable(out, err) from None
         yield
+
+
+def _unwritable(out: Path, err: OSError) -> Exception:
+    if store.no_space(err):
+        return store.DiskFull(out)
+    return RunnerError(f"{out}: cannot write there ({err.strerror or err}); pass --out DIR with a writable folder")
 
 
 def check_out(out: Path, ablation: Ablation) -> None:
     """Raise :class:`RunnerError` unless ``out`` is new or holds this ablation (reads only)."""
+    if out.exists() and not out.is_dir():
+        raise RunnerError(f"{out}: is a file, not a folder; pass --out DIR with a folder for the results")
     marker = out / "ablation.yaml"
     if marker.exists():
         try:
-            other = (yaml.safe_load(marker.read_text()) or {}).get("name")
-        except (yaml.YAMLError, AttributeError):
+            other = (yaml.safe_load(marker.read_text(encoding="utf-8")) or {}).get("name")
+        except (OSError, ValueError, yaml.YAMLError, AttributeError):  # ValueError: not UTF-8
             other = None
         if other != ablation.name:
             raise RunnerError(f"{out}: holds the runs of ablation '{other}' (see {marker}), not "
@@ -87,6 +103,29 @@ def split_done(runs: list[Run], out: Path, retry_errors: bool) -> tuple[list[Run
 
 
 def clear_stale(out: Path, run: Run) -> None:
-    """Drop the old ``error`` summary of a run about to be retried, so that if its process dies
-    before training starts, :func:`record_lost` does not mistake that summary for a new one."""
-    (run_dir(out, run) / store.SUMMARY).unlink(missing_ok=True)
+    """Make way for a run about to start.
+
+    Drops the old ``error`` summary of a run being retried, so that if its process dies before
+    training starts, :func:`~suite.sweep.task.record_lost` does not mistake that summary for a new
+    one. Whatever stands where the run folder or its summary should be but is the wrong kind of
+    file (a file for the folder, a folder for the summary) is renamed to ``<name>.damaged``, with a
+    warning, rather than deleted.
+    """
+    folder = run_dir(out, run)
+    if folder.exists() and not folder.is_dir():
+        _set_aside(folder)
+    summary = folder / store.SUMMARY
+    if summary.is_dir():
+        _set_aside(summary)
+    summary.unlink(missing_ok=True)
+
+
+def _set_aside(path: Path) -> None:
+    target = path.with_name(path.name + ".damaged")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.damaged{n}")
+    path.rename(target)
+    warnings.warn(f"{path}: not what a run leaves there; moved it to {target.name} and running the run again",
+                  store.SuiteWarning, stacklevel=3)

@@ -21,9 +21,10 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any, Callable
 
+from suite import store
 from suite.sweep.folder import clear_stale, run_dir
 from suite.sweep.spec import Run
-from suite.sweep.task import execute, record_lost
+from suite.sweep.task import check_result, execute, record_lost
 
 Report = Callable[[Run, dict[str, Any]], None]
 
@@ -33,6 +34,7 @@ def _worker_main(conn, env: dict[str, str], parent_pid: int) -> None:
     os.environ.update(env)  # CUDA_VISIBLE_DEVICES / OMP_NUM_THREADS must precede `import torch`
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent stops us
     _die_with_parent(parent_pid)
+    store.one_line_warnings()
     import suite.engine.loop  # noqa: F401  (load torch now, while the parent is still busy)
 
     while True:
@@ -143,7 +145,7 @@ def run_local(todo: list[Run], out: Path, report: Report, *, workers: int, gpus:
                     value = record_lost(run, out, f"worker process died with {how}", wall, w.device)
                     # A replacement takes the dead worker's slot (and GPU), if there is work left for it.
                     pool[i] = start(i) if queue else None
-                report(run, value)
+                report(run, check_result(value))
         interrupted = False
     finally:
         for w in pool:

@@ -17,7 +17,8 @@ Executor = Callable[[list[Run], Path, Report], None]
 
 
 def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, workers: int | None = None,
-         threads: int | None = None, ray_address: str | None = None) -> tuple[list[Run], Executor]:
+         threads: int | None = None, ray_address: str | None = None,
+         ray_timeout: float = 30.0) -> tuple[list[Run], Executor]:
     """Decide devices, workers and threads for ``todo``.
 
     Args:
@@ -26,13 +27,15 @@ def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, 
         workers: parallel runs on the local backend; default one per visible GPU, else 1.
         threads: torch CPU threads per run; default cores // busy workers locally, 1 per Ray task.
         ray_address: a Ray cluster to join; None starts a local one.
+        ray_timeout: seconds to wait for Ray to connect (it is joined here, before anything is written).
 
     Returns:
         The runs with their execution keys set (``device``, ``train.threads``: the run ids do not
         change) and a function ``(runs, out, report)`` that executes them.
 
     Raises:
-        RunnerError: Ray is not installed, or ``cuda`` was asked for and torch sees no GPU.
+        RunnerError: Ray is not installed or does not connect, or ``cuda`` was asked for and torch sees
+            no GPU.
     """
     if backend == "ray" and importlib.util.find_spec("ray") is None:  # fail before writing anything
         raise RunnerError("--backend ray needs Ray: pip install -e '.[ray]'")
@@ -54,8 +57,9 @@ def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, 
 
     todo = [prepared(r) for r in todo]
     if backend == "ray":
-        from suite.sweep.ray_backend import run_ray
+        from suite.sweep.ray_backend import connect, run_ray
 
+        connect(ray_address, ray_timeout)
         ray_device = device or (devices.pop() if len(devices) == 1 else "auto")
         return todo, lambda t, out, report: run_ray(t, out, report, address=ray_address, device=ray_device,
                                                      threads=threads)

@@ -12,7 +12,9 @@ gets the same did-you-mean everywhere.
 
 from __future__ import annotations
 
+import copy
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +29,9 @@ from suite.registry import did_you_mean
 FIELDS = ("name", "description", "extends", "base", "grid", "variants", "seeds", "exclude")
 RESERVED = ("variant", "seed")  # set by `variants:` / `seeds:`, never by a config key
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")  # a folder name on every OS
+# An ablation of more runs than this is refused unless --max-runs raises it: a typo in a grid can
+# ask for millions of runs, and expanding them alone takes minutes and gigabytes.
+MAX_RUNS = 100_000
 
 
 class SpecError(ConfigError):
@@ -80,8 +85,13 @@ class Ablation:
 # ----------------------------------------------------------------------------- loading
 
 
-def load_ablation(path: str | Path) -> Ablation:
+def load_ablation(path: str | Path, max_runs: int | None = None) -> Ablation:
     """Read, merge (``extends``), check and expand an ablation file.
+
+    Args:
+        path: the YAML file.
+        max_runs: refuse a file that expands to more runs than this (default :data:`MAX_RUNS`),
+            counted before anything is expanded.
 
     Raises:
         SpecError: with one line per problem found anywhere in the file or the files it extends.
@@ -91,7 +101,7 @@ def load_ablation(path: str | Path) -> Ablation:
     raw = _resolve(path, problems, chain=())
     if raw is None or problems:
         raise SpecError(problems)
-    ablation = _expand(raw, str(path), problems)
+    ablation = _expand(raw, str(path), problems, MAX_RUNS if max_runs is None else max_runs)
     if problems:
         raise SpecError(problems)
     return ablation
@@ -213,13 +223,29 @@ def _overrides(value: Any, src: str, where: str, problems: list[str]) -> dict[st
         problems.append(f"{src}: {where}: expected a mapping of config keys, got {value!r}; "
                         f"e.g. `{{model.depth: 12}}`")
         return {}
-    flat = flatten(value)
+    flat: dict[str, Any] = {}
+    for key, v in _flat_items(value):
+        if key in flat:
+            problems.append(f"{src}: {where}.{key}: given twice (dotted and nested spellings of one key); keep one")
+        flat[key] = v
     for key, v in flat.items():
         if key in RESERVED:
             problems.append(f"{src}: {where}.{key}: set by the ablation itself; use `{key}s:` instead")
         else:
             _check_value(key, v, f"{src}: {where}", problems)
     return {k: v for k, v in flat.items() if k not in RESERVED}
+
+
+def _flat_items(value: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """``{"model.depth": 2, "model": {"dim": 8}}`` -> ``[("model.depth", 2), ("model.dim", 8)]``,
+    keeping repeats (unlike :func:`suite.config.flatten`), so that they can be reported."""
+    out = []
+    for key, v in value.items():
+        if isinstance(v, dict):
+            out += _flat_items(v, f"{prefix}{key}.")
+        else:
+            out.append((f"{prefix}{key}", v))
+    return out
 
 
 def _check_value(key: str, value: Any, source: str, problems: list[str]) -> Any:
@@ -279,7 +305,7 @@ def _check_exclude(exclude: Any, src: str, problems: list[str]) -> None:
 # ----------------------------------------------------------------------------- expansion
 
 
-def _expand(raw: dict[str, Any], src: str, problems: list[str]) -> Ablation:
+def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -> Ablation:
     """Cross-field checks on the merged file, then one :class:`Run` per combination."""
     name = raw.get("name")
     if name is None:
@@ -302,34 +328,45 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str]) -> Ablation:
     exclude_ok = len(problems) == before  # else "matches no run" would only repeat the problem
     if conflicts or not variants:  # expanding would only repeat these problems as duplicate runs
         return Ablation(str(name), Path(src), raw, [])
+    total = len(variants) * math.prod(len(v) for v in grid.values()) * len(seeds)
+    if total > max_runs:
+        problems.append(f"{src}: grid x variants x seeds: {total:,} runs, more than the limit of {max_runs:,}; "
+                        f"shrink the grid, or pass --max-runs {total} if you mean it")
+        return Ablation(str(name), Path(src), raw, [])
 
+    # Each cell (variant x grid point) is built and validated once; its seeds only copy it.
+    cells = []
+    for vname, over in variants.items():
+        for values in itertools.product(*grid.values()):
+            point = dict(zip(grid, values))
+            cfg = RunConfig()
+            apply_dict(cfg, nest({**base, **point, **over}), src)
+            try:
+                validate(cfg, source=src)
+            except ConfigError as err:
+                problems.append(str(err))
+                continue
+            cells.append((vname, point, cfg))
     short = _short_names(list(grid))
     runs, seen, used, excluded = [], {}, [0] * len(exclude), 0
     for seed in seeds:  # seed-major: an interrupted sweep has every cell at seed 0 before seed 1
-        for vname, over in variants.items():
-            for values in itertools.product(*grid.values()):
-                point = dict(zip(grid, values))
-                cfg = RunConfig()
-                apply_dict(cfg, nest({**base, **point, **over, "seed": seed}), src)
-                try:
-                    validate(cfg, source=src)
-                except ConfigError as err:
-                    problems.append(str(err))
-                    continue
-                cell = " ".join([vname] + [f"{short[k]}={v}" for k, v in point.items()])
-                run = Run(cfg, store.run_id(cfg), name, vname, seed, point, f"{cell} seed={seed}")
-                hits = [i for i, cond in enumerate(exclude) if matches(run, cond)]
-                for i in hits:
-                    used[i] += 1
-                if hits:
-                    excluded += 1
-                    continue
-                if run.run_id in seen:
-                    problems.append(f"{src}: variants/grid: '{seen[run.run_id]}' and '{cell}' resolve to the same "
-                                    f"run config (run id {run.run_id}); make them differ or remove one")
-                    continue
-                seen[run.run_id] = cell
-                runs.append(run)
+        for vname, point, template in cells:
+            cfg = copy.deepcopy(template)
+            cfg.seed = seed
+            cell = " ".join([vname] + [f"{short[k]}={v}" for k, v in point.items()])
+            run = Run(cfg, store.run_id(cfg), name, vname, seed, point, f"{cell} seed={seed}")
+            hits = [i for i, cond in enumerate(exclude) if matches(run, cond)]
+            for i in hits:
+                used[i] += 1
+            if hits:
+                excluded += 1
+                continue
+            if run.run_id in seen:
+                problems.append(f"{src}: variants/grid: '{seen[run.run_id]}' and '{cell}' resolve to the same "
+                                f"run config (run id {run.run_id}); make them differ or remove one")
+                continue
+            seen[run.run_id] = cell
+            runs.append(run)
     for i, count in enumerate(used):
         if count == 0 and exclude_ok:
             problems.append(f"{src}: exclude[{i}]: matches no run; check its values against grid, variants and seeds")
@@ -399,7 +436,10 @@ def parse_only(exprs: list[str], ablation: Ablation) -> list[dict[str, list[Any]
     filters = []
     for expr in exprs:
         cond: dict[str, Any] = {}
-        for item in filter(None, (s.strip() for s in expr.split(","))):
+        items = [s.strip() for s in expr.split(",") if s.strip()]
+        if not items:
+            problems.append(f"--only: {expr!r} has no key=value; e.g. --only variant=preln,model.depth=12")
+        for item in items:
             key, sep, raw = item.partition("=")
             key = key.strip()
             if not sep:

@@ -17,13 +17,31 @@ RESULT_KEYS = ("status", "test_acc", "diverged_step", "diverged_reason", "error"
 
 
 def execute(cfg, out_dir: str, extra: dict[str, Any]) -> dict[str, Any]:
-    """Train one run into ``out_dir`` (always writes its summary); returns the headline results."""
+    """Train one run into ``out_dir`` (always writes its summary); returns the headline results.
+
+    A full disk is not the run's result: the run is left without a summary (so it runs again) and
+    ``{"disk_full": path}`` is returned for :func:`check_result` to stop the sweep with.
+    """
     if os.environ.get(CRASH_ENV) == store.run_id(cfg):
         os._exit(3)
     from suite.engine import train
 
-    summary = train(cfg, out_dir, progress=False, extra=extra)
+    try:
+        summary = train(cfg, out_dir, progress=False, extra=extra)
+    except store.DiskFull as err:
+        return {"disk_full": err.path}
     return {k: summary.get(k) for k in RESULT_KEYS}
+
+
+def check_result(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` as it is, unless it says the disk is full.
+
+    Raises:
+        DiskFull: the run found no space left; the whole sweep stops, finished runs stay intact.
+    """
+    if result.get("disk_full"):
+        raise store.DiskFull(result["disk_full"])
+    return result
 
 
 def record_lost(run: Run, out: Path, message: str, wall_s: float, device: str) -> dict[str, Any]:

@@ -211,7 +211,7 @@ def test_missing_baseline_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_empty_folder_and_duplicates(tmp_path):
-    with pytest.raises(AnalysisError, match="no summary.json found"):
+    with pytest.raises(AnalysisError, match="no usable summary.json found"):
         analyze(tmp_path, figures=False)
     with pytest.raises(AnalysisError, match="no such folder"):
         analyze(tmp_path / "nope", figures=False)

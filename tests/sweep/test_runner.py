@@ -23,7 +23,8 @@ SMOKE = ROOT / "ablations" / "smoke.yaml"
 # Execution and provenance keys differ between machines and backends; everything else must not.
 VOLATILE = store.EXECUTION_KEYS | {"wall_s", "step_time_ms", "throughput", "peak_mem_mb", "suite_version",
                                    "git_commit", "torch_version", "python_version", "device_name",
-                                   "hostname", "started_at"}
+                                   "hostname", "started_at", "timing_cpu_util", "timing_load1",
+                                   "timing_cores", "timing_contended"}
 ARGS = ["--device", "cpu", "--threads", "1"]  # one thread: CPU results are bitwise reproducible
 
 

@@ -1,0 +1,540 @@
+"""A hostile user against the public CLI: bad files, bad values, broken results, full disks.
+
+Each case sets up a folder, runs one `suite` command in a fresh process (with a time limit), and
+classifies what happened:
+
+- ``clean error``: exit 2 and exactly one ``error:`` line on stderr, no traceback;
+- ``handled``: exit 0, no traceback, and the case's own check holds (e.g. a warning was printed, no
+  file was planted, the run resumed);
+- ``traceback``, ``hang``, ``silently accepted`` (exit 0 where an error was due), ``wrong outcome``
+  (a check failed: data lost, code executed, ...).
+
+Run it: ``.venv/bin/python scripts/hostile.py`` prints a table of every case and exits 1 unless
+every case ends as it should. ``tests/test_hostile.py`` runs the same cases one by one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 120  # seconds a case may take before it counts as a hang
+
+TINY = [  # a seconds-long `suite train` on synthetic data
+    "data.name=synthetic", "data.synthetic_train=64", "data.synthetic_test=32", "data.synthetic_img_size=8",
+    "model.patch_size=4", "model.dim=16", "model.heads=2", "model.depth=1", "train.steps=4", "train.batch_size=16",
+    "train.log_every=2", "train.eval_every=0", "device=cpu",
+]
+SMOKE = ROOT / "ablations" / "smoke.yaml"
+
+
+@dataclass
+class Case:
+    """One hostile input: ``setup(dir)`` returns the argv after ``suite`` (and may stash state)."""
+
+    name: str
+    group: str
+    expect: str  # "error" (exit 2, one line) or "ok" (exit 0)
+    setup: Callable[[Path], list[str]]
+    check: Callable[[Path, subprocess.CompletedProcess], str | None] = lambda d, p: None  # problem or None
+    env: dict[str, str] = field(default_factory=dict)
+    needs_mount: bool = False
+    timeout: float = TIMEOUT
+
+
+@dataclass
+class Outcome:
+    case: Case
+    verdict: str  # "clean error", "handled", or what went wrong
+    code: int | None
+    seconds: float
+    detail: str
+
+    @property
+    def good(self) -> bool:
+        return self.verdict in ("clean error", "handled")
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(textwrap.dedent(text))
+    return path
+
+
+def smoke_run_ids(d: Path, ablation: Path = SMOKE) -> list[str]:
+    sys.path.insert(0, str(ROOT))
+    from suite.sweep.spec import load_ablation
+
+    return [r.run_id for r in load_ablation(ablation).runs]
+
+
+def smoke_folder(d: Path) -> Path:
+    """``d/out`` marked as the smoke ablation's results folder, as `suite run` leaves it."""
+    write(d / "out" / "ablation.yaml", "name: smoke\n")
+    return d / "out"
+
+
+def first_smoke_run(d: Path) -> list[str]:
+    """argv that runs only the first run of the smoke ablation into ``d/out``."""
+    return ["run", str(SMOKE), "--out", str(d / "out"), "--workers", "1", "--only", "variant=preln,model.depth=1,seed=0"]
+
+
+def summary_of(folder: Path) -> dict:
+    return json.loads((folder / "summary.json").read_text())
+
+
+class Payload:
+    """A pickle whose loading writes a marker file: the harmless stand-in for `os.system(...)`."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "code from a results folder ran"))
+
+
+def plant_checkpoint(folder: Path, marker: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "checkpoint.pt", "wb") as f:
+        pickle.dump({"model": Payload(marker)}, f)
+
+
+def warned(p: subprocess.CompletedProcess, text: str) -> str | None:
+    return None if any(line.startswith(("warning:", "suite analyze: warning:")) and text in line
+                       for line in p.stderr.splitlines()) else f"no warning mentioning {text!r}"
+
+
+def analysis_runs(d: Path) -> Path:
+    """A results folder with two good runs (preln, layerscale) for `suite analyze`."""
+    root = d / "res"
+    for i, variant in enumerate(["preln", "layerscale"]):
+        write(root / "runs" / f"good{i}" / "summary.json", json.dumps({
+            "schema": 1, "run_id": f"good{i}", "ablation": "demo", "variant": variant, "seed": 0, "model.depth": 2,
+            "model.residual": variant, "status": "ok", "test_acc": 0.8, "step_time_ms": 5.0}))
+    return root
+
+
+def bad_summary(content: bytes | None, name: str = "bad") -> Callable[[Path], list[str]]:
+    def setup(d: Path) -> list[str]:
+        root = analysis_runs(d)
+        if content is None:  # a folder where the summary should be
+            (root / "runs" / name / "summary.json").mkdir(parents=True)
+        else:
+            write(root / "runs" / name / "summary.json", content)
+        return ["analyze", str(root), "--no-figures"]
+    return setup
+
+
+def analyzed_without(name: str) -> Callable[[Path, subprocess.CompletedProcess], str | None]:
+    def check(d: Path, p: subprocess.CompletedProcess) -> str | None:
+        problem = warned(p, f"runs/{name}/summary.json")
+        if problem:
+            return problem
+        runs = (d / "res" / "runs.csv").read_text()
+        return f"{name} was analysed" if f"{name}," in runs else None
+    return check
+
+
+# ----------------------------------------------------------------------------- security
+
+
+def planted_checkpoint(checkpoint_every: int) -> Callable[[Path], list[str]]:
+    def setup(d: Path) -> list[str]:
+        abl = write(d / "abl.yaml", SMOKE.read_text())
+        text = abl.read_text().replace("timing_warmup_steps: 2}", f"timing_warmup_steps: 2, checkpoint_every: {checkpoint_every}}}")
+        abl.write_text(text)
+        run_id = smoke_run_ids(d, abl)[0]
+        plant_checkpoint(smoke_folder(d) / "runs" / run_id, d / "marker")
+        (d / "run_id").write_text(run_id)
+        return ["run", str(abl), "--out", str(d / "out"), "--workers", "1", "--only", "variant=preln,model.depth=1,seed=0"]
+    return setup
+
+
+def no_code_ran(expect_status: str) -> Callable[[Path, subprocess.CompletedProcess], str | None]:
+    def check(d: Path, p: subprocess.CompletedProcess) -> str | None:
+        if (d / "marker").exists():
+            return "the planted checkpoint ran its code"
+        folder = d / "out" / "runs" / (d / "run_id").read_text()
+        summary = summary_of(folder)
+        status = summary["status"]
+        if expect_status == "error" and (status != "error" or "refused to load" not in summary["error"]):
+            return f"run status {status} ({summary['error']}), expected an error that refuses the checkpoint"
+        if expect_status == "final" and status not in ("ok", "failed", "diverged"):
+            return f"run status {status} ({summary['error']}), expected it to train from step 0"
+        if expect_status == "error" and not (folder / "checkpoint.pt").exists():
+            return "the checkpoint of a run that ended in error was deleted"
+        return None
+    return check
+
+
+def umask_setup(d: Path) -> list[str]:
+    return ["train", *TINY, "--out", str(d / "run")]
+
+
+def umask_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    mode = (d / "run" / "summary.json").stat().st_mode & 0o777
+    return None if mode == 0o644 else f"summary.json has mode {oct(mode)} under umask 022"
+
+
+# ----------------------------------------------------------------------------- data loss
+
+
+def torn_resume_setup(d: Path) -> list[str]:
+    sys.path.insert(0, str(ROOT))
+    from suite.config import load_config
+    from suite.engine import train
+
+    overrides = [o for o in TINY if not o.startswith("train.steps")] + ["train.steps=12", "train.checkpoint_every=4"]
+    cfg = load_config(None, overrides)
+
+    def kill(step: int) -> None:
+        if step == 9:
+            raise KeyboardInterrupt  # a killed process: checkpoint at step 8, metrics up to step 8
+
+    try:
+        train(cfg, d / "run", on_step=kill)
+    except KeyboardInterrupt:
+        pass
+    with open(d / "run" / "metrics.jsonl", "a") as f:
+        f.write('{"kind": "train", "step": 10, "lo')  # the disk filled up mid-line
+    return ["train", *overrides, "--out", str(d / "run")]
+
+
+def torn_resume_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    s = summary_of(d / "run")
+    if s["status"] == "error":
+        return f"the resumed run ended in error: {s['error']}"
+    steps = [json.loads(line)["step"] for line in (d / "run" / "metrics.jsonl").read_text().splitlines()]
+    if steps != sorted(steps) or steps[-1] != 12:
+        return f"metrics steps after resuming: {steps}"
+    return None if "is cut off" in p.stderr else "no warning about the cut-off line"
+
+
+def torn_lost_setup(d: Path) -> list[str]:
+    run_id = smoke_run_ids(d)[0]
+    write(smoke_folder(d) / "runs" / run_id / "metrics.jsonl", '{"kind": "train", "step": 0}\n{"kind": "tr')
+    (d / "run_id").write_text(run_id)
+    (d / "env.json").write_text(json.dumps({"SUITE_TEST_CRASH_RUN": run_id}))  # its worker dies at once
+    return first_smoke_run(d)
+
+
+def torn_lost_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    s = summary_of(d / "out" / "runs" / (d / "run_id").read_text())
+    return None if s["status"] == "error" and "worker process died" in s["error"] else f"summary: {s}"
+
+
+# ----------------------------------------------------------------------------- hangs
+
+
+def huge_grid(d: Path) -> Path:
+    return write(d / "huge.yaml", """\
+        name: huge
+        base: {data: {name: synthetic}}
+        grid:
+          train.lr: [%s]
+          model.depth: [%s]
+        variants: {a: {}, b: {model.residual: layerscale}}
+        seeds: 10
+        """ % (", ".join(f"{1e-4 * (i + 1):.6g}" for i in range(1000)), ", ".join(str(i) for i in range(1, 101))))
+
+
+def ray_setup(d: Path) -> list[str]:
+    return ["run", str(SMOKE), "--backend", "ray", "--ray-address", "127.0.0.1:1", "--ray-timeout", "3",
+            "--out", str(d / "out")]
+
+
+def nothing_written(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    return "the results folder was created" if (d / "out").exists() else None
+
+
+# ----------------------------------------------------------------------------- broken disks
+
+
+def mount_tmpfs(d: Path, size: str, readonly: bool = False) -> Path:
+    mnt = d / "mnt"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], check=True, capture_output=True)
+    return mnt
+
+
+def unmount(d: Path) -> None:
+    mnt = d / "mnt"
+    if mnt.exists() and os.path.ismount(mnt):
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def disk_full_setup(d: Path) -> list[str]:
+    mnt = mount_tmpfs(d, "400k")
+    # Leave room for a run or two of the smoke ablation, not for all eight.
+    free = shutil.disk_usage(mnt).free
+    (mnt / "filler").write_bytes(b"\0" * max(0, free - 60 * 1024))
+    return ["run", str(SMOKE), "--out", str(mnt / "out"), "--workers", "1"]
+
+
+def disk_full_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    if "no space left on" not in p.stderr:
+        return "no 'no space left on' message"
+    out = d / "mnt" / "out"
+    leftovers = [str(f.relative_to(out)) for f in out.rglob("*") if f.name.endswith((".tmp",)) or
+                 (f.name == "log.txt" and f.stat().st_size == 0)] if out.exists() else []
+    if leftovers:
+        return f"left behind: {leftovers}"
+    for f in out.rglob("summary.json") if out.exists() else []:
+        try:
+            json.loads(f.read_text())
+        except ValueError:
+            return f"a damaged summary: {f}"
+    return None
+
+
+def readonly_done_setup(d: Path) -> list[str]:
+    mnt = mount_tmpfs(d, "20m")
+    argv = first_smoke_run(mnt)
+    proc = subprocess.run([sys.executable, "-m", "suite", *argv], capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode:
+        raise RuntimeError(f"setup run failed: {proc.stderr[-500:]}")
+    subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True, capture_output=True)
+    return argv
+
+
+def readonly_todo_setup(d: Path) -> list[str]:
+    mnt = mount_tmpfs(d, "1m")
+    subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True, capture_output=True)
+    return first_smoke_run(mnt)
+
+
+# ----------------------------------------------------------------------------- the cases
+
+
+def _argv(*argv: str) -> Callable[[Path], list[str]]:
+    return lambda d: [a.replace("{d}", str(d)) for a in argv]
+
+
+def _file_then(argv: list[str], content: str | bytes, name: str = "x.yaml") -> Callable[[Path], list[str]]:
+    def setup(d: Path) -> list[str]:
+        path = write(d / name, content)
+        return [a.replace("{f}", str(path)).replace("{d}", str(d)) for a in argv]
+    return setup
+
+
+def _nan_setup(d: Path) -> list[str]:
+    # Through the function every summary is written with: NaN and Infinity become null.
+    sys.path.insert(0, str(ROOT))
+    from suite import store
+
+    store.write_json(d / "summary.json", {"test_acc": math.nan, "final_train_loss": math.inf})
+    return ["validate", str(SMOKE)]
+
+
+def _nan_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    def refuse(token: str):
+        raise ValueError(f"{token} in strict JSON")
+
+    try:
+        data = json.loads((d / "summary.json").read_text(), parse_constant=refuse)
+    except ValueError as err:
+        return str(err)
+    return None if data == {"test_acc": None, "final_train_loss": None} else f"wrote {data}"
+
+
+def _rerun_damaged(kind: str) -> Callable[[Path], list[str]]:
+    def setup(d: Path) -> list[str]:
+        run_id = smoke_run_ids(d)[0]
+        folder = smoke_folder(d) / "runs" / run_id
+        if kind == "list":
+            write(folder / "summary.json", "[1, 2]")
+        elif kind == "file-for-folder":
+            write(folder, "not a folder")
+        elif kind == "folder-for-summary":
+            (folder / "summary.json").mkdir(parents=True)
+        (d / "run_id").write_text(run_id)
+        return first_smoke_run(d)
+    return setup
+
+
+def _rerun_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    folder = d / "out" / "runs" / (d / "run_id").read_text()
+    problem = warned(p, (d / "run_id").read_text())
+    if problem:
+        return problem
+    return None if summary_of(folder)["status"] in ("ok", "failed", "diverged") else "the run was not run again"
+
+
+def _missing_key(key: str) -> Callable[[Path], list[str]]:
+    def setup(d: Path) -> list[str]:
+        root = analysis_runs(d)
+        good = json.loads((root / "runs" / "good0" / "summary.json").read_text())
+        del good[key]
+        good["run_id"] = "bad"
+        write(root / "runs" / "bad" / "summary.json", json.dumps(good))
+        return ["analyze", str(root), "--no-figures"]
+    return setup
+
+
+def _depth_is_int(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    problem = analyzed_without("bad")(d, p)
+    table = (d / "res" / "tables" / "summary.md").read_text()
+    return problem or ("depth 2.0" in table and "depth became a float") or ("not run" in table and "a group shows 'not run'") or None
+
+
+BASE_ABLATION = """\
+    name: x
+    base: {data: {name: synthetic}}
+    variants: {a: {}}
+    """
+
+CASES: list[Case] = [
+    # security
+    Case("planted checkpoint, run with checkpoints", "security", "ok", planted_checkpoint(2), no_code_ran("error")),
+    Case("planted checkpoint, run without checkpoints", "security", "ok", planted_checkpoint(0), no_code_ran("final")),
+    Case("files honour the umask", "security", "ok", umask_setup, umask_check),
+    # data loss
+    Case("torn last metrics line, then resume", "data loss", "ok", torn_resume_setup, torn_resume_check),
+    Case("worker dies with a torn metrics line", "data loss", "ok", torn_lost_setup, torn_lost_check),
+    # hangs and unbounded work
+    Case("ray address where nothing listens", "hang", "error", ray_setup, nothing_written, timeout=60),
+    Case("2,000,000-run grid: validate", "hang", "error", lambda d: ["validate", str(huge_grid(d))], timeout=60),
+    Case("2,000,000-run grid: run --dry-run", "hang", "error",
+         lambda d: ["run", str(huge_grid(d)), "--dry-run"], timeout=60),
+    # tracebacks
+    Case("non-UTF-8 ablation", "traceback", "error", _file_then(["validate", "{f}"], b"name: caf\xe9\n")),
+    Case("binary ablation", "traceback", "error", _file_then(["validate", "{f}"], bytes(range(256)) * 4)),
+    Case("non-UTF-8 run config", "traceback", "error", _file_then(["train", "{f}"], b"seed: 1 # \xff\xfe\n")),
+    Case("model.heads 0 in an ablation", "traceback", "error",
+         _file_then(["validate", "{f}"], BASE_ABLATION + "grid: {model.heads: [0]}\n")),
+    Case("suite train model.heads=0", "traceback", "error", _argv("train", "model.heads=0")),
+    Case("suite bench --heads 0", "traceback", "error", _argv("bench", "--heads", "0", "--out", "{d}/b")),
+    Case("summary.json is a list", "traceback", "ok", bad_summary(b"[1, 2, 3]"), analyzed_without("bad")),
+    Case("summary.json is a folder", "traceback", "ok", bad_summary(None), analyzed_without("bad")),
+    Case("summary.json is not UTF-8", "traceback", "ok", bad_summary(b'{"status": "ok\xff"}'), analyzed_without("bad")),
+    Case("summary.json has test_acc 'abc'", "traceback", "ok",
+         bad_summary(json.dumps({"run_id": "bad", "variant": "preln", "status": "ok", "seed": 1, "model.depth": 2,
+                                 "test_acc": "abc"}).encode()), analyzed_without("bad")),
+    Case("suite run over a summary that is a list", "traceback", "ok", _rerun_damaged("list"), _rerun_check),
+    Case("suite run over a run folder that is a file", "traceback", "ok", _rerun_damaged("file-for-folder"),
+         _rerun_check),
+    Case("suite run over a summary that is a folder", "traceback", "ok", _rerun_damaged("folder-for-summary"),
+         _rerun_check),
+    Case("suite run --out under /proc", "traceback", "error",
+         lambda d: ["run", str(SMOKE), "--out", "/proc/self/no/such", "--only", "seed=0,model.depth=1"]),
+    Case("suite run --out /dev/full", "traceback", "error", lambda d: ["run", str(SMOKE), "--out", "/dev/full"]),
+    Case("suite run --out an existing file", "traceback", "error",
+         _file_then(["run", str(SMOKE), "--out", "{f}"], "a file", name="file.txt")),
+    Case("suite train --out /dev/full", "traceback", "error", lambda d: ["train", *TINY, "--out", "/dev/full"]),
+    Case("suite bench --out /proc/...", "traceback", "error",
+         lambda d: ["bench", "--out", "/proc/self/no/such", "--rounds", "6"]),
+    Case("read-only results folder, nothing left to run", "traceback", "ok", readonly_done_setup, needs_mount=True),
+    Case("read-only results folder, runs to do", "traceback", "error", readonly_todo_setup, needs_mount=True),
+    Case("disk full during a sweep", "traceback", "error", disk_full_setup, disk_full_check, needs_mount=True),
+    Case("suite bench-check --threads 0", "traceback", "error", _argv("bench-check", "--threads", "0", "--out", "{d}")),
+    Case("suite bench-check --step-rounds 0", "traceback", "error",
+         _argv("bench-check", "--step-rounds", "0", "--out", "{d}")),
+    Case("suite bench --rounds 0", "traceback", "error", _argv("bench", "--rounds", "0", "--out", "{d}")),
+    # silent acceptance
+    *[Case(f"suite train {kv}", "silent", "error", _argv("train", kv)) for kv in (
+        "model.patch_size=0", "train.lr=.nan", "train.lr=.inf", "model.layerscale.init=.nan",
+        "data.synthetic_classes=1", "train.checkpoint_every=-1", "train.eval_every=-5", "train.threads=0")],
+    Case("NaN and Infinity in summary.json", "silent", "ok", _nan_setup, _nan_check),
+    Case("one key dotted and nested", "silent", "error",
+         _file_then(["validate", "{f}"], BASE_ABLATION.replace("base: {data: {name: synthetic}}",
+                                                               "base: {model.depth: 2, model: {depth: 3}}"))),
+    Case("--only ','", "silent", "error", lambda d: ["run", str(SMOKE), "--only", ",", "--dry-run"]),
+    Case("summary without model.depth", "silent", "ok", _missing_key("model.depth"), _depth_is_int),
+    Case("summary without seed", "silent", "ok", _missing_key("seed"), _depth_is_int),
+]
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def can_mount() -> bool:
+    with tempfile.TemporaryDirectory() as tmp:
+        ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", tmp], capture_output=True).returncode == 0
+        if ok:
+            subprocess.run(["umount", tmp], capture_output=True)
+        return ok
+
+
+def run_case(case: Case, d: Path) -> Outcome:
+    """Set the case up in ``d``, run its command, and classify the outcome."""
+    t0 = time.perf_counter()
+    try:
+        argv = case.setup(d)
+        env = {**os.environ, **case.env}
+        if (d / "env.json").exists():
+            env.update(json.loads((d / "env.json").read_text()))
+        try:
+            proc = subprocess.run([sys.executable, "-m", "suite", *argv], capture_output=True, text=True, cwd=d,
+                                  env={**env, "PYTHONPATH": str(ROOT)}, timeout=case.timeout, stdin=subprocess.DEVNULL,
+                                  preexec_fn=lambda: os.umask(0o022))
+        except subprocess.TimeoutExpired:
+            return Outcome(case, "hang", None, time.perf_counter() - t0, f"no answer in {case.timeout:g} s")
+        seconds = time.perf_counter() - t0
+        last = (proc.stderr.strip().splitlines() or [""])[-1]
+        if "Traceback (most recent call last)" in proc.stderr:
+            return Outcome(case, "traceback", proc.returncode, seconds, last[:120])
+        if case.expect == "error":
+            errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+            if proc.returncode == 0:
+                return Outcome(case, "silently accepted", 0, seconds, "exit 0")
+            if proc.returncode != 2 or len(errors) != 1:
+                return Outcome(case, "wrong outcome", proc.returncode, seconds,
+                               f"exit {proc.returncode}, {len(errors)} error lines: {last[:100]}")
+            problem = case.check(d, proc)
+            return Outcome(case, "wrong outcome" if problem else "clean error", 2, seconds, problem or errors[0][:120])
+        if proc.returncode != 0:
+            return Outcome(case, "wrong outcome", proc.returncode, seconds, last[:120])
+        problem = case.check(d, proc)
+        return Outcome(case, "wrong outcome" if problem else "handled", 0, seconds, problem or last[:120])
+    finally:
+        unmount(d)
+
+
+def table(outcomes: list[Outcome]) -> str:
+    lines = ["| group | case | expected | outcome | exit | s | detail |", "|---|---|---|---|---:|---:|---|"]
+    for o in outcomes:
+        detail = o.detail.replace("|", "\\|")
+        lines.append(f"| {o.case.group} | {o.case.name} | {'exit 2, one line' if o.case.expect == 'error' else 'exit 0'} "
+                     f"| {o.verdict} | {'' if o.code is None else o.code} | {o.seconds:.1f} | {detail} |")
+    bad = [o for o in outcomes if not o.good]
+    counts = {v: sum(o.verdict == v for o in outcomes) for v in dict.fromkeys(o.verdict for o in outcomes)}
+    lines.append("")
+    lines.append(f"{len(outcomes)} cases: " + ", ".join(f"{n} {v}" for v, n in counts.items())
+                 + ("" if not bad else f"; {len(bad)} not as they should be"))
+    return "\n".join(lines)
+
+
+def main() -> int:
+    mount = can_mount()
+    outcomes = []
+    for case in CASES:
+        if case.needs_mount and not mount:
+            print(f"skipped (needs root to mount a tmpfs): {case.name}", file=sys.stderr)
+            continue
+        with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:
+            outcomes.append(run_case(case, Path(tmp)))
+        print(f"{outcomes[-1].verdict:<18} {case.name}", file=sys.stderr, flush=True)
+    print(table(outcomes))
+    return 0 if all(o.good for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

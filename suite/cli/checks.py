@@ -1,0 +1,34 @@
+"""Checks of command-line values that argparse's types cannot express, shared by the subcommands.
+
+Each returns the one-line problem (naming the flag and the fix) or ``None``; the subcommand prints
+it and exits 2 before any work starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+
+
+def at_least(args: argparse.Namespace, minimum: float, *flags: str) -> str | None:
+    """The first of ``flags`` (attribute names) whose value is set and below ``minimum`` or not finite."""
+    for flag in flags:
+        value = getattr(args, flag)
+        if value is not None and not (math.isfinite(value) and value >= minimum):
+            name = "--" + flag.replace("_", "-")
+            return f"{name} {value}: must be >= {minimum:g}"
+    return None
+
+
+def writable_dir(path: str | Path, flag: str) -> str | None:
+    """Create ``path`` if needed; the problem if it cannot be a folder this process writes into."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        return f"{flag} {path}: cannot create the folder ({err.strerror or err}); pass a writable folder"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"{flag} {path}: the folder is not writable; pass a writable folder"
+    return None

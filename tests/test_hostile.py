@@ -1,0 +1,36 @@
+"""Every case of the hostile-input campaign (scripts/hostile.py) ends as it should: a one-line error
+(exit 2) or handled (exit 0, the case's check holds); never a traceback, a hang, a silent
+acceptance, a lost step or code run from a results folder. `.venv/bin/python scripts/hostile.py`
+prints the same cases as a table."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location("hostile", Path(__file__).resolve().parents[1] / "scripts" / "hostile.py")
+hostile = importlib.util.module_from_spec(_spec)
+sys.modules["hostile"] = hostile  # dataclasses look their module up there
+_spec.loader.exec_module(hostile)
+CAN_MOUNT = hostile.can_mount()
+
+
+@pytest.mark.parametrize("case", hostile.CASES, ids=lambda c: c.name)
+def test_hostile_case(case, tmp_path):
+    if case.needs_mount and not CAN_MOUNT:
+        pytest.skip("needs root to mount a tmpfs (a small disk to fill, a read-only folder)")
+    outcome = hostile.run_case(case, tmp_path)
+    assert outcome.good, f"{outcome.verdict}: {outcome.detail}"
+    assert outcome.verdict == ("clean error" if case.expect == "error" else "handled")
+
+
+def test_the_campaign_can_fail(tmp_path):
+    """The classifier is not a rubber stamp: exit 0 where an error was due, or a failed check, is bad."""
+    silent = hostile.Case("valid file expected to fail", "meta", "error", lambda d: ["validate", str(hostile.SMOKE)])
+    assert hostile.run_case(silent, tmp_path).verdict == "silently accepted"
+    check = hostile.Case("a check that fails", "meta", "ok", lambda d: ["validate", str(hostile.SMOKE)],
+                         lambda d, p: "the check found a problem")
+    assert hostile.run_case(check, tmp_path).verdict == "wrong outcome"
