@@ -3,7 +3,8 @@
 Flow: every ``summary.json`` under DIR (see results/README.md) -> one row per run (``runs.csv``)
 -> groups (``grouping.py``) -> one row per group with rates, intervals and tests against the
 baseline (``summary.py``, statistics in ``stats.py``; ``tables/summary.csv``) -> paper-style
-tables (``tables.py``) and figures (``figures.py``). The rules are in ``docs/statistics.md``.
+tables (``tables.py``), depth trends and aggregates (``trends.py``), ``findings.md``
+(``findings.py``) and figures (``figures.py``). The rules are in ``docs/statistics.md``.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.analysis import tables
+from suite.analysis import markup as tables
+from suite.analysis import tables as paper
 from suite.analysis.grouping import choose_baseline, group_keys
 from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
+from suite.analysis.findings import findings
 from suite.analysis.summary import power_table, runs_frame, stability_frontier, summarize
+from suite.analysis.trends import aggregates, depth_trends
 
 FORMATS = ("md", "tex", "csv")
 
@@ -28,15 +32,18 @@ def analyze(
     formats: tuple[str, ...] | list[str] = FORMATS,
     power: bool = False,
     figures: bool = True,
+    power_diff: float = 0.05,
+    power_rates: tuple[float, float] = (0.1, 0.5),
 ) -> pd.DataFrame:
-    """Analyse a folder of runs and write ``runs.csv``, ``tables/`` and ``figures/`` into it.
+    """Analyse a folder of runs and write ``runs.csv``, ``tables/``, ``findings.md`` and ``figures/`` into it.
 
     Args:
         run_dir: folder of runs (one ablation), e.g. ``results/default``.
         baseline: variant to compare against; default ``preln`` (required if absent).
         by: group keys replacing the automatic ones (``variant`` is always kept).
         formats: any of ``md``, ``tex``, ``csv`` for the tables.
-        power: also write ``tables/power.*`` (seeds needed for 80% power, Fisher, alpha 0.05).
+        power: also write ``tables/power.*``: seeds per cell to detect ``power_diff`` (a fraction of
+            accuracy) by a paired t-test and not-ok rates ``power_rates`` by Fisher's test.
         figures: write the figures (PNG and PDF).
 
     Returns:
@@ -63,20 +70,29 @@ def analyze(
     if not missing.empty:
         warnings.warn(f"{len(missing)} group(s) have no '{base}' group at the same keys: no tests there",
                       AnalysisWarning)
-    power_df = power_table(summary, keys) if power else None
-    frontier = stability_frontier(summary, keys)
+    frames = {
+        "summary": summary,
+        "trends": depth_trends(runs, keys, base),
+        "aggregate": aggregates(runs, keys, base),
+        "frontier": stability_frontier(summary, keys),
+        "power": power_table(summary, keys, power_diff, power_rates) if power else None,
+    }
     title = str(runs[0].get("ablation") or root.resolve().name)
+    intro = f"{len(runs)} runs in {len(summary)} groups."
     written = [tables.write_csv(runs_frame(runs, keys, base), root / "runs.csv")]
     table_dir = root / "tables"
     table_dir.mkdir(exist_ok=True)
-    extra = {"power": power_df, "frontier": frontier}
-    for fmt in formats:
-        if fmt == "csv":
-            written.append(tables.write_csv(summary, table_dir / "summary.csv"))
-            written += [tables.write_csv(df, table_dir / f"{name}.csv") for name, df in extra.items() if df is not None]
-        else:
-            doc = tables.document(fmt, title, summary, keys, base, len(runs), power=power_df, frontier=frontier)
-            written.append(tables.write_text(doc, table_dir / f"summary.{fmt}"))
+    for kind, frame in frames.items():
+        if frame is None or frame.empty:
+            continue
+        for fmt in formats:
+            if fmt == "csv":
+                written.append(tables.write_csv(frame, table_dir / f"{kind}.csv"))
+            else:
+                doc = paper.document(fmt, kind, title, frame, keys, base, intro)
+                written.append(tables.write_text(doc, table_dir / f"{kind}.{fmt}"))
+    text = findings(title, summary, keys, base, frames["trends"], frames["aggregate"])
+    written.append(tables.write_text(text, root / "findings.md"))
     if figures:
         from suite.analysis import figures as fig  # matplotlib is slow to import: only when drawing
 

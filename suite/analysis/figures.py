@@ -1,7 +1,7 @@
 """Figures for the analysis (matplotlib, Agg backend): PNG and PDF into ``DIR/figures/``.
 
-- ``accuracy_vs_depth``: mean test accuracy (%) of ``ok`` runs with 95% bootstrap bars, per scheme;
-- ``divergence_vs_depth``: diverged fraction with Wilson 95% bands, per scheme;
+- ``accuracy_vs_depth``: recipe accuracy (%) with 95% Student-t bars, per scheme;
+- ``not_ok_vs_depth``: not-ok fraction (diverged or failed) with Wilson 95% bands, per scheme;
 - ``scales_<variant>``: mean |scale| of each block over training (one line per block, coloured by
   its position in depth), one panel per depth, for schemes that log scales;
 - ``loss_depth<D>``: training-loss curves of every run at the deepest depth, coloured by scheme.
@@ -24,7 +24,7 @@ import pandas as pd  # noqa: E402
 
 from suite.analysis.grouping import DEPTH, group_of, section_keys, sections, variant_order  # noqa: E402
 from suite.analysis.load import read_curves  # noqa: E402
-from suite.analysis.tables import fmt_value, safe, slug  # noqa: E402
+from suite.analysis.markup import fmt_value, safe, slug  # noqa: E402
 
 
 def save(fig: plt.Figure, base: Path) -> list[Path]:
@@ -52,7 +52,7 @@ def _depth_axis(ax: plt.Axes, depths: list[float]) -> None:
 
 
 def accuracy_vs_depth(part: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure:
-    """Accuracy (%) vs depth, one line per scheme, 95% bootstrap bars (none for a single run).
+    """Recipe accuracy (%) vs depth, one line per scheme, 95% Student-t bars (none for a single run).
 
     Args:
         part: summary rows of one section (columns variant, model.depth, acc_mean, acc_ci_low/high).
@@ -69,22 +69,18 @@ def accuracy_vs_depth(part: pd.DataFrame, colors: dict[str, Any], title: str) ->
         y = 100 * rows["acc_mean"].to_numpy(float)
         err = np.nan_to_num(np.abs(100 * rows[["acc_ci_low", "acc_ci_high"]].to_numpy(float).T - y))
         ax.errorbar(x, y, yerr=err, color=colors[v], marker="o", capsize=3, label=v)
-        dead = part[(part["variant"] == v) & part["acc_mean"].isna() & (part["n"] > 0)]
-        if not dead.empty:  # every run diverged or failed: mark it on the axis, not silently absent
-            ax.plot(dead[DEPTH].to_numpy(float), [0.02] * len(dead), "x", color=colors[v], ms=9, mew=2,
-                    transform=ax.get_xaxis_transform(), clip_on=False)
     _depth_axis(ax, depths)
-    ax.set_ylabel("test accuracy (%) of ok runs")
+    ax.set_ylabel("recipe accuracy (%)")
     ax.set_title(title)
-    fig.text(0.01, -0.02, "bars: 95% bootstrap interval (none: one ok run); x on the axis: no ok run",
+    fig.text(0.01, -0.02, "recipe accuracy: diverged runs at chance, failed runs as measured; bars: 95% t interval",
              fontsize="small", color="0.3")
     ax.grid(alpha=0.3)
     ax.legend(title="scheme", fontsize="small")
     return fig
 
 
-def divergence_vs_depth(part: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure:
-    """Diverged fraction vs depth, one line per scheme, Wilson 95% bands."""
+def not_ok_vs_depth(part: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure:
+    """Not-ok fraction (diverged or failed) vs depth, one line per scheme, Wilson 95% bands."""
     fig, ax = plt.subplots(figsize=(6, 4))
     depths = sorted(float(d) for d in set(part[DEPTH]))
     for v in colors:
@@ -92,11 +88,11 @@ def divergence_vs_depth(part: pd.DataFrame, colors: dict[str, Any], title: str) 
         if rows.empty:
             continue
         x = rows[DEPTH].to_numpy(float)
-        ax.plot(x, rows["diverged_rate"], color=colors[v], marker="o", label=v)
-        ax.fill_between(x, rows["diverged_ci_low"], rows["diverged_ci_high"], color=colors[v], alpha=0.12)
+        ax.plot(x, rows["not_ok_rate"], color=colors[v], marker="o", label=v)
+        ax.fill_between(x, rows["not_ok_ci_low"], rows["not_ok_ci_high"], color=colors[v], alpha=0.12)
     _depth_axis(ax, depths)
     ax.set_ylim(-0.03, 1.03)
-    ax.set_ylabel("diverged runs (fraction, Wilson 95% band)")
+    ax.set_ylabel("not-ok runs: diverged or failed (fraction, Wilson 95% band)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(title="scheme", fontsize="small")
@@ -187,7 +183,7 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
         members = [r for r in runs if r["status"] != "error" and group_of(r, skeys) == label]
         if DEPTH in keys:
             written += save(accuracy_vs_depth(part, colors, head), out / f"accuracy_vs_depth{suffix}")
-            written += save(divergence_vs_depth(part, colors, head), out / f"divergence_vs_depth{suffix}")
+            written += save(not_ok_vs_depth(part, colors, head), out / f"not_ok_vs_depth{suffix}")
         written += _scale_figures(root, members, keys, out, suffix, name)
         written += _loss_figure(root, members, colors, out, suffix, name)
     return written

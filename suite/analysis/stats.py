@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats as sps
@@ -64,21 +65,91 @@ def fisher_exact_p(k1: int, n1: int, k2: int, n2: int) -> float:
     return float(sps.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]], alternative="two-sided").pvalue)
 
 
-def welch_t_p(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sided Welch t-test (unequal variances) of equal means.
+@dataclass(frozen=True)
+class Difference:
+    """A difference of means with its interval and test: ``estimate`` [``low``, ``high``], ``p``."""
+
+    estimate: float
+    low: float
+    high: float
+    p: float
+    test: str  # "paired t", "Welch t", or "" when no test could be made
+    n_pairs: int = 0
+
+
+NO_DIFFERENCE = Difference(math.nan, math.nan, math.nan, math.nan, "")
+
+
+def _constant(x: np.ndarray) -> bool:
+    """No spread beyond rounding: 0.9 - 0.8 and 0.8 - 0.7 differ in the 17th digit, and a t statistic
+    divided by that would report a certainty that no experiment has."""
+    return bool(np.ptp(x) <= 1e-9 * max(1.0, float(np.abs(x).max())))
+
+
+def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float]:
+    """Student-t interval of the mean: ``mean +/- t(1 - alpha/2, n - 1) * sd / sqrt(n)``.
+
+    Unlike a percentile bootstrap, it widens as n shrinks (at n = 2 the t quantile is 12.7), so
+    its coverage stays near ``1 - alpha`` for normal data at every n (tests/analysis/test_stats.py
+    simulates it).
+
+    Args:
+        x: observations, shape (n,).
+        alpha: 1 - confidence level.
+
+    Returns:
+        (low, high); (nan, nan) when n < 2.
+    """
+    x = np.asarray(x, dtype=float)
+    if x.size < 2:
+        return (math.nan, math.nan)
+    half = sps.t.ppf(1 - alpha / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+    return (float(x.mean() - half), float(x.mean() + half))
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Difference:
+    """Paired t-test of seed-matched observations: mean of ``a - b`` with its t interval.
+
+    Args:
+        a: the scheme's observations, shape (n,), ``a[i]`` and ``b[i]`` from the same seed.
+        b: the baseline's, shape (n,).
+        alpha: 1 - confidence level.
+
+    Returns:
+        The :class:`Difference`; interval and p are nan with fewer than 2 pairs, p (and the
+        interval) also when every difference is the same (the t statistic is undefined).
+    """
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if d.size == 0:
+        return NO_DIFFERENCE
+    if d.size < 2 or _constant(d):
+        return Difference(float(d.mean()), math.nan, math.nan, math.nan, "paired t", int(d.size))
+    low, high = t_interval(d, alpha)
+    p = float(sps.ttest_1samp(d, 0.0).pvalue)
+    return Difference(float(d.mean()), low, high, p, "paired t", int(d.size))
+
+
+def welch_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Difference:
+    """Welch's t-test (unequal variances): ``mean(a) - mean(b)`` with its Welch-Satterthwaite interval.
 
     Args:
         a: observations of the first group, shape (n_a,).
         b: observations of the second group, shape (n_b,).
+        alpha: 1 - confidence level.
 
     Returns:
-        The p-value; nan when a group has fewer than 2 observations or both have zero variance
-        (the t statistic is undefined there, and no test is better than a fake one).
+        The :class:`Difference`; interval and p are nan when a group has fewer than 2
+        observations or both have zero variance (no test is better than a fake one).
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.size < 2 or b.size < 2 or (np.ptp(a) == 0 and np.ptp(b) == 0):
-        return math.nan
-    return float(sps.ttest_ind(a, b, equal_var=False).pvalue)
+    if a.size == 0 or b.size == 0:
+        return NO_DIFFERENCE
+    diff = float(a.mean() - b.mean())
+    if a.size < 2 or b.size < 2 or (_constant(a) and _constant(b)):
+        return Difference(diff, math.nan, math.nan, math.nan, "Welch t")
+    res = sps.ttest_ind(a, b, equal_var=False)
+    ci = res.confidence_interval(1 - alpha)
+    return Difference(diff, float(ci.low), float(ci.high), float(res.pvalue), "Welch t")
 
 
 def holm(pvalues: Sequence[float]) -> np.ndarray:
@@ -101,71 +172,6 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
     if ok.any():
         out[ok] = multipletests(p[ok], method="holm")[1]
     return out
-
-
-def bootstrap_ci(
-    x: Sequence[float],
-    statistic: Callable[..., np.ndarray] = np.mean,
-    n_resamples: int = BOOTSTRAP_RESAMPLES,
-    alpha: float = 0.05,
-    seed: int = BOOTSTRAP_SEED,
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``statistic`` over the observations.
-
-    Args:
-        x: observations (e.g. the test accuracies of a group's ok runs), shape (n,).
-        statistic: reduces an (n_resamples, n) array along ``axis=1`` (np.mean, np.median).
-        n_resamples: number of resamples with replacement.
-        alpha: 1 - confidence level.
-        seed: seed of the ``numpy.random.Generator`` used for the resamples.
-
-    Returns:
-        (low, high); (nan, nan) when n < 2, since one observation has no spread to resample.
-    """
-    x = np.asarray(x, dtype=float)
-    if x.size < 2:
-        return (math.nan, math.nan)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, x.size, size=(n_resamples, x.size))
-    stats = statistic(x[idx], axis=1)  # (n_resamples,)
-    low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
-    return (float(low), float(high))
-
-
-def ratio_of_medians(
-    a: Sequence[float],
-    b: Sequence[float],
-    n_resamples: int = BOOTSTRAP_RESAMPLES,
-    alpha: float = 0.05,
-    seed: int = BOOTSTRAP_SEED,
-) -> tuple[float, float, float]:
-    """median(a) / median(b) with a percentile bootstrap interval (groups resampled independently).
-
-    Used for step-time overhead: ``a`` are a variant's per-run median step times, ``b`` the
-    baseline's.
-
-    Args:
-        a: numerator observations, shape (n_a,).
-        b: denominator observations, shape (n_b,).
-        n_resamples: bootstrap resamples.
-        alpha: 1 - confidence level.
-        seed: seed of the ``numpy.random.Generator``.
-
-    Returns:
-        (ratio, low, high); ratio is nan if a group is empty, the interval is nan unless both
-        groups have at least 2 observations.
-    """
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.size == 0 or b.size == 0:
-        return (math.nan, math.nan, math.nan)
-    ratio = float(np.median(a) / np.median(b))
-    if a.size < 2 or b.size < 2:
-        return (ratio, math.nan, math.nan)
-    rng = np.random.default_rng(seed)
-    ra = np.median(a[rng.integers(0, a.size, size=(n_resamples, a.size))], axis=1)
-    rb = np.median(b[rng.integers(0, b.size, size=(n_resamples, b.size))], axis=1)
-    low, high = np.quantile(ra / rb, [alpha / 2, 1 - alpha / 2])
-    return (ratio, float(low), float(high))
 
 
 # ----------------------------------------------------------------------------- power
@@ -249,4 +255,44 @@ def fisher_seeds_needed(
             hi = mid
         else:
             lo = mid
+    return float(hi)
+
+
+def paired_seeds_needed(difference: float, sd: float, power: float = 0.8, alpha: float = 0.05,
+                        max_n: int = 10_000) -> float:
+    """Seed pairs a two-sided paired t-test needs to detect a mean difference ``difference``.
+
+    Uses the noncentral t distribution (statsmodels ``TTestPower``), so it is exact for normal
+    differences with standard deviation ``sd``, not a normal approximation.
+
+    Args:
+        difference: the difference to detect (same unit as ``sd``), nonzero.
+        sd: standard deviation of the seed-matched differences (e.g. as observed).
+        power: target power.
+        alpha: significance level.
+        max_n: give up above this many pairs.
+
+    Returns:
+        Pairs per cell, an integer value >= 2; nan if ``sd`` is unknown; inf if ``difference`` is
+        0 or more than ``max_n`` pairs would be needed.
+    """
+    if not (math.isfinite(sd) and sd > 0 and math.isfinite(difference)):
+        return math.nan
+    if difference == 0:
+        return math.inf
+    from statsmodels.stats.power import TTestPower
+
+    effect = abs(difference) / sd
+
+    def enough(n: int) -> bool:
+        return TTestPower().power(effect_size=effect, nobs=n, alpha=alpha, alternative="two-sided") >= power
+
+    lo, hi = 1, 2  # power rises with n: double until enough, then bisect; invariant not enough(lo)
+    while not enough(hi):
+        if hi >= max_n:
+            return math.inf
+        lo, hi = hi, min(2 * hi, max_n)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
     return float(hi)

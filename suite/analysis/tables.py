@@ -1,110 +1,22 @@
-"""Render the analysis as tables: CSV (full precision), GitHub Markdown and LaTeX (booktabs).
+"""The analysis as paper tables: Markdown and LaTeX (booktabs); CSV is written from the frames.
 
-Layout, as in the CaiT paper: rows = scheme (``variant``, baseline first), columns = depth,
-one table per value of the other group keys (e.g. ``train.lr``). Cell formats are spelled out in a
-legend under each table and in ``docs/statistics.md``. Output is deterministic: sorted rows and
-columns, fixed float formats, no dates or absolute paths, so a rerun writes identical bytes.
+Layout, as in the CaiT paper: rows = scheme (``variant``, baseline first), columns = depth, one
+table per value of the other group keys (e.g. ``train.lr``). Trend and aggregate tables have one
+row per scheme. Cell formats are spelled out in a legend under each table and in
+``docs/statistics.md``. Output is deterministic, so a rerun writes identical bytes.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
-from suite.analysis import stats
+from suite.analysis import robust
 from suite.analysis.grouping import DEPTH, LR, section_keys, sections, sort_value, variant_order
+from suite.analysis.markup import MD, TEX, Markup, Table, _fmt_ms, _nan, _section_title, fmt_value, render_md, render_tex, slug
 
 ALPHA = 0.05  # marks: Holm-adjusted p below this
-
-
-# ----------------------------------------------------------------------------- files
-
-
-def write_csv(frame: pd.DataFrame, path: Path) -> Path:
-    """Write ``frame`` as CSV at full precision (shortest round-trip floats), ``\\n`` line ends."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False, lineterminator="\n")
-    return path
-
-
-def write_text(text: str, path: Path) -> Path:
-    """Write ``text`` as UTF-8 with ``\\n`` line ends (identical bytes on every platform)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8", newline="\n")
-    return path
-
-
-# ----------------------------------------------------------------------------- markup
-
-
-@dataclass(frozen=True)
-class Markup:
-    """The few bits of syntax that differ between Markdown and LaTeX cells."""
-
-    name: str
-    dash: str
-    dagger: str
-    ddagger: str
-    times: str
-    geq: str
-    sep: str
-
-    def esc(self, text: str) -> str:
-        if self.name == "md":
-            return text.replace("\\", "\\\\").replace("|", "\\|")
-        out = []
-        for ch in text:
-            out.append({"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                        "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                        "^": r"\textasciicircum{}", "<": r"$<$", ">": r"$>$"}.get(ch, ch))
-        return "".join(out)
-
-    def bold(self, text: str) -> str:
-        return f"**{text}**" if self.name == "md" else rf"\textbf{{{text}}}"
-
-    def code(self, text: str) -> str:
-        return f"`{text}`" if self.name == "md" else rf"\texttt{{{self.esc(text)}}}"
-
-    def lines(self, parts: list[str]) -> str:
-        """One cell on several lines."""
-        if self.name == "md":
-            return "<br>".join(parts)
-        return r"\begin{tabular}[t]{@{}c@{}}" + r" \\ ".join(parts) + r"\end{tabular}"
-
-
-MD = Markup("md", dash="—", dagger="†", ddagger="‡", times="×", geq="≥", sep=" · ")
-TEX = Markup("tex", dash="---", dagger=r"$^{\dagger}$", ddagger=r"$^{\ddagger}$", times=r"$\times$",
-             geq=r"$\geq$", sep=r" $\cdot$ ")
-
-
-@dataclass
-class Table:
-    """One rendered table; every string is already in the target markup."""
-
-    caption: str
-    label: str
-    corner: str
-    columns: list[str]
-    rows: list[tuple[str, list[str]]]
-    notes: list[str] = field(default_factory=list)
-
-
-def fmt_value(v: object) -> str:
-    """A key value as text: floats in %g (0.001, 1e-05), others as str."""
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
-
-
-def _fmt_ms(x: float) -> str:
-    return f"{x:.0f}" if x >= 99.95 else f"{x:#.3g}"  # 3 significant digits: 9.48, 12.0, 123
-
-
-def _nan(x: object) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
 
 
 # ----------------------------------------------------------------------------- grids
@@ -139,57 +51,51 @@ def _best(values: list[str], higher: bool) -> str | None:
     return max(values, key=float) if higher else min(values, key=float)
 
 
-def _section_title(label: tuple, skeys: list[str]) -> str:
-    return ", ".join(f"{k} = {fmt_value(v)}" for k, v in zip(skeys, label))
-
-
-def slug(label: tuple, skeys: list[str]) -> str:
-    """``slug((0.001,), ["train.lr"])`` -> ``-train.lr-0.001``: a file- and label-safe suffix."""
-    return safe("".join(f"-{k}-{fmt_value(v)}" for k, v in zip(skeys, label)))
-
-
-def safe(text: str) -> str:
-    """Keep letters, digits and ``.-+``; anything else becomes ``-`` (file names, LaTeX labels)."""
-    return "".join(c if c.isalnum() or c in ".-+" else "-" for c in text)
-
-
 # ----------------------------------------------------------------------------- tables
 
 
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def _ci(m: Markup, low: float, high: float, scale: float = 100.0, spec: str = ".1f") -> str:
+    if _nan(low):
+        return m.esc("[no interval]")
+    return f"[{format(scale * low, spec)}, {format(scale * high, spec)}]"
+
+
 def accuracy_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
-    """Rows = scheme, columns = depth, cells = accuracy (%) [95% CI] and diverged/failed k/n."""
+    """Rows = scheme, columns = depth, cells = recipe accuracy (%) [95% t interval] and not ok k/n."""
 
     def best_of(col: pd.DataFrame) -> str | None:
-        return _best([f"{100 * a:.1f}" for a in col["acc_mean"] if not _nan(a)], higher=True)
+        return _best([_pct(a) for a in col["acc_mean"] if not _nan(a)], higher=True)
 
     def cell(r: pd.Series, best: str | None) -> str:
-        if r["n_ok"] == 0 or _nan(r["acc_mean"]):
+        if r["acc_n"] == 0 or _nan(r["acc_mean"]):
             acc = m.dash
         else:
-            acc = f"{100 * r['acc_mean']:.1f}"
+            acc = _pct(r["acc_mean"])
             acc = m.bold(acc) if acc == best else acc
-            if _nan(r["acc_ci_low"]):
-                acc += " " + m.esc("[no CI: 1 run]")
-            else:
-                acc += f" [{100 * r['acc_ci_low']:.1f}, {100 * r['acc_ci_high']:.1f}]"
+            acc += " " + (m.esc("[no interval: 1 run]") if r["acc_n"] == 1 else _ci(m, r["acc_ci_low"], r["acc_ci_high"]))
             acc += m.dagger if r["acc_p_holm"] < ALPHA else ""
-        counts = f"div {r['n_diverged']}/{r['n']}" + (m.ddagger if r["diverged_p_holm"] < ALPHA else "")
-        counts += f"{m.sep}fail {r['n_failed']}/{r['n']}"
+        counts = f"not ok {r['n_not_ok']}/{r['n']}" + (m.ddagger if r["not_ok_p_holm"] < ALPHA else "")
         counts += f"{m.sep}err {r['n_error']}" if r["n_error"] else ""
         return m.lines([acc, counts])
 
     def notes(part: pd.DataFrame) -> list[str]:
         b = m.code(baseline)
         return [
-            f"Cell: mean test accuracy ({m.esc('%')}) of the runs that ended {m.code('ok')} "
-            f"[95{m.esc('%')} percentile bootstrap interval, {stats.BOOTSTRAP_RESAMPLES:,} resamples, seed "
-            f"{stats.BOOTSTRAP_SEED}]; div k/n and fail k/n: diverged and failed runs among the n runs that "
-            f"did not error; err k: runs that raised an error, left out of every rate.",
-            f"{m.dagger} accuracy differs from {b} in the same column (Welch t-test); {m.ddagger} divergence "
-            f"rate differs (Fisher exact test, two-sided); both at Holm-adjusted p {m.esc('<')} {ALPHA}, "
-            f"adjusted over this table's accuracy tests and, separately, its rate tests. "
-            f"Bold: best accuracy per column. {m.dash}: no run ended {m.code('ok')}; "
-            f"{m.esc('[no CI: 1 run]')}: a single run has no interval.",
+            f"Cell: recipe accuracy, the mean test accuracy ({m.esc('%')}) of every run that did not error, a "
+            f"{m.code('diverged')} run counted at chance (1/classes) and a {m.code('failed')} run at its measured "
+            f"accuracy [95{m.esc('%')} Student-t interval, n - 1 degrees of freedom]; not ok k/n: runs that diverged "
+            f"or failed among the n that did not error; err k: runs that raised an error, left out. "
+            f"tables/summary.csv also has the survivors-only accuracy (ok_acc_*) and the diverged and failed "
+            f"rates separately.",
+            f"{m.dagger} accuracy differs from {b} in the same column: paired t-test on seed-matched "
+            f"differences (Welch's t-test where the seeds do not match); {m.ddagger} not-ok rate differs "
+            f"(Fisher's exact test, two-sided); both at Holm-adjusted p {m.esc('<')} {ALPHA}, adjusted over this "
+            f"table's accuracy tests and, separately, its rate tests. Bold: best accuracy per column. "
+            f"{m.dash}: no run to score.",
         ] + _missing_baseline_note(part, keys, baseline, m)
 
     return _section_tables(summary, keys, baseline, m, "Accuracy and stability", "tab:acc", cell, notes, best_of)
@@ -205,35 +111,26 @@ def _missing_baseline_note(part: pd.DataFrame, keys: list[str], baseline: str, m
 
 
 def step_time_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
-    """Rows = scheme, columns = depth, cells = median step time (ms) and its ratio to the baseline."""
+    """Rows = scheme, columns = depth, cells = median step time (ms) and how many runs were contended."""
     if summary["step_time_ms"].isna().all():
         return []
-
-    def best_of(col: pd.DataFrame) -> str | None:
-        return _best([_fmt_ms(x) for x in col["step_time_ms"] if not _nan(x)], higher=False)
 
     def cell(r: pd.Series, best: str | None) -> str:
         if _nan(r["step_time_ms"]):
             return m.dash
-        ms = _fmt_ms(r["step_time_ms"])
-        ms = (m.bold(ms) if ms == best else ms) + " ms"
-        if r["is_baseline"]:
-            return m.lines([ms, "baseline"])
-        if _nan(r["overhead"]):
-            return m.lines([ms, "no baseline"])
-        lo, hi = r["overhead_ci_low"], r["overhead_ci_high"]
-        ci = m.esc("[no CI]") if _nan(lo) else f"[{lo:.2f}, {hi:.2f}]"
-        return m.lines([ms, f"{m.times}{r['overhead']:.2f} {ci}"])
+        ms = _fmt_ms(r["step_time_ms"]) + " ms"
+        return m.lines([ms, f"{r['n_contended']}/{r['n_timed']} contended"]) if r["n_contended"] else ms
 
     def notes(part: pd.DataFrame) -> list[str]:
         return [
-            f"Cell: median over runs of each run's median training-step time (ms), then "
-            f"{m.times} its ratio to {m.code(baseline)} in the same column [95{m.esc('%')} percentile bootstrap "
-            f"interval, runs of both groups resampled, {stats.BOOTSTRAP_RESAMPLES:,} resamples]. Runs that "
-            f"errored are left out. Bold: fastest per column. {m.esc('[no CI]')}: a group with a single timed run.",
+            f"Cell: median over runs of each run's median training-step time (ms). The runs of a sweep share "
+            f"cores with each other and with anything else on the machine, so these are not an A/B measurement "
+            f"and no ratio is given: {m.code('suite bench')} measures what a scheme costs. k/n contended: runs "
+            f"whose timed steps got less than 85{m.esc('%')} of their threads' CPU time (timing_cpu_util in "
+            f"summary.json); their times measure the machine's load.",
         ]
 
-    return _section_tables(summary, keys, baseline, m, "Step time", "tab:time", cell, notes, best_of)
+    return _section_tables(summary, keys, baseline, m, "Step time", "tab:time", cell, notes)
 
 
 def frontier_tables(frontier: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
@@ -262,28 +159,100 @@ def frontier_tables(frontier: pd.DataFrame, keys: list[str], baseline: str, m: M
 
 
 def power_tables(power: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
-    """Rows = scheme, columns = depth, cells = seeds per group for 80% power (Fisher)."""
+    """Rows = scheme, columns = depth, cells = seeds per cell to detect a chosen accuracy difference."""
+
     def cell(r: pd.Series, best: str | None) -> str:
-        counts = f"{r['n_diverged']}/{r['n']} vs {r['baseline_n_diverged']}/{r['baseline_n']}"
-        need = r["seeds_needed"]
+        need = r["seeds_for_difference"]
         if _nan(need):
-            text = m.dash
-        elif math.isinf(need):
-            text = "no difference" if r["diverged_rate"] == r["baseline_diverged_rate"] else m.esc("> 2000 seeds")
-        else:
-            text = f"{int(need)} seeds (now {r['power_now']:.2f})"
-        return m.lines([counts, text])
+            return m.esc("no sd (< 2 seed pairs)")
+        text = m.esc("> 10,000 seeds") if math.isinf(need) else f"{int(need)} seeds"
+        return m.lines([text, f"sd {_pct(r['acc_diff_sd'])}"])
 
     def notes(part: pd.DataFrame) -> list[str]:
+        first = part.iloc[0]
+        rates = first["seeds_for_rates"]
+        rates_text = m.esc("> 2000") if math.isinf(rates) else str(int(rates))
         return [
-            f"Cell: diverged k/n of the scheme vs {m.code(baseline)} in the same column, then the seeds per group "
-            f"a two-sided Fisher exact test at {m.esc('alpha')} = 0.05 needs to detect that difference with "
-            f"80{m.esc('%')} power, taking the observed rates as true (exact enumeration, no simulation); "
-            f"now: the power with the current seeds. Not adjusted for multiple comparisons.",
+            f"Cell: seeds per cell a two-sided paired t-test at {m.esc('alpha')} = 0.05 needs to detect a "
+            f"recipe-accuracy difference of {_pct(first['difference'])} points against {m.code(baseline)} with "
+            f"80{m.esc('%')} power, given the standard deviation of the seed-matched differences observed in the "
+            f"cell (sd, points). A not-ok rate of {first['rate_scheme']:g} against {first['rate_baseline']:g} "
+            f"needs {rates_text} seeds per group (Fisher's exact test, exact enumeration). Planning figures "
+            f"for differences you choose (--power-diff, --power-rates), not the power of the tests above; "
+            f"not adjusted for multiple comparisons.",
         ]
 
     return _section_tables(power, keys, baseline, m, "Seeds needed", "tab:power", cell, notes,
                            missing="no baseline", skip_baseline=True)
+
+
+def _row_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup, caption: str, label: str,
+                columns: list[str], cells, notes: list[str]) -> list[Table]:
+    """One table per section with one row per scheme (trends, aggregates)."""
+    skeys = section_keys(keys)
+    out = []
+    for values, part in sections(frame, [k for k in keys if k != DEPTH]):
+        title = _section_title(values, skeys)
+        rows = []
+        for v in variant_order(list(part["variant"]), baseline):
+            r = part[part["variant"] == v].iloc[0]
+            rows.append((m.esc(str(v)) + (" (baseline)" if v == baseline else ""), cells(r, v == baseline)))
+        out.append(Table(m.esc(caption + (f" ({title})" if title else "")), label + slug(values, skeys),
+                         m.esc("scheme"), [m.esc(c) for c in columns], rows, notes))
+    return out
+
+
+def trend_tables(trends: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
+    """Rows = scheme: accuracy slope per doubling of depth, its difference from the baseline, not-ok trend."""
+
+    def cells(r: pd.Series, is_base: bool) -> list[str]:
+        slope = m.dash if _nan(r["acc_slope"]) else (
+            f"{100 * r['acc_slope']:+.1f} {_ci(m, r['acc_slope_ci_low'], r['acc_slope_ci_high'], spec='+.1f')}")
+        if is_base:
+            return [slope, "baseline", "baseline"]
+        diff = m.dash if _nan(r["acc_slope_diff"]) else (
+            f"{100 * r['acc_slope_diff']:+.1f} "
+            f"{_ci(m, r['acc_slope_diff_ci_low'], r['acc_slope_diff_ci_high'], spec='+.1f')}"
+            + (m.dagger if r["acc_slope_diff_p_holm"] < ALPHA else ""))
+        bad = m.esc("not estimable") if _nan(r["not_ok_slope_diff"]) else (
+            f"{r['not_ok_slope_diff']:+.2f} "
+            f"{_ci(m, r['not_ok_slope_diff_ci_low'], r['not_ok_slope_diff_ci_high'], 1.0, '+.2f')}"
+            + (m.ddagger if r["not_ok_slope_diff_p_holm"] < ALPHA else ""))
+        return [slope, diff, bad]
+
+    notes = [
+        f"Recipe accuracy modelled as linear in log2(depth), per scheme (OLS): its slope in points per doubling "
+        f"of depth [95{m.esc('%')} interval]; the difference of that slope from {m.code(baseline)}'s (the "
+        f"interaction of a joint OLS fit); and the difference in the log-odds of ending not ok per doubling "
+        f"(the interaction of a binomial GLM). {m.dagger}, {m.ddagger}: Holm-adjusted p {m.esc('<')} {ALPHA} over "
+        f"this table's schemes. Not estimable: a scheme or the baseline that is never, or always, not ok "
+        f"(separation: the log-odds run off to infinity).",
+    ]
+    return _row_tables(trends, keys, baseline, m, "Trends with depth", "tab:trend",
+                       ["accuracy slope", f"minus {baseline}'s", "not-ok log-odds slope, minus baseline's"],
+                       cells, notes)
+
+
+def aggregate_tables(agg: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
+    """Rows = scheme: IQM of recipe accuracy over all depths, probability of improving on the baseline."""
+
+    def cells(r: pd.Series, is_base: bool) -> list[str]:
+        iqm = f"{_pct(r['iqm'])} {_ci(m, r['iqm_ci_low'], r['iqm_ci_high'])}"
+        if is_base:
+            return [iqm, "baseline"]
+        poi = m.dash if _nan(r["poi"]) else f"{r['poi']:.2f} {_ci(m, r['poi_ci_low'], r['poi_ci_high'], 1.0, '.2f')}"
+        return [iqm, poi]
+
+    notes = [
+        f"Across every depth of the section (Agarwal et al. 2021): the interquartile mean of recipe accuracy "
+        f"({m.esc('%')}) of all the scheme's runs, and the probability that a run of the scheme beats a run of "
+        f"{m.code(baseline)} at the same depth (ties count half), averaged over depths; 0.5 = no tendency. "
+        f"[95{m.esc('%')} stratified bootstrap intervals: runs resampled within their depth, "
+        f"10,000 resamples, seed 0.] No interval: fewer than {robust.MIN_RUNS} runs of a scheme or "
+        f"{robust.MIN_PER_STRATUM} at one of its depths, too few to resample soundly.",
+    ]
+    return _row_tables(agg, keys, baseline, m, "Across depths", "tab:aggregate",
+                       ["IQM accuracy", f"P(better than {baseline})"], cells, notes)
 
 
 def _section_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup, caption: str, label: str,
@@ -310,81 +279,38 @@ def _section_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mark
     return out
 
 
-# ----------------------------------------------------------------------------- renderers
+KINDS = {  # file stem under tables/ -> the tables it holds
+    "summary": (accuracy_tables, step_time_tables),
+    "trends": (trend_tables,),
+    "aggregate": (aggregate_tables,),
+    "frontier": (frontier_tables,),
+    "power": (power_tables,),
+}
 
 
-def render_md(table: Table) -> str:
-    head = f"| {table.corner} | " + " | ".join(table.columns) + " |"
-    rule = "|:--|" + "|".join(":-:" for _ in table.columns) + "|"
-    body = [f"| {label} | " + " | ".join(cells) + " |" for label, cells in table.rows]
-    return "\n".join([f"### {table.caption}", "", head, rule, *body, "", "\n\n".join(table.notes), ""])
-
-
-def render_tex(table: Table) -> str:
-    cols = "l" + "c" * len(table.columns)
-    lines = [
-        r"\begin{table}[htbp]",
-        r"\centering",
-        rf"\caption{{{table.caption}}}",
-        rf"\label{{{table.label}}}",
-        r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
-        rf"\begin{{tabular}}{{{cols}}}",
-        r"\toprule",
-        f"{table.corner} & " + " & ".join(table.columns) + r" \\",
-        r"\midrule",
-        *[f"{label} & " + " & ".join(cells) + r" \\" for label, cells in table.rows],
-        r"\bottomrule",
-        r"\end{tabular}}",
-        r"\par\smallskip",
-        r"\parbox{\linewidth}{\footnotesize " + r" \par ".join(table.notes) + "}",
-        r"\end{table}",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def document(fmt: str, title: str, summary: pd.DataFrame, keys: list[str], baseline: str, n_runs: int,
-             power: pd.DataFrame | None = None, frontier: pd.DataFrame | None = None) -> str:
-    """The whole ``tables/summary.{md,tex}``: a header and every table.
+def document(fmt: str, kind: str, title: str, frame: pd.DataFrame, keys: list[str], baseline: str,
+             intro: str) -> str:
+    """One ``tables/<kind>.{md,tex}``: a header and the tables of that kind.
 
     Args:
         fmt: ``md`` or ``tex``.
+        kind: a key of :data:`KINDS` (``summary``, ``trends``, ``aggregate``, ``frontier``, ``power``).
         title: the ablation's name.
-        summary: from :func:`suite.analysis.summary.summarize`.
-        keys: its group keys.
+        frame: the frame those tables are drawn from (e.g. :func:`suite.analysis.summary.summarize`).
+        keys: the group keys.
         baseline: the baseline variant.
-        n_runs: runs read (errors included).
-        power: from :func:`suite.analysis.summary.power_table`, or None.
-        frontier: from :func:`suite.analysis.summary.stability_frontier`, or None.
+        intro: one sentence on what was read (runs, groups), in plain text.
 
     Returns:
         Markdown, or a LaTeX fragment (needs ``\\usepackage{booktabs,graphicx}``).
     """
     m = MD if fmt == "md" else TEX
-    tables = accuracy_tables(summary, keys, baseline, m) + step_time_tables(summary, keys, baseline, m)
-    if frontier is not None and not frontier.empty:
-        tables += frontier_tables(frontier, keys, baseline, m)
-    if power is not None and not power.empty:
-        tables += power_tables(power, keys, baseline, m)
+    tables = [t for build in KINDS[kind] for t in build(frame, keys, baseline, m)]
     keys_text = ", ".join(m.code(k) for k in keys)
-    intro = (f"{n_runs} runs in {len(summary)} groups, grouped by {keys_text}; baseline {m.code(baseline)}. "
-             f"Accuracy in percent. Every number at full precision: tables/summary.csv.")
+    intro = (f"{m.esc(intro)} Grouped by {keys_text}; baseline {m.code(baseline)}. Accuracy in percent. Every "
+             f"number at full precision: tables/{kind}.csv; in words: findings.md.")
     if fmt == "md":
         return "\n".join([f"# Analysis: {m.esc(title)}", "", intro, "", *[render_md(t) for t in tables]])
     head = [f"% Analysis: {title}. Written by suite analyze; needs \\usepackage{{booktabs,graphicx}}.",
             f"% {intro}", ""]
     return "\n".join(head + [render_tex(t) for t in tables])
-
-
-def standalone_latex(fragment: str) -> str:
-    """Wrap a fragment from :func:`document` into a document that ``pdflatex`` compiles."""
-    return "\n".join([
-        r"\documentclass{article}",
-        r"\usepackage[T1]{fontenc}",
-        r"\usepackage{booktabs}",
-        r"\usepackage{graphicx}",
-        r"\begin{document}",
-        fragment,
-        r"\end{document}",
-        "",
-    ])

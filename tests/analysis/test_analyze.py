@@ -8,12 +8,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats as sps
 
 from suite.analysis import stats
-from suite.analysis import tables as report
+from suite.analysis import markup as report
 from suite.analysis.analyze import analyze
 from suite.analysis.grouping import group_keys
 from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
@@ -26,7 +27,8 @@ def write_run(root: Path, variant: str, depth: int, seed: int, status: str = "ok
     """One finished run folder: summary.json (schema 1) and a short metrics.jsonl."""
     residual = {"layerscale": "layerscale"}.get(variant, variant)
     config = {"model.depth": depth, "model.residual": residual, "model.dim": 32, "model.layerscale.init": "cait",
-              "train.lr": lr, "train.betas": [0.9, 0.999], "data.name": "mnist5k", "device": "cpu", "seed": seed}
+              "train.lr": lr, "train.betas": [0.9, 0.999], "data.name": "mnist5k", "device": "cpu", "seed": seed,
+              "model.num_classes": 10}
     run_id = f"{variant[:4]}{depth:03d}{seed:02d}{int(lr * 1e5):03d}"
     folder = root / "runs" / run_id
     folder.mkdir(parents=True)
@@ -58,13 +60,15 @@ def write_run(root: Path, variant: str, depth: int, seed: int, status: str = "ok
 def grid(tmp_path: Path) -> Path:
     """preln/layerscale at depth 6 and 12, a single-seed rezero at 6, rezero at 24 without a baseline.
 
-    preln at depth 12 diverges every time; one layerscale run errors; one fails.
+    preln at depth 12 diverges every time; one layerscale run errors; one fails. Seeds 0-2 are
+    shared, so layerscale is compared with preln by paired t-tests.
     """
     root = tmp_path / "demo"
     for seed, acc in enumerate([0.90, 0.91, 0.92]):
         write_run(root, "preln", 6, seed, acc=acc, step_time=10.0 + seed)
         write_run(root, "preln", 12, seed, status="diverged", step_time=20.0)
-        write_run(root, "layerscale", 6, seed, acc=acc + 0.03, step_time=11.0 + seed, scales=True)
+        write_run(root, "layerscale", 6, seed, acc=acc + 0.03 + 0.01 * (seed == 1), step_time=11.0 + seed,
+                  scales=True)
     write_run(root, "layerscale", 6, 3, status="error", step_time=None)
     write_run(root, "layerscale", 12, 0, acc=0.92, scales=True)
     write_run(root, "layerscale", 12, 1, acc=0.93, scales=True)
@@ -75,8 +79,11 @@ def grid(tmp_path: Path) -> Path:
     return root
 
 
-def quiet_analyze(root: Path, **kw) -> pd.DataFrame:
+def quiet_analyze(root: Path, expect_warning: bool = True, **kw) -> pd.DataFrame:
+    """``analyze`` without figures, expecting (and swallowing) its warnings."""
     kw.setdefault("figures", False)
+    if not expect_warning:
+        return analyze(root, **kw)
     with pytest.warns(AnalysisWarning):
         return analyze(root, **kw)
 
@@ -103,40 +110,67 @@ def test_group_keys_ignore_seed_provenance_and_variant_implied_keys(grid):
 def test_summary_values(grid):
     summary = quiet_analyze(grid)
     base6, ls6, ls12 = row(summary, "preln", 6), row(summary, "layerscale", 6), row(summary, "layerscale", 12)
+    base12 = row(summary, "preln", 12)
     assert list(summary["variant"]) == ["preln", "preln", "layerscale", "layerscale", "rezero", "rezero"]
     assert (ls6["n"], ls6["n_ok"], ls6["n_error"]) == (3, 3, 1)  # the error run is out of the rates
     assert base6["acc_mean"] == pytest.approx(0.91) and base6["acc_std"] == pytest.approx(0.01)
-    assert ls6["acc_p"] == pytest.approx(sps.ttest_ind([0.93, 0.94, 0.95], [0.90, 0.91, 0.92], equal_var=False).pvalue)
+    half = sps.t.ppf(0.975, 2) * 0.01 / math.sqrt(3)  # Student-t, 2 degrees of freedom
+    assert (base6["acc_ci_low"], base6["acc_ci_high"]) == pytest.approx((0.91 - half, 0.91 + half))
+    # Recipe accuracy: diverged runs count at chance (1/10), failed runs as measured; survivors apart.
+    assert base12["acc_mean"] == pytest.approx(0.1) and base12["acc_n"] == 3 and base12["ok_acc_n"] == 0
+    assert ls12["acc_mean"] == pytest.approx((0.92 + 0.93 + 0.11) / 3)
+    assert ls12["ok_acc_mean"] == pytest.approx(0.925) and ls12["ok_acc_n"] == 2
+    # Paired t-tests on seed-matched differences, not Welch.
+    ls6_acc, base6_acc = [0.93, 0.95, 0.95], [0.90, 0.91, 0.92]
+    assert ls6["acc_test"] == "paired t" and ls6["acc_pairs"] == 3
+    assert ls6["acc_p"] == pytest.approx(sps.ttest_rel(ls6_acc, base6_acc).pvalue)
+    ci = sps.ttest_rel(ls6_acc, base6_acc).confidence_interval()
+    assert (ls6["acc_diff"], ls6["acc_diff_ci_low"], ls6["acc_diff_ci_high"]) == pytest.approx(
+        (np.mean(ls6_acc) - np.mean(base6_acc), ci.low, ci.high))
+    assert ls12["acc_p"] == pytest.approx(sps.ttest_rel([0.92, 0.93, 0.11], [0.1, 0.1, 0.1]).pvalue)
+    # Rates: diverged, failed and not ok, each with Wilson intervals and Fisher tests.
     assert (ls12["n_failed"], ls12["failed_rate"]) == (1, pytest.approx(1 / 3))
     assert ls12["diverged_p"] == pytest.approx(2 / 20)  # 0/3 vs 3/3
-    assert math.isnan(ls12["acc_p"])  # the baseline has no ok run at depth 12
-    low, high = stats.wilson_interval(3, 3)
-    assert (row(summary, "preln", 12)["diverged_ci_low"], row(summary, "preln", 12)["diverged_ci_high"]) == (low, high)
-    assert row(summary, "preln", 12)["diverged_step_median"] == 20
-    # overhead: median(11, 12, 13) / median(10, 11, 12); the baseline is 1 by definition
-    assert ls6["overhead"] == pytest.approx(12 / 11) and ls6["overhead_ci_low"] <= ls6["overhead"]
-    assert base6["overhead"] == 1.0 and math.isnan(base6["overhead_ci_low"])
+    assert ls12["not_ok_p"] == pytest.approx(sps.fisher_exact([[1, 2], [3, 0]]).pvalue)
+    assert ls12["failed_p"] == pytest.approx(1.0)
+    assert (base12["not_ok_ci_low"], base12["not_ok_ci_high"]) == stats.wilson_interval(3, 3)
+    assert base12["diverged_step_median"] == 20
     # Holm over this table's rate tests: [1 (ls 6), 0.1 (ls 12), 1 (rezero 6)], rezero 24 has no test
     assert ls12["diverged_p_holm"] == pytest.approx(0.3)
-    assert ls6["acc_p_holm"] == pytest.approx(ls6["acc_p"])  # the only accuracy test in the family
+    # The accuracy family: ls 6 and ls 12 (rezero 6, a single run, gets no test).
+    assert math.isnan(row(summary, "rezero", 6)["acc_p"])
+    assert [ls6["acc_p_holm"], ls12["acc_p_holm"]] == pytest.approx(list(stats.holm([ls6["acc_p"], ls12["acc_p"]])))
+    # Step time: medians only, with how many runs were contended; no ratio.
+    assert ls6["step_time_ms"] == 12.0 and ls6["n_timed"] == 3 and ls6["n_contended"] == 0
+    assert "overhead" not in summary.columns
+
+
+def test_welch_when_seeds_do_not_match(tmp_path):
+    for seed, acc in enumerate([0.80, 0.82, 0.81]):
+        write_run(tmp_path, "preln", 6, seed, acc=acc)
+        write_run(tmp_path, "layerscale", 6, seed + 10, acc=acc + 0.05 + 0.01 * seed)
+    ls = row(quiet_analyze(tmp_path, expect_warning=False), "layerscale", 6)
+    assert ls["acc_test"] == "Welch t" and ls["acc_pairs"] == 0
+    assert ls["acc_p"] == pytest.approx(sps.ttest_ind([0.85, 0.88, 0.88], [0.80, 0.82, 0.81], equal_var=False).pvalue)
 
 
 def test_single_seed_and_missing_baseline(grid):
     summary = quiet_analyze(grid)
     single = row(summary, "rezero", 6)
-    assert single["n_ok"] == 1 and math.isnan(single["acc_ci_low"]) and math.isnan(single["acc_std"])
+    assert single["acc_n"] == 1 and math.isnan(single["acc_ci_low"]) and math.isnan(single["acc_std"])
     orphan = row(summary, "rezero", 24)
     assert not orphan["has_baseline"]
-    assert all(math.isnan(orphan[c]) for c in ("acc_p", "diverged_p", "diverged_p_holm", "overhead"))
+    assert all(math.isnan(orphan[c]) for c in ("acc_p", "diverged_p", "not_ok_p", "not_ok_p_holm"))
 
 
 def test_summary_csv_columns(grid):
     quiet_analyze(grid)
     columns = pd.read_csv(grid / "tables" / "summary.csv").columns
-    wanted = ["variant", "model.depth", "n", "n_diverged", "diverged_rate", "diverged_ci_low", "diverged_ci_high",
-              "n_failed", "failed_rate", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high", "acc_median",
-              "diverged_p", "diverged_p_holm", "acc_p", "acc_p_holm", "step_time_ms", "overhead",
-              "overhead_ci_low", "overhead_ci_high", "n_error"]
+    wanted = ["variant", "model.depth", "n", "n_error", "acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high",
+              "acc_test", "acc_pairs", "acc_diff", "acc_diff_ci_low", "acc_diff_ci_high", "acc_p", "acc_p_holm",
+              "n_not_ok", "not_ok_rate", "not_ok_p_holm", "n_diverged", "diverged_rate", "diverged_ci_low",
+              "diverged_p_holm", "n_failed", "failed_rate", "failed_p_holm", "ok_acc_mean", "ok_acc_ci_low",
+              "step_time_ms", "n_contended"]
     assert set(wanted) <= set(columns)
     runs = pd.read_csv(grid / "runs.csv")
     assert len(runs) == 16 and {"git_commit", "test_acc", "status", "run_dir"} <= set(runs.columns)
@@ -149,18 +183,19 @@ def test_markdown_cells(grid):
     quiet_analyze(grid)
     md = (grid / "tables" / "summary.md").read_text()
     assert "| scheme | depth 6 | depth 12 | depth 24 |" in md
-    assert "| preln (baseline) | 91.0 [90.0, 92.0]<br>div 0/3 · fail 0/3 | —<br>div 3/3 · fail 0/3 | not run |" in md
-    assert "**94.0** [93.0, 95.0]†<br>div 0/3 · fail 0/3 · err 1" in md  # best at depth 6, Holm p < 0.05
-    assert "85.0 [no CI: 1 run]<br>div 0/1 · fail 0/1" in md
+    assert "| preln (baseline) | 91.0 [88.5, 93.5]<br>not ok 0/3 | 10.0 [10.0, 10.0]<br>not ok 3/3 | not run |" in md
+    assert "**94.3** [91.5, 97.2]†<br>not ok 0/3 · err 1" in md  # best at depth 6, Holm p < 0.05
+    assert "**65.3** [0.0, 100.0]<br>not ok 1/3" in md  # a t interval clipped to what an accuracy can be
+    assert "85.0 [no interval: 1 run]<br>not ok 0/1" in md
     assert "No `preln` runs at depth 24: no tests there." in md
-    assert "12.0 ms<br>×1.09 [" in md
+    assert "| layerscale | 12.0 ms | 10.0 ms | not run |" in md and "×" not in md  # medians, no ratios
 
 
 def test_latex_is_escaped_and_compiles(grid, tmp_path):
     quiet_analyze(grid)
     tex = (grid / "tables" / "summary.tex").read_text()
-    assert r"\toprule" in tex and r"\textbf{94.0}" in tex and r"$^{\dagger}$" in tex
-    assert "---" in tex and r"accuracy (\%)" in tex and r"[95\% percentile" in tex
+    assert r"\toprule" in tex and r"\textbf{94.3}" in tex and r"$^{\dagger}$" in tex
+    assert "---" in tex and r"accuracy (\%)" in tex and r"[95\% Student-t interval" in tex
     if shutil.which("pdflatex") is None:
         pytest.skip("pdflatex not installed")
     (tmp_path / "doc.tex").write_text(report.standalone_latex(tex))
@@ -171,7 +206,8 @@ def test_latex_is_escaped_and_compiles(grid, tmp_path):
 
 def test_reruns_are_byte_identical(grid):
     quiet_analyze(grid)
-    files = ["runs.csv", "tables/summary.csv", "tables/summary.md", "tables/summary.tex"]
+    files = ["runs.csv", "findings.md", *(f"tables/{kind}.{fmt}" for kind in ("summary", "trends", "aggregate")
+                                          for fmt in ("csv", "md", "tex"))]
     first = {f: (grid / f).read_bytes() for f in files}
     quiet_analyze(grid)
     assert {f: (grid / f).read_bytes() for f in files} == first
@@ -224,16 +260,48 @@ def test_empty_folder_and_duplicates(tmp_path):
 # ----------------------------------------------------------------------------- power and frontier
 
 
-def test_power_table(grid):
-    quiet_analyze(grid, power=True)
+def test_power_table_plans_seeds_for_a_chosen_difference(grid):
+    quiet_analyze(grid, power=True, power_diff=0.05, power_rates=(0.1, 0.5))
     power = pd.read_csv(grid / "tables" / "power.csv")
-    ls12 = power[(power["variant"] == "layerscale") & (power["model.depth"] == 12)].iloc[0]
-    assert ls12["seeds_needed"] == 4 and ls12["power_now"] == pytest.approx(0.0)  # 0/3 vs 3/3 -> p = 0.1
-    same = power[(power["variant"] == "layerscale") & (power["model.depth"] == 6)].iloc[0]
-    assert same["seeds_needed"] == math.inf
-    assert "rezero" in set(power["variant"]) and 24 not in set(power["model.depth"])
-    md = (grid / "tables" / "summary.md").read_text()
-    assert "0/3 vs 3/3<br>4 seeds (now 0.00)" in md and "0/3 vs 0/3<br>no difference" in md
+    ls6 = power[(power["variant"] == "layerscale") & (power["model.depth"] == 6)].iloc[0]
+    sd = np.std(np.array([0.93, 0.95, 0.95]) - np.array([0.90, 0.91, 0.92]), ddof=1)
+    assert ls6["acc_diff_sd"] == pytest.approx(sd)
+    from statsmodels.stats.power import TTestPower
+
+    n = int(ls6["seeds_for_difference"])  # the smallest n with 80% power for 5 points at this sd
+    assert TTestPower().power(effect_size=0.05 / sd, nobs=n, alpha=0.05) >= 0.8
+    assert n == 2 or TTestPower().power(effect_size=0.05 / sd, nobs=n - 1, alpha=0.05) < 0.8
+    assert ls6["seeds_for_rates"] == stats.fisher_seeds_needed(0.1, 0.5)
+    rezero = power[(power["variant"] == "rezero") & (power["model.depth"] == 6)].iloc[0]
+    assert math.isnan(rezero["seeds_for_difference"])  # a single run: no sd of differences
+    md = (grid / "tables" / "power.md").read_text()
+    assert f"{n} seeds<br>sd 0.6" in md and "no sd (< 2 seed pairs)" in md
+
+
+def test_trends_and_aggregates(grid):
+    quiet_analyze(grid)
+    trends = pd.read_csv(grid / "tables" / "trends.csv").set_index("variant")
+    # preln: 91% at depth 6, 10% at depth 12 (diverged at chance): -81 points per doubling, exactly.
+    assert trends.loc["preln", "acc_slope"] == pytest.approx(-0.81)
+    ls_x = np.log2([6, 6, 6, 12, 12, 12])
+    ls_y = np.array([0.93, 0.95, 0.95, 0.92, 0.93, 0.11])
+    assert trends.loc["layerscale", "acc_slope"] == pytest.approx(sps.linregress(ls_x, ls_y).slope)
+    assert trends.loc["layerscale", "acc_slope_diff"] == pytest.approx(sps.linregress(ls_x, ls_y).slope + 0.81)
+    assert math.isnan(trends.loc["layerscale", "not_ok_slope_diff"])  # preln is separated by depth
+    agg = pd.read_csv(grid / "tables" / "aggregate.csv").set_index("variant")
+    assert agg.loc["layerscale", "poi"] == pytest.approx(1.0)  # beats preln in every pair at 6 and 12
+    assert math.isnan(agg.loc["layerscale", "poi_ci_low"])  # 6 runs: too few to resample
+    assert agg.loc["preln", "iqm"] == pytest.approx(np.mean([0.1, 0.1, 0.9, 0.91]))  # 6 runs, 1 cut per end
+
+
+def test_findings_word_a_difference_only_when_significant(grid):
+    quiet_analyze(grid)
+    text = (grid / "findings.md").read_text()
+    assert ("- depth 6: recipe accuracy 94.3% vs 91.0%: higher than preln (difference +3.3 points, "
+            "95% CI [+1.9, +4.8]; paired t on 3 seed pairs, Holm p = 0.020)") in text
+    assert "- depth 12: recipe accuracy 65.3% vs 10.0%: no detectable difference (difference +55.3 points" in text
+    assert "- depth 12: not ok 1/3 vs 3/3: no detectable difference (Fisher's exact test, Holm p = 1.000)" in text
+    assert "- depth 6: recipe accuracy 85.0% vs 91.0%: not tested (too few runs)" in text
 
 
 @pytest.fixture
@@ -269,7 +337,9 @@ def test_stability_frontier_and_sections(lr_grid):
     assert got[("layerscale", 6)] == (1e-2, True)
     assert got[("layerscale", 12)] == (1e-3, False)
     md = (lr_grid / "tables" / "summary.md").read_text()
-    assert "### Accuracy and stability (train.lr = 0.001)" in md and "### Stability frontier" in md
+    assert "### Accuracy and stability (train.lr = 0.001)" in md
+    md = (lr_grid / "tables" / "frontier.md").read_text()
+    assert "### Stability frontier" in md
     assert "| preln (baseline) | 0.003 | — |" in md and "| layerscale | ≥**0.01** | 0.001 |" in md
     # Holm families are per table (per learning rate), not over the whole grid
     for lr in (1e-3, 3e-3, 1e-2):
@@ -286,7 +356,7 @@ def test_figures_are_written(grid, capsys):
     assert analyze_cli.run(parser.parse_args([str(grid), "--formats", "csv"])) == 0
     assert "warning: 1 run(s) ended in error" in capsys.readouterr().err
     names = {p.name for p in (grid / "figures").iterdir()}
-    for stem in ("accuracy_vs_depth", "divergence_vs_depth", "scales_layerscale", "loss_depth24"):
+    for stem in ("accuracy_vs_depth", "not_ok_vs_depth", "scales_layerscale", "loss_depth24"):
         assert {f"{stem}.png", f"{stem}.pdf"} <= names
     assert "scales_preln.png" not in names  # no scales logged for Pre-LN
     assert (grid / "figures" / "accuracy_vs_depth.png").stat().st_size > 10_000

@@ -87,50 +87,80 @@ def test_holm_single_p_is_unchanged():
 
 
 def test_welch_by_hand():
-    a, b = [1.0, 2.0, 3.0], [4.0, 6.0, 8.0, 10.0]
-    va, vb = np.var(a, ddof=1) / 3, np.var(b, ddof=1) / 4  # 1/3, 20/12
+    a, b = [0.90, 0.92, 0.94], [0.80, 0.85]
+    va, vb = np.var(a, ddof=1) / 3, np.var(b, ddof=1) / 2
     t = (np.mean(a) - np.mean(b)) / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 3)
-    assert stats.welch_t_p(a, b) == pytest.approx(2 * sps.t.sf(abs(t), df))
-    assert stats.welch_t_p(a, b) == pytest.approx(sps.ttest_ind(a, b, equal_var=False).pvalue)
+    df = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 1)  # Welch-Satterthwaite
+    d = stats.welch_difference(a, b)
+    assert d.p == pytest.approx(2 * sps.t.sf(abs(t), df))
+    half = sps.t.ppf(0.975, df) * math.sqrt(va + vb)
+    assert (d.estimate, d.low, d.high) == pytest.approx((np.mean(a) - np.mean(b),) * 1 + (
+        np.mean(a) - np.mean(b) - half, np.mean(a) - np.mean(b) + half))
+    assert d.test == "Welch t" and d.n_pairs == 0
 
 
 def test_welch_undefined_cases_are_nan():
-    assert math.isnan(stats.welch_t_p([0.9], [0.8, 0.7]))
-    assert math.isnan(stats.welch_t_p([0.9, 0.9], [0.8, 0.8]))
+    assert math.isnan(stats.welch_difference([0.9], [0.8, 0.7]).p)
+    assert math.isnan(stats.welch_difference([0.9, 0.9], [0.8, 0.8]).p)
+    assert stats.welch_difference([], [0.8]) == stats.NO_DIFFERENCE
 
 
-# ----------------------------------------------------------------------------- bootstrap
+def test_paired_difference_by_hand():
+    a, b = [0.93, 0.95, 0.95], [0.90, 0.91, 0.92]
+    d = np.subtract(a, b)  # 0.03, 0.04, 0.03
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(3))
+    res = stats.paired_difference(a, b)
+    assert res.p == pytest.approx(2 * sps.t.sf(abs(t), 2)) == pytest.approx(sps.ttest_rel(a, b).pvalue)
+    assert (res.low, res.high) == pytest.approx(tuple(sps.ttest_rel(a, b).confidence_interval()))
+    assert res.test == "paired t" and res.n_pairs == 3 and res.estimate == pytest.approx(1 / 30)
+    same = stats.paired_difference([0.9, 0.8], [0.8, 0.7])  # every difference 0.1: t undefined
+    assert same.estimate == pytest.approx(0.1) and math.isnan(same.p) and math.isnan(same.low)
 
 
-def test_bootstrap_is_deterministic_and_seeded():
-    x = [0.80, 0.82, 0.85, 0.81, 0.79, 0.86, 0.83, 0.84]
-    first, again = stats.bootstrap_ci(x), stats.bootstrap_ci(x)
-    assert first == again
-    assert stats.bootstrap_ci(x, n_resamples=200, seed=1) != stats.bootstrap_ci(x, n_resamples=200, seed=2)
-    assert min(x) <= first[0] < np.mean(x) < first[1] <= max(x)
+def test_t_interval_by_hand():
+    x = [0.90, 0.91, 0.92]
+    half = sps.t.ppf(0.975, 2) * 0.01 / math.sqrt(3)  # 4.303 * 0.01 / 1.732
+    assert stats.t_interval(x) == pytest.approx((0.91 - half, 0.91 + half))
+    assert half == pytest.approx(0.024841, abs=1e-6)
+    assert all(math.isnan(v) for v in stats.t_interval([0.9]))
 
 
-def test_bootstrap_equals_manual_resampling():
-    x = np.array([1.0, 2.0, 4.0])
-    rng = np.random.default_rng(0)
-    means = x[rng.integers(0, 3, size=(10_000, 3))].mean(axis=1)
-    assert stats.bootstrap_ci(x) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])))
+def _percentile_bootstrap(x: np.ndarray, rng: np.random.Generator, resamples: int = 2000) -> tuple[float, float]:
+    """The interval the tables printed before: a percentile bootstrap of the mean."""
+    means = x[rng.integers(0, x.size, (resamples, x.size))].mean(axis=1)
+    return tuple(np.quantile(means, [0.025, 0.975]))
 
 
-def test_bootstrap_single_observation_has_no_interval():
-    assert all(math.isnan(v) for v in stats.bootstrap_ci([0.9]))
-    assert stats.bootstrap_ci([0.5, 0.5]) == (0.5, 0.5)  # real zero spread, not a missing interval
+def _coverage(interval, n: int, trials: int, seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(trials):
+        low, high = interval(rng.normal(0.7, 0.05, n), rng)
+        hits += low <= 0.7 <= high
+    return hits / trials
 
 
-def test_ratio_of_medians():
-    ratio, low, high = stats.ratio_of_medians([11.0, 12.0, 10.0], [10.0, 9.0, 11.0])
-    assert ratio == pytest.approx(1.1)
-    assert low <= ratio <= high
-    assert (ratio, low, high) == stats.ratio_of_medians([11.0, 12.0, 10.0], [10.0, 9.0, 11.0])
-    r1 = stats.ratio_of_medians([11.0], [10.0, 9.0])
-    assert r1[0] == pytest.approx(11 / 9.5) and math.isnan(r1[1]) and math.isnan(r1[2])
-    assert all(math.isnan(v) for v in stats.ratio_of_medians([], [1.0]))
+@pytest.mark.parametrize("n", [2, 3, 5, 10])
+def test_the_printed_interval_covers_95_percent(n):
+    """Coverage of the tables' accuracy interval at the seed counts sweeps use (normal data)."""
+    assert 0.93 <= _coverage(lambda x, rng: stats.t_interval(x), n, 4000, seed=n) <= 0.97
+
+
+@pytest.mark.parametrize("n,at_most", [(2, 0.60), (3, 0.82)])
+def test_the_old_percentile_bootstrap_fails_the_same_check(n, at_most):
+    """The old interval: about 52% coverage at n = 2 and 76% at n = 3 where it claims 95%."""
+    assert _coverage(_percentile_bootstrap, n, 1000, seed=n) <= at_most
+
+
+def test_paired_seeds_needed_is_the_smallest_n_with_the_power():
+    from statsmodels.stats.power import TTestPower
+
+    n = stats.paired_seeds_needed(0.05, 0.06)
+    assert TTestPower().power(effect_size=0.05 / 0.06, nobs=n, alpha=0.05) >= 0.8
+    assert TTestPower().power(effect_size=0.05 / 0.06, nobs=n - 1, alpha=0.05) < 0.8
+    assert n == 14  # effect size 0.83: 14 pairs (a normal approximation would say 12)
+    assert stats.paired_seeds_needed(0.05, 0.001) <= 3  # a huge effect: about the fewest a paired t-test can use
+    assert math.isnan(stats.paired_seeds_needed(0.05, math.nan)) and stats.paired_seeds_needed(0, 0.1) == math.inf
 
 
 # ----------------------------------------------------------------------------- power

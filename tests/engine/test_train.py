@@ -175,3 +175,17 @@ def test_embedded_mnist_learns_well_above_chance(tmp_path):
     s = train(cfg, tmp_path)
     assert s["status"] == "ok"
     assert s["test_acc"] > 0.6, s["test_acc"]  # chance is 0.1
+
+
+def test_runs_record_how_contended_their_timing_was(tmp_path):
+    import torch
+
+    from suite.engine.loop import timing_contention
+
+    cpu = torch.device("cpu")
+    assert timing_contention(0.5, 1.0, 1, cpu)["timing_contended"] is True  # half the core: waited for it
+    assert timing_contention(1.9, 1.0, 2, cpu) == {**timing_contention(1.9, 1.0, 2, cpu), "timing_cpu_util": 0.95,
+                                                   "timing_contended": False}
+    assert timing_contention(0.1, 1.0, 1, torch.device("cuda"))["timing_contended"] is None  # not judged on GPU
+    s = train(tiny(), tmp_path)
+    assert 0 < s["timing_cpu_util"] and isinstance(s["timing_contended"], bool) and s["timing_cores"] >= 1

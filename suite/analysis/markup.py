@@ -1,0 +1,160 @@
+"""The markup of the tables: Markdown and LaTeX cells, a table, its renderers, and the files.
+
+Output is deterministic (sorted rows and columns, fixed float formats, no dates or absolute paths),
+so a rerun writes identical bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+# ----------------------------------------------------------------------------- files
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> Path:
+    """Write ``frame`` as CSV at full precision (shortest round-trip floats), ``\\n`` line ends."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False, lineterminator="\n")
+    return path
+
+
+def write_text(text: str, path: Path) -> Path:
+    """Write ``text`` as UTF-8 with ``\\n`` line ends (identical bytes on every platform)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8", newline="\n")
+    return path
+
+
+# ----------------------------------------------------------------------------- markup
+
+
+@dataclass(frozen=True)
+class Markup:
+    """The few bits of syntax that differ between Markdown and LaTeX cells."""
+
+    name: str
+    dash: str
+    dagger: str
+    ddagger: str
+    times: str
+    geq: str
+    sep: str
+
+    def esc(self, text: str) -> str:
+        if self.name == "md":
+            return text.replace("\\", "\\\\").replace("|", "\\|")
+        out = []
+        for ch in text:
+            out.append({"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                        "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                        "^": r"\textasciicircum{}", "<": r"$<$", ">": r"$>$"}.get(ch, ch))
+        return "".join(out)
+
+    def bold(self, text: str) -> str:
+        return f"**{text}**" if self.name == "md" else rf"\textbf{{{text}}}"
+
+    def code(self, text: str) -> str:
+        return f"`{text}`" if self.name == "md" else rf"\texttt{{{self.esc(text)}}}"
+
+    def lines(self, parts: list[str]) -> str:
+        """One cell on several lines."""
+        if self.name == "md":
+            return "<br>".join(parts)
+        return r"\begin{tabular}[t]{@{}c@{}}" + r" \\ ".join(parts) + r"\end{tabular}"
+
+
+MD = Markup("md", dash="—", dagger="†", ddagger="‡", times="×", geq="≥", sep=" · ")
+TEX = Markup("tex", dash="---", dagger=r"$^{\dagger}$", ddagger=r"$^{\ddagger}$", times=r"$\times$",
+             geq=r"$\geq$", sep=r" $\cdot$ ")
+
+
+@dataclass
+class Table:
+    """One rendered table; every string is already in the target markup."""
+
+    caption: str
+    label: str
+    corner: str
+    columns: list[str]
+    rows: list[tuple[str, list[str]]]
+    notes: list[str] = field(default_factory=list)
+
+
+def fmt_value(v: object) -> str:
+    """A key value as text: floats in %g (0.001, 1e-05), others as str."""
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def _fmt_ms(x: float) -> str:
+    return f"{x:.0f}" if x >= 99.95 else f"{x:#.3g}"  # 3 significant digits: 9.48, 12.0, 123
+
+
+def _nan(x: object) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def _section_title(label: tuple, skeys: list[str]) -> str:
+    return ", ".join(f"{k} = {fmt_value(v)}" for k, v in zip(skeys, label))
+
+
+def slug(label: tuple, skeys: list[str]) -> str:
+    """``slug((0.001,), ["train.lr"])`` -> ``-train.lr-0.001``: a file- and label-safe suffix."""
+    return safe("".join(f"-{k}-{fmt_value(v)}" for k, v in zip(skeys, label)))
+
+
+def safe(text: str) -> str:
+    """Keep letters, digits and ``.-+``; anything else becomes ``-`` (file names, LaTeX labels)."""
+    return "".join(c if c.isalnum() or c in ".-+" else "-" for c in text)
+
+
+# ----------------------------------------------------------------------------- renderers
+
+
+def render_md(table: Table) -> str:
+    head = f"| {table.corner} | " + " | ".join(table.columns) + " |"
+    rule = "|:--|" + "|".join(":-:" for _ in table.columns) + "|"
+    body = [f"| {label} | " + " | ".join(cells) + " |" for label, cells in table.rows]
+    return "\n".join([f"### {table.caption}", "", head, rule, *body, "", "\n\n".join(table.notes), ""])
+
+
+def render_tex(table: Table) -> str:
+    cols = "l" + "c" * len(table.columns)
+    lines = [
+        r"\begin{table}[htbp]",
+        r"\centering",
+        rf"\caption{{{table.caption}}}",
+        rf"\label{{{table.label}}}",
+        r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
+        rf"\begin{{tabular}}{{{cols}}}",
+        r"\toprule",
+        f"{table.corner} & " + " & ".join(table.columns) + r" \\",
+        r"\midrule",
+        *[f"{label} & " + " & ".join(cells) + r" \\" for label, cells in table.rows],
+        r"\bottomrule",
+        r"\end{tabular}}",
+        r"\par\smallskip",
+        r"\parbox{\linewidth}{\footnotesize " + r" \par ".join(table.notes) + "}",
+        r"\end{table}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def standalone_latex(fragment: str) -> str:
+    """Wrap a fragment from :func:`document` into a document that ``pdflatex`` compiles."""
+    return "\n".join([
+        r"\documentclass{article}",
+        r"\usepackage[T1]{fontenc}",
+        r"\usepackage{booktabs}",
+        r"\usepackage{graphicx}",
+        r"\begin{document}",
+        fragment,
+        r"\end{document}",
+        "",
+    ])

@@ -1,0 +1,114 @@
+"""Trends with depth as pure functions: one test per scheme instead of one per cell.
+
+Accuracy is modelled as linear in log2(depth) (ordinary least squares, statsmodels); the not-ok
+outcome of each run as a binomial GLM with a logit link. A scheme is compared with the baseline by
+the interaction term of a joint model: ``y ~ x + g + x:g`` with ``g`` = 1 for the scheme's runs,
+so the interaction is the difference of the two slopes, with its interval and p-value.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Slope:
+    """A slope (or a difference of slopes) with its ``1 - alpha`` interval and two-sided p-value."""
+
+    estimate: float
+    low: float
+    high: float
+    p: float
+
+
+NO_SLOPE = Slope(math.nan, math.nan, math.nan, math.nan)
+
+
+def _design(x1: np.ndarray, x2: np.ndarray | None) -> np.ndarray:
+    if x2 is None:
+        return np.column_stack([np.ones_like(x1), x1])
+    x = np.concatenate([x1, x2])
+    g = np.concatenate([np.ones_like(x1), np.zeros_like(x2)])
+    return np.column_stack([np.ones_like(x), x, g, x * g])
+
+
+def linear_slope(x: Sequence[float], y: Sequence[float], alpha: float = 0.05) -> Slope:
+    """OLS slope of ``y`` on ``x`` with its t interval (n - 2 df).
+
+    Args:
+        x: predictor, shape (n,) (here log2 of the depth).
+        y: response, shape (n,) (here recipe accuracy).
+
+    Returns:
+        The :class:`Slope`; all nan unless x takes at least 2 values and n >= 3.
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.size < 3 or np.unique(x).size < 2:
+        return NO_SLOPE
+    import statsmodels.api as sm
+
+    fit = sm.OLS(y, _design(x, None)).fit()
+    low, high = fit.conf_int(alpha)[1]
+    return Slope(float(fit.params[1]), float(low), float(high), float(fit.pvalues[1]))
+
+
+def slope_difference(x1: Sequence[float], y1: Sequence[float], x2: Sequence[float], y2: Sequence[float],
+                     alpha: float = 0.05) -> Slope:
+    """Slope of group 1 minus slope of group 2, from ``y ~ x + g + x:g`` fitted by OLS.
+
+    Returns:
+        The interaction as a :class:`Slope`; all nan unless each group has at least 2 distinct
+        x values and the joint fit has residual degrees of freedom.
+    """
+    x1, y1, x2, y2 = (np.asarray(v, dtype=float) for v in (x1, y1, x2, y2))
+    if np.unique(x1).size < 2 or np.unique(x2).size < 2 or x1.size + x2.size < 5:
+        return NO_SLOPE
+    import statsmodels.api as sm
+
+    fit = sm.OLS(np.concatenate([y1, y2]), _design(x1, x2)).fit()
+    low, high = fit.conf_int(alpha)[3]
+    return Slope(float(fit.params[3]), float(low), float(high), float(fit.pvalues[3]))
+
+
+def logistic_slope_difference(x1: Sequence[float], k1: Sequence[int], x2: Sequence[float], k2: Sequence[int],
+                              alpha: float = 0.05) -> Slope:
+    """Difference of the log-odds slopes of a 0/1 outcome, from a binomial GLM ``k ~ x + g + x:g``.
+
+    Args:
+        x1, k1: group 1's predictor and outcomes (1 = not ok), one per run.
+        x2, k2: the same for group 2 (the baseline).
+
+    Returns:
+        The interaction (log-odds per unit of x) as a :class:`Slope`; all nan where the model cannot
+        be estimated: an outcome that never or always happens in a group, or (quasi-)separation,
+        where maximum likelihood runs off to infinity and a Wald test means nothing.
+    """
+    x1, k1, x2, k2 = (np.asarray(v, dtype=float) for v in (x1, k1, x2, k2))
+    if np.unique(x1).size < 2 or np.unique(x2).size < 2:
+        return NO_SLOPE
+    if k1.min() == k1.max() or k2.min() == k2.max():  # all-or-none in a group: separated
+        return NO_SLOPE
+    import statsmodels.api as sm
+    from statsmodels.tools.sm_exceptions import (
+        ConvergenceWarning,
+        PerfectSeparationWarning,
+    )
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PerfectSeparationWarning)
+        warnings.simplefilter("error", ConvergenceWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        try:
+            fit = sm.GLM(np.concatenate([k1, k2]), _design(x1, x2), family=sm.families.Binomial()).fit()
+        except (PerfectSeparationWarning, ConvergenceWarning, ValueError, np.linalg.LinAlgError):
+            return NO_SLOPE
+    se = float(fit.bse[3])
+    if not math.isfinite(se) or se > 50:  # quasi-separation: the estimate is not identified
+        return NO_SLOPE
+    low, high = fit.conf_int(alpha)[3]
+    return Slope(float(fit.params[3]), float(low), float(high), float(fit.pvalues[3]))

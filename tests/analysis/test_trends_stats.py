@@ -1,0 +1,75 @@
+"""suite.analysis.robust and suite.analysis.regression on hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from suite.analysis import regression, robust
+
+
+def test_iqm_by_hand():
+    assert robust.iqm([1, 2, 3, 4, 100, 6, 7, 8]) == pytest.approx(5.0)  # sorted, the middle four: 3, 4, 6, 7
+    assert robust.iqm([1, 2, 3, 4]) == pytest.approx(2.5)  # middle two of four: 2, 3
+    assert math.isnan(robust.iqm([]))
+
+
+def test_probability_of_improvement_by_hand():
+    assert robust.probability_of_improvement([[1, 3]], [[2]]) == pytest.approx(0.5)
+    # stratum 1: 2 > 1 always (1.0); stratum 2: 5 vs 5 tie (0.5) -> mean 0.75
+    assert robust.probability_of_improvement([[2], [5]], [[1], [5]]) == pytest.approx(0.75)
+    assert math.isnan(robust.probability_of_improvement([[]], [[1]]))
+
+
+def test_stratified_bootstrap_keeps_strata_and_refuses_small_samples():
+    strata = [np.array([0.0] * 5), np.array([1.0] * 5)]  # within a stratum nothing varies
+    low, high = robust.stratified_bootstrap([strata], lambda g: float(np.concatenate(g).mean()), n_resamples=200)
+    assert low == high == 0.5  # resampling within strata can never change the mix of 0s and 1s
+    again = robust.stratified_bootstrap([strata], lambda g: float(np.concatenate(g).mean()), n_resamples=200)
+    assert again == (low, high)  # seeded
+    few = [np.array([0.1, 0.2, 0.3])]
+    assert all(math.isnan(v) for v in robust.stratified_bootstrap([few], lambda g: 0.0))  # 3 < MIN_RUNS
+    lonely = [np.arange(12.0), np.array([1.0])]
+    assert all(math.isnan(v) for v in robust.stratified_bootstrap([lonely], lambda g: 0.0))  # a stratum of one
+
+
+def test_linear_slope_matches_scipy():
+    x = np.log2([6, 6, 12, 12, 24, 24])
+    y = np.array([0.9, 0.88, 0.8, 0.83, 0.7, 0.69])
+    fit = sps.linregress(x, y)
+    s = regression.linear_slope(x, y)
+    half = sps.t.ppf(0.975, 4) * fit.stderr
+    assert (s.estimate, s.low, s.high, s.p) == pytest.approx((fit.slope, fit.slope - half, fit.slope + half, fit.pvalue))
+    assert math.isnan(regression.linear_slope([1, 1, 1], [1, 2, 3]).estimate)
+
+
+def test_slope_difference_is_the_difference_of_the_two_slopes():
+    x = np.array([0.0, 0.0, 1.0, 1.0, 2.0, 2.0])
+    y1 = 1.0 - 0.1 * x + np.array([0.01, -0.01, 0.02, -0.02, 0.0, 0.0])
+    y2 = 1.0 - 0.3 * x + np.array([-0.01, 0.01, 0.0, 0.0, 0.02, -0.02])
+    d = regression.slope_difference(x, y1, x, y2)
+    expected = sps.linregress(x, y1).slope - sps.linregress(x, y2).slope
+    assert d.estimate == pytest.approx(expected) and d.estimate == pytest.approx(0.2, abs=0.02)
+    assert d.low < d.estimate < d.high and d.p < 0.001
+
+
+def test_logistic_slope_difference_equals_separate_fits_and_refuses_separation():
+    import statsmodels.api as sm
+
+    x = np.repeat([0.0, 1.0, 2.0, 3.0], 10)
+    k1 = np.array([0] * 9 + [1] + [0] * 8 + [1] * 2 + [0] * 6 + [1] * 4 + [0] * 4 + [1] * 6)
+    k2 = np.array([0] * 8 + [1] * 2 + [0] * 7 + [1] * 3 + [0] * 7 + [1] * 3 + [0] * 6 + [1] * 4)
+    d = regression.logistic_slope_difference(x, k1, x, k2)
+
+    def slope(k):
+        return sm.GLM(k, sm.add_constant(x), family=sm.families.Binomial()).fit().params[1]
+
+    assert d.estimate == pytest.approx(slope(k1) - slope(k2), rel=1e-6)  # the saturated model = two fits
+    assert d.low < d.estimate < d.high and 0 < d.p < 1
+    never = np.zeros_like(k1)
+    assert math.isnan(regression.logistic_slope_difference(x, never, x, k2).estimate)
+    separated = (x >= 2).astype(float)  # not ok exactly from depth 2 on: the MLE runs off to infinity
+    assert math.isnan(regression.logistic_slope_difference(x, separated, x, k2).estimate)
