@@ -97,8 +97,9 @@ def findings(title: str, summary: pd.DataFrame, keys: list[str], baseline: str,
     lines = [f"# Findings: {title}", "",
              f"Written by `suite analyze` from tables/*.csv; every scheme against `{baseline}`. Accuracy is recipe "
              f"accuracy (every run that did not error; diverged runs at chance). A difference is stated only at "
-             f"Holm-adjusted p < {ALPHA} (Holm over the schemes and depths of one table); otherwise \"no detectable "
-             f"difference\", with the interval of what the data allows. Methods: docs/statistics.md.", ""]
+             f"Holm-adjusted p < {ALPHA} (Holm over the schemes and depths of one table), or for the comparison "
+             f"across depths when its 95% interval excludes 0.5; otherwise \"no detectable difference\", with the "
+             f"interval of what the data allows. Methods: docs/statistics.md.", ""]
     skeys = section_keys(keys)
     for label, part in sections(summary, keys):
         if skeys:

@@ -241,20 +241,24 @@ def fisher_seeds_needed(
     if p1 == p2 or math.isnan(p1) or math.isnan(p2):
         return math.inf
 
-    def enough(n: int) -> bool:
-        return fisher_power(p1, p2, n, n, alpha) >= power
+    return _smallest_n(lambda n: fisher_power(p1, p2, n, n, alpha) >= power, max_n)
 
-    lo, hi = 1, 2  # invariant once found: not enough(lo), enough(hi)
+
+def _smallest_n(enough, max_n: int) -> float:
+    """The smallest n in [2, max_n] with ``enough(n)`` (power rises with n), else inf.
+
+    Doubling finds an n with enough power, then bisection the boundary (invariant: not
+    enough(lo), enough(hi)). Exact power is slightly saw-toothed in n for discrete tests, so this is
+    the smallest n under a monotone reading.
+    """
+    lo, hi = 1, 2
     while not enough(hi):
         if hi >= max_n:
             return math.inf
         lo, hi = hi, min(2 * hi, max_n)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if enough(mid):
-            hi = mid
-        else:
-            lo = mid
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
     return float(hi)
 
 
@@ -283,16 +287,5 @@ def paired_seeds_needed(difference: float, sd: float, power: float = 0.8, alpha:
     from statsmodels.stats.power import TTestPower
 
     effect = abs(difference) / sd
-
-    def enough(n: int) -> bool:
-        return TTestPower().power(effect_size=effect, nobs=n, alpha=alpha, alternative="two-sided") >= power
-
-    lo, hi = 1, 2  # power rises with n: double until enough, then bisect; invariant not enough(lo)
-    while not enough(hi):
-        if hi >= max_n:
-            return math.inf
-        lo, hi = hi, min(2 * hi, max_n)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
-    return float(hi)
+    return _smallest_n(
+        lambda n: TTestPower().power(effect_size=effect, nobs=n, alpha=alpha, alternative="two-sided") >= power, max_n)
