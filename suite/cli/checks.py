@@ -25,6 +25,8 @@ def at_least(args: argparse.Namespace, minimum: float, *flags: str) -> str | Non
 def writable_dir(path: str | Path, flag: str) -> str | None:
     """Create ``path`` if needed; the problem if it cannot be a folder this process writes into."""
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        return f"{flag} {path}: is a file, not a folder; pass a folder"
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
