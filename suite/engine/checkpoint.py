@@ -24,6 +24,7 @@ class RunState:
     step: int = 0
     ema: float | None = None
     best_ema: float = math.inf
+    min_ema: float = math.inf  # lowest smoothed loss so far, warm-up included (failed_reason)
     best_test_acc: float | None = None
     test_acc: float | None = None
     step_times: list[float] = dataclasses.field(default_factory=list)

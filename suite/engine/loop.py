@@ -178,8 +178,11 @@ class Training:
                 if on_step is not None:
                     on_step(step)
             self.summary["status"] = "ok"
-            if state.ema is not None and state.ema >= tc.fail_fraction * self.chance:
-                self.summary["status"] = "failed"
+            threshold = tc.fail_fraction * self.chance
+            if state.ema is not None and state.ema >= threshold:
+                # Never below the threshold: it never learned; below it once: it learned, then lost it.
+                reason = "never_learned" if state.min_ema >= threshold else "collapsed"
+                self.summary.update(status="failed", failed_reason=reason)
         except Diverged as d:
             self.summary.update(status="diverged", diverged_step=d.step, diverged_reason=d.reason)
             self.log({"kind": "diverged", "step": d.step, "reason": d.reason})
@@ -218,13 +221,15 @@ class Training:
             state.step_times.append(wall)
             self.timed_wall += wall
             self.timed_cpu += time.process_time() - c_start
-        step += 1
-        state.step = step
+        state.step = step + 1
         state.ema = loss_v if state.ema is None else SPIKE_EMA * state.ema + (1 - SPIKE_EMA) * loss_v
-        if step > tc.warmup_steps:
+        state.min_ema = min(state.min_ema, state.ema)
+        if state.step > tc.warmup_steps:
             if loss_v > tc.spike_factor * state.best_ema and loss_v > self.chance:
+                # Like a non-finite loss: the step of the loss, i.e. the count of updates behind it.
                 raise Diverged(step, "loss_spike")
             state.best_ema = min(state.best_ema, state.ema)
+        step += 1
         if step % tc.log_every == 0 or step == self.total_steps:
             self.log({"kind": "train", "step": step, "loss": loss_v, "lr": lr, "grad_norm": grad_v,
                       "blocks": probe(self.model, x)})

@@ -24,7 +24,9 @@ class Attention(nn.Module):
         heads: number of heads H (C must be divisible by H).
         qkv_bias: bias on the fused q/k/v projection.
         head_scale: applied to the per-head outputs (B, H, N, hd) before the output projection;
-            ``nn.Identity()`` for none, ``HeadScale`` for per-head LayerScale.
+            ``nn.Identity()`` for none, ``HeadScale`` for per-head LayerScale. With a head scale the
+            output projection has no bias, so scales of 0 make the branch add exactly 0 at every
+            step (a bias after the scale would be added unscaled, and it learns).
     """
 
     def __init__(self, dim: int, heads: int, qkv_bias: bool, head_scale: nn.Module) -> None:
@@ -35,7 +37,7 @@ class Attention(nn.Module):
         self.head_dim = dim // heads
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
         self.head_scale = head_scale
-        self.proj = nn.Linear(dim, dim)
+        self.proj = nn.Linear(dim, dim, bias=isinstance(head_scale, nn.Identity))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, N, C = x.shape

@@ -115,9 +115,11 @@ class ReZeroBlock(Block):
 class DeepNormBlock(Block):
     """``LN(α·x + F(x))`` with α = (2N)^¼; the residual ``x`` is scaled, not the branch.
 
-    At init, fc1, fc2, the value and the output projections are scaled by β = (8N)^-¼ (DeepNet's
-    encoder-only formulas; torchscale ``encoder.py``). One public implementation puts α on the
-    branch instead, against the reference: we follow the reference.
+    At init (DeepNet's Algorithm 1, encoder-only formulas; torchscale ``encoder.py``): query and key
+    projections Xavier-normal, and fc1, fc2, the value and the output projections Xavier-normal with
+    gain β = (8N)^-¼ (DeepNet derives β for Xavier weights; applied to timm's std-0.02 init it would
+    be a different, much smaller gain). One public implementation puts α on the branch instead,
+    against the reference: we follow the reference.
     """
 
     def __init__(
@@ -130,10 +132,13 @@ class DeepNormBlock(Block):
         self.beta = (8.0 * depth) ** -0.25
 
     def post_init(self) -> None:
+        dim = self.attn.qkv.in_features
+        qkv = self.attn.qkv.weight
         with torch.no_grad():
-            self.attn.qkv.weight[self.attn.value_rows()].mul_(self.beta)
+            for rows, gain in ((slice(0, dim), 1.0), (slice(dim, 2 * dim), 1.0), (self.attn.value_rows(), self.beta)):
+                nn.init.xavier_normal_(qkv[rows], gain=gain)  # each (C, C) projection on its own fans
             for lin in (self.attn.proj, self.mlp.fc1, self.mlp.fc2):
-                lin.weight.mul_(self.beta)
+                nn.init.xavier_normal_(lin.weight, gain=self.beta)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a = self.drop_path(self.attn(x))

@@ -52,8 +52,45 @@ def test_huge_lr_diverges_with_its_step(tmp_path):
 
 def test_zero_lr_fails_to_train(tmp_path):
     s = train(tiny(**{"train.lr": 0.0, "train.min_lr": 0.0}), tmp_path)
-    assert s["status"] == "failed"
+    assert s["status"] == "failed" and s["failed_reason"] == "never_learned"
     assert s["final_train_loss"] >= 0.9 * math.log(4)
+
+
+def _poisoned_run(tmp_path, cfg, poison):
+    """A run whose model output is replaced by ``poison(out, step)`` (the engine's own loop)."""
+    import torch
+
+    from suite.engine.loop import Training
+
+    run = Training(cfg, tmp_path, torch.device("cpu"), store.empty_summary(cfg))
+    run.setup()
+    model = run.step_fn
+    run.step_fn = lambda x: poison(model(x), run.state.step)
+    run.loop(progress=False, on_step=None)
+    run.finish()
+    return run.summary
+
+
+@pytest.mark.parametrize("kind,reason", [("nan", "nonfinite_loss"), ("spike", "loss_spike")])
+def test_every_divergence_reports_the_step_of_its_bad_loss(tmp_path, kind, reason):
+    """A bad loss computed after 7 updates is step 7, whether it is NaN or a spike (a spike said 8)."""
+    def poison(out, step):
+        if step != 7:
+            return out
+        return out * math.nan if kind == "nan" else out * 1e4
+
+    s = _poisoned_run(tmp_path, tiny(**{"train.warmup_steps": 2}), poison)
+    assert (s["status"], s["diverged_step"], s["diverged_reason"]) == ("diverged", 7, reason)
+
+
+def test_a_run_that_learns_then_returns_to_chance_failed_by_collapse(tmp_path):
+    cfg = tiny(**{"train.steps": 60, "train.spike_factor": 1e6})  # no spike rule: a slow return to chance
+
+    def poison(out, step):
+        return out if step < 25 else out * 0.0  # from step 25 the model says nothing: loss ln(4)
+
+    s = _poisoned_run(tmp_path, cfg, poison)
+    assert (s["status"], s["failed_reason"]) == ("failed", "collapsed")
 
 
 def test_injected_exception_ends_error_and_writes_summary(tmp_path):
