@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from suite.cli.checks import at_least
+from suite import store
 from suite.store import STATUSES
 
 
@@ -42,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run a subset: key=value[,key=value] (comma = and; repeat --only = or); keys: "
                              "variant, seed or a dotted config key, e.g. --only variant=preln,model.depth=12")
     parser.add_argument("--retry-errors", action="store_true", help="rerun runs whose status is error")
+    parser.add_argument("--rerun-stale", action="store_true",
+                        help="rerun finished runs that another git commit of the suite made")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,7 +64,13 @@ def run(args: argparse.Namespace) -> int:
                              f"list them with --dry-run"])
         out = Path(args.out) if args.out else Path("results") / ablation.name
         folder.check_out(out, ablation)
-        todo, done = folder.split_done(runs, out, args.retry_errors)
+        todo, done, other = folder.split_done(runs, out, args.retry_errors, args.rerun_stale, store.git_commit())
+        if other:
+            made = ", ".join(f"{sha[:10]}: {n}" for sha, n in sorted(other.items(), key=lambda kv: -kv[1]))
+            what = ("they will be run again (--rerun-stale)" if args.rerun_stale else
+                    "their results are kept; pass --rerun-stale to run them again with this code")
+            print(f"warning: {sum(other.values())} finished runs were made by other versions of the suite "
+                  f"({made}); {what}", file=sys.stderr)
         if args.dry_run:
             _print_plan(runs, done, out, ablation, todo)
             return 0

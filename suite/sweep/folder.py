@@ -86,20 +86,34 @@ def check_out(out: Path, ablation: Ablation) -> None:
                           f"pass --out DIR to write elsewhere")
 
 
-def split_done(runs: list[Run], out: Path, retry_errors: bool) -> tuple[list[Run], dict[str, dict]]:
-    """Runs still to do, and the summaries of those already finished (skipped this time).
+def split_done(runs: list[Run], out: Path, retry_errors: bool, rerun_other_code: bool = False,
+               commit: str | None = None) -> tuple[list[Run], dict[str, dict], dict[str, int]]:
+    """Runs still to do, the summaries of those already finished (skipped this time), and which
+    other versions of the suite made some of those.
 
-    ``ok`` / ``diverged`` / ``failed`` are final; ``error`` is final unless ``retry_errors``.
+    ``ok`` / ``diverged`` / ``failed`` are final; ``error`` is final unless ``retry_errors``. A
+    finished run whose summary records another git commit than ``commit`` (``+dirty`` ignored) may
+    have computed something else: it is counted, and run again when ``rerun_other_code``.
+
+    Returns:
+        (todo, done: run id -> summary, other: commit -> finished runs it made).
     """
-    todo, done = [], {}
+    here = (commit or "").removesuffix("+dirty")
+    todo, done, other = [], {}, {}
     for run in runs:
         summary = store.read_summary(run_dir(out, run))
         status = summary.get("status") if summary else None
         if status in store.FINAL_STATUSES or (status == "error" and not retry_errors):
+            theirs = str(summary.get("git_commit") or "unknown").removesuffix("+dirty")
+            if here and here != "unknown" and theirs != here:
+                other[theirs] = other.get(theirs, 0) + 1
+                if rerun_other_code:
+                    todo.append(run)
+                    continue
             done[run.run_id] = summary
         else:
             todo.append(run)
-    return todo, done
+    return todo, done, other
 
 
 def clear_stale(out: Path, run: Run) -> None:

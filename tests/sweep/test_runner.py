@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import os
 import signal
 import subprocess
@@ -215,3 +216,21 @@ def test_ray_backend_gives_the_same_runs_as_local(smoke_out, tmp_path, monkeypat
     for run_id, s in local.items():
         strip = lambda d: {k: v for k, v in d.items() if k not in VOLATILE}  # noqa: E731
         assert strip(ray_runs[run_id]) == strip(s)
+
+
+def test_runs_made_by_another_commit_are_reported_and_rerun_on_request(smoke_out, tmp_path, capsys):
+    out = tmp_path / "copy"
+    shutil.copytree(smoke_out, out)
+    path = sorted((out / "runs").glob("*/summary.json"))[0]
+    old = json.loads(path.read_text())
+    path.write_text(json.dumps({**old, "git_commit": "0123456789abcdef+dirty"}))
+    assert main(["run", str(SMOKE), "--out", str(out), "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: 1 finished runs were made by other versions of the suite (0123456789: 1)" in err
+    assert "pass --rerun-stale" in err
+    assert main(["run", str(SMOKE), "--out", str(out), "--rerun-stale", *ARGS]) == 0
+    assert "they will be run again" in capsys.readouterr().err
+    again = json.loads(path.read_text())
+    assert again["git_commit"].removesuffix("+dirty") == store.git_commit().removesuffix("+dirty")
+    assert main(["run", str(SMOKE), "--out", str(out), "--dry-run"]) == 0
+    assert "other versions" not in capsys.readouterr().err
