@@ -30,7 +30,7 @@ from suite.data import TrainStream, eval_batches, load_dataset
 from suite.data.bundle import DatasetBundle
 from suite.engine import checkpoint
 from suite.engine.checkpoint import RunState
-from suite.engine.optim import build_optimizer, lr_at
+from suite.engine.optim import build_optimizer, implementation, lr_at
 from suite.engine.probes import probe
 from suite.engine.resources import peak_memory_mb, reset_peak_memory, resolve_device
 from suite.models import build_model, count_params
@@ -131,6 +131,7 @@ class Training:
         self.model = build_model(cfg.model).to(self.device)
         self.summary["num_params"] = count_params(self.model)
         self.optimizer = build_optimizer(self.model, tc)
+        self.summary["optimizer_impl"] = implementation(self.optimizer)
         self.total_steps = total_steps(cfg, self.data.train_size)
         self.stream = TrainStream(self.data, tc.batch_size, cfg.seed, self.device, cfg.data.augment,
                                   cfg.data.device_max_mb, cfg.data.num_workers)
