@@ -24,10 +24,10 @@ def build_optimizer(model: nn.Module, tc: TrainConfig) -> torch.optim.AdamW:
     Weight decay on LayerScale's λ pulls it towards 0 and interacts with the very effect we measure,
     so it is off by default and recorded in every run (``train.decay_1d``).
 
-    The fused implementation (one kernel for all parameters) is used where torch has it, CPU and
-    CUDA: the same update to float rounding, and about 15% less time per training step at the
-    default ablation's shape on CPU than the per-tensor ``foreach`` one. :func:`implementation`
-    names the one a run used (recorded as ``optimizer_impl`` in its summary).
+    The fused implementation (one kernel for all parameters instead of one per tensor) is used where
+    torch has it, CPU and CUDA: the same update to float rounding, in less time (the commit that
+    made it the default measured ``make run-ablations``). :func:`implementation` names the one a run
+    used (recorded as ``optimizer_impl`` in its summary).
     """
     decay, no_decay = [], []
     for name, p in model.named_parameters():
