@@ -70,8 +70,9 @@ class DataConfig:
 
     name: str = "mnist5k"  # see suite.registry.DATASETS (`suite schemes`)
     root: str | None = None  # CIFAR / ImageFolder root; falls back to $SUITE_DATA_DIR
-    test_fraction: float = 0.2  # embedded datasets: stratified held-out share
-    split_seed: int = 0  # embedded datasets: the split is fixed by this, not by the run seed
+    test_fraction: float = 0.2  # embedded datasets: stratified held-out test share
+    val_fraction: float = 0.1  # stratified share of the training split held out for selection; 0 = none
+    split_seed: int = 0  # test and validation splits are fixed by this, not by the run seed
     augment: bool = False  # random crop (padding 4) and horizontal flip; meant for CIFAR
     img_size: int | None = None  # ImageFolder: resize to this (default 224)
     synthetic_train: int = 512
@@ -104,7 +105,9 @@ class TrainConfig:
     eval_every: int = 100  # test-set evaluation cadence (0 = only at the end)
     timing_warmup_steps: int = 5  # steps excluded from step_time_ms
     checkpoint_every: int = 0  # 0 = no checkpoints; else save every N steps (resumable)
-    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU
+    # auto: bf16 autocast on CUDA, fp32 on CPU; resolved before the run id is computed, so a CUDA run
+    # and a CPU run of one config land in different folders (resolve_precision)
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
     compile: bool = False  # torch.compile the model
     threads: int | None = None  # torch CPU threads; None = leave torch's default
 
@@ -304,6 +307,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "model.drop_path": (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1)"),
     "model.layerscale.init": (lambda v: v == "cait" or (_finite(v) and v >= 0), "a number >= 0 or 'cait'"),
     "data.test_fraction": (lambda v: _finite(v) and 0 < v < 1, "in (0, 1)"),
+    "data.val_fraction": (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1) (0 = no validation split)"),
     "data.split_seed": (_at_least(0), ">= 0"),
     "data.img_size": (_optional(_at_least(1)), ">= 1 or null"),
     "data.synthetic_train": (_at_least(1), ">= 1"),
@@ -358,6 +362,25 @@ def validate(cfg: RunConfig, source: str = "config") -> None:
             raise ConfigError(f"{source}: {key} must be {what}, got {value!r}")
     if m.dim % m.heads:
         raise ConfigError(f"{source}: model.dim ({m.dim}) must be divisible by model.heads ({m.heads})")
+
+
+def resolve_precision(cfg: RunConfig, device_type: str) -> RunConfig:
+    """``train.precision: auto`` made concrete for the device type the run executes on.
+
+    ``auto`` means bf16 autocast on CUDA and fp32 elsewhere: two different computations. The run
+    id hashes the resolved value, so a GPU result is never taken for the CPU one (or the reverse).
+
+    Args:
+        cfg: a validated config (not changed).
+        device_type: ``"cuda"`` or ``"cpu"``, where the run executes.
+
+    Returns:
+        ``cfg`` itself when its precision is explicit, else a copy with ``bf16`` or ``fp32``.
+    """
+    if cfg.train.precision != "auto":
+        return cfg
+    resolved = "bf16" if device_type == "cuda" else "fp32"
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=resolved))
 
 
 # ----------------------------------------------------------------------------- output

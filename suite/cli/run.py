@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from suite.config import ConfigError
     from suite.sweep import folder
-    from suite.sweep.plan import plan
+    from suite.sweep.plan import auto_device, plan, resolve_runs
     from suite.sweep.spec import SpecError, load_ablation, parse_only, select
 
     try:
@@ -64,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
                              f"list them with --dry-run"])
         out = Path(args.out) if args.out else Path("results") / ablation.name
         folder.check_out(out, ablation)
+        runs = resolve_runs(runs, args.device,
+                            lambda: auto_device(args.backend, args.ray_address, args.ray_timeout))
         todo, done, other = folder.split_done(runs, out, args.retry_errors, args.rerun_stale, store.git_commit())
         if other:
             made = ", ".join(f"{sha[:10]}: {n}" for sha, n in sorted(other.items(), key=lambda kv: -kv[1]))

@@ -4,7 +4,7 @@ Every loader (registered by name in :data:`suite.registry.DATASETS`) maps a
 :class:`~suite.config.DataConfig` to a :class:`DatasetBundle` of uint8
 images; :class:`TrainStream` and :func:`eval_batches` turn it into normalised float batches on
 the device. Files: ``bundle.py`` (types, errors), ``embedded.py`` (mnist5k, digits),
-``cifar.py``, ``imagefolder.py``, ``synthetic.py``, ``augment.py``, ``stream.py``, ``seeds.py``.
+``cifar.py``, ``imagefolder.py``, ``split.py`` (test and validation splits), ``synthetic.py``, ``augment.py``, ``stream.py``, ``seeds.py``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from suite.data.bundle import DataError, DatasetBundle, TensorSplit
+from suite.data.split import carve_validation
 from suite.data.stream import TrainStream, eval_batches
 from suite.registry import DATASETS
 
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
 
 
 def load_dataset(cfg: DataConfig) -> DatasetBundle:
-    """Load the dataset named by ``cfg.name`` (a name in :data:`suite.registry.DATASETS`).
+    """Load the dataset named by ``cfg.name`` (a name in :data:`suite.registry.DATASETS`), with
+    ``cfg.val_fraction`` of its training split held out as ``val`` (stratified, by ``cfg.split_seed``).
 
     Loaders are imported on first use: torchvision costs ~2 s to import, and a sweep worker
     training on the embedded data should not pay it.
@@ -30,7 +32,7 @@ def load_dataset(cfg: DataConfig) -> DatasetBundle:
     """
     if cfg.name not in DATASETS:
         raise DataError(DATASETS.unknown(cfg.name))
-    return DATASETS.get(cfg.name)(cfg)
+    return carve_validation(DATASETS.get(cfg.name)(cfg), cfg.val_fraction, cfg.split_seed)
 
 
 __all__ = ["DATASETS", "DataError", "DatasetBundle", "TensorSplit", "TrainStream", "eval_batches", "load_dataset"]

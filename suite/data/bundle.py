@@ -54,10 +54,14 @@ Split = Union[TensorSplit, Dataset]
 
 @dataclass
 class DatasetBundle:
-    """A loaded dataset: both splits plus what the model and the stream need to know.
+    """A loaded dataset: its splits plus what the model and the stream need to know.
 
     ``mean`` / ``std`` are per channel on the 0..1 scale; the stream applies
     ``(x / 255 - mean) / std`` on the device, so the splits stay uint8 (4x less memory).
+    ``val`` is carved out of the training split by :func:`suite.data.split.carve_validation`
+    (``data.val_fraction``); loaders return it as None. ``stats_from_train`` says the loader
+    measured ``mean`` / ``std`` on its training split (so they are measured again without the
+    validation images), rather than using published constants.
     """
 
     name: str
@@ -68,6 +72,8 @@ class DatasetBundle:
     test: Split
     mean: tuple[float, ...]
     std: tuple[float, ...]
+    val: Split | None = None
+    stats_from_train: bool = False
     # Device copies of in-memory splits, keyed by (split, device), so evaluating every N steps
     # does not upload the test set again each time.
     device_cache: dict[tuple[str, str], TensorSplit] = field(
@@ -82,10 +88,20 @@ class DatasetBundle:
     def test_size(self) -> int:
         return len(self.test)
 
+    @property
+    def val_size(self) -> int:
+        return 0 if self.val is None else len(self.val)
+
+    def splits(self) -> dict[str, Split]:
+        """The splits that exist, by name: ``train``, ``val`` (when carved) and ``test``."""
+        named = {"train": self.train, "val": self.val, "test": self.test}
+        return {k: v for k, v in named.items() if v is not None}
+
     def in_memory_bytes(self) -> int | None:
-        """Bytes of both splits' uint8 images, or None when a split is not held in memory."""
-        if isinstance(self.train, TensorSplit) and isinstance(self.test, TensorSplit):
-            return self.train.x.nbytes + self.test.x.nbytes
+        """Bytes of all splits' uint8 images, or None when a split is not held in memory."""
+        parts = list(self.splits().values())
+        if all(isinstance(p, TensorSplit) for p in parts):
+            return sum(p.x.nbytes for p in parts)
         return None
 
 

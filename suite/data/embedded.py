@@ -9,39 +9,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from suite.data import seeds
 from suite.data.bundle import DatasetBundle, TensorSplit, channel_stats
+from suite.data.split import stratified_split
 
 if TYPE_CHECKING:
     from suite.config import DataConfig
-
-
-def stratified_split(y: Tensor, test_fraction: float, split_seed: int) -> tuple[Tensor, Tensor]:
-    """Indices of a stratified train/test split, fixed by ``split_seed`` alone.
-
-    Per class (in class order), the class's indices are permuted by one seeded generator and the
-    first ``round(test_fraction * n_c)`` go to test (at least 1, and at least 1 left for train when
-    the class has 2+ samples). Stratifying matters because mnist5k is sorted by class.
-
-    Args:
-        y: (N,) int64 labels.
-        test_fraction: share of each class held out, in (0, 1).
-        split_seed: seed of the split; independent of the run seed, so every run of a sweep
-            sees the same test set.
-
-    Returns:
-        (train_idx, test_idx): sorted int64 index tensors that partition ``range(N)``.
-    """
-    gen = seeds.generator(seeds.SPLIT, split_seed)
-    train_parts, test_parts = [], []
-    for c in torch.unique(y).tolist():
-        idx = torch.nonzero(y == c).flatten()
-        n_test = int(round(test_fraction * len(idx)))
-        n_test = max(1, min(n_test, len(idx) - 1)) if len(idx) > 1 else 0
-        idx = idx[torch.randperm(len(idx), generator=gen)]
-        test_parts.append(idx[:n_test])
-        train_parts.append(idx[n_test:])
-    return torch.cat(train_parts).sort().values, torch.cat(test_parts).sort().values
 
 
 def _bundle(name: str, x: Tensor, y: Tensor, cfg: DataConfig) -> DatasetBundle:
@@ -52,7 +24,7 @@ def _bundle(name: str, x: Tensor, y: Tensor, cfg: DataConfig) -> DatasetBundle:
     mean, std = channel_stats(train.x)
     return DatasetBundle(
         name=name, num_classes=int(y.max()) + 1, in_chans=x.shape[1], img_size=x.shape[2],
-        train=train, test=test, mean=mean, std=std,
+        train=train, test=test, mean=mean, std=std, stats_from_train=True,
     )
 
 

@@ -17,6 +17,7 @@ PERMUTATION = 1
 AUGMENT = 2
 SPLIT = 3
 SYNTHETIC = 4
+VALIDATION = 5
 
 
 def _splitmix64(x: int) -> int:

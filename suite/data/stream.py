@@ -29,7 +29,7 @@ Batch = tuple[Tensor, Tensor]  # (x float32 (B, C, H, W) normalised, y int64 (B,
 
 
 def fits_on_device(bundle: DatasetBundle, max_device_mb: int) -> bool:
-    """Whether both splits are in memory and together take at most ``max_device_mb`` MiB."""
+    """Whether all splits are in memory and together take at most ``max_device_mb`` MiB."""
     nbytes = bundle.in_memory_bytes()
     return nbytes is not None and nbytes <= max_device_mb * 2**20
 
@@ -155,18 +155,20 @@ class TrainStream:
 
 
 def eval_batches(bundle: DatasetBundle, batch_size: int, device: torch.device | str,
-                 max_device_mb: int, num_workers: int) -> Iterator[Batch]:
-    """The whole test split in order, in batches of ``batch_size`` (the last may be smaller).
+                 max_device_mb: int, num_workers: int, split: str = "test") -> Iterator[Batch]:
+    """The whole ``split`` (``"test"`` or ``"val"``) in order, in batches of ``batch_size`` (the last
+    may be smaller).
 
     Yields:
         (x, y): x (B, C, H, W) float32 normalised (no augmentation), y (B,) int64, on the device.
     """
     device = torch.device(device)
+    data = bundle.splits()[split]
     mean, std = _stats(bundle, device)
     if fits_on_device(bundle, max_device_mb):
-        test = _on_device(bundle, "test", device)
-        for i in range(0, len(test), batch_size):
-            yield normalise(test.x[i:i + batch_size], mean, std), test.y[i:i + batch_size]
+        held = _on_device(bundle, split, device)
+        for i in range(0, len(held), batch_size):
+            yield normalise(held.x[i:i + batch_size], mean, std), held.y[i:i + batch_size]
         return
-    for x, y in _loader(bundle.test, device, num_workers, batch_size=batch_size, shuffle=False):
+    for x, y in _loader(data, device, num_workers, batch_size=batch_size, shuffle=False):
         yield normalise(x.to(device, non_blocking=True), mean, std), y.to(device, non_blocking=True)

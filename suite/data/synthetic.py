@@ -40,5 +40,5 @@ def load_synthetic(cfg: DataConfig) -> DatasetBundle:
     mean, std = channel_stats(train.x)
     return DatasetBundle(
         name="synthetic", num_classes=n_cls, in_chans=ch, img_size=size,
-        train=train, test=test, mean=mean, std=std,
+        train=train, test=test, mean=mean, std=std, stats_from_train=True,
     )

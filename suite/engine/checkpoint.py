@@ -27,6 +27,8 @@ class RunState:
     min_ema: float = math.inf  # lowest smoothed loss so far, warm-up included (failed_reason)
     best_test_acc: float | None = None
     test_acc: float | None = None
+    best_val_acc: float | None = None
+    val_acc: float | None = None
     step_times: list[float] = dataclasses.field(default_factory=list)
 
 

@@ -6,7 +6,7 @@ inside a run becomes ``error`` with its message, so a sweep never dies of one ru
 
 The run is a :class:`Training` object whose methods are the phases: :meth:`Training.setup` (data, model,
 optimizer, resume), :meth:`Training.step` (one optimizer step and the divergence rules),
-:meth:`Training.evaluate` (test accuracy) and :meth:`Training.finish` (the summary's results).
+:meth:`Training.evaluate` (validation and test accuracy) and :meth:`Training.finish` (the summary's results).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from suite import store
-from suite.config import RunConfig, dump_yaml, flatten, to_dict
+from suite.config import RunConfig, dump_yaml, flatten, resolve_precision, to_dict
 from suite.data import TrainStream, eval_batches, load_dataset
 from suite.data.bundle import DatasetBundle
 from suite.engine import checkpoint
@@ -84,6 +84,8 @@ def train(
     device = torch.device("cpu")
     try:
         device = resolve_device(cfg.device)
+        cfg = resolve_precision(cfg, device.type)  # a no-op when the sweep resolved it already
+        summary.update({"run_id": store.run_id(cfg), "train.precision": cfg.train.precision})
         summary.update(store.provenance(str(device)))
         run = Training(cfg, out, device, summary)
         run.setup()
@@ -130,6 +132,8 @@ class Training:
         torch.manual_seed(cfg.seed)  # init and drop-path draws; data order has its own generators
         self.model = build_model(cfg.model).to(self.device)
         self.summary["num_params"] = count_params(self.model)
+        self.summary.update(train_size=self.data.train_size, val_size=self.data.val_size,
+                            test_size=self.data.test_size)
         self.optimizer = build_optimizer(self.model, tc)
         self.summary["optimizer_impl"] = implementation(self.optimizer)
         self.total_steps = total_steps(cfg, self.data.train_size)
@@ -142,7 +146,7 @@ class Training:
         else:
             (self.out / store.METRICS).unlink(missing_ok=True)
         self.step_fn = torch.compile(self.model) if tc.compile else self.model
-        self.use_bf16 = tc.precision == "bf16" or (tc.precision == "auto" and self.device.type == "cuda")
+        self.use_bf16 = resolve_precision(self.cfg, self.device.type).train.precision == "bf16"
         self.chance = math.log(self.data.num_classes)
         reset_peak_memory(self.device)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -237,22 +241,34 @@ class Training:
 
     @torch.no_grad()
     def evaluate(self, step: int) -> None:
-        """Test loss and accuracy of the current weights, logged and kept in the run state."""
-        cfg, device, state = self.cfg, self.device, self.state
+        """Validation and test loss and accuracy of the current weights, logged and kept in the run
+        state. Selection (best learning rate, best init) uses ``val_acc``; ``test_acc`` is reported."""
+        state = self.state
+        record: dict[str, Any] = {"kind": "eval", "step": step}
         self.model.eval()
+        for split in ("val", "test"):
+            if split == "val" and self.data.val is None:
+                continue
+            loss, acc = self._accuracy(split)
+            record.update({f"{split}_loss": loss, f"{split}_acc": acc})
+            setattr(state, f"{split}_acc", acc)
+            best = getattr(state, f"best_{split}_acc")
+            setattr(state, f"best_{split}_acc", acc if best is None else max(best, acc))
+        self.model.train()
+        self.log(record)
+
+    def _accuracy(self, split: str) -> tuple[float, float]:
+        """Mean loss and accuracy over the whole ``split`` (``val`` or ``test``), in eval mode."""
+        cfg, device = self.cfg, self.device
         correct, total, loss_sum = 0, 0, 0.0
         for x, y in eval_batches(self.data, max(cfg.train.batch_size, 256), device, cfg.data.device_max_mb,
-                                 cfg.data.num_workers):
+                                 cfg.data.num_workers, split=split):
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
                 logits = self.model(x)
             loss_sum += F.cross_entropy(logits.float(), y, reduction="sum").item()
             correct += (logits.argmax(-1) == y).sum().item()
             total += y.numel()
-        self.model.train()
-        acc = correct / max(total, 1)
-        state.test_acc = acc
-        state.best_test_acc = acc if state.best_test_acc is None else max(state.best_test_acc, acc)
-        self.log({"kind": "eval", "step": step, "test_loss": loss_sum / max(total, 1), "test_acc": acc})
+        return loss_sum / max(total, 1), correct / max(total, 1)
 
     # ------------------------------------------------------------------------- finish
 
@@ -261,8 +277,8 @@ class Training:
         state, summary = self.state, self.summary
         summary["steps_done"] = state.step
         summary["final_train_loss"] = state.ema
-        summary["test_acc"] = state.test_acc
-        summary["best_test_acc"] = state.best_test_acc
+        summary.update(val_acc=state.val_acc, best_val_acc=state.best_val_acc, test_acc=state.test_acc,
+                       best_test_acc=state.best_test_acc)
         if state.step_times:
             med = statistics.median(state.step_times)
             summary["step_time_ms"] = med * 1e3

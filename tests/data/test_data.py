@@ -24,12 +24,12 @@ CPU = torch.device("cpu")
 
 @pytest.fixture(scope="module")
 def mnist():
-    return load_dataset(DataConfig())
+    return load_dataset(DataConfig(val_fraction=0))
 
 
 @pytest.fixture(scope="module")
 def synth():
-    return load_dataset(DataConfig(name="synthetic", synthetic_train=40, synthetic_test=13,
+    return load_dataset(DataConfig(val_fraction=0, name="synthetic", synthetic_train=40, synthetic_test=13,
                                    synthetic_img_size=8, synthetic_classes=4))
 
 
@@ -76,7 +76,7 @@ def test_registry_lists_the_six_datasets():
 
 def test_unknown_name_is_a_data_error_with_did_you_mean():
     with pytest.raises(DataError, match="did you mean 'cifar10'"):
-        load_dataset(DataConfig(name="cifar-10"))
+        load_dataset(DataConfig(val_fraction=0, name="cifar-10"))
 
 
 def test_mnist5k_shapes_labels_and_stats(mnist):
@@ -112,17 +112,17 @@ def test_mnist5k_split_is_stratified_and_a_partition(mnist):
 
 def test_split_depends_on_split_seed_only(mnist):
     torch.manual_seed(1234)  # the global RNG must play no part
-    again = load_dataset(DataConfig())
+    again = load_dataset(DataConfig(val_fraction=0))
     assert torch.equal(again.test.x, mnist.test.x) and torch.equal(again.train.y, mnist.train.y)
-    other = load_dataset(DataConfig(split_seed=1))
+    other = load_dataset(DataConfig(val_fraction=0, split_seed=1))
     assert not torch.equal(other.test.x, mnist.test.x)
     assert torch.bincount(other.test.y, minlength=10).tolist() == [100] * 10
-    half = load_dataset(DataConfig(test_fraction=0.5))
+    half = load_dataset(DataConfig(val_fraction=0, test_fraction=0.5))
     assert (half.train_size, half.test_size) == (2500, 2500)
 
 
 def test_digits_loads_scaled_and_stratified():
-    b = load_dataset(DataConfig(name="digits"))
+    b = load_dataset(DataConfig(val_fraction=0, name="digits"))
     assert (b.num_classes, b.in_chans, b.img_size) == (10, 1, 8)
     assert b.train_size + b.test_size == 1797
     assert b.train.x.dtype == torch.uint8 and b.train.x.shape[1:] == (1, 8, 8)
@@ -271,7 +271,7 @@ def write_cifar10(root: Path, per_batch: int = 3) -> tuple[np.ndarray, list[int]
 
 def test_cifar10_loads_tiny_real_format_files(tmp_path):
     data, labels = write_cifar10(tmp_path)
-    b = load_dataset(DataConfig(name="cifar10", root=str(tmp_path)))
+    b = load_dataset(DataConfig(val_fraction=0, name="cifar10", root=str(tmp_path)))
     assert (b.num_classes, b.in_chans, b.img_size) == (10, 3, 32)
     assert (b.train_size, b.test_size) == (15, 2)
     assert b.train.x.dtype == torch.uint8 and b.train.x.shape == (15, 3, 32, 32)
@@ -285,7 +285,7 @@ def test_cifar10_loads_tiny_real_format_files(tmp_path):
 def test_cifar10_root_from_env(tmp_path, monkeypatch):
     write_cifar10(tmp_path)
     monkeypatch.setenv("SUITE_DATA_DIR", str(tmp_path))
-    b = load_dataset(DataConfig(name="cifar10"))
+    b = load_dataset(DataConfig(val_fraction=0, name="cifar10"))
     assert b.train_size == 15
     stream = TrainStream(b, 4, 0, CPU, augment=True, max_device_mb=0, num_workers=0)
     (x, y), = collect(stream, 0, 1)
@@ -302,7 +302,7 @@ def test_cifar100_loads_fine_labels(tmp_path, monkeypatch):
     _pickle(folder / "meta", {b"fine_label_names": [f"f{i}".encode() for i in range(100)],
                               b"coarse_label_names": [b"c"] * 20})
     monkeypatch.setenv("SUITE_DATA_DIR", str(tmp_path))
-    b = load_dataset(DataConfig(name="cifar100"))
+    b = load_dataset(DataConfig(val_fraction=0, name="cifar100"))
     assert (b.num_classes, b.train_size, b.test_size) == (100, 5, 2)
     assert b.train.y.tolist() == [99, 0, 42, 7, 7]  # fine, not coarse
     assert torch.equal(b.test.x, torch.from_numpy(train[:2].reshape(2, 3, 32, 32)))
@@ -311,16 +311,16 @@ def test_cifar100_loads_fine_labels(tmp_path, monkeypatch):
 def test_missing_cifar_names_the_path(tmp_path, monkeypatch):
     monkeypatch.delenv("SUITE_DATA_DIR", raising=False)
     with pytest.raises(DataError) as err:
-        load_dataset(DataConfig(name="cifar10", root=str(tmp_path)))
+        load_dataset(DataConfig(val_fraction=0, name="cifar10", root=str(tmp_path)))
     msg = str(err.value)
     assert str(tmp_path / "cifar-10-batches-py") in msg and "cifar-10-python.tar.gz" in msg
     assert "data_batch_1..5" in msg and "SUITE_DATA_DIR" in msg and "\n" not in msg
     with pytest.raises(DataError, match="data.root"):
-        load_dataset(DataConfig(name="cifar100"))  # neither data.root nor the env var
+        load_dataset(DataConfig(val_fraction=0, name="cifar100"))  # neither data.root nor the env var
     write_cifar10(tmp_path)
     (tmp_path / "cifar-10-batches-py" / "data_batch_3").unlink()
     with pytest.raises(DataError, match="missing: data_batch_3"):
-        load_dataset(DataConfig(name="cifar10", root=str(tmp_path)))
+        load_dataset(DataConfig(val_fraction=0, name="cifar10", root=str(tmp_path)))
 
 
 # ----------------------------------------------------------------------------- ImageFolder
@@ -343,7 +343,7 @@ def write_imagefolder(root: Path, classes=("cat", "dog"), n_train: int = 3, n_va
 @pytest.mark.parametrize("workers", [0, 1])
 def test_imagefolder_through_the_dataloader(tmp_path, workers):
     write_imagefolder(tmp_path)
-    b = load_dataset(DataConfig(name="imagefolder", root=str(tmp_path), img_size=16))
+    b = load_dataset(DataConfig(val_fraction=0, name="imagefolder", root=str(tmp_path), img_size=16))
     assert (b.num_classes, b.in_chans, b.img_size, b.train_size, b.test_size) == (2, 3, 16, 7, 4)
     x0, y0 = b.train[0]
     assert x0.dtype == torch.uint8 and x0.shape == (3, 16, 16) and y0 == 0
@@ -370,10 +370,10 @@ def test_imagefolder_through_the_dataloader(tmp_path, workers):
 def test_imagefolder_errors(tmp_path, monkeypatch):
     monkeypatch.delenv("SUITE_DATA_DIR", raising=False)
     with pytest.raises(DataError) as err:
-        load_dataset(DataConfig(name="imagefolder", root=str(tmp_path)))
+        load_dataset(DataConfig(val_fraction=0, name="imagefolder", root=str(tmp_path)))
     assert str(tmp_path / "train") in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(DataError, match="data.root"):
-        load_dataset(DataConfig(name="imagefolder"))
+        load_dataset(DataConfig(val_fraction=0, name="imagefolder"))
     write_imagefolder(tmp_path / "a")
     for path in (tmp_path / "a" / "val" / "dog").iterdir():
         path.rename(tmp_path / "a" / "val" / "cat" / f"moved{path.name}")
@@ -381,18 +381,18 @@ def test_imagefolder_errors(tmp_path, monkeypatch):
     (tmp_path / "a" / "val" / "bird").mkdir()
     Image.new("RGB", (8, 8)).save(tmp_path / "a" / "val" / "bird" / "0.png")
     with pytest.raises(DataError, match=r"only in train: \['dog'\]; only in val: \['bird'\]"):
-        load_dataset(DataConfig(name="imagefolder", root=str(tmp_path / "a")))
+        load_dataset(DataConfig(val_fraction=0, name="imagefolder", root=str(tmp_path / "a")))
     (tmp_path / "b" / "train" / "cat").mkdir(parents=True)  # a class folder with no images
     (tmp_path / "b" / "val").mkdir()
     with pytest.raises(DataError, match="imagefolder under"):
-        load_dataset(DataConfig(name="imagefolder", root=str(tmp_path / "b")))
+        load_dataset(DataConfig(val_fraction=0, name="imagefolder", root=str(tmp_path / "b")))
 
 
 # ----------------------------------------------------------------------------- synthetic
 
 
 def test_synthetic_is_deterministic_and_learnable():
-    cfg = DataConfig(name="synthetic", synthetic_train=200, synthetic_test=100,
+    cfg = DataConfig(val_fraction=0, name="synthetic", synthetic_train=200, synthetic_test=100,
                      synthetic_img_size=8, synthetic_channels=3, synthetic_classes=5)
     torch.manual_seed(99)
     a, b = load_dataset(cfg), load_dataset(cfg)
@@ -410,4 +410,4 @@ def test_synthetic_is_deterministic_and_learnable():
 
 def test_synthetic_rejects_empty_sizes():
     with pytest.raises(DataError, match="data.synthetic_train"):
-        load_dataset(DataConfig(name="synthetic", synthetic_train=0))
+        load_dataset(DataConfig(val_fraction=0, name="synthetic", synthetic_train=0))

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from suite import store
-from suite.config import RunConfig, load_config
+from suite.config import RunConfig, load_config, resolve_precision
 from suite.engine import train
 
 
@@ -78,7 +78,7 @@ def test_every_divergence_reports_the_step_of_its_bad_loss(tmp_path, kind, reaso
     def poison(out, step):
         if step != 7:
             return out
-        return out * math.nan if kind == "nan" else out * 1e4
+        return out * math.nan if kind == "nan" else out * -1e4  # the predicted class becomes the least likely
 
     s = _poisoned_run(tmp_path, tiny(**{"train.warmup_steps": 2}), poison)
     assert (s["status"], s["diverged_step"], s["diverged_reason"]) == ("diverged", 7, reason)
@@ -92,6 +92,21 @@ def test_a_run_that_learns_then_returns_to_chance_failed_by_collapse(tmp_path):
 
     s = _poisoned_run(tmp_path, cfg, poison)
     assert (s["status"], s["failed_reason"]) == ("failed", "collapsed")
+
+
+def test_precision_auto_is_resolved_into_the_run_id(tmp_path):
+    """A CPU run under `auto` is the fp32 run (same id, same folder); bf16 is another run."""
+    auto = tiny()
+    assert auto.train.precision == "auto"
+    fp32 = resolve_precision(auto, "cpu")
+    bf16 = resolve_precision(auto, "cuda")
+    assert (fp32.train.precision, bf16.train.precision) == ("fp32", "bf16")
+    assert store.run_id(fp32) == store.run_id(tiny(**{"train.precision": "fp32"}))
+    assert len({store.run_id(auto), store.run_id(fp32), store.run_id(bf16)}) == 3
+    assert resolve_precision(fp32, "cuda") is fp32  # an explicit precision is never changed
+    s = train(auto, tmp_path)
+    assert s["run_id"] == store.run_id(fp32) and s["train.precision"] == "fp32"
+    assert yaml.safe_load((tmp_path / "config.yaml").read_text())["train"]["precision"] == "fp32"
 
 
 def test_injected_exception_ends_error_and_writes_summary(tmp_path):
@@ -114,7 +129,8 @@ def test_bad_data_is_an_error_status(tmp_path, monkeypatch):
 
 SUMMARY_TYPES = {
     "schema": int, "run_id": str, "seed": int, "status": str, "steps_done": int, "final_train_loss": float,
-    "test_acc": float, "best_test_acc": float, "step_time_ms": float, "throughput": float,
+    "val_acc": float, "best_val_acc": float, "test_acc": float, "best_test_acc": float,
+    "train_size": int, "val_size": int, "test_size": int, "step_time_ms": float, "throughput": float,
     "peak_mem_mb": float, "num_params": int, "wall_s": float, "suite_version": str, "git_commit": str,
     "torch_version": str, "python_version": str, "device_name": str, "started_at": str,
     "model.depth": int, "model.residual": str, "train.lr": float,
@@ -127,8 +143,13 @@ def test_summary_fields_types_and_files(tmp_path):
     for key, typ in SUMMARY_TYPES.items():
         assert isinstance(s[key], typ), (key, s[key])
     assert s["diverged_step"] is None and s["error"] is None
-    assert s["run_id"] == store.run_id(cfg)
+    assert s["run_id"] == store.run_id(resolve_precision(cfg, "cpu")) and s["train.precision"] == "fp32"
     assert 0.0 <= s["test_acc"] <= 1.0 and s["best_test_acc"] >= s["test_acc"]
+    assert 0.0 <= s["val_acc"] <= 1.0 and s["best_val_acc"] >= s["val_acc"]
+    assert (s["train_size"], s["val_size"], s["test_size"]) == (232, 24, 64)  # 6 of each class of 64
+    evals = [m for m in metrics(tmp_path) if m["kind"] == "eval"]
+    assert [m["step"] for m in evals] == [10, 20] and all("val_acc" in m and "test_acc" in m for m in evals)
+    assert evals[-1]["val_acc"] == s["val_acc"] and evals[-1]["test_acc"] == s["test_acc"]
     assert s["model.img_size"] == 16 and s["model.num_classes"] == 4  # filled from the data
     assert json.loads((tmp_path / "summary.json").read_text()) == s
     resolved = yaml.safe_load((tmp_path / "config.yaml").read_text())

@@ -17,6 +17,7 @@ import pytest
 from suite import store
 from suite.cli import main
 from suite.sweep.task import CRASH_ENV
+from suite.sweep.plan import resolve_runs
 from suite.sweep.spec import load_ablation
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +28,11 @@ VOLATILE = store.EXECUTION_KEYS | {"wall_s", "step_time_ms", "throughput", "peak
                                    "hostname", "started_at", "timing_cpu_util", "timing_load1",
                                    "timing_cores", "timing_contended"}
 ARGS = ["--device", "cpu", "--threads", "1"]  # one thread: CPU results are bitwise reproducible
+
+
+def cpu_runs(path: Path) -> list:
+    """The ablation's runs as a sweep on the CPU names them (precision `auto` resolved to fp32)."""
+    return resolve_runs(load_ablation(path).runs, "cpu", "cpu")
 
 
 def summaries(out: Path) -> dict[str, dict]:
@@ -47,7 +53,7 @@ def smoke_out(tmp_path_factory) -> Path:
 
 
 def test_sweep_writes_every_summary_with_ablation_variant_seed(smoke_out):
-    runs = {r.run_id: r for r in load_ablation(SMOKE).runs}
+    runs = {r.run_id: r for r in cpu_runs(SMOKE)}
     found = summaries(smoke_out)
     assert set(found) == set(runs)
     for run_id, s in found.items():
@@ -94,7 +100,7 @@ def test_folder_of_another_ablation_is_refused(smoke_out, tmp_path, capsys):
 
 def test_worker_death_is_an_error_run_and_retry_errors_reruns_only_it(tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
-    runs = [r for r in load_ablation(SMOKE).runs if r.seed == 0]
+    runs = [r for r in cpu_runs(SMOKE) if r.seed == 0]
     victim = runs[0]  # with one worker, the other three runs need the replacement worker
     monkeypatch.setenv(CRASH_ENV, victim.run_id)
     assert main(["run", str(SMOKE), "--out", str(out), "--only", "seed=0", "--workers", "1", *ARGS]) == 0

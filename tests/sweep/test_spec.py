@@ -9,6 +9,8 @@ import pytest
 
 from suite import store
 from suite.cli import main
+from suite.sweep.folder import RunnerError
+from suite.sweep.plan import resolve_runs
 from suite.sweep.spec import SpecError, load_ablation, parse_only, select
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,7 +188,7 @@ def test_dry_run_lists_runs_and_count_and_writes_nothing(tmp_path, capsys):
     assert lines[0].split() == ["run_id", "variant", "model.depth", "seed", "state"]
     assert len(lines) == 1 + 8 + 1
     assert lines[-1] == f"8 runs (2 variants x 2 grid points x 2 seeds - 0 excluded): 0 already done, 8 to run -> {out}"
-    ids = {r.run_id for r in load_ablation(SMOKE).runs}
+    ids = {r.run_id for r in resolve_runs(load_ablation(SMOKE).runs, None, "cpu")}  # no GPU here: auto is fp32
     assert {line.split()[0] for line in lines[1:-1]} == ids
     assert not out.exists()
 
@@ -197,3 +199,27 @@ def test_bad_only_is_a_one_line_user_error(capsys):
     assert main(["run", str(SMOKE), "--dry-run", "--only", "variant=preln,model.dept=1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "did you mean 'model.depth'" in err and "Traceback" not in err
+
+
+def test_resolving_precision_renames_runs_by_device_and_refuses_collisions(tmp_path):
+    ab = load_ablation(SMOKE)
+    cpu = resolve_runs(ab.runs, None, "cpu")
+    gpu = resolve_runs(ab.runs, None, "cuda")
+    assert all(r.cfg.train.precision == "fp32" for r in cpu) and all(r.cfg.train.precision == "bf16" for r in gpu)
+    assert not {r.run_id for r in cpu} & {r.run_id for r in gpu}
+    assert [r.run_id for r in resolve_runs(ab.runs, "cpu", "cuda")] == [r.run_id for r in cpu]  # --device wins
+    asked = []
+    resolve_runs(ab.runs, "cpu", lambda: asked.append(1) or "cuda")
+    assert not asked  # the auto device is looked up only when a run needs it
+    path = tmp_path / "twice.yaml"
+    path.write_text(textwrap.dedent("""
+        name: twice
+        base: {data: {name: synthetic, synthetic_train: 32, synthetic_test: 8}, model: {dim: 16, heads: 2, depth: 1}}
+        variants:
+          auto: {train.precision: auto}
+          fp32: {train.precision: fp32}
+    """))
+    both = load_ablation(path).runs
+    assert len(resolve_runs(both, None, "cuda")) == 2
+    with pytest.raises(RunnerError, match="are the same run on this device"):
+        resolve_runs(both, None, "cpu")

@@ -1,0 +1,93 @@
+"""Stratified splits: the held-out test share of the embedded datasets and the validation share
+carved out of every dataset's training split (``data.val_fraction``).
+
+Both are fixed by ``data.split_seed`` alone, never by the run seed, so every run of a sweep trains,
+validates and tests on the same images. Validation exists so that every choice the analysis makes
+(best learning rate, best init) is made without looking at the test set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import Tensor
+from torch.utils.data import Subset
+
+from suite.data import seeds
+from suite.data.bundle import DataError, DatasetBundle, TensorSplit, channel_stats
+
+
+def stratified_split(y: Tensor, fraction: float, split_seed: int, tag: int = seeds.SPLIT) -> tuple[Tensor, Tensor]:
+    """Indices of a stratified split into (kept, held out), fixed by ``split_seed`` and ``tag``.
+
+    Per class (in class order), the class's indices are permuted by one seeded generator and the
+    first ``round(fraction * n_c)`` are held out (at least 1, and at least 1 kept when the class
+    has 2+ samples). Stratifying matters because mnist5k is sorted by class.
+
+    Args:
+        y: (N,) int64 labels.
+        fraction: share of each class held out, in (0, 1).
+        split_seed: seed of the split; independent of the run seed.
+        tag: which split this is (:data:`seeds.SPLIT` for test, :data:`seeds.VALIDATION`), so the
+            validation draw is not the test draw again.
+
+    Returns:
+        (kept_idx, held_idx): sorted int64 index tensors that partition ``range(N)``.
+    """
+    gen = seeds.generator(tag, split_seed)
+    kept, held = [], []
+    for c in torch.unique(y).tolist():
+        idx = torch.nonzero(y == c).flatten()
+        n_held = int(round(fraction * len(idx)))
+        n_held = max(1, min(n_held, len(idx) - 1)) if len(idx) > 1 else 0
+        idx = idx[torch.randperm(len(idx), generator=gen)]
+        held.append(idx[:n_held])
+        kept.append(idx[n_held:])
+    empty = torch.zeros(0, dtype=torch.int64)
+    return torch.cat(kept or [empty]).sort().values, torch.cat(held or [empty]).sort().values
+
+
+def _labels(split: object, name: str) -> Tensor:
+    """The (N,) labels of a training split, in memory or a Dataset with ``targets`` (ImageFolder)."""
+    if isinstance(split, TensorSplit):
+        return split.y
+    targets = getattr(split, "targets", None)
+    if targets is None:
+        raise DataError(f"{name}: cannot carve a validation split from a dataset without labels "
+                        f"(.targets); set data.val_fraction: 0")
+    return torch.as_tensor(targets, dtype=torch.int64)
+
+
+def carve_validation(bundle: DatasetBundle, fraction: float, split_seed: int) -> DatasetBundle:
+    """Move a stratified ``fraction`` of the training split into ``bundle.val``.
+
+    Args:
+        bundle: as loaded, with ``val`` None.
+        fraction: ``data.val_fraction``; 0 leaves the bundle as it is (no validation split).
+        split_seed: ``data.split_seed``.
+
+    Returns:
+        A new bundle whose train and val partition the old train split. Channel statistics that
+        were measured on the training split (``bundle.stats_from_train``) are measured again on
+        what is left, so no validation pixel shapes the normalisation.
+
+    Raises:
+        DataError: the training split is too small to hold out one image per class.
+    """
+    if fraction <= 0:
+        return bundle
+    y = _labels(bundle.train, bundle.name)
+    kept, held = stratified_split(y, fraction, split_seed, tag=seeds.VALIDATION)
+    if len(held) == 0 or len(kept) == 0:
+        raise DataError(f"{bundle.name}: {len(y)} training images are too few for a validation split "
+                        f"(data.val_fraction={fraction}); add data or set data.val_fraction: 0")
+    if isinstance(bundle.train, TensorSplit):
+        train = TensorSplit(bundle.train.x[kept].contiguous(), bundle.train.y[kept].contiguous())
+        val = TensorSplit(bundle.train.x[held].contiguous(), bundle.train.y[held].contiguous())
+    else:
+        train, val = Subset(bundle.train, kept.tolist()), Subset(bundle.train, held.tolist())
+    mean, std = bundle.mean, bundle.std
+    if bundle.stats_from_train and isinstance(train, TensorSplit):
+        mean, std = channel_stats(train.x)
+    return dataclasses.replace(bundle, train=train, val=val, mean=mean, std=std)
