@@ -3,7 +3,7 @@
 Flow: every ``summary.json`` under DIR (see results/README.md) -> one row per run (``runs.csv``)
 -> groups (``grouping.py``) -> one row per group with rates, intervals and tests against the
 baseline (``summary.py``, statistics in ``stats.py``; ``tables/summary.csv``) -> paper-style
-tables (``tables.py``), depth trends and aggregates (``trends.py``), ``findings.md``
+tables (``tables.py``), each scheme at its best learning rate (``lr.py``), depth trends and aggregates (``trends.py``), ``findings.md``
 (``findings.py``) and figures (``figures.py``). The rules are in ``docs/statistics.md``.
 """
 
@@ -19,7 +19,8 @@ from suite.analysis import tables as paper
 from suite.analysis.grouping import choose_baseline, group_keys
 from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
 from suite.analysis.findings import findings
-from suite.analysis.summary import power_table, runs_frame, stability_frontier, summarize
+from suite.analysis.lr import lr_table
+from suite.analysis.summary import power_table, runs_frame, summarize
 from suite.analysis.trends import aggregates, depth_trends
 
 FORMATS = ("md", "tex", "csv")
@@ -74,7 +75,7 @@ def analyze(
         "summary": summary,
         "trends": depth_trends(runs, keys, base),
         "aggregate": aggregates(runs, keys, base),
-        "frontier": stability_frontier(summary, keys),
+        "lr": lr_table(runs, keys, base),
         "power": power_table(summary, keys, power_diff, power_rates) if power else None,
     }
     title = str(runs[0].get("ablation") or root.resolve().name)
@@ -91,11 +92,11 @@ def analyze(
             else:
                 doc = paper.document(fmt, kind, title, frame, keys, base, intro)
                 written.append(tables.write_text(doc, table_dir / f"{kind}.{fmt}"))
-    text = findings(title, summary, keys, base, frames["trends"], frames["aggregate"])
+    text = findings(title, summary, keys, base, frames["trends"], frames["aggregate"], frames["lr"])
     written.append(tables.write_text(text, root / "findings.md"))
     if figures:
         from suite.analysis import figures as fig  # matplotlib is slow to import: only when drawing
 
-        written += fig.draw_all(root, runs, summary, keys, base, title)
+        written += fig.draw_all(root, runs, summary, keys, base, title, frames["lr"])
     summary.attrs.update(written=[str(p) for p in written], keys=keys, baseline=base)
     return summary

@@ -4,7 +4,10 @@
 - ``not_ok_vs_depth``: not-ok fraction (diverged or failed) with Wilson 95% bands, per scheme;
 - ``scales_<variant>``: mean |scale| of each block over training (one line per block, coloured by
   its position in depth), one panel per depth, for schemes that log scales;
-- ``loss_depth<D>``: training-loss curves of every run at the deepest depth, coloured by scheme.
+- ``loss_depth<D>``: training-loss curves of every run at the deepest depth, coloured by scheme;
+- with a learning-rate axis: ``accuracy_vs_lr`` (test score vs learning rate, log x, one panel per
+  depth, one line per scheme, open markers where runs were not ok) and ``frontier_vs_depth`` (the
+  largest stable learning rate vs depth, per scheme).
 A suffix names the section (e.g. ``-train.lr-0.001``) when other keys split the tables.
 Figures are not byte-reproducible (fonts, renderers); the tables are.
 """
@@ -22,7 +25,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from suite.analysis.grouping import DEPTH, group_of, section_keys, sections, variant_order  # noqa: E402
+from suite.analysis.grouping import DEPTH, LR, group_of, section_keys, sections, variant_order  # noqa: E402
+from suite.analysis.lr import lr_curves  # noqa: E402
 from suite.analysis.load import read_curves  # noqa: E402
 from suite.analysis.markup import fmt_value, safe, slug  # noqa: E402
 
@@ -169,13 +173,88 @@ def loss_curves(curves: dict[str, list[tuple[pd.DataFrame, str]]], colors: dict[
     return fig
 
 
+def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure:
+    """Test score (%) vs learning rate (log x), one panel per depth, one line per scheme.
+
+    Args:
+        curves: :func:`suite.analysis.lr.lr_curves` rows of one section (variant, model.depth,
+            train.lr, n, n_not_ok, test_mean, test_ci_low/high).
+    """
+    depths = sorted({float(d) for d in curves[DEPTH]}) if DEPTH in curves else [None]
+    fig, axes = plt.subplots(1, len(depths), figsize=(3.2 * len(depths) + 0.8, 3.6), sharey=True, squeeze=False)
+    for ax, depth in zip(axes[0], depths):
+        part = curves if depth is None else curves[curves[DEPTH].astype(float) == depth]
+        for v in colors:
+            rows = part[(part["variant"] == v) & part["test_mean"].notna()].sort_values(LR)
+            if rows.empty:
+                continue
+            x, y = rows[LR].to_numpy(float), 100 * rows["test_mean"].to_numpy(float)
+            err = np.nan_to_num(np.abs(100 * rows[["test_ci_low", "test_ci_high"]].to_numpy(float).T - y))
+            ax.errorbar(x, y, yerr=err, color=colors[v], capsize=2, lw=1.2, label=v)
+            bad = rows["n_not_ok"].to_numpy() > 0
+            ax.scatter(x[~bad], y[~bad], color=colors[v], s=22, zorder=3)
+            ax.scatter(x[bad], y[bad], facecolors="white", edgecolors=colors[v], s=30, zorder=3, linewidths=1.5)
+        ax.set_xscale("log")
+        ax.set_xlabel("learning rate")
+        ax.set_title("all depths" if depth is None else f"depth {fmt_value(depth)}")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("test accuracy (%)")
+    axes[0][-1].legend(title="scheme", fontsize="small", loc="best")
+    fig.suptitle(title)
+    fig.text(0.01, -0.03, "mean over seeds, diverged and failed runs at chance; bars: 95% t interval; "
+             "open marker: at least one run not ok", fontsize="small", color="0.3")
+    fig.tight_layout()
+    return fig
+
+
+def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure:
+    """The largest stable learning rate vs depth per scheme (log y); an up-triangle marks a frontier at
+    the largest rate tested (it may lie higher), a cross at the bottom a cell unstable at every rate."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    depths = sorted(float(d) for d in set(lr[DEPTH]))
+    floor = float(lr["lr_tested_min"].min()) / 2
+    for i, v in enumerate(colors):
+        rows = lr[lr["variant"] == v].sort_values(DEPTH)
+        if rows.empty:
+            continue
+        x = rows[DEPTH].to_numpy(float) * 2 ** (0.03 * (i - len(colors) / 2))
+        y = rows["lr_stable_max"].to_numpy(float)
+        ax.plot(x, np.where(np.isnan(y), floor, y), color=colors[v], lw=1.2, label=v)
+        censored = rows["censored"].to_numpy(bool)
+        ok = ~np.isnan(y)
+        ax.scatter(x[ok & ~censored], y[ok & ~censored], color=colors[v], s=22, zorder=3)
+        ax.scatter(x[censored], y[censored], color=colors[v], marker="^", s=40, zorder=3)
+        ax.scatter(x[~ok], np.full((~ok).sum(), floor), color=colors[v], marker="x", s=30, zorder=3)
+    _depth_axis(ax, depths)
+    ax.set_yscale("log")
+    ax.set_ylabel("largest stable learning rate")
+    ax.set_title(title)
+    fig.text(0.01, -0.02, "stable: at most half of the seeds diverged or failed; ^: stable at the largest rate "
+             "tested; x (bottom): unstable at every rate", fontsize="small", color="0.3")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(title="scheme", fontsize="small")
+    return fig
+
+
 def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys: list[str], baseline: str,
-             title: str) -> list[Path]:
+             title: str, lr: pd.DataFrame | None = None) -> list[Path]:
     """Draw every figure of the analysis into ``root/figures``; returns the files written."""
     out = root / "figures"
     colors = scheme_colors(variant_order(list(summary["variant"]), baseline))
     skeys = section_keys(keys)
     written: list[Path] = []
+    if lr is not None and not lr.empty:
+        rest = [k for k in keys if k != LR]
+        curves = lr_curves(runs, keys)
+        for label, part in sections(lr, rest):
+            name = ", ".join(f"{k} = {fmt_value(v)}" for k, v in zip(section_keys(rest), label))
+            suffix = slug(label, section_keys(rest))
+            head = title + (f" ({name})" if name else "")
+            members = curves[[group_of(r, section_keys(rest)) == label
+                              for r in curves.to_dict("records")]] if section_keys(rest) else curves
+            written += save(accuracy_vs_lr(members, colors, head), out / f"accuracy_vs_lr{suffix}")
+            if DEPTH in rest:
+                written += save(frontier_vs_depth(part, colors, head), out / f"frontier_vs_depth{suffix}")
     for label, part in sections(summary, keys):
         name = ", ".join(f"{k} = {fmt_value(v)}" for k, v in zip(skeys, label))
         suffix = slug(label, skeys)

@@ -77,7 +77,7 @@ def load_runs(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 # Result fields that must be numbers (or null) for the statistics to mean anything.
-NUMERIC = ("test_acc", "best_test_acc", "final_train_loss", "step_time_ms", "throughput", "peak_mem_mb",
+NUMERIC = ("val_acc", "best_val_acc", "test_acc", "best_test_acc", "final_train_loss", "step_time_ms", "throughput", "peak_mem_mb",
            "diverged_step", "steps_done", "wall_s", "num_params")
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis import stats
-from suite.analysis.grouping import LR, group_of, hashable, sections, sort_value, variant_order
+from suite.analysis.grouping import group_of, sections, sort_value, variant_order
 from suite.store import STATUSES
 
 
@@ -189,37 +189,6 @@ def power_table(summary: pd.DataFrame, keys: list[str], difference: float = 0.05
     columns = keys + ["acc_pairs", "acc_diff_sd", "difference", "seeds_for_difference", "rate_scheme",
                       "rate_baseline", "seeds_for_rates"]
     return pd.DataFrame(rows, columns=columns)
-
-
-def stability_frontier(summary: pd.DataFrame, keys: list[str]) -> pd.DataFrame | None:
-    """Per scheme (and other keys): the largest ``train.lr`` at which >= half the seeds end ``ok``.
-
-    Args:
-        summary: from :func:`summarize`.
-        keys: its group keys; nothing is computed unless ``train.lr`` is one of them.
-
-    Returns:
-        None without a learning-rate key; else one row per group of the other keys with
-        lr_stable_max (nan if no rate was stable), lr_tested_min, lr_tested_max, n_lr and
-        censored (True when the largest rate tested was stable, so the frontier may lie higher).
-    """
-    if LR not in keys:
-        return None
-    rest = [k for k in keys if k != LR]
-    rows = []
-    labels = [tuple(hashable(v) for v in r) for r in summary[rest].itertuples(index=False)]
-    for label in dict.fromkeys(labels):  # first-seen order = summary order
-        part = summary[[lab == label for lab in labels]]
-        part = part[part["n"] > 0]
-        if part.empty:
-            continue
-        lrs = part[LR].astype(float)
-        stable = lrs[part["n_ok"] >= 0.5 * part["n"]]
-        best = float(stable.max()) if not stable.empty else math.nan
-        rows.append({**dict(zip(rest, label)), "lr_stable_max": best, "lr_tested_min": float(lrs.min()),
-                     "lr_tested_max": float(lrs.max()), "n_lr": int(lrs.nunique()),
-                     "censored": bool(best == float(lrs.max()))})
-    return pd.DataFrame(rows, columns=rest + ["lr_stable_max", "lr_tested_min", "lr_tested_max", "n_lr", "censored"])
 
 
 def runs_frame(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame:

@@ -133,7 +133,70 @@ def step_time_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: M
     return _section_tables(summary, keys, baseline, m, "Step time", "tab:time", cell, notes)
 
 
-def frontier_tables(frontier: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
+def best_lr_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
+    """Rows = scheme, columns = depth, cells = test score (%) at the rate selected on validation."""
+    fkeys = [k for k in keys if k != LR]
+
+    def best_of(col: pd.DataFrame) -> str | None:
+        return _best([_pct(a) for a in col["test_mean"] if not _nan(a)], higher=True)
+
+    def cell(r: pd.Series, best: str | None) -> str:
+        if _nan(r["best_lr"]) or r["test_n"] == 0:
+            return m.dash
+        acc = _pct(r["test_mean"])
+        acc = m.bold(acc) if acc == best else acc
+        acc += " " + (m.esc("[no interval: 1 run]") if r["test_n"] == 1 else _ci(m, r["test_ci_low"], r["test_ci_high"]))
+        acc += m.dagger if r["test_p_holm"] < ALPHA else ""
+        edge = f" ({r['best_lr_at_edge']} tested)" if r["best_lr_at_edge"] else ""
+        return m.lines([acc, m.esc(f"lr {fmt_value(r['best_lr'])}{edge}")])
+
+    def notes(part: pd.DataFrame) -> list[str]:
+        on = "validation" if (part["selected_on"] == "val").all() else "TEST (the runs have no validation split)"
+        return [
+            f"Cell: each scheme at its own best learning rate, the rate with the highest mean {on} score "
+            f"(ties: the smaller rate); the mean test score ({m.esc('%')}) of its seeds there [95{m.esc('%')} "
+            f"Student-t interval], with diverged and failed runs scored at chance. lowest / highest tested: the "
+            f"best rate is at the edge of the grid, so a better one may lie outside it. {m.dagger} differs from "
+            f"{m.code(baseline)} at its own best rate: paired t-test over seeds (Welch's where seeds do not "
+            f"match), Holm-adjusted p {m.esc('<')} {ALPHA} over this table. Bold: best per column.",
+        ]
+
+    return _section_tables(lr, fkeys, baseline, m, "At the best learning rate", "tab:bestlr", cell, notes, best_of)
+
+
+def sensitivity_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
+    """Rows = scheme, columns = depth, cells = LR sensitivity (points of validation accuracy)."""
+    fkeys = [k for k in keys if k != LR]
+
+    def best_of(col: pd.DataFrame) -> str | None:
+        return _best([_pct(r["sens_mean"]) for _, r in col.iterrows() if not _nan(r["sens_mean"]) and r["above_chance"]],
+                     higher=False)
+
+    def cell(r: pd.Series, best: str | None) -> str:
+        if r["sens_n"] == 0 or _nan(r["sens_mean"]):
+            return m.dash
+        sens = _pct(r["sens_mean"])
+        sens = m.bold(sens) if sens == best else sens
+        sens += " " + (m.esc("[no interval: 1 seed]") if r["sens_n"] == 1 else _ci(m, r["sens_ci_low"], r["sens_ci_high"]))
+        sens += m.dagger if r["sens_p_holm"] < ALPHA else ""
+        return sens if r["above_chance"] else m.lines([sens, m.esc("never above chance")])
+
+    def notes(part: pd.DataFrame) -> list[str]:
+        lrs = f"{fmt_value(float(part['lr_tested_min'].min()))} to {fmt_value(float(part['lr_tested_max'].max()))}"
+        return [
+            f"Cell: LR sensitivity (Wortsman et al. 2023), the mean over the learning rates tested ({lrs}) of "
+            f"(best mean validation score - mean validation score at that rate), in points, diverged and failed "
+            f"runs scored at chance; 0 = as good at every rate as at the best. [95{m.esc('%')} Student-t "
+            f"interval over seeds with a run at every rate.] It depends on the grid: compare schemes on one grid. "
+            f"A scheme that trains at no rate also scores 0 (never above chance): read it with the table above. "
+            f"{m.dagger} differs from {m.code(baseline)}: paired t-test over seeds, Holm-adjusted p "
+            f"{m.esc('<')} {ALPHA} over this table. Bold: lowest per column.",
+        ]
+
+    return _section_tables(lr, fkeys, baseline, m, "LR sensitivity", "tab:sens", cell, notes, best_of)
+
+
+def frontier_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
     """Rows = scheme, columns = depth, cells = largest stable learning rate."""
     fkeys = [k for k in keys if k != LR]
 
@@ -150,12 +213,12 @@ def frontier_tables(frontier: pd.DataFrame, keys: list[str], baseline: str, m: M
     def notes(part: pd.DataFrame) -> list[str]:
         lrs = f"{fmt_value(float(part['lr_tested_min'].min()))} to {fmt_value(float(part['lr_tested_max'].max()))}"
         return [
-            f"Cell: the largest learning rate ({m.code(LR)}) at which at least half of the seeds that did not "
-            f"error ended {m.code('ok')}; rates tested: {lrs}. {m.geq}: stable at the largest rate tested, "
+            f"Cell: the largest learning rate ({m.code(LR)}) at which at most half of the seeds that did not "
+            f"error diverged or failed; rates tested: {lrs}. {m.geq}: stable at the largest rate tested, "
             f"so the frontier may lie higher. {m.dash}: unstable at every rate tested. Bold: largest per column.",
         ]
 
-    return _section_tables(frontier, fkeys, baseline, m, "Stability frontier", "tab:frontier", cell, notes, best_of)
+    return _section_tables(lr, fkeys, baseline, m, "Stability frontier", "tab:frontier", cell, notes, best_of)
 
 
 def power_tables(power: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
@@ -283,7 +346,7 @@ KINDS = {  # file stem under tables/ -> the tables it holds
     "summary": (accuracy_tables, step_time_tables),
     "trends": (trend_tables,),
     "aggregate": (aggregate_tables,),
-    "frontier": (frontier_tables,),
+    "lr": (best_lr_tables, sensitivity_tables, frontier_tables),
     "power": (power_tables,),
 }
 
@@ -294,7 +357,7 @@ def document(fmt: str, kind: str, title: str, frame: pd.DataFrame, keys: list[st
 
     Args:
         fmt: ``md`` or ``tex``.
-        kind: a key of :data:`KINDS` (``summary``, ``trends``, ``aggregate``, ``frontier``, ``power``).
+        kind: a key of :data:`KINDS` (``summary``, ``trends``, ``aggregate``, ``lr``, ``power``).
         title: the ablation's name.
         frame: the frame those tables are drawn from (e.g. :func:`suite.analysis.summary.summarize`).
         keys: the group keys.

@@ -23,7 +23,7 @@ from suite.cli import analyze as analyze_cli
 
 def write_run(root: Path, variant: str, depth: int, seed: int, status: str = "ok", acc: float | None = 0.9,
               lr: float = 1e-3, step_time: float | None = 10.0, ablation: str | None = "demo",
-              scales: bool = False, steps: int = 30) -> Path:
+              scales: bool = False, steps: int = 30, val_acc: float | None = None) -> Path:
     """One finished run folder: summary.json (schema 1) and a short metrics.jsonl."""
     residual = {"layerscale": "layerscale"}.get(variant, variant)
     config = {"model.depth": depth, "model.residual": residual, "model.dim": 32, "model.layerscale.init": "cait",
@@ -38,6 +38,7 @@ def write_run(root: Path, variant: str, depth: int, seed: int, status: str = "ok
         "diverged_reason": "nonfinite_loss" if status == "diverged" else None,
         "error": "RuntimeError: out of memory" if status == "error" else None, "steps_done": steps,
         "final_train_loss": 0.5, "test_acc": acc if status in ("ok", "failed") else None, "best_test_acc": acc,
+        "val_acc": (acc if val_acc is None else val_acc) if status in ("ok", "failed") else None,
         "step_time_ms": step_time, "throughput": None, "peak_mem_mb": 1.0, "num_params": 100,
         # provenance differs between runs and must never become a group key
         "wall_s": 1.0 + seed, "git_commit": f"c{seed}", "hostname": f"host{seed}", "started_at": f"t{seed}",
@@ -327,24 +328,70 @@ def lr_grid(tmp_path: Path) -> Path:
     return root
 
 
-def test_stability_frontier_and_sections(lr_grid):
+def test_learning_rate_table_best_rate_sensitivity_frontier(lr_grid):
     summary = analyze(lr_grid, figures=False)
     assert summary.attrs["keys"] == ["variant", "model.depth", "train.lr"]
-    frontier = pd.read_csv(lr_grid / "tables" / "frontier.csv")
-    got = {(r.variant, r._2): (r.lr_stable_max, r.censored) for r in frontier.itertuples()}
-    assert got[("preln", 6)] == (3e-3, False)
-    assert math.isnan(got[("preln", 12)][0])
-    assert got[("layerscale", 6)] == (1e-2, True)
-    assert got[("layerscale", 12)] == (1e-3, False)
+    lr = pd.read_csv(lr_grid / "tables" / "lr.csv").set_index(["variant", "model.depth"])
+    assert (lr["selected_on"] == "val").all()
+    p6, l6, p12, l12 = (lr.loc[k] for k in [("preln", 6), ("layerscale", 6), ("preln", 12), ("layerscale", 12)])
+    # preln at depth 6: mean validation score .91 / .6367 / .3667 (diverged runs at chance, 0.1)
+    assert (p6["best_lr"], p6["best_lr_at_edge"], p6["val_at_best"]) == (1e-3, "lowest", pytest.approx(0.91))
+    assert p6["test_mean"] == pytest.approx(0.91) and p6["sens_mean"] == pytest.approx((0 + (0.91 - 0.6366667) + (0.91 - 0.3666667)) / 3)
+    assert p6["sens_n"] == 3 and p6["sens_ci_low"] < p6["sens_mean"] < p6["sens_ci_high"]
+    # layerscale at depth 6 trains at every rate: sensitivity 0, ties go to the smaller rate
+    assert (l6["best_lr"], l6["sens_mean"]) == (1e-3, pytest.approx(0.0))
+    assert l6["test_diff"] == pytest.approx(0.0) and math.isnan(l6["test_p"])  # identical seeds: no spread, no test
+    # depth 12: preln diverged everywhere (at chance); layerscale best at 1e-3: .90, .91 and a failed run at chance
+    assert p12["test_mean"] == pytest.approx(0.1) and math.isnan(p12["lr_stable_max"])
+    assert l12["best_lr"] == 1e-3 and l12["test_mean"] == pytest.approx((0.90 + 0.91 + 0.1) / 3)
+    assert l12["test_diff"] == pytest.approx((0.8 + 0.81 + 0.0) / 3) and l12["test_pairs"] == 3
+    assert l12["sens_mean"] == pytest.approx((0.90 + 0.91 + 0.1) / 3 - (0.6366667 + 0.3733333 + 0.1) / 3)
+    # frontier: the largest rate with at most half of the runs not ok
+    assert (p6["lr_stable_max"], bool(p6["censored"])) == (3e-3, False)
+    assert (l6["lr_stable_max"], bool(l6["censored"])) == (1e-2, True)
+    assert l12["lr_stable_max"] == 1e-3
+    md = (lr_grid / "tables" / "lr.md").read_text()
+    for caption in ("### At the best learning rate", "### LR sensitivity", "### Stability frontier"):
+        assert caption in md
+    assert "| preln (baseline) | 0.003 | — |" in md and "| layerscale | ≥**0.01** | 0.001 |" in md
+    assert "lr 0.001 (lowest tested)" in md
+    assert (lr_grid / "tables" / "lr.tex").read_text().count("\\begin{table}") == 3
+    text = (lr_grid / "findings.md").read_text()
+    assert text.index("## Each scheme at its own best learning rate") < text.index("## At each learning rate")
+    assert "- depth 12: stability frontier 0.001 vs unstable at every rate" in text
+    assert "- depth 12: LR sensitivity not compared (preln never beat chance at any rate)" in text
+    assert not p12["above_chance"] and l12["above_chance"]
     md = (lr_grid / "tables" / "summary.md").read_text()
     assert "### Accuracy and stability (train.lr = 0.001)" in md
-    md = (lr_grid / "tables" / "frontier.md").read_text()
-    assert "### Stability frontier" in md
-    assert "| preln (baseline) | 0.003 | — |" in md and "| layerscale | ≥**0.01** | 0.001 |" in md
     # Holm families are per table (per learning rate), not over the whole grid
-    for lr in (1e-3, 3e-3, 1e-2):
-        part = summary[summary["train.lr"] == lr]
+    for rate in (1e-3, 3e-3, 1e-2):
+        part = summary[summary["train.lr"] == rate]
         assert part["diverged_p_holm"].to_numpy() == pytest.approx(stats.holm(part["diverged_p"]), nan_ok=True)
+
+
+def test_the_best_rate_is_chosen_on_validation_never_on_test(tmp_path):
+    for variant in ("preln", "layerscale"):
+        for seed in range(3):
+            # 1e-3 looks best on validation, 1e-2 would look best on test
+            write_run(tmp_path, variant, 6, seed, lr=1e-3, acc=0.80 + 0.01 * seed, val_acc=0.95)
+            write_run(tmp_path, variant, 6, seed, lr=1e-2, acc=0.99, val_acc=0.90 + 0.01 * seed)
+    analyze(tmp_path, figures=False)
+    lr = pd.read_csv(tmp_path / "tables" / "lr.csv")
+    assert (lr["best_lr"] == 1e-3).all() and lr["test_mean"].to_numpy() == pytest.approx([0.81, 0.81])
+
+
+def test_runs_without_a_validation_split_are_selected_on_test_and_say_so(tmp_path):
+    for seed in range(2):
+        for lr in (1e-3, 1e-2):
+            for variant in ("preln", "layerscale"):
+                folder = write_run(tmp_path, variant, 6, seed, lr=lr, acc=0.5 + lr * 10)
+                s = json.loads((folder / "summary.json").read_text())
+                s["val_acc"] = None
+                (folder / "summary.json").write_text(json.dumps(s))
+    analyze(tmp_path, figures=False)
+    lr = pd.read_csv(tmp_path / "tables" / "lr.csv")
+    assert (lr["selected_on"] == "test").all() and (lr["best_lr"] == 1e-2).all()
+    assert "TEST (the runs have no validation split)" in (tmp_path / "tables" / "lr.md").read_text()
 
 
 # ----------------------------------------------------------------------------- figures (slow-ish: once)
@@ -358,5 +405,13 @@ def test_figures_are_written(grid, capsys):
     names = {p.name for p in (grid / "figures").iterdir()}
     for stem in ("accuracy_vs_depth", "not_ok_vs_depth", "scales_layerscale", "loss_depth24"):
         assert {f"{stem}.png", f"{stem}.pdf"} <= names
+    assert not any(n.startswith("accuracy_vs_lr") for n in names)  # no learning-rate axis here
     assert "scales_preln.png" not in names  # no scales logged for Pre-LN
     assert (grid / "figures" / "accuracy_vs_depth.png").stat().st_size > 10_000
+
+
+def test_learning_rate_figures_are_written(lr_grid):
+    analyze(lr_grid, formats=["csv"])
+    names = {p.name for p in (lr_grid / "figures").iterdir()}
+    assert {"accuracy_vs_lr.png", "accuracy_vs_lr.pdf", "frontier_vs_depth.png", "frontier_vs_depth.pdf"} <= names
+    assert (lr_grid / "figures" / "accuracy_vs_lr.png").stat().st_size > 10_000

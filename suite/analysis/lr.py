@@ -1,0 +1,172 @@
+"""Each scheme at its own best learning rate, and how wide a range of rates it trains at.
+
+Used when ``train.lr`` is a group key (an ablation with a learning-rate axis). A *cell* is a group
+without the learning rate: scheme x depth x the other keys. In a cell:
+
+- **score** of a run: its accuracy if it ended ``ok``; chance (``1 / model.num_classes``) if it
+  ``diverged`` or ``failed``; an ``error`` run is left out. Validation and test are scored alike.
+- **best learning rate**: the rate with the highest mean *validation* score (ties: the smaller
+  rate). Nothing is selected on test accuracy; the test score at the selected rate is reported with
+  its 95% Student-t interval, and compared with the baseline's at *its* best rate (paired by seed).
+  Runs without a validation split (``data.val_fraction: 0``) are selected on test and say so
+  (``selected_on``), an optimistic choice.
+- **LR sensitivity** (Wortsman et al. 2023, "Small-scale proxies for large-scale Transformer
+  training instabilities", with accuracy for loss): the mean over the rates tested of (best mean
+  validation score - mean validation score at that rate). 0 = every rate is as good as the best; it
+  depends on the grid, so compare schemes on one grid, and a scheme that trains at no rate also
+  scores 0 (``above_chance`` False: its best mean is chance). Per seed, the same mean of (best mean - that
+  seed's score) gives the interval and the paired test against the baseline.
+- **stability frontier**: the largest rate whose not-ok share (diverged or failed, among runs that
+  did not error) is at most 0.5; ``censored`` when that is the largest rate tested.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from suite.analysis import stats
+from suite.analysis.grouping import LR, group_of, sections, sort_value, variant_order
+from suite.analysis.summary import compare_accuracy
+
+MAX_NOT_OK = 0.5  # the frontier: the largest rate with at most this share of not-ok runs
+
+COLUMNS = [
+    "is_baseline", "has_baseline", "selected_on", "n_lr", "lr_tested_min", "lr_tested_max",
+    "best_lr", "best_lr_at_edge", "val_at_best", "above_chance",
+    "test_n", "test_mean", "test_ci_low", "test_ci_high",
+    "test_pairs", "test_diff", "test_diff_ci_low", "test_diff_ci_high", "test_p", "test_p_holm",
+    "sens_n", "sens_mean", "sens_ci_low", "sens_ci_high",
+    "sens_diff", "sens_diff_ci_low", "sens_diff_ci_high", "sens_p", "sens_p_holm",
+    "lr_stable_max", "censored",
+]
+
+
+def score(run: dict[str, Any], split: str) -> float | None:
+    """A run's ``val`` or ``test`` accuracy with not-ok runs at chance; None for ``error`` (or unknown)."""
+    if run["status"] == "error":
+        return None
+    if run["status"] in ("diverged", "failed"):
+        classes = run.get("model.num_classes")
+        return 1.0 / classes if isinstance(classes, int) and classes > 0 else None
+    value = run.get(f"{split}_acc")
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+def _cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
+    """Everything about one cell's runs, keyed by learning rate; see the module docstring."""
+    by_lr: dict[float, list[dict[str, Any]]] = {}
+    for r in runs:
+        by_lr.setdefault(float(r[LR]), []).append(r)
+    lrs = sorted(by_lr)
+    val = {lr: [(r.get("seed"), score(r, split)) for r in by_lr[lr]] for lr in lrs}
+    val = {lr: [(s, x) for s, x in pairs if x is not None] for lr, pairs in val.items()}
+    means = {lr: float(np.mean([x for _, x in pairs])) for lr, pairs in val.items() if pairs}
+    out: dict[str, Any] = {"n_lr": len(lrs), "lr_tested_min": lrs[0], "lr_tested_max": lrs[-1]}
+
+    live = {lr: [r for r in by_lr[lr] if r["status"] != "error"] for lr in lrs}
+    stable = [lr for lr in lrs if live[lr] and sum(r["status"] != "ok" for r in live[lr]) <= MAX_NOT_OK * len(live[lr])]
+    out["lr_stable_max"] = max(stable) if stable else math.nan
+    out["censored"] = bool(stable) and max(stable) == lrs[-1]
+    if not means:
+        out.update(best_lr=math.nan, best_lr_at_edge="", val_at_best=math.nan, above_chance=False, _test=[], _sens=[])
+        return out
+    best_mean = max(means.values())
+    classes = runs[0].get("model.num_classes")
+    chance = 1.0 / classes if isinstance(classes, int) and classes > 0 else 0.0
+    out["above_chance"] = bool(best_mean > chance + 1e-9)
+    best = min(lr for lr, m in means.items() if m == best_mean)
+    edge = "lowest" if best == lrs[0] and len(lrs) > 1 else "highest" if best == lrs[-1] and len(lrs) > 1 else ""
+    test = [(r.get("seed"), score(r, "test")) for r in by_lr[best]]
+    out.update(best_lr=best, best_lr_at_edge=edge, val_at_best=best_mean,
+               _test=[(s, x) for s, x in test if x is not None])
+    # Per seed: the mean shortfall from the cell's best mean, over every rate (a seed needs a scored run at each).
+    per_seed: dict[Any, dict[float, float]] = {}
+    for lr, pairs in val.items():
+        for seed, x in pairs:
+            per_seed.setdefault(seed, {})[lr] = x
+    complete = [s for s, xs in per_seed.items() if len(xs) == len(lrs) and
+                all(len([1 for t, _ in val[lr] if t == s]) == 1 for lr in lrs)]
+    out["_sens"] = [(s, float(np.mean([best_mean - per_seed[s][lr] for lr in lrs])))
+                    for s in sorted(complete, key=sort_value)]
+    return out
+
+
+def _interval(values: list[float], clip: bool) -> tuple[int, float, float, float]:
+    x = np.array(values, dtype=float)
+    low, high = stats.t_interval(x)
+    if clip and x.size > 1:
+        low, high = max(low, 0.0), min(high, 1.0)
+    return int(x.size), float(x.mean()) if x.size else math.nan, low, high
+
+
+def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame | None:
+    """One row per cell (scheme x depth x other keys, without the learning rate).
+
+    Args:
+        runs: as returned by :func:`suite.analysis.load.load_runs`.
+        keys: group keys; nothing is computed unless ``train.lr`` is one of them.
+        baseline: the baseline variant.
+
+    Returns:
+        None without a learning-rate key; else the cell keys then :data:`COLUMNS` (documented in
+        docs/statistics.md), sorted like the summary (baseline first). Accuracies are fractions.
+    """
+    if LR not in keys:
+        return None
+    rest = [k for k in keys if k != LR]
+    split = "val" if all(r.get("val_acc") is not None for r in runs if r["status"] == "ok") else "test"
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in runs:
+        if r.get(LR) is not None:
+            groups.setdefault(group_of(r, rest), []).append(r)
+    order = {v: i for i, v in enumerate(variant_order([g[0] for g in groups], baseline))}
+    ordered = sorted(groups, key=lambda g: (order[g[0]], [sort_value(v) for v in g[1:]]))
+    cells = {g: _cell(groups[g], split) for g in ordered}
+    rows = []
+    for g in ordered:
+        cell, base = cells[g], cells.get((baseline,) + g[1:])
+        is_base = g[0] == baseline
+        row: dict[str, Any] = {**dict(zip(rest, g)), "is_baseline": is_base, "has_baseline": base is not None,
+                               "selected_on": split}
+        row.update({k: v for k, v in cell.items() if not k.startswith("_")})
+        for name, values, clip in (("test", cell["_test"], True), ("sens", cell["_sens"], False)):
+            n, mean, low, high = _interval([x for _, x in values], clip)
+            row.update({f"{name}_n": n, f"{name}_mean": mean, f"{name}_ci_low": low, f"{name}_ci_high": high})
+            diff = stats.NO_DIFFERENCE
+            if not is_base and base is not None and values and base[f"_{name}"]:
+                diff, _ = compare_accuracy(values, base[f"_{name}"])
+            row.update({f"{name}_diff": diff.estimate, f"{name}_diff_ci_low": diff.low,
+                        f"{name}_diff_ci_high": diff.high, f"{name}_p": diff.p})
+            if name == "test":
+                row["test_pairs"] = diff.n_pairs
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    for column in ("test_p", "sens_p"):
+        adjusted = pd.Series(math.nan, index=frame.index)
+        for _, part in sections(frame, rest):
+            adjusted[part.index] = stats.holm(part[column].to_numpy(dtype=float))
+        frame[f"{column}_holm"] = adjusted
+    return frame[rest + COLUMNS]
+
+
+def lr_curves(runs: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame:
+    """Per group (keys including ``train.lr``): mean test score, its t interval, and not-ok k/n,
+    for the accuracy-vs-learning-rate figure."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in runs:
+        if r["status"] != "error":
+            groups.setdefault(group_of(r, keys), []).append(r)
+    rows = []
+    for g, members in groups.items():
+        scored = [x for x in (score(r, "test") for r in members) if x is not None]
+        n, mean, low, high = _interval(scored, clip=True)
+        rows.append({**dict(zip(keys, g)), "n": len(members), "n_not_ok": sum(r["status"] != "ok" for r in members),
+                     "test_mean": mean, "test_ci_low": low, "test_ci_high": high})
+    return pd.DataFrame(rows, columns=keys + ["n", "n_not_ok", "test_mean", "test_ci_low", "test_ci_high"])
+
+
+
