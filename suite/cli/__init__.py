@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "analyze": ("suite.cli.analyze", "turn a folder of runs into tables (md, tex, csv) and figures"),
     "bench": ("suite.cli.bench", "measure each scheme's step-time overhead against Pre-LN (A/B rounds)"),
     "bench-check": ("suite.cli.bench_check", "the CI gate: fail if LayerScale's overhead regressed"),
+    "cost": ("suite.cli.cost", "estimate an ablation's steps, FLOPs and device-hours before running it"),
     "schemes": ("suite.cli.schemes", "list the residual schemes and datasets"),
 }
 

@@ -25,6 +25,8 @@ class RunState:
     ema: float | None = None
     best_ema: float = math.inf
     min_ema: float = math.inf  # lowest smoothed loss so far, warm-up included (failed_reason)
+    streak: int = 0  # consecutive steps after warm-up with the smoothed loss at or above the fail threshold
+    streak_max: int = 0
     best_test_acc: float | None = None
     test_acc: float | None = None
     best_val_acc: float | None = None

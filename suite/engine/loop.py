@@ -47,6 +47,11 @@ class Diverged(Exception):
         self.step, self.reason = step, reason
 
 
+class StoppedAtChance(Exception):
+    """The smoothed loss sat at chance for ``train.fail_patience`` steps after warm-up: the run is
+    ``failed`` already, and training it to the end would only spend time."""
+
+
 def train(
     cfg: RunConfig,
     out_dir: str | Path,
@@ -183,11 +188,12 @@ class Training:
                 if on_step is not None:
                     on_step(step)
             self.summary["status"] = "ok"
-            threshold = tc.fail_fraction * self.chance
-            if state.ema is not None and state.ema >= threshold:
-                # Never below the threshold: it never learned; below it once: it learned, then lost it.
-                reason = "never_learned" if state.min_ema >= threshold else "collapsed"
-                self.summary.update(status="failed", failed_reason=reason)
+            self._judge_failure()
+        except StoppedAtChance:
+            self.summary["stopped_step"] = state.step
+            self.log({"kind": "stopped", "step": state.step, "reason": "at_chance"})
+            self.evaluate(state.step)
+            self._judge_failure()
         except Diverged as d:
             self.summary.update(status="diverged", diverged_step=d.step, diverged_reason=d.reason)
             self.log({"kind": "diverged", "step": d.step, "reason": d.reason})
@@ -195,6 +201,13 @@ class Training:
             self.metrics.close()
             if bar is not None:
                 bar.close()
+
+    def _judge_failure(self) -> None:
+        state, threshold = self.state, self.tc.fail_fraction * self.chance
+        if state.ema is not None and state.ema >= threshold:
+            # Never below the threshold: it never learned; below it once: it learned, then lost it.
+            reason = "never_learned" if state.min_ema >= threshold else "collapsed"
+            self.summary.update(status="failed", failed_reason=reason)
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """One optimizer step on the batch ``(x, y)``.
@@ -234,10 +247,14 @@ class Training:
                 # Like a non-finite loss: the step of the loss, i.e. the count of updates behind it.
                 raise Diverged(step, "loss_spike")
             state.best_ema = min(state.best_ema, state.ema)
+            state.streak = state.streak + 1 if state.ema >= tc.fail_fraction * self.chance else 0
+            state.streak_max = max(state.streak_max, state.streak)
         step += 1
         if step % tc.log_every == 0 or step == self.total_steps:
             self.log({"kind": "train", "step": step, "loss": loss_v, "lr": lr, "grad_norm": grad_v,
                       "blocks": probe(self.model, x)})
+        if tc.fail_patience is not None and state.streak >= tc.fail_patience and step < self.total_steps:
+            raise StoppedAtChance
 
     @torch.no_grad()
     def evaluate(self, step: int) -> None:
@@ -276,6 +293,7 @@ class Training:
         """The summary's results: steps, final loss, accuracy, step time, throughput, memory."""
         state, summary = self.state, self.summary
         summary["steps_done"] = state.step
+        summary["chance_streak_max"] = state.streak_max
         summary["final_train_loss"] = state.ema
         summary.update(val_acc=state.val_acc, best_val_acc=state.best_val_acc, test_acc=state.test_acc,
                        best_test_acc=state.best_test_acc)

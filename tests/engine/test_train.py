@@ -84,6 +84,30 @@ def test_every_divergence_reports_the_step_of_its_bad_loss(tmp_path, kind, reaso
     assert (s["status"], s["diverged_step"], s["diverged_reason"]) == ("diverged", 7, reason)
 
 
+def test_a_run_at_chance_for_fail_patience_steps_stops_as_failed(tmp_path):
+    """lr 0: the smoothed loss never leaves chance, so with a patience of 5 the run stops 5 steps after
+    warm-up (step 3 + 5), evaluated there, failed; without a patience it trains to the end and records
+    the streak that a patience would be judged against."""
+    frozen = {"train.lr": 0.0, "train.min_lr": 0.0, "train.steps": 40}
+    full = train(tiny(**frozen), tmp_path / "full")
+    assert (full["status"], full["steps_done"], full["stopped_step"]) == ("failed", 40, None)
+    assert full["chance_streak_max"] == 40 - 3
+    s = train(tiny(**frozen, **{"train.fail_patience": 5}), tmp_path / "stopped")
+    assert (s["status"], s["failed_reason"], s["stopped_step"], s["steps_done"]) == ("failed", "never_learned", 8, 8)
+    assert s["test_acc"] is not None and s["val_acc"] is not None
+    records = metrics(tmp_path / "stopped")
+    assert records[-2] == {"kind": "stopped", "step": 8, "reason": "at_chance"} and records[-1]["kind"] == "eval"
+
+
+def test_a_run_that_learns_is_never_stopped_at_chance(tmp_path):
+    """The smoothed loss starts at chance and lags the raw loss (6 steps here): a patience longer
+    than that lets the run learn; one shorter stops it, which is why a patience must be checked."""
+    s = train(tiny(**{"train.fail_patience": 8}), tmp_path / "a")
+    assert (s["status"], s["stopped_step"], s["steps_done"], s["chance_streak_max"]) == ("ok", None, 20, 6)
+    s = train(tiny(**{"train.fail_patience": 6}), tmp_path / "b")
+    assert (s["status"], s["stopped_step"]) == ("failed", 3 + 6)
+
+
 def test_a_run_that_learns_then_returns_to_chance_failed_by_collapse(tmp_path):
     cfg = tiny(**{"train.steps": 60, "train.spike_factor": 1e6})  # no spike rule: a slow return to chance
 

@@ -1,0 +1,86 @@
+"""What an ablation will cost before it runs: optimizer steps and FLOPs per run, and the device-hours
+they take at a throughput you measured (or assume).
+
+Torch-free: shapes come from the dataset's known geometry (:data:`GEOMETRY`), steps from
+``train.steps`` or, for ``train.epochs``, from the dataset's known size after the validation split.
+Runs that diverge or stop early cost less, so the estimate is an upper bound.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from suite.config import RunConfig
+from suite.models.flops import train_step_flops
+from suite.sweep.spec import Ablation
+
+# name -> (img_size, in_chans, num_classes, training images before the validation split or None)
+GEOMETRY: dict[str, tuple[int, int, int, int | None]] = {
+    "cifar10": (32, 3, 10, 50_000),
+    "cifar100": (32, 3, 100, 50_000),
+    "mnist5k": (28, 1, 10, None),  # 5,000 images, test_fraction held out first
+    "digits": (8, 1, 10, None),  # 1,797 images
+}
+EMBEDDED_TOTAL = {"mnist5k": 5_000, "digits": 1_797}
+
+
+class CostError(ValueError):
+    """An ablation whose cost cannot be computed without its data (one line, names the key)."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    runs: int
+    steps: int
+    flops: float  # total over every run
+
+    def hours(self, tflops: float) -> float:
+        """Device-hours at a sustained ``tflops`` (10^12 FLOP/s)."""
+        return self.flops / (tflops * 1e12) / 3600
+
+
+def _shape(cfg: RunConfig) -> tuple[RunConfig, int | None]:
+    data, m = cfg.data, cfg.model
+    if data.name == "synthetic":
+        geometry = (data.synthetic_img_size, data.synthetic_channels, data.synthetic_classes, data.synthetic_train)
+    elif data.name in GEOMETRY:
+        geometry = GEOMETRY[data.name]
+        if data.name in EMBEDDED_TOTAL:
+            total = EMBEDDED_TOTAL[data.name]
+            geometry = geometry[:3] + (total - round(total * data.test_fraction),)
+    else:
+        raise CostError(f"data.name {data.name}: image size and count unknown before loading; set "
+                        f"model.img_size, model.in_chans, model.num_classes and train.steps")
+    img, chans, classes, train = geometry
+    model = dataclasses.replace(m, img_size=m.img_size or img, in_chans=m.in_chans or chans,
+                                num_classes=m.num_classes or classes)
+    if train is not None:
+        train -= round(train * data.val_fraction) if data.val_fraction > 0 else 0
+    return dataclasses.replace(cfg, model=model), train
+
+
+def run_steps(cfg: RunConfig, train_size: int | None) -> int:
+    tc = cfg.train
+    if tc.epochs is None:
+        return tc.steps
+    if train_size is None:
+        raise CostError(f"data.name {cfg.data.name}: train.epochs needs the dataset size; use train.steps")
+    return max(1, math.ceil(tc.epochs * train_size / tc.batch_size))
+
+
+def estimate(ablation: Ablation) -> Cost:
+    """Total steps and training FLOPs of every run of ``ablation`` (forward + backward; evaluation
+    passes are left out: with ``eval_every`` >= 100 they are a few percent).
+
+    Raises:
+        CostError: a run whose dataset geometry or length is unknown before loading.
+    """
+    steps, flops = 0, 0.0
+    for run in ablation.runs:
+        cfg, train = _shape(run.cfg)
+        n = run_steps(cfg, train)
+        steps += n
+        flops += n * train_step_flops(cfg.model, cfg.train.batch_size)
+    return Cost(len(ablation.runs), steps, flops)
