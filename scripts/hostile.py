@@ -81,9 +81,11 @@ def write(path: Path, text: str | bytes) -> Path:
 
 def smoke_run_ids(d: Path, ablation: Path = SMOKE) -> list[str]:
     sys.path.insert(0, str(ROOT))
+    from suite.sweep.plan import resolve_runs
     from suite.sweep.spec import load_ablation
 
-    return [r.run_id for r in load_ablation(ablation).runs]
+    # As `suite run` names them on this machine: no GPU, so precision `auto` resolves to fp32.
+    return [r.run_id for r in resolve_runs(load_ablation(ablation).runs, None, "cpu")]
 
 
 def smoke_folder(d: Path) -> Path:
@@ -422,6 +424,11 @@ CASES: list[Case] = [
          _file_then(["validate", "{f}"], BASE_ABLATION + "grid: {model.heads: [0]}\n")),
     Case("suite train model.heads=0", "traceback", "error", _argv("train", "model.heads=0")),
     Case("suite bench --heads 0", "traceback", "error", _argv("bench", "--heads", "0", "--out", "{d}/b")),
+    Case("suite train data.val_fraction=1.5", "silent", "error", _argv("train", "data.val_fraction=1.5")),
+    Case("suite train train.fail_patience=0", "silent", "error", _argv("train", "train.fail_patience=0")),
+    Case("suite cost on a missing file", "traceback", "error", _argv("cost", "{d}/nope.yaml")),
+    Case("suite cost --measured 0@12", "silent", "error", _argv("cost", str(SMOKE), "--measured", "0@12")),
+    Case("suite cost --tflops -5", "silent", "error", _argv("cost", str(SMOKE), "--tflops", "-5")),
     Case("summary.json is a list", "traceback", "ok", bad_summary(b"[1, 2, 3]"), analyzed_without("bad")),
     Case("summary.json is a folder", "traceback", "ok", bad_summary(None), analyzed_without("bad")),
     Case("summary.json is not UTF-8", "traceback", "ok", bad_summary(b'{"status": "ok\xff"}'), analyzed_without("bad")),

@@ -133,6 +133,13 @@ def interleave(
     return times
 
 
+GEMM = "gemm"  # the reference arm: one n x n x n matmul, timed in the same rounds as the models
+
+
+def gemm_flops(n: int) -> int:
+    return 2 * n ** 3
+
+
 def measure(
     factories: dict[str, Callable[[], nn.Module]],
     shape: BenchShape,
@@ -146,6 +153,7 @@ def measure(
     forward: bool = True,
     seed: int = 0,
     log: Callable[[str], None] | None = None,
+    gemm: int = 0,
 ) -> dict[str, ArmResult]:
     """Time every arm's training step, then its no-grad forward, in interleaved rounds.
 
@@ -158,9 +166,12 @@ def measure(
         forward: also time no-grad forwards (a second series of rounds).
         seed: seeds the weights, the input and the visiting order.
         log: called with progress lines.
+        gemm: if > 0, also time one ``gemm`` x ``gemm`` x ``gemm`` matmul (the dtype of the arms) in
+            the training rounds, as the arm :data:`GEMM`: what the same cores reach on the one
+            operation they are best at, measured under the same load as the models.
 
     Returns:
-        Arm name -> :class:`ArmResult` with (R, 2) times.
+        Arm name -> :class:`ArmResult` with (R, 2) times (and :data:`GEMM` when asked for).
     """
     dev = torch.device(device)
     if dtype not in ("fp32", "bf16"):
@@ -214,13 +225,22 @@ def measure(
         if log:
             log(f"built and warmed up {name} ({time.perf_counter() - t0:.1f} s)")
 
+    if gemm > 0:
+        dt = torch.bfloat16 if dtype == "bf16" else torch.float32
+        a, b = (torch.randn(gemm, gemm, generator=gen).to(dev, dt) for _ in range(2))
+        product = torch.empty(gemm, gemm, device=dev, dtype=dt)
+        train_fns[GEMM] = lambda: torch.mm(a, b, out=product)
+        train_fns[GEMM]()
+        info[GEMM] = dict(params=0, saved_bytes=0, peak_bytes=None)
+
     timer = Timer(dev)
+
     def tagged(what: str) -> Callable[[str], None] | None:
         return (lambda line: log(f"{what}: {line}")) if log else None
 
     train = interleave(train_fns, rounds, steps=steps, timer=timer, seed=seed, log=tagged("train"))
     fwd = interleave(fwd_fns, rounds, steps=steps, timer=timer, seed=seed + 1, log=tagged("forward")) if forward else {}
-    return {n: ArmResult(train_s=train[n], forward_s=fwd.get(n), **info[n]) for n in factories}
+    return {n: ArmResult(train_s=train[n], forward_s=fwd.get(n), **info[n]) for n in train_fns}
 
 
 def _raise_recompile_limit() -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from suite.bench.arms import BASELINE, TIMM_ARMS
-from suite.bench.measure import ArmResult
+from suite.bench.measure import GEMM, ArmResult, gemm_flops
 from suite.bench.stats import RatioSummary, round_means, summarize
 from suite.store import atomic_write_text, to_json, write_json
 
@@ -39,6 +39,7 @@ class Comparison:
 
 def comparisons(names: list[str]) -> list[Comparison]:
     """The rows that the measured arms ``names`` allow (see the module docstring)."""
+    names = [n for n in names if n != GEMM]
     have = set(names)
     rows = [Comparison(n, "overhead", (n,), (BASELINE,)) for n in names
             if BASELINE in have and n != BASELINE and n not in TIMM_ARMS]
@@ -91,6 +92,43 @@ def build_rows(results: dict[str, ArmResult], alpha: float = 0.05) -> list[dict[
     return rows
 
 
+def efficiency(results: dict[str, ArmResult], step_flops: int, gemm: int) -> list[dict[str, Any]]:
+    """Achieved GFLOP/s of each arm's training step (analytic FLOPs / median step time) and its share
+    of what one ``gemm``-sized matmul reached on the same cores in the same rounds.
+
+    Args:
+        results: from :func:`suite.bench.measure.measure`, with the :data:`GEMM` arm if measured.
+        step_flops: analytic FLOPs of one training step at the benchmark shape
+            (:func:`suite.models.flops.train_step_flops`; the same for every arm to within the
+            schemes' elementwise work, which is not counted).
+        gemm: the matmul size the reference arm used (0: none).
+    """
+    ref = None
+    if GEMM in results and gemm > 0:
+        ref = gemm_flops(gemm) / float(np.median(results[GEMM].train_s)) / 1e9
+    rows = []
+    for name, r in results.items():
+        if name == GEMM:
+            continue
+        gflops = step_flops / float(np.median(r.train_s)) / 1e9
+        rows.append({"arm": name, "train_ms": 1e3 * float(np.median(r.train_s)), "gflops": gflops,
+                     "gemm_gflops": ref, "of_gemm": gflops / ref if ref else None})
+    return rows
+
+
+def efficiency_table(rows: list[dict[str, Any]], gemm: int) -> str:
+    ref = rows[0]["gemm_gflops"] if rows else None
+    head = (f"Achieved GFLOP/s of a training step (analytic FLOPs of the matmuls / median step time), and its "
+            f"share of a {gemm} x {gemm} x {gemm} matmul's GFLOP/s ({_fmt(ref)}) on the same cores in the same "
+            f"rounds: how far from the hardware each arm runs.\n" if ref else
+            "Achieved GFLOP/s of a training step (analytic FLOPs of the matmuls / median step time).\n")
+    lines = [head, "| arm | train ms | GFLOP/s | of GEMM |", "|---|---:|---:|---:|"]
+    for r in rows:
+        share = "n/a" if r["of_gemm"] is None else f"{100 * r['of_gemm']:.0f}%"
+        lines.append(f"| {r['arm']} | {_fmt(r['train_ms'])} | {_fmt(r['gflops'])} | {share} |")
+    return "\n".join(lines) + "\n"
+
+
 def _fmt(v: float | None, spec: str = ".1f") -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
@@ -118,7 +156,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 
 
 def write_outputs(out: Path, results: dict[str, ArmResult], rows: list[dict[str, Any]],
-                  meta: dict[str, Any]) -> list[Path]:
+                  meta: dict[str, Any], speed: list[dict[str, Any]] | None = None) -> list[Path]:
     """Write ``overhead.csv``, ``overhead.md`` and ``overhead.json`` (with raw times) under ``out``.
 
     Args:
@@ -142,8 +180,10 @@ def write_outputs(out: Path, results: dict[str, ArmResult], rows: list[dict[str,
         f"95% interval of that median (order statistics). Δ saved act.: activations autograd keeps for backward.\n",
         markdown_table(rows),
     ]
+    if speed:
+        md.append(efficiency_table(speed, meta["settings"].get("gemm", 0)))
     atomic_write_text(out / "overhead.md", "\n".join(md))
     arms = {n: {"train_s": r.train_s, "forward_s": r.forward_s, "params": r.params,
                 "saved_bytes": r.saved_bytes, "peak_bytes": r.peak_bytes} for n, r in results.items()}
-    write_json(out / "overhead.json", {**meta, "rows": rows, "arms": arms})
+    write_json(out / "overhead.json", {**meta, "rows": rows, "efficiency": speed or [], "arms": arms})
     return [out / "overhead.csv", out / "overhead.md", out / "overhead.json"]

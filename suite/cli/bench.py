@@ -19,6 +19,7 @@ from suite.bench import report
 from suite.bench.arms import BASELINE, BenchShape, arm_names, build_arm, check_arm
 from suite.bench.measure import measure
 from suite.cli.checks import at_least, writable_dir
+from suite.models.flops import train_step_flops
 
 # Per-device defaults. CPU: about a minute on 2 cores (docs/benchmark.md), single-threaded because
 # on a shared machine a second thread stalls at every op's barrier whenever a neighbour holds its
@@ -54,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: 1 on cpu, torch's on cuda)")
     parser.add_argument("--seed", type=int, default=0, help="weights, input and visiting order")
     parser.add_argument("--out", default="results/bench", help="folder for overhead.{csv,md,json}")
+    parser.add_argument("--gemm", type=int, default=1024, metavar="N",
+                        help="also time an N x N x N matmul in the same rounds, the reference for GFLOP/s "
+                             "(default: %(default)s; 0 = off)")
 
 
 def resolved_command(settings: dict) -> str:
@@ -61,7 +65,7 @@ def resolved_command(settings: dict) -> str:
     s = settings
     parts = ["suite bench", "--schemes", *s["arms"][1:]] if len(s["arms"]) > 1 else ["suite bench"]
     for key in ("depth", "dim", "heads", "tokens", "batch", "device", "dtype", "rounds", "steps", "warmup",
-                "threads", "seed"):
+                "threads", "seed", "gemm"):
         parts += [f"--{key}", str(s[key])]
     parts += ["--compile"] if s["compile"] else []
     parts += [] if s["forward"] else ["--no-forward"]
@@ -70,7 +74,7 @@ def resolved_command(settings: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     problem = (at_least(args, 1, "depth", "dim", "heads", "batch", "rounds", "steps", "threads")
-               or at_least(args, 0, "warmup"))
+               or at_least(args, 0, "warmup", "gemm"))
     if problem is None and args.dim % args.heads:
         problem = f"--dim {args.dim} must be divisible by --heads {args.heads}"
     if problem is None and args.device == "cuda" and not torch.cuda.is_available():
@@ -94,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     settings = {**dataclasses.asdict(shape), "device": args.device, "dtype": opt["dtype"], "compile": args.compile,
                 "rounds": opt["rounds"], "steps": opt["steps"], "warmup": opt["warmup"], "forward": args.forward,
-                "seed": args.seed, "threads": torch.get_num_threads(), "arms": names,
+                "seed": args.seed, "threads": torch.get_num_threads(), "arms": names, "gemm": args.gemm,
                 "interval": "distribution-free 95% interval of the median of per-round ratios (order statistics)"}
     prov = store.provenance(args.device)
     t0 = time.perf_counter()
@@ -102,11 +106,14 @@ def run(args: argparse.Namespace) -> int:
         {n: (lambda n=n: build_arm(n, shape)) for n in names}, shape, device=args.device, dtype=opt["dtype"],
         compile=args.compile, rounds=opt["rounds"], warmup=opt["warmup"], steps=opt["steps"],
         forward=args.forward, seed=args.seed, log=lambda line: print(line, file=sys.stderr, flush=True),
+        gemm=args.gemm,
     )
     rows = report.build_rows(results)
+    speed = report.efficiency(results, train_step_flops(shape.model_config(), shape.batch), args.gemm)
     meta = {"command": resolved_command(settings), "settings": settings, "provenance": prov,
             "wall_s": round(time.perf_counter() - t0, 1)}
-    paths = report.write_outputs(Path(args.out), results, rows, meta)
+    paths = report.write_outputs(Path(args.out), results, rows, meta, speed)
     print(report.markdown_table(rows))
+    print(report.efficiency_table(speed, args.gemm))
     print(f"wrote {', '.join(str(p) for p in paths)} ({meta['wall_s']:.0f} s)")
     return 0

@@ -19,7 +19,7 @@ from suite.bench import gate as bench_gate
 from suite.bench.measure import ArmResult, Timer, interleave, measure
 from suite.bench.arms import BenchShape, SlowLayerScale, arm_names, build_arm, check_arm, slow_down_layerscale
 from suite.bench.gate import gate, measure_residual, measure_step, reference_path, residual_path
-from suite.bench.report import build_rows, comparisons, markdown_table
+from suite.bench.report import build_rows, comparisons, efficiency, efficiency_table, markdown_table
 from suite.bench.stats import RatioSummary, median_interval, median_interval_ranks, round_ratios, summarize
 from suite.cli import main
 from suite.models import count_params
@@ -240,6 +240,20 @@ def test_bench_cli_writes_three_files(tmp_path, one_thread):
     assert data["command"].startswith("suite bench --schemes layerscale timm-preln timm-layerscale --depth 1")
     assert "layerscale (ours/timm)" in (tmp_path / "overhead.md").read_text()
     assert (tmp_path / "overhead.csv").read_text().startswith("label,kind,")
+    assert data["command"].endswith("--gemm 1024") and "gemm" not in {r["label"] for r in data["rows"]}
+    speed = {r["arm"]: r for r in data["efficiency"]}
+    assert set(speed) == set(data["settings"]["arms"])
+    assert all(r["gflops"] > 0 and 0 < r["of_gemm"] == pytest.approx(r["gflops"] / r["gemm_gflops"]) for r in speed.values())
+    assert "of GEMM" in (tmp_path / "overhead.md").read_text()
+
+
+def test_efficiency_by_hand():
+    results = {"preln": _arm(0.002, 100, 0), "gemm": _arm(0.01, 0, 0)}
+    (row,) = efficiency(results, step_flops=2 * 10**8, gemm=1000)  # 2e9 FLOP matmul in 10 ms: 200 GFLOP/s
+    assert row["arm"] == "preln" and row["gflops"] == pytest.approx(100.0) and row["gemm_gflops"] == pytest.approx(200.0)
+    assert row["of_gemm"] == pytest.approx(0.5)
+    assert "| preln | 2.0 | 100.0 | 50% |" in efficiency_table([row], 1000)
+    assert [c.label for c in comparisons(["preln", "layerscale", "gemm"])] == ["layerscale"]
 
 
 def test_bench_cli_rejects_bad_tokens_and_arms(capsys):
