@@ -1,7 +1,8 @@
 """Which runs form a group, how groups are ordered, and how they split into table sections.
 
-A group is ``variant`` plus every config key (``model.*``, ``data.*``, ``train.*``, ``device``)
-that varies *within* some variant. A key that varies only across variants (``model.residual``) is
+A group is ``variant`` plus every config key (``model.*``, ``data.*``, ``train.*``) that varies
+*within* some variant; keys that only say how a run was executed (``device``, ``train.threads``, ...)
+never do, as they are not part of the run id either. A key that varies only across variants (``model.residual``) is
 implied by the variant and left out; the seed is never a key; provenance and results never are.
 ``--by KEY ...`` replaces the automatic keys (``variant`` is always kept). ``model.depth`` is
 added whenever that does not split a group, so tables can show depth as columns. Keys other than
@@ -19,6 +20,7 @@ import pandas as pd
 
 from suite.analysis.load import AnalysisError
 from suite.registry import did_you_mean
+from suite.store import EXECUTION_KEYS
 
 DEPTH = "model.depth"  # the column key of every table
 LR = "train.lr"  # the key of the stability frontier
@@ -76,7 +78,9 @@ def sections(frame: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, pd.DataF
 
 
 def _is_config_key(key: str) -> bool:
-    return key.startswith(CONFIG_PREFIXES) or key == "device"
+    """A key that says what a run computes: config keys, but not how it was executed (threads,
+    device, data location: :data:`suite.store.EXECUTION_KEYS`, also left out of the run id)."""
+    return key.startswith(CONFIG_PREFIXES) and key not in EXECUTION_KEYS
 
 
 def group_keys(runs: list[dict[str, Any]], by: list[str] | None = None) -> list[str]:

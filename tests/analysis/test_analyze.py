@@ -108,6 +108,14 @@ def test_group_keys_ignore_seed_provenance_and_variant_implied_keys(grid):
         group_keys(runs, by=["seed"])
 
 
+def test_how_a_run_was_executed_never_splits_a_group(grid):
+    """Runs resumed with other --threads or on another device are the same runs (same run id)."""
+    runs = load_runs(grid)
+    for i, r in enumerate(runs):
+        r.update({"train.threads": 1 + i % 2, "device": ["cpu", "cuda"][i % 2], "data.num_workers": i % 3})
+    assert group_keys(runs) == ["variant", "model.depth"]
+
+
 def test_summary_values(grid):
     summary = quiet_analyze(grid)
     base6, ls6, ls12 = row(summary, "preln", 6), row(summary, "layerscale", 6), row(summary, "layerscale", 12)
