@@ -1,6 +1,6 @@
 """Would `train.fail_patience: N` change any status of an ablation? Answered from full runs.
 
-Usage: python scripts/check_fail_patience.py FULL_DIR N [STOPPED_DIR] > report.md
+Usage: python scripts/check_fail_patience.py FULL_DIR N[,N...] [STOPPED_DIR] > report.md
 
 FULL_DIR holds the ablation run with ``fail_patience: null`` (every run trained to the end). A run
 is stopped by a patience N exactly when its longest streak of steps at chance after warm-up
@@ -30,17 +30,28 @@ def load(folder: Path) -> dict[tuple, dict]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) not in (2, 3) or not argv[1].isdigit():
-        print("usage: check_fail_patience.py FULL_DIR N [STOPPED_DIR]", file=sys.stderr)
+    values = argv[1].split(",") if len(argv) in (2, 3) else []
+    if not values or not all(v.isdigit() and int(v) > 0 for v in values):
+        print("usage: check_fail_patience.py FULL_DIR N[,N...] [STOPPED_DIR]", file=sys.stderr)
         return 2
-    full, patience = load(Path(argv[0])), int(argv[1])
+    full = load(Path(argv[0]))
     stopped = load(Path(argv[2])) if len(argv) == 3 else None
+    reports, status = [], 0
+    for value in values:
+        text, code = report(full, int(value), stopped, argv)
+        reports.append(text)
+        status = max(status, code)
+    print("\n\n".join(reports))
+    return status
+
+
+def report(full: dict[tuple, dict], patience: int, stopped: dict[tuple, dict] | None,
+           argv: list[str]) -> tuple[str, int]:
     changed, checked, mismatched, saved = [], 0, [], 0
     for key, s in sorted(full.items(), key=lambda kv: str(kv[0])):
         streak = s.get("chance_streak_max")
         if streak is None:
-            print(f"error: {key}: no chance_streak_max (run made before it was recorded)", file=sys.stderr)
-            return 2
+            raise SystemExit(f"error: {key}: no chance_streak_max (run made before it was recorded)")
         hit = streak >= patience
         predicted = "failed" if hit else s["status"]
         if predicted != s["status"]:
@@ -58,7 +69,7 @@ def main(argv: list[str]) -> int:
         by_status[s["status"]] = by_status.get(s["status"], 0) + 1
     longest_ok = max((s["chance_streak_max"] for s in full.values() if s["status"] != "failed"), default=0)
     lines = [
-        f"# Does `train.fail_patience: {patience}` change a status?", "",
+        f"## Does `train.fail_patience: {patience}` change a status?", "",
         f"From {len(full)} runs trained to the end ({argv[0]}; "
         + ", ".join(f"{n} {k}" for k, n in sorted(by_status.items())) + ").", "",
         f"- Longest streak at chance after warm-up among runs that did not fail: {longest_ok} steps "
@@ -75,8 +86,7 @@ def main(argv: list[str]) -> int:
                      f"by {', '.join(KEYS)}; statuses as predicted: {checked - len(mismatched)} of {checked}.")
         for key, want, got in mismatched:
             lines.append(f"  - {dict(zip(KEYS, key))}: predicted {want}, got {got}")
-    print("\n".join(lines))
-    return 1 if changed or mismatched else 0
+    return "\n".join(lines), 1 if changed or mismatched else 0
 
 
 if __name__ == "__main__":

@@ -207,7 +207,8 @@ def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> 
     return fig
 
 
-def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure:
+def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
+                      rates: list[float] | None = None) -> plt.Figure:
     """The largest stable learning rate vs depth per scheme (log y); an up-triangle marks a frontier at
     the largest rate tested (it may lie higher), a cross at the bottom a cell unstable at every rate."""
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -227,6 +228,11 @@ def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str) -> p
         ax.scatter(x[~ok], np.full((~ok).sum(), floor), color=colors[v], marker="x", s=30, zorder=3)
     _depth_axis(ax, depths)
     ax.set_yscale("log")
+    if rates:  # the rates tested as the ticks: the frontier can only be one of them
+        ticks = sorted(set(rates) | ({floor} if lr["lr_stable_max"].isna().any() else set()))
+        ax.set_yticks(ticks, ["none" if t == floor else fmt_value(t) for t in ticks])
+        ax.minorticks_off()
+        ax.set_ylim(min(ticks) / 1.5, max(ticks) * 1.5)
     ax.set_ylabel("largest stable learning rate")
     ax.set_title(title)
     fig.text(0.01, -0.02, "stable: at most half of the seeds diverged or failed; ^: stable at the largest rate "
@@ -254,7 +260,8 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
                               for r in curves.to_dict("records")]] if section_keys(rest) else curves
             written += save(accuracy_vs_lr(members, colors, head), out / f"accuracy_vs_lr{suffix}")
             if DEPTH in rest:
-                written += save(frontier_vs_depth(part, colors, head), out / f"frontier_vs_depth{suffix}")
+                rates = sorted({float(v) for v in members[LR]})
+                written += save(frontier_vs_depth(part, colors, head, rates), out / f"frontier_vs_depth{suffix}")
     for label, part in sections(summary, keys):
         name = ", ".join(f"{k} = {fmt_value(v)}" for k, v in zip(skeys, label))
         suffix = slug(label, skeys)
