@@ -25,7 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="allowed training-step overhead over preln (default: %(default)s)")
     parser.add_argument("--residual-threshold", type=float, default=gate.RESIDUAL_THRESHOLD,
                         help="allowed residual-path cost over the fused reference (default: %(default)s)")
-    parser.add_argument("--step-rounds", type=int, default=gate.STEP_ROUNDS, help="default: %(default)s")
+    parser.add_argument("--ablation-step-threshold", type=float, default=gate.ABLATION_STEP_THRESHOLD,
+                        help="allowed training-step overhead at the default ablation's shape (default: %(default)s)")
+    parser.add_argument("--step-rounds", type=int, default=gate.STEP_ROUNDS,
+                        help="rounds of each step check (default: %(default)s)")
     parser.add_argument("--residual-rounds", type=int, default=gate.RESIDUAL_ROUNDS, help="default: %(default)s")
     parser.add_argument("--threads", type=int, default=gate.THREADS, help="torch CPU threads (default: 1)")
     parser.add_argument("--slowdown", type=int, default=0, metavar="K",
@@ -34,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    problem = (at_least(args, 1, "threads") or at_least(args, 0, "step_threshold", "residual_threshold", "slowdown")
+    problem = (at_least(args, 1, "threads")
+               or at_least(args, 0, "step_threshold", "residual_threshold", "ablation_step_threshold", "slowdown")
                or writable_dir(args.out, "--out"))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -47,22 +51,30 @@ def run(args: argparse.Namespace) -> int:
             return 2
     torch.set_num_threads(args.threads)
     shape = gate.GATE_SHAPE
-    candidate = None
-    if args.slowdown:
-        candidate = lambda: slow_down_layerscale(build_arm("layerscale", shape), args.slowdown)  # noqa: E731
+
+    def candidate(at):  # the LayerScale model each check times: ours, or ours slowed down on purpose
+        if not args.slowdown:
+            return None
+        return lambda: slow_down_layerscale(build_arm("layerscale", at), args.slowdown)
+
     t0 = time.perf_counter()
     print(f"bench-check: LayerScale vs Pre-LN on cpu ({args.threads} thread(s)), depth {shape.depth}, "
-          f"dim {shape.dim}, tokens {shape.tokens}; step batch {shape.batch} x {args.step_rounds} rounds, "
+          f"dim {shape.dim}, tokens {shape.tokens}; step batch {shape.batch} x {args.step_rounds} rounds (and at "
+          f"the default ablation's shape: dim {gate.ABLATION_SHAPE.dim}, tokens {gate.ABLATION_SHAPE.tokens}, "
+          f"batch {gate.ABLATION_SHAPE.batch}), "
           f"residual path batch {gate.RESIDUAL_BATCH} x {args.residual_rounds} rounds"
           + (f"; injected slowdown: {args.slowdown} un-fused pass(es)" if args.slowdown else ""), flush=True)
     results = {}
-    for name, fn, threshold, rounds in (
-        ("step", gate.measure_step, args.step_threshold, args.step_rounds),
-        ("residual", gate.measure_residual, args.residual_threshold, args.residual_rounds),
+    for name, fn, threshold, rounds, at in (
+        ("step", gate.measure_step, args.step_threshold, args.step_rounds, shape),
+        ("ablation-step", gate.measure_step, args.ablation_step_threshold, args.step_rounds, gate.ABLATION_SHAPE),
+        ("residual", gate.measure_residual, args.residual_threshold, args.residual_rounds, shape),
     ):
-        what = {"step": "training-step overhead over preln", "residual": "residual-path cost over fused addcmul"}[name]
+        what = {"step": "training-step overhead over preln (ViT-Ti)",
+                "ablation-step": "training-step overhead over preln (default ablation's shape)",
+                "residual": "residual-path cost over fused addcmul"}[name]
         t1 = time.perf_counter()
-        passed, message, ratios = gate.check(fn, threshold, what, shape=shape, rounds=rounds, candidate=candidate)
+        passed, message, ratios = gate.check(fn, threshold, what, shape=at, rounds=rounds, candidate=candidate(at))
         s = summarize(ratios)
         results[name] = {"passed": passed, "message": message, "threshold": threshold, "median": s.median,
                          "low": s.low, "high": s.high, "rounds": s.n, "wall_s": round(time.perf_counter() - t1, 1),
@@ -79,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     prov = store.provenance("cpu")
     store.write_json(Path(args.out) / "gate.json", {
         "passed": ok, "checks": results, "slowdown": args.slowdown, "threads": args.threads, "wall_s": round(wall, 1),
-        "shape": dataclasses.asdict(shape), "residual_batch": gate.RESIDUAL_BATCH, "provenance": prov,
+        "shape": dataclasses.asdict(shape), "ablation_shape": dataclasses.asdict(gate.ABLATION_SHAPE),
+        "residual_batch": gate.RESIDUAL_BATCH, "provenance": prov,
     })
     command = (f"suite bench-check --step-rounds {args.step_rounds} --residual-rounds {args.residual_rounds} "
                f"--threads {args.threads}" + (f" --slowdown {args.slowdown}" if args.slowdown else ""))
@@ -87,7 +100,9 @@ def run(args: argparse.Namespace) -> int:
         "# The CI gate on LayerScale's step-time cost\n", f"`{command}`\n",
         f"{prov['device_name']}; torch {prov['torch_version']}; commit {prov['git_commit']}; {prov['started_at']}; "
         f"{wall:.0f} s. Shape: depth {shape.depth}, dim {shape.dim}, heads {shape.heads}, tokens {shape.tokens}; "
-        f"step batch {shape.batch}, residual-path batch {gate.RESIDUAL_BATCH}.\n", *table, "", *messages, ""]))
+        f"step batch {shape.batch}, residual-path batch {gate.RESIDUAL_BATCH}; the ablation-step check at depth "
+        f"{gate.ABLATION_SHAPE.depth}, dim {gate.ABLATION_SHAPE.dim}, heads {gate.ABLATION_SHAPE.heads}, tokens "
+        f"{gate.ABLATION_SHAPE.tokens}, batch {gate.ABLATION_SHAPE.batch}.\n", *table, "", *messages, ""]))
     if not ok:
         print("\nbench-check FAILED: LayerScale got slower. Look for an extra pass over the activations in "
               "suite/models/layerscale.py (LayerScale.add_to, residual_add) or PreLNBlock.forward; if the cost is "

@@ -303,6 +303,18 @@ def test_gate_fails_on_a_slowed_layerscale(one_thread):
     assert not residual[0], residual[1]
 
 
+def test_ablation_step_check_both_ways(one_thread):
+    """At the default ablation's shape the step check passes the real code (+2.4% to +3.0% measured)
+    and fails 8 extra passes per residual add (4 passes measured +11.7% against the 6% threshold),
+    which the ViT-Ti step check lets through (+4.3% against 5%)."""
+    at = bench_gate.ABLATION_SHAPE
+    real = bench_gate.check(measure_step, bench_gate.ABLATION_STEP_THRESHOLD, "ablation-step", shape=at, rounds=16)
+    slow = bench_gate.check(measure_step, bench_gate.ABLATION_STEP_THRESHOLD, "ablation-step", shape=at, rounds=16,
+                            candidate=lambda: slow_down_layerscale(build_arm("layerscale", at), 8), confirm=False)
+    assert real[0], real[1]
+    assert not slow[0], slow[1]
+
+
 # ----------------------------------------------------------------------------- CUDA (make gpu-check)
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
