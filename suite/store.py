@@ -214,6 +214,24 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- provenance
 
 
+def last_logged_step(run_dir: Path, tail_bytes: int = 65536) -> int | None:
+    """The ``step`` of the last complete record of a run's ``metrics.jsonl``, reading only the
+    file's tail (a live view must not read a long run's whole log); None if there is none."""
+    try:
+        with open(Path(run_dir) / METRICS, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - tail_bytes))
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return int(json.loads(line)["step"])
+        except (ValueError, KeyError, TypeError):  # a torn last line, or a line cut by the tail
+            continue
+    return None
+
+
 def git_commit() -> str:
     """The suite's git commit (``+dirty`` if its tree has changes), or ``unknown`` outside git."""
     root = Path(__file__).resolve().parent.parent

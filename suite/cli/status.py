@@ -1,0 +1,66 @@
+"""``suite status DIR [--watch [S]]``: where a sweep stands, from its results folder alone.
+
+Works from any machine that sees the folder, for local and Ray sweeps alike, while they run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("out", metavar="DIR", help="the results folder of a `suite run` (its --out)")
+    parser.add_argument("--watch", nargs="?", type=float, const=10.0, default=None, metavar="S",
+                        help="redraw every S seconds (default 10) until every run is done or Ctrl-C")
+
+
+def render(status) -> str:
+    from suite.store import STATUSES
+    from suite.sweep.status import STATES, format_duration
+
+    counts, total = status.counts, len(status.runs)
+    lines = [f"{status.name}: {total} runs: " + ", ".join(f"{counts[s]} {s}" for s in STATES)]
+    done = status.statuses
+    if counts["done"]:
+        lines.append("  done: " + ", ".join(f"{done[s]} {s}" for s in STATUSES))
+    rate = "unknown" if status.runs_per_hour is None else f"{status.runs_per_hour:.1f} runs/hour"
+    lines.append(f"  throughput {rate} (last finished runs); eta {format_duration(status.eta_s)}")
+    width = max([len(v) for v in status.by_variant] + [7])
+    lines.append("")
+    lines.append(f"  {'variant':<{width}}  " + "  ".join(f"{s:>11}" for s in STATES + STATUSES))
+    for variant, c in status.by_variant.items():
+        lines.append(f"  {variant:<{width}}  " + "  ".join(f"{c[s]:>11}" for s in STATES + STATUSES))
+    running = [v for v in status.runs if v.state == "running"]
+    if running:
+        lines += ["", "running:"] + [f"  {v.run.label}  step {v.step if v.step is not None else '?'}/{v.steps}"
+                                     for v in running]
+    if status.errors:
+        lines += ["", "errors (rerun them with suite run --retry-errors):"]
+        lines += [f"  {v.run.label}  {v.run.run_id}: {v.error or 'no message'}" for v in status.errors]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from suite.sweep.status import StatusError, sweep_status
+
+    if args.watch is not None and not args.watch > 0:
+        print("error: --watch S: S must be a number of seconds > 0", file=sys.stderr)
+        return 2
+    try:
+        while True:
+            status = sweep_status(args.out)
+            text = render(status)
+            if args.watch is None:
+                print(text)
+                return 0
+            print("\033[2J\033[H" + text + f"\n\n(every {args.watch:g} s; Ctrl-C to stop)", flush=True)
+            if status.counts["done"] == len(status.runs):
+                return 0
+            time.sleep(args.watch)
+    except StatusError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,138 @@
+"""Where a sweep stands, read from its results folder alone (``suite status DIR``).
+
+Nothing but files is read: ``ablation.yaml`` (the resolved ablation the sweep wrote, expanded
+again to know every run it will make) and each ``runs/<run_id>/`` folder. So it works from any
+machine that sees the folder, whatever ran the sweep (local workers, Ray), and while it runs.
+
+A run is ``done`` when its ``summary.json`` exists (with its status), ``running`` when its folder
+has a ``metrics.jsonl`` written in the last :data:`RUNNING_WITHIN` seconds, ``interrupted`` when it
+has one but nothing was written for longer (killed; the next ``suite run`` starts it again), and
+``pending`` otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from suite import store
+from suite.sweep.plan import resolve_runs
+from suite.sweep.spec import Run, SpecError, load_ablation
+
+RUNNING_WITHIN = 600.0  # seconds since the last metrics write that still count as running
+STATES = ("done", "running", "interrupted", "pending")
+RECENT = 20  # finished runs the throughput is measured over
+
+
+class StatusError(ValueError):
+    """The folder is not a sweep's results folder (one line, names the folder and the fix)."""
+
+
+@dataclass
+class RunView:
+    run: Run
+    state: str
+    status: str | None = None  # for done runs
+    error: str | None = None
+    step: int | None = None  # last logged step of a running run
+    steps: int | None = None  # its total
+    finished: float | None = None  # epoch seconds
+
+
+@dataclass
+class SweepStatus:
+    name: str
+    runs: list[RunView]
+    runs_per_hour: float | None = None
+    eta_s: float | None = None
+    by_variant: dict[str, Counter] = field(default_factory=dict)
+
+    @property
+    def counts(self) -> Counter:
+        return Counter(v.state for v in self.runs)
+
+    @property
+    def statuses(self) -> Counter:
+        return Counter(v.status for v in self.runs if v.state == "done")
+
+    @property
+    def errors(self) -> list[RunView]:
+        return [v for v in self.runs if v.status == "error"]
+
+
+def _finish_time(summary: dict) -> float | None:
+    try:
+        start = datetime.fromisoformat(str(summary.get("started_at"))).timestamp()
+        return start + float(summary.get("wall_s") or 0.0)
+    except (TypeError, ValueError):
+        return None
+
+
+def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
+    """Every run of the sweep in ``out`` with its state, and the sweep's throughput and ETA.
+
+    Args:
+        out: the results folder of ``suite run`` (holds ``ablation.yaml``).
+        now: the current time (epoch seconds); tests pass it.
+
+    Raises:
+        StatusError: ``out`` is missing or holds no ``ablation.yaml`` (or a broken one).
+    """
+    out = Path(out)
+    now = time.time() if now is None else now
+    marker = out / "ablation.yaml"
+    if not out.is_dir():
+        raise StatusError(f"{out}: no such folder; pass the --out folder of a `suite run`")
+    if not marker.is_file():
+        raise StatusError(f"{out}: no ablation.yaml, so no sweep has written here; pass the --out folder of a "
+                          f"`suite run`")
+    try:
+        ablation = load_ablation(marker)
+    except SpecError as err:
+        raise StatusError(f"{marker}: cannot be read as an ablation ({err.problems[0]})") from None
+    views = {i: RunView(run, "pending") for i, run in enumerate(resolve_runs(ablation.runs, None, "cpu"))}
+    # A run's folder is named by its id with precision resolved for where it ran: accept either.
+    index_of: dict[str, int] = {}
+    for device in ("cpu", "cuda"):
+        for index, run in enumerate(resolve_runs(ablation.runs, None, device)):
+            index_of[run.run_id] = index
+    runs_dir = out / "runs"
+    folders = sorted(p for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
+    for folder in folders:
+        index = index_of.get(folder.name)
+        if index is None:
+            continue
+        view = views[index]
+        summary = store.read_summary(folder)
+        if summary is not None:
+            view.state, view.status, view.error = "done", summary.get("status"), summary.get("error")
+            view.finished = _finish_time(summary)
+            continue
+        metrics = folder / store.METRICS
+        if metrics.is_file():
+            recent = now - metrics.stat().st_mtime <= RUNNING_WITHIN
+            view.state = "running" if recent else "interrupted"
+            view.step, view.steps = store.last_logged_step(folder), view.run.cfg.train.steps
+    result = SweepStatus(ablation.name, list(views.values()))
+    for v in result.runs:
+        result.by_variant.setdefault(v.run.variant, Counter())[v.state] += 1
+        if v.state == "done":
+            result.by_variant[v.run.variant][v.status or "?"] += 1
+    finished = sorted(v.finished for v in result.runs if v.finished is not None)[-RECENT:]
+    if len(finished) >= 2 and finished[-1] > finished[0]:
+        result.runs_per_hour = (len(finished) - 1) / (finished[-1] - finished[0]) * 3600
+        left = sum(1 for v in result.runs if v.state != "done")
+        result.eta_s = left / result.runs_per_hour * 3600 if left else 0.0
+    return result
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "unknown"
+    minutes, s = divmod(int(round(seconds)), 60)
+    hours, m = divmod(minutes, 60)
+    return f"{hours}h{m:02d}m" if hours else f"{m}m{s:02d}s"
