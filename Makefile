@@ -12,7 +12,7 @@ WORKERS  ?= 2
 OUT      ?= results/gpu-check
 PYTEST_ARGS ?=
 
-.PHONY: install test run-ablations tables bench bench-check gpu-check clean
+.PHONY: install test run-ablations propagate tables bench bench-check gpu-check clean
 
 install: $(STAMP)
 
@@ -30,6 +30,11 @@ test: install
 run-ablations: install
 	$(BIN)/suite run $(ABLATION) --out $(RESULTS) --workers $(WORKERS)
 	$(BIN)/suite analyze $(RESULTS)
+
+# Signal propagation to depth 1000 (ablations/propagation.yaml), then its tables and figures.
+propagate: install
+	$(BIN)/suite propagate ablations/propagation.yaml --out results/propagation --workers $(WORKERS)
+	$(BIN)/suite analyze results/propagation
 
 tables: install
 	$(BIN)/suite analyze $(RESULTS)

@@ -428,6 +428,7 @@ CASES: list[Case] = [
     Case("suite train train.fail_patience=0", "silent", "error", _argv("train", "train.fail_patience=0")),
     Case("suite cost on a missing file", "traceback", "error", _argv("cost", "{d}/nope.yaml")),
     Case("suite status on a folder no sweep wrote", "traceback", "error", _argv("status", "{d}")),
+    Case("suite propagate on a missing file", "traceback", "error", _argv("propagate", "{d}/nope.yaml")),
     Case("suite status on a broken ablation.yaml", "traceback", "error",
          _file_then(["status", "{d}"], "name: [unclosed\n", name="ablation.yaml")),
     Case("suite cost --measured 0@12", "silent", "error", _argv("cost", str(SMOKE), "--measured", "0@12")),

@@ -178,8 +178,9 @@ class CorruptFile(ValueError):
     """A results file that cannot be read; the message names the file, the line and the fix."""
 
 
-def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    """Every record of a run's ``metrics.jsonl`` (``[]`` when the file does not exist).
+def read_metrics(run_dir: Path, name: str = METRICS) -> list[dict[str, Any]]:
+    """Every record of a run's ``metrics.jsonl`` (or another JSON-lines file of the run folder,
+    ``name``, e.g. ``propagation.jsonl``); ``[]`` when the file does not exist.
 
     One policy for every reader: a last line without its newline that does not parse is what a
     killed writer or a full disk leaves behind, so it is skipped with a warning; any other line
@@ -188,7 +189,7 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     Raises:
         CorruptFile: a bad line before the last one, naming the file and the line number.
     """
-    path = Path(run_dir) / METRICS
+    path = Path(run_dir) / name
     try:
         text = path.read_text()
     except FileNotFoundError:

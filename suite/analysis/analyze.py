@@ -20,6 +20,7 @@ from suite.analysis.grouping import choose_baseline, group_keys
 from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
 from suite.analysis.findings import findings
 from suite.analysis.lr import lr_table
+from suite.analysis.propagation import KIND, is_propagation, summary_frame
 from suite.analysis.summary import power_table, runs_frame, summarize
 from suite.analysis.trends import aggregates, depth_trends
 
@@ -66,6 +67,10 @@ def analyze(
     if n_error:
         warnings.warn(f"{n_error} run(s) ended in error and are left out of all rates (see runs.csv: status, error)",
                       AnalysisWarning)
+    if is_propagation(runs):
+        return _analyze_propagation(root, runs, keys, base, formats, figures)
+    if any(r.get("kind") == KIND for r in runs):
+        raise AnalysisError(f"{root}: mixes `suite propagate` runs with training runs; analyse them in separate folders")
     summary = summarize(runs, keys, base)
     missing = summary[~summary["has_baseline"] & ~summary["is_baseline"]]
     if not missing.empty:
@@ -100,3 +105,26 @@ def analyze(
         written += fig.draw_all(root, runs, summary, keys, base, title, frames["lr"])
     summary.attrs.update(written=[str(p) for p in written], keys=keys, baseline=base)
     return summary
+
+
+def _analyze_propagation(root: Path, runs: list[dict], keys: list[str], base: str, formats: tuple[str, ...],
+                         figures: bool) -> pd.DataFrame:
+    """``runs.csv``, ``tables/propagation.*`` and the propagation figures of a ``suite propagate`` folder."""
+    frame = summary_frame(runs, keys, base)
+    title = str(runs[0].get("ablation") or root.resolve().name)
+    written = [tables.write_csv(runs_frame(runs, keys, base), root / "runs.csv")]
+    table_dir = root / "tables"
+    table_dir.mkdir(exist_ok=True)
+    for fmt in formats:
+        if fmt == "csv":
+            written.append(tables.write_csv(frame, table_dir / "propagation.csv"))
+        else:
+            doc = paper.document(fmt, "propagation", title, frame, keys, base,
+                                 f"{len(runs)} signal-propagation runs in {len(frame)} groups.")
+            written.append(tables.write_text(doc, table_dir / f"propagation.{fmt}"))
+    if figures:
+        from suite.analysis import figures as fig
+
+        written += fig.draw_propagation(root, runs, frame, keys, base, title)
+    frame.attrs.update(written=[str(p) for p in written], keys=keys, baseline=base)
+    return frame

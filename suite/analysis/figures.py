@@ -7,7 +7,9 @@
 - ``loss_depth<D>``: training-loss curves of every run at the deepest depth, coloured by scheme;
 - with a learning-rate axis: ``accuracy_vs_lr`` (test score vs learning rate, log x, one panel per
   depth, one line per scheme, open markers where runs were not ok) and ``frontier_vs_depth`` (the
-  largest stable learning rate vs depth, per scheme).
+  largest stable learning rate vs depth, per scheme);
+- for ``suite propagate`` folders (:func:`draw_propagation`): stream RMS, gradient norm and
+  the cosine between images vs block per scheme, and rank collapse and the gradient ratio vs depth.
 A suffix names the section (e.g. ``-train.lr-0.001``) when other keys split the tables.
 Figures are not byte-reproducible (fonts, renderers); the tables are.
 """
@@ -27,6 +29,7 @@ import pandas as pd  # noqa: E402
 
 from suite.analysis.grouping import DEPTH, LR, group_of, section_keys, sections, variant_order  # noqa: E402
 from suite.analysis.lr import lr_curves  # noqa: E402
+from suite.analysis.propagation import profiles  # noqa: E402
 from suite.analysis.load import read_curves  # noqa: E402
 from suite.analysis.markup import fmt_value, safe, slug  # noqa: E402
 
@@ -240,6 +243,84 @@ def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
     ax.grid(alpha=0.3, which="both")
     ax.legend(title="scheme", fontsize="small")
     return fig
+
+
+def block_profiles(profile: pd.DataFrame, column: str, ylabel: str, colors: dict[str, Any], title: str,
+                   log_y: bool = True) -> plt.Figure:
+    """One panel per scheme: ``column`` vs block index (log x), one line per depth (mean over seeds)."""
+    variants = [v for v in colors if v in set(profile["variant"])]
+    cols = min(3, len(variants))
+    rows = math.ceil(len(variants) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.9 * rows), sharey=True, squeeze=False)
+    depths = sorted({float(d) for d in profile[DEPTH]})
+    cmap = plt.get_cmap("viridis")
+    for ax, v in zip(axes.flat, variants):
+        for i, d in enumerate(depths):
+            part = profile[(profile["variant"] == v) & (profile[DEPTH].astype(float) == d)].sort_values("block")
+            y = part[column].to_numpy(float)
+            if part.empty or not np.isfinite(y).any():
+                continue
+            ax.plot(part["block"].to_numpy(float) + 1, y, color=cmap(i / max(1, len(depths) - 1)), lw=1.2,
+                    label=f"depth {fmt_value(d)}")
+        ax.set_xscale("log")
+        if log_y:
+            ax.set_yscale("log")
+        ax.set_title(v)
+        ax.set_xlabel("block (1 = first)")
+        ax.grid(alpha=0.3, which="both")
+    for ax in axes.flat[len(variants):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel)
+    axes.flat[0].legend(fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def quantity_vs_depth(frame: pd.DataFrame, q: str, ylabel: str, colors: dict[str, Any], title: str,
+                      log_y: bool = False) -> plt.Figure:
+    """A propagation summary vs depth, one line per scheme, 95% bars (geometric for ratios)."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    depths = sorted(float(d) for d in set(frame[DEPTH]))
+    for i, v in enumerate(colors):
+        rows = frame[(frame["variant"] == v) & frame[f"{q}_mean"].notna()].sort_values(DEPTH)
+        if rows.empty:
+            continue
+        x = rows[DEPTH].to_numpy(float) * 2 ** (0.03 * (i - len(colors) / 2))
+        y = rows[f"{q}_mean"].to_numpy(float)
+        err = np.nan_to_num(np.abs(rows[[f"{q}_ci_low", f"{q}_ci_high"]].to_numpy(float).T - y))
+        ax.errorbar(x, y, yerr=err, color=colors[v], marker="o", capsize=3, label=v)
+    _depth_axis(ax, depths)
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(title="scheme", fontsize="small")
+    return fig
+
+
+def draw_propagation(root: Path, runs: list[dict[str, Any]], frame: pd.DataFrame, keys: list[str],
+                     baseline: str, title: str) -> list[Path]:
+    """The figures of a ``suite propagate`` folder (see docs/propagation.md)."""
+    out = root / "figures"
+    colors = scheme_colors(variant_order(list(frame["variant"]), baseline))
+    profile = profiles(root, runs, keys)
+    written: list[Path] = []
+    if not profile.empty and DEPTH in keys:
+        written += save(block_profiles(profile, "stream_rms", "residual stream RMS", colors, f"{title}: forward"),
+                        out / "stream_rms_vs_block")
+        written += save(block_profiles(profile, "grad_stream", "‖∂loss/∂stream‖", colors, f"{title}: backward"),
+                        out / "grad_norm_vs_block")
+        written += save(block_profiles(profile, "mean_cos", "cosine between images", colors, f"{title}: rank collapse",
+                                       log_y=False), out / "rank_collapse_vs_block")
+    if DEPTH in keys:
+        written += save(quantity_vs_depth(frame, "rank_collapse", "cosine between images after the last block",
+                                          colors, f"{title}: rank collapse at init"), out / "rank_collapse_vs_depth")
+        written += save(quantity_vs_depth(frame, "grad_ratio", "‖∂loss/∂stream‖ first / last block", colors,
+                                          f"{title}: gradient ratio", log_y=True), out / "grad_ratio_vs_depth")
+    return written
 
 
 def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys: list[str], baseline: str,

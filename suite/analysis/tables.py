@@ -221,6 +221,32 @@ def frontier_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
     return _section_tables(lr, fkeys, baseline, m, "Stability frontier", "tab:frontier", cell, notes, best_of)
 
 
+def propagation_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
+    """One table per quantity of :data:`suite.analysis.propagation.QUANTITIES`: rows = scheme,
+    columns = depth, cells = mean over seeds [95% interval] (geometric for ratios)."""
+    from suite.analysis.propagation import LOG_SCALE, QUANTITIES
+
+    out = []
+    for q, meaning in QUANTITIES.items():
+        def cell(r: pd.Series, best: str | None, q=q) -> str:
+            if _nan(r[f"{q}_mean"]):
+                return m.dash
+            text = f"{r[f'{q}_mean']:.3g}"
+            if r["n"] > 1 and not _nan(r[f"{q}_ci_low"]):
+                text += f" [{r[f'{q}_ci_low']:.3g}, {r[f'{q}_ci_high']:.3g}]"
+            bad = r["n_diverged"] + r["n_error"]
+            return m.lines([text, f"{bad} of {r['n'] + bad} not ok"]) if bad else text
+
+        def notes(part: pd.DataFrame, q=q, meaning=meaning) -> list[str]:
+            mean = "geometric mean over seeds [95% Student-t interval of log10, back-transformed]" if q in LOG_SCALE \
+                else "mean over seeds [95% Student-t interval]"
+            return [f"{m.code(q)}: {m.esc(meaning)}. Cell: {m.esc(mean)}, runs that ended ok; docs/propagation.md "
+                    f"defines every quantity."]
+
+        out += _section_tables(frame, keys, baseline, m, q, f"tab:prop-{q.replace('_', '-')}", cell, notes)
+    return out
+
+
 def power_tables(power: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
     """Rows = scheme, columns = depth, cells = seeds per cell to detect a chosen accuracy difference."""
 
@@ -348,6 +374,7 @@ KINDS = {  # file stem under tables/ -> the tables it holds
     "aggregate": (aggregate_tables,),
     "lr": (best_lr_tables, sensitivity_tables, frontier_tables),
     "power": (power_tables,),
+    "propagation": (propagation_tables,),
 }
 
 
@@ -370,8 +397,12 @@ def document(fmt: str, kind: str, title: str, frame: pd.DataFrame, keys: list[st
     m = MD if fmt == "md" else TEX
     tables = [t for build in KINDS[kind] for t in build(frame, keys, baseline, m)]
     keys_text = ", ".join(m.code(k) for k in keys)
-    intro = (f"{m.esc(intro)} Grouped by {keys_text}; baseline {m.code(baseline)}. Accuracy in percent. Every "
-             f"number at full precision: tables/{kind}.csv; in words: findings.md.")
+    if kind == "propagation":
+        intro = (f"{m.esc(intro)} Grouped by {keys_text}. Every number at full precision: tables/{kind}.csv; "
+                 f"the quantities: docs/propagation.md.")
+    else:
+        intro = (f"{m.esc(intro)} Grouped by {keys_text}; baseline {m.code(baseline)}. Accuracy in percent. Every "
+                 f"number at full precision: tables/{kind}.csv; in words: findings.md.")
     if fmt == "md":
         return "\n".join([f"# Analysis: {m.esc(title)}", "", intro, "", *[render_md(t) for t in tables]])
     head = [f"% Analysis: {title}. Written by suite analyze; needs \\usepackage{{booktabs,graphicx}}.",

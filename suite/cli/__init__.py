@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("suite.cli.train", "train one ViT from a run config and write one run folder"),
     "validate": ("suite.cli.validate", "check an ablation file without running anything"),
     "run": ("suite.cli.run", "expand an ablation file into runs and execute them (resumes)"),
+    "propagate": ("suite.cli.propagate", "measure signal propagation at init and over the first steps (to depth 1000)"),
     "status": ("suite.cli.status", "where a sweep stands: done / running / pending, throughput, ETA, errors"),
     "analyze": ("suite.cli.analyze", "turn a folder of runs into tables (md, tex, csv) and figures"),
     "bench": ("suite.cli.bench", "measure each scheme's step-time overhead against Pre-LN (A/B rounds)"),

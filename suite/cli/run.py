@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import signal
 import sys
 import threading
@@ -59,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
             raise SpecError([problem])
         ablation = load_ablation(args.ablation, max_runs=args.max_runs)
         runs = select(ablation.runs, parse_only(args.only or [], ablation))
+        kind = getattr(args, "kind", "train")  # `suite propagate` measures the same runs instead
+        runs = [dataclasses.replace(r, kind=kind) for r in runs]
         if not runs:
             raise SpecError([f"--only: {' | '.join(args.only)}: matches none of the {len(ablation.runs)} runs; "
                              f"list them with --dry-run"])
@@ -174,6 +177,9 @@ def _detail(result: dict[str, Any]) -> str:
     if result.get("status") == "diverged":
         return f"diverged at step {result.get('diverged_step')} ({result.get('diverged_reason')})"
     acc = result.get("test_acc")
+    if acc is None and result.get("stream_growth") is not None:  # a propagation run
+        grad = result.get("grad_ratio")
+        return f"stream x{result['stream_growth']:.3g}" + (f"  grad first/last {grad:.3g}" if grad is not None else "")
     return f"acc={acc:.3f}" if acc is not None else ""
 
 

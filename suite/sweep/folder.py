@@ -102,6 +102,9 @@ def split_done(runs: list[Run], out: Path, retry_errors: bool, rerun_other_code:
     todo, done, other = [], {}, {}
     for run in runs:
         summary = store.read_summary(run_dir(out, run))
+        if summary is not None and summary.get("kind", "train") != run.kind:
+            raise RunnerError(f"{out}: holds {summary.get('kind', 'train')} runs of this ablation, not "
+                              f"{run.kind} runs (`suite run` trains, `suite propagate` measures); pass --out DIR")
         status = summary.get("status") if summary else None
         if status in store.FINAL_STATUSES or (status == "error" and not retry_errors):
             theirs = str(summary.get("git_commit") or "unknown").removesuffix("+dirty")

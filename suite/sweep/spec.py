@@ -53,11 +53,13 @@ class Run:
     seed: int
     point: dict[str, Any]  # the grid values of this run (dotted key -> value), in grid order
     label: str  # human-readable, e.g. "preln depth=24 seed=1"
+    kind: str = "train"  # what is done with the config: "train", or "propagation" (suite propagate)
 
     @property
     def extra(self) -> dict[str, Any]:
         """Top-level keys the sweep adds to ``summary.json`` (the seed is there already)."""
-        return {"ablation": self.ablation, "variant": self.variant}
+        extra = {"ablation": self.ablation, "variant": self.variant}
+        return extra if self.kind == "train" else {**extra, "kind": self.kind}
 
 
 @dataclass

@@ -13,21 +13,28 @@ from suite.sweep.spec import Run
 # Test hook, read by workers only: `SUITE_TEST_CRASH_RUN=<run_id>` makes the worker that picks up
 # that run die with os._exit(3), the only way to test worker death across processes.
 CRASH_ENV = "SUITE_TEST_CRASH_RUN"
-RESULT_KEYS = ("status", "test_acc", "diverged_step", "diverged_reason", "error", "wall_s")
+RESULT_KEYS = ("status", "test_acc", "diverged_step", "diverged_reason", "error", "wall_s", "stream_growth",
+               "grad_ratio")
 
 
 def execute(cfg, out_dir: str, extra: dict[str, Any]) -> dict[str, Any]:
-    """Train one run into ``out_dir`` (always writes its summary); returns the headline results.
+    """Train one run into ``out_dir`` (or measure its signal propagation, when ``extra["kind"]`` is
+    ``propagation``); always writes its summary; returns the headline results.
 
     A full disk is not the run's result: the run is left without a summary (so it runs again) and
     ``{"disk_full": path}`` is returned for :func:`check_result` to stop the sweep with.
     """
     if os.environ.get(CRASH_ENV) == store.run_id(cfg):
         os._exit(3)
-    from suite.engine import train
-
     try:
-        summary = train(cfg, out_dir, progress=False, extra=extra)
+        if extra.get("kind") == "propagation":
+            from suite.engine.propagation import propagate
+
+            summary = propagate(cfg, out_dir, extra=extra)
+        else:
+            from suite.engine import train
+
+            summary = train(cfg, out_dir, progress=False, extra=extra)
     except store.DiskFull as err:
         return {"disk_full": err.path}
     return {k: summary.get(k) for k in RESULT_KEYS}

@@ -1,0 +1,102 @@
+"""The analysis of ``suite propagate`` runs: scalar summaries vs depth with intervals over seeds, and
+the per-block profiles behind them (read from each run's ``propagation.jsonl``).
+
+The quantities are defined in :mod:`suite.engine.propagation` and docs/propagation.md.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from suite import store
+from suite.analysis import stats
+from suite.analysis.grouping import group_of, sort_value, variant_order
+
+KIND = "propagation"
+RECORDS = "propagation.jsonl"  # as suite.engine.propagation writes it (that module imports torch)
+# summary key -> (what it is, in a table's words); the order of the tables
+QUANTITIES = {
+    "stream_growth": "stream RMS after the last block / after the first",
+    "grad_ratio": "gradient norm w.r.t. the stream, first block / last block",
+    "rank_collapse": "cosine similarity between images' token-averaged representations after the last block (1 = collapse)",
+    "cls_cos_last": "cosine similarity between images' class tokens after the last block",
+    "update_ratio_max": "largest per-block update-to-weight ratio over the first steps",
+    "logit_change_last": "relative change of the logits after the first steps",
+}
+BOUNDED = ("rank_collapse", "cls_cos_last")  # cosines
+LOG_SCALE = ("stream_growth", "grad_ratio", "update_ratio_max", "logit_change_last")  # summarised in log10
+
+
+def is_propagation(runs: list[dict[str, Any]]) -> bool:
+    return bool(runs) and all(r.get("kind") == KIND for r in runs)
+
+
+def summary_frame(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame:
+    """One row per group (scheme x depth x ...): per quantity the mean over seeds with a 95% t interval.
+
+    Ratios that span orders of magnitude (:data:`LOG_SCALE`) are averaged as log10, so the mean is a
+    geometric mean and the interval multiplicative; the columns hold the values back on the ratio
+    scale. ``n`` counts the runs that ended ``ok``; runs that diverged or errored are left out of
+    the means and counted (``n_diverged``, ``n_error``).
+    """
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault(group_of(r, keys), []).append(r)
+    order = {v: i for i, v in enumerate(variant_order([g[0] for g in groups], baseline))}
+    rows = []
+    for g in sorted(groups, key=lambda g: (order[g[0]], [sort_value(v) for v in g[1:]])):
+        members = groups[g]
+        ok = [r for r in members if r["status"] == "ok"]
+        row: dict[str, Any] = {**dict(zip(keys, g)), "n": len(ok),
+                               "n_diverged": sum(r["status"] == "diverged" for r in members),
+                               "n_error": sum(r["status"] == "error" for r in members)}
+        for q in QUANTITIES:
+            x = np.array([r[q] for r in ok if isinstance(r.get(q), (int, float)) and math.isfinite(r[q])
+                          and (q not in LOG_SCALE or r[q] > 0)], dtype=float)
+            if q in LOG_SCALE:
+                x = np.log10(x)
+            low, high = stats.t_interval(x)
+            if q in BOUNDED and x.size > 1:  # a cosine lies in [-1, 1]: clipping there loses no coverage
+                low, high = max(low, -1.0), min(high, 1.0)
+            mean = float(x.mean()) if x.size else math.nan
+            if q in LOG_SCALE:
+                mean, low, high = (10 ** v if not math.isnan(v) else math.nan for v in (mean, low, high))
+            row.update({f"{q}_mean": mean, f"{q}_ci_low": low, f"{q}_ci_high": high})
+        rows.append(row)
+    columns = keys + ["n", "n_diverged", "n_error"] + [f"{q}_{s}" for q in QUANTITIES for s in ("mean", "ci_low", "ci_high")]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def profiles(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame:
+    """Per group and block, the mean over seeds of the forward and backward records.
+
+    Returns:
+        Columns: the group keys, ``block``, ``stream_rms``, ``grad_stream``, ``grad_params``,
+        ``cls_cos``, ``mean_cos`` (runs without a readable ``propagation.jsonl`` are skipped).
+    """
+    frames = []
+    for r in runs:
+        if r["status"] != "ok":
+            continue
+        try:
+            records = store.read_metrics(root / str(r.get("run_dir", "")), RECORDS)
+        except (OSError, store.CorruptFile):
+            continue
+        fwd = {x["block"]: x for x in records if x.get("kind") == "forward"}
+        bwd = {x["block"]: x for x in records if x.get("kind") == "backward"}
+        rows = [{**dict(zip(keys, group_of(r, keys))), "block": b, "stream_rms": fwd[b].get("stream_rms"),
+                 "cls_cos": fwd[b].get("cls_cos"), "mean_cos": fwd[b].get("mean_cos"),
+                 "grad_stream": bwd.get(b, {}).get("grad_stream"),
+                 "grad_params": bwd.get(b, {}).get("grad_params")} for b in sorted(fwd)]
+        frames.append(pd.DataFrame(rows))
+    if not frames:
+        return pd.DataFrame(columns=keys + ["block", "stream_rms", "cls_cos", "mean_cos", "grad_stream", "grad_params"])
+    frame = pd.concat(frames, ignore_index=True)
+    value_cols = ["stream_rms", "cls_cos", "mean_cos", "grad_stream", "grad_params"]
+    frame[value_cols] = frame[value_cols].astype(float)
+    return frame.groupby(keys + ["block"], dropna=False)[value_cols].mean().reset_index()

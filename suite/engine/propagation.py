@@ -1,0 +1,241 @@
+"""Signal propagation at initialisation and over the first optimizer steps, without a training run.
+
+For one run config, on one fixed batch of its training data (``train.batch_size`` images, the batch
+of step 0), :func:`propagate` measures what makes a deep stack fail, block by block:
+
+- **forward** (no gradients, as the probes do): the RMS of the residual stream after each block
+  (``stream_rms``), how far each branch moves it (``attn_ratio``, ``mlp_ratio``: ‖Δ‖/‖x‖, Δ after
+  the scheme's scale), and the mean pairwise cosine similarity between images after each block, of
+  their token-averaged representations (``mean_cos``; 1 = every image maps to the same vector, the
+  rank collapse of Dong et al. 2021 / Noci et al. 2022) and of their class tokens (``cls_cos``);
+- **backward** (cross-entropy on the batch): the norm of the loss gradient with respect to the
+  residual stream after each block (``grad_stream``) and to each block's parameters
+  (``grad_params``); vanishing or exploding gradients show as their ratio, first block to last;
+- **the first K optimizer steps** (``train.steps``; AdamW at ``train.lr`` on the engine's schedule,
+  on the same batch): per block the update-to-weight norm ratio ‖ΔW‖/‖W‖ of each step, and the
+  relative change of the output logits on the batch (Wortsman et al. 2023 read coming
+  instabilities from such norms).
+
+Hooks keep only scalars, so memory is that of one training step at the run's depth.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from suite import store
+from suite.config import RunConfig, dump_yaml, flatten, resolve_precision, to_dict
+from suite.data import TrainStream, load_dataset
+from suite.engine.loop import fill_model_shape
+from suite.engine.optim import build_optimizer, lr_at
+from suite.engine.probes import probe
+from suite.engine.resources import resolve_device
+from suite.models import build_model, count_params
+
+RECORDS = "propagation.jsonl"
+KIND = "propagation"
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def pairwise_cosine(vectors: torch.Tensor) -> float:
+    """Mean cosine similarity between the rows of ``vectors`` (B, C), over the B(B-1) ordered pairs
+    of distinct rows (nan for B < 2)."""
+    v = F.normalize(vectors.float(), dim=-1)
+    b = v.shape[0]
+    if b < 2:
+        return math.nan
+    gram = v @ v.T
+    return float((gram.sum() - gram.diagonal().sum()) / (b * (b - 1)))
+
+
+def cls_cosine(tokens: torch.Tensor) -> float:
+    """Mean cosine similarity between the class tokens of different images; ``tokens`` (B, N, C),
+    the class token at position 0."""
+    return pairwise_cosine(tokens[:, 0])
+
+
+def mean_cosine(tokens: torch.Tensor) -> float:
+    """Mean cosine similarity between the token-averaged representations of different images.
+
+    The rank-collapse score: unlike the class token, which a block that starts as the identity
+    leaves equal for every image (its input is one learned vector), the token average carries the
+    image from the first block on, so it reaches 1 only when the stack itself maps images together.
+    """
+    return pairwise_cosine(tokens.float().mean(dim=1))
+
+
+@torch.no_grad()
+def forward_records(model: nn.Module, x: torch.Tensor) -> list[dict[str, Any]]:
+    """Per block: stream_rms, attn_ratio, mlp_ratio, scale_mean, cls_cos, mean_cos (eval mode, no gradients)."""
+    records = probe(model, x)
+    cos: list[tuple[float, float]] = []
+    handles = [b.register_forward_hook(lambda mod, args, out: cos.append((cls_cosine(out), mean_cosine(out))))
+               for b in model.blocks]
+    was_training = model.training
+    model.eval()
+    try:
+        model(x)
+    finally:
+        for h in handles:
+            h.remove()
+        model.train(was_training)
+    out = []
+    for r, (c, m) in zip(records, cos):
+        out.append({"block": r["block"], "stream_rms": r["out_rms"], "attn_ratio": r["attn_ratio"],
+                    "mlp_ratio": r["mlp_ratio"], "scale_mean": r["scale_mean"], "cls_cos": _finite(c),
+                    "mean_cos": _finite(m)})
+    return out
+
+
+def backward_records(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[list[dict[str, Any]], float]:
+    """Per block: the gradient norm of the loss w.r.t. the stream after the block and w.r.t. its
+    parameters. Leaves the gradients in ``.grad``; returns (records, loss)."""
+    grads: list[float | None] = [None] * len(model.blocks)
+
+    def keep(i: int):
+        def hook(mod, args, out):
+            out.register_hook(lambda g: grads.__setitem__(i, float(g.float().norm())))
+        return hook
+
+    handles = [b.register_forward_hook(keep(i)) for i, b in enumerate(model.blocks)]
+    try:
+        model.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+    finally:
+        for h in handles:
+            h.remove()
+    records = []
+    for i, block in enumerate(model.blocks):
+        sq = sum(float(p.grad.float().pow(2).sum()) for p in block.parameters() if p.grad is not None)
+        records.append({"block": i, "grad_stream": _finite(grads[i]) if grads[i] is not None else None,
+                        "grad_params": _finite(math.sqrt(sq))})
+    return records, float(loss.detach())
+
+
+def _block_vectors(model: nn.Module) -> list[torch.Tensor]:
+    return [torch.cat([p.detach().float().flatten() for p in b.parameters()]) for b in model.blocks]
+
+
+def step_records(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: RunConfig) -> list[dict[str, Any]]:
+    """``cfg.train.steps`` AdamW steps on the batch; per step the loss, the logits' relative change
+    since initialisation and every block's ‖ΔW‖/‖W‖ (and their max and mean)."""
+    tc = cfg.train
+    optimizer = build_optimizer(model, tc)
+    with torch.no_grad():
+        logits0 = model(x).float()
+    records = []
+    for step in range(tc.steps):
+        before = _block_vectors(model)
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, tc.steps, tc)
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        after = _block_vectors(model)
+        ratios = [float((a - b).norm() / b.norm().clamp_min(1e-30)) for a, b in zip(after, before)]
+        with torch.no_grad():
+            logits = model(x).float()
+        change = float((logits - logits0).norm() / logits0.norm().clamp_min(1e-30))
+        finite = [r for r in ratios if math.isfinite(r)]
+        records.append({"step": step + 1, "loss": _finite(float(loss.detach())), "lr": lr_at(step, tc.steps, tc),
+                        "logit_change": _finite(change), "update_ratio_max": max(finite) if finite else None,
+                        "update_ratio_mean": sum(finite) / len(finite) if finite else None,
+                        "update_ratio": [_finite(r) for r in ratios]})
+    return records
+
+
+def summarize(forward: list[dict], backward: list[dict], steps: list[dict]) -> dict[str, Any]:
+    """The scalar summaries of one run (documented in docs/propagation.md)."""
+    first, last = forward[0], forward[-1]
+    g_first, g_last = backward[0]["grad_stream"], backward[-1]["grad_stream"]
+    ratio = g_first / g_last if g_first is not None and g_last else None
+    maxima = [s["update_ratio_max"] for s in steps if s["update_ratio_max"] is not None]
+    return {
+        "stream_rms_first": first["stream_rms"], "stream_rms_last": last["stream_rms"],
+        "stream_growth": (last["stream_rms"] / first["stream_rms"]
+                          if first["stream_rms"] and last["stream_rms"] is not None else None),
+        "cls_cos_last": last["cls_cos"], "rank_collapse": last["mean_cos"],
+        "grad_stream_first": g_first, "grad_stream_last": g_last, "grad_ratio": _finite(ratio) if ratio else None,
+        "update_ratio_max": max(maxima) if maxima else None,
+        "logit_change_last": steps[-1]["logit_change"] if steps else None,
+        "loss_init": None, "loss_last": steps[-1]["loss"] if steps else None,
+    }
+
+
+def propagate(cfg: RunConfig, out_dir: str | Path, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Measure one config and write ``config.yaml``, ``propagation.jsonl`` and ``summary.json``.
+
+    The summary has the usual schema and provenance plus ``kind: propagation`` and the scalar
+    summaries of :func:`summarize`; ``status`` is ``ok``, ``diverged`` (a non-finite loss or
+    logits in the first steps, at its step) or ``error`` (an exception, with its message).
+
+    Raises:
+        DiskFull: the disk filled up (no summary is written; the run is measured again next time).
+    """
+    out = Path(out_dir)
+    t0 = time.perf_counter()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / store.SUMMARY).unlink(missing_ok=True)
+    except OSError as err:
+        if store.no_space(err):
+            raise store.DiskFull(out) from None
+        raise
+    summary = {**store.empty_summary(cfg, extra), "kind": KIND}
+    device = torch.device("cpu")
+    try:
+        device = resolve_device(cfg.device)
+        cfg = resolve_precision(cfg, device.type)
+        summary.update({"run_id": store.run_id(cfg), "train.precision": cfg.train.precision})
+        summary.update(store.provenance(str(device)))
+        if cfg.train.threads:
+            torch.set_num_threads(cfg.train.threads)
+        data = load_dataset(cfg.data)
+        cfg = fill_model_shape(cfg, data)
+        summary.update({k: v for k, v in flatten(to_dict(cfg)).items() if k.startswith("model.")})
+        store.atomic_write_text(out / store.CONFIG, dump_yaml(cfg))
+        x, y = next(TrainStream(data, cfg.train.batch_size, cfg.seed, device, False, cfg.data.device_max_mb,
+                                cfg.data.num_workers).batches(0, 1))
+        torch.manual_seed(cfg.seed)
+        model = build_model(cfg.model).to(device).train()
+        summary["num_params"] = count_params(model)
+        forward = forward_records(model, x)
+        backward, loss0 = backward_records(model, x, y)
+        steps = step_records(model, x, y, cfg)
+        lines = [store.metrics_line({"kind": "forward", **r}) for r in forward]
+        lines += [store.metrics_line({"kind": "backward", **r}) for r in backward]
+        lines += [store.metrics_line({"kind": "step", **r}) for r in steps]
+        store.atomic_write_text(out / RECORDS, "".join(lines))
+        summary.update(summarize(forward, backward, steps))
+        summary["loss_init"] = _finite(loss0)
+        summary["steps_done"] = len(steps)
+        # The step of the bad quantity: the number of updates behind it (a record's loss is taken
+        # before its update, its logits after).
+        bad = next((s["step"] - (s["loss"] is None) for s in steps if s["loss"] is None or s["logit_change"] is None),
+                   None)
+        if bad is not None or not math.isfinite(loss0):
+            summary.update(status="diverged", diverged_step=0 if not math.isfinite(loss0) else bad,
+                           diverged_reason="nonfinite_loss")
+        else:
+            summary["status"] = "ok"
+    except Exception as err:  # one config's failure must never stop the others
+        if store.no_space(err):
+            raise store.DiskFull(out) from None
+        summary.update(status="error", error=f"{type(err).__name__}: {err}".splitlines()[0][:500])
+        if "device_name" not in summary:
+            summary.update(store.provenance(str(device)))
+    summary["wall_s"] = round(time.perf_counter() - t0, 3)
+    store.write_json(out / store.SUMMARY, summary)
+    return summary

@@ -1,0 +1,126 @@
+"""Signal propagation (suite.engine.propagation, `suite propagate`, its analysis)."""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from suite import store
+from suite.analysis.analyze import analyze
+from suite.analysis.load import AnalysisError
+from suite.cli import main
+from suite.config import load_config
+from suite.engine.propagation import RECORDS, backward_records, cls_cosine, mean_cosine, propagate
+from suite.models import build_model
+
+TINY = ["data.name=synthetic", "data.synthetic_train=64", "data.synthetic_test=16", "data.synthetic_img_size=8",
+        "data.synthetic_classes=4", "model.patch_size=4", "model.dim=16", "model.heads=2", "model.depth=3",
+        "train.steps=2", "train.batch_size=8", "train.warmup_steps=0", "train.lr=1e-3", "device=cpu"]
+
+
+def tiny(*more: str):
+    return load_config(None, TINY + list(more))
+
+
+def records(folder: Path, kind: str) -> list[dict]:
+    return [r for r in store.read_metrics(folder, RECORDS) if r["kind"] == kind]
+
+
+def test_cls_cosine_is_one_for_identical_images_and_zero_for_orthogonal_ones():
+    same = torch.ones(4, 5, 3)
+    assert cls_cosine(same) == pytest.approx(1.0)
+    eye = torch.zeros(3, 2, 3)
+    eye[:, 0] = torch.eye(3)
+    assert cls_cosine(eye) == pytest.approx(0.0)
+    assert math.isnan(cls_cosine(torch.ones(1, 2, 3)))
+    # Same class token, different patches: the class tokens agree, the token averages do not.
+    tokens = torch.zeros(2, 3, 2)
+    tokens[:, 0] = 1.0
+    tokens[0, 1:, 0], tokens[1, 1:, 1] = 5.0, 5.0
+    assert cls_cosine(tokens) == pytest.approx(1.0) and mean_cosine(tokens) < 0.5
+
+
+def test_a_run_writes_block_records_and_scalar_summaries(tmp_path):
+    s = propagate(tiny("model.residual=preln"), tmp_path)
+    assert (s["kind"], s["status"], s["steps_done"]) == ("propagation", "ok", 2)
+    fwd, bwd, steps = records(tmp_path, "forward"), records(tmp_path, "backward"), records(tmp_path, "step")
+    assert [r["block"] for r in fwd] == [0, 1, 2] == [r["block"] for r in bwd] and [r["step"] for r in steps] == [1, 2]
+    assert s["stream_growth"] == pytest.approx(fwd[-1]["stream_rms"] / fwd[0]["stream_rms"])
+    assert s["grad_ratio"] == pytest.approx(bwd[0]["grad_stream"] / bwd[-1]["grad_stream"])
+    assert s["cls_cos_last"] == fwd[-1]["cls_cos"] and -1 <= s["cls_cos_last"] <= 1
+    assert s["rank_collapse"] == fwd[-1]["mean_cos"] and -1 <= s["rank_collapse"] <= 1
+    assert len(steps[0]["update_ratio"]) == 3 and s["update_ratio_max"] == max(max(r["update_ratio"]) for r in steps)
+    assert json.loads((tmp_path / "summary.json").read_text())["run_id"] == s["run_id"]
+
+
+def test_gradient_norms_match_autograd_written_out(tmp_path):
+    cfg = tiny("model.residual=layerscale")
+    cfg.model.img_size, cfg.model.in_chans, cfg.model.num_classes = 8, 3, 4
+    torch.manual_seed(0)
+    model = build_model(cfg.model)
+    x, y = torch.randn(8, 3, 8, 8), torch.randint(0, 4, (8,))
+    got, _ = backward_records(model, x, y)
+    outs = []
+
+    def keep(module, args, out):  # returns None: the output is left as it is
+        out.retain_grad()
+        outs.append(out)
+
+    handles = [b.register_forward_hook(keep) for b in model.blocks]
+    model.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    for h in handles:
+        h.remove()
+    for rec, out, block in zip(got, outs, model.blocks):
+        assert rec["grad_stream"] == pytest.approx(float(out.grad.norm()), rel=1e-5)
+        norm = math.sqrt(sum(float(p.grad.pow(2).sum()) for p in block.parameters()))
+        assert rec["grad_params"] == pytest.approx(norm, rel=1e-5)
+
+
+def test_layerscale_at_zero_starts_as_the_identity_and_lr_zero_moves_nothing(tmp_path):
+    s = propagate(tiny("model.residual=layerscale", "model.layerscale.init=0.0", "train.lr=0.0", "train.min_lr=0.0"),
+                  tmp_path)
+    fwd = records(tmp_path, "forward")
+    assert {r["stream_rms"] for r in fwd} == {fwd[0]["stream_rms"]}  # every block adds exactly nothing
+    assert all(r["attn_ratio"] == 0 and r["mlp_ratio"] == 0 for r in fwd)
+    assert s["stream_growth"] == 1.0 and s["update_ratio_max"] == 0.0 and s["logit_change_last"] == 0.0
+
+
+def test_suite_propagate_sweeps_and_analyze_draws_it(tmp_path, capsys):
+    ablation = tmp_path / "p.yaml"
+    ablation.write_text(textwrap.dedent("""
+        name: p
+        base:
+          data: {name: synthetic, synthetic_train: 64, synthetic_test: 16, synthetic_img_size: 8, synthetic_classes: 4}
+          model: {patch_size: 4, dim: 16, heads: 2}
+          train: {steps: 2, batch_size: 8, warmup_steps: 0}
+        grid: {model.depth: [2, 4]}
+        variants: {preln: {model.residual: preln}, layerscale: {model.residual: layerscale}}
+        seeds: 2
+    """))
+    out = tmp_path / "out"
+    assert main(["propagate", str(ablation), "--out", str(out), "--workers", "2", "--device", "cpu"]) == 0
+    assert "8 runs: 8 ok" in capsys.readouterr().out
+    summaries = [json.loads(p.read_text()) for p in out.glob("runs/*/summary.json")]
+    assert len(summaries) == 8 and {s["kind"] for s in summaries} == {"propagation"}
+    frame = analyze(out)
+    assert set(frame["variant"]) == {"preln", "layerscale"} and (frame["n"] == 2).all()
+    md = (out / "tables" / "propagation.md").read_text()
+    assert "### stream_growth" in md and "### rank_collapse" in md
+    names = {p.name for p in (out / "figures").iterdir()}
+    assert {"stream_rms_vs_block.png", "grad_norm_vs_block.png", "rank_collapse_vs_depth.png"} <= names
+    # The same folder is not a training sweep's: `suite run` refuses it in one line.
+    assert main(["run", str(ablation), "--out", str(out), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds propagation runs" in err
+    # Nor are training and propagation runs analysed together.
+    train_run = out / "runs" / "trained"
+    train_run.mkdir()
+    (train_run / "summary.json").write_text(json.dumps({**summaries[0], "kind": None, "run_id": "trained"}))
+    with pytest.raises(AnalysisError, match="mixes `suite propagate` runs with training runs"):
+        analyze(out, figures=False)
