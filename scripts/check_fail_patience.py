@@ -49,6 +49,8 @@ def report(full: dict[tuple, dict], patience: int, stopped: dict[tuple, dict] | 
            argv: list[str]) -> tuple[str, int]:
     changed, checked, mismatched, saved = [], 0, [], 0
     for key, s in sorted(full.items(), key=lambda kv: str(kv[0])):
+        if s["status"] == "error":  # no result to change, and no streak recorded
+            continue
         streak = s.get("chance_streak_max")
         if streak is None:
             raise SystemExit(f"error: {key}: no chance_streak_max (run made before it was recorded)")
@@ -67,17 +69,20 @@ def report(full: dict[tuple, dict], patience: int, stopped: dict[tuple, dict] | 
     by_status: dict[str, int] = {}
     for s in full.values():
         by_status[s["status"]] = by_status.get(s["status"], 0) + 1
-    longest_ok = max((s["chance_streak_max"] for s in full.values() if s["status"] != "failed"), default=0)
+    longest_ok = max((s["chance_streak_max"] for s in full.values() if s["status"] not in ("failed", "error")),
+                     default=0)
     lines = [
         f"## Does `train.fail_patience: {patience}` change a status?", "",
         f"From {len(full)} runs trained to the end ({argv[0]}; "
         + ", ".join(f"{n} {k}" for k, n in sorted(by_status.items())) + ").", "",
         f"- Longest streak at chance after warm-up among runs that did not fail: {longest_ok} steps "
         f"(the patience must exceed it).",
-        f"- Runs the patience would stop: {sum(s['chance_streak_max'] >= patience for s in full.values())}, "
+        f"- Runs the patience would stop: "
+        f"{sum((s['chance_streak_max'] or 0) >= patience for s in full.values() if s['status'] != 'error')}, "
         f"all of them `failed` when trained to the end: {'yes' if not changed else 'NO'}.",
         f"- Statuses changed: {len(changed)}.",
-        f"- Optimizer steps saved: {saved:,} of {total:,} ({100 * saved / total:.1f}%).",
+        f"- Optimizer steps saved, at most (a streak counted from the end of warm-up): {saved:,} of {total:,} "
+        f"({100 * saved / total:.1f}%).",
     ]
     for key, status, streak in changed:
         lines.append(f"  - {dict(zip(KEYS, key))}: {status} when trained to the end, streak {streak}")

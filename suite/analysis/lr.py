@@ -75,8 +75,8 @@ def _cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
         out.update(best_lr=math.nan, best_lr_at_edge="", val_at_best=math.nan, above_chance=False, _test=[], _sens=[])
         return out
     best_mean = max(means.values())
-    classes = runs[0].get("model.num_classes")
-    chance = 1.0 / classes if isinstance(classes, int) and classes > 0 else 0.0
+    classes = next((r["model.num_classes"] for r in runs if isinstance(r.get("model.num_classes"), int)), None)
+    chance = 1.0 / classes if classes else 0.0
     out["above_chance"] = bool(best_mean > chance + 1e-9)
     best = min(lr for lr, m in means.items() if m == best_mean)
     edge = "lowest" if best == lrs[0] and len(lrs) > 1 else "highest" if best == lrs[-1] and len(lrs) > 1 else ""

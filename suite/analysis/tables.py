@@ -183,9 +183,10 @@ def sensitivity_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Mark
 
     def notes(part: pd.DataFrame) -> list[str]:
         lrs = f"{fmt_value(float(part['lr_tested_min'].min()))} to {fmt_value(float(part['lr_tested_max'].max()))}"
+        on = "validation" if (part["selected_on"] == "val").all() else "TEST (no validation split)"
         return [
             f"Cell: LR sensitivity (Wortsman et al. 2023), the mean over the learning rates tested ({lrs}) of "
-            f"(best mean validation score - mean validation score at that rate), in points, diverged and failed "
+            f"(best mean {on} score - mean {on} score at that rate), in points, diverged and failed "
             f"runs scored at chance; 0 = as good at every rate as at the best. [95{m.esc('%')} Student-t "
             f"interval over seeds with a run at every rate.] It depends on the grid: compare schemes on one grid. "
             f"A scheme that trains at no rate also scores 0 (never above chance): read it with the table above. "

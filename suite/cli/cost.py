@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
         ablation = load_ablation(args.ablation)
         cost = estimate(ablation)
         if args.measured:
-            match = re.fullmatch(r"\s*([0-9.]+)\s*@\s*([0-9]+)\s*", args.measured)
+            match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*@\s*(\d+)\s*", args.measured)
             if not match or float(match.group(1)) <= 0 or int(match.group(2)) < 1:
                 print(f"error: --measured {args.measured}: expected MS@DEPTH, e.g. 38.5@12", file=sys.stderr)
                 return 2

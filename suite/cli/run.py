@@ -67,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
                              f"list them with --dry-run"])
         out = Path(args.out) if args.out else Path("results") / ablation.name
         folder.check_out(out, ablation)
-        runs = resolve_runs(runs, args.device,
-                            lambda: auto_device(args.backend, args.ray_address, args.ray_timeout))
+        # A dry run asks no Ray cluster: `auto` is then what this machine has.
+        backend = "local" if args.dry_run else args.backend
+        runs = resolve_runs(runs, args.device, lambda: auto_device(backend, args.ray_address, args.ray_timeout))
         todo, done, other = folder.split_done(runs, out, args.retry_errors, args.rerun_stale, store.git_commit())
         if other:
             made = ", ".join(f"{sha[:10]}: {n}" for sha, n in sorted(other.items(), key=lambda kv: -kv[1]))

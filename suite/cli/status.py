@@ -34,11 +34,11 @@ def render(status) -> str:
         lines.append(f"  {variant:<{width}}  " + "  ".join(f"{c[s]:>11}" for s in STATES + STATUSES))
     running = [v for v in status.runs if v.state == "running"]
     if running:
-        lines += ["", "running:"] + [f"  {v.run.label}  step {v.step if v.step is not None else '?'}/{v.steps}"
-                                     for v in running]
+        lines += ["", "running:"] + [f"  {v.run.label}  step {v.step if v.step is not None else '?'}/"
+                                     f"{v.steps if v.steps is not None else '?'}" for v in running]
     if status.errors:
         lines += ["", "errors (rerun them with suite run --retry-errors):"]
-        lines += [f"  {v.run.label}  {v.run.run_id}: {v.error or 'no message'}" for v in status.errors]
+        lines += [f"  {v.run.label}  {v.folder}: {v.error or 'no message'}" for v in status.errors]
     return "\n".join(lines)
 
 

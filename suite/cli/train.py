@@ -34,7 +34,16 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else Path("results") / "train" / store.run_id(cfg)
+    if not args.out:  # named as the run will name itself: precision `auto` resolved for this machine
+        from suite.config import resolve_precision
+        from suite.engine.resources import resolve_device
+
+        try:
+            cfg_id = store.run_id(resolve_precision(cfg, resolve_device(cfg.device).type))
+        except RuntimeError as err:  # device cuda without a GPU
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    out = Path(args.out) if args.out else Path("results") / "train" / cfg_id
     problem = writable_dir(out, "--out")
     if problem:
         print(f"error: {problem}", file=sys.stderr)

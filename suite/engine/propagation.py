@@ -16,7 +16,8 @@ of step 0), :func:`propagate` measures what makes a deep stack fail, block by bl
   relative change of the output logits on the batch (Wortsman et al. 2023 read coming
   instabilities from such norms).
 
-Hooks keep only scalars, so memory is that of one training step at the run's depth.
+Hooks keep only scalars, so memory is that of one training step at the run's depth. Everything is
+computed in fp32 on every device (``train.precision: auto`` resolves to fp32 here).
 """
 
 from __future__ import annotations
@@ -197,7 +198,9 @@ def propagate(cfg: RunConfig, out_dir: str | Path, extra: dict[str, Any] | None 
     device = torch.device("cpu")
     try:
         device = resolve_device(cfg.device)
-        cfg = resolve_precision(cfg, device.type)
+        if cfg.train.precision == "bf16":
+            raise ValueError("propagation is measured in fp32; set train.precision to fp32 or auto")
+        cfg = resolve_precision(cfg, "cpu")  # `auto` is fp32 here, on every device
         summary.update({"run_id": store.run_id(cfg), "train.precision": cfg.train.precision})
         summary.update(store.provenance(str(device)))
         if cfg.train.threads:

@@ -43,6 +43,8 @@ class Cost:
 
 def _shape(cfg: RunConfig) -> tuple[RunConfig, int | None]:
     data, m = cfg.data, cfg.model
+    if None not in (m.img_size, m.in_chans, m.num_classes) and data.name not in GEOMETRY and data.name != "synthetic":
+        return cfg, None  # the config says its shape; its length must come from train.steps
     if data.name == "synthetic":
         geometry = (data.synthetic_img_size, data.synthetic_channels, data.synthetic_classes, data.synthetic_train)
     elif data.name in GEOMETRY:

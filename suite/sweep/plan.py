@@ -106,6 +106,8 @@ def resolve_runs(runs: list[Run], device: str | None, auto: str | Callable[[], s
     out, seen = [], {}
     for run in runs:
         where = device or run.cfg.device
+        if run.kind == "propagation":  # measured in fp32 on every device
+            where = "cpu"
         if run.cfg.train.precision == "auto" and where == "auto" and callable(auto):
             auto = auto()
         cfg = resolve_precision(run.cfg, auto if where == "auto" else where)

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from suite import store
-from suite.sweep.plan import resolve_runs
+from suite.config import resolve_precision
 from suite.sweep.spec import Run, SpecError, load_ablation
 
 RUNNING_WITHIN = 600.0  # seconds since the last metrics write that still count as running
@@ -36,10 +36,11 @@ class StatusError(ValueError):
 class RunView:
     run: Run
     state: str
+    folder: str = ""  # the run folder's name: its run id as the machine that ran it resolved it
     status: str | None = None  # for done runs
     error: str | None = None
     step: int | None = None  # last logged step of a running run
-    steps: int | None = None  # its total
+    steps: int | None = None  # its total (None when the run counts epochs)
     finished: float | None = None  # epoch seconds
 
 
@@ -94,12 +95,15 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
         ablation = load_ablation(marker)
     except SpecError as err:
         raise StatusError(f"{marker}: cannot be read as an ablation ({err.problems[0]})") from None
-    views = {i: RunView(run, "pending") for i, run in enumerate(resolve_runs(ablation.runs, None, "cpu"))}
-    # A run's folder is named by its id with precision resolved for where it ran: accept either.
+    views = {i: RunView(run, "pending", run.run_id) for i, run in enumerate(ablation.runs)}
+    # A run's folder is named by its id with precision resolved for where it ran (whatever --device
+    # the sweep was given): accept either resolution, for training and propagation runs alike.
     index_of: dict[str, int] = {}
     for device in ("cpu", "cuda"):
-        for index, run in enumerate(resolve_runs(ablation.runs, None, device)):
-            index_of[run.run_id] = index
+        for index, run in enumerate(ablation.runs):
+            for kind in ("train", "propagation"):
+                where = "cpu" if kind == "propagation" else device
+                index_of.setdefault(store.run_id(resolve_precision(run.cfg, where)), index)
     runs_dir = out / "runs"
     folders = sorted(p for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
     for folder in folders:
@@ -107,6 +111,7 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
         if index is None:
             continue
         view = views[index]
+        view.folder = folder.name
         summary = store.read_summary(folder)
         if summary is not None:
             view.state, view.status, view.error = "done", summary.get("status"), summary.get("error")
@@ -116,7 +121,8 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
         if metrics.is_file():
             recent = now - metrics.stat().st_mtime <= RUNNING_WITHIN
             view.state = "running" if recent else "interrupted"
-            view.step, view.steps = store.last_logged_step(folder), view.run.cfg.train.steps
+            tc = view.run.cfg.train
+            view.step, view.steps = store.last_logged_step(folder), tc.steps if tc.epochs is None else None
     result = SweepStatus(ablation.name, list(views.values()))
     for v in result.runs:
         result.by_variant.setdefault(v.run.variant, Counter())[v.state] += 1

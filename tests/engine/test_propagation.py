@@ -91,6 +91,13 @@ def test_layerscale_at_zero_starts_as_the_identity_and_lr_zero_moves_nothing(tmp
     assert s["stream_growth"] == 1.0 and s["update_ratio_max"] == 0.0 and s["logit_change_last"] == 0.0
 
 
+def test_propagation_is_measured_in_fp32_everywhere(tmp_path):
+    s = propagate(tiny(), tmp_path / "auto")
+    assert s["train.precision"] == "fp32" and s["status"] == "ok"
+    s = propagate(tiny("train.precision=bf16"), tmp_path / "bf16")
+    assert s["status"] == "error" and "measured in fp32" in s["error"]
+
+
 def test_suite_propagate_sweeps_and_analyze_draws_it(tmp_path, capsys):
     ablation = tmp_path / "p.yaml"
     ablation.write_text(textwrap.dedent("""

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from suite import store
-from suite.config import RunConfig, load_config, resolve_precision
+from suite.config import RunConfig, flatten, load_config, resolve_precision, to_dict
 from suite.engine import train
 
 
@@ -131,6 +131,18 @@ def test_precision_auto_is_resolved_into_the_run_id(tmp_path):
     s = train(auto, tmp_path)
     assert s["run_id"] == store.run_id(fp32) and s["train.precision"] == "fp32"
     assert yaml.safe_load((tmp_path / "config.yaml").read_text())["train"]["precision"] == "fp32"
+
+
+def test_suite_train_names_its_default_folder_by_the_resolved_run_id(tmp_path, monkeypatch, capsys):
+    from suite.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    cfg = tiny(**{"train.steps": 2})
+    args = [f"{k}={v}" for k, v in flatten(to_dict(cfg)).items()
+            if k.split(".")[0] in ("data", "model", "train") and v is not None and not isinstance(v, list)]
+    assert main(["train", *args, "device=cpu", "--no-progress"]) == 0
+    (folder,) = (tmp_path / "results" / "train").iterdir()
+    assert folder.name == store.run_id(resolve_precision(cfg, "cpu")) == json.loads((folder / "summary.json").read_text())["run_id"]
 
 
 def test_injected_exception_ends_error_and_writes_summary(tmp_path):

@@ -52,8 +52,14 @@ def test_cli_prints_hours_and_rejects_bad_input(tmp_path, capsys):
     assert main(["cost", str(ROOT / "ablations" / "default.yaml"), "--measured", "34@12"]) == 0
     out = capsys.readouterr().out
     assert "72 runs" in out and "21,600 optimizer steps" in out and "derived from 34 ms per step at depth 12" in out
-    assert main(["cost", str(ROOT / "ablations" / "default.yaml"), "--measured", "fast"]) == 2
-    assert "expected MS@DEPTH" in capsys.readouterr().err
+    for bad in ("fast", "1.2.3@12", ".@12", "5@"):
+        assert main(["cost", str(ROOT / "ablations" / "default.yaml"), "--measured", bad]) == 2
+        assert "expected MS@DEPTH" in capsys.readouterr().err
+    (tmp_path / "g.yaml").write_text("name: g\nbase: {data: {name: imagefolder}, model: {img_size: 64, in_chans: 3, "
+                                     "num_classes: 5, dim: 32, heads: 2}, train: {steps: 10}}\n"
+                                     "variants: {preln: {model.residual: preln}}\nseeds: 1\n")
+    assert main(["cost", str(tmp_path / "g.yaml")]) == 0  # the config says its shape and length
+    assert "10 optimizer steps" in capsys.readouterr().out
     (tmp_path / "f.yaml").write_text("name: f\nbase: {data: {name: imagefolder}, train: {epochs: 1}}\n"
                                    "variants: {preln: {model.residual: preln}}\nseeds: 1\n")
     assert main(["cost", str(tmp_path / "f.yaml")]) == 2

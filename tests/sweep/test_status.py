@@ -45,8 +45,8 @@ def test_counts_done_running_interrupted_pending_and_errors(half_done, tmp_path)
     assert dict(s.counts) == {"done": 5, "running": 1, "interrupted": 1, "pending": 1}
     assert s.statuses["ok"] == 4 and s.statuses["error"] == 1
     (view,) = [v for v in s.runs if v.state == "running"]
-    assert (view.run.run_id, view.step, view.steps) == (running.name, 7, seed1[0].cfg.train.steps)
-    assert [v.run.run_id for v in s.errors] == [failed.name]
+    assert (view.folder, view.step, view.steps) == (running.name, 7, seed1[0].cfg.train.steps)
+    assert [v.folder for v in s.errors] == [failed.name]
     assert sum(c["done"] for c in s.by_variant.values()) == 5
 
 
