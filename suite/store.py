@@ -143,6 +143,22 @@ def one_line_warnings() -> None:
     warnings.simplefilter("always", SuiteWarning)
 
 
+def open_run_folder(out: Path) -> None:
+    """Create a run folder (or reuse it) without a ``summary.json``, so the run counts as unfinished
+    until it writes a new one.
+
+    Raises:
+        DiskFull: no space left there.
+    """
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / SUMMARY).unlink(missing_ok=True)
+    except OSError as err:
+        if no_space(err):
+            raise DiskFull(out) from None
+        raise
+
+
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
     """The run's summary, or ``None`` if it has not finished.
 

@@ -133,6 +133,11 @@ def step_time_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: M
     return _section_tables(summary, keys, baseline, m, "Step time", "tab:time", cell, notes)
 
 
+def _selected_on(part: pd.DataFrame) -> str:
+    """What the learning-rate tables selected on, in words."""
+    return "validation" if (part["selected_on"] == "val").all() else "TEST (the runs have no validation split)"
+
+
 def best_lr_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
     """Rows = scheme, columns = depth, cells = test score (%) at the rate selected on validation."""
     fkeys = [k for k in keys if k != LR]
@@ -151,7 +156,7 @@ def best_lr_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) 
         return m.lines([acc, m.esc(f"lr {fmt_value(r['best_lr'])}{edge}")])
 
     def notes(part: pd.DataFrame) -> list[str]:
-        on = "validation" if (part["selected_on"] == "val").all() else "TEST (the runs have no validation split)"
+        on = _selected_on(part)
         return [
             f"Cell: each scheme at its own best learning rate, the rate with the highest mean {on} score "
             f"(ties: the smaller rate); the mean test score ({m.esc('%')}) of its seeds there [95{m.esc('%')} "
@@ -183,7 +188,7 @@ def sensitivity_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Mark
 
     def notes(part: pd.DataFrame) -> list[str]:
         lrs = f"{fmt_value(float(part['lr_tested_min'].min()))} to {fmt_value(float(part['lr_tested_max'].max()))}"
-        on = "validation" if (part["selected_on"] == "val").all() else "TEST (no validation split)"
+        on = _selected_on(part)
         return [
             f"Cell: LR sensitivity (Wortsman et al. 2023), the mean over the learning rates tested ({lrs}) of "
             f"(best mean {on} score - mean {on} score at that rate), in points, diverged and failed "

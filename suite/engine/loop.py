@@ -77,21 +77,12 @@ def train(
             keeps its checkpoint.
     """
     out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / store.SUMMARY).unlink(missing_ok=True)
-    except OSError as err:
-        if store.no_space(err):
-            raise store.DiskFull(out) from None
-        raise
+    store.open_run_folder(out)
     t0 = time.perf_counter()
     summary = store.empty_summary(cfg, extra)
     device = torch.device("cpu")
     try:
-        device = resolve_device(cfg.device)
-        cfg = resolve_precision(cfg, device.type)  # a no-op when the sweep resolved it already
-        summary.update({"run_id": store.run_id(cfg), "train.precision": cfg.train.precision})
-        summary.update(store.provenance(str(device)))
+        cfg, device = start(cfg, summary)
         run = Training(cfg, out, device, summary)
         run.setup()
         run.loop(progress, on_step)
@@ -110,6 +101,16 @@ def train(
     if summary["status"] != "error":  # an error run keeps its checkpoint: --retry-errors resumes from it
         (out / store.CHECKPOINT).unlink(missing_ok=True)
     return summary
+
+
+def start(cfg: RunConfig, summary: dict[str, Any], precision_on: str | None = None) -> tuple[RunConfig, torch.device]:
+    """The device a run executes on, and its config with ``train.precision: auto`` resolved for it
+    (or for ``precision_on``); the summary gets the resolved run id, precision and provenance."""
+    device = resolve_device(cfg.device)
+    cfg = resolve_precision(cfg, precision_on or device.type)  # a no-op when the sweep resolved it already
+    summary.update({"run_id": store.run_id(cfg), "train.precision": cfg.train.precision})
+    summary.update(store.provenance(str(device)))
+    return cfg, device
 
 
 class Training:

@@ -115,12 +115,15 @@ def _finite_or_none(x: float) -> float | None:
 
 
 @torch.no_grad()
-def probe(model: nn.Module, x: torch.Tensor) -> list[dict[str, Any]]:
+def probe(model: nn.Module, x: torch.Tensor,
+          on_output: Callable[[int, torch.Tensor], None] | None = None) -> list[dict[str, Any]]:
     """One record per block: scale_mean, scale_max, attn_ratio, mlp_ratio, out_rms.
 
     Args:
         model: the (uncompiled) model, ours or timm's; its blocks are ``model.blocks``.
         x: an input batch (B, C, H, W) on the model's device.
+        on_output: also called with (block index, block output) in the same forward, for callers
+            that measure more per block (signal propagation); it must not change the output.
 
     Returns:
         ``depth`` dicts in block order; values are floats, or ``None`` where not applicable (no
@@ -129,6 +132,9 @@ def probe(model: nn.Module, x: torch.Tensor) -> list[dict[str, Any]]:
     blocks = list(getattr(model, "blocks", []))
     got: list[dict[str, torch.Tensor]] = [{} for _ in blocks]
     handles = [h for b, g in zip(blocks, got) for h in _attach(b, g)]
+    if on_output is not None:
+        handles += [b.register_forward_hook(lambda mod, args, out, i=i: on_output(i, out))
+                    for i, b in enumerate(blocks)]
     was_training = model.training
     model.eval()
     try:

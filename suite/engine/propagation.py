@@ -32,12 +32,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from suite import store
-from suite.config import RunConfig, dump_yaml, flatten, resolve_precision, to_dict
+from suite.config import RunConfig, dump_yaml, flatten, to_dict
 from suite.data import TrainStream, load_dataset
-from suite.engine.loop import fill_model_shape
+from suite.engine.loop import fill_model_shape, start
 from suite.engine.optim import build_optimizer, lr_at
 from suite.engine.probes import probe
-from suite.engine.resources import resolve_device
 from suite.models import build_model, count_params
 
 RECORDS = "propagation.jsonl"
@@ -78,18 +77,8 @@ def mean_cosine(tokens: torch.Tensor) -> float:
 @torch.no_grad()
 def forward_records(model: nn.Module, x: torch.Tensor) -> list[dict[str, Any]]:
     """Per block: stream_rms, attn_ratio, mlp_ratio, scale_mean, cls_cos, mean_cos (eval mode, no gradients)."""
-    records = probe(model, x)
     cos: list[tuple[float, float]] = []
-    handles = [b.register_forward_hook(lambda mod, args, out: cos.append((cls_cosine(out), mean_cosine(out))))
-               for b in model.blocks]
-    was_training = model.training
-    model.eval()
-    try:
-        model(x)
-    finally:
-        for h in handles:
-            h.remove()
-        model.train(was_training)
+    records = probe(model, x, on_output=lambda i, out: cos.append((cls_cosine(out), mean_cosine(out))))
     out = []
     for r, (c, m) in zip(records, cos):
         out.append({"block": r["block"], "stream_rms": r["out_rms"], "attn_ratio": r["attn_ratio"],
@@ -187,22 +176,13 @@ def propagate(cfg: RunConfig, out_dir: str | Path, extra: dict[str, Any] | None 
     """
     out = Path(out_dir)
     t0 = time.perf_counter()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / store.SUMMARY).unlink(missing_ok=True)
-    except OSError as err:
-        if store.no_space(err):
-            raise store.DiskFull(out) from None
-        raise
+    store.open_run_folder(out)
     summary = {**store.empty_summary(cfg, extra), "kind": KIND}
     device = torch.device("cpu")
     try:
-        device = resolve_device(cfg.device)
         if cfg.train.precision == "bf16":
             raise ValueError("propagation is measured in fp32; set train.precision to fp32 or auto")
-        cfg = resolve_precision(cfg, "cpu")  # `auto` is fp32 here, on every device
-        summary.update({"run_id": store.run_id(cfg), "train.precision": cfg.train.precision})
-        summary.update(store.provenance(str(device)))
+        cfg, device = start(cfg, summary, precision_on="cpu")  # `auto` is fp32 here, on every device
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
         data = load_dataset(cfg.data)
