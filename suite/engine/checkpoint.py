@@ -53,8 +53,7 @@ def save(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optim
         raise
 
 
-def load(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optimizer,
-         device: torch.device) -> RunState:
+def load(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optimizer) -> RunState:
     """Restore weights, optimizer, RNG states and the run state from ``path``.
 
     Raises:
@@ -62,7 +61,9 @@ def load(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optim
             cannot be read, or was written by another run.
     """
     try:
-        ckpt = torch.load(path, map_location=device, weights_only=True)
+        # To the CPU first: load_state_dict moves each tensor where its parameter is, but keeps AdamW's
+        # `step` counters where they were loaded, and on a GPU the non-fused update syncs on them.
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001  (an unsafe pickle, a torn file: never run, never trusted)
         raise CheckpointError(f"{path}: refused to load it ({type(err).__name__}: {str(err).splitlines()[0][:200]}); "
                               f"delete it to start this run from step 0") from None

@@ -30,6 +30,7 @@ from suite.data import TrainStream, eval_batches, load_dataset
 from suite.data.bundle import DatasetBundle
 from suite.engine import checkpoint
 from suite.engine.checkpoint import RunState
+from suite.engine.compiled import compile_for_run
 from suite.engine.optim import build_optimizer, implementation, lr_at
 from suite.engine.probes import probe
 from suite.engine.resources import peak_memory_mb, reset_peak_memory, resolve_device
@@ -147,11 +148,11 @@ class Training:
                                   cfg.data.device_max_mb, cfg.data.num_workers)
         ckpt = self.out / store.CHECKPOINT
         if tc.checkpoint_every > 0 and ckpt.exists():  # a run that asked for none never loads one
-            self.state = checkpoint.load(ckpt, self.summary["run_id"], self.model, self.optimizer, self.device)
+            self.state = checkpoint.load(ckpt, self.summary["run_id"], self.model, self.optimizer)
             checkpoint.truncate_metrics(self.out, self.state.step)
         else:
             (self.out / store.METRICS).unlink(missing_ok=True)
-        self.step_fn = torch.compile(self.model) if tc.compile else self.model
+        self.step_fn = compile_for_run(self.model) if tc.compile else self.model
         self.use_bf16 = resolve_precision(self.cfg, self.device.type).train.precision == "bf16"
         self.chance = math.log(self.data.num_classes)
         reset_peak_memory(self.device)

@@ -67,7 +67,9 @@ class _Worker:
     def __init__(self, ctx, env: dict[str, str], device: str) -> None:
         self.env, self.device = env, device
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, env, os.getpid()), daemon=True)
+        # Not a daemon: a daemon may not start children, and a run's DataLoader workers are children.
+        # Workers still die with the parent (`_die_with_parent`) and are stopped in `run_local`'s finally.
+        self.proc = ctx.Process(target=_worker_main, args=(child, env, os.getpid()), daemon=False)
         self.proc.start()
         child.close()
         self.run: Run | None = None

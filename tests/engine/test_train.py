@@ -216,7 +216,16 @@ def test_preln_has_no_scales_but_ratios(tmp_path):
     assert block["scale_mean"] is None and block["attn_ratio"] > 0
 
 
-def test_killed_run_resumes_to_the_same_result(tmp_path):
+def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
+    import torch
+
+    loaded_to = []
+    real_load = torch.load
+
+    def spy(*args, **kwargs):
+        loaded_to.append(kwargs.get("map_location"))
+        return real_load(*args, **kwargs)
+
     cfg = tiny(**{"train.checkpoint_every": 5, "train.steps": 20, "model.drop_path": 0.1})
     full = train(cfg, tmp_path / "full")
 
@@ -228,7 +237,10 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
         train(cfg, tmp_path / "killed", on_step=kill)
     assert (tmp_path / "killed" / "checkpoint.pt").exists()
     assert not (tmp_path / "killed" / "summary.json").exists()
+    monkeypatch.setattr(torch, "load", spy)
     resumed = train(cfg, tmp_path / "killed")
+    # Loaded to the CPU, whatever the device: AdamW's step counters must not land on a GPU.
+    assert loaded_to == ["cpu"]
     for key in ("status", "final_train_loss", "test_acc", "best_test_acc", "steps_done"):
         assert resumed[key] == full[key], key
     assert metrics(tmp_path / "killed") == metrics(tmp_path / "full")

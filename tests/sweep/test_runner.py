@@ -125,6 +125,19 @@ def test_worker_death_is_an_error_run_and_retry_errors_reruns_only_it(tmp_path, 
     changed = {Path(p).parent.name for p in after if after[p] != before.get(p)} - {"out"}
     assert changed == {victim.run_id}
 
+def test_runs_whose_data_goes_through_dataloader_workers_train_in_a_sweep(tmp_path, capsys):
+    """Sweep workers may start children: data that is not held on the device is read by DataLoader
+    worker processes (daemon workers could not start them: "daemonic processes are not allowed to have children")."""
+    ablation = tmp_path / "loader.yaml"
+    ablation.write_text(SMOKE.read_text().replace("synthetic_classes: 4}",
+                                                  "synthetic_classes: 4, device_max_mb: 0, num_workers: 1}"))
+    out = tmp_path / "out"
+    assert main(["run", str(ablation), "--out", str(out), "--only", "seed=0,model.depth=1", "--workers", "1",
+                 *ARGS]) == 0
+    found = summaries(out)
+    assert len(found) == 2 and {s["status"] for s in found.values()} == {"ok"}, capsys.readouterr()
+    assert {s["data.num_workers"] for s in found.values()} == {1}
+
 
 def _start(out: Path, cwd: Path) -> subprocess.Popen:
     slow = cwd / "slow.yaml"  # same name, longer runs, so signals land while a run is in flight
