@@ -317,5 +317,5 @@ def empty_summary(cfg: RunConfig, extra: dict[str, Any] | None = None) -> dict[s
         "test_acc": None, "best_test_acc": None, "train_size": None, "val_size": None, "test_size": None,
         "step_time_ms": None, "throughput": None, "timing_cpu_util": None, "timing_load1": None,
         "timing_cores": None, "timing_contended": None, "peak_mem_mb": None, "num_params": None,
-        "optimizer_impl": None,
+        "optimizer_impl": None, "resumed_at": [],
     }

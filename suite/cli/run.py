@@ -31,12 +31,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="torch CPU threads per run (default: cores // workers locally, 1 per Ray task); "
                              "a Ray CPU task reserves this many CPUs")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="overrides every run's device")
-    parser.add_argument("--backend", choices=["local", "ray"], default="local",
-                        help="local worker processes (default) or Ray tasks (pip install -e '.[ray]')")
+    parser.add_argument("--backend", choices=["local", "ray", "slurm"], default="local",
+                        help="local worker processes (default), Ray tasks (pip install -e '.[ray]') or a Slurm job "
+                             "array of workers through submitit (pip install -e '.[slurm]'; docs/backends/slurm.md)")
     parser.add_argument("--ray-address", metavar="ADDR",
                         help="Ray cluster to join, e.g. 10.0.0.1:6379 (default: start a local one)")
     parser.add_argument("--ray-timeout", type=float, default=30.0, metavar="S",
                         help="give up connecting to Ray after this many seconds (default: %(default)s)")
+    slurm = parser.add_argument_group("Slurm backend (--backend slurm; --workers is the number of array tasks)")
+    slurm.add_argument("--slurm-partition", metavar="NAME", help="partition to submit to (default: the cluster's)")
+    slurm.add_argument("--slurm-time", type=int, default=240, metavar="MIN",
+                       help="time limit of each worker job in minutes; a worker that reaches it checkpoints its run "
+                            "and is requeued (default: %(default)s)")
+    slurm.add_argument("--slurm-gpus-per-job", type=int, metavar="N",
+                       help="GPUs per worker (default: 1, or 0 with --device cpu)")
+    slurm.add_argument("--slurm-array-parallelism", type=int, default=64, metavar="N",
+                       help="worker jobs running at once (default: %(default)s)")
+    slurm.add_argument("--slurm-opt", action="append", metavar="KEY=VALUE",
+                       help="any other sbatch option, passed as --KEY=VALUE, e.g. --slurm-opt account=myproj "
+                            "--slurm-opt qos=low (repeat)")
+    slurm.add_argument("--slurm-lease", type=float, default=600.0, metavar="S",
+                       help="a run whose worker has not renewed its claim for this long is taken over by another "
+                            "(default: %(default)s)")
+    slurm.add_argument("--slurm-detach", action="store_true",
+                       help="exit after submitting; `suite status DIR` watches, `suite run` again collects")
+    slurm.add_argument("--slurm-cluster", choices=["slurm", "local"], default="slurm",
+                       help="local: submitit's local executor, the same workers as processes on this machine")
+    slurm.add_argument("--slurm-poll", type=float, default=10.0, metavar="S", help=argparse.SUPPRESS)
     parser.add_argument("--max-runs", type=int, default=None, metavar="N",
                         help="refuse an ablation of more runs than this (default: 100,000)")
     parser.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
@@ -55,9 +76,12 @@ def run(args: argparse.Namespace) -> int:
     from suite.sweep.spec import SpecError, load_ablation, parse_only, select
 
     try:
-        problem = at_least(args, 1, "workers", "threads", "max_runs") or at_least(args, 0.1, "ray_timeout")
+        problem = (at_least(args, 1, "workers", "threads", "max_runs", "slurm_time", "slurm_array_parallelism")
+                   or at_least(args, 0, "slurm_gpus_per_job") or at_least(args, 0.1, "ray_timeout", "slurm_poll")
+                   or at_least(args, 1.0, "slurm_lease"))
         if problem:
             raise SpecError([problem])
+        slurm = slurm_options(args)
         ablation = load_ablation(args.ablation, max_runs=args.max_runs)
         runs = select(ablation.runs, parse_only(args.only or [], ablation))
         kind = getattr(args, "kind", "train")  # `suite propagate` measures the same runs instead
@@ -69,7 +93,10 @@ def run(args: argparse.Namespace) -> int:
         folder.check_out(out, ablation)
         # A dry run asks no Ray cluster: `auto` is then what this machine has.
         backend = "local" if args.dry_run else args.backend
-        runs = resolve_runs(runs, args.device, lambda: auto_device(backend, args.ray_address, args.ray_timeout))
+        if backend == "slurm":  # the workers' nodes, not this login node, decide what `auto` is
+            runs = resolve_runs(runs, args.device, "cuda" if slurm.gpus_per_job else "cpu")
+        else:
+            runs = resolve_runs(runs, args.device, lambda: auto_device(backend, args.ray_address, args.ray_timeout))
         todo, done, other = folder.split_done(runs, out, args.retry_errors, args.rerun_stale, store.git_commit())
         if other:
             made = ", ".join(f"{sha[:10]}: {n}" for sha, n in sorted(other.items(), key=lambda kv: -kv[1]))
@@ -83,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
         if not todo:  # nothing to run: write nothing, so a read-only results folder is fine
             return _sweep(runs, todo, done, out, None)
         todo, execute = plan(todo, backend=args.backend, device=args.device, workers=args.workers,
-                             threads=args.threads, ray_address=args.ray_address, ray_timeout=args.ray_timeout)
+                             threads=args.threads, ray_address=args.ray_address, ray_timeout=args.ray_timeout,
+                             slurm=slurm)
         with folder.prepare_out(out, ablation):
             return _sweep(runs, todo, done, out, execute)
     except (ConfigError, folder.RunnerError) as err:
@@ -92,7 +120,36 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
+def slurm_options(args: argparse.Namespace):
+    """The ``--slurm-*`` options as :class:`~suite.sweep.slurm_backend.SlurmOptions`.
+
+    Raises:
+        SpecError: a ``--slurm-opt`` that is not ``KEY=VALUE``.
+    """
+    from suite.sweep.slurm_backend import SlurmOptions
+    from suite.sweep.spec import SpecError
+
+    sbatch = {}
+    for item in getattr(args, "slurm_opt", None) or []:
+        key, sep, value = item.partition("=")
+        key = key.strip().lstrip("-")
+        if not sep or not key:
+            raise SpecError([f"--slurm-opt {item}: expected KEY=VALUE (an sbatch option without its --), "
+                             f"e.g. --slurm-opt account=myproj"])
+        sbatch[key.replace("-", "_")] = value
+    gpus = getattr(args, "slurm_gpus_per_job", None)
+    if gpus is None:
+        gpus = 0 if args.device == "cpu" else 1
+    return SlurmOptions(cluster=getattr(args, "slurm_cluster", "slurm"), partition=getattr(args, "slurm_partition", None),
+                        time_min=getattr(args, "slurm_time", 240), gpus_per_job=gpus,
+                        array_parallelism=getattr(args, "slurm_array_parallelism", 64), sbatch=sbatch,
+                        lease_s=getattr(args, "slurm_lease", 600.0), detach=getattr(args, "slurm_detach", False),
+                        poll_s=getattr(args, "slurm_poll", 10.0))
+
+
 def _sweep(runs: list, todo: list, done: dict, out: Path, execute) -> int:
+    from suite.sweep.slurm_backend import Detached
+
     progress = Progress(len(runs), done, len(todo))
     main_thread = threading.current_thread() is threading.main_thread()  # signals can only be set there
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt) if main_thread else None  # stop as on Ctrl-C
@@ -102,6 +159,10 @@ def _sweep(runs: list, todo: list, done: dict, out: Path, execute) -> int:
     try:
         if todo:
             execute(todo, out, progress)
+    except Detached as left:  # the Slurm jobs go on without us
+        progress.close()
+        print(f"{progress.counts_text()} so far; {left}", file=sys.stderr)
+        return left.code
     except KeyboardInterrupt:
         progress.close()
         left = len(runs) - progress.finished

@@ -32,14 +32,33 @@ class RunState:
     best_val_acc: float | None = None
     val_acc: float | None = None
     step_times: list[float] = dataclasses.field(default_factory=list)
+    resumed_at: list[int] = dataclasses.field(default_factory=list)  # steps this run was resumed from
 
 
 class CheckpointError(Exception):
     """A checkpoint that must not be used: unsafe to load, damaged, or another run's."""
 
 
-def save(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optimizer, state: RunState) -> None:
-    """Write the checkpoint through a temp file, so a kill or a full disk never leaves half of one."""
+PREEMPTED = "preempted.json"  # beside a checkpoint saved because the worker was preempted
+
+
+def preempted(run_dir: Path, clear: bool = False) -> bool:
+    """Whether the run's checkpoint was saved at a preemption (a run then resumes from it even if it
+    asked for no periodic checkpoints); ``clear`` removes the mark."""
+    mark = Path(run_dir) / PREEMPTED
+    if clear:
+        mark.unlink(missing_ok=True)
+        return False
+    return mark.is_file()
+
+
+def save(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optimizer, state: RunState,
+         preempted: bool = False) -> None:
+    """Write the checkpoint through a temp file, so a kill or a full disk never leaves half of one.
+
+    ``preempted``: saved because the worker is being preempted; marked so that the run resumes from
+    it even when it asked for no checkpoints (``train.checkpoint_every: 0``).
+    """
     tmp = path.with_suffix(".tmp")
     try:
         torch.save({
@@ -48,6 +67,8 @@ def save(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optim
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
         }, tmp)
         tmp.replace(path)
+        if preempted:
+            store.write_json(path.parent / PREEMPTED, {"step": state.step})
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -48,6 +48,16 @@ class Diverged(Exception):
         self.step, self.reason = step, reason
 
 
+class StopRun(BaseException):
+    """Raised by an ``on_step`` callback to end a run now, leaving it unfinished (no summary): the
+    worker was preempted (``save``: a checkpoint of this step is written first, and the run resumes
+    from it wherever it runs next), or lost its claim on the run (nothing more may be written)."""
+
+    def __init__(self, reason: str, save: bool) -> None:
+        super().__init__(reason)
+        self.reason, self.save = reason, save
+
+
 class StoppedAtChance(Exception):
     """The smoothed loss sat at chance for ``train.fail_patience`` steps after warm-up: the run is
     ``failed`` already, and training it to the end would only spend time."""
@@ -68,7 +78,8 @@ def train(
         out_dir: the run folder; a ``checkpoint.pt`` there (from a killed run) is resumed from.
         progress: show a tqdm bar; ``None`` = only when stderr is a terminal.
         extra: top-level keys added to the summary (the sweep adds ``ablation``, ``variant``).
-        on_step: called after every optimizer step with the step number (tests inject faults here).
+        on_step: called after every optimizer step with the step number (tests inject faults here);
+            it may raise :class:`StopRun` to end the run unfinished (a preempted sweep worker).
 
     Returns:
         The summary dict (also written atomically to ``out_dir/summary.json``).
@@ -101,6 +112,7 @@ def train(
     store.write_json(out / store.SUMMARY, summary)
     if summary["status"] != "error":  # an error run keeps its checkpoint: --retry-errors resumes from it
         (out / store.CHECKPOINT).unlink(missing_ok=True)
+        checkpoint.preempted(out, clear=True)
     return summary
 
 
@@ -147,9 +159,12 @@ class Training:
         self.stream = TrainStream(self.data, tc.batch_size, cfg.seed, self.device, cfg.data.augment,
                                   cfg.data.device_max_mb, cfg.data.num_workers)
         ckpt = self.out / store.CHECKPOINT
-        if tc.checkpoint_every > 0 and ckpt.exists():  # a run that asked for none never loads one
+        # A run that asked for no checkpoints loads none, unless it saved one when it was preempted.
+        if ckpt.exists() and (tc.checkpoint_every > 0 or checkpoint.preempted(self.out)):
             self.state = checkpoint.load(ckpt, self.summary["run_id"], self.model, self.optimizer)
             checkpoint.truncate_metrics(self.out, self.state.step)
+            self.summary["resumed_at"] = [*self.state.resumed_at, self.state.step]
+            self.state.resumed_at = self.summary["resumed_at"]
         else:
             (self.out / store.METRICS).unlink(missing_ok=True)
         self.step_fn = compile_for_run(self.model) if tc.compile else self.model
@@ -188,7 +203,14 @@ class Training:
                     bar.update(1)
                     bar.set_postfix(loss=f"{state.ema:.3f}", refresh=False)
                 if on_step is not None:
-                    on_step(step)
+                    try:
+                        on_step(step)
+                    except StopRun as stop:
+                        if stop.save and step < self.total_steps:
+                            self.metrics.flush()
+                            checkpoint.save(self.out / store.CHECKPOINT, self.summary["run_id"], self.model,
+                                            self.optimizer, state, preempted=True)
+                        raise
             self.summary["status"] = "ok"
             self._judge_failure()
         except StoppedAtChance:

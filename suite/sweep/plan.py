@@ -13,6 +13,7 @@ from suite import store
 from suite.config import resolve_precision
 from suite.sweep.folder import RunnerError
 from suite.sweep.local import Report
+from suite.sweep.slurm_backend import SlurmOptions
 from suite.sweep.spec import Run
 
 Executor = Callable[[list[Run], Path, Report], None]
@@ -20,36 +21,46 @@ Executor = Callable[[list[Run], Path, Report], None]
 
 def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, workers: int | None = None,
          threads: int | None = None, ray_address: str | None = None,
-         ray_timeout: float = 30.0) -> tuple[list[Run], Executor]:
+         ray_timeout: float = 30.0, slurm: SlurmOptions | None = None) -> tuple[list[Run], Executor]:
     """Decide devices, workers and threads for ``todo``.
 
     Args:
-        backend: ``local`` (worker processes) or ``ray``.
+        backend: ``local`` (worker processes), ``ray`` or ``slurm`` (a job array of workers).
         device: overrides every run's device (``cpu``, ``cuda``, ``auto``); None keeps each run's.
-        workers: parallel runs on the local backend; default one per visible GPU, else 1.
-        threads: torch CPU threads per run; default cores // busy workers locally, 1 per Ray task.
+        workers: parallel runs on the local backend (default one per visible GPU, else 1); array tasks
+            on Slurm (default one per run, at most ``--slurm-array-parallelism``).
+        threads: torch CPU threads per run; default cores // busy workers locally, 1 per Ray task or
+            Slurm worker (its ``--cpus-per-task``).
         ray_address: a Ray cluster to join; None starts a local one.
         ray_timeout: seconds to wait for Ray to connect (it is joined here, before anything is written).
+        slurm: the ``--slurm-*`` options (``backend="slurm"``).
 
     Returns:
         The runs with their execution keys set (``device``, ``train.threads``: the run ids do not
         change) and a function ``(runs, out, report)`` that executes them.
 
     Raises:
-        RunnerError: Ray is not installed or does not connect, or ``cuda`` was asked for and torch sees
-            no GPU.
+        RunnerError: Ray (or submitit) is not installed, Ray does not connect, Slurm's commands are not
+            here, or ``cuda`` was asked for and torch sees no GPU.
     """
     if backend == "ray" and importlib.util.find_spec("ray") is None:  # fail before writing anything
         raise RunnerError("--backend ray needs Ray: pip install -e '.[ray]'")
+    if backend == "slurm":
+        from suite.sweep.slurm_backend import check_available, run_slurm
+
+        slurm = slurm or SlurmOptions()
+        check_available(slurm)
     devices = {device or r.cfg.device for r in todo}
     gpus: list[str] = []
     if backend == "local" and todo and devices != {"cpu"}:
         gpus = visible_gpus()
         if "cuda" in devices and not gpus:
             raise RunnerError("--device cuda: torch sees no CUDA device; use --device cpu or auto")
+    if backend == "slurm":
+        workers = min(workers or slurm.array_parallelism, max(1, len(todo)))
     workers = workers or max(1, len(gpus))
     busy = max(1, min(workers, len(todo)))  # fewer runs than workers: the cores are shared by fewer
-    threads = threads or (1 if backend == "ray" else max(1, (os.cpu_count() or 1) // busy))
+    threads = threads or (1 if backend in ("ray", "slurm") else max(1, (os.cpu_count() or 1) // busy))
 
     def prepared(run: Run) -> Run:  # execution-only keys: the run id (and so the folder) does not change
         cfg = copy.deepcopy(run.cfg)
@@ -65,6 +76,8 @@ def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, 
         ray_device = device or (devices.pop() if len(devices) == 1 else "auto")
         return todo, lambda t, out, report: run_ray(t, out, report, address=ray_address, device=ray_device,
                                                      threads=threads)
+    if backend == "slurm":
+        return todo, lambda t, out, report: run_slurm(t, out, report, opts=slurm, workers=workers, threads=threads)
     from suite.sweep.local import run_local
 
     return todo, lambda t, out, report: run_local(t, out, report, workers=workers, gpus=gpus, threads=threads)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from suite import store
 from suite.sweep.folder import run_dir
@@ -17,12 +17,14 @@ RESULT_KEYS = ("status", "test_acc", "diverged_step", "diverged_reason", "error"
                "grad_ratio")
 
 
-def execute(cfg, out_dir: str, extra: dict[str, Any]) -> dict[str, Any]:
+def execute(cfg, out_dir: str, extra: dict[str, Any], on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Train one run into ``out_dir`` (or measure its signal propagation, when ``extra["kind"]`` is
     ``propagation``); always writes its summary; returns the headline results.
 
     A full disk is not the run's result: the run is left without a summary (so it runs again) and
     ``{"disk_full": path}`` is returned for :func:`check_result` to stop the sweep with.
+
+    ``on_step`` is passed to the trainer (a Slurm worker stops a run there when it is preempted).
     """
     if os.environ.get(CRASH_ENV) == store.run_id(cfg):
         os._exit(3)
@@ -34,7 +36,7 @@ def execute(cfg, out_dir: str, extra: dict[str, Any]) -> dict[str, Any]:
         else:
             from suite.engine import train
 
-            summary = train(cfg, out_dir, progress=False, extra=extra)
+            summary = train(cfg, out_dir, progress=False, extra=extra, on_step=on_step)
     except store.DiskFull as err:
         return {"disk_full": err.path}
     return {k: summary.get(k) for k in RESULT_KEYS}

@@ -247,6 +247,45 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     assert not (tmp_path / "killed" / "checkpoint.pt").exists()
 
 
+def test_preempted_run_saves_at_that_step_and_resumes_without_periodic_checkpoints(tmp_path):
+    from suite.engine.loop import StopRun
+
+    cfg = tiny(**{"train.steps": 20, "model.drop_path": 0.1})  # checkpoint_every 0: none periodic
+    full = train(cfg, tmp_path / "full")
+    assert full["resumed_at"] == []
+
+    def preempt(step):
+        if step == 13:
+            raise StopRun("preempted", save=True)
+
+    with pytest.raises(StopRun):
+        train(cfg, tmp_path / "pre", on_step=preempt)
+    assert (tmp_path / "pre" / "checkpoint.pt").exists() and (tmp_path / "pre" / "preempted.json").exists()
+    assert not (tmp_path / "pre" / "summary.json").exists()
+    resumed = train(cfg, tmp_path / "pre")
+    assert resumed["resumed_at"] == [13]
+    for key in ("status", "final_train_loss", "test_acc", "steps_done"):
+        assert resumed[key] == full[key], key
+    assert metrics(tmp_path / "pre") == metrics(tmp_path / "full")
+    assert not list((tmp_path / "pre").glob("checkpoint.pt")) and not (tmp_path / "pre" / "preempted.json").exists()
+
+
+def test_a_run_stopped_without_saving_starts_again_from_step_0(tmp_path):
+    from suite.engine.loop import StopRun
+
+    cfg = tiny(**{"train.steps": 20})
+
+    def lose(step):
+        if step == 7:
+            raise StopRun("claim lost", save=False)
+
+    with pytest.raises(StopRun):
+        train(cfg, tmp_path / "lost", on_step=lose)
+    assert not (tmp_path / "lost" / "checkpoint.pt").exists()
+    again = train(cfg, tmp_path / "lost")
+    assert again["resumed_at"] == [] and again["steps_done"] == 20
+
+
 def test_weight_decay_policy_on_1d_params():
     from suite.models import build_model
     from suite.engine.optim import build_optimizer

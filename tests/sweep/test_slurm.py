@@ -1,0 +1,159 @@
+"""The Slurm backend, through submitit's local executor: real worker processes, the same pickled workers,
+claims and requeue as on a cluster; only `sbatch` is not called."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from suite.cli import main
+from suite.sweep import claims
+
+pytest.importorskip("submitit")
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = ROOT / "ablations" / "smoke.yaml"
+ARGS = ["--device", "cpu", "--threads", "1"]
+SLURM = ["--backend", "slurm", "--slurm-cluster", "local", "--slurm-poll", "0.3"]
+# Differ between runs of one config by design (timing, provenance, how it got there).
+VOLATILE = {"wall_s", "step_time_ms", "throughput", "peak_mem_mb", "hostname", "started_at", "timing_cpu_util",
+            "timing_load1", "timing_cores", "timing_contended", "resumed_at", "git_commit"}
+
+
+def summaries(out: Path) -> dict[str, dict]:
+    return {p.parent.name: json.loads(p.read_text()) for p in sorted((out / "runs").glob("*/summary.json"))}
+
+
+def comparable(found: dict[str, dict]) -> dict[str, dict]:
+    return {rid: {k: v for k, v in s.items() if k not in VOLATILE} for rid, s in found.items()}
+
+
+def events(out: Path) -> list[dict]:
+    lines = [line for p in (out / "slurm" / "workers").glob("*.jsonl") for line in p.read_text().splitlines()]
+    return [json.loads(line) for line in lines]
+
+
+def slow_ablation(tmp_path: Path, steps: int = 150) -> Path:
+    path = tmp_path / "slow.yaml"  # runs of a few seconds, so that a signal lands inside one
+    path.write_text(f"name: smoke\nextends: {SMOKE}\nbase: {{train.steps: {steps}}}\nseeds: 1\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def local_reference(tmp_path_factory) -> Path:
+    """The slow ablation's 4 runs through the local backend, to compare with."""
+    tmp = tmp_path_factory.mktemp("ref")
+    out = tmp / "out"
+    assert main(["run", str(slow_ablation(tmp)), "--out", str(out), "--workers", "2", *ARGS]) == 0
+    return out
+
+
+def _kill_when(out: Path, predicate, sig: int, deadline_s: float = 90) -> threading.Thread:
+    """In the background: once some claimed run's metrics are being written, send ``sig`` to the worker
+    process holding it (its pid is in the claim); records the run id in ``thread.victim``."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline:
+            for path in (out / claims.CLAIMS).glob("*.json") if (out / claims.CLAIMS).is_dir() else []:
+                run_id = path.stem
+                metrics = out / "runs" / run_id / "metrics.jsonl"
+                try:
+                    owner = json.loads(path.read_text())["owner"]
+                except (OSError, ValueError, KeyError):
+                    continue
+                if metrics.exists() and predicate(metrics):
+                    thread.victim = run_id
+                    os.kill(int(owner.rsplit(":", 1)[1]), sig)
+                    return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.victim = None
+    thread.start()
+    return thread
+
+
+def _steps_logged(metrics: Path) -> int:
+    return sum(1 for line in metrics.read_text().splitlines() if '"kind": "train"' in line)
+
+
+def test_slurm_sweep_gives_the_same_summaries_as_local(local_reference, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", str(slow_ablation(tmp_path)), "--out", str(out), "--workers", "2", *SLURM, *ARGS]) == 0
+    printed = capsys.readouterr().out
+    assert "submitted 2 local Slurm workers for 4 runs" in printed and "4 runs: 4 ok" in printed
+    assert comparable(summaries(out)) == comparable(summaries(local_reference))
+    finished = [e["run_id"] for e in events(out) if e["event"] == "finish"]
+    assert sorted(finished) == sorted(summaries(out))  # each run trained once
+    assert not list((out / claims.CLAIMS).glob("*.json"))  # every claim released
+    record = json.loads((out / "slurm" / "submission.json").read_text())
+    assert record["cluster"] == "local" and len(record["jobs"]) == 2 and len(record["runs"]) == 4
+
+
+def test_a_killed_worker_loses_no_run_and_trains_none_twice(local_reference, tmp_path, capsys):
+    out = tmp_path / "out"
+    killer = _kill_when(out, lambda m: _steps_logged(m) >= 3, signal.SIGKILL)
+    code = main(["run", str(slow_ablation(tmp_path)), "--out", str(out), "--workers", "2", "--slurm-lease", "2",
+                 *SLURM, *ARGS])
+    killer.join(timeout=5)
+    assert code == 0 and killer.victim is not None
+    assert "4 runs: 4 ok" in capsys.readouterr().out
+    log = events(out)
+    finished = [e["run_id"] for e in log if e["event"] == "finish"]
+    assert sorted(finished) == sorted(summaries(out))  # every run once, the killed one by someone else
+    starts = [e for e in log if e["event"] == "start" and e["run_id"] == killer.victim]
+    assert len(starts) == 2 and starts[0]["owner"] != starts[1]["owner"]
+    assert comparable(summaries(out)) == comparable(summaries(local_reference))
+
+
+def test_a_preempted_worker_checkpoints_is_requeued_and_resumes_its_run(local_reference, tmp_path, capsys):
+    out = tmp_path / "out"
+    sig = signal.SIGUSR2  # what Slurm sends (through submitit) before preempting a job
+    preempter = _kill_when(out, lambda m: _steps_logged(m) >= 5, sig)
+    code = main(["run", str(slow_ablation(tmp_path)), "--out", str(out), "--workers", "1", *SLURM, *ARGS])
+    preempter.join(timeout=5)
+    assert code == 0 and preempter.victim is not None
+    found = summaries(out)
+    assert len(found) == 4 and {s["status"] for s in found.values()} == {"ok"}
+    assert found[preempter.victim]["resumed_at"], "the requeued worker started the run again from step 0"
+    assert comparable(found) == comparable(summaries(local_reference))  # resumed bit-identically
+    ref = local_reference / "runs" / preempter.victim / "metrics.jsonl"
+    assert (out / "runs" / preempter.victim / "metrics.jsonl").read_text() == ref.read_text()
+    stops = [e for e in events(out) if e["event"] == "stop"]
+    assert [e["reason"] for e in stops] == ["preempted"]
+    assert not (out / "runs" / preempter.victim / "checkpoint.pt").exists()
+
+
+def test_detach_then_run_again_attaches_and_collects(tmp_path, capsys):
+    out = tmp_path / "out"
+    ablation = slow_ablation(tmp_path, steps=60)
+    assert main(["run", str(ablation), "--out", str(out), "--workers", "2", "--slurm-detach", *SLURM, *ARGS]) == 0
+    err = capsys.readouterr().err
+    assert "detached: the jobs go on" in err and f"suite status {out}" in err
+    assert main(["run", str(ablation), "--out", str(out), "--workers", "2", *SLURM, *ARGS]) == 0
+    printed = capsys.readouterr().out
+    assert "4 runs: 4 ok" in printed
+    if "attached to" in printed:  # unless the workers had finished everything before we looked
+        assert "submitted" not in printed
+    assert sorted(e["run_id"] for e in events(out) if e["event"] == "finish") == sorted(summaries(out))
+
+
+def test_slurm_user_errors_are_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
+    out = tmp_path / "out"
+    assert main(["run", str(SMOKE), "--out", str(out), "--backend", "slurm", *ARGS]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no `sbatch` / `srun` here" in err and "--slurm-cluster local" in err
+    assert not out.exists()
+    assert main(["run", str(SMOKE), "--out", str(out), "--backend", "slurm", "--slurm-opt", "account", *ARGS]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--slurm-opt account: expected KEY=VALUE" in err
+    assert main(["run", str(SMOKE), "--out", str(out), "--backend", "slurm", "--slurm-time", "0", *ARGS]) == 2
+    assert "--slurm-time 0: must be >= 1" in capsys.readouterr().err
