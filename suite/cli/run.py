@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
             return _sweep(runs, todo, done, out, None)
         todo, execute = plan(todo, backend=args.backend, device=args.device, workers=args.workers,
                              threads=args.threads, ray_address=args.ray_address, ray_timeout=args.ray_timeout,
-                             slurm=slurm)
+                             slurm=slurm, notify=lambda line: print(line, flush=True))
         with folder.prepare_out(out, ablation):
             return _sweep(runs, todo, done, out, execute)
     except (ConfigError, folder.RunnerError) as err:

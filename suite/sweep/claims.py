@@ -22,6 +22,8 @@ import threading
 import time
 from pathlib import Path
 
+from suite import store
+
 CLAIMS = "claims"
 
 
@@ -82,7 +84,7 @@ def try_claim(out: Path, run_id: str, lease_s: float) -> Claim | None:
     path = claim_path(out, run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(8)
-    text = json.dumps({"owner": owner_id(), "token": token, "claimed_at": time.time()})
+    text = store.metrics_line({"owner": owner_id(), "token": token, "claimed_at": time.time()})
     for _ in range(3):  # a claim released or taken over under our feet: look again
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)

@@ -21,7 +21,8 @@ Executor = Callable[[list[Run], Path, Report], None]
 
 def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, workers: int | None = None,
          threads: int | None = None, ray_address: str | None = None,
-         ray_timeout: float = 30.0, slurm: SlurmOptions | None = None) -> tuple[list[Run], Executor]:
+         ray_timeout: float = 30.0, slurm: SlurmOptions | None = None,
+         notify: Callable[[str], None] = lambda line: None) -> tuple[list[Run], Executor]:
     """Decide devices, workers and threads for ``todo``.
 
     Args:
@@ -34,6 +35,7 @@ def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, 
         ray_address: a Ray cluster to join; None starts a local one.
         ray_timeout: seconds to wait for Ray to connect (it is joined here, before anything is written).
         slurm: the ``--slurm-*`` options (``backend="slurm"``).
+        notify: receives the lines a backend has for the user (the Slurm job ids).
 
     Returns:
         The runs with their execution keys set (``device``, ``train.threads``: the run ids do not
@@ -77,7 +79,8 @@ def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, 
         return todo, lambda t, out, report: run_ray(t, out, report, address=ray_address, device=ray_device,
                                                      threads=threads)
     if backend == "slurm":
-        return todo, lambda t, out, report: run_slurm(t, out, report, opts=slurm, workers=workers, threads=threads)
+        return todo, lambda t, out, report: run_slurm(t, out, report, opts=slurm, workers=workers, threads=threads,
+                                                              notify=notify)
     from suite.sweep.local import run_local
 
     return todo, lambda t, out, report: run_local(t, out, report, workers=workers, gpus=gpus, threads=threads)

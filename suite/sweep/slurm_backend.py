@@ -27,7 +27,7 @@ import subprocess
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from suite import store
 from suite.sweep import claims
@@ -77,8 +77,11 @@ def check_available(opts: SlurmOptions) -> None:
                           "--slurm-cluster local to run the same workers on this machine")
 
 
-def run_slurm(todo: list[Run], out: Path, report: Report, *, opts: SlurmOptions, workers: int, threads: int) -> None:
+def run_slurm(todo: list[Run], out: Path, report: Report, *, opts: SlurmOptions, workers: int, threads: int,
+              notify: Callable[[str], None] = lambda line: None) -> None:
     """Bring every run of ``todo`` to a summary through Slurm job arrays (see the module docstring).
+
+    ``notify`` receives a line for each submission (job ids, where the logs are) and attachment.
 
     Raises:
         Detached: ``--slurm-detach`` after submitting, or Ctrl-C while watching; the jobs go on.
@@ -88,8 +91,7 @@ def run_slurm(todo: list[Run], out: Path, report: Report, *, opts: SlurmOptions,
     pending = {r.run_id: r for r in todo}
     jobs = _attach(out, opts)
     if jobs:
-        print(f"attached to {len(jobs)} Slurm jobs still running from an earlier `suite run` "
-              f"({', '.join(j.job_id for j in jobs[:4])}{'...' if len(jobs) > 4 else ''})", flush=True)
+        notify(f"attached to {len(jobs)} Slurm jobs still running from an earlier `suite run` ({_ids(jobs)})")
     else:
         for run in todo:  # an error run being retried must not count as finished
             clear_stale(out, run)
@@ -107,8 +109,8 @@ def run_slurm(todo: list[Run], out: Path, report: Report, *, opts: SlurmOptions,
                 jobs = _submit(out, list(pending.values()), opts, workers=min(workers, len(pending)),
                                threads=threads)
                 submissions += 1
-                print(f"submitted {len(jobs)} {'local ' if opts.cluster == 'local' else ''}Slurm workers for "
-                      f"{len(pending)} runs: {_ids(jobs)} (logs in {out / 'slurm'})", flush=True)
+                notify(f"submitted {len(jobs)} {'local ' if opts.cluster == 'local' else ''}Slurm workers for "
+                       f"{len(pending)} runs: {_ids(jobs)} (logs in {out / 'slurm'})")
                 if opts.detach:
                     raise Detached(f"detached: the jobs go on; watch them with `suite status {out}`, and run the "
                                    f"same `suite run` again to collect what they finish", 0)

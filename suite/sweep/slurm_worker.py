@@ -13,7 +13,6 @@ other, resumes the run from that checkpoint.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -152,7 +151,7 @@ class SlurmWorker:
     # ------------------------------------------------------------------ log
 
     def _event(self, event: str, run_id: str, label: str, **fields: Any) -> None:
-        line = json.dumps({"t": round(time.time(), 3), "event": event, "run_id": run_id, "label": label,
-                           "owner": claims.owner_id(), **fields})
+        line = store.metrics_line({"t": round(time.time(), 3), "event": event, "run_id": run_id, "label": label,
+                                   "owner": claims.owner_id(), **fields})
         with open(self._log_path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
+            f.write(line)
