@@ -17,12 +17,12 @@ PYTEST_ARGS ?=
 install: $(STAMP)
 
 # Re-runs only when pyproject.toml changes: a second `make install` is a no-op.
-# The ray and slurm extras are installed too, so that the Ray backend's tests run against a real local
-# Ray and the Slurm backend's against submitit's local executor.
+# The ray, slurm and trackers extras are installed too, so that the Ray backend's tests run against a
+# real local Ray, the Slurm backend's against submitit's local executor, and each tracker sink for real.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q $(TORCH_SPEC)
-	$(BIN)/python -m pip install -q -e '.[dev,ray,slurm]'
+	$(BIN)/python -m pip install -q -e '.[dev,ray,slurm,trackers]'
 	touch $(STAMP)
 
 test: install

@@ -114,6 +114,9 @@ class TrainConfig:
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     compile: bool = False  # torch.compile the model
     threads: int | None = None  # torch CPU threads; None = leave torch's default
+    # Experiment trackers fed from the same records as metrics.jsonl (docs/trackers.md); execution
+    # only, not part of the run id. Each needs its package: pip install -e '.[trackers]'.
+    log_to: tuple[Literal["tensorboard", "wandb", "mlflow"], ...] = ()
 
 
 @dataclass
@@ -136,6 +139,8 @@ def _type_name(tp: Any) -> str:
         return " | ".join(repr(a) for a in typing.get_args(tp))
     if origin in (typing.Union, types.UnionType):
         return " | ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is tuple and typing.get_args(tp)[-1:] == (Ellipsis,):
+        return "list of " + _type_name(typing.get_args(tp)[0])
     if origin is tuple:
         return "list of " + ", ".join(_type_name(a) for a in typing.get_args(tp))
     if tp is type(None):
@@ -157,6 +162,12 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             except ConfigError:
                 pass
         raise ConfigError(f"{where}: {value!r} is not a {_type_name(tp)}")
+    if origin is tuple and typing.get_args(tp)[-1:] == (Ellipsis,):  # any length
+        if isinstance(value, str):  # `log_to: tensorboard` is a list of one
+            value = [value]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        return tuple(_coerce(v, typing.get_args(tp)[0], where) for v in value)
     if origin is tuple:
         args = typing.get_args(tp)
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
@@ -328,6 +339,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.min_lr": (_at_least(0), "a finite number >= 0"),
     "train.warmup_steps": (_at_least(0), ">= 0"),
     "train.betas": (lambda v: all(_finite(b) and 0 <= b < 1 for b in v), "two numbers in [0, 1)"),
+    "train.log_to": (lambda v: len(set(v)) == len(v), "a list of distinct trackers"),
     "train.weight_decay": (_at_least(0), "a finite number >= 0"),
     "train.grad_clip": (_optional(lambda v: _finite(v) and v > 0), "a number > 0 or null (off)"),
     "train.label_smoothing": (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1)"),

@@ -34,6 +34,12 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    from suite.engine.trackers import missing
+
+    problem = missing(cfg.train.log_to)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     if not args.out:  # named as the run will name itself: precision `auto` resolved for this machine
         from suite.config import resolve_precision
         from suite.engine.resources import resolve_device

@@ -33,6 +33,7 @@ from suite.engine.checkpoint import RunState
 from suite.engine.compiled import compile_for_run
 from suite.engine.optim import build_optimizer, implementation, lr_at
 from suite.engine.probes import probe
+from suite.engine.trackers import Trackers
 from suite.engine.resources import peak_memory_mb, reset_peak_memory, resolve_device
 from suite.models import build_model, count_params
 
@@ -93,14 +94,21 @@ def train(
     t0 = time.perf_counter()
     summary = store.empty_summary(cfg, extra)
     device = torch.device("cpu")
+    run: Training | None = None
     try:
         cfg, device = start(cfg, summary)
         run = Training(cfg, out, device, summary)
         run.setup()
         run.loop(progress, on_step)
         run.finish()
-    except Exception as err:  # one run's failure must never stop a sweep
+    except BaseException as err:
+        if not isinstance(err, Exception):  # killed, interrupted, preempted: unfinished, no summary
+            if run is not None and run.trackers is not None:
+                run.trackers.abort()
+            raise
         if store.no_space(err):  # not the run's fault: no summary, so the run is run again later
+            if run is not None and run.trackers is not None:
+                run.trackers.abort()
             raise store.DiskFull(out) from None
         summary["status"] = "error"
         summary["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
@@ -110,6 +118,8 @@ def train(
             summary.update(store.provenance(str(device)))
     summary["wall_s"] = round(time.perf_counter() - t0, 3)
     store.write_json(out / store.SUMMARY, summary)
+    if run is not None and run.trackers is not None:
+        run.trackers.finish(summary)
     if summary["status"] != "error":  # an error run keeps its checkpoint: --retry-errors resumes from it
         (out / store.CHECKPOINT).unlink(missing_ok=True)
         checkpoint.preempted(out, clear=True)
@@ -134,6 +144,7 @@ class Training:
         self.tc = cfg.train
         self.state = RunState()
         self.metrics: TextIO | None = None
+        self.trackers: Trackers | None = None  # train.log_to's sinks, opened at the end of setup
         self.timed_wall = self.timed_cpu = 0.0  # seconds over the timed steps: wall clock, process CPU
 
     # ------------------------------------------------------------------------- setup
@@ -174,6 +185,8 @@ class Training:
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.clip = tc.grad_clip if tc.grad_clip is not None else math.inf
         self.timed_from = self.state.step + tc.timing_warmup_steps
+        if tc.log_to:
+            self.trackers = Trackers(tc.log_to, self.out, self.summary)
 
     # ------------------------------------------------------------------------- the loop
 
@@ -330,6 +343,8 @@ class Training:
 
     def log(self, record: dict[str, Any]) -> None:
         self.metrics.write(store.metrics_line(record))
+        if self.trackers is not None:
+            self.trackers.log(record)
 
 
 def timing_contention(cpu_s: float, wall_s: float, threads: int, device: torch.device) -> dict[str, Any]:

@@ -52,6 +52,11 @@ def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, 
 
         slurm = slurm or SlurmOptions()
         check_available(slurm)
+    from suite.engine.trackers import missing
+
+    problem = missing(sorted({name for r in todo for name in r.cfg.train.log_to}))
+    if problem:  # before anything is written or submitted
+        raise RunnerError(problem)
     devices = {device or r.cfg.device for r in todo}
     gpus: list[str] = []
     if backend == "local" and todo and devices != {"cpu"}:

@@ -1,0 +1,152 @@
+"""Experiment trackers as optional sinks: TensorBoard, Weights & Biases, MLflow (``train.log_to``).
+
+The run's own files stay the record (``metrics.jsonl``, ``summary.json``); a sink receives the very
+records written there, as scalars (:func:`scalars`), and the summary at the end. A sink that fails
+while a run trains is dropped with a one-line warning: a tracker outage never stops a run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import warnings
+from pathlib import Path
+from typing import Any, Protocol
+
+from suite import store
+
+# name -> (module of the sink, the Python package it needs; the extra `trackers` brings them all)
+SINKS: dict[str, tuple[str, str]] = {
+    "tensorboard": ("suite.engine.trackers.tensorboard_sink", "tensorboard"),
+    "wandb": ("suite.engine.trackers.wandb_sink", "wandb"),
+    "mlflow": ("suite.engine.trackers.mlflow_sink", "mlflow"),
+}
+EXTRA = "pip install -e '.[trackers]'"
+# Up to this many blocks, each block's probes are their own scalars (blocks/<key>/<block>); deeper
+# models log the mean and max over blocks instead, so a depth-1000 run does not send 5,000 series.
+PER_BLOCK_UP_TO = 64
+BLOCK_KEYS = ("scale_mean", "scale_max", "attn_ratio", "mlp_ratio", "out_rms")
+
+
+class TrackerError(Exception):
+    """A tracker cannot be used (its package is missing); one line naming the fix."""
+
+
+class Sink(Protocol):
+    def log(self, step: int, values: dict[str, float]) -> None: ...
+
+    def finish(self, summary: dict[str, Any]) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+def missing(names: tuple[str, ...] | list[str]) -> str | None:
+    """The problem, in one line, when a tracker in ``names`` lacks its package; else None."""
+    for name in names:
+        package = SINKS[name][1]
+        if importlib.util.find_spec(package) is None:
+            return f"train.log_to: {name} needs the {package} package: {EXTRA} (or pip install {package})"
+    return None
+
+
+def scalars(record: dict[str, Any]) -> tuple[int, dict[str, float]]:
+    """The step and scalars of one ``metrics.jsonl`` record, as every sink names them.
+
+    ``train`` records give ``train/loss``, ``train/lr``, ``train/grad_norm`` and the per-block probes;
+    ``eval`` records ``val/loss``, ``val/acc``, ``test/loss``, ``test/acc``; ``diverged`` and
+    ``stopped`` records a ``run/diverged`` or ``run/stopped_at_chance`` of 1. Missing values (null)
+    are left out.
+    """
+    step, kind = int(record.get("step") or 0), record.get("kind")
+    out: dict[str, float] = {}
+    if kind == "train":
+        for key in ("loss", "lr", "grad_norm"):
+            out[f"train/{key}"] = record.get(key)
+        blocks = record.get("blocks") or []
+        for key in BLOCK_KEYS:
+            values = [b.get(key) for b in blocks]
+            if len(blocks) <= PER_BLOCK_UP_TO:
+                out.update({f"blocks/{key}/{b.get('block', i):03d}": v for i, (b, v) in enumerate(zip(blocks, values))})
+            else:
+                present = [v for v in values if v is not None]
+                if present:
+                    out[f"blocks/{key}/mean"] = sum(present) / len(present)
+                    out[f"blocks/{key}/max"] = max(present)
+    elif kind == "eval":
+        for split in ("val", "test"):
+            for key in ("loss", "acc"):
+                out[f"{split}/{key}"] = record.get(f"{split}_{key}")
+    elif kind == "diverged":
+        out["run/diverged"] = 1.0
+    elif kind == "stopped":
+        out["run/stopped_at_chance"] = 1.0
+    return step, {k: float(v) for k, v in out.items() if v is not None}
+
+
+def experiment_folder(run_dir: Path) -> Path:
+    """Where sweep-wide tracker files go: the ablation's results folder for a run of a sweep
+    (``<out>/runs/<run_id>``), else the run folder itself (``suite train --out DIR``)."""
+    run_dir = Path(run_dir).resolve()
+    return run_dir.parent.parent if run_dir.parent.name == "runs" else run_dir
+
+
+class Trackers:
+    """The sinks of one run; every call is passed on to each, and a sink that raises is dropped."""
+
+    def __init__(self, names: tuple[str, ...], run_dir: Path, summary: dict[str, Any]) -> None:
+        """Open a sink for each name (``summary`` holds the run's id, ablation, variant, seed and
+        flattened config so far).
+
+        Raises:
+            TrackerError: a tracker's package is not installed.
+        """
+        problem = missing(names)
+        if problem:
+            raise TrackerError(problem)
+        self.sinks: dict[str, Sink] = {}
+        for name in names:
+            module = importlib.import_module(SINKS[name][0])
+            self._call(name, lambda: self.sinks.__setitem__(name, module.open_sink(Path(run_dir), summary)))
+
+    def log(self, record: dict[str, Any]) -> None:
+        if not self.sinks:
+            return
+        step, values = scalars(record)
+        if values:
+            for name, sink in list(self.sinks.items()):
+                self._call(name, lambda: sink.log(step, values))
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        for name, sink in list(self.sinks.items()):
+            self._call(name, lambda: sink.finish(summary))
+        self.sinks = {}
+
+    def abort(self) -> None:
+        """The run stops unfinished (killed, preempted): close what is open, mark nothing as done."""
+        for name, sink in list(self.sinks.items()):
+            self._call(name, sink.abort)
+        self.sinks = {}
+
+    def _call(self, name: str, fn) -> None:
+        try:
+            fn()
+        except Exception as err:  # noqa: BLE001  (a tracker outage must not stop the run)
+            self.sinks.pop(name, None)
+            warnings.warn(f"train.log_to: {name} failed and is off for this run ({type(err).__name__}: "
+                          f"{str(err).splitlines()[0][:200] if str(err) else ''}); metrics.jsonl has everything",
+                          store.SuiteWarning, stacklevel=3)
+
+
+def run_name(summary: dict[str, Any]) -> str:
+    """A readable name for a run in a tracker's UI: variant, seed and run id."""
+    parts = [str(summary[k]) for k in ("variant",) if summary.get(k)]
+    parts.append(f"seed{summary.get('seed')}")
+    parts.append(str(summary.get("run_id")))
+    return "-".join(parts)
+
+
+def config_of(summary: dict[str, Any]) -> dict[str, Any]:
+    """The run's resolved config (the dotted keys of the summary) and its place in the ablation."""
+    keys = {k: v for k, v in summary.items() if k.partition(".")[0] in ("model", "data", "train")}
+    meta = {k: summary.get(k) for k in ("run_id", "ablation", "variant", "seed", "device")}
+    return {**meta, **keys}

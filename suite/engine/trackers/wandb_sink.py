@@ -1,0 +1,46 @@
+"""Weights & Biases: one W&B run per suite run, grouped by ablation, with the variant as job type.
+
+Set ``WANDB_PROJECT`` (default ``layerscale-suite``), ``WANDB_ENTITY`` and ``WANDB_MODE`` as for any
+W&B script; ``WANDB_MODE=offline`` writes the run under ``<run folder>/wandb/`` for ``wandb sync``
+later. The W&B run id is the suite's run id, so a resumed run continues the same W&B run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from suite.engine.trackers import config_of, run_name
+
+SUMMARY_KEYS = ("status", "test_acc", "best_test_acc", "val_acc", "best_val_acc", "final_train_loss",
+                "diverged_step", "diverged_reason", "failed_reason", "steps_done", "step_time_ms", "throughput",
+                "peak_mem_mb", "num_params", "error")
+
+
+class WandbSink:
+    def __init__(self, run_dir: Path, summary: dict[str, Any]) -> None:
+        import wandb
+
+        self.run = wandb.init(
+            project=os.environ.get("WANDB_PROJECT", "layerscale-suite"), dir=str(run_dir),
+            group=summary.get("ablation") or None, job_type=summary.get("variant") or None,
+            name=run_name(summary), id=str(summary.get("run_id")), resume="allow", config=config_of(summary),
+            reinit="create_new",
+        )
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        self.run.log(values, step=step)
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        for key in SUMMARY_KEYS:
+            if summary.get(key) is not None:
+                self.run.summary[key] = summary[key]
+        self.run.finish(exit_code=0 if summary.get("status") != "error" else 1)
+
+    def abort(self) -> None:
+        self.run.finish(exit_code=1)
+
+
+def open_sink(run_dir: Path, summary: dict[str, Any]) -> WandbSink:
+    return WandbSink(run_dir, summary)

@@ -1,0 +1,182 @@
+"""Experiment trackers (train.log_to), each run for real and read back from the files it wrote."""
+
+from __future__ import annotations
+
+import json
+import struct
+import warnings
+
+import pytest
+
+from suite import store
+from suite.cli import main
+from suite.config import load_config
+from suite.engine import train
+from suite.engine.trackers import PER_BLOCK_UP_TO, scalars
+
+TINY = {
+    "data.name": "synthetic", "data.synthetic_train": 256, "data.synthetic_test": 64,
+    "data.synthetic_img_size": 16, "data.synthetic_classes": 4, "model.patch_size": 4, "model.dim": 32,
+    "model.heads": 2, "model.depth": 2, "model.residual": "layerscale", "train.steps": 20, "train.eval_every": 10,
+    "train.log_every": 5, "train.warmup_steps": 3, "train.lr": 3e-3, "train.batch_size": 32, "device": "cpu",
+}
+EXTRA = {"ablation": "abl", "variant": "layerscale"}
+
+
+def tiny(log_to: str, **overrides):
+    items = {**TINY, "train.log_to": log_to, **overrides}
+    return load_config(None, [f"{k}={v}" for k, v in items.items()])
+
+
+def train_records(run_dir) -> list[dict]:
+    return [r for r in store.read_metrics(run_dir) if r["kind"] == "train" and r["loss"] is not None]
+
+
+# ----------------------------------------------------------------------------- the scalars
+
+
+def test_scalars_name_each_record_as_every_sink_shows_it():
+    blocks = [{"block": i, "scale_mean": 0.1 * i, "scale_max": None, "attn_ratio": 1.0, "mlp_ratio": 2.0,
+               "out_rms": 3.0} for i in range(2)]
+    step, values = scalars({"kind": "train", "step": 5, "loss": 1.5, "lr": 1e-3, "grad_norm": None, "blocks": blocks})
+    assert step == 5 and values["train/loss"] == 1.5 and "train/grad_norm" not in values  # null: left out
+    assert values["blocks/scale_mean/001"] == pytest.approx(0.1) and "blocks/scale_max/000" not in values
+    assert scalars({"kind": "eval", "step": 10, "val_loss": 1.0, "val_acc": 0.5, "test_loss": 2.0,
+                    "test_acc": 0.25}) == (10, {"val/loss": 1.0, "val/acc": 0.5, "test/loss": 2.0, "test/acc": 0.25})
+    assert scalars({"kind": "diverged", "step": 7, "reason": "nonfinite_loss"}) == (7, {"run/diverged": 1.0})
+
+
+def test_deep_models_send_the_mean_and_max_over_blocks_not_a_series_per_block():
+    blocks = [{"block": i, "scale_mean": float(i), "scale_max": None, "attn_ratio": None, "mlp_ratio": None,
+               "out_rms": None} for i in range(PER_BLOCK_UP_TO + 1)]
+    _, values = scalars({"kind": "train", "step": 1, "loss": 1.0, "lr": 0.1, "grad_norm": 1.0, "blocks": blocks})
+    assert values["blocks/scale_mean/mean"] == pytest.approx(PER_BLOCK_UP_TO / 2)
+    assert values["blocks/scale_mean/max"] == PER_BLOCK_UP_TO
+    assert not [k for k in values if k.startswith("blocks/") and k.split("/")[-1].isdigit()]
+
+
+# ----------------------------------------------------------------------------- each sink, for real
+
+
+def test_tensorboard_event_file_holds_the_metrics(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    summary = train(tiny("[tensorboard]"), tmp_path / "run", extra=EXTRA)
+    assert summary["status"] == "ok" and summary["train.log_to"] == ["tensorboard"]
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    loss = events.Scalars("train/loss")
+    expected = train_records(tmp_path / "run")
+    assert [e.step for e in loss] == [r["step"] for r in expected]
+    assert [e.value for e in loss] == pytest.approx([r["loss"] for r in expected], rel=1e-6)
+    assert events.Scalars("test/acc")[-1].value == pytest.approx(summary["test_acc"])
+    assert events.Scalars("blocks/scale_mean/001")[0].step == 0  # the scales as initialised
+    assert "config" in events.Tags()["tensors"] or "config/text_summary" in events.Tags()["tensors"]
+
+
+def _wandb_records(path) -> list:
+    """The records of an offline W&B run file (a LevelDB-style log of protobuf records)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data, pos, chunks, buf = path.read_bytes(), 7, [], b""
+    assert data[:4] == b":W&B"
+    while pos + 7 <= len(data):
+        if 32768 - pos % 32768 < 7:  # a block's tail too short for a header is padding
+            pos += 32768 - pos % 32768
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
+        if kind == 1:
+            chunks.append(chunk)
+        elif kind in (2, 3):
+            buf = chunk if kind == 2 else buf + chunk
+        elif kind == 4:
+            chunks.append(buf + chunk)
+    return [pb.Record.FromString(c) for c in chunks]
+
+
+def test_wandb_offline_run_has_the_config_groups_history_and_summary(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    summary = train(tiny("[wandb]"), tmp_path / "run", extra=EXTRA)
+    assert summary["status"] == "ok"
+    files = list((tmp_path / "run" / "wandb").glob(f"offline-run-*-{summary['run_id']}/run-*.wandb"))
+    assert len(files) == 1
+    records = _wandb_records(files[0])
+    run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
+    assert (run.run_group, run.job_type, run.run_id) == ("abl", "layerscale", summary["run_id"])
+    config = {i.key: json.loads(i.value_json) for i in run.config.update}
+    assert config["model.depth"] == 2 and config["model.residual"] == "layerscale" and config["variant"] == "layerscale"
+    history = [{"/".join(i.nested_key) or i.key: json.loads(i.value_json) for i in r.history.item}
+               for r in records if r.WhichOneof("record_type") == "history"]
+    expected = train_records(tmp_path / "run")
+    assert [h["_step"] for h in history if "train/loss" in h] == [r["step"] for r in expected]
+    assert [h["train/loss"] for h in history if "train/loss" in h] == pytest.approx([r["loss"] for r in expected])
+    summaries = {i.key or "/".join(i.nested_key): json.loads(i.value_json)
+                 for r in records if r.WhichOneof("record_type") == "summary" for i in r.summary.update}
+    assert summaries["test_acc"] == pytest.approx(summary["test_acc"]) and summaries["status"] == "ok"
+    assert [r.exit.exit_code for r in records if r.WhichOneof("record_type") == "exit"] == [0]
+
+
+def test_mlflow_local_store_has_the_run_params_and_metric_history(tmp_path, monkeypatch):
+    pytest.importorskip("mlflow")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    from mlflow.tracking import MlflowClient
+
+    out = tmp_path / "results"
+    summary = train(tiny("[mlflow]"), out / "runs" / "r1", extra=EXTRA)  # laid out as a sweep's run
+    assert summary["status"] == "ok"
+    client = MlflowClient(tracking_uri=(out / "mlruns").as_uri())  # beside runs/, shared by the sweep
+    experiment = client.get_experiment_by_name("abl")
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.status == "FINISHED" and run.data.tags["variant"] == "layerscale"
+    assert run.data.tags["run_id"] == summary["run_id"] and run.data.params["model.depth"] == "2"
+    history = client.get_metric_history(run.info.run_id, "train.loss")
+    expected = train_records(out / "runs" / "r1")
+    history = sorted((m.step, m.value) for m in history)
+    assert [step for step, _ in history] == [r["step"] for r in expected]
+    assert [value for _, value in history] == pytest.approx([r["loss"] for r in expected])
+    assert run.data.metrics["summary.test_acc"] == pytest.approx(summary["test_acc"])
+
+
+# ----------------------------------------------------------------------------- failures
+
+
+def test_a_failing_tracker_is_dropped_with_a_warning_and_the_run_goes_on(tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard")
+    from suite.engine.trackers import tensorboard_sink
+
+    def broken(self, step, values):
+        raise ConnectionError("tracker server unreachable")
+
+    monkeypatch.setattr(tensorboard_sink.TensorBoardSink, "log", broken)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = train(tiny("[tensorboard]"), tmp_path / "run")
+    assert summary["status"] == "ok" and len(train_records(tmp_path / "run")) == 4
+    messages = [str(w.message) for w in caught if issubclass(w.category, store.SuiteWarning)]
+    assert len(messages) == 1 and "tensorboard failed and is off for this run" in messages[0]
+
+
+def test_a_missing_tracker_package_is_one_line_naming_the_extra(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    overrides = [f"{k}={v}" for k, v in {**TINY, "train.log_to": "[wandb]"}.items()]
+    assert main(["train", *overrides, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "train.log_to: wandb needs the wandb package" in err and ".[trackers]" in err
+    assert not (tmp_path / "run").exists()
+    ablation = tmp_path / "a.yaml"
+    ablation.write_text("name: a\nbase: {train: {log_to: [wandb], steps: 5}, data: {name: synthetic}}\n"
+                        "variants: {ls: {model.residual: layerscale}}\nseeds: 1\n")
+    assert main(["run", str(ablation), "--out", str(tmp_path / "sweep"), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ".[trackers]" in err and not (tmp_path / "sweep").exists()
+
+
+def test_log_to_is_not_part_of_the_run_id():
+    assert store.run_id(tiny("[tensorboard, wandb]")) == store.run_id(tiny("[]"))
