@@ -158,13 +158,15 @@ def analyzed_without(name: str) -> Callable[[Path, subprocess.CompletedProcess],
 # ----------------------------------------------------------------------------- security
 
 
-def planted_checkpoint(checkpoint_every: int) -> Callable[[Path], list[str]]:
+def planted_checkpoint(checkpoint_every: int, preempted_mark: bool = False) -> Callable[[Path], list[str]]:
     def setup(d: Path) -> list[str]:
         abl = write(d / "abl.yaml", SMOKE.read_text())
         text = abl.read_text().replace("timing_warmup_steps: 2}", f"timing_warmup_steps: 2, checkpoint_every: {checkpoint_every}}}")
         abl.write_text(text)
         run_id = smoke_run_ids(d, abl)[0]
         plant_checkpoint(smoke_folder(d) / "runs" / run_id, d / "marker")
+        if preempted_mark:  # claims the checkpoint was saved at a Slurm preemption, so it is loaded
+            write(d / "out" / "runs" / run_id / "preempted.json", '{"step": 3}')
         (d / "run_id").write_text(run_id)
         return ["run", str(abl), "--out", str(d / "out"), "--workers", "1", "--only", "variant=preln,model.depth=1,seed=0"]
     return setup
@@ -185,6 +187,23 @@ def no_code_ran(expect_status: str) -> Callable[[Path, subprocess.CompletedProce
             return "the checkpoint of a run that ended in error was deleted"
         return None
     return check
+
+
+def slurm_damaged_setup(d: Path) -> list[str]:
+    """A results folder whose Slurm bookkeeping is garbage: a submission record and a claim."""
+    run_id = smoke_run_ids(d)[0]
+    folder = smoke_folder(d)
+    write(folder / "slurm" / "submission.json", b"\xff{not json")
+    write(folder / "claims" / f"{run_id}.json", "[1, 2]")
+    old = time.time() - 3600  # an hour old: its lease is long gone
+    os.utime(folder / "claims" / f"{run_id}.json", (old, old))
+    return ["run", str(SMOKE), "--out", str(folder), "--backend", "slurm", "--slurm-cluster", "local",
+            "--slurm-poll", "0.3", "--device", "cpu", "--only", "seed=0,model.depth=1"]
+
+
+def slurm_damaged_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    found = [summary_of(f)["status"] for f in (d / "out" / "runs").iterdir() if (f / "summary.json").exists()]
+    return None if found == ["ok", "ok"] else f"expected 2 ok runs, found {found}"
 
 
 def umask_setup(d: Path) -> list[str]:
@@ -407,6 +426,7 @@ CASES: list[Case] = [
     # security
     Case("planted checkpoint, run with checkpoints", "security", "ok", planted_checkpoint(2), no_code_ran("error")),
     Case("planted checkpoint, run without checkpoints", "security", "ok", planted_checkpoint(0), no_code_ran("final")),
+    Case("planted checkpoint marked as preempted", "security", "ok", planted_checkpoint(0, True), no_code_ran("error")),
     Case("files honour the umask", "security", "ok", umask_setup, umask_check),
     # data loss
     Case("torn last metrics line, then resume", "data loss", "ok", torn_resume_setup, torn_resume_check),
@@ -432,6 +452,16 @@ CASES: list[Case] = [
     Case("suite status on a broken ablation.yaml", "traceback", "error",
          _file_then(["status", "{d}"], "name: [unclosed\n", name="ablation.yaml")),
     Case("suite cost --measured 0@12", "silent", "error", _argv("cost", str(SMOKE), "--measured", "0@12")),
+    Case("suite train train.log_to=[tb]", "silent", "error", _argv("train", "train.log_to=[tb]")),
+    Case("suite train train.log_to=[wandb, wandb]", "silent", "error", _argv("train", "train.log_to=[wandb, wandb]")),
+    Case("suite run --backend slurm without sbatch", "traceback", "error",
+         lambda d: ["run", str(SMOKE), "--out", str(d / "out"), "--backend", "slurm"]),
+    Case("suite run --slurm-opt without =", "traceback", "error",
+         lambda d: ["run", str(SMOKE), "--out", str(d / "out"), "--backend", "slurm", "--slurm-cluster", "local",
+                    "--slurm-opt", "account"]),
+    Case("suite run --slurm-lease 0", "silent", "error",
+         lambda d: ["run", str(SMOKE), "--out", str(d / "out"), "--backend", "slurm", "--slurm-lease", "0"]),
+    Case("garbage Slurm submission record and claim", "traceback", "ok", slurm_damaged_setup, slurm_damaged_check),
     Case("suite cost --tflops -5", "silent", "error", _argv("cost", str(SMOKE), "--tflops", "-5")),
     Case("summary.json is a list", "traceback", "ok", bad_summary(b"[1, 2, 3]"), analyzed_without("bad")),
     Case("summary.json is a folder", "traceback", "ok", bad_summary(None), analyzed_without("bad")),
