@@ -39,7 +39,7 @@ def events(out: Path) -> list[dict]:
     return [json.loads(line) for line in lines]
 
 
-def slow_ablation(tmp_path: Path, steps: int = 150) -> Path:
+def slow_ablation(tmp_path: Path, steps: int = 400) -> Path:
     path = tmp_path / "slow.yaml"  # runs of a few seconds, so that a signal lands inside one
     path.write_text(f"name: smoke\nextends: {SMOKE}\nbase: {{train.steps: {steps}}}\nseeds: 1\n")
     return path
@@ -99,7 +99,7 @@ def test_slurm_sweep_gives_the_same_summaries_as_local(local_reference, tmp_path
 
 def test_a_killed_worker_loses_no_run_and_trains_none_twice(local_reference, tmp_path, capsys):
     out = tmp_path / "out"
-    killer = _kill_when(out, lambda m: _steps_logged(m) >= 3, signal.SIGKILL)
+    killer = _kill_when(out, lambda m: _steps_logged(m) >= 2, signal.SIGKILL)
     code = main(["run", str(slow_ablation(tmp_path)), "--out", str(out), "--workers", "2", "--slurm-lease", "2",
                  *SLURM, *ARGS])
     killer.join(timeout=5)
@@ -116,19 +116,20 @@ def test_a_killed_worker_loses_no_run_and_trains_none_twice(local_reference, tmp
 def test_a_preempted_worker_checkpoints_is_requeued_and_resumes_its_run(local_reference, tmp_path, capsys):
     out = tmp_path / "out"
     sig = signal.SIGUSR2  # what Slurm sends (through submitit) before preempting a job
-    preempter = _kill_when(out, lambda m: _steps_logged(m) >= 5, sig)
+    preempter = _kill_when(out, lambda m: _steps_logged(m) >= 2, sig)
     code = main(["run", str(slow_ablation(tmp_path)), "--out", str(out), "--workers", "1", *SLURM, *ARGS])
     preempter.join(timeout=5)
     assert code == 0 and preempter.victim is not None
     found = summaries(out)
     assert len(found) == 4 and {s["status"] for s in found.values()} == {"ok"}
-    assert found[preempter.victim]["resumed_at"], "the requeued worker started the run again from step 0"
-    assert comparable(found) == comparable(summaries(local_reference))  # resumed bit-identically
-    ref = local_reference / "runs" / preempter.victim / "metrics.jsonl"
-    assert (out / "runs" / preempter.victim / "metrics.jsonl").read_text() == ref.read_text()
     stops = [e for e in events(out) if e["event"] == "stop"]
-    assert [e["reason"] for e in stops] == ["preempted"]
-    assert not (out / "runs" / preempter.victim / "checkpoint.pt").exists()
+    assert [e["reason"] for e in stops] == ["preempted"]  # the run in progress when the signal came
+    victim = stops[0]["run_id"]
+    assert found[victim]["resumed_at"], "the requeued worker started the run again from step 0"
+    assert comparable(found) == comparable(summaries(local_reference))  # resumed bit-identically
+    ref = local_reference / "runs" / victim / "metrics.jsonl"
+    assert (out / "runs" / victim / "metrics.jsonl").read_text() == ref.read_text()
+    assert not (out / "runs" / victim / "checkpoint.pt").exists()
 
 
 def test_detach_then_run_again_attaches_and_collects(tmp_path, capsys):
