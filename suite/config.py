@@ -112,7 +112,9 @@ class TrainConfig:
     # auto: bf16 autocast on CUDA, fp32 on CPU; resolved before the run id is computed, so a CUDA run
     # and a CPU run of one config land in different folders (resolve_precision)
     precision: Literal["auto", "fp32", "bf16"] = "auto"
-    compile: bool = False  # torch.compile the model
+    # torch.compile each block (regional: compile time does not grow with depth): false, true (= the
+    # default mode), or a mode: default | reduce-overhead (CUDA graphs) | max-autotune
+    compile: bool | Literal["default", "reduce-overhead", "max-autotune"] = False
     threads: int | None = None  # torch CPU threads; None = leave torch's default
     # Experiment trackers fed from the same records as metrics.jsonl (docs/trackers.md); execution
     # only, not part of the run id. Each needs its package: pip install -e '.[trackers]'.

@@ -1,10 +1,15 @@
-"""``torch.compile`` for one run in a long-lived process, with no silent fall-back to eager.
+"""``torch.compile`` for one run in a long-lived process: regional, and never a silent fall-back to eager.
 
-A sweep worker trains many runs one after another. Dynamo's caches live as long as the process, so
-each new model shape is a recompilation of the same code; past ``recompile_limit`` of them dynamo
-stops compiling and runs that code eagerly, without an error, and whether a run was compiled would
-then depend on what its worker ran before. Each run therefore starts from empty caches, and hitting
-the limit inside one run is an error instead of a fall-back.
+Regional: a ViT is one block repeated ``depth`` times, so each block's ``forward`` is compiled
+rather than the whole model. The blocks share one compiled graph (their parameters are graph inputs,
+``inline_inbuilt_nn_modules``), so compile time does not grow with depth, and the hooks that the
+probes put on blocks stay outside the compiled code.
+
+No fall-back: a sweep worker trains many runs one after another. Dynamo's caches live as long as the
+process, so each new model shape is a recompilation of the same code; past ``recompile_limit`` of
+them dynamo stops compiling and runs that code eagerly, without an error, and whether a run was
+compiled would then depend on what its worker ran before. Each run therefore starts from empty
+caches, and hitting the limit inside one run is an error instead of a fall-back.
 """
 
 from __future__ import annotations
@@ -15,13 +20,29 @@ import torch
 import torch._dynamo
 from torch import nn
 
+MODES = ("default", "reduce-overhead", "max-autotune")
 
-def compile_for_run(model: nn.Module, **options: Any) -> nn.Module:
-    """``torch.compile(model, **options)`` after clearing what earlier runs in this process compiled.
+
+def compile_for_run(model: nn.Module, mode: str = "default", regional: bool = True, **options: Any) -> nn.Module:
+    """``model`` compiled with ``mode`` after clearing what earlier runs in this process compiled.
+
+    Args:
+        mode: ``default``, ``reduce-overhead`` (CUDA graphs) or ``max-autotune``.
+        regional: compile each of ``model.blocks`` in place (the model itself is returned) rather
+            than the whole model; a model without ``blocks`` is compiled whole.
+        options: more ``torch.compile`` arguments (the tests pass ``backend="eager"``).
 
     Raises (when called):
         torch._dynamo.exc.FailOnRecompileLimitHit: one run needed more recompilations than the limit.
     """
+    if mode not in MODES:
+        raise ValueError(f"compile mode {mode!r}: expected one of {', '.join(MODES)}")
     torch._dynamo.reset()
     torch._dynamo.config.fail_on_recompile_limit_hit = True
+    options = {**options, "mode": None if mode == "default" else mode}
+    blocks = getattr(model, "blocks", None)
+    if regional and isinstance(blocks, nn.Module) and len(blocks):
+        for block in blocks:
+            block.forward = torch.compile(block.forward, **options)
+        return model
     return torch.compile(model, **options)

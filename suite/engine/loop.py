@@ -34,6 +34,7 @@ from suite.engine.compiled import compile_for_run
 from suite.engine.optim import build_optimizer, implementation, lr_at
 from suite.engine.probes import probe
 from suite.engine.trackers import Trackers
+from suite.engine.steplog import StepLog
 from suite.engine.resources import peak_memory_mb, reset_peak_memory, resolve_device
 from suite.models import build_model, count_params
 
@@ -178,13 +179,23 @@ class Training:
             self.state.resumed_at = self.summary["resumed_at"]
         else:
             (self.out / store.METRICS).unlink(missing_ok=True)
-        self.step_fn = compile_for_run(self.model) if tc.compile else self.model
+        if tc.compile:  # in place, block by block: evaluation and probes run the compiled blocks too
+            self.step_fn = compile_for_run(self.model, "default" if tc.compile is True else tc.compile)
+        else:
+            self.step_fn = self.model
         self.use_bf16 = resolve_precision(self.cfg, self.device.type).train.precision == "bf16"
         self.chance = math.log(self.data.num_classes)
         reset_peak_memory(self.device)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.clip = tc.grad_clip if tc.grad_clip is not None else math.inf
         self.timed_from = self.state.step + tc.timing_warmup_steps
+        # Device-side step numbers (StepLog); the fused AdamW skips updates once one is non-finite.
+        self.steps = StepLog(max(1, tc.log_every), self.device)
+        self.sync_free = implementation(self.optimizer) == "fused"
+        if self.sync_free:
+            self.optimizer.found_inf = self.steps.bad
+        self.read_at = self.state.step  # the step of the last read
+        self.window = (0.0, 0.0)  # wall and process time when the current read window began
         if tc.log_to:
             self.trackers = Trackers(tc.log_to, self.out, self.summary)
 
@@ -206,20 +217,26 @@ class Training:
             for x, y in self.stream.batches(state.step, self.total_steps):
                 self.step(x, y)
                 step = state.step
-                if (tc.eval_every and step % tc.eval_every == 0) or step == self.total_steps:
+                evaluate = (tc.eval_every and step % tc.eval_every == 0) or step == self.total_steps
+                save = tc.checkpoint_every and step % tc.checkpoint_every == 0 and step < self.total_steps
+                if evaluate or save or self._read_due(step):
+                    self.read(x)
+                if evaluate:
                     self.evaluate(step)
-                if tc.checkpoint_every and step % tc.checkpoint_every == 0 and step < self.total_steps:
+                if save:
                     self.metrics.flush()
                     checkpoint.save(self.out / store.CHECKPOINT, self.summary["run_id"], self.model, self.optimizer,
                                     state)
                 if bar is not None:
                     bar.update(1)
-                    bar.set_postfix(loss=f"{state.ema:.3f}", refresh=False)
+                    if state.ema is not None:
+                        bar.set_postfix(loss=f"{state.ema:.3f}", refresh=False)
                 if on_step is not None:
                     try:
                         on_step(step)
                     except StopRun as stop:
                         if stop.save and step < self.total_steps:
+                            self.read(x)  # the state saved must be this step's (and the run not diverged)
                             self.metrics.flush()
                             checkpoint.save(self.out / store.CHECKPOINT, self.summary["run_id"], self.model,
                                             self.optimizer, state, preempted=True)
@@ -247,13 +264,16 @@ class Training:
             self.summary.update(status="failed", failed_reason=reason)
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """One optimizer step on the batch ``(x, y)``.
+        """One optimizer step on the batch ``(x, y)``, without waiting for the device.
 
-        Raises:
-            Diverged: a non-finite loss or gradient norm, or a loss spike after the warmup.
+        The loss and gradient norm stay on the device (:class:`~suite.engine.steplog.StepLog`); a
+        non-finite one makes the fused AdamW skip this update and every later one, and :meth:`read`
+        finds the step. Without a fused AdamW (an older torch), the host checks every step instead.
         """
         tc, state, device = self.tc, self.state, self.device
         t_start, c_start = time.perf_counter(), time.process_time()
+        if not self.steps:
+            self.window = (t_start, c_start)
         step = state.step
         lr = lr_at(step, self.total_steps, tc)
         for group in self.optimizer.param_groups:
@@ -262,36 +282,73 @@ class Training:
             loss = F.cross_entropy(self.step_fn(x), y, label_smoothing=tc.label_smoothing)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-        loss_v, grad_v = loss.item(), grad_norm.item()  # one sync per step, also for timing
-        if not math.isfinite(loss_v):
-            raise Diverged(step, "nonfinite_loss")
-        if not math.isfinite(grad_v):
-            raise Diverged(step, "nonfinite_grad")
-        self.optimizer.step()
+        self.steps.record(step, lr, loss, grad_norm)
+        if self.sync_free or not self.steps.bad.item():
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        if step >= self.timed_from:
-            wall = time.perf_counter() - t_start
-            state.step_times.append(wall)
-            self.timed_wall += wall
-            self.timed_cpu += time.process_time() - c_start
         state.step = step + 1
-        state.ema = loss_v if state.ema is None else SPIKE_EMA * state.ema + (1 - SPIKE_EMA) * loss_v
-        state.min_ema = min(state.min_ema, state.ema)
-        if state.step > tc.warmup_steps:
-            if loss_v > tc.spike_factor * state.best_ema and loss_v > self.chance:
-                # Like a non-finite loss: the step of the loss, i.e. the count of updates behind it.
-                raise Diverged(step, "loss_spike")
-            state.best_ema = min(state.best_ema, state.ema)
-            state.streak = state.streak + 1 if state.ema >= tc.fail_fraction * self.chance else 0
-            state.streak_max = max(state.streak_max, state.streak)
-        step += 1
-        if step % tc.log_every == 0 or step == self.total_steps:
-            self.log({"kind": "train", "step": step, "loss": loss_v, "lr": lr, "grad_norm": grad_v,
-                      "blocks": probe(self.model, x)})
-        if tc.fail_patience is not None and state.streak >= tc.fail_patience and step < self.total_steps:
-            raise StoppedAtChance
+        if device.type != "cuda" and step >= self.timed_from:  # on a CPU each step's time is its own
+            self._timed(time.perf_counter() - t_start, time.process_time() - c_start, 1)
+
+    def _read_due(self, step: int) -> bool:
+        """Whether the host must read the device's numbers after ``step`` steps: at every log step,
+        at every step without a fused AdamW, and early enough to stop at ``train.fail_patience``
+        on the very step it is reached."""
+        tc = self.tc
+        if not self.sync_free or step % tc.log_every == 0 or step == self.total_steps:
+            return True
+        if tc.fail_patience is None:
+            return False
+        return self.state.streak + (step - self.read_at) >= tc.fail_patience
+
+    def read(self, x: torch.Tensor) -> None:
+        """Read the steps since the last read (one transfer) and replay them in order: smoothed loss,
+        the divergence and failure rules, and the train record at a log step (probes on ``x``).
+
+        Raises:
+            Diverged: a non-finite loss or gradient norm, or a loss spike after the warmup, at the
+                exact step (later steps did not update the weights, or only after the spike).
+            StoppedAtChance: the smoothed loss sat at chance for ``train.fail_patience`` steps.
+        """
+        tc, state = self.tc, self.state
+        n = len(self.steps)
+        if not n:
+            return
+        rows = self.steps.read()  # waits for the device: the end of this window's timing
+        if self.device.type == "cuda" and rows[0][0] >= self.timed_from:
+            t0, c0 = self.window
+            self._timed(time.perf_counter() - t0, time.process_time() - c0, n)
+        self.read_at = state.step
+        for step, lr, loss_v, grad_v in rows:
+            if not math.isfinite(loss_v):
+                state.step = step
+                raise Diverged(step, "nonfinite_loss")
+            if not math.isfinite(grad_v):
+                state.step = step
+                raise Diverged(step, "nonfinite_grad")
+            done = step + 1
+            state.ema = loss_v if state.ema is None else SPIKE_EMA * state.ema + (1 - SPIKE_EMA) * loss_v
+            state.min_ema = min(state.min_ema, state.ema)
+            if done > tc.warmup_steps:
+                if loss_v > tc.spike_factor * state.best_ema and loss_v > self.chance:
+                    # Like a non-finite loss: the step of the loss, i.e. the count of updates behind it.
+                    state.step = done
+                    raise Diverged(step, "loss_spike")
+                state.best_ema = min(state.best_ema, state.ema)
+                state.streak = state.streak + 1 if state.ema >= tc.fail_fraction * self.chance else 0
+                state.streak_max = max(state.streak_max, state.streak)
+            if done % tc.log_every == 0 or done == self.total_steps:  # only ever the last row: a read is due there
+                self.log({"kind": "train", "step": done, "loss": loss_v, "lr": lr, "grad_norm": grad_v,
+                          "blocks": probe(self.model, x)})
+            if tc.fail_patience is not None and state.streak >= tc.fail_patience and done < self.total_steps:
+                state.step = done
+                raise StoppedAtChance
+
+    def _timed(self, wall: float, cpu: float, steps: int) -> None:
+        """Add ``steps`` timed steps that took ``wall`` seconds (``cpu`` of process time) in all."""
+        self.state.step_times.extend([wall / steps] * steps)
+        self.timed_wall += wall
+        self.timed_cpu += cpu
 
     @torch.no_grad()
     def evaluate(self, step: int) -> None:

@@ -143,15 +143,24 @@ def probe(model: nn.Module, x: torch.Tensor,
         for h in handles:
             h.remove()
         model.train(was_training)
-    records = []
+    # Every block's values in one transfer: on a GPU each .item() would wait for the device.
+    records: list[dict[str, Any]] = [{"block": i, "scale_mean": None, "scale_max": None, **dict.fromkeys(KEYS)}
+                                     for i in range(len(blocks))]
+    slots: list[tuple[int, str]] = []
+    tensors: list[torch.Tensor] = []
     for i, (b, values) in enumerate(zip(blocks, got)):
-        rec: dict[str, Any] = {"block": i, "scale_mean": None, "scale_max": None}
         scales = block_scales(b)
         if scales:
             flat = torch.cat([s.detach().float().abs().flatten() for s in scales])
-            rec["scale_mean"] = _finite_or_none(flat.mean().item())
-            rec["scale_max"] = _finite_or_none(flat.max().item())
+            slots += [(i, "scale_mean"), (i, "scale_max")]
+            tensors += [flat.mean(), flat.max()]
         for key in KEYS:
-            rec[key] = _finite_or_none(values[key].item()) if key in values else None
-        records.append(rec)
+            if key in values:
+                slots.append((i, key))
+                tensors.append(values[key].detach().float().reshape(()))
+    if tensors:
+        device = tensors[0].device
+        numbers = torch.stack([t.to(device) for t in tensors]).tolist()
+        for (i, key), value in zip(slots, numbers):
+            records[i][key] = _finite_or_none(value)
     return records
