@@ -27,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>)")
     parser.add_argument("--workers", type=int, metavar="N",
                         help="parallel runs (local backend; default: one per GPU, else 1)")
+    parser.add_argument("--runs-per-gpu", type=int, metavar="K",
+                        help="runs sharing each GPU at once: K workers per GPU locally, num_gpus=1/K per Ray task "
+                             "(small models leave a GPU mostly idle; see docs/backends/local.md on CUDA MPS)")
     parser.add_argument("--threads", type=int, metavar="N",
                         help="torch CPU threads per run (default: cores // workers locally, 1 per Ray task); "
                              "a Ray CPU task reserves this many CPUs")
@@ -76,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     from suite.sweep.spec import SpecError, load_ablation, parse_only, select
 
     try:
-        problem = (at_least(args, 1, "workers", "threads", "max_runs", "slurm_time", "slurm_array_parallelism")
+        problem = (at_least(args, 1, "workers", "threads", "max_runs", "slurm_time", "slurm_array_parallelism",
+                            "runs_per_gpu")
                    or at_least(args, 0, "slurm_gpus_per_job") or at_least(args, 0.1, "ray_timeout", "slurm_poll")
                    or at_least(args, 1.0, "slurm_lease"))
         if problem:
@@ -111,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             return _sweep(runs, todo, done, out, None)
         todo, execute = plan(todo, backend=args.backend, device=args.device, workers=args.workers,
                              threads=args.threads, ray_address=args.ray_address, ray_timeout=args.ray_timeout,
-                             slurm=slurm, notify=lambda line: print(line, flush=True))
+                             slurm=slurm, runs_per_gpu=args.runs_per_gpu, notify=lambda line: print(line, flush=True))
         with folder.prepare_out(out, ablation):
             return _sweep(runs, todo, done, out, execute)
     except (ConfigError, folder.RunnerError) as err:

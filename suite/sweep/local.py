@@ -106,6 +106,12 @@ class _Worker:
             self.proc.join()
 
 
+def gpu_for(slot: int, gpus: list[str]) -> str:
+    """The GPU of worker ``slot``: round robin, so ``K x len(gpus)`` workers put K on each GPU
+    (``--runs-per-gpu K``); ``""`` (no GPU) when there are none."""
+    return gpus[slot % len(gpus)] if gpus else ""
+
+
 def run_local(todo: list[Run], out: Path, report: Report, *, workers: int, gpus: list[str],
               threads: int) -> None:
     """Run ``todo`` in ``workers`` processes; each finished run is passed to ``report``.
@@ -121,7 +127,7 @@ def run_local(todo: list[Run], out: Path, report: Report, *, workers: int, gpus:
     ctx = multiprocessing.get_context("spawn")  # fork would copy the parent's threads and locks
 
     def start(slot: int) -> _Worker:
-        gpu = gpus[slot % len(gpus)] if gpus else ""
+        gpu = gpu_for(slot, gpus)
         env = {"CUDA_VISIBLE_DEVICES": gpu, "OMP_NUM_THREADS": str(threads)}
         return _Worker(ctx, env, f"cuda:{gpu}" if gpus else "cpu")
 

@@ -21,7 +21,7 @@ Executor = Callable[[list[Run], Path, Report], None]
 
 def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, workers: int | None = None,
          threads: int | None = None, ray_address: str | None = None,
-         ray_timeout: float = 30.0, slurm: SlurmOptions | None = None,
+         ray_timeout: float = 30.0, slurm: SlurmOptions | None = None, runs_per_gpu: int | None = None,
          notify: Callable[[str], None] = lambda line: None) -> tuple[list[Run], Executor]:
     """Decide devices, workers and threads for ``todo``.
 
@@ -35,6 +35,9 @@ def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, 
         ray_address: a Ray cluster to join; None starts a local one.
         ray_timeout: seconds to wait for Ray to connect (it is joined here, before anything is written).
         slurm: the ``--slurm-*`` options (``backend="slurm"``).
+        runs_per_gpu: runs sharing each GPU at once: ``K`` worker processes per visible GPU locally,
+            ``num_gpus = 1/K`` per Ray task (small models leave most of a GPU idle; CUDA MPS lets the
+            processes' kernels overlap).
         notify: receives the lines a backend has for the user (the Slurm job ids).
 
     Returns:
@@ -63,9 +66,19 @@ def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, 
         gpus = visible_gpus()
         if "cuda" in devices and not gpus:
             raise RunnerError("--device cuda: torch sees no CUDA device; use --device cpu or auto")
+    if runs_per_gpu is not None:
+        if backend == "slurm":
+            raise RunnerError("--runs-per-gpu: not for --backend slurm (each worker job holds its own GPU); "
+                              "use --slurm-gpus-per-job and --workers")
+        if backend == "local" and not gpus:
+            raise RunnerError("--runs-per-gpu: torch sees no GPU here (or --device cpu); use --workers N for runs "
+                              "on the CPU")
+        if backend == "local" and workers is not None:
+            raise RunnerError("--runs-per-gpu and --workers: pass one of them (--runs-per-gpu K starts K workers "
+                              "per GPU)")
     if backend == "slurm":
         workers = min(workers or slurm.array_parallelism, max(1, len(todo)))
-    workers = workers or max(1, len(gpus))
+    workers = workers or max(1, len(gpus)) * (runs_per_gpu or 1)
     busy = max(1, min(workers, len(todo)))  # fewer runs than workers: the cores are shared by fewer
     threads = threads or (1 if backend in ("ray", "slurm") else max(1, (os.cpu_count() or 1) // busy))
 
@@ -82,7 +95,7 @@ def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, 
         connect(ray_address, ray_timeout)
         ray_device = device or (devices.pop() if len(devices) == 1 else "auto")
         return todo, lambda t, out, report: run_ray(t, out, report, address=ray_address, device=ray_device,
-                                                     threads=threads)
+                                                     threads=threads, runs_per_gpu=runs_per_gpu or 1)
     if backend == "slurm":
         return todo, lambda t, out, report: run_slurm(t, out, report, opts=slurm, workers=workers, threads=threads,
                                                               notify=notify)

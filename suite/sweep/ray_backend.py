@@ -81,8 +81,13 @@ def connect(address: str | None, timeout: float = 30.0) -> None:
             signal.signal(signal.SIGALRM, previous)
 
 
+def task_resources(gpu: bool, threads: int, runs_per_gpu: int = 1) -> dict[str, float]:
+    """What one run's Ray task reserves: a share of a GPU, or ``threads`` CPUs."""
+    return {"num_gpus": 1 / runs_per_gpu} if gpu else {"num_cpus": threads}
+
+
 def run_ray(todo: list[Run], out: Path, report: Report, *, address: str | None, device: str,
-            threads: int) -> None:
+            threads: int, runs_per_gpu: int = 1) -> None:
     """Run ``todo`` as Ray tasks; ``out`` must be a folder every node sees at the same path.
 
     Args:
@@ -90,6 +95,7 @@ def run_ray(todo: list[Run], out: Path, report: Report, *, address: str | None, 
             Already connected by :func:`connect` when called from ``suite run``.
         device: ``cpu``, ``cuda``, or ``auto`` (GPU tasks if the cluster has GPUs).
         threads: CPUs each CPU task reserves (and its torch threads).
+        runs_per_gpu: GPU tasks share a GPU this many at a time (``num_gpus = 1 / runs_per_gpu``).
 
     Raises:
         RunnerError: Ray is not installed, or the cluster cannot be reached.
@@ -102,7 +108,7 @@ def run_ray(todo: list[Run], out: Path, report: Report, *, address: str | None, 
         gpu = device == "cuda" or (device == "auto" and ray.cluster_resources().get("GPU", 0) > 0)
         if device == "cuda" and not ray.cluster_resources().get("GPU", 0):
             raise RunnerError("--device cuda: the Ray cluster has no GPUs; use --device cpu or auto")
-        resources = {"num_gpus": 1} if gpu else {"num_cpus": threads}
+        resources = task_resources(gpu, threads, runs_per_gpu)
         task = ray.remote(max_retries=0, **resources)(execute)  # a crash is recorded, not retried
         for run in todo:
             clear_stale(out, run)

@@ -253,3 +253,25 @@ def test_runs_made_by_another_commit_are_reported_and_rerun_on_request(smoke_out
     assert again["git_commit"].removesuffix("+dirty") == store.git_commit().removesuffix("+dirty")
     assert main(["run", str(SMOKE), "--out", str(out), "--dry-run"]) == 0
     assert "other versions" not in capsys.readouterr().err
+
+
+def test_runs_per_gpu_starts_k_workers_on_each_gpu(monkeypatch):
+    from suite.sweep import local, plan as plan_module
+    from suite.sweep.ray_backend import task_resources
+
+    runs = cpu_runs(SMOKE)
+    monkeypatch.setattr(plan_module, "visible_gpus", lambda: ["0", "1"])
+    seen = {}
+    monkeypatch.setattr(local, "run_local", lambda todo, out, report, **kw: seen.update(kw))
+    _, execute = plan_module.plan(runs, device="cuda", runs_per_gpu=3)
+    execute(runs, Path("unused"), None)
+    assert seen["workers"] == 6 and seen["gpus"] == ["0", "1"]
+    assert sorted(local.gpu_for(slot, seen["gpus"]) for slot in range(6)) == ["0", "0", "0", "1", "1", "1"]
+    assert task_resources(True, 4, runs_per_gpu=4) == {"num_gpus": 0.25}
+    assert task_resources(False, 4, runs_per_gpu=4) == {"num_cpus": 4}
+
+
+def test_runs_per_gpu_without_a_gpu_is_one_line(tmp_path, capsys):
+    assert main(["run", str(SMOKE), "--out", str(tmp_path / "out"), "--runs-per-gpu", "2", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--runs-per-gpu: torch sees no GPU" in err and not (tmp_path / "out").exists()
