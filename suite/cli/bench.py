@@ -55,6 +55,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: 1 on cpu, torch's on cuda)")
     parser.add_argument("--seed", type=int, default=0, help="weights, input and visiting order")
     parser.add_argument("--out", default="results/bench", help="folder for overhead.{csv,md,json}")
+    parser.add_argument("--throughput", action="store_true",
+                        help="measure runs per hour instead: the default ablation's shape trained solo and "
+                             "co-located (throughput.{csv,md,json})")
+    parser.add_argument("--runs", type=int, default=4, metavar="N", help="--throughput: runs per arm (default: %(default)s)")
+    parser.add_argument("--run-steps", type=int, default=100, metavar="S",
+                        help="--throughput: training steps per run (default: %(default)s)")
+    parser.add_argument("--co-located", type=int, nargs="+", default=None, metavar="K",
+                        help="--throughput: arms of K runs at once on the device (default: 2 on cpu, 2 4 8 on cuda)")
     parser.add_argument("--gemm", type=int, default=1024, metavar="N",
                         help="also time an N x N x N matmul in the same rounds, the reference for GFLOP/s "
                              "(default: %(default)s; 0 = off)")
@@ -72,7 +80,42 @@ def resolved_command(settings: dict) -> str:
     return " ".join(parts)
 
 
+def run_throughput(args: argparse.Namespace) -> int:
+    """``suite bench --throughput``: runs per hour, solo against co-located (suite/bench/throughput.py)."""
+    from suite.bench import throughput
+
+    co_located = args.co_located or ([2] if args.device == "cpu" else [2, 4, 8])
+    problem = at_least(args, 1, "runs", "run_steps") or (
+        f"--co-located {min(co_located)}: must be >= 2" if min(co_located) < 2 else None)
+    if problem is None and args.device == "cuda" and not torch.cuda.is_available():
+        problem = "--device cuda: torch sees no CUDA device; use --device cpu"
+    problem = problem or writable_dir(args.out, "--out")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    arms = throughput.default_arms(args.device, co_located)
+    command = (f"suite bench --throughput --device {args.device} --runs {args.runs} --run-steps {args.run_steps} "
+               f"--co-located {' '.join(map(str, co_located))}")
+    prov = store.provenance(args.device)
+    try:
+        rows = throughput.measure_throughput(arms, runs=args.runs, steps=args.run_steps, device=args.device,
+                                             log=lambda line: print(line, file=sys.stderr, flush=True))
+    except RuntimeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    model = throughput.DEFAULT_BASE["model"]
+    shape = (f"{throughput.DEFAULT_BASE['data']['name']}, depth {model['depth']}, dim {model['dim']}, "
+             f"heads {model['heads']}, patch {model['patch_size']}, batch {throughput.DEFAULT_BASE['train']['batch_size']}")
+    meta = {"command": command, "provenance": prov, "shape": shape}
+    paths = throughput.write_outputs(Path(args.out), rows, meta)
+    print(throughput.markdown(rows, meta))
+    print(f"wrote {', '.join(str(p) for p in paths)}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.throughput:
+        return run_throughput(args)
     problem = (at_least(args, 1, "depth", "dim", "heads", "batch", "rounds", "steps", "threads")
                or at_least(args, 0, "warmup", "gemm"))
     if problem is None and args.dim % args.heads:

@@ -1,0 +1,126 @@
+"""Runs per hour: how many short training runs of one shape a machine finishes, solo or co-located.
+
+Each arm trains the same ``runs`` runs (seeds of one config, real data, the real engine, its
+start-up included) through the local backend's worker processes, and is timed from the first
+worker's start to the last summary:
+
+- ``solo``: one worker at a time (on a CPU with all the cores' threads);
+- ``co-located K``: K workers at once, sharing the device (on a CPU, cores // K threads each; on a
+  GPU, K processes on GPU 0, which overlap only under CUDA MPS).
+
+A sweep of small models is a throughput problem, not a latency one: this is the number that says
+how long an ablation takes on a machine (``docs/benchmark.md``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from suite import store
+
+# The default ablation's shape (ablations/default.yaml) at depth 12, for fewer steps.
+DEFAULT_BASE: dict[str, Any] = {
+    "data": {"name": "mnist5k"},
+    "model": {"patch_size": 7, "dim": 32, "heads": 2, "mlp_ratio": 4.0, "depth": 12, "residual": "layerscale"},
+    "train": {"steps": 100, "batch_size": 64, "warmup_steps": 20, "log_every": 10, "eval_every": 0, "lr": 3.2e-3},
+}
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    workers: int
+    threads: int
+
+
+def default_arms(device: str, co_located: list[int], cores: int | None = None) -> list[Arm]:
+    """``solo`` and ``co-located K`` for each K (see the module docstring)."""
+    cores = cores or os.cpu_count() or 1
+    if device == "cpu":
+        return [Arm("solo", 1, cores)] + [Arm(f"co-located {k}", k, max(1, cores // k)) for k in co_located]
+    return [Arm("solo", 1, 1)] + [Arm(f"co-located {k}", k, 1) for k in co_located]
+
+
+def measure_throughput(arms: list[Arm], *, runs: int, device: str, base: dict[str, Any] | None = None,
+                       steps: int | None = None, log: Callable[[str], None] = lambda line: None) -> list[dict[str, Any]]:
+    """Train ``runs`` runs per arm and return one row per arm: wall time, runs per hour, speed-up
+    over the first arm, and the runs' statuses (every run must end ``ok``/``failed``/``diverged``).
+
+    Raises:
+        RuntimeError: a run ended in ``error`` (the arm measured a crash, not a throughput).
+    """
+    from suite.sweep.local import run_local
+    from suite.sweep.plan import resolve_runs
+    from suite.sweep.spec import load_ablation
+
+    base = {k: dict(v) for k, v in (base or DEFAULT_BASE).items()}
+    if steps is not None:
+        base["train"]["steps"] = steps
+    gpus = ["0"] if device == "cuda" else []
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="suite-throughput-") as tmp:
+        for arm in arms:
+            folder = Path(tmp) / arm.name.replace(" ", "-")
+            spec = {"name": "throughput", "base": {**base, "device": device}, "seeds": runs,
+                    "variants": {"run": {}}}
+            path = folder / "ablation.yaml"
+            folder.mkdir(parents=True)
+            store.atomic_write_text(path, yaml.safe_dump(spec, sort_keys=False))
+            todo = resolve_runs(load_ablation(path).runs, device, device)
+            for run in todo:
+                run.cfg.train.threads = arm.threads
+            statuses: list[str] = []
+            log(f"{arm.name}: {runs} runs, {arm.workers} worker(s) x {arm.threads} thread(s)")
+            t0 = time.perf_counter()
+            run_local(todo, folder / "out", lambda run, result: statuses.append(str(result.get("status"))),
+                      workers=arm.workers, gpus=gpus, threads=arm.threads)
+            wall = time.perf_counter() - t0
+            if "error" in statuses:
+                raise RuntimeError(f"throughput arm {arm.name}: a run ended in error; see its summary under {folder}")
+            rows.append({"arm": arm.name, "workers": arm.workers, "threads_per_run": arm.threads, "runs": runs,
+                         "steps": base["train"]["steps"], "wall_s": round(wall, 2),
+                         "runs_per_hour": round(runs / wall * 3600, 1), "statuses": ",".join(sorted(set(statuses)))})
+    for row in rows:
+        row["speedup"] = round(row["runs_per_hour"] / rows[0]["runs_per_hour"], 3)
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    p = meta["provenance"]
+    lines = [
+        "# Runs per hour: solo vs co-located\n",
+        f"`{meta['command']}`\n",
+        f"{p['device_name']}; torch {p['torch_version']}; commit {p['git_commit']}; {p['started_at']}. Each arm "
+        f"trains the same runs (the default ablation's shape at depth 12: "
+        f"{meta['shape']}) through the local backend's workers, start-up included; "
+        f"speed-up is against `{rows[0]['arm']}` measured in the same command.\n",
+        "| arm | workers x threads | runs | steps | wall (s) | runs / hour | speed-up |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['arm']} | {r['workers']} x {r['threads_per_run']} | {r['runs']} | {r['steps']} | "
+                     f"{r['wall_s']:.1f} | {r['runs_per_hour']:.0f} | {r['speedup']:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(out: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[Path]:
+    """``throughput.{csv,md,json}`` under ``out``."""
+    out = Path(out)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    paths = [out / "throughput.csv", out / "throughput.md", out / "throughput.json"]
+    store.atomic_write_text(paths[0], buf.getvalue())
+    store.atomic_write_text(paths[1], markdown(rows, meta))
+    store.write_json(paths[2], {**meta, "rows": rows})
+    return paths
