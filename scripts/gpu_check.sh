@@ -4,22 +4,26 @@
 #   1. the CUDA-marked tests                 -> DIR/pytest-cuda.log
 #   2. suite bench, eager, bf16, ViT-S/16     -> DIR/bench-eager/overhead.{csv,md,json}
 #      (depth 12, dim 384, 6 heads, 197 tokens = 224 px, batch 128; every scheme, timm, variants)
-#   3. a deep run: depth 96, 300 steps, Pre-LN vs LayerScale (suite train, synthetic data)
+#   3. runs per hour of the default shape: solo vs 2, 4, 8 co-located on GPU 0
+#                                             -> DIR/throughput/throughput.{csv,md,json}
+#   4. ablations/smoke.yaml end to end on CUDA, analysed -> DIR/smoke/{runs,tables}/
+#   5. a deep run: depth 96, 300 steps, Pre-LN vs LayerScale (suite train, synthetic data)
 #                                             -> DIR/deep-{preln,layerscale}/summary.json
-#   4. suite bench --compile, same shape, preln vs layerscale -> DIR/bench-compiled/
+#   6. suite bench --compile, same shape, preln vs layerscale vs timm's -> DIR/bench-compiled/
 #
-# Every step runs under `timeout`, capped by what is left of a global budget (BUDGET_S, 450 s by
-# default), so the whole script ends well inside 8 minutes whatever hangs; a step that would start
-# with under 20 s left is skipped and says so. Each step's output is tee'd to DIR/<step>.log and its
-# exit status and duration go to DIR/summary.txt; DIR/tables.md gathers the overhead tables.
-# Without a CUDA device it prints "no CUDA device: nothing run" and exits 0. Exit status: 0 if every
-# step that ran succeeded, else 1.
+# Every step runs under `timeout`, capped by what is left of a global budget (BUDGET_S, 460 s by
+# default), so the whole script ends inside 8 minutes whatever hangs; a step that would start with
+# under 20 s left is skipped and says so (and counts as a failure: nothing may go unmeasured
+# silently). Each step's output is tee'd to DIR/<step>.log and its exit status and duration go to
+# DIR/summary.txt; DIR/tables.md gathers the tables, each with its command and provenance.
+# Without a CUDA device it prints "no CUDA device: nothing run" and exits 0. Exit status: 0 only if
+# every step ran and succeeded and the tables exist, else 1.
 set -u
 
 START=$SECONDS  # the budget counts everything, the CUDA probe included
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${1:-results/gpu-check}"
-BUDGET_S="${BUDGET_S:-450}"
+BUDGET_S="${BUDGET_S:-460}"
 cd "$ROOT" || exit 1
 PY="${GPU_CHECK_PYTHON:-$ROOT/.venv/bin/python}"  # override: a test's stand-in interpreter
 [ -x "$PY" ] || PY="$(command -v python3)"
@@ -41,6 +45,7 @@ step() {
     local left=$((BUDGET_S - (SECONDS - START)))
     if [ "$left" -lt 20 ]; then
         echo "$name: SKIPPED (time budget spent)" | tee -a "$OUT/summary.txt"
+        FAILED=1
         return
     fi
     [ "$limit" -gt "$left" ] && limit="$left"
@@ -65,17 +70,26 @@ VIT_S=(--device cuda --dtype bf16 --depth 12 --dim 384 --heads 6 --tokens 197 --
 DEEP=(data.name=synthetic model.depth=96 model.dim=192 model.heads=3 model.patch_size=4 train.steps=300
       train.eval_every=100 train.log_every=10)
 
-step pytest-cuda 90 "$PY" -m pytest -m cuda -q -p no:cacheprovider tests
-step bench-eager 110 "$PY" -m suite bench "${VIT_S[@]}" --variants --rounds 15 --out "$OUT/bench-eager"
-step deep-preln 60 "$PY" -m suite train "${DEEP[@]}" model.residual=preln --device cuda --out "$OUT/deep-preln"
-step deep-layerscale 60 "$PY" -m suite train "${DEEP[@]}" model.residual=layerscale --device cuda \
+step pytest-cuda 60 "$PY" -m pytest -m cuda -q -p no:cacheprovider tests
+step bench-eager 90 "$PY" -m suite bench "${VIT_S[@]}" --variants --rounds 15 --out "$OUT/bench-eager"
+step throughput 80 "$PY" -m suite bench --throughput --device cuda --runs 8 --run-steps 150 --co-located 2 4 8 \
+    --out "$OUT/throughput"
+step smoke 40 bash -c "\"$PY\" -m suite run ablations/smoke.yaml --device cuda --out \"$OUT/smoke\" \
+    && \"$PY\" -m suite analyze \"$OUT/smoke\""
+step deep-preln 40 "$PY" -m suite train "${DEEP[@]}" model.residual=preln --device cuda --out "$OUT/deep-preln"
+step deep-layerscale 40 "$PY" -m suite train "${DEEP[@]}" model.residual=layerscale --device cuda \
     --out "$OUT/deep-layerscale"
-# Compilation dominates this step (fwd+bwd graphs per arm), hence two arms and no forward series.
-step bench-compiled 240 "$PY" -m suite bench "${VIT_S[@]}" --compile --schemes layerscale --no-forward \
-    --rounds 15 --warmup 3 --out "$OUT/bench-compiled"
+# Compilation dominates this step (fwd+bwd graphs per arm), hence three arms and no forward series.
+step bench-compiled 150 "$PY" -m suite bench "${VIT_S[@]}" --compile --schemes layerscale timm-layerscale \
+    --no-forward --rounds 15 --warmup 3 --out "$OUT/bench-compiled"
 
-for d in bench-eager bench-compiled; do
-    [ -f "$OUT/$d/overhead.md" ] && { cat "$OUT/$d/overhead.md"; echo; }
+for f in bench-eager/overhead.md bench-compiled/overhead.md throughput/throughput.md smoke/tables/summary.md; do
+    if [ -f "$OUT/$f" ]; then
+        cat "$OUT/$f"; echo
+    else
+        echo "MISSING: $OUT/$f" >&2
+        FAILED=1
+    fi
 done > "$OUT/tables.md"
 echo "gpu-check done in $((SECONDS - START)) s; failed steps: $FAILED; see $OUT/summary.txt" | tee -a "$OUT/summary.txt"
 exit "$FAILED"
