@@ -61,6 +61,10 @@ class ModelConfig:
     qkv_bias: bool = True
     drop_path: float = 0.0
     drop_path_schedule: Literal["linear", "uniform"] = "linear"
+    # Linear weights: timm's truncated normal (std 0.02), or Xavier uniform as in the original
+    # Transformer and Xiong et al. 2020's Post-LN analysis (branches as large as the stream).
+    # Embeddings and each scheme's own init (DeepNorm's, LayerScale's γ) are the same either way.
+    weight_init: Literal["timm", "xavier"] = "timm"
     layerscale: LayerScaleConfig = field(default_factory=LayerScaleConfig)
 
 

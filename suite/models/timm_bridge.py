@@ -30,6 +30,9 @@ _SHARED_KEYS = [re.compile(p) for p in (
 
 def timm_init_values(cfg: ModelConfig) -> float | None:
     """timm's ``init_values`` for our config; raises if timm's ViT cannot express the scheme."""
+    if cfg.weight_init != "timm":
+        raise ValueError(f"model.weight_init {cfg.weight_init}: timm's ViT initialises its own weights; "
+                         f"use model.backend: suite")
     if cfg.residual == "preln":
         return None
     if cfg.residual == "layerscale":

@@ -62,12 +62,16 @@ class VisionTransformer(nn.Module):
         self.init_weights()
 
     def init_weights(self) -> None:
-        """timm-style init (truncated normal 0.02 for linears and embeddings), then each scheme's own."""
+        """timm-style init (truncated normal 0.02 for linears and embeddings; Xavier uniform for the
+        linears with ``weight_init: xavier``), then each scheme's own."""
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
         nn.init.normal_(self.cls_token, std=1e-6)
         for m in self.modules():
             if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
+                if self.cfg.weight_init == "xavier":
+                    nn.init.xavier_uniform_(m.weight)
+                else:
+                    nn.init.trunc_normal_(m.weight, std=0.02)
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
             elif isinstance(m, nn.LayerNorm):

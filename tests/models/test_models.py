@@ -270,3 +270,26 @@ def test_model_config_is_not_mutated_and_needs_data_shape():
     assert cfg == small()
     with pytest.raises(ValueError, match="img_size"):
         build_model(dataclasses.replace(cfg, img_size=None))
+
+
+def test_xavier_weight_init_gives_linears_xavier_scale_and_leaves_the_rest():
+    torch.manual_seed(0)
+    timm_init = build_model(small("postln", depth=6))
+    torch.manual_seed(0)
+    xavier = build_model(small("postln", depth=6, weight_init="xavier"))
+    fc1 = torch.cat([b.mlp.fc1.weight.flatten() for b in xavier.blocks])
+    hidden = int(DIM * MLP)
+    assert fc1.std().item() == pytest.approx((2 / (DIM + hidden)) ** 0.5, rel=0.05)  # Xavier uniform's std
+    assert torch.cat([b.mlp.fc1.weight.flatten() for b in timm_init.blocks]).std().item() == pytest.approx(0.02, rel=0.1)
+    assert torch.equal(xavier.pos_embed, timm_init.pos_embed)  # embeddings as timm's either way
+    assert all(torch.equal(b.norm1.weight, torch.ones(DIM)) for b in xavier.blocks)
+
+
+def test_weight_init_does_not_rename_runs_made_before_it_existed():
+    from suite import store
+    from suite.config import RunConfig
+
+    cfg = RunConfig()
+    assert store.run_id(cfg) == "73779860c487"  # the id every default run had before model.weight_init
+    cfg.model.weight_init = "xavier"
+    assert store.run_id(cfg) != "73779860c487"
