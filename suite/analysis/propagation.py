@@ -73,7 +73,10 @@ def summary_frame(runs: list[dict[str, Any]], keys: list[str], baseline: str) ->
 
 
 def profiles(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame:
-    """Per group and block, the mean over seeds of the forward and backward records.
+    """Per group and block, the mean over seeds of the forward and backward records: geometric for
+    the norms (``stream_rms``, ``grad_stream``, ``grad_params``: drawn on a log axis, and a seed
+    whose gradient vanishes by orders of magnitude must not disappear under one that does not),
+    arithmetic for the cosines.
 
     Returns:
         Columns: the group keys, ``block``, ``stream_rms``, ``grad_stream``, ``grad_params``,
@@ -97,6 +100,9 @@ def profiles(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.Data
     if not frames:
         return pd.DataFrame(columns=keys + ["block", "stream_rms", "cls_cos", "mean_cos", "grad_stream", "grad_params"])
     frame = pd.concat(frames, ignore_index=True)
-    value_cols = ["stream_rms", "cls_cos", "mean_cos", "grad_stream", "grad_params"]
-    frame[value_cols] = frame[value_cols].astype(float)
-    return frame.groupby(keys + ["block"], dropna=False)[value_cols].mean().reset_index()
+    norms, cosines = ["stream_rms", "grad_stream", "grad_params"], ["cls_cos", "mean_cos"]
+    frame[norms + cosines] = frame[norms + cosines].astype(float)
+    frame[norms] = np.log(frame[norms].where(frame[norms] > 0))  # a zero norm has no logarithm: left out
+    out = frame.groupby(keys + ["block"], dropna=False)[norms + cosines].mean().reset_index()
+    out[norms] = np.exp(out[norms])
+    return out[keys + ["block", "stream_rms", "cls_cos", "mean_cos", "grad_stream", "grad_params"]]

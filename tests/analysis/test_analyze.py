@@ -423,3 +423,23 @@ def test_learning_rate_figures_are_written(lr_grid):
     names = {p.name for p in (lr_grid / "figures").iterdir()}
     assert {"accuracy_vs_lr.png", "accuracy_vs_lr.pdf", "frontier_vs_depth.png", "frontier_vs_depth.pdf"} <= names
     assert (lr_grid / "figures" / "accuracy_vs_lr.png").stat().st_size > 10_000
+
+
+def test_propagation_profiles_average_norms_geometrically_and_cosines_arithmetically(tmp_path):
+    from suite import store
+    from suite.analysis.propagation import profiles
+
+    runs = []
+    for seed, grad in ((0, 1e-8), (1, 1.0)):
+        folder = tmp_path / "runs" / f"r{seed}"
+        folder.mkdir(parents=True)
+        lines = [{"kind": "forward", "block": 0, "stream_rms": 4.0 ** seed, "cls_cos": 0.2 + 0.4 * seed,
+                  "mean_cos": 0.5},
+                 {"kind": "backward", "block": 0, "grad_stream": grad, "grad_params": 0.0}]
+        (folder / "propagation.jsonl").write_text("".join(store.metrics_line(x) for x in lines))
+        runs.append({"status": "ok", "run_dir": f"runs/r{seed}", "variant": "postln", "seed": seed})
+    out = profiles(tmp_path, runs, ["variant"])
+    row = out.iloc[0]
+    assert row["grad_stream"] == pytest.approx(1e-4)  # not 0.5: a vanishing seed stays visible on a log axis
+    assert row["stream_rms"] == pytest.approx(2.0) and row["cls_cos"] == pytest.approx(0.4)
+    assert math.isnan(row["grad_params"])  # zero norms have no logarithm: left out, not averaged as -inf
