@@ -1,6 +1,6 @@
 """``suite status DIR [--watch [S]]``: where a sweep stands, from its results folder alone.
 
-Works from any machine that sees the folder, for local and Ray sweeps alike, while they run.
+Works from any machine that sees the folder, for local, Ray and Slurm sweeps alike, while they run.
 """
 
 from __future__ import annotations
@@ -32,6 +32,14 @@ def render(status) -> str:
     lines.append(f"  {'variant':<{width}}  " + "  ".join(f"{s:>11}" for s in STATES + STATUSES))
     for variant, c in status.by_variant.items():
         lines.append(f"  {variant:<{width}}  " + "  ".join(f"{c[s]:>11}" for s in STATES + STATUSES))
+    if status.slurm is not None:
+        sl = status.slurm
+        where = "local executor" if sl.cluster == "local" else "Slurm"
+        line = f"  slurm: last submission {sl.jobs} worker jobs ({where}) at {sl.submitted_at}; {sl.claimed} runs claimed"
+        if sl.expired:
+            line += (f", {sl.expired} claims not renewed within the {sl.lease_s:g} s lease (dead workers: another "
+                     f"worker or the next `suite run` takes them over)")
+        lines.append(line)
     running = [v for v in status.runs if v.state == "running"]
     if running:
         lines += ["", "running:"] + [f"  {v.run.label}  step {v.step if v.step is not None else '?'}/"

@@ -162,7 +162,7 @@ def _submit(out: Path, runs: list[Run], opts: SlurmOptions, *, workers: int, thr
             detail = detail.decode(errors="replace")
         raise RunnerError(f"--backend slurm: sbatch refused the job array ({str(detail).strip().splitlines()[-1][:300]}); "
                           f"check --slurm-partition, --slurm-time and --slurm-opt") from None
-    record = {"cluster": opts.cluster, "folder": str(folder), "jobs": [j.job_id for j in jobs],
+    record = {"cluster": opts.cluster, "folder": str(folder), "jobs": [j.job_id for j in jobs], "lease_s": opts.lease_s,
               "runs": [r.run_id for r in runs], "submitted_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     store.write_json(folder / SUBMISSION, record)
     return jobs

@@ -12,6 +12,7 @@ has one but nothing was written for longer (killed; the next ``suite run`` start
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections import Counter
@@ -45,12 +46,25 @@ class RunView:
 
 
 @dataclass
+class SlurmView:
+    """The Slurm backend's bookkeeping in the folder: its last submission and the claims on runs."""
+
+    cluster: str
+    jobs: int
+    submitted_at: str
+    claimed: int  # runs a worker holds now
+    expired: int  # of those, claims not renewed within the lease: their workers are likely dead
+    lease_s: float | None
+
+
+@dataclass
 class SweepStatus:
     name: str
     runs: list[RunView]
     runs_per_hour: float | None = None
     eta_s: float | None = None
     by_variant: dict[str, Counter] = field(default_factory=dict)
+    slurm: SlurmView | None = None
 
     @property
     def counts(self) -> Counter:
@@ -128,12 +142,35 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
         result.by_variant.setdefault(v.run.variant, Counter())[v.state] += 1
         if v.state == "done":
             result.by_variant[v.run.variant][v.status or "?"] += 1
+    result.slurm = _slurm_view(out, now)
     finished = sorted(v.finished for v in result.runs if v.finished is not None)[-RECENT:]
     if len(finished) >= 2 and finished[-1] > finished[0]:
         result.runs_per_hour = (len(finished) - 1) / (finished[-1] - finished[0]) * 3600
         left = sum(1 for v in result.runs if v.state != "done")
         result.eta_s = left / result.runs_per_hour * 3600 if left else 0.0
     return result
+
+
+def _slurm_view(out: Path, now: float) -> SlurmView | None:
+    """What ``slurm/submission.json`` and ``claims/`` say, or None for a sweep that never used Slurm."""
+    from suite.sweep.claims import CLAIMS
+    from suite.sweep.slurm_backend import SUBMISSION
+
+    try:
+        record = json.loads((out / "slurm" / SUBMISSION).read_text(encoding="utf-8"))
+        cluster, jobs = str(record["cluster"]), len(record["jobs"])
+        submitted, lease = str(record.get("submitted_at", "?")), record.get("lease_s")
+        lease = float(lease) if isinstance(lease, (int, float)) else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    ages = []
+    for claim in (out / CLAIMS).glob("*.json") if (out / CLAIMS).is_dir() else []:
+        try:
+            ages.append(now - claim.stat().st_mtime)
+        except OSError:
+            continue
+    expired = sum(1 for a in ages if lease is not None and a > lease)
+    return SlurmView(cluster, jobs, submitted, len(ages), expired, lease)
 
 
 def format_duration(seconds: float | None) -> str:

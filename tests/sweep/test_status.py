@@ -66,3 +66,27 @@ def test_cli_prints_the_view_and_rejects_a_foreign_folder(half_done, tmp_path, c
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no ablation.yaml" in err
     assert main(["status", str(half_done), "--watch", "0"]) == 2
+
+
+def test_a_slurm_sweep_shows_its_submission_and_the_claims_of_dead_workers(half_done, tmp_path, capsys):
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(half_done, out)
+    assert sweep_status(out).slurm is None  # never submitted to Slurm
+    (out / "slurm").mkdir()
+    (out / "slurm" / "submission.json").write_text(json.dumps(
+        {"cluster": "slurm", "jobs": ["123_0", "123_1"], "lease_s": 600, "submitted_at": "2026-11-30T10:00:00+00:00"}))
+    (out / "claims").mkdir()
+    for name, age in (("a", 10), ("b", 5000)):
+        path = out / "claims" / f"{name}.json"
+        path.write_text("{}")
+        os.utime(path, (time.time() - age, time.time() - age))
+    view = sweep_status(out).slurm
+    assert (view.cluster, view.jobs, view.claimed, view.expired, view.lease_s) == ("slurm", 2, 2, 1, 600.0)
+    assert main(["status", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "slurm: last submission 2 worker jobs (Slurm) at 2026-11-30T10:00:00+00:00; 2 runs claimed" in printed
+    assert "1 claims not renewed within the 600 s lease" in printed
+    (out / "slurm" / "submission.json").write_text("garbage")
+    assert sweep_status(out).slurm is None
