@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         folder.check_out(out, ablation)
         # A dry run asks no Ray cluster: `auto` is then what this machine has.
         backend = "local" if args.dry_run else args.backend
-        if backend == "slurm":  # the workers' nodes, not this login node, decide what `auto` is
+        if args.backend == "slurm":  # the workers' nodes, not this login node, decide what `auto` is
             runs = resolve_runs(runs, args.device, "cuda" if slurm.gpus_per_job else "cpu")
         else:
             runs = resolve_runs(runs, args.device, lambda: auto_device(backend, args.ray_address, args.ray_timeout))
@@ -113,6 +113,13 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if not todo:  # nothing to run: write nothing, so a read-only results folder is fine
             return _sweep(runs, todo, done, out, None)
+        if args.backend != "slurm":
+            from suite.sweep.slurm_backend import live_jobs
+
+            busy = live_jobs(out)
+            if busy:
+                raise folder.RunnerError(f"{out}: Slurm jobs {', '.join(busy[:4])} are still working on these runs; "
+                                         f"wait for them, cancel them, or pass --backend slurm to attach to them")
         todo, execute = plan(todo, backend=args.backend, device=args.device, workers=args.workers,
                              threads=args.threads, ray_address=args.ray_address, ray_timeout=args.ray_timeout,
                              slurm=slurm, runs_per_gpu=args.runs_per_gpu, notify=lambda line: print(line, flush=True))
@@ -142,9 +149,17 @@ def slurm_options(args: argparse.Namespace):
                              f"e.g. --slurm-opt account=myproj"])
         sbatch[key.replace("-", "_")] = value
     gpus = getattr(args, "slurm_gpus_per_job", None)
+    cluster = getattr(args, "slurm_cluster", "slurm")
     if gpus is None:
-        gpus = 0 if args.device == "cpu" else 1
-    return SlurmOptions(cluster=getattr(args, "slurm_cluster", "slurm"), partition=getattr(args, "slurm_partition", None),
+        if args.device == "cpu":
+            gpus = 0
+        elif cluster == "local":  # the local executor's jobs get this machine's GPUs, if it has any
+            from suite.sweep.plan import visible_gpus
+
+            gpus = 1 if visible_gpus() else 0
+        else:
+            gpus = 1
+    return SlurmOptions(cluster=cluster, partition=getattr(args, "slurm_partition", None),
                         time_min=getattr(args, "slurm_time", 240), gpus_per_job=gpus,
                         array_parallelism=getattr(args, "slurm_array_parallelism", 64), sbatch=sbatch,
                         lease_s=getattr(args, "slurm_lease", 600.0), detach=getattr(args, "slurm_detach", False),

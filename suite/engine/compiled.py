@@ -3,7 +3,8 @@
 Regional: a ViT is one block repeated ``depth`` times, so each block's ``forward`` is compiled
 rather than the whole model. The blocks share one compiled graph (their parameters are graph inputs,
 ``inline_inbuilt_nn_modules``), so compile time does not grow with depth, and the hooks that the
-probes put on blocks stay outside the compiled code.
+probes put on blocks stay outside the compiled code. Blocks whose Python constants differ (the
+linear drop-path schedule gives each block its own rate) compile once each.
 
 No fall-back: a sweep worker trains many runs one after another. Dynamo's caches live as long as the
 process, so each new model shape is a recompilation of the same code; past ``recompile_limit`` of
@@ -42,7 +43,14 @@ def compile_for_run(model: nn.Module, mode: str = "default", regional: bool = Tr
     options = {**options, "mode": None if mode == "default" else mode}
     blocks = getattr(model, "blocks", None)
     if regional and isinstance(blocks, nn.Module) and len(blocks):
+        # A block's Python constants are part of its graph: under the linear drop-path schedule
+        # every block has its own rate, so each block compiles once (in training and in eval mode)
+        # and compile time grows with depth; without drop path, or with the uniform schedule, all
+        # blocks share one graph. Allow that many compilations for this run, and no more.
+        torch._dynamo.config.recompile_limit = max(8, 2 * len(blocks) + 4)
+        torch._dynamo.config.accumulated_recompile_limit = max(256, 4 * len(blocks) + 16)
         for block in blocks:
             block.forward = torch.compile(block.forward, **options)
         return model
+    torch._dynamo.config.recompile_limit = 8  # dynamo's default: a whole model compiles once per mode
     return torch.compile(model, **options)

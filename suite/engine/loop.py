@@ -235,7 +235,9 @@ class Training:
                     try:
                         on_step(step)
                     except StopRun as stop:
-                        if stop.save and step < self.total_steps:
+                        if stop.save and step >= self.total_steps:
+                            continue  # the last step is done: finishing costs less than redoing it
+                        if stop.save:
                             self.read(x)  # the state saved must be this step's (and the run not diverged)
                             self.metrics.flush()
                             checkpoint.save(self.out / store.CHECKPOINT, self.summary["run_id"], self.model,
@@ -320,12 +322,10 @@ class Training:
             self._timed(time.perf_counter() - t0, time.process_time() - c0, n)
         self.read_at = state.step
         for step, lr, loss_v, grad_v in rows:
-            if not math.isfinite(loss_v):
+            if not (math.isfinite(loss_v) and math.isfinite(grad_v)):
                 state.step = step
-                raise Diverged(step, "nonfinite_loss")
-            if not math.isfinite(grad_v):
-                state.step = step
-                raise Diverged(step, "nonfinite_grad")
+                del state.step_times[max(0, step - self.timed_from):]  # steps after it did not update
+                raise Diverged(step, "nonfinite_loss" if not math.isfinite(loss_v) else "nonfinite_grad")
             done = step + 1
             state.ema = loss_v if state.ema is None else SPIKE_EMA * state.ema + (1 - SPIKE_EMA) * loss_v
             state.min_ema = min(state.min_ema, state.ema)
@@ -333,6 +333,7 @@ class Training:
                 if loss_v > tc.spike_factor * state.best_ema and loss_v > self.chance:
                     # Like a non-finite loss: the step of the loss, i.e. the count of updates behind it.
                     state.step = done
+                    del state.step_times[max(0, done - self.timed_from):]  # the device went on; a host checking every step would not have
                     raise Diverged(step, "loss_spike")
                 state.best_ema = min(state.best_ema, state.ema)
                 state.streak = state.streak + 1 if state.ema >= tc.fail_fraction * self.chance else 0

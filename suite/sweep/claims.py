@@ -34,24 +34,35 @@ class Claim:
         self.path, self.token = path, token
 
     def held(self) -> bool:
-        """Whether the file is still this claim (not released, stolen or replaced)."""
+        """Whether the file is still this claim: False once it is released, taken over or replaced.
+
+        Raises:
+            OSError: the file could not be read (a stale NFS handle, a busy server): unknown, not lost.
+        """
         try:
             return json.loads(self.path.read_text(encoding="utf-8")).get("token") == self.token
-        except (OSError, ValueError, AttributeError):
+        except FileNotFoundError:
+            return False
+        except (ValueError, AttributeError):  # another worker's claim being written, or garbage
             return False
 
     def renew(self) -> bool:
-        """Touch the claim; False when it is no longer ours (the run must stop)."""
-        if not self.held():
-            return False
-        with contextlib.suppress(OSError):
+        """Touch the claim; False only when it is certainly no longer ours (the run must stop). A
+        file system that fails for a moment is not a lost claim: the next beat tries again."""
+        try:
+            if not self.held():
+                return False
             os.utime(self.path)
+        except FileNotFoundError:
+            return False
+        except OSError:
             return True
-        return False
+        return True
 
     def release(self) -> None:
-        if self.held():
-            self.path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            if self.held():
+                self.path.unlink(missing_ok=True)
 
 
 def owner_id() -> str:
@@ -145,7 +156,8 @@ class Heartbeat:
     def _beat(self) -> None:
         while not self._stop.wait(self.period):
             claim = self.claim
-            if claim is not None and not claim.renew():
+            # A claim the worker has just released is not lost: only the one still held counts.
+            if claim is not None and not claim.renew() and self.claim is claim:
                 self.lost.set()
 
     def close(self) -> None:

@@ -37,7 +37,8 @@ from suite.sweep.spec import Run
 from suite.sweep.task import RESULT_KEYS, record_lost
 
 SUBMISSION = "submission.json"
-ROUNDS = 3  # submissions per `suite run` before a run nobody finishes is recorded as error
+ROUNDS = 3  # submissions in a row that finish no run before the runs left are recorded as error
+MAX_TIMEOUTS = 100  # requeues after a time-out that submitit allows one worker job (preemptions are not counted)
 LIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING",
                "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "UNKNOWN"}
 
@@ -95,20 +96,23 @@ def run_slurm(todo: list[Run], out: Path, report: Report, *, opts: SlurmOptions,
     else:
         for run in todo:  # an error run being retried must not count as finished
             clear_stale(out, run)
-    submissions = 0
+    left_at_submit = len(pending)
+    fruitless = 0  # submissions in a row whose workers all ended without finishing a run
     try:
         while True:
             _collect(out, pending, report)
             if not pending:
                 return
             if not jobs or all(_ended(j) for j in jobs):
-                if submissions == ROUNDS:
+                if jobs:
+                    fruitless = 0 if len(pending) < left_at_submit else fruitless + 1
+                if fruitless == ROUNDS:
                     _give_up(out, pending, report, opts)
                     return
                 claims.clear(out, list(pending))  # every worker of ours has ended: their claims are dead
                 jobs = _submit(out, list(pending.values()), opts, workers=min(workers, len(pending)),
                                threads=threads)
-                submissions += 1
+                left_at_submit = len(pending)
                 notify(f"submitted {len(jobs)} {'local ' if opts.cluster == 'local' else ''}Slurm workers for "
                        f"{len(pending)} runs: {_ids(jobs)} (logs in {out / 'slurm'})")
                 if opts.detach:
@@ -129,8 +133,8 @@ def _collect(out: Path, pending: dict[str, Run], report: Report) -> None:
 
 def _give_up(out: Path, pending: dict[str, Run], report: Report, opts: SlurmOptions) -> None:
     for run in list(pending.values()):
-        message = (f"no Slurm worker finished this run in {ROUNDS} submissions (killed, preempted or out of time "
-                   f"each time); see the workers' logs in {out / 'slurm'}")
+        message = (f"no Slurm worker finished any run in {ROUNDS} submissions in a row (killed or failing each "
+                   f"time); see the workers' logs in {out / 'slurm'}")
         report(pending.pop(run.run_id), record_lost(run, out, message, 0.0, "slurm"))
 
 
@@ -141,11 +145,11 @@ def _submit(out: Path, runs: list[Run], opts: SlurmOptions, *, workers: int, thr
 
     folder = out / "slurm"
     if opts.cluster == "local":  # the local executor directly: AutoExecutor does not pass it the signal delay
-        executor = submitit.LocalExecutor(folder=folder / "%j")
+        executor = submitit.LocalExecutor(folder=folder / "%j", max_num_timeout=MAX_TIMEOUTS)
         executor.update_parameters(timeout_min=opts.time_min, gpus_per_node=opts.gpus_per_job, tasks_per_node=1,
                                    nodes=1, signal_delay_s=opts.signal_delay_s)
     else:
-        executor = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")
+        executor = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm", slurm_max_num_timeout=MAX_TIMEOUTS)
         params: dict[str, Any] = dict(
             timeout_min=opts.time_min, gpus_per_node=opts.gpus_per_job, cpus_per_task=threads, tasks_per_node=1,
             nodes=1, name=f"suite-{out.name}", slurm_array_parallelism=opts.array_parallelism,
@@ -160,12 +164,19 @@ def _submit(out: Path, runs: list[Run], opts: SlurmOptions, *, workers: int, thr
         detail = getattr(err, "stderr", None) or getattr(err, "output", None) or err
         if isinstance(detail, bytes):
             detail = detail.decode(errors="replace")
-        raise RunnerError(f"--backend slurm: sbatch refused the job array ({str(detail).strip().splitlines()[-1][:300]}); "
-                          f"check --slurm-partition, --slurm-time and --slurm-opt") from None
+        last = (str(detail).strip().splitlines() or [type(err).__name__])[-1][:300]
+        raise RunnerError(f"--backend slurm: sbatch refused the job array ({last}); check --slurm-partition, "
+                          f"--slurm-time and --slurm-opt") from None
     record = {"cluster": opts.cluster, "folder": str(folder), "jobs": [j.job_id for j in jobs], "lease_s": opts.lease_s,
               "runs": [r.run_id for r in runs], "submitted_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     store.write_json(folder / SUBMISSION, record)
     return jobs
+
+
+def live_jobs(out: Path) -> list[str]:
+    """Ids of the jobs of the last Slurm submission into ``out`` still queued or running (another
+    backend must not run the same runs beside them: it does not take claims)."""
+    return [j.job_id for j in _attach(Path(out), SlurmOptions())]
 
 
 def _attach(out: Path, opts: SlurmOptions) -> list[Any]:

@@ -47,12 +47,18 @@ class SlurmWorker:
     # ------------------------------------------------------------------ submitit's interface
 
     def __call__(self, index: int) -> dict[str, int]:
-        """Train runs until every one has a summary or is held by another live worker.
+        """Train runs until every one has a summary.
+
+        Runs held by other workers are looked at again every ``lease_s / 4`` seconds, so that the
+        run of a worker that died is taken over once its claim expires; the worker leaves when no
+        run is left without a summary.
 
         Returns:
-            Counts: ``trained`` (runs this worker brought to a summary), ``skipped`` (done already
-            or held elsewhere).
+            Counts: ``trained`` (runs this worker brought to a summary), ``lost`` (runs it had to
+            give up because another worker took them over).
         """
+        from suite.engine.loop import StopRun
+
         self.index = index
         os.environ["OMP_NUM_THREADS"] = str(self.threads)  # as the local backend's workers: before torch loads
         import torch
@@ -64,45 +70,52 @@ class SlurmWorker:
         beat = claims.Heartbeat(self.lease_s)
         self._log_path = out / "slurm" / WORKERS / f"{claims.owner_id().replace('/', '_')}.jsonl"
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
-        counts = {"trained": 0, "skipped": 0}
+        counts = {"trained": 0, "lost": 0}
         # Start at a different run in each task, so that the array does not queue on one claim.
-        order = self.runs[index % max(1, len(self.runs)):] + self.runs[:index % max(1, len(self.runs))]
+        start = index % max(1, len(self.runs))
+        left = self.runs[start:] + self.runs[:start]
         try:
-            for run_id, label, cfg, extra in order:
-                if self._preempted:  # a run without steps (propagation) finished since the signal
-                    self._requeue()
-                folder = out / "runs" / run_id
-                if store.read_summary(folder) is not None:
-                    counts["skipped"] += 1
-                    continue
-                claim = claims.try_claim(out, run_id, self.lease_s)
-                if claim is None:
-                    counts["skipped"] += 1
-                    continue
-                try:
-                    if store.read_summary(folder) is not None:  # finished between our look and the claim
-                        counts["skipped"] += 1
+            while left:
+                waiting = []
+                for run_id, label, cfg, extra in left:
+                    if self._preempted:  # a run without steps (propagation) finished since the signal
+                        self._requeue()
+                    folder = out / "runs" / run_id
+                    if store.read_summary(folder) is not None:
                         continue
-                    self._event("start", run_id, label)
-                    beat.hold(claim)
-                    self._in_run = True
-                    result = execute(cfg, str(folder), extra, on_step=lambda step: self._check(beat))
-                    self._in_run = False
-                    if result.get("disk_full"):
-                        raise store.DiskFull(result["disk_full"])
-                    self._event("finish", run_id, label, status=result.get("status"))
-                    counts["trained"] += 1
-                except BaseException as stop:
-                    self._event("stop", run_id, label, reason=getattr(stop, "reason", type(stop).__name__))
-                    raise
-                finally:
-                    self._in_run = False
-                    beat.hold(None)
-                    claim.release()
-        except BaseException as err:
-            from suite.engine.loop import StopRun
-
-            if isinstance(err, StopRun) and err.save:  # preempted: requeue through submitit
+                    claim = claims.try_claim(out, run_id, self.lease_s)
+                    if claim is None:  # another worker holds it: look again later
+                        waiting.append((run_id, label, cfg, extra))
+                        continue
+                    try:
+                        if store.read_summary(folder) is not None:  # finished between our look and the claim
+                            continue
+                        self._event("start", run_id, label)
+                        beat.hold(claim)
+                        self._in_run = True
+                        result = execute(cfg, str(folder), extra, on_step=lambda step: self._check(beat))
+                        self._in_run = False
+                        if result.get("disk_full"):
+                            raise store.DiskFull(result["disk_full"])
+                        self._event("finish", run_id, label, status=result.get("status"))
+                        counts["trained"] += 1
+                    except StopRun as stop:
+                        self._event("stop", run_id, label, reason=stop.reason)
+                        if stop.save:
+                            raise  # preempted: requeue below
+                        counts["lost"] += 1  # taken over while we were frozen: its new holder goes on
+                    except BaseException as err:
+                        self._event("stop", run_id, label, reason=type(err).__name__)
+                        raise
+                    finally:
+                        self._in_run = False
+                        beat.hold(None)
+                        claim.release()
+                left = waiting
+                if left:
+                    time.sleep(beat.period)
+        except StopRun as err:
+            if err.save:  # preempted: requeue through submitit
                 self._requeue()
             raise
         finally:

@@ -65,3 +65,18 @@ def test_training_with_compile_matches_eager(tmp_path):
     losses = [[m["loss"] for m in store.read_metrics(tmp_path / d) if m["kind"] == "train" and m["loss"]]
               for d in ("eager", "compiled")]
     assert losses[1] == pytest.approx(losses[0], rel=1e-4)
+
+
+def test_linear_drop_path_compiles_each_block_without_hitting_the_limit():
+    """Under the linear schedule each block's drop rate is a constant of its graph: 12 blocks, 12
+    compilations, which the per-run limit allows (dynamo's default of 8 would fail the run)."""
+    from suite.config import load_config
+    from suite.models import build_model
+
+    cfg = load_config(None, ["model.depth=12", "model.dim=16", "model.heads=2", "model.img_size=8", "model.in_chans=1",
+                             "model.num_classes=3", "model.patch_size=4", "model.drop_path=0.1"])
+    model = compile_for_run(build_model(cfg.model), backend="eager")
+    model.train()
+    model(torch.randn(2, 1, 8, 8)).sum().backward()
+    model.eval()
+    model(torch.randn(2, 1, 8, 8))

@@ -102,11 +102,13 @@ def test_wandb_offline_run_has_the_config_groups_history_and_summary(tmp_path, m
     monkeypatch.setenv("WANDB_SILENT", "true")
     summary = train(tiny("[wandb]"), tmp_path / "run", extra=EXTRA)
     assert summary["status"] == "ok"
-    files = list((tmp_path / "run" / "wandb").glob(f"offline-run-*-{summary['run_id']}/run-*.wandb"))
+    files = list((tmp_path / "run" / "wandb").glob(f"offline-run-*-{summary['run_id']}-*/run-*.wandb"))
     assert len(files) == 1
     records = _wandb_records(files[0])
     run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
-    assert (run.run_group, run.job_type, run.run_id) == ("abl", "layerscale", summary["run_id"])
+    assert (run.run_group, run.job_type) == ("abl", "layerscale")
+    assert run.run_id == (tmp_path / "run" / "wandb_id").read_text().strip()
+    assert run.run_id.startswith(summary["run_id"] + "-")  # a new W&B run per attempt from step 0
     config = {i.key: json.loads(i.value_json) for i in run.config.update}
     assert config["model.depth"] == 2 and config["model.residual"] == "layerscale" and config["variant"] == "layerscale"
     history = [{"/".join(i.nested_key) or i.key: json.loads(i.value_json) for i in r.history.item}

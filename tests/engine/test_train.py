@@ -270,6 +270,20 @@ def test_preempted_run_saves_at_that_step_and_resumes_without_periodic_checkpoin
     assert not list((tmp_path / "pre").glob("checkpoint.pt")) and not (tmp_path / "pre" / "preempted.json").exists()
 
 
+def test_a_preemption_at_the_last_step_lets_the_run_finish(tmp_path):
+    from suite.engine.loop import StopRun
+
+    cfg = tiny(**{"train.steps": 10})
+
+    def preempt(step):
+        if step == 10:
+            raise StopRun("preempted", save=True)
+
+    s = train(cfg, tmp_path / "last", on_step=preempt)  # no exception: nothing is left to redo
+    assert s["status"] in ("ok", "failed") and s["steps_done"] == 10
+    assert not (tmp_path / "last" / "checkpoint.pt").exists()
+
+
 def test_a_run_stopped_without_saving_starts_again_from_step_0(tmp_path):
     from suite.engine.loop import StopRun
 

@@ -158,3 +158,15 @@ def test_slurm_user_errors_are_one_line(tmp_path, capsys, monkeypatch):
     assert err.count("\n") == 1 and "--slurm-opt account: expected KEY=VALUE" in err
     assert main(["run", str(SMOKE), "--out", str(out), "--backend", "slurm", "--slurm-time", "0", *ARGS]) == 2
     assert "--slurm-time 0: must be >= 1" in capsys.readouterr().err
+
+
+def test_another_backend_will_not_run_beside_live_slurm_jobs(tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "slurm").mkdir(parents=True)
+    (out / "ablation.yaml").write_text("name: smoke\n")
+    # A submission whose job is alive (this very process stands in for the local executor's job).
+    (out / "slurm" / "submission.json").write_text(json.dumps({"cluster": "local", "jobs": [str(os.getpid())]}))
+    assert main(["run", str(SMOKE), "--out", str(out), "--only", "seed=0", *ARGS]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Slurm jobs" in err and "--backend slurm to attach" in err
+    assert not (out / "runs").exists()

@@ -7,6 +7,7 @@ while a run trains is dropped with a one-line warning: a tracker outage never st
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import warnings
@@ -131,7 +132,10 @@ class Trackers:
         try:
             fn()
         except Exception as err:  # noqa: BLE001  (a tracker outage must not stop the run)
-            self.sinks.pop(name, None)
+            sink = self.sinks.pop(name, None)
+            if sink is not None:  # close what it holds open (a writer, a W&B run) in a long-lived worker
+                with contextlib.suppress(Exception):
+                    sink.abort()
             warnings.warn(f"train.log_to: {name} failed and is off for this run ({type(err).__name__}: "
                           f"{str(err).splitlines()[0][:200] if str(err) else ''}); metrics.jsonl has everything",
                           store.SuiteWarning, stacklevel=3)

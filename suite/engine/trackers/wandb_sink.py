@@ -2,16 +2,23 @@
 
 Set ``WANDB_PROJECT`` (default ``layerscale-suite``), ``WANDB_ENTITY`` and ``WANDB_MODE`` as for any
 W&B script; ``WANDB_MODE=offline`` writes the run under ``<run folder>/wandb/`` for ``wandb sync``
-later. The W&B run id is the suite's run id, so a resumed run continues the same W&B run.
+later. Each attempt at a run from step 0 is a new W&B run (``<run id>-<random>``, kept in
+``<run folder>/wandb_id``); a run resumed from its checkpoint continues the W&B run of the attempt it
+resumes. The same config run in two results folders, or again with ``--retry-errors``, is never
+mixed into one W&B run.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
+from suite import store
 from suite.engine.trackers import config_of, run_name
+
+ID_FILE = "wandb_id"  # the W&B run id of this run folder's current attempt
 
 SUMMARY_KEYS = ("status", "test_acc", "best_test_acc", "val_acc", "best_val_acc", "final_train_loss",
                 "diverged_step", "diverged_reason", "failed_reason", "steps_done", "step_time_ms", "throughput",
@@ -22,10 +29,15 @@ class WandbSink:
     def __init__(self, run_dir: Path, summary: dict[str, Any]) -> None:
         import wandb
 
+        id_file = run_dir / ID_FILE
+        run_id = id_file.read_text(encoding="utf-8").strip() if summary.get("resumed_at") and id_file.is_file() else ""
+        if not run_id:
+            run_id = f"{summary.get('run_id')}-{secrets.token_hex(3)}"
+            store.atomic_write_text(id_file, run_id + "\n")
         self.run = wandb.init(
             project=os.environ.get("WANDB_PROJECT", "layerscale-suite"), dir=str(run_dir),
             group=summary.get("ablation") or None, job_type=summary.get("variant") or None,
-            name=run_name(summary), id=str(summary.get("run_id")), resume="allow", config=config_of(summary),
+            name=run_name(summary), id=run_id, resume="allow", config=config_of(summary),
             reinit="create_new",
         )
 
