@@ -157,7 +157,8 @@ def _submit(out: Path, runs: list[Run], opts: SlurmOptions, *, workers: int, thr
         if opts.partition:
             params["slurm_partition"] = opts.partition
         executor.update_parameters(**params)
-    worker = SlurmWorker(str(out), [(r.run_id, r.label, r.cfg, r.extra) for r in runs], opts.lease_s, threads)
+    worker = SlurmWorker(str(out), [(r.run_id, r.label, r.cfg, r.extra) for r in runs], opts.lease_s, threads,
+                         grace_s=max(5.0, opts.signal_delay_s - 30.0))
     try:
         jobs = executor.map_array(worker, list(range(workers)))
     except (OSError, subprocess.CalledProcessError, submitit.core.utils.FailedJobError) as err:

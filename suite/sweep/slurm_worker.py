@@ -34,11 +34,14 @@ class SlurmWorker:
         runs: ``(run_id, label, cfg, extra)`` of every run to bring to a summary.
         lease_s: a claim not renewed for this long is taken over (its worker is dead).
         threads: torch CPU threads (the job's ``--cpus-per-task``), set before torch loads.
+        grace_s: after ``SIGUSR2``, the seconds a run has to reach a step boundary and checkpoint;
+            past them the worker is requeued without a checkpoint (keep it under the signal delay).
     """
 
     def __init__(self, out: str, runs: list[tuple[str, str, Any, dict[str, Any]]], lease_s: float,
-                 threads: int = 1) -> None:
+                 threads: int = 1, grace_s: float = 90.0) -> None:
         self.out, self.runs, self.lease_s, self.threads = out, runs, lease_s, threads
+        self.grace_s = grace_s  # after SIGUSR2, how long a run may take to reach a step boundary
         self.index = 0
         self._preempted = False
         self._in_run = False
@@ -126,7 +129,8 @@ class SlurmWorker:
         """Called by submitit on preemption or time-out: run this worker again after the requeue."""
         import submitit
 
-        return submitit.helpers.DelayedSubmission(SlurmWorker(self.out, self.runs, self.lease_s, self.threads),
+        return submitit.helpers.DelayedSubmission(SlurmWorker(self.out, self.runs, self.lease_s, self.threads,
+                                                              self.grace_s),
                                                   self.index if index is None else index)
 
     # ------------------------------------------------------------------ preemption
@@ -143,6 +147,11 @@ class SlurmWorker:
             self._preempted = True
             if not self._in_run:  # between runs: nothing to save, requeue now
                 self._requeue()
+            # A run that reaches no step boundary in time (a long evaluation, a compilation) is
+            # requeued without a checkpoint before Slurm kills the job: it is then taken over.
+            if hasattr(signal, "setitimer"):
+                signal.signal(signal.SIGALRM, lambda s, f: self._requeue())
+                signal.setitimer(signal.ITIMER_REAL, self.grace_s)
 
         signal.signal(sig, on_signal)
 

@@ -170,3 +170,26 @@ def test_another_backend_will_not_run_beside_live_slurm_jobs(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Slurm jobs" in err and "--backend slurm to attach" in err
     assert not (out / "runs").exists()
+
+
+def test_a_run_that_reaches_no_step_boundary_is_requeued_within_the_grace_time(monkeypatch):
+    """SIGUSR2 while a run is busy (an evaluation, a compilation) that never reaches a step boundary:
+    the worker hands over to submitit's requeue when the grace time is up, before Slurm kills it."""
+    from suite.sweep.slurm_worker import SlurmWorker
+
+    worker = SlurmWorker("unused", [], lease_s=60, grace_s=0.3)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGUSR2, signal.SIGALRM)}
+    requeued = []
+    try:
+        signal.signal(signal.SIGUSR2, lambda s, f: requeued.append(time.monotonic()) or (_ for _ in ()).throw(SystemExit))
+        worker._take_preemption_signal()
+        worker._in_run = True  # busy in a run
+        t0 = time.monotonic()
+        with pytest.raises(SystemExit):
+            os.kill(os.getpid(), signal.SIGUSR2)
+            time.sleep(5)  # a run stuck outside any step
+        assert worker._preempted and len(requeued) == 1 and 0.25 < requeued[0] - t0 < 2
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
