@@ -4,7 +4,7 @@
 #   1. the CUDA-marked tests                 -> DIR/pytest-cuda.log
 #   2. suite bench, eager, bf16, ViT-S/16     -> DIR/bench-eager/overhead.{csv,md,json}
 #      (depth 12, dim 384, 6 heads, 197 tokens = 224 px, batch 128; every scheme, timm, variants)
-#   3. runs per hour of the default shape: solo vs 2, 4, 8 co-located on GPU 0
+#   3. runs per hour of the default shape: solo vs 2, 4, 8 co-located on GPU 0 vs packs of 4, 16
 #                                             -> DIR/throughput/throughput.{csv,md,json}
 #   4. ablations/smoke.yaml end to end on CUDA, analysed -> DIR/smoke/{runs,tables}/
 #   5. a deep run: depth 96, 300 steps, Pre-LN vs LayerScale (suite train, synthetic data)
@@ -72,8 +72,8 @@ DEEP=(data.name=synthetic model.depth=96 model.dim=192 model.heads=3 model.patch
 
 step pytest-cuda 60 "$PY" -m pytest -m cuda -q -p no:cacheprovider tests
 step bench-eager 90 "$PY" -m suite bench "${VIT_S[@]}" --variants --rounds 15 --out "$OUT/bench-eager"
-step throughput 80 "$PY" -m suite bench --throughput --device cuda --runs 8 --run-steps 150 --co-located 2 4 8 \
-    --out "$OUT/throughput"
+step throughput 80 "$PY" -m suite bench --throughput --device cuda --runs 16 --run-steps 100 --co-located 2 4 8 \
+    --packed 4 16 --out "$OUT/throughput"
 step smoke 40 bash -c "\"$PY\" -m suite run ablations/smoke.yaml --device cuda --out \"$OUT/smoke\" \
     && \"$PY\" -m suite analyze \"$OUT/smoke\""
 step deep-preln 40 "$PY" -m suite train "${DEEP[@]}" model.residual=preln --device cuda --out "$OUT/deep-preln"

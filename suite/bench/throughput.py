@@ -6,7 +6,9 @@ worker's start to the last summary:
 
 - ``solo``: one worker at a time (on a CPU with all the cores' threads);
 - ``co-located K``: K workers at once, sharing the device (on a CPU, cores // K threads each; on a
-  GPU, K processes on GPU 0, which overlap only under CUDA MPS).
+  GPU, K processes on GPU 0, which overlap only under CUDA MPS);
+- ``packed N``: one worker training N runs at a time as one stacked model (``suite run --pack N``,
+  :mod:`suite.engine.pack`).
 
 A sweep of small models is a throughput problem, not a latency one: this is the number that says
 how long an ablation takes on a machine (``docs/benchmark.md``).
@@ -40,14 +42,17 @@ class Arm:
     name: str
     workers: int
     threads: int
+    pack: int = 1
 
 
-def default_arms(device: str, co_located: list[int], cores: int | None = None) -> list[Arm]:
-    """``solo`` and ``co-located K`` for each K (see the module docstring)."""
+def default_arms(device: str, co_located: list[int], packed: list[int] = (), cores: int | None = None) -> list[Arm]:
+    """``solo``, ``co-located K`` for each K and ``packed N`` for each N (see the module docstring)."""
     cores = cores or os.cpu_count() or 1
     if device == "cpu":
-        return [Arm("solo", 1, cores)] + [Arm(f"co-located {k}", k, max(1, cores // k)) for k in co_located]
-    return [Arm("solo", 1, 1)] + [Arm(f"co-located {k}", k, 1) for k in co_located]
+        arms = [Arm("solo", 1, cores)] + [Arm(f"co-located {k}", k, max(1, cores // k)) for k in co_located]
+        return arms + [Arm(f"packed {n}", 1, cores, n) for n in packed]
+    return ([Arm("solo", 1, 1)] + [Arm(f"co-located {k}", k, 1) for k in co_located]
+            + [Arm(f"packed {n}", 1, 1, n) for n in packed])
 
 
 def measure_throughput(arms: list[Arm], *, runs: int, device: str, base: dict[str, Any] | None = None,
@@ -82,11 +87,14 @@ def measure_throughput(arms: list[Arm], *, runs: int, device: str, base: dict[st
             log(f"{arm.name}: {runs} runs, {arm.workers} worker(s) x {arm.threads} thread(s)")
             t0 = time.perf_counter()
             run_local(todo, folder / "out", lambda run, result: statuses.append(str(result.get("status"))),
-                      workers=arm.workers, gpus=gpus, threads=arm.threads)
+                      workers=arm.workers, gpus=gpus, threads=arm.threads, pack=arm.pack)
             wall = time.perf_counter() - t0
             if "error" in statuses:
-                raise RuntimeError(f"throughput arm {arm.name}: a run ended in error; see its summary under {folder}")
-            rows.append({"arm": arm.name, "workers": arm.workers, "threads_per_run": arm.threads, "runs": runs,
+                errors = [str((store.read_summary(p.parent) or {}).get("error")) for p in (folder / "out").glob("runs/*/summary.json")
+                          if (store.read_summary(p.parent) or {}).get("status") == "error"]
+                raise RuntimeError(f"throughput arm {arm.name}: a run ended in error ({errors[0] if errors else '?'})")
+            rows.append({"arm": arm.name, "workers": arm.workers, "threads_per_run": arm.threads, "pack": arm.pack,
+                         "runs": runs,
                          "steps": base["train"]["steps"], "wall_s": round(wall, 2),
                          "runs_per_hour": round(runs / wall * 3600, 1), "statuses": ",".join(sorted(set(statuses)))})
     for row in rows:
@@ -103,11 +111,11 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"trains the same runs (the default ablation's shape at depth 12: "
         f"{meta['shape']}) through the local backend's workers, start-up included; "
         f"speed-up is against `{rows[0]['arm']}` measured in the same command.\n",
-        "| arm | workers x threads | runs | steps | wall (s) | runs / hour | speed-up |",
-        "|---|---|---|---|---|---|---|",
+        "| arm | workers x threads | runs per worker at once | runs | steps | wall (s) | runs / hour | speed-up |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['arm']} | {r['workers']} x {r['threads_per_run']} | {r['runs']} | {r['steps']} | "
+        lines.append(f"| {r['arm']} | {r['workers']} x {r['threads_per_run']} | {r['pack']} | {r['runs']} | {r['steps']} | "
                      f"{r['wall_s']:.1f} | {r['runs_per_hour']:.0f} | {r['speedup']:.2f}x |")
     return "\n".join(lines) + "\n"
 

@@ -63,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="--throughput: training steps per run (default: %(default)s)")
     parser.add_argument("--co-located", type=int, nargs="+", default=None, metavar="K",
                         help="--throughput: arms of K runs at once on the device (default: 2 on cpu, 2 4 8 on cuda)")
+    parser.add_argument("--packed", type=int, nargs="*", default=None, metavar="N",
+                        help="--throughput: arms of N runs packed into one stacked model (default: 4 on cpu, 4 16 64 on "
+                             "cuda; none: --packed with no value)")
     parser.add_argument("--gemm", type=int, default=1024, metavar="N",
                         help="also time an N x N x N matmul in the same rounds, the reference for GFLOP/s "
                              "(default: %(default)s; 0 = off)")
@@ -85,17 +88,19 @@ def run_throughput(args: argparse.Namespace) -> int:
     from suite.bench import throughput
 
     co_located = args.co_located or ([2] if args.device == "cpu" else [2, 4, 8])
+    packed = args.packed if args.packed is not None else ([4] if args.device == "cpu" else [4, 16, 64])
     problem = at_least(args, 1, "runs", "run_steps") or (
-        f"--co-located {min(co_located)}: must be >= 2" if min(co_located) < 2 else None)
+        f"--co-located {min(co_located)}: must be >= 2" if min(co_located) < 2 else None) or (
+        f"--packed {min(packed)}: must be >= 2" if packed and min(packed) < 2 else None)
     if problem is None and args.device == "cuda" and not torch.cuda.is_available():
         problem = "--device cuda: torch sees no CUDA device; use --device cpu"
     problem = problem or writable_dir(args.out, "--out")
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    arms = throughput.default_arms(args.device, co_located)
+    arms = throughput.default_arms(args.device, co_located, packed)
     command = (f"suite bench --throughput --device {args.device} --runs {args.runs} --run-steps {args.run_steps} "
-               f"--co-located {' '.join(map(str, co_located))}")
+               f"--co-located {' '.join(map(str, co_located))} --packed {' '.join(map(str, packed))}".rstrip())
     prov = store.provenance(args.device)
     try:
         rows = throughput.measure_throughput(arms, runs=args.runs, steps=args.run_steps, device=args.device,

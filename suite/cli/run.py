@@ -27,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>)")
     parser.add_argument("--workers", type=int, metavar="N",
                         help="parallel runs (local backend; default: one per GPU, else 1)")
+    parser.add_argument("--pack", type=int, default=1, metavar="N",
+                        help="train up to N runs that differ only in seed (lr, weight decay, LayerScale init) as one "
+                             "stacked model in one worker (torch.func; runs without drop-path; local backend)")
     parser.add_argument("--runs-per-gpu", type=int, metavar="K",
                         help="runs sharing each GPU at once: K workers per GPU locally, num_gpus=1/K per Ray task "
                              "(small models leave a GPU mostly idle; see docs/backends/local.md on CUDA MPS)")
@@ -80,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         problem = (at_least(args, 1, "workers", "threads", "max_runs", "slurm_time", "slurm_array_parallelism",
-                            "runs_per_gpu")
+                            "runs_per_gpu", "pack")
                    or at_least(args, 0, "slurm_gpus_per_job") or at_least(args, 0.1, "ray_timeout", "slurm_poll")
                    or at_least(args, 1.0, "slurm_lease"))
         if problem:
@@ -122,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
                                          f"wait for them, cancel them, or pass --backend slurm to attach to them")
         todo, execute = plan(todo, backend=args.backend, device=args.device, workers=args.workers,
                              threads=args.threads, ray_address=args.ray_address, ray_timeout=args.ray_timeout,
-                             slurm=slurm, runs_per_gpu=args.runs_per_gpu, notify=lambda line: print(line, flush=True))
+                             slurm=slurm, runs_per_gpu=args.runs_per_gpu, pack=args.pack,
+                             notify=lambda line: print(line, flush=True))
         with folder.prepare_out(out, ablation):
             return _sweep(runs, todo, done, out, execute)
     except (ConfigError, folder.RunnerError) as err:

@@ -103,20 +103,31 @@ def train(
         run.loop(progress, on_step)
         run.finish()
     except BaseException as err:
-        if not isinstance(err, Exception):  # killed, interrupted, preempted: unfinished, no summary
-            if run is not None and run.trackers is not None:
-                run.trackers.abort()
-            raise
-        if store.no_space(err):  # not the run's fault: no summary, so the run is run again later
-            if run is not None and run.trackers is not None:
-                run.trackers.abort()
+        record_failure(run, out, summary, device, err)
+    return conclude(run, out, summary, t0)
+
+
+def record_failure(run: Training | None, out: Path, summary: dict[str, Any], device: torch.device,
+                   err: BaseException) -> None:
+    """Inside ``except``: a run's exception becomes its ``error`` status; anything that is not the run's
+    fault is raised again (killed, interrupted, preempted: unfinished, no summary; a full disk).
+    """
+    if not isinstance(err, Exception) or store.no_space(err):
+        if run is not None and run.trackers is not None:
+            run.trackers.abort()
+        if isinstance(err, Exception):  # not the run's fault: no summary, so the run is run again later
             raise store.DiskFull(out) from None
-        summary["status"] = "error"
-        summary["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
-        with open(out / "log.txt", "a") as log:
-            log.write(traceback.format_exc())
-        if "device_name" not in summary:
-            summary.update(store.provenance(str(device)))
+        raise err
+    summary["status"] = "error"
+    summary["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
+    with open(out / "log.txt", "a") as log:
+        log.write(traceback.format_exc())
+    if "device_name" not in summary:
+        summary.update(store.provenance(str(device)))
+
+
+def conclude(run: Training | None, out: Path, summary: dict[str, Any], t0: float) -> dict[str, Any]:
+    """Write the finished run's summary (last, atomically), close its trackers, drop its checkpoint."""
     summary["wall_s"] = round(time.perf_counter() - t0, 3)
     store.write_json(out / store.SUMMARY, summary)
     if run is not None and run.trackers is not None:
@@ -203,60 +214,82 @@ class Training:
 
     def loop(self, progress: bool | None, on_step: Callable[[int], None] | None) -> None:
         """Every step from the current one to the last; sets ``ok`` / ``failed`` / ``diverged``."""
-        tc, state = self.tc, self.state
-        bar = _progress_bar(self.total_steps, state.step, progress)
-        self.metrics = open(self.out / store.METRICS, "a")
+        bar = _progress_bar(self.total_steps, self.state.step, progress)
+        self.begin()
         try:
-            if state.step == 0:
-                # The scales as initialised, before any update: a re-init bug (timm once reset its
-                # gamma to 1) shows here. Probes take no gradients and draw no random numbers.
-                x0, _ = next(self.stream.batches(0, 1))
-                self.log({"kind": "train", "step": 0, "loss": None, "lr": lr_at(0, self.total_steps, tc),
-                          "grad_norm": None, "blocks": probe(self.model, x0)})
-            self.model.train()
-            for x, y in self.stream.batches(state.step, self.total_steps):
+            for x, y in self.stream.batches(self.state.step, self.total_steps):
                 self.step(x, y)
-                step = state.step
-                evaluate = (tc.eval_every and step % tc.eval_every == 0) or step == self.total_steps
-                save = tc.checkpoint_every and step % tc.checkpoint_every == 0 and step < self.total_steps
-                if evaluate or save or self._read_due(step):
-                    self.read(x)
-                if evaluate:
-                    self.evaluate(step)
-                if save:
-                    self.metrics.flush()
-                    checkpoint.save(self.out / store.CHECKPOINT, self.summary["run_id"], self.model, self.optimizer,
-                                    state)
-                if bar is not None:
-                    bar.update(1)
-                    if state.ema is not None:
-                        bar.set_postfix(loss=f"{state.ema:.3f}", refresh=False)
-                if on_step is not None:
-                    try:
-                        on_step(step)
-                    except StopRun as stop:
-                        if stop.save and step >= self.total_steps:
-                            continue  # the last step is done: finishing costs less than redoing it
-                        if stop.save:
-                            self.read(x)  # the state saved must be this step's (and the run not diverged)
-                            self.metrics.flush()
-                            checkpoint.save(self.out / store.CHECKPOINT, self.summary["run_id"], self.model,
-                                            self.optimizer, state, preempted=True)
-                        raise
-            self.summary["status"] = "ok"
-            self._judge_failure()
-        except StoppedAtChance:
-            self.summary["stopped_step"] = state.step
-            self.log({"kind": "stopped", "step": state.step, "reason": "at_chance"})
-            self.evaluate(state.step)
-            self._judge_failure()
-        except Diverged as d:
-            self.summary.update(status="diverged", diverged_step=d.step, diverged_reason=d.reason)
-            self.log({"kind": "diverged", "step": d.step, "reason": d.reason})
+                self.after_step(x, bar, on_step)
+            self.completed()
+        except (StoppedAtChance, Diverged) as stop:
+            self.stopped(stop)
         finally:
             self.metrics.close()
             if bar is not None:
                 bar.close()
+
+    def begin(self) -> None:
+        """Open the metrics log; at step 0, record the scales as initialised (before any update: a
+        re-init bug, like timm's old reset of gamma to 1, shows here; probes take no gradients and
+        draw no random numbers)."""
+        self.metrics = open(self.out / store.METRICS, "a")
+        if self.state.step == 0:
+            x0, _ = next(self.stream.batches(0, 1))
+            self.log({"kind": "train", "step": 0, "loss": None, "lr": lr_at(0, self.total_steps, self.tc),
+                      "grad_norm": None, "blocks": probe(self.model, x0)})
+        self.model.train()
+
+    def after_step(self, x: torch.Tensor, bar: Any = None, on_step: Callable[[int], None] | None = None) -> None:
+        """What follows a step: the host read when due, evaluation, checkpoint, progress, ``on_step``.
+
+        Raises:
+            Diverged, StoppedAtChance: from :meth:`read`.
+            StopRun: from ``on_step`` (a preemption saves a checkpoint of this step first).
+        """
+        tc, state = self.tc, self.state
+        step = state.step
+        evaluate = (tc.eval_every and step % tc.eval_every == 0) or step == self.total_steps
+        save = tc.checkpoint_every and step % tc.checkpoint_every == 0 and step < self.total_steps
+        if evaluate or save or self._read_due(step):
+            self.read(x)
+        if evaluate:
+            self.evaluate(step)
+        if save:
+            self.metrics.flush()
+            checkpoint.save(self.out / store.CHECKPOINT, self.summary["run_id"], self.model, self.optimizer, state)
+        if bar is not None:
+            bar.update(1)
+            if state.ema is not None:
+                bar.set_postfix(loss=f"{state.ema:.3f}", refresh=False)
+        if on_step is not None:
+            try:
+                on_step(step)
+            except StopRun as stop:
+                if stop.save and step >= self.total_steps:
+                    return  # the last step is done: finishing costs less than redoing it
+                if stop.save:
+                    self.read(x)  # the state saved must be this step's (and the run not diverged)
+                    self.metrics.flush()
+                    checkpoint.save(self.out / store.CHECKPOINT, self.summary["run_id"], self.model,
+                                    self.optimizer, state, preempted=True)
+                raise
+
+    def completed(self) -> None:
+        """Every step done: ``ok``, or ``failed`` if the smoothed loss ended at chance."""
+        self.summary["status"] = "ok"
+        self._judge_failure()
+
+    def stopped(self, stop: StoppedAtChance | Diverged) -> None:
+        """The run ended early: ``failed`` at chance (evaluated where it stopped), or ``diverged``."""
+        state = self.state
+        if isinstance(stop, StoppedAtChance):
+            self.summary["stopped_step"] = state.step
+            self.log({"kind": "stopped", "step": state.step, "reason": "at_chance"})
+            self.evaluate(state.step)
+            self._judge_failure()
+        else:
+            self.summary.update(status="diverged", diverged_step=stop.step, diverged_reason=stop.reason)
+            self.log({"kind": "diverged", "step": stop.step, "reason": stop.reason})
 
     def _judge_failure(self) -> None:
         state, threshold = self.state, self.tc.fail_fraction * self.chance
@@ -272,25 +305,34 @@ class Training:
         non-finite one makes the fused AdamW skip this update and every later one, and :meth:`read`
         finds the step. Without a fused AdamW (an older torch), the host checks every step instead.
         """
-        tc, state, device = self.tc, self.state, self.device
-        t_start, c_start = time.perf_counter(), time.process_time()
+        lr, started = self.begin_step()
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
+            loss = F.cross_entropy(self.step_fn(x), y, label_smoothing=self.tc.label_smoothing)
+        loss.backward()
+        self.end_step(loss, lr, started)
+
+    def begin_step(self) -> tuple[float, tuple[float, float]]:
+        """Set this step's learning rate; returns it and the step's start (wall, process time)."""
+        started = time.perf_counter(), time.process_time()
         if not self.steps:
-            self.window = (t_start, c_start)
-        step = state.step
-        lr = lr_at(step, self.total_steps, tc)
+            self.window = started
+        lr = lr_at(self.state.step, self.total_steps, self.tc)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
-            loss = F.cross_entropy(self.step_fn(x), y, label_smoothing=tc.label_smoothing)
-        loss.backward()
+        return lr, started
+
+    def end_step(self, loss: torch.Tensor, lr: float, started: tuple[float, float]) -> None:
+        """After the backward pass: clip, keep the numbers on the device, update (skipped on the
+        device after a non-finite value), and time the step."""
+        state, step = self.state, self.state.step
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
         self.steps.record(step, lr, loss, grad_norm)
         if self.sync_free or not self.steps.bad.item():
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         state.step = step + 1
-        if device.type != "cuda" and step >= self.timed_from:  # on a CPU each step's time is its own
-            self._timed(time.perf_counter() - t_start, time.process_time() - c_start, 1)
+        if self.device.type != "cuda" and step >= self.timed_from:  # on a CPU each step's time is its own
+            self._timed(time.perf_counter() - started[0], time.process_time() - started[1], 1)
 
     def _read_due(self, step: int) -> bool:
         """Whether the host must read the device's numbers after ``step`` steps: at every log step,

@@ -24,7 +24,7 @@ from typing import Any, Callable
 from suite import store
 from suite.sweep.folder import clear_stale, run_dir
 from suite.sweep.spec import Run
-from suite.sweep.task import check_result, execute, record_lost
+from suite.sweep.task import check_result, execute_pack, record_lost
 
 Report = Callable[[Run, dict[str, Any]], None]
 
@@ -44,7 +44,7 @@ def _worker_main(conn, env: dict[str, str], parent_pid: int) -> None:
             return
         if task is None:
             return
-        conn.send(execute(*task))
+        conn.send(execute_pack(task))
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -62,7 +62,7 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 class _Worker:
-    """One worker process and the run it is holding (``None`` when idle)."""
+    """One worker process and the runs it is holding (one, or a pack; ``None`` when idle)."""
 
     def __init__(self, ctx, env: dict[str, str], device: str) -> None:
         self.env, self.device = env, device
@@ -72,17 +72,18 @@ class _Worker:
         self.proc = ctx.Process(target=_worker_main, args=(child, env, os.getpid()), daemon=False)
         self.proc.start()
         child.close()
-        self.run: Run | None = None
+        self.run: list[Run] | None = None
         self.started = 0.0
 
-    def assign(self, run: Run, out: Path) -> None:
-        self.run, self.started = run, time.perf_counter()
-        clear_stale(out, run)
-        with contextlib.suppress(OSError):  # a worker dead already: poll() records it with this run
-            self.conn.send((run.cfg, str(run_dir(out, run)), run.extra))
+    def assign(self, runs: list[Run], out: Path) -> None:
+        self.run, self.started = runs, time.perf_counter()
+        for run in runs:
+            clear_stale(out, run)
+        with contextlib.suppress(OSError):  # a worker dead already: poll() records it with these runs
+            self.conn.send([(run.cfg, str(run_dir(out, run)), run.extra) for run in runs])
 
     def poll(self) -> tuple[str, Any]:
-        """``("result", dict)``, ``("died", exitcode)`` or ``("busy", None)``."""
+        """``("result", [dict, ...])``, ``("died", exitcode)`` or ``("busy", None)``."""
         for _ in range(2):  # a worker may send its result and then die: read the pipe first
             if self.conn.poll():
                 try:
@@ -113,13 +114,15 @@ def gpu_for(slot: int, gpus: list[str]) -> str:
 
 
 def run_local(todo: list[Run], out: Path, report: Report, *, workers: int, gpus: list[str],
-              threads: int) -> None:
+              threads: int, pack: int = 1) -> None:
     """Run ``todo`` in ``workers`` processes; each finished run is passed to ``report``.
 
     Args:
         gpus: visible GPU ids; worker i gets ``CUDA_VISIBLE_DEVICES=gpus[i % len(gpus)]``.
             Empty: CPU only, ``CUDA_VISIBLE_DEVICES`` is emptied.
         threads: ``OMP_NUM_THREADS`` for each worker (the configs carry ``train.threads``).
+        pack: train up to this many runs that differ only in seed (lr, weight decay, LayerScale
+            init) as one stacked model in one worker (:func:`suite.sweep.packs.group`).
 
     Raises:
         KeyboardInterrupt: after stopping every worker; unfinished runs keep no summary.
@@ -131,7 +134,9 @@ def run_local(todo: list[Run], out: Path, report: Report, *, workers: int, gpus:
         env = {"CUDA_VISIBLE_DEVICES": gpu, "OMP_NUM_THREADS": str(threads)}
         return _Worker(ctx, env, f"cuda:{gpu}" if gpus else "cpu")
 
-    queue = collections.deque(todo)
+    from suite.sweep.packs import group
+
+    queue = collections.deque(group(todo, pack))
     pool: list[_Worker | None] = [start(i) for i in range(min(workers, len(todo)))]
     interrupted = True
     try:
@@ -147,13 +152,14 @@ def run_local(todo: list[Run], out: Path, report: Report, *, workers: int, gpus:
                 state, value = w.poll()
                 if state == "busy":
                     continue
-                run, wall, w.run = w.run, time.perf_counter() - w.started, None
+                runs, wall, w.run = w.run, time.perf_counter() - w.started, None
                 if state == "died":
                     how = f"killed by signal {-value}" if value is not None and value < 0 else f"exit code {value}"
-                    value = record_lost(run, out, f"worker process died with {how}", wall, w.device)
+                    value = [record_lost(run, out, f"worker process died with {how}", wall, w.device) for run in runs]
                     # A replacement takes the dead worker's slot (and GPU), if there is work left for it.
                     pool[i] = start(i) if queue else None
-                report(run, check_result(value))
+                for run, result in zip(runs, value):
+                    report(run, check_result(result))
         interrupted = False
     finally:
         for w in pool:

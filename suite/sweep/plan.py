@@ -22,7 +22,7 @@ Executor = Callable[[list[Run], Path, Report], None]
 def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, workers: int | None = None,
          threads: int | None = None, ray_address: str | None = None,
          ray_timeout: float = 30.0, slurm: SlurmOptions | None = None, runs_per_gpu: int | None = None,
-         notify: Callable[[str], None] = lambda line: None) -> tuple[list[Run], Executor]:
+         pack: int = 1, notify: Callable[[str], None] = lambda line: None) -> tuple[list[Run], Executor]:
     """Decide devices, workers and threads for ``todo``.
 
     Args:
@@ -38,6 +38,8 @@ def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, 
         runs_per_gpu: runs sharing each GPU at once: ``K`` worker processes per visible GPU locally,
             ``num_gpus = 1/K`` per Ray task (small models leave most of a GPU idle; CUDA MPS lets the
             processes' kernels overlap).
+        pack: local backend: train up to this many runs that differ only in seed (lr, weight decay,
+            LayerScale init) as one stacked model (``suite run --pack N``).
         notify: receives the lines a backend has for the user (the Slurm job ids).
 
     Returns:
@@ -66,6 +68,8 @@ def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, 
         gpus = visible_gpus()
         if "cuda" in devices and not gpus:
             raise RunnerError("--device cuda: torch sees no CUDA device; use --device cpu or auto")
+    if pack > 1 and backend != "local":
+        raise RunnerError(f"--pack {pack}: only the local backend packs runs so far; drop --pack for --backend {backend}")
     if runs_per_gpu is not None:
         if backend == "slurm":
             raise RunnerError("--runs-per-gpu: not for --backend slurm (each worker job holds its own GPU); "
@@ -101,7 +105,8 @@ def plan(todo: list[Run], *, backend: str = "local", device: str | None = None, 
                                                               notify=notify)
     from suite.sweep.local import run_local
 
-    return todo, lambda t, out, report: run_local(t, out, report, workers=workers, gpus=gpus, threads=threads)
+    return todo, lambda t, out, report: run_local(t, out, report, workers=workers, gpus=gpus, threads=threads,
+                                                   pack=pack)
 
 
 def auto_device(backend: str, ray_address: str | None = None, ray_timeout: float = 30.0) -> str:

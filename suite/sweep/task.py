@@ -42,6 +42,23 @@ def execute(cfg, out_dir: str, extra: dict[str, Any], on_step: Callable[[int], N
     return {k: summary.get(k) for k in RESULT_KEYS}
 
 
+def execute_pack(items: list[tuple[Any, str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Train ``items`` (``(cfg, out_dir, extra)`` each) as one pack (:mod:`suite.engine.pack`); the
+    headline results of each, in order. A pack of one is a solo run."""
+    if len(items) == 1:
+        return [execute(*items[0])]
+    if any(os.environ.get(CRASH_ENV) == store.run_id(cfg) for cfg, _, _ in items):
+        os._exit(3)
+    from suite.engine.pack import train_pack
+
+    cfgs, dirs, extras = zip(*items)
+    try:
+        summaries = train_pack(list(cfgs), list(dirs), list(extras))
+    except store.DiskFull as err:
+        return [{"disk_full": err.path} for _ in items]
+    return [{k: s.get(k) for k in RESULT_KEYS} for s in summaries]
+
+
 def check_result(result: dict[str, Any]) -> dict[str, Any]:
     """``result`` as it is, unless it says the disk is full.
 

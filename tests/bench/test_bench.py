@@ -336,8 +336,10 @@ def test_throughput_arms_train_real_runs_and_report_runs_per_hour(tmp_path):
     base = {"data": {"name": "synthetic", "synthetic_train": 128, "synthetic_test": 32, "synthetic_img_size": 8},
             "model": {"patch_size": 4, "dim": 16, "heads": 2, "depth": 1},
             "train": {"steps": 5, "batch_size": 16, "warmup_steps": 1, "log_every": 5, "eval_every": 0}}
-    rows = measure_throughput([Arm("solo", 1, 1), Arm("co-located 2", 2, 1)], runs=2, device="cpu", base=base)
-    assert [r["arm"] for r in rows] == ["solo", "co-located 2"] and rows[0]["speedup"] == 1.0
+    rows = measure_throughput([Arm("solo", 1, 1), Arm("co-located 2", 2, 1), Arm("packed 2", 1, 1, 2)], runs=2,
+                              device="cpu", base=base)
+    assert [r["arm"] for r in rows] == ["solo", "co-located 2", "packed 2"] and rows[0]["speedup"] == 1.0
+    assert rows[2]["pack"] == 2
     for r in rows:
         assert r["runs"] == 2 and r["steps"] == 5 and r["wall_s"] > 0 and "error" not in r["statuses"]
         assert r["runs_per_hour"] == pytest.approx(2 / r["wall_s"] * 3600, rel=0.01)
@@ -345,7 +347,7 @@ def test_throughput_arms_train_real_runs_and_report_runs_per_hour(tmp_path):
             "provenance": {"device_name": "cpu", "torch_version": "x", "git_commit": "y", "started_at": "z"}}
     paths = write_outputs(tmp_path, rows, meta)
     assert [p.name for p in paths] == ["throughput.csv", "throughput.md", "throughput.json"]
-    assert "| co-located 2 | 2 x 1 | 2 | 5 |" in markdown(rows, meta)
+    assert "| co-located 2 | 2 x 1 | 1 | 2 | 5 |" in markdown(rows, meta)
 
 
 def test_throughput_co_located_1_is_one_line(tmp_path, capsys):

@@ -1,0 +1,186 @@
+"""Packed runs: several runs of one shape trained as one stacked model in one process.
+
+Runs that differ only in their seed (and, optionally, ``train.lr``, ``train.weight_decay`` and
+``model.layerscale.init``) have the same computation graph. A pack stacks their parameters along a
+new first dimension and runs the very same model code over all of them at once with
+``torch.func.vmap`` over ``functional_call``: one kernel launch per layer for the whole pack instead
+of one per run, which is what a GPU wastes on small models.
+
+Each member stays a complete run: its own :class:`~suite.engine.loop.Training` with its own data
+order, learning rate and schedule, gradient clipping, fused AdamW, device-side step log and
+divergence rules, probes, evaluation, checkpoints and run folder, with the same files and summary as
+a solo run (plus ``pack_size``). Only the forward and backward passes are joint: the members'
+parameters are stacked afresh each step from their own leaves, so the sum of the members' losses
+gives each member exactly its own gradient. A member that diverges, stops at chance or fails is
+recorded at its step and leaves the pack; the others go on.
+
+Restriction: randomness inside the forward (drop-path) cannot follow each member's own generator
+under ``vmap``, so runs with ``model.drop_path > 0`` are not packed (:func:`packable`).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, vmap
+
+from suite import store
+from suite.config import RunConfig
+from suite.engine.loop import Diverged, StoppedAtChance, Training, conclude, record_failure, start
+
+# Keys in which the members of one pack may differ; everything else must be equal.
+MEMBER_KEYS = frozenset({"seed", "train.lr", "train.weight_decay", "model.layerscale.init"})
+
+
+def packable(cfg: RunConfig) -> str | None:
+    """Why ``cfg`` cannot be packed, or None when it can."""
+    if cfg.model.drop_path > 0:
+        return "drop-path draws random numbers inside the forward, which vmap cannot give each member"
+    if cfg.train.compile:
+        return "torch.compile is not applied to packed runs"
+    if cfg.model.backend != "suite":
+        return "only the suite's own ViT is packed"
+    return None
+
+
+def pack_key(cfg: RunConfig) -> str:
+    """Runs with equal keys can share a pack: the config without :data:`MEMBER_KEYS` and execution keys."""
+    from suite.config import flatten, to_dict
+
+    flat = {k: v for k, v in flatten(to_dict(cfg)).items()
+            if k not in MEMBER_KEYS and k not in store.EXECUTION_KEYS}
+    return repr(sorted(flat.items(), key=lambda kv: kv[0]))
+
+
+class _Member:
+    """One run of the pack: its folder, summary and :class:`Training` (None once it has ended)."""
+
+    def __init__(self, cfg: RunConfig, out: Path, extra: dict[str, Any] | None, size: int) -> None:
+        self.out = Path(out)
+        store.open_run_folder(self.out)
+        self.t0 = time.perf_counter()
+        self.summary = store.empty_summary(cfg, {**(extra or {}), "pack_size": size})
+        self.device = torch.device("cpu")
+        self.training: Training | None = None
+        self.done = False
+        try:
+            cfg, self.device = start(cfg, self.summary)
+            self.training = Training(cfg, self.out, self.device, self.summary)
+            self.training.setup()
+            self.batches = iter(self.training.stream.batches(self.training.state.step, self.training.total_steps))
+            self.training.begin()
+        except BaseException as err:
+            self.fail(err)
+
+    def fail(self, err: BaseException) -> None:
+        """Inside ``except``: record the member's error (or raise what is not its fault) and end it."""
+        if self.training is not None and self.training.metrics is not None:
+            self.training.metrics.close()
+        record_failure(self.training, self.out, self.summary, self.device, err)
+        self.end()
+
+    def end(self) -> None:
+        if self.training is not None and self.training.metrics is not None and not self.training.metrics.closed:
+            self.training.metrics.close()
+        if self.summary["status"] != "error" and self.training is not None:
+            self.training.finish()
+        conclude(self.training, self.out, self.summary, self.t0)
+        self.done = True
+
+
+def train_pack(cfgs: list[RunConfig], out_dirs: list[str | Path], extras: list[dict[str, Any]] | None = None,
+               on_step: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+    """Train ``cfgs`` as one pack, each into its own folder; returns their summaries (in order).
+
+    Args:
+        cfgs: resolved run configs that share a :func:`pack_key` and are :func:`packable`.
+        out_dirs: one run folder each; a ``checkpoint.pt`` there is resumed from, as by a solo run.
+        extras: top-level summary keys per run (the sweep adds ``ablation``, ``variant``).
+        on_step: called after every pack step with the members' step (tests inject faults here).
+
+    Raises:
+        ValueError: the runs cannot share a pack.
+        DiskFull: the disk filled up (no summary for the runs still going; they run again).
+    """
+    keys = {pack_key(c) for c in cfgs}
+    problems = [p for p in map(packable, cfgs) if p]
+    if len(keys) > 1 or problems:
+        raise ValueError(f"these runs cannot share a pack: {problems[0] if problems else 'they differ in more than '}"
+                         f"{'' if problems else ', '.join(sorted(MEMBER_KEYS))}")
+    extras = extras or [{} for _ in cfgs]
+    members = [_Member(c, Path(o), e, len(cfgs)) for c, o, e in zip(cfgs, out_dirs, extras)]
+    try:
+        _loop([m for m in members if not m.done], on_step)
+    except BaseException:
+        for m in members:
+            if not m.done and m.training is not None:
+                if m.training.metrics is not None:
+                    m.training.metrics.close()
+                if m.training.trackers is not None:
+                    m.training.trackers.abort()
+        raise
+    return [m.summary for m in members]
+
+
+def _loop(live: list[_Member], on_step: Callable[[int], None] | None) -> None:
+    if not live:
+        return
+    base = copy.deepcopy(live[0].training.model).to("meta")  # the code of the model, none of its tensors
+    names = [n for n, _ in base.named_parameters()]
+    buffer_names = [n for n, _ in base.named_buffers()]
+
+    def forward(params: dict, buffers: dict, x: torch.Tensor) -> torch.Tensor:
+        return functional_call(base, (params, buffers), (x,))
+
+    batched = vmap(forward, randomness="error")
+    while live:
+        batch = []
+        for m in list(live):
+            item = next(m.batches, None)
+            if item is None:  # every step done
+                m.training.completed()
+                m.end()
+                live.remove(m)
+            else:
+                batch.append((m, item))
+        if not batch:
+            return
+        members = [m for m, _ in batch]
+        started = [m.training.begin_step() for m in members]
+        own = [dict(m.training.model.named_parameters()) for m in members]
+        own_buffers = [dict(m.training.model.named_buffers()) for m in members]
+        params = {n: torch.stack([p[n] for p in own]) for n in names}
+        buffers = {n: torch.stack([b[n] for b in own_buffers]) for n in buffer_names}
+        x = torch.stack([xy[0] for _, xy in batch])
+        y = torch.stack([xy[1] for _, xy in batch])
+        first = members[0].training
+        with torch.autocast(first.device.type, dtype=torch.bfloat16, enabled=first.use_bf16), \
+                warnings.catch_warnings():
+            # torch has no vmap rule for CPU attention and says so every time; docs/backends/local.md says it once
+            warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet")
+            logits = batched(params, buffers, x)
+        losses = [F.cross_entropy(logits[i], y[i], label_smoothing=m.training.tc.label_smoothing)
+                  for i, m in enumerate(members)]
+        torch.stack(losses).sum().backward()  # each member's parameters get the gradient of its own loss
+        for i, m in enumerate(members):
+            m.training.end_step(losses[i].detach(), *started[i])
+        for i, m in enumerate(members):
+            try:
+                m.training.after_step(x[i])
+            except (StoppedAtChance, Diverged) as stop:
+                m.training.stopped(stop)
+                m.end()
+                live.remove(m)
+            except Exception as err:  # noqa: BLE001  (one member's failure ends it alone)
+                try:
+                    m.fail(err)
+                finally:
+                    live.remove(m)
+        if on_step is not None and batch:
+            on_step(members[0].training.state.step)
