@@ -73,6 +73,14 @@ def measure_throughput(arms: list[Arm], *, runs: int, device: str, base: dict[st
     gpus = ["0"] if device == "cuda" else []
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="suite-throughput-") as tmp:
+        # Untimed: one short run first, so that no arm pays for a cold file cache or first data load.
+        warm = Path(tmp) / "warm-up"
+        warm.mkdir()
+        store.atomic_write_text(warm / "ablation.yaml", yaml.safe_dump(
+            {"name": "throughput", "base": {**base, "train": {**base["train"], "steps": 2}, "device": device},
+             "seeds": 1, "variants": {"run": {}}}, sort_keys=False))
+        run_local(resolve_runs(load_ablation(warm / "ablation.yaml").runs, device, device), warm / "out",
+                  lambda run, result: None, workers=1, gpus=gpus, threads=arms[0].threads if arms else 1)
         for arm in arms:
             folder = Path(tmp) / arm.name.replace(" ", "-")
             spec = {"name": "throughput", "base": {**base, "device": device}, "seeds": runs,
