@@ -105,3 +105,22 @@ def test_suite_run_pack_gives_the_summaries_of_solo_runs(tmp_path, capsys):
     for rid in solo:
         assert packed[rid]["status"] == solo[rid]["status"]
         assert packed[rid]["test_acc"] == pytest.approx(solo[rid]["test_acc"], abs=0.05)
+
+
+def test_a_pack_of_one_is_exactly_a_solo_run(tmp_path):
+    """--pack with nothing to pack it with (one seed): the run goes through the solo engine, bit for bit."""
+    from pathlib import Path
+
+    from suite.cli import main
+
+    smoke = Path(__file__).resolve().parents[2] / "ablations" / "smoke.yaml"
+    args = ["--device", "cpu", "--threads", "1", "--workers", "1", "--only", "seed=0"]
+    assert main(["run", str(smoke), "--out", str(tmp_path / "solo"), *args]) == 0
+    assert main(["run", str(smoke), "--out", str(tmp_path / "pack"), "--pack", "4", *args]) == 0
+    for summary in sorted((tmp_path / "solo" / "runs").glob("*/summary.json")):
+        packed = tmp_path / "pack" / "runs" / summary.parent.name
+        assert (packed / "metrics.jsonl").read_text() == (summary.parent / "metrics.jsonl").read_text()
+        solo_s, pack_s = json.loads(summary.read_text()), json.loads((packed / "summary.json").read_text())
+        assert "pack_size" not in pack_s
+        assert {k: v for k, v in pack_s.items() if k not in VOLATILE} == \
+            {k: v for k, v in solo_s.items() if k not in VOLATILE}
