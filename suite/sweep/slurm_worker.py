@@ -24,6 +24,7 @@ from suite.sweep import claims
 from suite.sweep.task import execute
 
 WORKERS = "workers"  # <out>/slurm/workers/<owner>.jsonl: what each worker did, one event per line
+RESCAN_S = 5.0  # how often a worker looks again at runs that other workers hold
 
 
 class SlurmWorker:
@@ -52,7 +53,7 @@ class SlurmWorker:
     def __call__(self, index: int) -> dict[str, int]:
         """Train runs until every one has a summary.
 
-        Runs held by other workers are looked at again every ``lease_s / 4`` seconds, so that the
+        Runs held by other workers are looked at again every few seconds, so that the
         run of a worker that died is taken over once its claim expires; the worker leaves when no
         run is left without a summary.
 
@@ -115,8 +116,8 @@ class SlurmWorker:
                         beat.hold(None)
                         claim.release()
                 left = waiting
-                if left:
-                    time.sleep(beat.period)
+                if left:  # cheap to look again (a stat per run); a finished sweep must not keep workers idle
+                    time.sleep(min(beat.period, RESCAN_S))
         except StopRun as err:
             if err.save:  # preempted: requeue through submitit
                 self._requeue()
