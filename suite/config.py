@@ -385,6 +385,9 @@ def validate(cfg: RunConfig, source: str = "config") -> None:
             raise ConfigError(f"{source}: {key} must be {what}, got {value!r}")
     if m.dim % m.heads:
         raise ConfigError(f"{source}: model.dim ({m.dim}) must be divisible by model.heads ({m.heads})")
+    if m.backend == "timm" and m.weight_init != "timm":
+        raise ConfigError(f"{source}: model.weight_init {m.weight_init}: timm's ViT initialises its own weights; "
+                          f"use model.backend: suite")
 
 
 def resolve_precision(cfg: RunConfig, device_type: str) -> RunConfig:

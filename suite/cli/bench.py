@@ -83,6 +83,16 @@ def resolved_command(settings: dict) -> str:
     return " ".join(parts)
 
 
+def _refused(args: argparse.Namespace, problem: str | None) -> bool:
+    """Print the first problem with the flags, a CUDA device or ``--out`` as one ``error:`` line; True if any."""
+    if problem is None and args.device == "cuda" and not torch.cuda.is_available():
+        problem = "--device cuda: torch sees no CUDA device; use --device cpu"
+    problem = problem or writable_dir(args.out, "--out")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+    return problem is not None
+
+
 def run_throughput(args: argparse.Namespace) -> int:
     """``suite bench --throughput``: runs per hour, solo against co-located (suite/bench/throughput.py)."""
     from suite.bench import throughput
@@ -92,11 +102,7 @@ def run_throughput(args: argparse.Namespace) -> int:
     problem = at_least(args, 1, "runs", "run_steps") or (
         f"--co-located {min(co_located)}: must be >= 2" if min(co_located) < 2 else None) or (
         f"--packed {min(packed)}: must be >= 2" if packed and min(packed) < 2 else None)
-    if problem is None and args.device == "cuda" and not torch.cuda.is_available():
-        problem = "--device cuda: torch sees no CUDA device; use --device cpu"
-    problem = problem or writable_dir(args.out, "--out")
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
+    if _refused(args, problem):
         return 2
     arms = throughput.default_arms(args.device, co_located, packed)
     command = (f"suite bench --throughput --device {args.device} --runs {args.runs} --run-steps {args.run_steps} "
@@ -125,11 +131,7 @@ def run(args: argparse.Namespace) -> int:
                or at_least(args, 0, "warmup", "gemm"))
     if problem is None and args.dim % args.heads:
         problem = f"--dim {args.dim} must be divisible by --heads {args.heads}"
-    if problem is None and args.device == "cuda" and not torch.cuda.is_available():
-        problem = "--device cuda: torch sees no CUDA device; use --device cpu"
-    problem = problem or writable_dir(args.out, "--out")
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
+    if _refused(args, problem):
         return 2
     defaults = DEVICE_DEFAULTS[args.device]
     opt = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in defaults.items()}

@@ -73,6 +73,8 @@ class _Member:
             cfg, self.device = start(cfg, self.summary)
             self.training = Training(cfg, self.out, self.device, self.summary)
             self.training.setup()
+            self.params = dict(self.training.model.named_parameters())  # the leaves each step stacks
+            self.buffers = dict(self.training.model.named_buffers())
             self.batches = iter(self.training.stream.batches(self.training.state.step, self.training.total_steps))
             self.training.begin()
         except BaseException as err:
@@ -80,8 +82,6 @@ class _Member:
 
     def fail(self, err: BaseException) -> None:
         """Inside ``except``: record the member's error (or raise what is not its fault) and end it."""
-        if self.training is not None and self.training.metrics is not None:
-            self.training.metrics.close()
         record_failure(self.training, self.out, self.summary, self.device, err)
         self.end()
 
@@ -153,10 +153,8 @@ def _loop(live: list[_Member], on_step: Callable[[int], None] | None) -> None:
             return
         members = [m for m, _ in batch]
         started = [m.training.begin_step() for m in members]
-        own = [dict(m.training.model.named_parameters()) for m in members]
-        own_buffers = [dict(m.training.model.named_buffers()) for m in members]
-        params = {n: torch.stack([p[n] for p in own]) for n in names}
-        buffers = {n: torch.stack([b[n] for b in own_buffers]) for n in buffer_names}
+        params = {n: torch.stack([m.params[n] for m in members]) for n in names}
+        buffers = {n: torch.stack([m.buffers[n] for m in members]) for n in buffer_names}
         x = torch.stack([xy[0] for _, xy in batch])
         y = torch.stack([xy[1] for _, xy in batch])
         first = members[0].training

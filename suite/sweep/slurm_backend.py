@@ -180,13 +180,23 @@ def live_jobs(out: Path) -> list[str]:
     return [j.job_id for j in _attach(Path(out), SlurmOptions())]
 
 
+def read_submission(out: Path) -> dict[str, Any] | None:
+    """``slurm/submission.json`` of ``out`` (``cluster``, ``jobs`` as strings, ``lease_s``,
+    ``submitted_at``), or None when there is none or it cannot be read."""
+    try:
+        record = json.loads((Path(out) / "slurm" / SUBMISSION).read_text(encoding="utf-8"))
+        record["cluster"], record["jobs"] = str(record["cluster"]), [str(j) for j in record["jobs"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return record
+
+
 def _attach(out: Path, opts: SlurmOptions) -> list[Any]:
     """The jobs of the last submission into ``out`` that are still pending or running, if any."""
-    try:
-        record = json.loads((out / "slurm" / SUBMISSION).read_text(encoding="utf-8"))
-        cluster, ids = record["cluster"], [str(j) for j in record["jobs"]]
-    except (OSError, ValueError, KeyError, TypeError):
+    record = read_submission(out)
+    if record is None:
         return []
+    cluster, ids = record["cluster"], record["jobs"]
     if cluster == "local":
         live = [_LocalProcess(j) for j in ids]
         return [j for j in live if not j.done()]

@@ -12,7 +12,6 @@ has one but nothing was written for longer (killed; the next ``suite run`` start
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections import Counter
@@ -154,15 +153,14 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
 def _slurm_view(out: Path, now: float) -> SlurmView | None:
     """What ``slurm/submission.json`` and ``claims/`` say, or None for a sweep that never used Slurm."""
     from suite.sweep.claims import CLAIMS
-    from suite.sweep.slurm_backend import SUBMISSION
+    from suite.sweep.slurm_backend import read_submission
 
-    try:
-        record = json.loads((out / "slurm" / SUBMISSION).read_text(encoding="utf-8"))
-        cluster, jobs = str(record["cluster"]), len(record["jobs"])
-        submitted, lease = str(record.get("submitted_at", "?")), record.get("lease_s")
-        lease = float(lease) if isinstance(lease, (int, float)) else None
-    except (OSError, ValueError, KeyError, TypeError):
+    record = read_submission(out)
+    if record is None:
         return None
+    cluster, jobs = record["cluster"], len(record["jobs"])
+    submitted, lease = str(record.get("submitted_at", "?")), record.get("lease_s")
+    lease = float(lease) if isinstance(lease, (int, float)) else None
     ages = []
     for claim in (out / CLAIMS).glob("*.json") if (out / CLAIMS).is_dir() else []:
         try:
