@@ -3,12 +3,12 @@
 Arms: every scheme of :data:`suite.registry.SCHEMES` at its defaults (``layerscale`` is per-channel,
 on both branches, ε by CaiT's rule); ``timm-preln`` / ``timm-layerscale``, timm's own
 ``VisionTransformer`` without / with ``init_values`` at the same shape; and optional variants
-(``layerscale:scalar``, ``:head``, ``:frozen``, ``:unfused``, ``:folded``). ``layerscale:unfused``
-computes ``x + γ·branch`` as timm does (a separate multiply, one more pass over the activations):
-it shows what the fused ``addcmul`` saves, and is the kind of regression the CI gate must catch.
-``layerscale:folded`` is a candidate implementation, not yet in ``suite/models``: γ folded into the
-branch's last linear layer (``attn.proj``, ``mlp.fc2``), so its cost scales with the weights
-rather than with the activations (see docs/benchmark.md).
+(``layerscale:scalar``, ``:head``, ``:frozen``, ``:unfused``, and the candidate implementations
+``:folded``, ``:function``, ``:flat``, ``:stacked-fold``). ``layerscale:unfused`` computes
+``x + γ·branch`` as timm does (a separate multiply, one more pass over the activations): it shows
+what the fused ``addcmul`` saves, and is the kind of regression the CI gate must catch. The
+candidates (``candidates.py``) compute the same function by other routes, not adopted in
+``suite/models`` (see docs/benchmark.md, "Why LayerScale is not free").
 
 Sequence length: ``tokens`` counts the class token, so it must be n² + 1 with patch size 16:
 65 = 8×8 patches at 128 px ("64 tokens"), 197 = 14×14 patches at 224 px.
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from suite.bench.candidates import fold_layerscale, flatten_layerscale, stacked_fold, use_function
 from suite.config import LayerScaleConfig, ModelConfig
 from suite.models import build_model
 from suite.models.layerscale import LayerScale
@@ -35,7 +36,17 @@ VARIANTS = {
     "layerscale:head": LayerScaleConfig(granularity="head"),
     "layerscale:frozen": LayerScaleConfig(learnable=False),  # no γ gradient: isolates its cost
     "layerscale:unfused": LayerScaleConfig(),  # + SlowLayerScale(passes=1), see build_arm
-    "layerscale:folded": LayerScaleConfig(),  # + fold_layerscale, see build_arm
+    # Candidate implementations of the same LayerScale (candidates.py), see build_arm:
+    "layerscale:folded": LayerScaleConfig(),
+    "layerscale:function": LayerScaleConfig(),
+    "layerscale:flat": LayerScaleConfig(),
+    "layerscale:stacked-fold": LayerScaleConfig(),
+}
+CANDIDATES = {
+    "layerscale:folded": fold_layerscale,
+    "layerscale:function": use_function,
+    "layerscale:flat": flatten_layerscale,
+    "layerscale:stacked-fold": stacked_fold,
 }
 
 
@@ -107,34 +118,6 @@ def slow_down_layerscale(model: nn.Module, passes: int = 1) -> nn.Module:
     return model
 
 
-class ScaledLinear(nn.Module):
-    """``γ ⊙ linear(h)`` computed as ``F.linear(h, γ[:, None] * W, γ * b)``.
-
-    The scale touches the (C, hidden) weight instead of the (B, N, C) activations, in forward and
-    backward (γ's gradient is a weight-sized reduction), so it pays off when B·N exceeds the
-    weight's input width (hidden): batch 128 at 197 tokens, not batch 4 at 65.
-    """
-
-    def __init__(self, linear: nn.Linear, gamma: nn.Parameter) -> None:
-        super().__init__()
-        self.linear, self.gamma = linear, gamma
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        g = self.gamma
-        return nn.functional.linear(h, self.linear.weight * g[:, None], self.linear.bias * g)
-
-
-def fold_layerscale(model: nn.Module) -> nn.Module:
-    """Move each block's ``ls1``/``ls2`` γ into ``attn.proj``/``mlp.fc2`` (in place, same function)."""
-    for block in model.blocks:
-        if not (isinstance(block.ls1, LayerScale) and isinstance(block.ls2, LayerScale)):
-            raise ValueError("folding needs per-channel LayerScale on both branches")
-        block.attn.proj = ScaledLinear(block.attn.proj, block.ls1.gamma)
-        block.mlp.fc2 = ScaledLinear(block.mlp.fc2, block.ls2.gamma)
-        block.ls1, block.ls2 = nn.Identity(), nn.Identity()
-    return model
-
-
 def check_arm(name: str) -> None:
     """Raise ``ValueError`` (with the valid names and a did-you-mean) if ``name`` is no arm."""
     known = arm_names(include_variants=True)
@@ -151,5 +134,5 @@ def build_arm(name: str, shape: BenchShape) -> nn.Module:
         model = build_model(shape.model_config("layerscale", layerscale=VARIANTS[name]))
         if name == "layerscale:unfused":
             return slow_down_layerscale(model, 1)
-        return fold_layerscale(model) if name == "layerscale:folded" else model
+        return CANDIDATES[name](model) if name in CANDIDATES else model
     return build_model(shape.model_config(name))
