@@ -4,11 +4,12 @@ Arms: every scheme of :data:`suite.registry.SCHEMES` at its defaults (``layersca
 on both branches, ε by CaiT's rule); ``timm-preln`` / ``timm-layerscale``, timm's own
 ``VisionTransformer`` without / with ``init_values`` at the same shape; and optional variants
 (``layerscale:scalar``, ``:head``, ``:frozen``, ``:unfused``, and the candidate implementations
-``:folded``, ``:function``, ``:flat``, ``:stacked-fold``). ``layerscale:unfused`` computes
+``:per-block``, ``:folded``, ``:function``, ``:no-fold``, ``:always-fold``). ``layerscale:unfused`` computes
 ``x + γ·branch`` as timm does (a separate multiply, one more pass over the activations): it shows
 what the fused ``addcmul`` saves, and is the kind of regression the CI gate must catch. The
-candidates (``candidates.py``) compute the same function by other routes, not adopted in
-``suite/models`` (see docs/benchmark.md, "Why LayerScale is not free").
+candidates (``candidates.py``) compute the same function by other routes: the implementation
+before the scale bank, two rejected ideas, and the bank's folding rule forced either way (see
+docs/benchmark.md, "What LayerScale costs, and why").
 
 Sequence length: ``tokens`` counts the class token, so it must be n² + 1 with patch size 16:
 65 = 8×8 patches at 128 px ("64 tokens"), 197 = 14×14 patches at 224 px.
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from suite.bench.candidates import fold_layerscale, flatten_layerscale, stacked_fold, use_function
+from suite.bench.candidates import always_fold, fold_layerscale, never_fold, per_block, use_function
 from suite.config import LayerScaleConfig, ModelConfig
 from suite.models import build_model
 from suite.models.layerscale import LayerScale
@@ -37,16 +38,18 @@ VARIANTS = {
     "layerscale:frozen": LayerScaleConfig(learnable=False),  # no γ gradient: isolates its cost
     "layerscale:unfused": LayerScaleConfig(),  # + SlowLayerScale(passes=1), see build_arm
     # Candidate implementations of the same LayerScale (candidates.py), see build_arm:
+    "layerscale:per-block": LayerScaleConfig(),
     "layerscale:folded": LayerScaleConfig(),
     "layerscale:function": LayerScaleConfig(),
-    "layerscale:flat": LayerScaleConfig(),
-    "layerscale:stacked-fold": LayerScaleConfig(),
+    "layerscale:no-fold": LayerScaleConfig(),
+    "layerscale:always-fold": LayerScaleConfig(),
 }
 CANDIDATES = {
+    "layerscale:per-block": per_block,
     "layerscale:folded": fold_layerscale,
     "layerscale:function": use_function,
-    "layerscale:flat": flatten_layerscale,
-    "layerscale:stacked-fold": stacked_fold,
+    "layerscale:no-fold": never_fold,
+    "layerscale:always-fold": always_fold,
 }
 
 
@@ -99,8 +102,9 @@ class SlowLayerScale(LayerScale):
     passes: int = 1
 
     def add_to(self, x: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
-        y = branch * self.gamma.to(branch.dtype)
-        for _ in range(self.passes - 1):
+        # `passes` elementwise passes more than the real update, whether or not γ is folded.
+        y = branch if self.folded else branch * self.gamma.to(branch.dtype)
+        for _ in range(self.passes - (0 if self.folded else 1)):
             y = y * 1.0
         return x + y
 
@@ -132,7 +136,7 @@ def build_arm(name: str, shape: BenchShape) -> nn.Module:
         return build_model(shape.model_config(TIMM_ARMS[name], backend="timm"))
     if name in VARIANTS:
         model = build_model(shape.model_config("layerscale", layerscale=VARIANTS[name]))
-        if name == "layerscale:unfused":
-            return slow_down_layerscale(model, 1)
+        if name == "layerscale:unfused":  # timm's multiply then add, per block, never folded
+            return slow_down_layerscale(per_block(model), 1)
         return CANDIDATES[name](model) if name in CANDIDATES else model
     return build_model(shape.model_config(name))

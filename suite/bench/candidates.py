@@ -1,21 +1,21 @@
-"""LayerScale implementations measured against the model's own, and not adopted (yet).
+"""Other implementations of the same LayerScale, timed against the model's own.
 
-Each function turns a freshly built ``layerscale`` model (per-channel γ on both branches) into one
-that computes the same function with the same gradients, in place, by a different route. They are
-``suite bench`` arms (``layerscale:<name>``, see ``arms.py``) so that any claim about what they
-cost is a table written by a command (docs/benchmark.md, "Why LayerScale is not free").
+The model's LayerScale (``suite/models/scalebank.py``) keeps every γ in one parameter and folds γ
+into the branches' last linears when a step has more rows than those linears have inputs. Each
+function here turns a freshly built ``layerscale`` model (per-channel γ on both branches) into one
+that computes the same function with the same gradients by another route, in place. They are
+``suite bench --variants`` arms (``layerscale:<name>``, see ``arms.py``), so that what each costs
+is a table written by a command (docs/benchmark.md, "What LayerScale costs, and why").
 
-* :func:`fold_layerscale` (``:folded``): γ folded into each branch's last linear,
-  ``F.linear(h, γ[:, None]·W, γ·b)``; γ's gradient becomes weight-sized work instead of
-  activation-sized work, at the price of several small autograd nodes per block.
-* :func:`use_function` (``:function``): the residual update as one custom autograd function whose
-  backward is the minimal one (``grad·γ`` for the branch, ``Σ grad·branch`` for γ), without the
-  extra ``branch·value`` pass of ``addcmul``'s derivative.
-* :func:`flatten_layerscale` (``:flat``): every γ of the model as rows of one parameter (one
-  gradient, one optimizer tensor, one ``AccumulateGrad``), handed to the blocks as views.
-* :func:`stacked_fold` (``:stacked-fold``): the fold above done for all blocks at once, on the
-  last-linear weights stacked (L, C, K), with one flat γ: a handful of autograd nodes per step
-  instead of a handful per block, but weight-sized copies every step.
+* :func:`per_block` (``:per-block``): the implementation before the bank, one γ parameter per
+  block and the fused ``addcmul`` in every step.
+* :func:`fold_layerscale` (``:folded``): per-block γ folded into each branch's last linear,
+  ``F.linear(h, γ[:, None]·W, γ·b)``, block by block (several small autograd nodes per block).
+* :func:`use_function` (``:function``): per-block γ, the residual update as one custom autograd
+  function whose backward is the minimal one (``grad·γ`` and ``Σ grad·branch``), without the extra
+  ``branch·value`` pass of ``addcmul``'s derivative.
+* :func:`never_fold` / :func:`always_fold` (``:no-fold``, ``:always-fold``): the bank with its
+  folding rule forced one way, to check the rule at a shape.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from suite.models.layerscale import LayerScale
+from suite.models.scalebank import PARAM
 
 
 def _layerscales(model: nn.Module) -> list[LayerScale]:
@@ -32,6 +33,20 @@ def _layerscales(model: nn.Module) -> list[LayerScale]:
     if not found:
         raise ValueError("model has no per-channel LayerScale to re-implement")
     return found
+
+
+def per_block(model: nn.Module) -> nn.Module:
+    """Undo the model's scale bank: one γ parameter per LayerScale again, ``addcmul`` always."""
+    bank = getattr(model, "scale_bank", None)
+    if bank is None:
+        _layerscales(model)  # nothing to undo: fine if the model has per-block LayerScales
+        return model
+    for ls, row in zip(bank.scales, getattr(model, PARAM).detach().unbind(0)):
+        del ls.__dict__["gamma"]
+        ls.gamma = nn.Parameter(row.clone())
+    del model._parameters[PARAM]
+    model.scale_bank = None
+    return model
 
 
 def _both_branches(model: nn.Module) -> None:
@@ -63,6 +78,7 @@ class ScaledLinear(nn.Module):
 def fold_layerscale(model: nn.Module) -> nn.Module:
     """Move each block's ``ls1``/``ls2`` γ into ``attn.proj``/``mlp.fc2`` (in place, same function)."""
     _both_branches(model)
+    per_block(model)
     for block in model.blocks:
         block.attn.proj = ScaledLinear(block.attn.proj, block.ls1.gamma)
         block.mlp.fc2 = ScaledLinear(block.mlp.fc2, block.ls2.gamma)
@@ -105,78 +121,29 @@ class FunctionLayerScale(LayerScale):
 
 def use_function(model: nn.Module) -> nn.Module:
     """Turn every :class:`LayerScale` of ``model`` into a :class:`FunctionLayerScale` (in place)."""
-    for module in _layerscales(model):
+    for module in _layerscales(per_block(model)):
         module.__class__ = FunctionLayerScale
     return model
 
 
-# ----------------------------------------------------------------------------- :flat
+# ----------------------------------------------------------------------------- the bank's rule, forced
 
 
-def flatten_layerscale(model: nn.Module) -> nn.Module:
-    """All γ of ``model`` as the rows of one parameter ``model.layer_scales`` (in place).
+def _bank(model: nn.Module):
+    bank = getattr(model, "scale_bank", None)
+    if bank is None:
+        raise ValueError("model has no scale bank (no learnable per-channel LayerScale)")
+    return bank
 
-    Each :class:`LayerScale` keeps a plain ``gamma`` attribute, set at every forward (a forward
-    pre-hook) to its row of ``layer_scales.unbind(0)``: one autograd node hands out all views,
-    and their gradients come back as one.
-    """
-    mods = _layerscales(model)
-    if len({m.gamma.shape for m in mods}) != 1:
-        raise ValueError("flattening needs every scale of one shape")
-    model.layer_scales = nn.Parameter(torch.stack([m.gamma.detach() for m in mods]))
-    for m in mods:
-        del m._parameters["gamma"]
 
-    def hand_out(module: nn.Module, args: tuple) -> None:
-        for m, row in zip(mods, module.layer_scales.unbind(0)):
-            m.gamma = row
-
-    model.register_forward_pre_hook(hand_out)
-    hand_out(model, ())
+def never_fold(model: nn.Module) -> nn.Module:
+    """The bank, never folding γ into the linears (one parameter, ``addcmul`` per residual add)."""
+    _bank(model).fold = "never"
     return model
 
 
-# ----------------------------------------------------------------------------- :stacked-fold
-
-
-class FoldedLinear(nn.Module):
-    """A last linear layer whose weight and bias (already multiplied by γ) are set from outside."""
-
-    def __init__(self, linear: nn.Linear) -> None:
-        super().__init__()
-        self.linear = linear
-        self.weight_now: torch.Tensor | None = None
-        self.bias_now: torch.Tensor | None = None
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return F.linear(h, self.weight_now, self.bias_now)
-
-
-def stacked_fold(model: nn.Module) -> nn.Module:
-    """γ folded into ``attn.proj``/``mlp.fc2`` of every block at once (in place, same function).
-
-    ``model.layer_scales`` is (2, L, C): row 0 the attention branches' γ, row 1 the MLP's. At every
-    forward a pre-hook stacks the L weights (and biases) of each kind, multiplies them by γ in one
-    op and hands each block its slice.
-    """
+def always_fold(model: nn.Module) -> nn.Module:
+    """The bank, folding γ into the linears at every training forward, whatever the shape."""
     _both_branches(model)
-    blocks = list(model.blocks)
-    model.layer_scales = nn.Parameter(torch.stack([
-        torch.stack([b.ls1.gamma.detach() for b in blocks]),
-        torch.stack([b.ls2.gamma.detach() for b in blocks]),
-    ]))
-    attn = [FoldedLinear(b.attn.proj) for b in blocks]
-    mlp = [FoldedLinear(b.mlp.fc2) for b in blocks]
-    for b, a, m in zip(blocks, attn, mlp):
-        b.attn.proj, b.mlp.fc2 = a, m
-        b.ls1, b.ls2 = nn.Identity(), nn.Identity()
-
-    def fold(module: nn.Module, args: tuple) -> None:
-        for row, targets in zip(module.layer_scales, (attn, mlp)):
-            weights = torch.stack([t.linear.weight for t in targets]) * row[:, :, None]
-            biases = torch.stack([t.linear.bias for t in targets]) * row
-            for t, w, b in zip(targets, weights.unbind(0), biases.unbind(0)):
-                t.weight_now, t.bias_now = w, b
-
-    model.register_forward_pre_hook(fold)
+    _bank(model).fold = "always"
     return model

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from suite.bench.candidates import per_block
 from suite.bench.arms import BenchShape, build_arm
 from suite.bench.measure import Timer, interleave, measure
 from suite.bench.stats import median_interval_ranks, round_ratios, summarize
@@ -117,7 +118,12 @@ class ReferenceBlock(PreLNBlock):
 
 
 def residual_path(model: nn.Module) -> nn.Sequential:
-    """``model.blocks`` with attention, MLP, norms and drop-path replaced by ``nn.Identity`` (in place)."""
+    """``model.blocks`` with attention, MLP, norms and drop-path replaced by ``nn.Identity`` (in place).
+
+    The blocks run on their own, outside the model's forward, so each keeps its own γ parameter
+    (the model's scale bank hands γ out only inside its forward).
+    """
+    per_block(model)
     for block in model.blocks:
         for name in ("norm1", "attn", "norm2", "mlp", "drop_path"):
             setattr(block, name, nn.Identity())

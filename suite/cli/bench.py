@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"arms to measure (preln is always added); default: {' '.join(arm_names())}")
     parser.add_argument("--variants", action="store_true",
                         help="add layerscale:scalar, :head, :frozen, :unfused (timm-style multiply + add) and the "
-                             "candidate implementations :folded, :function, :flat, :stacked-fold "
+                             "other implementations :per-block, :folded, :function, :no-fold, :always-fold "
                              "(docs/benchmark.md)")
     parser.add_argument("--no-timm", dest="timm", action="store_false", help="leave out timm's ViT arms")
     parser.add_argument("--depth", type=int, default=d.depth, help="blocks (default: %(default)s, ViT-Ti)")

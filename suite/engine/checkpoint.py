@@ -92,8 +92,14 @@ def load(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optim
     if found != run_id:
         raise CheckpointError(f"{path}: written by run {found!r}, not by this run ({run_id}); "
                               f"delete it to start this run from step 0")
-    model.load_state_dict(ckpt["model"])
-    optimizer.load_state_dict(ckpt["optimizer"])
+    try:
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+    except (KeyError, RuntimeError, ValueError) as err:  # another model, or an older layout of its optimizer
+        raise CheckpointError(f"{path}: does not fit this run's model or optimizer ({type(err).__name__}: "
+                              f"{str(err).splitlines()[0][:200]}); a checkpoint written before LayerScale's "
+                              f"scales became one parameter cannot be resumed: delete it to start this run "
+                              f"from step 0") from None
     torch.set_rng_state(ckpt["cpu_rng"].cpu())
     if ckpt["cuda_rng"] is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in ckpt["cuda_rng"]])

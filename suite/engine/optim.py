@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from suite.config import TrainConfig
+from suite.models.scalebank import PARAM
 
 # Parameters that are not matrices: norms' weights and biases, linear biases, LayerScale γ,
 # ReZero α, and (as in timm's no_weight_decay) the position embedding and class token.
@@ -15,7 +16,8 @@ _EMBEDDINGS = ("pos_embed", "cls_token")
 
 
 def is_no_decay(name: str, param: torch.Tensor) -> bool:
-    return param.ndim <= 1 or name.split(".")[-1] in _EMBEDDINGS
+    # layer_scales: every LayerScale γ of the model as rows of one parameter (models/scalebank.py)
+    return param.ndim <= 1 or name.split(".")[-1] in _EMBEDDINGS + (PARAM,)
 
 
 def build_optimizer(model: nn.Module, tc: TrainConfig) -> torch.optim.AdamW:

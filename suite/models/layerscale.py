@@ -49,6 +49,7 @@ class _Scale(nn.Module):
     def __init__(self, size: int, init: float, learnable: bool) -> None:
         super().__init__()
         self.init = float(init)
+        self.learnable = learnable
         gamma = torch.empty(size)
         if learnable:
             self.gamma = nn.Parameter(gamma)
@@ -62,7 +63,7 @@ class _Scale(nn.Module):
             self.gamma.fill_(self.init)
 
     def extra_repr(self) -> str:
-        kind = "param" if isinstance(self.gamma, nn.Parameter) else "buffer"
+        kind = "param" if self.learnable else "buffer"
         return f"size={self.gamma.numel()}, init={self.init:g}, {kind}"
 
 
@@ -78,14 +79,17 @@ class LayerScale(_Scale):
 
     def __init__(self, dim: int, init: float, learnable: bool = True, scalar: bool = False) -> None:
         super().__init__(1 if scalar else dim, init, learnable)
+        self.folded = False  # set by the model's ScaleBank while γ is folded into the branch (scalebank.py)
 
     def add_to(self, x: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
         """``x + γ ⊙ branch`` as one fused op (no separate pass over the activations).
 
         Args:
             x: residual stream, (B, N, C).
-            branch: branch output, (B, N, C).
+            branch: branch output, (B, N, C); already scaled while ``folded``.
         """
+        if self.folded:
+            return x + branch
         return torch.addcmul(x, self.gamma.to(branch.dtype), branch)
 
     def forward(self, branch: torch.Tensor) -> torch.Tensor:

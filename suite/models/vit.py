@@ -15,6 +15,7 @@ from torch import nn
 from suite.config import ModelConfig
 from suite.models.layers import drop_path_rates, layer_norm
 from suite.models.residual import build_block
+from suite.models.scalebank import install
 
 
 class PatchEmbed(nn.Module):
@@ -59,6 +60,7 @@ class VisionTransformer(nn.Module):
         ])
         self.norm = layer_norm(cfg.dim)
         self.head = nn.Linear(cfg.dim, cfg.num_classes)
+        self.scale_bank = install(self)  # learnable LayerScale γ as one parameter (scalebank.py)
         self.init_weights()
 
     def init_weights(self) -> None:
@@ -88,8 +90,27 @@ class VisionTransformer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Images (B, C_in, H, W) -> logits (B, num_classes)."""
-        x = self.blocks(self.embed(x))
+        x = self.embed(x)
+        bank = self.scale_bank
+        if bank is None:
+            x = self.blocks(x)
+        else:
+            bank.hand_out(self)
+            try:
+                if bank.worth_folding(self, x, x.shape[1]):
+                    with bank.folded(self):
+                        x = self.blocks(x)
+                else:
+                    x = self.blocks(x)
+            finally:
+                bank.hand_back(self)
         return self.head(self.norm(x)[:, 0])
+
+    def _apply(self, fn, recurse=True):
+        out = super()._apply(fn, recurse)
+        if self.scale_bank is not None:  # .to(), .double(), ...: the views must follow the moved bank
+            self.scale_bank.hand_back(self)
+        return out
 
 
 def count_params(model: nn.Module) -> int:

@@ -1,8 +1,10 @@
-"""The candidate LayerScale implementations compute our model's function and gradients exactly.
+"""Every LayerScale implementation computes the same function and gradients as the plain one.
 
-A candidate is only worth timing if it does the same work: each one is built from the same weights
-as the real ``layerscale`` model (γ drawn at random, so that a mix-up between branches or blocks
-shows), and must give the same loss and, for every parameter, the same gradient (float64).
+The reference is the implementation before the scale bank (``layerscale:per-block``: one γ per
+block, ``addcmul``), itself checked against timm elsewhere. The model's own (the bank, folding or
+not) and every benchmark candidate are built from the same weights, with γ drawn at random so that
+a mix-up between branches or blocks shows, and must give the same loss and, for every parameter,
+the same gradient (float64), then the same output after an update.
 """
 
 from __future__ import annotations
@@ -11,89 +13,110 @@ import pytest
 import torch
 
 from suite.bench.arms import CANDIDATES, BenchShape, build_arm
-from suite.bench.candidates import flatten_layerscale, stacked_fold, use_function
+from suite.bench.candidates import always_fold, never_fold, per_block, use_function
 from suite.models import count_params
 
 SHAPE = BenchShape(depth=3, dim=16, heads=2, tokens=5, batch=3)
+ARMS = ["layerscale"] + sorted(set(CANDIDATES) - {"layerscale:per-block"})
 
 
-def _gammas(model) -> dict[str, torch.Tensor]:
-    """Block scales of the real model by (block, branch), drawn at random."""
+def _gamma_grads(model) -> dict[str, torch.Tensor]:
+    """γ gradients by "block.ls1|ls2", wherever the implementation keeps them."""
+    bank = getattr(model, "scale_bank", None)
+    if bank is not None:
+        return {n.removeprefix("blocks."): g for n, g in zip(bank.names, model.layer_scales.grad.unbind(0))}
     out = {}
     for i, block in enumerate(model.blocks):
-        for branch in ("ls1", "ls2"):
-            gamma = getattr(block, branch).gamma
-            with torch.no_grad():
-                gamma.normal_()
-            out[f"{i}.{branch}"] = gamma
+        for branch, lin in (("ls1", block.attn.proj), ("ls2", block.mlp.fc2)):
+            holder = lin if hasattr(lin, "gamma") else getattr(block, branch)  # :folded keeps γ in the linear
+            out[f"{i}.{branch}"] = holder.gamma.grad
     return out
 
 
-def _candidate_grad(model, name: str, key: str) -> torch.Tensor:
-    """The gradient the candidate holds for the real model's γ ``key`` ("block.ls1|ls2")."""
-    i, branch = key.split(".")
-    i = int(i)
-    if name == "layerscale:stacked-fold":
-        return model.layer_scales.grad[0 if branch == "ls1" else 1, i]
-    if name == "layerscale:flat":
-        return model.layer_scales.grad[2 * i + (branch == "ls2")]
-    if name == "layerscale:folded":
-        lin = model.blocks[i].attn.proj if branch == "ls1" else model.blocks[i].mlp.fc2
-        return lin.gamma.grad
-    return getattr(model.blocks[i], branch).gamma.grad
+def _other_grads(model) -> dict[str, torch.Tensor]:
+    return {n.replace(".linear.", "."): p.grad for n, p in model.named_parameters()
+            if not n.endswith("gamma") and n != "layer_scales"}
 
 
-@pytest.mark.parametrize("name", sorted(CANDIDATES))
-def test_candidate_computes_the_same_function_and_gradients(name):
+@pytest.mark.parametrize("name", ARMS)
+def test_implementation_computes_the_same_function_and_gradients(name):
     torch.manual_seed(0)
-    ours = build_arm("layerscale", SHAPE).double()
-    gammas = _gammas(ours)
-    state = {k: v.clone() for k, v in ours.state_dict().items()}
-    torch.manual_seed(0)
+    ref = per_block(build_arm("layerscale", SHAPE)).double()
+    with torch.no_grad():
+        for block in ref.blocks:
+            block.ls1.gamma.normal_()
+            block.ls2.gamma.normal_()
     cand = build_arm("layerscale", SHAPE).double()
-    cand.load_state_dict(state)
-    cand = CANDIDATES[name](cand)
+    cand.load_state_dict(ref.state_dict())  # the bank reads the per-block keys of the plain model
+    cand = CANDIDATES[name](cand) if name in CANDIDATES else cand
     x = torch.randn(SHAPE.batch, 3, SHAPE.img_size, SHAPE.img_size, dtype=torch.float64)
 
-    loss_a = ours(x).square().sum()
-    loss_b = cand(x).square().sum()
-    torch.testing.assert_close(loss_a, loss_b)
-    loss_a.backward()
-    loss_b.backward()
-    for key, gamma in gammas.items():
-        torch.testing.assert_close(_candidate_grad(cand, name, key), gamma.grad, msg=f"{name}: γ {key}")
-    # every other parameter, matched by its (unwrapped) name
-    cand_params = {n.replace(".linear.", "."): p for n, p in cand.named_parameters()}
-    for n, p in ours.named_parameters():
-        if n.endswith("gamma"):
-            continue
-        torch.testing.assert_close(cand_params[n].grad, p.grad, msg=f"{name}: {n}")
-    assert count_params(cand) == count_params(ours)
+    loss_ref, loss = ref(x).square().sum(), cand(x).square().sum()
+    torch.testing.assert_close(loss, loss_ref)
+    loss_ref.backward()
+    loss.backward()
+    want, got = _gamma_grads(ref), _gamma_grads(cand)
+    for key in want:
+        torch.testing.assert_close(got[key], want[key], msg=f"{name}: γ {key}")
+    want, got = _other_grads(ref), _other_grads(cand)
+    for key in want:
+        torch.testing.assert_close(got[key], want[key], msg=f"{name}: {key}")
+    assert count_params(cand) == count_params(ref)
 
-    # a second step's forward sees the updated γ (views and folds are taken at every forward)
+    with torch.no_grad():  # one SGD step each: the next forward must see the new γ
+        for p in list(ref.parameters()) + list(cand.parameters()):
+            p.add_(p.grad, alpha=-1e-2)
+    torch.testing.assert_close(cand(x), ref(x))
+
+
+def test_the_bank_folds_only_when_training_on_many_rows():
+    big = BenchShape(depth=2, dim=16, heads=2, tokens=17, batch=8)  # 136 rows > 16 + 64 inputs
+    small = BenchShape(depth=2, dim=16, heads=2, tokens=5, batch=2)  # 10 rows
+    seen = []
+
+    def spy(model):
+        lin = model.blocks[0].mlp.fc2
+        lin.register_forward_hook(lambda mod, args, out: seen.append(mod.folded is not None))
+        return model
+
+    for shape, grad, train, want in [(big, True, True, True), (small, True, True, False),
+                                     (big, False, True, False), (big, True, False, False)]:
+        model = spy(build_arm("layerscale", shape)).train(train)
+        x = torch.randn(shape.batch, 3, shape.img_size, shape.img_size)
+        with torch.set_grad_enabled(grad):
+            model(x)
+        assert seen.pop() is want, (shape, grad, train)
+        assert model.blocks[0].mlp.fc2.folded is None and not model.blocks[0].ls2.folded  # reset after
+    model = spy(never_fold(build_arm("layerscale", big)))
+    model(torch.randn(big.batch, 3, big.img_size, big.img_size))
+    assert seen.pop() is False
+    model = spy(always_fold(build_arm("layerscale", small)))
+    model(torch.randn(small.batch, 3, small.img_size, small.img_size))
+    assert seen.pop() is True
+
+
+def test_the_bank_is_one_parameter_with_per_block_state_dict_keys():
+    model = build_arm("layerscale", SHAPE)
+    names = [n for n, _ in model.named_parameters()]
+    assert "layer_scales" in names and not any(n.endswith("gamma") for n in names)
+    assert model.layer_scales.shape == (2 * SHAPE.depth, SHAPE.dim)
+    keys = set(model.state_dict())
+    assert "layer_scales" not in keys
+    assert {f"blocks.{i}.ls{j}.gamma" for i in range(SHAPE.depth) for j in (1, 2)} <= keys
+    # the views follow the parameter: in place, after .to(), in a deep copy
     with torch.no_grad():
-        for p in list(ours.parameters()) + list(cand.parameters()):
-            if p.grad is not None:
-                p.add_(p.grad, alpha=-1e-2)
-    torch.testing.assert_close(ours(x), cand(x))
+        model.layer_scales[SHAPE.depth + 1].fill_(3.0)  # block 1's MLP branch
+    assert torch.all(model.blocks[1].ls2.gamma == 3.0)
+    import copy
+    twin = copy.deepcopy(model).double()
+    row = twin.blocks[1].ls2.gamma
+    assert row.dtype == torch.float64
+    assert row.untyped_storage().data_ptr() == twin.layer_scales.untyped_storage().data_ptr()
 
 
 def test_candidates_refuse_models_they_cannot_rewrite():
-    preln = build_arm("preln", SHAPE)
-    for transform in (use_function, flatten_layerscale):
-        with pytest.raises(ValueError, match="no per-channel LayerScale"):
+    for transform in (use_function, per_block, never_fold):
+        with pytest.raises(ValueError, match="LayerScale"):
             transform(build_arm("preln", SHAPE))
     with pytest.raises(ValueError, match="both branches"):
-        stacked_fold(preln)
-
-
-def test_function_candidate_leaves_frozen_scales_without_gradient():
-    torch.manual_seed(0)
-    model = use_function(build_arm("layerscale", SHAPE))
-    for m in model.modules():
-        if hasattr(m, "gamma") and isinstance(m.gamma, torch.nn.Parameter):
-            m.gamma.requires_grad_(False)
-    x = torch.randn(SHAPE.batch, 3, SHAPE.img_size, SHAPE.img_size)
-    model(x).sum().backward()
-    assert model.blocks[0].ls1.gamma.grad is None
-    assert model.blocks[0].mlp.fc1.weight.grad is not None
+        always_fold(build_arm("preln", SHAPE))

@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+import torch
 import yaml
 
 from suite import store
@@ -308,7 +309,7 @@ def test_weight_decay_policy_on_1d_params():
                   "model.num_classes": 4})
     model = build_model(cfg.model)
     groups = build_optimizer(model, cfg.train).param_groups
-    gammas = {id(b.ls1.gamma) for b in model.blocks}
+    gammas = {id(model.layer_scales)}  # every γ, as rows of one parameter
     no_decay = next(g for g in groups if any(id(p) in gammas for p in g["params"]))
     assert no_decay["weight_decay"] == 0.0
     cfg.train.decay_1d = True
@@ -384,3 +385,26 @@ def test_fused_adamw_is_used_and_computes_the_same_update(tmp_path):
                 assert torch.allclose(a, b, rtol=0, atol=1e-7), name
     # Adam divides by sqrt(v): rounding differences grow where gradients are near 0, not the loss.
     assert losses[id(model)] == pytest.approx(losses[id(other)], rel=1e-3)
+
+
+def test_checkpoint_from_the_per_block_layout_is_refused_in_one_line(tmp_path):
+    """A checkpoint written when each γ was its own parameter: its optimizer does not fit."""
+    from suite.bench.candidates import per_block
+    from suite.engine import checkpoint
+    from suite.engine.optim import build_optimizer
+    from suite.models import build_model
+
+    cfg = tiny(**{"model.residual": "layerscale", "model.img_size": 16, "model.in_chans": 3,
+                  "model.num_classes": 4})
+    old = per_block(build_model(cfg.model))
+    old_opt = build_optimizer(old, cfg.train)
+    old(torch.randn(2, 3, 16, 16)).sum().backward()
+    old_opt.step()
+    path = tmp_path / "checkpoint.pt"
+    checkpoint.save(path, "r1", old, old_opt, checkpoint.RunState())
+    new = build_model(cfg.model)
+    with pytest.raises(checkpoint.CheckpointError, match="delete it to start this run from step 0"):
+        checkpoint.load(path, "r1", new, build_optimizer(new, cfg.train))
+    # its weights alone still load: the state dict keeps the per-block keys
+    new.load_state_dict(torch.load(path, weights_only=True)["model"])
+    torch.testing.assert_close(new.blocks[0].ls2.gamma, old.blocks[0].ls2.gamma.detach())
