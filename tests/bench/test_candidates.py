@@ -95,6 +95,17 @@ def test_the_bank_folds_only_when_training_on_many_rows():
     assert seen.pop() is True
 
 
+def test_the_gates_shapes_take_the_paths_they_were_measured_on():
+    """The CI gate's ablation-step threshold assumes the fold at the default ablation's shape; the
+    ViT-Ti check (batch 4), the plain addcmul path."""
+    from suite.bench import gate
+
+    for shape, want in ((gate.ABLATION_SHAPE, True), (gate.GATE_SHAPE, False)):
+        model = build_arm("layerscale", shape).train()
+        x = model.embed(torch.randn(shape.batch, 3, shape.img_size, shape.img_size))
+        assert model.scale_bank.worth_folding(model, x, x.shape[1]) is want, shape
+
+
 def test_the_bank_is_one_parameter_with_per_block_state_dict_keys():
     model = build_arm("layerscale", SHAPE)
     names = [n for n, _ in model.named_parameters()]
