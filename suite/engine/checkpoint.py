@@ -95,10 +95,13 @@ def load(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optim
     try:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
+        _check_optimizer_shapes(optimizer)
+    except torch.OutOfMemoryError:
+        raise
     except (KeyError, RuntimeError, ValueError) as err:  # another model, or an older layout of its optimizer
         raise CheckpointError(f"{path}: does not fit this run's model or optimizer ({type(err).__name__}: "
-                              f"{str(err).splitlines()[0][:200]}); a checkpoint written before LayerScale's "
-                              f"scales became one parameter cannot be resumed: delete it to start this run "
+                              f"{str(err).splitlines()[0][:200]}); if it was written before LayerScale's scales "
+                              f"became one parameter, it cannot be resumed: delete it to start this run "
                               f"from step 0") from None
     torch.set_rng_state(ckpt["cpu_rng"].cpu())
     if ckpt["cuda_rng"] is not None and torch.cuda.is_available():
@@ -106,6 +109,17 @@ def load(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optim
     state = RunState(**ckpt["state"])
     state.step_times = []  # timings restart: the resumed process warms up again
     return state
+
+
+def _check_optimizer_shapes(optimizer: torch.optim.Optimizer) -> None:
+    """AdamW's loaded state maps to parameters by position: a checkpoint of another parameter layout
+    with the same counts per group would load, misassigned. Its moment shapes give it away."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            for key, value in optimizer.state.get(p, {}).items():
+                if torch.is_tensor(value) and value.dim() > 0 and value.shape != p.shape:
+                    raise ValueError(f"optimizer state {key!r} has shape {tuple(value.shape)}, "
+                                     f"its parameter {tuple(p.shape)}")
 
 
 def truncate_metrics(run_dir: Path, step: int) -> None:

@@ -38,6 +38,7 @@ from suite.engine.loop import fill_model_shape, start
 from suite.engine.optim import build_optimizer, lr_at
 from suite.engine.probes import probe
 from suite.models import build_model, count_params
+from suite.models.scalebank import block_tensors
 
 RECORDS = "propagation.jsonl"
 KIND = "propagation"
@@ -106,15 +107,17 @@ def backward_records(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tupl
         for h in handles:
             h.remove()
     records = []
-    for i, block in enumerate(model.blocks):
-        sq = sum(float(p.grad.float().pow(2).sum()) for p in block.parameters() if p.grad is not None)
+    for i in range(len(model.blocks)):
+        sq = sum(float(g.float().pow(2).sum()) for g in block_tensors(model, i, grads=True) if g is not None)
         records.append({"block": i, "grad_stream": _finite(grads[i]) if grads[i] is not None else None,
                         "grad_params": _finite(math.sqrt(sq))})
     return records, float(loss.detach())
 
 
 def _block_vectors(model: nn.Module) -> list[torch.Tensor]:
-    return [torch.cat([p.detach().float().flatten() for p in b.parameters()]) for b in model.blocks]
+    # A block's γ included (block_tensors): with the scale bank it is not among block.parameters().
+    return [torch.cat([p.detach().float().flatten() for p in block_tensors(model, i)])
+            for i in range(len(model.blocks))]
 
 
 def step_records(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: RunConfig) -> list[dict[str, Any]]:

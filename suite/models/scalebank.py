@@ -10,7 +10,9 @@ The bank removes most of it without changing what is computed:
   ``AccumulateGrad``, one optimizer tensor. Each ``LayerScale`` holds a view of its row (handed out
   at every forward, and after ``.to()``), so block code, probes and ``Block.scales()`` see a
   per-block γ as before. The state dict keeps the per-block keys (``blocks.i.ls1.gamma``), so
-  checkpoints, timm conversion and older weights are unchanged.
+  checkpoints, timm conversion and older weights are unchanged. What does change: γ is no longer
+  among ``block.parameters()`` (``block.requires_grad_(False)`` leaves it learning; use
+  :func:`block_tensors` for per-block norms), and its gradient is ``model.layer_scales.grad``.
 * **Folded when the batch is large.** While training with gradients, when the rows of a step
   (batch × tokens) outnumber the input widths of the branches' last linears, γ is folded into
   those linears for all blocks at once: ``F.linear(h, γ[:, None]·W, γ·b)`` with the weights of all
@@ -70,6 +72,11 @@ class ScaleBank:
     def __len__(self) -> int:
         return len(self.scales)
 
+    def rows(self, block: int) -> list[int]:
+        """The rows of ``layer_scales`` that belong to block ``block``."""
+        prefix = f"blocks.{block}."
+        return [i for i, name in enumerate(self.names) if name.startswith(prefix)]
+
     def take(self, model: nn.Module) -> None:
         """Move every γ into ``model.layer_scales`` (registered on ``model``) and hand out views."""
         stacked = torch.stack([ls.gamma.detach() for ls in self.scales])
@@ -91,9 +98,9 @@ class ScaleBank:
 
     def worth_folding(self, model: nn.Module, x: torch.Tensor, tokens: int) -> bool:
         """Fold for this forward? Training with gradients, and more rows than weight columns."""
-        bank = getattr(model, PARAM)
-        if self.fold == "never" or not (self.foldable and model.training and torch.is_grad_enabled()
-                                        and bank.requires_grad):
+        # Not asked whether the bank requires grad: under functional_call + vmap (packed runs) it
+        # says no, and folding computes the same function either way.
+        if self.fold == "never" or not (self.foldable and model.training and torch.is_grad_enabled()):
             return False
         if self.fold == "always":
             return True
@@ -136,12 +143,21 @@ class ScaleBank:
         for name, row in zip(self.names, bank.unbind(0)):
             state[f"{prefix}{name}.gamma"] = row  # views of one storage, as a state dict shares its parameters'
 
-    def gather(self, state: dict, prefix: str, *args) -> None:
-        """Load pre-hook: per-block ``...ls1.gamma`` keys stacked back into ``layer_scales``."""
+    def gather(self, module: nn.Module, state: dict, prefix: str, local_metadata, strict: bool,
+               missing_keys: list[str], *args) -> None:
+        """Load pre-hook: per-block ``...ls1.gamma`` keys stacked back into ``layer_scales``.
+
+        A key that is absent keeps its row's current value and is reported in ``missing_keys``
+        (so a strict load fails naming it, and a non-strict one still loads the others).
+        """
         keys = [f"{prefix}{name}.gamma" for name in self.names]
-        if prefix + PARAM in state or not all(k in state for k in keys):
-            return  # a bank key already, or keys missing: load_state_dict names what is missing
-        state[prefix + PARAM] = torch.stack([state.pop(k) for k in keys])
+        present = [k in state for k in keys]
+        if prefix + PARAM in state or not any(present):
+            return  # a bank key already, or no γ at all: load_state_dict reports layer_scales missing
+        current = getattr(module, PARAM).detach()
+        state[prefix + PARAM] = torch.stack([state.pop(k).to(current) if here else row
+                                             for k, here, row in zip(keys, present, current.unbind(0))])
+        missing_keys.extend(k for k, here in zip(keys, present) if not here)
 
 
 def install(model: nn.Module) -> ScaleBank | None:
@@ -164,4 +180,20 @@ def _export(module: nn.Module, state: dict, prefix: str, meta) -> None:
 
 def _gather(module: nn.Module, state: dict, prefix: str, *args) -> None:
     if getattr(module, "scale_bank", None) is not None:
-        module.scale_bank.gather(state, prefix, *args)
+        module.scale_bank.gather(module, state, prefix, *args)
+
+
+def block_tensors(model: nn.Module, index: int, grads: bool = False) -> list[torch.Tensor | None]:
+    """Block ``index``'s parameters (or their gradients), its γ rows of the bank included.
+
+    For per-block measurements (propagation's gradient and update norms): with a bank, a block's
+    γ lives in ``model.layer_scales``, not in ``block.parameters()``. Works for any model with
+    ``blocks`` (timm's keeps γ in its blocks).
+    """
+    out = [p.grad if grads else p for p in model.blocks[index].parameters()]
+    bank = getattr(model, "scale_bank", None)
+    if bank is not None:
+        param = getattr(model, PARAM)
+        source = param.grad if grads else param
+        out += [None if source is None else source[r] for r in bank.rows(index)]
+    return out

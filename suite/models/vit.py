@@ -61,6 +61,8 @@ class VisionTransformer(nn.Module):
         self.norm = layer_norm(cfg.dim)
         self.head = nn.Linear(cfg.dim, cfg.num_classes)
         self.scale_bank = install(self)  # learnable LayerScale γ as one parameter (scalebank.py)
+        if self.scale_bank is not None:  # load_state_dict(assign=True) replaces the bank: views follow
+            self.register_load_state_dict_post_hook(lambda mod, keys: mod.scale_bank.hand_back(mod))
         self.init_weights()
 
     def init_weights(self) -> None:
@@ -105,6 +107,11 @@ class VisionTransformer(nn.Module):
             finally:
                 bank.hand_back(self)
         return self.head(self.norm(x)[:, 0])
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if self.scale_bank is not None:  # a deep copy or an unpickled model: views of its own bank
+            self.scale_bank.hand_back(self)
 
     def _apply(self, fn, recurse=True):
         out = super()._apply(fn, recurse)

@@ -123,6 +123,26 @@ def test_the_bank_is_one_parameter_with_per_block_state_dict_keys():
     row = twin.blocks[1].ls2.gamma
     assert row.dtype == torch.float64
     assert row.untyped_storage().data_ptr() == twin.layer_scales.untyped_storage().data_ptr()
+    copied = copy.deepcopy(model)  # before any forward or .to(): its views must be of its own bank
+    with torch.no_grad():
+        copied.layer_scales.fill_(5.0)
+    assert torch.all(copied.blocks[0].ls1.gamma == 5.0) and torch.all(model.blocks[0].ls1.gamma != 5.0)
+
+
+def test_the_bank_loads_partial_state_dicts_like_per_block_parameters():
+    model = build_arm("layerscale", SHAPE)
+    state = {k: torch.full_like(v, 2.0) if k.endswith("gamma") else v for k, v in model.state_dict().items()}
+    del state["blocks.1.ls2.gamma"]
+    with pytest.raises(RuntimeError, match=r"Missing key\(s\).*blocks\.1\.ls2\.gamma"):
+        model.load_state_dict(dict(state))
+    before = model.blocks[1].ls2.gamma.clone()
+    result = model.load_state_dict(dict(state), strict=False)
+    assert result.missing_keys == ["blocks.1.ls2.gamma"] and not result.unexpected_keys
+    assert torch.all(model.blocks[0].ls1.gamma == 2.0) and torch.equal(model.blocks[1].ls2.gamma, before)
+    fresh = {k: v.clone() for k, v in state.items()}
+    fresh["blocks.1.ls2.gamma"] = torch.full((SHAPE.dim,), 7.0)
+    model.load_state_dict(fresh, assign=True)  # the bank is replaced: the views must follow
+    assert torch.all(model.blocks[1].ls2.gamma == 7.0)
 
 
 def test_candidates_refuse_models_they_cannot_rewrite():

@@ -387,15 +387,17 @@ def test_fused_adamw_is_used_and_computes_the_same_update(tmp_path):
     assert losses[id(model)] == pytest.approx(losses[id(other)], rel=1e-3)
 
 
-def test_checkpoint_from_the_per_block_layout_is_refused_in_one_line(tmp_path):
-    """A checkpoint written when each γ was its own parameter: its optimizer does not fit."""
+@pytest.mark.parametrize("layout", [{}, {"model.depth": 1, "model.layerscale.placement": "attn"}])
+def test_checkpoint_from_the_per_block_layout_is_refused_in_one_line(tmp_path, layout):
+    """A checkpoint written when each γ was its own parameter: its optimizer does not fit (with one γ
+    the counts per group agree, and the moments' shapes give the misassignment away)."""
     from suite.bench.candidates import per_block
     from suite.engine import checkpoint
     from suite.engine.optim import build_optimizer
     from suite.models import build_model
 
     cfg = tiny(**{"model.residual": "layerscale", "model.img_size": 16, "model.in_chans": 3,
-                  "model.num_classes": 4})
+                  "model.num_classes": 4, **layout})
     old = per_block(build_model(cfg.model))
     old_opt = build_optimizer(old, cfg.train)
     old(torch.randn(2, 3, 16, 16)).sum().backward()
@@ -407,4 +409,4 @@ def test_checkpoint_from_the_per_block_layout_is_refused_in_one_line(tmp_path):
         checkpoint.load(path, "r1", new, build_optimizer(new, cfg.train))
     # its weights alone still load: the state dict keeps the per-block keys
     new.load_state_dict(torch.load(path, weights_only=True)["model"])
-    torch.testing.assert_close(new.blocks[0].ls2.gamma, old.blocks[0].ls2.gamma.detach())
+    torch.testing.assert_close(new.blocks[0].ls1.gamma, old.blocks[0].ls1.gamma.detach())
