@@ -96,7 +96,21 @@ class ScaleBank:
         no graph, so the model stays copyable (``copy.deepcopy`` refuses outputs of a graph)."""
         self.hand_out(model, getattr(model, PARAM).detach())
 
-    def worth_folding(self, model: nn.Module, x: torch.Tensor, tokens: int) -> bool:
+    @contextlib.contextmanager
+    def active(self, model: nn.Module, x: torch.Tensor) -> Iterator[None]:
+        """Around the blocks of one forward on tokens ``x`` (B, N, C): views of the bank handed
+        out, γ folded if :meth:`worth_folding`, and detached rows handed back afterwards."""
+        self.hand_out(model)
+        try:
+            if self.worth_folding(model, x):
+                with self.folded(model):
+                    yield
+            else:
+                yield
+        finally:
+            self.hand_back(model)
+
+    def worth_folding(self, model: nn.Module, x: torch.Tensor) -> bool:
         """Fold for this forward? Training with gradients, and more rows than weight columns."""
         # Not asked whether the bank requires grad: under functional_call + vmap (packed runs) it
         # says no, and folding computes the same function either way.
@@ -106,7 +120,7 @@ class ScaleBank:
             return True
         # One rule for the whole model: folding one kind of branch alone where it barely has more
         # rows than inputs (ViT-Ti's attention at batch 4) measured slower than not folding at all.
-        rows = x.shape[0] * tokens
+        rows = x.shape[0] * x.shape[1]
         widths = sum(lins[0].in_features for _, lins in self.groups if lins)
         return rows > widths
 
@@ -169,6 +183,8 @@ def install(model: nn.Module) -> ScaleBank | None:
     # The hooks look the bank up on the module they are called for, so a deep copy uses its own.
     model._register_state_dict_hook(_export)
     model._register_load_state_dict_pre_hook(_gather, with_module=True)
+    # load_state_dict(assign=True) replaces the bank's tensor: the views must follow
+    model.register_load_state_dict_post_hook(lambda mod, keys: mod.scale_bank.hand_back(mod))
     return bank
 
 

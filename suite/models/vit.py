@@ -7,6 +7,7 @@ scheme -> final LayerNorm -> linear head on the class token. Module names match 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import torch
@@ -61,8 +62,6 @@ class VisionTransformer(nn.Module):
         self.norm = layer_norm(cfg.dim)
         self.head = nn.Linear(cfg.dim, cfg.num_classes)
         self.scale_bank = install(self)  # learnable LayerScale γ as one parameter (scalebank.py)
-        if self.scale_bank is not None:  # load_state_dict(assign=True) replaces the bank: views follow
-            self.register_load_state_dict_post_hook(lambda mod, keys: mod.scale_bank.hand_back(mod))
         self.init_weights()
 
     def init_weights(self) -> None:
@@ -93,19 +92,8 @@ class VisionTransformer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Images (B, C_in, H, W) -> logits (B, num_classes)."""
         x = self.embed(x)
-        bank = self.scale_bank
-        if bank is None:
+        with contextlib.nullcontext() if self.scale_bank is None else self.scale_bank.active(self, x):
             x = self.blocks(x)
-        else:
-            bank.hand_out(self)
-            try:
-                if bank.worth_folding(self, x, x.shape[1]):
-                    with bank.folded(self):
-                        x = self.blocks(x)
-                else:
-                    x = self.blocks(x)
-            finally:
-                bank.hand_back(self)
         return self.head(self.norm(x)[:, 0])
 
     def __setstate__(self, state):

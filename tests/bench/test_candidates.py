@@ -103,7 +103,7 @@ def test_the_gates_shapes_take_the_paths_they_were_measured_on():
     for shape, want in ((gate.ABLATION_SHAPE, True), (gate.GATE_SHAPE, False)):
         model = build_arm("layerscale", shape).train()
         x = model.embed(torch.randn(shape.batch, 3, shape.img_size, shape.img_size))
-        assert model.scale_bank.worth_folding(model, x, x.shape[1]) is want, shape
+        assert model.scale_bank.worth_folding(model, x) is want, shape
 
 
 def test_the_bank_is_one_parameter_with_per_block_state_dict_keys():
