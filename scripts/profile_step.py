@@ -6,7 +6,8 @@ width 32, 2 heads, MLP ratio 4, batch 64), fused AdamW, one thread; ``--steps`` 
 layers, attention, GELU, LayerNorm, residual arithmetic, layout copies, optimizer, everything else).
 The linears' achieved GFLOP/s (analytic FLOPs of their forward and both backward products over their
 time) is set against a 1024³ matmul timed in the same process, so "how far from the hardware" is
-one number per family that does arithmetic.
+one number per family that does arithmetic. A second table times, at the same shapes, the GELU and
+attention kernels the model uses against the alternatives one could swap in.
 
 The profiler adds its own time per operator; the table gives the step time with and without it, and
 the shares are of the profiled time. Run on an idle machine, from the repository root:
@@ -79,6 +80,53 @@ def gemm_gflops(n: int = 1024, repeats: int = 7) -> float:
     return 2 * n ** 3 / median_step_s(lambda: torch.mm(a, b, out=out), 3, repeats) / 1e9
 
 
+def alternatives(rounds: int = 15, calls: int = 20) -> dict[str, float]:
+    """Forward + backward of one block's GELU and attention at this shape, by the kernel torch uses
+    and by the alternatives one could swap in; medians of interleaved rounds, in µs."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    B, N, H, hd = 64, 17, 2, DIM // 2
+    h = torch.randn(ROWS, HIDDEN, requires_grad=True)
+    qkv = torch.randn(B, N, 3 * DIM, requires_grad=True)
+
+    def gelu(approximate: str):
+        def run() -> None:
+            h.grad = None
+            F.gelu(h, approximate=approximate).backward(torch.ones_like(h))
+        return run
+
+    def heads(t: torch.Tensor):
+        return t.reshape(B, N, 3, H, hd).permute(2, 0, 3, 1, 4).unbind(0)
+
+    def attention(kind: str):
+        def run() -> None:
+            qkv.grad = None
+            q, k, v = heads(qkv)
+            if kind == "bmm":  # written out, heads folded into the batch
+                q, k, v = (t.reshape(B * H, N, hd) for t in (q, k, v))
+                out = torch.bmm(torch.bmm(q * hd ** -0.5, k.transpose(1, 2)).softmax(-1), v).reshape(B, H, N, hd)
+            else:
+                with sdpa_kernel(SDPBackend.MATH if kind == "math" else SDPBackend.FLASH_ATTENTION):
+                    out = F.scaled_dot_product_attention(q, k, v)
+            out.transpose(1, 2).reshape(B, N, DIM).sum().backward()
+        return run
+
+    arms = {"GELU exact (erf), used": gelu("none"), "GELU tanh": gelu("tanh"),
+            "attention flash kernel, used": attention("flash"), "attention math kernel": attention("math"),
+            "attention bmm + softmax": attention("bmm")}
+    times: dict[str, list[float]] = {name: [] for name in arms}
+    for run in arms.values():
+        run()
+    for r in range(rounds):
+        order = list(arms) if r % 2 == 0 else list(reversed(arms))
+        for name in order:
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                arms[name]()
+            times[name].append((time.perf_counter() - t0) / calls * 1e6)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def profile_one(scheme: str, depth: int, steps: int) -> dict:
     torch.manual_seed(0)
     model, opt = build(scheme, depth)
@@ -102,7 +150,7 @@ def profile_one(scheme: str, depth: int, steps: int) -> dict:
             "families": dict(by_family)}
 
 
-def render(results: list[dict], gemm: float, command: str) -> str:
+def render(results: list[dict], gemm: float, alts: dict[str, float], command: str) -> str:
     prov = provenance("cpu")
     lines = [
         "# Where a training step's time goes (default ablation's shape, CPU, 1 thread)",
@@ -139,8 +187,16 @@ def render(results: list[dict], gemm: float, command: str) -> str:
         "`other` = the autograd engine, views and everything else. "
         "The linears' FLOPs count only the blocks' four linears.",
         "",
+        "## The kernels one could swap in, one block's worth (forward + backward)",
+        "",
+        "The same shapes (64 x 17 tokens; GELU on the 128-wide hidden layer, attention with 2 heads of 16), "
+        "medians of interleaved rounds in the same process. `used` marks what the model runs.",
+        "",
+        "| kernel | µs |",
+        "|---|---:|",
     ]
-    return "\n".join(lines)
+    lines += [f"| {name} | {us:.0f} |" for name, us in alts.items()]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,10 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     results = [profile_one(s, d, args.steps) for d in args.depths for s in args.schemes]
     gemm = gemm_gflops()
+    alts = alternatives()
     command = "python scripts/profile_step.py " + " ".join(sys.argv[1:] if argv is None else argv)
     try:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "step_profile.md").write_text(render(results, gemm, command.strip()))
+        (args.out / "step_profile.md").write_text(render(results, gemm, alts, command.strip()))
     except OSError as err:
         print(f"error: cannot write to --out {args.out}: {err.strerror}; pick a writable folder", file=sys.stderr)
         return 2

@@ -33,5 +33,5 @@ python3 - ${walls[A]} ${walls[B]} <<'EOF'
 import statistics, sys
 a, b = [float(v) for v in sys.argv[1:3]], [float(v) for v in sys.argv[3:5]]
 ma, mb = statistics.median(a), statistics.median(b)
-print(f"median A {ma:.1f} s, B {mb:.1f} s: B takes {100 * (mb / ma - 1):+.1f}% of A's time ({ma / mb:.3f}x as fast)")
+print(f"median A {ma:.1f} s, B {mb:.1f} s: B's wall time is {100 * (mb / ma - 1):+.1f}% of A's ({ma / mb:.3f}x as fast)")
 EOF
