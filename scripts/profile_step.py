@@ -159,7 +159,9 @@ def render(results: list[dict], gemm: float, alts: dict[str, float], command: st
         f"{prov['device_name']}, suite commit {prov['git_commit']}.",
         "",
         "Self CPU time per step under `torch.profiler`, by operator family (batch 64 x 17 tokens, width 32, "
-        "fused AdamW). Shares are of the profiled step, which is longer than the plain one (both given).",
+        "fused AdamW). Shares are of the profiled step, which is longer than the plain one (both given). "
+        "The models run one after another, so the step rows are not an overhead measurement: "
+        "`suite bench` measures overheads in interleaved rounds (docs/benchmark.md).",
         f"A 1024³ fp32 matmul reached **{gemm:.1f} GFLOP/s** in the same process.",
         "",
     ]
