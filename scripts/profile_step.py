@@ -31,6 +31,7 @@ from torch.profiler import ProfilerActivity, profile
 from suite.config import LayerScaleConfig, ModelConfig, TrainConfig
 from suite.engine.optim import build_optimizer
 from suite.models import build_model
+from suite.registry import SCHEMES
 from suite.store import provenance
 
 FAMILIES = {  # operator name -> family; anything not listed is "other" (autograd engine, views, ...)
@@ -204,10 +205,12 @@ def render(results: list[dict], gemm: float, alts: dict[str, float], command: st
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for step_profile.md")
-    parser.add_argument("--schemes", nargs="+", default=["preln", "layerscale"])
+    parser.add_argument("--schemes", nargs="+", default=["preln", "layerscale"], choices=sorted(SCHEMES))
     parser.add_argument("--depths", nargs="+", type=int, default=[12, 48])
     parser.add_argument("--steps", type=int, default=10, help="profiled steps per model (default 10)")
     args = parser.parse_args(argv)
+    if not all(1 <= d <= 1000 for d in args.depths) or args.steps < 1:
+        parser.error("--depths must be between 1 and 1000 and --steps at least 1")
     torch.set_num_threads(1)
     results = [profile_one(s, d, args.steps) for d in args.depths for s in args.schemes]
     gemm = gemm_gflops()

@@ -10,7 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 commit=${1:?usage: scripts/speed_vs_commit.sh COMMIT [SEEDS]}
 seeds=${2:-1}
-old=$(git rev-parse --short "$commit")
+old=$(git rev-parse --short --verify -q "$commit^{commit}") || { echo "error: '$commit' is not a commit of this repository; give a sha, tag or e.g. HEAD~5" >&2; exit 2; }
+[ -x .venv/bin/python ] || { echo "error: no .venv here; run 'make install' first" >&2; exit 2; }
+case "$seeds" in ''|*[!0-9]*|0) echo "error: SEEDS must be a positive integer, got '$seeds'" >&2; exit 2;; esac
 here=$(pwd)
 work=$(mktemp -d)
 trap 'git worktree remove --force "$work/old" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
