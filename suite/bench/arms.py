@@ -4,7 +4,9 @@ Arms: every scheme of :data:`suite.registry.SCHEMES` at its defaults (``layersca
 on both branches, ε by CaiT's rule); ``timm-preln`` / ``timm-layerscale``, timm's own
 ``VisionTransformer`` without / with ``init_values`` at the same shape; and optional variants
 (``layerscale:scalar``, ``:head``, ``:frozen``, ``:unfused``, and the candidate implementations
-``:per-block``, ``:folded``, ``:function``, ``:no-fold``, ``:always-fold``). ``layerscale:unfused`` computes
+``:per-block``, ``:folded``, ``:function``, ``:no-fold``, ``:always-fold``); and, only when named,
+``layerscale:kernel``, the bank with a compiled residual update (``kernel.py``: needs a C++
+compiler and ninja). ``layerscale:unfused`` computes
 ``x + γ·branch`` as timm does (a separate multiply, one more pass over the activations): it shows
 what the fused ``addcmul`` saves, and is the kind of regression the CI gate must catch. The
 candidates (``candidates.py``) compute the same function by other routes: the implementation
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from suite.bench import kernel
 from suite.bench.candidates import always_fold, fold_layerscale, never_fold, per_block, use_function
 from suite.config import LayerScaleConfig, ModelConfig
 from suite.models import build_model
@@ -51,6 +54,9 @@ CANDIDATES = {
     "layerscale:no-fold": never_fold,
     "layerscale:always-fold": always_fold,
 }
+# Arms that need more than torch, named only on purpose (not in --variants): the compiled residual
+# update needs a C++ compiler and ninja at run time (kernel.py).
+OPT_IN = {kernel.ARM: kernel.use_kernel}
 
 
 def arm_names(include_variants: bool = False, include_timm: bool = True) -> list[str]:
@@ -123,10 +129,13 @@ def slow_down_layerscale(model: nn.Module, passes: int = 1) -> nn.Module:
 
 
 def check_arm(name: str) -> None:
-    """Raise ``ValueError`` (with the valid names and a did-you-mean) if ``name`` is no arm."""
-    known = arm_names(include_variants=True)
+    """Raise ``ValueError`` (with the valid names and a did-you-mean) if ``name`` is no arm, and
+    :class:`kernel.KernelBuildError` (a ``ValueError``) if an opt-in arm cannot be built here."""
+    known = arm_names(include_variants=True) + list(OPT_IN)
     if name not in known:
         raise ValueError(f"unknown bench arm '{name}'{did_you_mean(name, known)}; valid: {', '.join(known)}")
+    if name == kernel.ARM:
+        kernel.build()  # fail before anything is measured, in one line
 
 
 def build_arm(name: str, shape: BenchShape) -> nn.Module:
@@ -134,6 +143,8 @@ def build_arm(name: str, shape: BenchShape) -> nn.Module:
     check_arm(name)
     if name in TIMM_ARMS:
         return build_model(shape.model_config(TIMM_ARMS[name], backend="timm"))
+    if name in OPT_IN:
+        return OPT_IN[name](build_model(shape.model_config("layerscale")))
     if name in VARIANTS:
         model = build_model(shape.model_config("layerscale", layerscale=VARIANTS[name]))
         if name == "layerscale:unfused":  # timm's multiply then add, per block, never folded

@@ -34,7 +34,8 @@ DEVICE_DEFAULTS = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = BenchShape()
     parser.add_argument("--schemes", nargs="+", metavar="ARM",
-                        help=f"arms to measure (preln is always added); default: {' '.join(arm_names())}")
+                        help=f"arms to measure (preln is always added); default: {' '.join(arm_names())}; "
+                             "layerscale:kernel (CPU, needs a C++ compiler and ninja) only when named")
     parser.add_argument("--variants", action="store_true",
                         help="add layerscale:scalar, :head, :frozen, :unfused (timm-style multiply + add) and the "
                              "other implementations :per-block, :folded, :function, :no-fold, :always-fold "
@@ -142,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         shape = BenchShape(depth=args.depth, dim=args.dim, heads=args.heads, tokens=args.tokens, batch=opt["batch"])
         shape.img_size  # noqa: B018  (validates tokens before anything is built)
+        if args.device == "cuda" and "layerscale:kernel" in names:
+            raise ValueError("--schemes layerscale:kernel is a CPU kernel; leave it out with --device cuda")
         for name in names:
             check_arm(name)
     except ValueError as err:
