@@ -143,8 +143,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         shape = BenchShape(depth=args.depth, dim=args.dim, heads=args.heads, tokens=args.tokens, batch=opt["batch"])
         shape.img_size  # noqa: B018  (validates tokens before anything is built)
-        if args.device == "cuda" and "layerscale:kernel" in names:
-            raise ValueError("--schemes layerscale:kernel is a CPU kernel; leave it out with --device cuda")
+        if "layerscale:kernel" in names and (args.device == "cuda" or opt["dtype"] != "fp32"):
+            raise ValueError("--schemes layerscale:kernel is an fp32 CPU kernel; leave it out with --device cuda "
+                             "or --dtype bf16")
         for name in names:
             check_arm(name)
     except ValueError as err:

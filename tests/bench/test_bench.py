@@ -244,6 +244,8 @@ def test_bench_cli_rejects_bad_tokens_and_arms(capsys):
     assert main(["bench", "--tokens", "64"]) == 2
     assert main(["bench", "--schemes", "layerscal"]) == 2
     assert "did you mean" in capsys.readouterr().err
+    assert main(["bench", "--schemes", "layerscale:kernel", "--dtype", "bf16"]) == 2  # an fp32 CPU kernel
+    assert "layerscale:kernel is an fp32 CPU kernel" in capsys.readouterr().err
 
 
 def test_default_arms_cover_every_scheme():
