@@ -7,7 +7,8 @@ layers, attention, GELU, LayerNorm, residual arithmetic, layout copies, optimize
 The linears' achieved GFLOP/s (analytic FLOPs of their forward and both backward products over their
 time) is set against a 1024³ matmul timed in the same process, so "how far from the hardware" is
 one number per family that does arithmetic. A second table times, at the same shapes, the GELU and
-attention kernels the model uses against the alternatives one could swap in.
+attention kernels the model uses against the alternatives one could swap in, and a third times
+whole-model ``torch.compile`` (its compile time, and its step against eager) at one depth.
 
 The profiler adds its own time per operator; the table gives the step time with and without it, and
 the shares are of the profiled time. Run on an idle machine, from the repository root:
@@ -30,7 +31,9 @@ from torch.profiler import ProfilerActivity, profile
 
 from suite.config import LayerScaleConfig, ModelConfig, TrainConfig
 from suite.engine.optim import build_optimizer
+from suite.bench.measure import gemm_flops
 from suite.models import build_model
+from suite.models.flops import block_linear_flops
 from suite.registry import SCHEMES
 from suite.store import provenance
 
@@ -47,20 +50,17 @@ FAMILIES = {  # operator name -> family; anything not listed is "other" (autogra
     "aten::_fused_adamw_": "optimizer", "Optimizer.zero_grad#AdamW.zero_grad": "optimizer",
 }
 ORDER = ["linear", "attention", "GELU", "LayerNorm", "residual", "layout copies", "optimizer", "other"]
-ROWS, DIM, HIDDEN = 64 * 17, 32, 128  # batch x tokens, width, MLP hidden width
+BATCH, TOKENS, DIM, HIDDEN = 64, 17, 32, 128  # the default ablation's shape (MLP ratio 4)
+ROWS = BATCH * TOKENS
 
 
-def linear_flops(depth: int) -> int:
-    """Forward + input-gradient + weight-gradient products of the blocks' four linears (the patch
-    embedding and the head are left out: under 1% of the products at these depths)."""
-    per_block = DIM * 3 * DIM + DIM * DIM + DIM * HIDDEN + HIDDEN * DIM
-    return 3 * 2 * ROWS * per_block * depth
+def config(scheme: str, depth: int) -> ModelConfig:
+    return ModelConfig(depth=depth, dim=DIM, heads=2, patch_size=7, img_size=28, in_chans=1, num_classes=10,
+                      residual=scheme, layerscale=LayerScaleConfig(init="cait"))
 
 
 def build(scheme: str, depth: int):
-    cfg = ModelConfig(depth=depth, dim=DIM, heads=2, patch_size=7, img_size=28, in_chans=1, num_classes=10,
-                      residual=scheme, layerscale=LayerScaleConfig(init="cait"))
-    model = build_model(cfg)
+    model = build_model(config(scheme, depth))
     return model, build_optimizer(model, TrainConfig(lr=1e-3))
 
 
@@ -78,7 +78,7 @@ def gemm_gflops(n: int = 1024, repeats: int = 7) -> float:
     a, b = torch.randn(n, n), torch.randn(n, n)
     out = torch.empty(n, n)
     torch.mm(a, b, out=out)
-    return 2 * n ** 3 / median_step_s(lambda: torch.mm(a, b, out=out), 3, repeats) / 1e9
+    return gemm_flops(n) / median_step_s(lambda: torch.mm(a, b, out=out), 3, repeats) / 1e9
 
 
 def alternatives(rounds: int = 15, calls: int = 20) -> dict[str, float]:
@@ -86,7 +86,7 @@ def alternatives(rounds: int = 15, calls: int = 20) -> dict[str, float]:
     and by the alternatives one could swap in; medians of interleaved rounds, in µs."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    B, N, H, hd = 64, 17, 2, DIM // 2
+    B, N, H, hd = BATCH, TOKENS, 2, DIM // 2
     h = torch.randn(ROWS, HIDDEN, requires_grad=True)
     qkv = torch.randn(B, N, 3 * DIM, requires_grad=True)
 
@@ -128,10 +128,40 @@ def alternatives(rounds: int = 15, calls: int = 20) -> dict[str, float]:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def compile_vs_eager(depth: int, rounds: int = 8, steps: int = 5) -> dict[str, float]:
+    """Whole-model ``torch.compile`` (inductor, default mode) of a Pre-LN model against the same
+    model eager: the compile time this process paid (with the inductor cache as found on disk), and
+    the median step of each in interleaved rounds."""
+    x, y = torch.randn(BATCH, 1, 28, 28), torch.randint(0, 10, (BATCH,))
+    arms = {}
+    for kind in ("eager", "compiled"):
+        torch.manual_seed(0)
+        model, opt = build("preln", depth)
+        arms[kind] = (torch.compile(model) if kind == "compiled" else model, opt)
+
+    def step(kind: str) -> None:
+        model, opt = arms[kind]
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    t0 = time.perf_counter()
+    step("compiled")  # compiles forward and backward
+    compile_s = time.perf_counter() - t0
+    for kind in arms:
+        for _ in range(3):
+            step(kind)
+    times: dict[str, list[float]] = {kind: [] for kind in arms}
+    for r in range(rounds):
+        for kind in (("eager", "compiled") if r % 2 == 0 else ("compiled", "eager")):
+            times[kind].append(median_step_s(lambda: step(kind), steps, 1))
+    return {"depth": depth, "compile_s": compile_s, **{k: statistics.median(v) for k, v in times.items()}}
+
+
 def profile_one(scheme: str, depth: int, steps: int) -> dict:
     torch.manual_seed(0)
     model, opt = build(scheme, depth)
-    x, y = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
+    x, y = torch.randn(BATCH, 1, 28, 28), torch.randint(0, 10, (BATCH,))
 
     def step() -> None:
         F.cross_entropy(model(x), y).backward()
@@ -151,7 +181,7 @@ def profile_one(scheme: str, depth: int, steps: int) -> dict:
             "families": dict(by_family)}
 
 
-def render(results: list[dict], gemm: float, alts: dict[str, float], command: str) -> str:
+def render(results: list[dict], gemm: float, alts: dict[str, float], compiled: dict | None, command: str) -> str:
     prov = provenance("cpu")
     lines = [
         "# Where a training step's time goes (default ablation's shape, CPU, 1 thread)",
@@ -178,7 +208,8 @@ def render(results: list[dict], gemm: float, alts: dict[str, float], command: st
     lines.append("| **step, not profiled** | " + " | ".join(f"{r['plain_s'] * 1e3:.1f} ms" for r in results) + " |")
     rates = []
     for r in results:
-        rate = linear_flops(r["depth"]) / r["families"]["linear"] / 1e9
+        # forward, input-gradient and weight-gradient products of the blocks' linears
+        rate = 3 * block_linear_flops(config(r["scheme"], r["depth"]), BATCH) / r["families"]["linear"] / 1e9
         rates.append(f"{rate:.1f} ({100 * rate / gemm:.0f}%)")
     lines.append("| linears' GFLOP/s (share of the 1024³ matmul) | " + " | ".join(rates) + " |")
     lines += [
@@ -199,6 +230,21 @@ def render(results: list[dict], gemm: float, alts: dict[str, float], command: st
         "|---|---:|",
     ]
     lines += [f"| {name} | {us:.0f} |" for name, us in alts.items()]
+    if compiled:
+        c = compiled
+        lines += [
+            "",
+            f"## Whole-model `torch.compile` at depth {c['depth']} (Pre-LN)",
+            "",
+            "Inductor, default mode, against the same model eager; medians of interleaved rounds. The compile "
+            "time is what this process paid, with the inductor cache as it found it on disk; a sweep pays it in "
+            "every run (`train.compile` starts each run from empty dynamo caches).",
+            "",
+            "| compile, first step | eager step | compiled step | compiled / eager |",
+            "|---:|---:|---:|---:|",
+            f"| {c['compile_s']:.1f} s | {c['eager'] * 1e3:.1f} ms | {c['compiled'] * 1e3:.1f} ms | "
+            f"{c['compiled'] / c['eager']:.3f} |",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -208,17 +254,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schemes", nargs="+", default=["preln", "layerscale"], choices=sorted(SCHEMES))
     parser.add_argument("--depths", nargs="+", type=int, default=[12, 48])
     parser.add_argument("--steps", type=int, default=10, help="profiled steps per model (default 10)")
+    parser.add_argument("--compile-depth", type=int, default=48, metavar="D",
+                        help="also time whole-model torch.compile against eager at this depth (0: skip)")
     args = parser.parse_args(argv)
-    if not all(1 <= d <= 1000 for d in args.depths) or args.steps < 1:
-        parser.error("--depths must be between 1 and 1000 and --steps at least 1")
+    if not all(1 <= d <= 1000 for d in args.depths + [args.compile_depth or 1]) or args.steps < 1:
+        parser.error("--depths and --compile-depth must be between 1 and 1000 (--compile-depth 0 skips) "
+                     "and --steps at least 1")
     torch.set_num_threads(1)
     results = [profile_one(s, d, args.steps) for d in args.depths for s in args.schemes]
     gemm = gemm_gflops()
     alts = alternatives()
+    compiled = compile_vs_eager(args.compile_depth) if args.compile_depth else None
     command = "python scripts/profile_step.py " + " ".join(sys.argv[1:] if argv is None else argv)
     try:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "step_profile.md").write_text(render(results, gemm, alts, command.strip()))
+        (args.out / "step_profile.md").write_text(render(results, gemm, alts, compiled, command.strip()))
     except OSError as err:
         print(f"error: cannot write to --out {args.out}: {err.strerror}; pick a writable folder", file=sys.stderr)
         return 2

@@ -19,11 +19,20 @@ def tokens(cfg: ModelConfig) -> int:
     return (cfg.img_size // cfg.patch_size) ** 2 + 1
 
 
+def _linear_macs_per_token(cfg: ModelConfig) -> int:
+    d = cfg.dim
+    return 4 * d * d + 2 * d * int(d * cfg.mlp_ratio)  # q/k/v and output projection, then the MLP
+
+
+def block_linear_flops(cfg: ModelConfig, batch: int) -> int:
+    """Forward FLOPs of the blocks' linears (q/k/v, output projection, MLP) over ``batch`` images."""
+    return 2 * batch * cfg.depth * tokens(cfg) * _linear_macs_per_token(cfg)
+
+
 def forward_flops(cfg: ModelConfig, batch: int) -> int:
     """FLOPs of one forward pass over ``batch`` images (``img_size``, ``in_chans``, ``num_classes`` set)."""
     t, d = tokens(cfg), cfg.dim
-    hidden = int(d * cfg.mlp_ratio)
-    per_token = (4 * d * d + 2 * d * hidden) + 2 * t * d  # projections + MLP, then QK^T and AV
+    per_token = _linear_macs_per_token(cfg) + 2 * t * d  # the linears, then QK^T and AV
     blocks = cfg.depth * t * per_token
     embed = (t - 1) * (cfg.in_chans or 3) * cfg.patch_size ** 2 * d
     head = d * (cfg.num_classes or 10)
