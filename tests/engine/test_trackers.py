@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-import struct
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -75,25 +76,13 @@ def test_tensorboard_event_file_holds_the_metrics(tmp_path):
     assert "config" in events.Tags()["tensors"] or "config/text_summary" in events.Tags()["tensors"]
 
 
-def _wandb_records(path) -> list:
-    """The records of an offline W&B run file (a LevelDB-style log of protobuf records)."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    data, pos, chunks, buf = path.read_bytes(), 7, [], b""
-    assert data[:4] == b":W&B"
-    while pos + 7 <= len(data):
-        if 32768 - pos % 32768 < 7:  # a block's tail too short for a header is padding
-            pos += 32768 - pos % 32768
-            continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
-        if kind == 1:
-            chunks.append(chunk)
-        elif kind in (2, 3):
-            buf = chunk if kind == 2 else buf + chunk
-        elif kind == 4:
-            chunks.append(buf + chunk)
-    return [pb.Record.FromString(c) for c in chunks]
+def _wandb_records(run_dir) -> list[dict]:
+    """The records of an offline W&B run, read back with W&B's own reader (``wandb leet inspect --json``):
+    W&B 0.31 offline writes no ``files/wandb-summary.json`` or ``config.yaml``, only its binary log."""
+    proc = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(run_dir)],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
 def test_wandb_offline_run_has_the_config_groups_history_and_summary(tmp_path, monkeypatch):
@@ -102,24 +91,26 @@ def test_wandb_offline_run_has_the_config_groups_history_and_summary(tmp_path, m
     monkeypatch.setenv("WANDB_SILENT", "true")
     summary = train(tiny("[wandb]"), tmp_path / "run", extra=EXTRA)
     assert summary["status"] == "ok"
-    files = list((tmp_path / "run" / "wandb").glob(f"offline-run-*-{summary['run_id']}-*/run-*.wandb"))
-    assert len(files) == 1
-    records = _wandb_records(files[0])
-    run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
-    assert (run.run_group, run.job_type) == ("abl", "layerscale")
-    assert run.run_id == (tmp_path / "run" / "wandb_id").read_text().strip()
-    assert run.run_id.startswith(summary["run_id"] + "-")  # a new W&B run per attempt from step 0
-    config = {i.key: json.loads(i.value_json) for i in run.config.update}
+    (run_dir,) = (tmp_path / "run" / "wandb").glob(f"offline-run-*-{summary['run_id']}-*")
+    records = _wandb_records(run_dir)
+
+    def of(kind: str) -> list[dict]:
+        return [r[kind] for r in records if r["type"] == kind]
+
+    (run,) = of("run")
+    assert (run["run_group"], run["job_type"]) == ("abl", "layerscale")
+    assert run["run_id"] == (tmp_path / "run" / "wandb_id").read_text().strip()
+    assert run["run_id"].startswith(summary["run_id"] + "-")  # a new W&B run per attempt from step 0
+    config = run["config"]["update"]
     assert config["model.depth"] == 2 and config["model.residual"] == "layerscale" and config["variant"] == "layerscale"
-    history = [{"/".join(i.nested_key) or i.key: json.loads(i.value_json) for i in r.history.item}
-               for r in records if r.WhichOneof("record_type") == "history"]
+    history = [h["item"] for h in of("history")]
     expected = train_records(tmp_path / "run")
     assert [h["_step"] for h in history if "train/loss" in h] == [r["step"] for r in expected]
     assert [h["train/loss"] for h in history if "train/loss" in h] == pytest.approx([r["loss"] for r in expected])
-    summaries = {i.key or "/".join(i.nested_key): json.loads(i.value_json)
-                 for r in records if r.WhichOneof("record_type") == "summary" for i in r.summary.update}
+    assert [h["_step"] for h in history if "test/acc" in h] == [10, 20]  # train.eval_every=10, train.steps=20
+    summaries = {k: v for s in of("summary") for k, v in s["update"].items()}
     assert summaries["test_acc"] == pytest.approx(summary["test_acc"]) and summaries["status"] == "ok"
-    assert [r.exit.exit_code for r in records if r.WhichOneof("record_type") == "exit"] == [0]
+    assert [e["exit_code"] for e in of("exit")] == [0]
 
 
 def test_mlflow_local_store_has_the_run_params_and_metric_history(tmp_path, monkeypatch):
