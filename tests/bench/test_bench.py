@@ -255,6 +255,7 @@ def test_default_arms_cover_every_scheme():
 
 
 # ----------------------------------------------------------------------------- the gate, both ways (real timing)
+# Marked bench: `make bench` runs them; CI times the real gate once, in `make bench-check`.
 
 GATE_TEST_SHAPE = BenchShape(depth=4, dim=192, heads=3, tokens=65, batch=4)
 
@@ -263,6 +264,7 @@ def _slowed(passes: int):
     return lambda: slow_down_layerscale(build_arm("layerscale", GATE_TEST_SHAPE), passes)
 
 
+@pytest.mark.bench
 def test_gate_passes_on_the_real_layerscale(one_thread):
     step = bench_gate.check(measure_step, bench_gate.STEP_THRESHOLD, "step", shape=GATE_TEST_SHAPE, rounds=16)
     residual = bench_gate.check(measure_residual, bench_gate.RESIDUAL_THRESHOLD, "residual",
@@ -271,6 +273,7 @@ def test_gate_passes_on_the_real_layerscale(one_thread):
     assert residual[0], residual[1]
 
 
+@pytest.mark.bench
 def test_gate_fails_on_a_slowed_layerscale(one_thread):
     # The step check gets 60 extra passes per residual add (about +35%, far beyond noise: 12 passes
     # measured +7.4% [+4.9, +8.6] on a busy 2-core runner, too close to the 5% threshold to fail
@@ -289,6 +292,7 @@ def test_gate_fails_on_a_slowed_layerscale(one_thread):
     assert not residual[0], residual[1]
 
 
+@pytest.mark.bench
 def test_ablation_step_check_both_ways(one_thread):
     """At the default ablation's shape the step check passes the real code (the scale bank, about +1%
     measured) and fails 8 extra passes per residual add (4 passes measured +11.7% before the bank,
