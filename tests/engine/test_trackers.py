@@ -48,11 +48,15 @@ def test_scalars_name_each_record_as_every_sink_shows_it():
 
 
 def test_deep_models_send_the_mean_and_max_over_blocks_not_a_series_per_block():
-    blocks = [{"block": i, "scale_mean": float(i), "scale_max": None, "attn_ratio": None, "mlp_ratio": None,
-               "out_rms": None} for i in range(PER_BLOCK_UP_TO + 1)]
+    n = PER_BLOCK_UP_TO + 1  # one block over: no series per block
+    # One block's scale is n, the others 0: mean exactly 1 (the median would be 0); block 0's attention
+    # ratio is missing, the others 2: mean 2 over the blocks that have one (not 2 (n - 1) / n).
+    blocks = [{"block": i, "scale_mean": float(n if i == n - 1 else 0), "scale_max": None,
+               "attn_ratio": None if i == 0 else 2.0, "mlp_ratio": None, "out_rms": None} for i in range(n)]
     _, values = scalars({"kind": "train", "step": 1, "loss": 1.0, "lr": 0.1, "grad_norm": 1.0, "blocks": blocks})
-    assert values["blocks/scale_mean/mean"] == pytest.approx(PER_BLOCK_UP_TO / 2)
-    assert values["blocks/scale_mean/max"] == PER_BLOCK_UP_TO
+    assert values["blocks/scale_mean/mean"] == 1.0 and values["blocks/scale_mean/max"] == n
+    assert values["blocks/attn_ratio/mean"] == 2.0 and values["blocks/attn_ratio/max"] == 2.0
+    assert not [k for k in values if k.startswith("blocks/scale_max")]  # no block has one
     assert not [k for k in values if k.startswith("blocks/") and k.split("/")[-1].isdigit()]
 
 
