@@ -1,12 +1,12 @@
 """Runs per hour: how many short training runs of one shape a machine finishes, solo or co-located.
 
 Each arm trains the same ``runs`` runs (seeds of one config, real data, the real engine, its
-start-up included) through the local backend's worker processes, and is timed from the first
-worker's start to the last summary:
+start-up included) through :func:`suite.sweep.sweep.run_sweep` (local worker processes), and is timed from the
+sweep's start to its last summary:
 
 - ``solo``: one worker at a time (on a CPU with all the cores' threads);
 - ``co-located K``: K workers at once, sharing the device (on a CPU, cores // K threads each; on a
-  GPU, K processes on GPU 0, which overlap only under CUDA MPS);
+  GPU, K processes sharing the GPUs, which overlap only under CUDA MPS);
 - ``packed N``: one worker training N runs at a time as one stacked model (``suite run --pack N``,
   :mod:`suite.engine.pack`).
 
@@ -24,8 +24,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
-
-import yaml
 
 from suite import store
 
@@ -63,48 +61,31 @@ def measure_throughput(arms: list[Arm], *, runs: int, device: str, base: dict[st
     Raises:
         RuntimeError: a run ended in ``error`` (the arm measured a crash, not a throughput).
     """
-    from suite.sweep.local import run_local
-    from suite.sweep.plan import resolve_runs
-    from suite.sweep.spec import load_ablation
+    from suite.sweep.sweep import SweepOptions, run_sweep
 
     base = {k: dict(v) for k, v in (base or DEFAULT_BASE).items()}
     if steps is not None:
         base["train"]["steps"] = steps
-    gpus = ["0"] if device == "cuda" else []
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="suite-throughput-") as tmp:
         # Untimed: one short run first, so that no arm pays for a cold file cache or first data load.
-        warm = Path(tmp) / "warm-up"
-        warm.mkdir()
-        store.atomic_write_text(warm / "ablation.yaml", yaml.safe_dump(
-            {"name": "throughput", "base": {**base, "train": {**base["train"], "steps": 2}, "device": device},
-             "seeds": 1, "variants": {"run": {}}}, sort_keys=False))
-        run_local(resolve_runs(load_ablation(warm / "ablation.yaml").runs, device, device), warm / "out",
-                  lambda run, result: None, workers=1, gpus=gpus, threads=arms[0].threads if arms else 1)
+        warm = {"name": "throughput", "base": {**base, "train": {**base["train"], "steps": 2}}, "variants": {"run": {}}}
+        run_sweep(warm, Path(tmp) / "warm-up", SweepOptions(device=device, workers=1,
+                                                              threads=arms[0].threads if arms else 1))
         for arm in arms:
-            folder = Path(tmp) / arm.name.replace(" ", "-")
-            spec = {"name": "throughput", "base": {**base, "device": device}, "seeds": runs,
-                    "variants": {"run": {}}}
-            path = folder / "ablation.yaml"
-            folder.mkdir(parents=True)
-            store.atomic_write_text(path, yaml.safe_dump(spec, sort_keys=False))
-            todo = resolve_runs(load_ablation(path).runs, device, device)
-            for run in todo:
-                run.cfg.train.threads = arm.threads
-            statuses: list[str] = []
+            spec = {"name": "throughput", "base": base, "seeds": runs, "variants": {"run": {}}}
             log(f"{arm.name}: {runs} runs, {arm.workers} worker(s) x {arm.threads} thread(s)")
             t0 = time.perf_counter()
-            run_local(todo, folder / "out", lambda run, result: statuses.append(str(result.get("status"))),
-                      workers=arm.workers, gpus=gpus, threads=arm.threads, pack=arm.pack)
+            sweep = run_sweep(spec, Path(tmp) / arm.name.replace(" ", "-"),
+                              SweepOptions(device=device, workers=arm.workers, threads=arm.threads, pack=arm.pack))
             wall = time.perf_counter() - t0
-            if "error" in statuses:
-                errors = [str((store.read_summary(p.parent) or {}).get("error")) for p in (folder / "out").glob("runs/*/summary.json")
-                          if (store.read_summary(p.parent) or {}).get("status") == "error"]
-                raise RuntimeError(f"throughput arm {arm.name}: a run ended in error ({errors[0] if errors else '?'})")
+            errors = [r["error"] for r in sweep.results.values() if r["status"] == "error"]
+            if errors or sweep.stopped:
+                raise RuntimeError(f"throughput arm {arm.name}: a run ended in error ({(errors or [sweep.stopped])[0]})")
+            statuses = {str(r["status"]) for r in sweep.results.values()}
             rows.append({"arm": arm.name, "workers": arm.workers, "threads_per_run": arm.threads, "pack": arm.pack,
-                         "runs": runs,
-                         "steps": base["train"]["steps"], "wall_s": round(wall, 2),
-                         "runs_per_hour": round(runs / wall * 3600, 1), "statuses": ",".join(sorted(set(statuses)))})
+                         "runs": runs, "steps": base["train"]["steps"], "wall_s": round(wall, 2),
+                         "runs_per_hour": round(runs / wall * 3600, 1), "statuses": ",".join(sorted(statuses))})
     for row in rows:
         row["speedup"] = round(row["runs_per_hour"] / rows[0]["runs_per_hour"], 3)
     return rows

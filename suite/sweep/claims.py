@@ -1,14 +1,18 @@
-"""Claims on runs, for workers that pull runs from a shared results folder (the Slurm backend).
+"""Claims on runs: how workers that pull runs from one results folder agree on who trains what.
 
 A worker may train a run only while it holds the run's claim: ``<out>/claims/<run_id>.json``,
 created with ``O_CREAT | O_EXCL`` (exactly one creator succeeds, also on NFS v3+ and Lustre), holding
-the owner's id and a random token. The owner renews its lease by touching the file every
-``lease_s / 4`` seconds. A claim not touched for ``lease_s`` seconds belongs to a dead (or frozen)
-worker: another worker renames it aside (exactly one renamer succeeds) and claims the run itself. An
-owner that finds its claim gone or replaced has lost the run and must stop it without writing.
+the owner, its host and pid, a random token and the attempt number. The owner renews its lease by
+touching the file (:class:`Heartbeat`). A claim is *dead* when it was not touched for ``lease_s``
+seconds, or when its owner ran on this host and its process is gone (no need to wait for the lease
+after a local crash). Another worker renames a dead claim aside (exactly one renamer succeeds) and
+claims the run itself, with the attempt number one higher. An owner that finds its claim gone or
+replaced has lost the run and must stop it without writing.
 
 The lease is compared with the file's modification time, which the file server sets: keep
-``lease_s`` well above the clock skew between nodes and the longest pause of a live worker.
+``lease_s`` well above the clock skew between nodes and the longest pause of a live worker. Every
+function that looks at the time takes ``now`` (a clock, ``time.time`` by default) so tests need no
+sleeping.
 """
 
 from __future__ import annotations
@@ -21,30 +25,53 @@ import socket
 import threading
 import time
 from pathlib import Path
-
-from suite import store
+from typing import Callable
 
 CLAIMS = "claims"
+Clock = Callable[[], float]
+
+
+def owner_id() -> str:
+    """Who holds a claim: the Slurm job (array task) id where there is one, host and pid."""
+    job = os.environ.get("SLURM_ARRAY_JOB_ID")
+    if job:
+        job = f"{job}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}"
+    job = job or os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID") or "-"
+    return f"{job}@{socket.gethostname()}:{os.getpid()}"
+
+
+def claim_path(out: Path, run_id: str) -> Path:
+    return Path(out) / CLAIMS / f"{run_id}.json"
+
+
+def read(path: Path) -> dict:
+    """The claim's fields; ``{}`` when it is missing, being written, or damaged."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 class Claim:
-    """A claim this worker holds; :meth:`renew` keeps it, :meth:`release` gives it up."""
+    """A claim this worker holds: :attr:`attempt` is how many claims the run has had, this one included."""
 
-    def __init__(self, path: Path, token: str) -> None:
-        self.path, self.token = path, token
+    def __init__(self, path: Path, token: str, attempt: int) -> None:
+        self.path, self.token, self.attempt = path, token, attempt
 
     def held(self) -> bool:
-        """Whether the file is still this claim: False once it is released, taken over or replaced.
+        """Whether the file is still this claim: False once released, taken over or replaced.
 
         Raises:
             OSError: the file could not be read (a stale NFS handle, a busy server): unknown, not lost.
         """
         try:
-            return json.loads(self.path.read_text(encoding="utf-8")).get("token") == self.token
+            data = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return False
-        except (ValueError, AttributeError):  # another worker's claim being written, or garbage
+        except ValueError:  # another worker's claim being written, or garbage
             return False
+        return isinstance(data, dict) and data.get("token") == self.token
 
     def renew(self) -> bool:
         """Touch the claim; False only when it is certainly no longer ours (the run must stop). A
@@ -65,101 +92,119 @@ class Claim:
                 self.path.unlink(missing_ok=True)
 
 
-def owner_id() -> str:
-    """Who holds a claim: the Slurm job (array task) id where there is one, host and pid."""
-    job = os.environ.get("SLURM_ARRAY_JOB_ID")
-    if job:
-        job = f"{job}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}"
-    job = job or os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID") or "-"
-    return f"{job}@{socket.gethostname()}:{os.getpid()}"
-
-
-def claim_path(out: Path, run_id: str) -> Path:
-    return Path(out) / CLAIMS / f"{run_id}.json"
-
-
-def age(path: Path, now: float | None = None) -> float | None:
-    """Seconds since ``path`` was last touched; None when it does not exist."""
+def dead(path: Path, lease_s: float, now: Clock = time.time) -> bool | None:
+    """Whether the claim at ``path`` is dead (see the module docstring); None when there is none."""
     try:
-        return (time.time() if now is None else now) - path.stat().st_mtime
+        age = now() - path.stat().st_mtime
     except FileNotFoundError:
         return None
+    if age > lease_s:
+        return True
+    data = read(path)
+    return data.get("host") == socket.gethostname() and not _alive(data.get("pid"))
 
 
-def try_claim(out: Path, run_id: str, lease_s: float) -> Claim | None:
-    """Claim ``run_id`` for this process; None when a live worker holds it.
+def _alive(pid) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return True  # unknown: only the lease can tell
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError, IndexError):  # a zombie is dead too
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    return True
 
-    A claim older than ``lease_s`` is taken over: renamed aside (one taker wins), checked once more
-    (its owner may have renewed it just before), and replaced by ours.
+
+def try_claim(out: Path, run_id: str, lease_s: float, take_over: bool = True,
+              now: Clock = time.time) -> Claim | None:
+    """Claim ``run_id`` for this process; None when a live worker holds it (or, with ``take_over``
+    False, when anyone does).
+
+    A dead claim is renamed aside (one taker wins), checked once more (its owner may have renewed it
+    just before), and replaced by ours, whose attempt number is one more than the dead one's.
     """
     path = claim_path(out, run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(8)
-    text = store.metrics_line({"owner": owner_id(), "token": token, "claimed_at": time.time()})
+    attempt = 1
     for _ in range(3):  # a claim released or taken over under our feet: look again
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
-            held_for = age(path)
-            if held_for is None:
-                continue
-            if held_for <= lease_s:
+            if not take_over or not dead(path, lease_s, now):
                 return None
             aside = path.with_name(f"{path.name}.expired-{token}")
             try:
                 os.rename(path, aside)
             except FileNotFoundError:
                 return None  # another worker took it over first
-            if (age(aside) or 0.0) <= lease_s:  # renewed between our look and the rename: give it back
+            if not dead(aside, lease_s, now):  # renewed between our look and the rename: give it back
                 with contextlib.suppress(OSError):
                     os.link(aside, path)
                 aside.unlink(missing_ok=True)
                 return None
+            previous = read(aside).get("attempt")
+            attempt = (previous if isinstance(previous, int) else 1) + 1
             aside.unlink(missing_ok=True)
             continue
+        record = {"owner": owner_id(), "host": socket.gethostname(), "pid": os.getpid(), "token": token,
+                  "attempt": attempt, "claimed_at": now()}
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        return Claim(path, token)
+            f.write(json.dumps(record))
+        return Claim(path, token, attempt)
     return None
 
 
 def holder(out: Path, run_id: str) -> str | None:
     """The owner id in ``run_id``'s claim, or None when it is not claimed."""
-    try:
-        return json.loads(claim_path(out, run_id).read_text(encoding="utf-8")).get("owner")
-    except (OSError, ValueError, AttributeError):
-        return None
+    return read(claim_path(out, run_id)).get("owner")
 
 
 def clear(out: Path, run_ids: list[str]) -> None:
-    """Drop the claims of ``run_ids`` (their holders are known to be dead)."""
+    """Drop the claims of ``run_ids``: a new sweep starts counting attempts again."""
     for run_id in run_ids:
         claim_path(out, run_id).unlink(missing_ok=True)
 
 
-class Heartbeat:
-    """Renews the current claim every ``lease_s / 4`` seconds from a thread; ``lost`` is set when the
-    claim was taken from us (the run in progress must stop without writing anything more)."""
+def expire(out: Path, run_ids: list[str]) -> None:
+    """Make the claims of ``run_ids`` dead at once, keeping their attempt numbers (every worker that
+    could hold them has ended)."""
+    for run_id in run_ids:
+        with contextlib.suppress(OSError):
+            os.utime(claim_path(out, run_id), (0, 0))
 
-    def __init__(self, lease_s: float) -> None:
+
+class Heartbeat:
+    """Renews the current claim (:meth:`beat`) every ``lease_s / 4`` seconds from a thread; ``lost`` is
+    set when the claim was taken from us (the run in progress must stop without writing more)."""
+
+    def __init__(self, lease_s: float, start: bool = True) -> None:
         self.period = max(0.05, lease_s / 4)
         self.claim: Claim | None = None
         self.lost = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, daemon=True, name="claim-heartbeat")
-        self._thread.start()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="claim-heartbeat")
+        if start:
+            self._thread.start()
 
     def hold(self, claim: Claim | None) -> None:
         self.lost.clear()
         self.claim = claim
 
-    def _beat(self) -> None:
+    def beat(self) -> None:
+        claim = self.claim
+        # A claim the worker has just released is not lost: only the one still held counts.
+        if claim is not None and not claim.renew() and self.claim is claim:
+            self.lost.set()
+
+    def _run(self) -> None:
         while not self._stop.wait(self.period):
-            claim = self.claim
-            # A claim the worker has just released is not lost: only the one still held counts.
-            if claim is not None and not claim.renew() and self.claim is claim:
-                self.lost.set()
+            self.beat()
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=2)
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)

@@ -14,10 +14,11 @@ from typing import Iterator
 import yaml
 
 from suite import store
+from suite.config import ConfigError
 from suite.sweep.spec import Ablation, Run
 
 
-class RunnerError(Exception):
+class RunnerError(ConfigError):
     """A user error found before any run starts (busy or foreign folder, no GPU, no Ray)."""
 
 
@@ -123,7 +124,7 @@ def clear_stale(out: Path, run: Run) -> None:
     """Make way for a run about to start.
 
     Drops the old ``error`` summary of a run being retried, so that if its process dies before
-    training starts, :func:`~suite.sweep.task.record_lost` does not mistake that summary for a new
+    training starts, :func:`~suite.sweep.worker.record_lost` does not mistake that summary for a new
     one. Whatever stands where the run folder or its summary should be but is the wrong kind of
     file (a file for the folder, a folder for the summary) is renamed to ``<name>.damaged``, with a
     warning, rather than deleted.

@@ -1,24 +1,22 @@
-"""The Ray backend: one Ray task per run (``num_gpus=1``, or ``num_cpus=threads`` on CPU).
+"""The Ray launcher: N Ray tasks, each a :class:`~suite.sweep.worker.Worker` pulling runs from the
+results folder (which every node must see at the same path).
 
-Tasks write into the shared results folder themselves, through the same :func:`execute` as the
-local backend.
+Each task reserves ``num_gpus = 1 / --runs-per-gpu``, or ``num_cpus = --threads`` on CPU. A task whose
+process dies leaves a dead claim that another worker takes over (the lost-run rule of
+:mod:`suite.sweep.worker`). On Ctrl-C the tasks are cancelled; the next ``suite run`` resumes their runs.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
 import threading
 import time
-from pathlib import Path
-from typing import Any
 
-from suite.sweep.folder import RunnerError, clear_stale, run_dir
-from suite.sweep.local import Report
-from suite.sweep.spec import Run
-from suite.sweep.task import check_result, execute, record_lost
+from suite import store
+from suite.sweep.folder import RunnerError
+from suite.sweep.worker import Worker
 
 
 def connect(address: str | None, timeout: float = 30.0) -> None:
@@ -81,51 +79,57 @@ def connect(address: str | None, timeout: float = 30.0) -> None:
             signal.signal(signal.SIGALRM, previous)
 
 
-def task_resources(gpu: bool, threads: int, runs_per_gpu: int = 1) -> dict[str, float]:
-    """What one run's Ray task reserves: a share of a GPU, or ``threads`` CPUs."""
-    return {"num_gpus": 1 / runs_per_gpu} if gpu else {"num_cpus": threads}
+def _main(worker: Worker, index: int) -> dict:
+    return worker(index)
 
 
-def run_ray(todo: list[Run], out: Path, report: Report, *, address: str | None, device: str,
-            threads: int, runs_per_gpu: int = 1) -> None:
-    """Run ``todo`` as Ray tasks; ``out`` must be a folder every node sees at the same path.
+class RayLauncher:
+    """Starts, watches and cancels the worker tasks of one sweep (Ray already joined by :func:`connect`)."""
 
-    Args:
-        address: a running cluster (``ray start --head`` prints it); ``None`` starts a local one.
-            Already connected by :func:`connect` when called from ``suite run``.
-        device: ``cpu``, ``cuda``, or ``auto`` (GPU tasks if the cluster has GPUs).
-        threads: CPUs each CPU task reserves (and its torch threads).
-        runs_per_gpu: GPU tasks share a GPU this many at a time (``num_gpus = 1 / runs_per_gpu``).
+    def __init__(self, resources: dict[str, float]) -> None:
+        self.resources, self.refs = resources, []
 
-    Raises:
-        RunnerError: Ray is not installed, or the cluster cannot be reached.
-    """
-    connect(address)
-    import ray
+    def attach(self) -> int:
+        return 0
 
-    pending: dict[Any, tuple[Run, float]] = {}
-    try:
-        gpu = device == "cuda" or (device == "auto" and ray.cluster_resources().get("GPU", 0) > 0)
-        if device == "cuda" and not ray.cluster_resources().get("GPU", 0):
-            raise RunnerError("--device cuda: the Ray cluster has no GPUs; use --device cpu or auto")
-        resources = task_resources(gpu, threads, runs_per_gpu)
-        task = ray.remote(max_retries=0, **resources)(execute)  # a crash is recorded, not retried
-        for run in todo:
-            clear_stale(out, run)
-            ref = task.remote(run.cfg, str(run_dir(out, run).resolve()), run.extra)
-            pending[ref] = (run, time.perf_counter())
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            for ref in ready:
-                run, t0 = pending.pop(ref)
-                try:
-                    result = ray.get(ref)
-                except ray.exceptions.RayError as err:
-                    message = f"Ray task failed: {type(err).__name__}: {str(err).splitlines()[0]}"
-                    result = record_lost(run, out, message[:500], time.perf_counter() - t0, "ray")
-                report(run, check_result(result))
-    finally:
-        for ref in pending:  # left over only after Ctrl-C or an error: stop them
-            with contextlib.suppress(Exception):
+    def capacity(self) -> int:
+        """How many worker tasks the cluster runs at once."""
+        import ray
+
+        (kind, share), = self.resources.items()
+        return max(1, int(ray.cluster_resources().get("GPU" if kind == "num_gpus" else "CPU", 1) / share))
+
+    def start(self, worker: Worker, n: int) -> str | None:
+        import ray
+
+        task = ray.remote(max_retries=0, **self.resources)(_main)  # a dead task's runs are taken over instead
+        self.refs = [task.remote(worker, i) for i in range(n)]
+        return None
+
+    def running(self) -> bool:
+        import ray
+
+        ready, busy = ray.wait(self.refs, num_returns=len(self.refs), timeout=0)
+        for ref in ready:
+            try:
+                full = ray.get(ref)["disk_full"]
+            except ray.exceptions.RayError:  # the task died: its claims are dead
+                continue
+            if full:
+                raise store.DiskFull(full)
+        return bool(busy)
+
+    def stop(self) -> None:
+        import ray
+
+        for ref in self.refs:
+            try:
                 ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001  (already finished)
+                pass
+
+    def close(self) -> None:
+        import ray
+
+        self.stop()
         ray.shutdown()

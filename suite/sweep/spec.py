@@ -87,20 +87,25 @@ class Ablation:
 # ----------------------------------------------------------------------------- loading
 
 
-def load_ablation(path: str | Path, max_runs: int | None = None) -> Ablation:
+def load_ablation(path: str | Path | dict[str, Any], max_runs: int | None = None) -> Ablation:
     """Read, merge (``extends``), check and expand an ablation file.
 
     Args:
-        path: the YAML file.
+        path: the YAML file, or its content as a dict (``extends`` applies to files only).
         max_runs: refuse a file that expands to more runs than this (default :data:`MAX_RUNS`),
             counted before anything is expanded.
 
     Raises:
         SpecError: with one line per problem found anywhere in the file or the files it extends.
     """
-    path = Path(path)
     problems: list[str] = []
-    raw = _resolve(path, problems, chain=())
+    if isinstance(path, dict):
+        raw = dict(path)
+        _check_fields(raw, "<ablation>", problems)
+        path = Path("<ablation>")
+    else:
+        path = Path(path)
+        raw = _resolve(path, problems, chain=())
     if raw is None or problems:
         raise SpecError(problems)
     ablation = _expand(raw, str(path), problems, MAX_RUNS if max_runs is None else max_runs)

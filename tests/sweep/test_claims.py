@@ -1,22 +1,24 @@
-"""Claims on runs (the Slurm backend's workers): one holder, leases, take-over of a dead worker's run."""
+"""Claims on runs: one holder, leases, take-over of a dead worker's run, attempts; clocks are injected."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 
 from suite.sweep import claims
 
 
-def _age(path, seconds: float) -> None:
-    then = time.time() - seconds
-    os.utime(path, (then, then))
+def later(seconds: float):
+    """A clock ``seconds`` ahead of the file server's: every claim looks that much older."""
+    return lambda: time.time() + seconds
 
 
 def test_only_one_worker_holds_a_run(tmp_path):
     first = claims.try_claim(tmp_path, "abc", lease_s=60)
-    assert first is not None and first.held()
+    assert first is not None and first.held() and first.attempt == 1
     assert claims.try_claim(tmp_path, "abc", lease_s=60) is None  # a live claim is respected
     assert claims.holder(tmp_path, "abc") == claims.owner_id()
     first.release()
@@ -24,11 +26,18 @@ def test_only_one_worker_holds_a_run(tmp_path):
     assert claims.try_claim(tmp_path, "abc", lease_s=60) is not None
 
 
+def test_claims_are_json_records(tmp_path):
+    mine = claims.try_claim(tmp_path, "abc", lease_s=60)
+    record = json.loads(mine.path.read_text())
+    assert record["pid"] == os.getpid() and record["token"] == mine.token and record["attempt"] == 1
+
+
 def test_an_expired_claim_is_taken_over_and_its_owner_learns_it_lost(tmp_path):
     dead = claims.try_claim(tmp_path, "abc", lease_s=5)
-    _age(dead.path, 6)  # its owner stopped renewing it 6 s ago
-    thief = claims.try_claim(tmp_path, "abc", lease_s=5)
-    assert thief is not None and thief.held()
+    assert claims.try_claim(tmp_path, "abc", lease_s=5, now=later(4)) is None  # within the lease
+    assert claims.try_claim(tmp_path, "abc", lease_s=5, take_over=False, now=later(6)) is None
+    thief = claims.try_claim(tmp_path, "abc", lease_s=5, now=later(6))  # not renewed for 6 s
+    assert thief is not None and thief.held() and thief.attempt == 2
     assert not dead.held() and not dead.renew()  # the old owner must stop its run
     dead.release()  # and its release does not drop the new owner's claim
     assert thief.held()
@@ -37,25 +46,45 @@ def test_an_expired_claim_is_taken_over_and_its_owner_learns_it_lost(tmp_path):
 
 def test_renewing_keeps_a_claim_alive(tmp_path):
     mine = claims.try_claim(tmp_path, "abc", lease_s=5)
-    _age(mine.path, 6)
+    then = time.time() - 6
+    os.utime(mine.path, (then, then))  # not renewed for 6 s
     assert mine.renew()
     assert claims.try_claim(tmp_path, "abc", lease_s=5) is None
 
 
+def test_a_claim_whose_process_is_gone_on_this_host_is_dead_at_once(tmp_path):
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    mine = claims.try_claim(tmp_path, "abc", lease_s=600)
+    record = json.loads(mine.path.read_text())
+    mine.path.write_text(json.dumps({**record, "pid": int(child.stdout), "token": "theirs"}))
+    assert claims.dead(mine.path, 600) is True
+    taken = claims.try_claim(tmp_path, "abc", lease_s=600)
+    assert taken is not None and taken.attempt == 2
+
+
+def test_expire_keeps_the_attempt_count_and_clear_resets_it(tmp_path):
+    first = claims.try_claim(tmp_path, "abc", lease_s=600)
+    claims.expire(tmp_path, ["abc"])
+    second = claims.try_claim(tmp_path, "abc", lease_s=600)
+    assert not first.held() and second.attempt == 2
+    claims.clear(tmp_path, ["abc"])
+    assert claims.try_claim(tmp_path, "abc", lease_s=600).attempt == 1
+
+
 def test_heartbeat_renews_and_reports_a_lost_claim(tmp_path):
-    beat = claims.Heartbeat(lease_s=0.4)  # renews every 0.1 s
-    try:
-        mine = claims.try_claim(tmp_path, "abc", lease_s=0.4)
-        beat.hold(mine)
-        time.sleep(0.6)
-        assert claims.try_claim(tmp_path, "abc", lease_s=0.4) is None and not beat.lost.is_set()
-        mine.path.write_text(json.dumps({"owner": "someone", "token": "theirs"}))  # taken over
-        deadline = time.monotonic() + 5
-        while not beat.lost.is_set() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert beat.lost.is_set()
-    finally:
-        beat.close()
+    beat = claims.Heartbeat(lease_s=60, start=False)  # beats by hand: no thread, no timing
+    mine = claims.try_claim(tmp_path, "abc", lease_s=60)
+    beat.hold(mine)
+    then = time.time() - 100
+    os.utime(mine.path, (then, then))
+    beat.beat()
+    assert claims.try_claim(tmp_path, "abc", lease_s=60) is None and not beat.lost.is_set()  # renewed
+    mine.path.write_text(json.dumps({"owner": "someone", "token": "theirs"}))  # taken over
+    beat.beat()
+    assert beat.lost.is_set()
+    beat.hold(None)  # a released claim is not lost
+    assert not beat.lost.is_set()
+    beat.close()
 
 
 def test_a_damaged_claim_file_is_not_held_by_anyone(tmp_path):
@@ -63,5 +92,5 @@ def test_a_damaged_claim_file_is_not_held_by_anyone(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_bytes(b"\xff not json")
     assert claims.holder(tmp_path, "abc") is None
-    _age(path, 100)
-    assert claims.try_claim(tmp_path, "abc", lease_s=5) is not None  # expired: taken over like any other
+    assert claims.try_claim(tmp_path, "abc", lease_s=5) is None  # not known dead until its lease ends
+    assert claims.try_claim(tmp_path, "abc", lease_s=5, now=later(100)) is not None

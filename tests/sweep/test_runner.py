@@ -10,13 +10,14 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
 
 from suite import store
 from suite.cli import main
-from suite.sweep.task import CRASH_ENV
+from suite.sweep.worker import CRASH_ENV
 from suite.sweep.plan import resolve_runs
 from suite.sweep.spec import load_ablation
 
@@ -103,13 +104,18 @@ def test_worker_death_is_an_error_run_and_retry_errors_reruns_only_it(tmp_path, 
     runs = [r for r in cpu_runs(SMOKE) if r.seed == 0]
     victim = runs[0]  # with one worker, the other three runs need the replacement worker
     monkeypatch.setenv(CRASH_ENV, victim.run_id)
-    assert main(["run", str(SMOKE), "--out", str(out), "--only", "seed=0", "--workers", "1", *ARGS]) == 0
+    assert main(["run", str(SMOKE), "--out", str(out), "--only", "seed=0", "--workers", "1", "--attempts", "1",
+                 *ARGS]) == 0
     captured = capsys.readouterr()
     assert "3 ok, 0 diverged, 0 failed, 1 error" in captured.out and "--retry-errors" in captured.err
     found = summaries(out)
     assert set(found) == {r.run_id for r in runs}
     dead = found[victim.run_id]
-    assert dead["status"] == "error" and dead["error"] == "worker process died with exit code 3"
+    # The first worker died on it; the next trained the other runs, then found its one attempt spent.
+    assert dead["status"] == "error" and dead["error"].startswith("no worker finished this run in 1 attempts")
+    log = sorted((json.loads(line) for p in (out / "workers").glob("*.jsonl") for line in p.read_text().splitlines()),
+                 key=lambda e: e["t"])
+    assert [(e["event"], e.get("attempt")) for e in log if e["run_id"] == victim.run_id] == [("start", 1), ("error", None)]
     assert (dead["ablation"], dead["variant"], dead["seed"], dead["model.depth"]) == (
         "smoke", victim.variant, 0, victim.cfg.model.depth)
     assert set(found[runs[1].run_id]) <= set(dead)  # same summary shape as a trained run
@@ -122,7 +128,7 @@ def test_worker_death_is_an_error_run_and_retry_errors_reruns_only_it(tmp_path, 
     assert main(["run", str(SMOKE), "--out", str(out), "--only", "seed=0", "--retry-errors", *ARGS]) == 0
     assert "4 runs: 4 ok" in capsys.readouterr().out
     after = snapshot(out)
-    changed = {Path(p).parent.name for p in after if after[p] != before.get(p)} - {"out"}
+    changed = {Path(p).parent.name for p in after if after[p] != before.get(p)} - {"out", "workers"}
     assert changed == {victim.run_id}
 
 def test_runs_whose_data_goes_through_dataloader_workers_train_in_a_sweep(tmp_path, capsys):
@@ -139,9 +145,12 @@ def test_runs_whose_data_goes_through_dataloader_workers_train_in_a_sweep(tmp_pa
     assert {s["data.num_workers"] for s in found.values()} == {1}
 
 
+STEPS = 400  # runs long enough that a signal sent at a run's second step lands while it is in flight
+
+
 def _start(out: Path, cwd: Path) -> subprocess.Popen:
-    slow = cwd / "slow.yaml"  # same name, longer runs, so signals land while a run is in flight
-    slow.write_text(f"name: smoke\nextends: {SMOKE}\nbase: {{train.steps: 150}}\nseeds: 1\n")
+    slow = cwd / "slow.yaml"  # same name, longer runs
+    slow.write_text(f"name: smoke\nextends: {SMOKE}\nbase: {{train.steps: {STEPS}}}\nseeds: 1\n")
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     env.pop(CRASH_ENV, None)
     return subprocess.Popen([sys.executable, "-m", "suite", "run", str(slow), "--out", str(out), "--workers", "1",
@@ -155,6 +164,20 @@ def _wait_for_summaries(out: Path, n: int, proc: subprocess.Popen, timeout: floa
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "timed out waiting for a run to finish"
         time.sleep(0.1)
+
+
+def _in_flight(out: Path, proc: subprocess.Popen, timeout: float = 120) -> str:
+    """The id of a run without a summary that has logged two steps (waits for one)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "timed out waiting for a run to start"
+        for run_dir in (out / "runs").iterdir() if (out / "runs").is_dir() else []:
+            metrics = run_dir / store.METRICS
+            if not (run_dir / store.SUMMARY).exists() and metrics.exists() and \
+                    metrics.read_text().count('"kind": "train"') >= 2:
+                return run_dir.name
+        time.sleep(0.05)
 
 
 def _children(pid: int) -> list[int]:
@@ -182,13 +205,16 @@ def test_ctrl_c_then_sigkill_then_rerun_finishes_each_run_exactly_once(tmp_path)
     out = tmp_path / "out"
     proc = _start(out, tmp_path)
     _wait_for_summaries(out, 1, proc)
+    victim = _in_flight(out, proc)
     proc.send_signal(signal.SIGINT)  # to the parent only, like `kill -INT`; a terminal would signal the group
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "interrupted:" in err and "Traceback" not in err
     _check_clean(out)
     first = snapshot(out)
     n_first = len(summaries(out))
-    assert 1 <= n_first < 4
+    # The run in flight was stopped at a step and checkpointed (preempted), not finished.
+    assert victim not in summaries(out) and (out / "runs" / victim / store.CHECKPOINT).exists()
+    assert not list((out / "claims").glob("*.json"))  # its worker released its claim
 
     proc = _start(out, tmp_path)
     _wait_for_summaries(out, n_first + 1, proc)
@@ -207,12 +233,12 @@ def test_ctrl_c_then_sigkill_then_rerun_finishes_each_run_exactly_once(tmp_path)
     assert proc.returncode == 0, err
     assert f"(skipped {with_kill} already done)" in stdout
     _check_clean(out)
-    assert len(summaries(out)) == 4
+    assert len(summaries(out)) == 4 and summaries(out)[victim]["resumed_at"]
     final = snapshot(out)
     assert all(final[p] == t for p, t in first.items() if p.endswith("summary.json"))  # never redone
     for run_dir in (out / "runs").iterdir():
         steps = [m["step"] for m in store.read_metrics(run_dir) if m["kind"] == "train"]
-        assert steps == sorted(set(steps)) and steps[-1] == 150  # one clean log per run, no repeats
+        assert steps == sorted(set(steps)) and steps[-1] == STEPS  # one clean log per run, no repeats
 
 
 @pytest.mark.ray
@@ -243,32 +269,28 @@ def test_runs_made_by_another_commit_are_reported_and_rerun_on_request(smoke_out
     path = sorted((out / "runs").glob("*/summary.json"))[0]
     old = json.loads(path.read_text())
     path.write_text(json.dumps({**old, "git_commit": "0123456789abcdef+dirty"}))
-    assert main(["run", str(SMOKE), "--out", str(out), "--dry-run"]) == 0
-    err = capsys.readouterr().err
-    assert "warning: 1 finished runs were made by other versions of the suite (0123456789: 1)" in err
-    assert "pass --rerun-stale" in err
-    assert main(["run", str(SMOKE), "--out", str(out), "--rerun-stale", *ARGS]) == 0
-    assert "they will be run again" in capsys.readouterr().err
+    with pytest.warns(store.SuiteWarning, match=r"1 finished runs were made by other versions of the suite "
+                                                r"\(0123456789: 1\); .*pass --rerun-stale"):
+        assert main(["run", str(SMOKE), "--out", str(out), "--dry-run"]) == 0
+    with pytest.warns(store.SuiteWarning, match="they will be run again"):
+        assert main(["run", str(SMOKE), "--out", str(out), "--rerun-stale", *ARGS]) == 0
     again = json.loads(path.read_text())
     assert again["git_commit"].removesuffix("+dirty") == store.git_commit().removesuffix("+dirty")
-    assert main(["run", str(SMOKE), "--out", str(out), "--dry-run"]) == 0
-    assert "other versions" not in capsys.readouterr().err
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", store.SuiteWarning)  # no warning now
+        assert main(["run", str(SMOKE), "--out", str(out), "--dry-run"]) == 0
 
 
 def test_runs_per_gpu_starts_k_workers_on_each_gpu(monkeypatch):
-    from suite.sweep import local, plan as plan_module
-    from suite.sweep.ray_backend import task_resources
+    from suite.sweep import plan as plan_module
+    from suite.sweep.sweep import Sweep, SweepOptions, _plan
 
     runs = cpu_runs(SMOKE)
     monkeypatch.setattr(plan_module, "visible_gpus", lambda: ["0", "1"])
-    seen = {}
-    monkeypatch.setattr(local, "run_local", lambda todo, out, report, **kw: seen.update(kw))
-    _, execute = plan_module.plan(runs, device="cuda", runs_per_gpu=3)
-    execute(runs, Path("unused"), None)
-    assert seen["workers"] == 6 and seen["gpus"] == ["0", "1"]
-    assert sorted(local.gpu_for(slot, seen["gpus"]) for slot in range(6)) == ["0", "0", "0", "1", "1", "1"]
-    assert task_resources(True, 4, runs_per_gpu=4) == {"num_gpus": 0.25}
-    assert task_resources(False, 4, runs_per_gpu=4) == {"num_cpus": 4}
+    sweep = Sweep("smoke", Path("unused"), None, runs, runs, {}, {})
+    worker, _, n = _plan(sweep, SweepOptions(device="cuda", runs_per_gpu=3))
+    assert n == 6 and worker.gpus == ["0", "1"]
+    assert sorted(worker.gpus[i % len(worker.gpus)] for i in range(n)) == ["0", "0", "0", "1", "1", "1"]
 
 
 def test_runs_per_gpu_without_a_gpu_is_one_line(tmp_path, capsys):

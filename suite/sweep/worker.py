@@ -1,0 +1,277 @@
+"""The one sweep worker: a process that pulls runs from the results folder until none is left.
+
+Every backend runs this same :class:`Worker` (``local.py``: N processes on this machine;
+``ray_backend.py``: N Ray tasks; ``slurm_backend.py``: a job array through submitit, which pickles
+it). Every worker gets the whole list of packs (a pack is one run, or up to ``--pack N`` runs that
+train as one stacked model); which worker trains a pack is decided by the claims
+(:mod:`suite.sweep.claims`), so workers may start, die and be requeued in any order without a run
+being lost or trained twice.
+
+The lost-run rule, the same everywhere: a pack whose worker dies (crash, kill, a node gone) keeps a
+dead claim; another worker takes it over and resumes the run from its last checkpoint. The claim
+counts the attempts: the worker that would make attempt ``attempts + 1`` records the pack's runs as
+``error`` instead ("no worker finished this run in N attempts").
+
+Preemption, the same everywhere: on ``SIGTERM`` or ``SIGUSR2`` (submitit sends ``SIGUSR2`` before Slurm
+preempts or times out a job; the local backend sends ``SIGTERM`` on Ctrl-C) the worker stops its run
+at the end of the current step, saves a checkpoint of that step, releases the claim and ends (under
+submitit it is requeued, :meth:`Worker.checkpoint`); whichever worker claims the run next resumes it.
+A run that reaches no step boundary within ``grace_s`` is abandoned without a checkpoint.
+
+What each worker did is appended to ``<out>/workers/<owner>.jsonl``, one event per line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from suite import store
+from suite.sweep import claims
+from suite.sweep.spec import Run
+
+WORKERS = "workers"
+# Test hook: `SUITE_TEST_CRASH_RUN=<run_id>` makes the worker that picks up that run die with
+# os._exit(3), the only way to test worker death across processes.
+CRASH_ENV = "SUITE_TEST_CRASH_RUN"
+RESULT_KEYS = ("status", "test_acc", "diverged_step", "diverged_reason", "error", "wall_s", "stream_growth",
+               "grad_ratio")
+
+
+class Preempted(BaseException):
+    """The worker was told to stop (SIGTERM / SIGUSR2) and its run could not checkpoint in time."""
+
+
+def run_dir(out: Path, run: Run) -> Path:
+    return Path(out) / "runs" / run.run_id
+
+
+def group(todo: list[Run], size: int) -> list[list[Run]]:
+    """``todo`` as packs of at most ``size`` runs that may share one (same ``pack_key``, each
+    ``packable``, training runs; :mod:`suite.engine.pack`), in the order of their first run; every
+    other run alone."""
+    if size <= 1:
+        return [[run] for run in todo]
+    from suite.engine.pack import pack_key, packable
+
+    open_packs: dict[str, list[Run]] = {}
+    out: list[list[Run]] = []
+    for run in todo:
+        if run.kind != "train" or packable(run.cfg) is not None:
+            out.append([run])
+            continue
+        current = open_packs.get(pack_key(run.cfg))
+        if current is None or len(current) == size:
+            current = open_packs[pack_key(run.cfg)] = []
+            out.append(current)
+        current.append(run)
+    return out
+
+
+def record_lost(run: Run, out: Path, message: str) -> dict[str, Any]:
+    """Write an ``error`` summary (the trainer's shape) for a run no worker could finish; a summary
+    the run did write is kept. Returns the run's headline results."""
+    folder = run_dir(out, run)
+    summary = store.read_summary(folder)
+    if summary is None:
+        try:
+            trains = [m for m in store.read_metrics(folder) if m.get("kind") == "train"]
+        except store.CorruptFile:  # the run is lost either way; its error summary must still be written
+            trains = []
+        summary = store.empty_summary(run.cfg, {**run.extra, "seed": run.seed})
+        summary.update(error=message, steps_done=trains[-1]["step"] if trains else 0,
+                       **store.provenance("cpu", name="-"), wall_s=0.0)
+        store.write_json(folder / store.SUMMARY, summary)
+    return {k: summary.get(k) for k in RESULT_KEYS}
+
+
+@dataclasses.dataclass
+class Worker:
+    """The function every worker runs: ``Worker(...)(index)``; see the module docstring.
+
+    Args:
+        out: the results folder (the same path for every worker).
+        packs: every pack still to bring to summaries.
+        lease_s: a claim not renewed for this long is dead (its worker is gone).
+        attempts: claims a pack may have before its runs are recorded as ``error``.
+        threads: torch CPU threads (``OMP_NUM_THREADS``), set before torch loads.
+        gpus: local workers: worker ``i`` sees GPU ``gpus[i % len(gpus)]`` (``[]`` hides every GPU);
+            None leaves ``CUDA_VISIBLE_DEVICES`` to the scheduler (Ray, Slurm).
+        grace_s: after a preemption signal, how long a run may take to reach a step boundary.
+        poll_s: how often the worker looks again at packs that other workers hold.
+    """
+
+    out: str
+    packs: list[list[Run]]
+    lease_s: float = 600.0
+    attempts: int = 3
+    threads: int = 1
+    gpus: list[str] | None = None
+    grace_s: float = 90.0
+    poll_s: float = 5.0
+
+    def __call__(self, index: int = 0) -> dict[str, Any]:
+        """Train packs until every run has a summary, or until told to stop.
+
+        Returns:
+            ``trained`` (runs brought to a summary), ``lost`` (packs taken over by another worker
+            while this one was frozen), ``preempted`` (stopped by a signal; the run left resumes
+            elsewhere) and ``disk_full`` (the path that had no space left, or None; the sweep stops).
+        """
+        self.index = index
+        os.environ["OMP_NUM_THREADS"] = str(self.threads)  # before torch loads
+        if self.gpus is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = self.gpus[index % len(self.gpus)] if self.gpus else ""
+        import torch
+
+        torch.set_num_threads(self.threads)
+        store.one_line_warnings()
+        out = Path(self.out)
+        self._log = out / WORKERS / f"{claims.owner_id().replace('/', '_')}.jsonl"
+        self._log.parent.mkdir(parents=True, exist_ok=True)
+        self._preempted, self._in_run, self._wake, self._signum = False, False, threading.Event(), None
+        self.beat = claims.Heartbeat(self.lease_s)
+        previous = self._take_signals()
+        counts: dict[str, Any] = {"trained": 0, "lost": 0, "preempted": False, "disk_full": None}
+        start = index % max(1, len(self.packs))  # each worker starts elsewhere: no queue on one claim
+        left, take_over = self.packs[start:] + self.packs[:start], False
+        try:
+            while left and not self._preempted:
+                waiting = []
+                for pack in left:
+                    if self._preempted:
+                        break
+                    if all(store.read_summary(run_dir(out, r)) is not None for r in pack):
+                        continue
+                    # First pass: free packs only; a dead worker's pack is taken over after them.
+                    claim = claims.try_claim(out, pack[0].run_id, self.lease_s, take_over)
+                    if claim is None:
+                        waiting.append(pack)
+                        continue
+                    try:
+                        self._train(pack, claim, counts)
+                    finally:
+                        self.beat.hold(None)
+                        claim.release()
+                left, take_over = waiting, True
+                if left:  # cheap to look again (a stat per pack)
+                    self._wake.wait(self.poll_s)
+        except Preempted:
+            pass
+        except store.DiskFull as err:
+            counts["disk_full"] = str(err.path)
+        finally:
+            self.beat.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            if hasattr(signal, "setitimer") and previous:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        counts["preempted"] = self._preempted
+        handler = previous.get(self._signum)
+        if self._preempted and type(getattr(handler, "__self__", None)).__module__.startswith("submitit"):
+            handler(self._signum, None)  # submitit's: calls checkpoint(), requeues the job and exits
+        return counts
+
+    def checkpoint(self, *args: Any) -> Any:
+        """Called by submitit on preemption or time-out: run this worker again after the requeue."""
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(dataclasses.replace(self), self.index)
+
+    def _train(self, pack: list[Run], claim: claims.Claim, counts: dict[str, Any]) -> None:
+        from suite.engine.loop import StopRun
+
+        out = Path(self.out)
+        todo = [r for r in pack if store.read_summary(run_dir(out, r)) is None]  # finished since we looked
+        if not todo:
+            return
+        if claim.attempt > self.attempts:
+            message = (f"no worker finished this run in {self.attempts} attempts (each worker died or stopped "
+                       f"answering); see {out / WORKERS}")
+            for run in todo:
+                record_lost(run, out, message)
+            self._event("error", todo, attempts=self.attempts)
+            return
+        self._event("start", todo, attempt=claim.attempt)
+        self.beat.hold(claim)
+        self._in_run = True
+        try:
+            execute(todo, out, on_step=self._check)
+            self._event("finish", todo)
+            counts["trained"] += len(todo)
+        except StopRun as stop:
+            self._event("stop", todo, reason=stop.reason)
+            if stop.save:
+                raise Preempted from None
+            counts["lost"] += 1  # taken over while we were frozen: its new holder goes on
+        finally:
+            self._in_run = False
+
+    def _check(self, step: int) -> None:
+        """After every step of a run: stop it if its claim was lost or the worker is preempted."""
+        from suite.engine.loop import StopRun
+
+        if self.beat.lost.is_set():
+            raise StopRun("claim lost: another worker took this run over", save=False)
+        if self._preempted:
+            raise StopRun("preempted", save=True)
+
+    def _take_signals(self) -> dict[int, Any]:
+        """SIGTERM / SIGUSR2 preempt the worker; returns the handlers they replace (restored at the end)."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        sigs = [signal.SIGTERM] + [s for s in [getattr(signal, "SIGUSR2", None)] if s is not None]
+        previous = {s: signal.getsignal(s) for s in sigs}
+
+        def give_up(signum, frame):
+            raise Preempted
+
+        def on_signal(signum, frame):
+            self._preempted, self._signum = True, signum
+            self._wake.set()
+            if self._in_run and hasattr(signal, "setitimer"):
+                # A run that reaches no step boundary in time (a long evaluation, a compilation) is
+                # abandoned without a checkpoint before the scheduler kills the process.
+                previous.setdefault(signal.SIGALRM, signal.getsignal(signal.SIGALRM))
+                signal.signal(signal.SIGALRM, give_up)
+                signal.setitimer(signal.ITIMER_REAL, self.grace_s)
+
+        for sig in sigs:
+            signal.signal(sig, on_signal)
+        return previous
+
+    def _event(self, event: str, runs: list[Run], **fields: Any) -> None:
+        line = store.metrics_line({"t": round(time.time(), 3), "event": event, "run_id": runs[0].run_id,
+                                   "runs": [r.run_id for r in runs], "label": runs[0].label,
+                                   "owner": claims.owner_id(), **fields})
+        with open(self._log, "a", encoding="utf-8") as f:
+            f.write(line)
+
+
+def execute(runs: list[Run], out: Path, on_step=None) -> list[dict[str, Any]]:
+    """Train ``runs`` (one run, or a pack: :func:`suite.engine.pack.train_pack`), or measure a
+    propagation run; each writes its own summary. ``on_step`` may stop a run (:class:`StopRun`).
+
+    Raises:
+        DiskFull: no space left; the run is left without a summary (it runs again).
+    """
+    if os.environ.get(CRASH_ENV) in {r.run_id for r in runs}:
+        os._exit(3)
+    dirs = [str(run_dir(out, r)) for r in runs]
+    if len(runs) > 1:
+        from suite.engine.pack import train_pack
+
+        return train_pack([r.cfg for r in runs], dirs, [r.extra for r in runs], on_step=on_step)
+    run = runs[0]
+    if run.kind == "propagation":
+        from suite.engine.propagation import propagate
+
+        return [propagate(run.cfg, dirs[0], extra=run.extra)]
+    from suite.engine import train
+
+    return [train(run.cfg, dirs[0], progress=False, extra=run.extra, on_step=on_step)]

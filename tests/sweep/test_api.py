@@ -1,0 +1,66 @@
+"""The Python API for notebooks: ``from suite import run_sweep, load_runs, load_metrics, analyze``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+TINY = {
+    "name": "tiny",
+    "base": {"data": {"name": "synthetic", "synthetic_train": 64, "synthetic_test": 32, "synthetic_img_size": 8,
+                      "synthetic_classes": 4},
+             "model": {"patch_size": 4, "dim": 16, "heads": 2, "depth": 1},
+             "train": {"steps": 3, "batch_size": 16, "warmup_steps": 1, "log_every": 1, "eval_every": 0,
+                       "timing_warmup_steps": 1}},
+    "variants": {"preln": {"model.residual": "preln"}, "layerscale": {"model.residual": "layerscale"}},
+    "seeds": 1,
+}
+
+
+def test_import_suite_is_lazy():
+    code = ("import sys, suite; suite.run_sweep; suite.SweepOptions; suite.load_runs; "
+            "assert 'torch' not in sys.modules and 'pandas' not in sys.modules, sorted(sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    import suite
+
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        suite.nope  # noqa: B018
+
+
+def test_a_sweep_from_a_notebook(tmp_path):
+    from suite import SweepOptions, analyze, load_metrics, load_runs, run_sweep
+
+    seen = []
+    sweep = run_sweep(TINY, tmp_path / "out", SweepOptions(device="cpu", workers=1, threads=1),
+                      report=lambda sweep, run, result: seen.append((run.variant, result["status"])))
+    # Three steps are too few to learn: `failed` (loss at chance) is a final status like `ok`.
+    assert sweep.stopped is None and sweep.code == 0 and sorted(v for v, _ in seen) == ["layerscale", "preln"]
+    assert {s for _, s in seen} <= {"ok", "failed"} and len(sweep.todo) == 2 and not sweep.done
+    assert sweep.counts()["ok"] + sweep.counts()["failed"] == 2 and sweep.counts()["error"] == 0
+
+    runs = load_runs(tmp_path / "out")
+    assert sorted(runs["variant"]) == ["layerscale", "preln"] and sorted(runs["status"]) == sorted(s for _, s in seen)
+    assert set(runs["model.depth"]) == {1} and runs["test_acc"].between(0, 1).all()
+
+    metrics = load_metrics(tmp_path / "out" / runs["run_dir"][0])
+    steps = list(metrics.loc[metrics["kind"] == "train", "step"])
+    assert steps == sorted(set(steps)) and steps[-3:] == [1, 2, 3]
+
+    table = analyze(tmp_path / "out", figures=False, formats=("csv",))
+    assert set(table["variant"]) == {"layerscale", "preln"}
+
+    again = run_sweep(TINY, tmp_path / "out", SweepOptions(device="cpu"))  # resumes: nothing left to run
+    assert not again.todo and len(again.done) == 2 and not again.results
+
+
+def test_bad_options_are_one_line_errors(tmp_path):
+    from suite import SweepOptions, run_sweep
+    from suite.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^--attempts 0: must be >= 1$"):
+        run_sweep(TINY, tmp_path / "out", SweepOptions(attempts=0))
+    with pytest.raises(ConfigError, match="--backend nope: unknown"):
+        run_sweep(TINY, tmp_path / "out", SweepOptions(backend="nope"))
+    assert not (tmp_path / "out").exists()
