@@ -1,7 +1,10 @@
 """A hostile user against the public CLI: bad files, bad values, broken results, full disks.
 
-Each case sets up a folder, runs one `suite` command in a fresh process (with a time limit), and
-classifies what happened:
+Each case sets up a folder, runs one `suite` command, and classifies what happened. Most cases run
+the command in this process through ``suite.cli.main`` (the entry point ``python -m suite`` calls),
+with stdout and stderr caught at the file-descriptor level so that worker processes' output counts
+too; a case whose point is a real process (a time limit on a hang, a worker that dies, a mounted
+disk) runs ``python -m suite`` in a fresh one. Either way the verdict is one of:
 
 - ``clean error``: exit 2 and exactly one ``error:`` line on stderr, no traceback;
 - ``handled``: exit 0, no traceback, and the case's own check holds (e.g. a warning was printed, no
@@ -9,12 +12,14 @@ classifies what happened:
 - ``traceback``, ``hang``, ``silently accepted`` (exit 0 where an error was due), ``wrong outcome``
   (a check failed: data lost, code executed, ...).
 
-Run it: ``.venv/bin/python scripts/hostile.py`` prints a table of every case and exits 1 unless
-every case ends as it should. ``tests/test_hostile.py`` runs the same cases one by one.
+Run it: ``.venv/bin/python scripts/hostile.py [WORD ...]`` prints a table of every case (or of those
+whose name contains a WORD) and exits 1 unless each ends as it should. ``tests/test_hostile.py`` runs
+the same cases one by one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -25,12 +30,16 @@ import sys
 import tempfile
 import textwrap
 import time
+import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMEOUT = 120  # seconds a case may take before it counts as a hang
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+TIMEOUT = 120  # seconds a case run in its own process may take before it counts as a hang
 
 TINY = [  # a seconds-long `suite train` on synthetic data
     "data.name=synthetic", "data.synthetic_train=64", "data.synthetic_test=32", "data.synthetic_img_size=8",
@@ -50,8 +59,13 @@ class Case:
     setup: Callable[[Path], list[str]]
     check: Callable[[Path, subprocess.CompletedProcess], str | None] = lambda d, p: None  # problem or None
     env: dict[str, str] = field(default_factory=dict)
-    needs_mount: bool = False
+    needs_mount: bool = False  # mounts a tmpfs (root only); runs in its own process
     timeout: float = TIMEOUT
+    process: bool = False  # run `python -m suite` in a fresh process: a time limit, a dying worker
+
+    @property
+    def own_process(self) -> bool:
+        return self.process or self.needs_mount or bool(self.env)
 
 
 @dataclass
@@ -80,7 +94,6 @@ def write(path: Path, text: str | bytes) -> Path:
 
 
 def smoke_run_ids(d: Path, ablation: Path = SMOKE) -> list[str]:
-    sys.path.insert(0, str(ROOT))
     from suite.sweep.plan import resolve_runs
     from suite.sweep.spec import load_ablation
 
@@ -219,7 +232,6 @@ def umask_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
 
 
 def torn_resume_setup(d: Path) -> list[str]:
-    sys.path.insert(0, str(ROOT))
     from suite.config import load_config
     from suite.engine import train
 
@@ -358,7 +370,6 @@ def _file_then(argv: list[str], content: str | bytes, name: str = "x.yaml") -> C
 
 def _nan_setup(d: Path) -> list[str]:
     # Through the function every summary is written with: NaN and Infinity become null.
-    sys.path.insert(0, str(ROOT))
     from suite import store
 
     store.write_json(d / "summary.json", {"test_acc": math.nan, "final_train_loss": math.inf})
@@ -430,12 +441,13 @@ CASES: list[Case] = [
     Case("files honour the umask", "security", "ok", umask_setup, umask_check),
     # data loss
     Case("torn last metrics line, then resume", "data loss", "ok", torn_resume_setup, torn_resume_check),
-    Case("worker dies with a torn metrics line", "data loss", "ok", torn_lost_setup, torn_lost_check),
+    Case("worker dies with a torn metrics line", "data loss", "ok", torn_lost_setup, torn_lost_check, process=True),
     # hangs and unbounded work
-    Case("ray address where nothing listens", "hang", "error", ray_setup, nothing_written, timeout=60),
-    Case("2,000,000-run grid: validate", "hang", "error", lambda d: ["validate", str(huge_grid(d))], timeout=60),
+    Case("ray address where nothing listens", "hang", "error", ray_setup, nothing_written, timeout=60, process=True),
+    Case("2,000,000-run grid: validate", "hang", "error", lambda d: ["validate", str(huge_grid(d))], timeout=60,
+         process=True),
     Case("2,000,000-run grid: run --dry-run", "hang", "error",
-         lambda d: ["run", str(huge_grid(d)), "--dry-run"], timeout=60),
+         lambda d: ["run", str(huge_grid(d)), "--dry-run"], timeout=60, process=True),
     # tracebacks
     Case("non-UTF-8 ablation", "traceback", "error", _file_then(["validate", "{f}"], b"name: caf\xe9\n")),
     Case("binary ablation", "traceback", "error", _file_then(["validate", "{f}"], bytes(range(256)) * 4)),
@@ -518,20 +530,84 @@ def can_mount() -> bool:
         return ok
 
 
+def in_process(argv: list[str], d: Path) -> subprocess.CompletedProcess:
+    """``suite <argv>`` through ``suite.cli.main`` in this process, as ``python -m suite`` would run it
+    in ``d`` under umask 022: its exit code, stdout and stderr (a traceback if it raised).
+
+    Output is caught at the file-descriptor level as well, so what spawned workers print is caught; the
+    process-wide state a command sets (umask, working folder, warning filters, torch threads) is put back.
+    """
+    import torch
+
+    from suite.cli import main
+
+    files = []
+    for _ in range(2):
+        fd, name = tempfile.mkstemp(prefix="hostile-")
+        os.close(fd)
+        files.append(open(name, "a+", encoding="utf-8"))  # O_APPEND: workers write to the same file
+        os.unlink(name)
+    out, err = files
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved_fds = [os.dup(1), os.dup(2)]
+    saved = (os.umask(0o022), torch.get_num_threads(), warnings.formatwarning)
+    try:
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        with contextlib.chdir(d), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                warnings.catch_warnings():
+            # Printed as the process would print them (pytest would record them instead).
+            warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: \
+                sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+            try:
+                code = main(argv)
+            except SystemExit as exit:  # argparse, or a command that exits
+                if isinstance(exit.code, str):
+                    print(exit.code, file=sys.stderr)
+                code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+            except Exception:  # what the interpreter would print before exiting 1
+                traceback.print_exc()
+                code = 1
+    finally:
+        out.flush()
+        err.flush()
+        for fd, saved_fd in zip((1, 2), saved_fds):
+            os.dup2(saved_fd, fd)
+            os.close(saved_fd)
+        os.umask(saved[0])
+        torch.set_num_threads(saved[1])
+        warnings.formatwarning = saved[2]
+    texts = []
+    for f in files:
+        f.seek(0)
+        texts.append(f.read())
+        f.close()
+    return subprocess.CompletedProcess(["suite", *argv], code, *texts)
+
+
+def in_own_process(case: Case, argv: list[str], d: Path) -> subprocess.CompletedProcess:
+    """``python -m suite <argv>`` in a fresh process in ``d``; raises TimeoutExpired after the case's limit."""
+    env = {**os.environ, **case.env}
+    if (d / "env.json").exists():
+        env.update(json.loads((d / "env.json").read_text()))
+    return subprocess.run([sys.executable, "-m", "suite", *argv], capture_output=True, text=True, cwd=d,
+                          env={**env, "PYTHONPATH": str(ROOT)}, timeout=case.timeout, stdin=subprocess.DEVNULL,
+                          preexec_fn=lambda: os.umask(0o022))
+
+
 def run_case(case: Case, d: Path) -> Outcome:
     """Set the case up in ``d``, run its command, and classify the outcome."""
     t0 = time.perf_counter()
     try:
         argv = case.setup(d)
-        env = {**os.environ, **case.env}
-        if (d / "env.json").exists():
-            env.update(json.loads((d / "env.json").read_text()))
-        try:
-            proc = subprocess.run([sys.executable, "-m", "suite", *argv], capture_output=True, text=True, cwd=d,
-                                  env={**env, "PYTHONPATH": str(ROOT)}, timeout=case.timeout, stdin=subprocess.DEVNULL,
-                                  preexec_fn=lambda: os.umask(0o022))
-        except subprocess.TimeoutExpired:
-            return Outcome(case, "hang", None, time.perf_counter() - t0, f"no answer in {case.timeout:g} s")
+        if case.own_process or (d / "env.json").exists():
+            try:
+                proc = in_own_process(case, argv, d)
+            except subprocess.TimeoutExpired:
+                return Outcome(case, "hang", None, time.perf_counter() - t0, f"no answer in {case.timeout:g} s")
+        else:
+            proc = in_process(argv, d)
         seconds = time.perf_counter() - t0
         last = (proc.stderr.strip().splitlines() or [""])[-1]
         if "Traceback (most recent call last)" in proc.stderr:
@@ -567,10 +643,12 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
+def main(words: list[str]) -> int:
     mount = can_mount()
     outcomes = []
     for case in CASES:
+        if words and not any(w in case.name for w in words):
+            continue
         if case.needs_mount and not mount:
             print(f"skipped (needs root to mount a tmpfs): {case.name}", file=sys.stderr)
             continue
@@ -582,4 +660,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

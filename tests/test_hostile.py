@@ -1,7 +1,8 @@
 """Every case of the hostile-input campaign (scripts/hostile.py) ends as it should: a one-line error
 (exit 2) or handled (exit 0, the case's check holds); never a traceback, a hang, a silent
 acceptance, a lost step or code run from a results folder. `.venv/bin/python scripts/hostile.py`
-prints the same cases as a table."""
+prints the same cases as a table. Most cases run in this process through ``suite.cli.main``; those
+whose point is a real process (a time limit, a dying worker, a mounted disk) spawn ``python -m suite``."""
 
 from __future__ import annotations
 
@@ -27,10 +28,20 @@ def test_hostile_case(case, tmp_path):
     assert outcome.verdict == ("clean error" if case.expect == "error" else "handled")
 
 
-def test_the_campaign_can_fail(tmp_path):
-    """The classifier is not a rubber stamp: exit 0 where an error was due, or a failed check, is bad."""
+def test_the_campaign_can_fail(tmp_path, monkeypatch):
+    """The classifier is not a rubber stamp: exit 0 where an error was due, a failed check, or a command
+    that raises (caught in this process as in a fresh one) is bad."""
     silent = hostile.Case("valid file expected to fail", "meta", "error", lambda d: ["validate", str(hostile.SMOKE)])
     assert hostile.run_case(silent, tmp_path).verdict == "silently accepted"
     check = hostile.Case("a check that fails", "meta", "ok", lambda d: ["validate", str(hostile.SMOKE)],
                          lambda d, p: "the check found a problem")
     assert hostile.run_case(check, tmp_path).verdict == "wrong outcome"
+    from suite.cli import validate
+
+    def bug(args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(validate, "run", bug)  # a command with a bug: its traceback must be seen
+    crash = hostile.Case("a command that raises", "meta", "error", lambda d: ["validate", str(hostile.SMOKE)])
+    outcome = hostile.run_case(crash, tmp_path)
+    assert (outcome.verdict, outcome.code, outcome.detail) == ("traceback", 1, "RuntimeError: a bug")
