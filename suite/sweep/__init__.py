@@ -1,8 +1,10 @@
 """The sweep runner: an ablation file -> runs -> every run brought to a final ``summary.json``.
 
+``sweep.py`` (:func:`run_sweep` and :class:`SweepOptions`: the sweep as a library call),
 ``spec.py`` (YAML ablation -> validated, expanded runs; ``--only`` filters), ``folder.py`` (the
-results folder: ownership, lock, which runs are done), ``plan.py`` (devices, workers, threads,
-backend), ``task.py`` (one run as every backend executes it; the record of a lost run),
-``local.py`` (worker processes) and ``ray_backend.py`` (Ray tasks). Nothing here parses arguments
-or prints: ``suite run`` (``suite/cli/run.py``) does.
+results folder: ownership, lock, which runs are done), ``plan.py`` (GPUs, ``device: auto``, precision
+per device), ``worker.py`` (the one pull-based worker every backend runs), ``claims.py`` (who trains
+which run: leases, take-over, attempts), ``local.py`` / ``ray_backend.py`` / ``slurm_backend.py`` (the
+launchers: processes, Ray tasks, a Slurm array), ``status.py`` (``suite status``), ``cost.py``
+(``suite cost``). Nothing here parses arguments or prints: ``suite run`` (``suite/cli/run.py``) does.
 """

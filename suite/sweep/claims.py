@@ -1,7 +1,7 @@
 """Claims on runs: how workers that pull runs from one results folder agree on who trains what.
 
 A worker may train a run only while it holds the run's claim: ``<out>/claims/<run_id>.json``,
-created with ``O_CREAT | O_EXCL`` (exactly one creator succeeds, also on NFS v3+ and Lustre), holding
+created by a hard link that fails when the name exists (exactly one creator succeeds, also on NFS), holding
 the owner, its host and pid, a random token and the attempt number. The owner renews its lease by
 touching the file (:class:`Heartbeat`). A claim is *dead* when it was not touched for ``lease_s``
 seconds, or when its owner ran on this host and its process is gone (no need to wait for the lease
@@ -26,6 +26,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Callable
+
+from suite import store
 
 CLAIMS = "claims"
 Clock = Callable[[], float]
@@ -123,17 +125,24 @@ def try_claim(out: Path, run_id: str, lease_s: float, take_over: bool = True,
     """Claim ``run_id`` for this process; None when a live worker holds it (or, with ``take_over``
     False, when anyone does).
 
-    A dead claim is renamed aside (one taker wins), checked once more (its owner may have renewed it
-    just before), and replaced by ours, whose attempt number is one more than the dead one's.
+    The record is written whole to a file of our own, then hard-linked to the claim's name: the link
+    fails when the name exists, so exactly one worker succeeds (also on NFS), and no worker ever
+    reads a half-written claim. A dead claim is renamed aside (one taker wins), checked once more (its
+    owner may have renewed it just before), and replaced by ours, one attempt higher.
     """
     path = claim_path(out, run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(8)
-    attempt = 1
-    for _ in range(3):  # a claim released or taken over under our feet: look again
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
+    mine = path.with_name(f"{path.name}.{token}")
+    record = {"owner": owner_id(), "host": socket.gethostname(), "pid": os.getpid(), "token": token, "attempt": 1}
+    try:
+        for _ in range(3):  # a claim released or taken over under our feet: look again
+            store.write_json(mine, {**record, "claimed_at": now()})
+            try:
+                os.link(mine, path)
+                return Claim(path, token, record["attempt"])
+            except FileExistsError:
+                pass
             if not take_over or not dead(path, lease_s, now):
                 return None
             aside = path.with_name(f"{path.name}.expired-{token}")
@@ -147,15 +156,11 @@ def try_claim(out: Path, run_id: str, lease_s: float, take_over: bool = True,
                 aside.unlink(missing_ok=True)
                 return None
             previous = read(aside).get("attempt")
-            attempt = (previous if isinstance(previous, int) else 1) + 1
+            record["attempt"] = (previous if isinstance(previous, int) else 1) + 1
             aside.unlink(missing_ok=True)
-            continue
-        record = {"owner": owner_id(), "host": socket.gethostname(), "pid": os.getpid(), "token": token,
-                  "attempt": attempt, "claimed_at": now()}
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(record))
-        return Claim(path, token, attempt)
-    return None
+        return None
+    finally:
+        mine.unlink(missing_ok=True)
 
 
 def holder(out: Path, run_id: str) -> str | None:

@@ -77,7 +77,7 @@ def test_a_slurm_sweep_shows_its_submission_and_the_claims_of_dead_workers(half_
     (out / "slurm").mkdir()
     (out / "slurm" / "submission.json").write_text(json.dumps(
         {"cluster": "slurm", "jobs": ["123_0", "123_1"], "lease_s": 600, "submitted_at": "2026-11-30T10:00:00+00:00"}))
-    (out / "claims").mkdir()
+    (out / "claims").mkdir(exist_ok=True)  # a sweep leaves it empty
     for name, age in (("a", 10), ("b", 5000)):
         path = out / "claims" / f"{name}.json"
         path.write_text("{}")
