@@ -2,16 +2,8 @@
 
 Arms: every scheme of :data:`suite.registry.SCHEMES` at its defaults (``layerscale`` is per-channel,
 on both branches, ε by CaiT's rule); ``timm-preln`` / ``timm-layerscale``, timm's own
-``VisionTransformer`` without / with ``init_values`` at the same shape; and optional variants
-(``layerscale:scalar``, ``:head``, ``:frozen``, ``:unfused``, and the candidate implementations
-``:per-block``, ``:folded``, ``:function``, ``:no-fold``, ``:always-fold``); and, only when named,
-``layerscale:kernel``, the bank with a compiled residual update (``kernel.py``: needs a C++
-compiler and ninja). ``layerscale:unfused`` computes
-``x + γ·branch`` as timm does (a separate multiply, one more pass over the activations): it shows
-what the fused ``addcmul`` saves, and is the kind of regression the CI gate must catch. The
-candidates (``candidates.py``) compute the same function by other routes: the implementation
-before the scale bank, two rejected ideas, and the bank's folding rule forced either way (see
-docs/benchmark.md, "What LayerScale costs, and why").
+``VisionTransformer`` without / with ``init_values`` at the same shape; and the optional variants
+``layerscale:scalar``, ``:head`` and ``:frozen`` (γ a buffer: no γ gradient, which isolates its cost).
 
 Sequence length: ``tokens`` counts the class token, so it must be n² + 1 with patch size 16:
 65 = 8×8 patches at 128 px ("64 tokens"), 197 = 14×14 patches at 224 px.
@@ -26,8 +18,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from suite.bench import kernel
-from suite.bench.candidates import always_fold, fold_layerscale, never_fold, per_block, use_function
 from suite.config import LayerScaleConfig, ModelConfig
 from suite.models import build_model
 from suite.models.layerscale import LayerScale
@@ -39,24 +29,7 @@ VARIANTS = {
     "layerscale:scalar": LayerScaleConfig(granularity="scalar"),
     "layerscale:head": LayerScaleConfig(granularity="head"),
     "layerscale:frozen": LayerScaleConfig(learnable=False),  # no γ gradient: isolates its cost
-    "layerscale:unfused": LayerScaleConfig(),  # + SlowLayerScale(passes=1), see build_arm
-    # Candidate implementations of the same LayerScale (candidates.py), see build_arm:
-    "layerscale:per-block": LayerScaleConfig(),
-    "layerscale:folded": LayerScaleConfig(),
-    "layerscale:function": LayerScaleConfig(),
-    "layerscale:no-fold": LayerScaleConfig(),
-    "layerscale:always-fold": LayerScaleConfig(),
 }
-CANDIDATES = {
-    "layerscale:per-block": per_block,
-    "layerscale:folded": fold_layerscale,
-    "layerscale:function": use_function,
-    "layerscale:no-fold": never_fold,
-    "layerscale:always-fold": always_fold,
-}
-# Arms that need more than torch, named only on purpose (not in --variants): the compiled residual
-# update needs a C++ compiler and ninja at run time (kernel.py).
-OPT_IN = {kernel.ARM: kernel.use_kernel}
 
 
 def arm_names(include_variants: bool = False, include_timm: bool = True) -> list[str]:
@@ -97,45 +70,28 @@ class BenchShape:
         )
 
 
-class SlowLayerScale(LayerScale):
-    """LayerScale with ``passes`` un-fused passes over the activations: a regression on purpose.
-
-    ``passes=1`` is timm's ``x + γ·branch`` (the multiply is its own pass); each further pass is one
-    more elementwise multiply in forward and in backward. Used by the ``layerscale:unfused`` arm and
-    by the tests that prove the CI gate fails on a slowed LayerScale.
-    """
-
-    passes: int = 1
-
-    def add_to(self, x: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
-        # `passes` elementwise passes more than the real update, whether or not γ is folded.
-        y = branch if self.folded else branch * self.gamma.to(branch.dtype)
-        for _ in range(self.passes - (0 if self.folded else 1)):
-            y = y * 1.0
-        return x + y
-
-
 def slow_down_layerscale(model: nn.Module, passes: int = 1) -> nn.Module:
-    """Turn every :class:`LayerScale` of ``model`` into a :class:`SlowLayerScale` (in place)."""
-    found = 0
-    for module in model.modules():
-        if type(module) is LayerScale:
-            module.__class__ = SlowLayerScale
-            module.passes = passes
-            found += 1
-    if not found:
+    """Add ``passes`` elementwise passes after every :class:`LayerScale` of ``model``, forward and
+    backward (forward hooks: the model's code is untouched). A regression on purpose, for the tests
+    and ``suite bench-check --slowdown`` that prove the CI gate fails on a slowed LayerScale."""
+    def hook(module: nn.Module, args, out: torch.Tensor) -> torch.Tensor:
+        for _ in range(passes):
+            out = out * 1.0
+        return out
+
+    scales = [m for m in model.modules() if type(m) is LayerScale]
+    if not scales:
         raise ValueError("model has no LayerScale to slow down")
+    for m in scales:
+        m.register_forward_hook(hook)
     return model
 
 
 def check_arm(name: str) -> None:
-    """Raise ``ValueError`` (with the valid names and a did-you-mean) if ``name`` is no arm, and
-    :class:`kernel.KernelBuildError` (a ``ValueError``) if an opt-in arm cannot be built here."""
-    known = arm_names(include_variants=True) + list(OPT_IN)
+    """Raise ``ValueError`` (with the valid names and a did-you-mean) if ``name`` is no arm."""
+    known = arm_names(include_variants=True)
     if name not in known:
         raise ValueError(f"unknown bench arm '{name}'{did_you_mean(name, known)}; valid: {', '.join(known)}")
-    if name == kernel.ARM:
-        kernel.build()  # fail before anything is measured, in one line
 
 
 def build_arm(name: str, shape: BenchShape) -> nn.Module:
@@ -143,11 +99,6 @@ def build_arm(name: str, shape: BenchShape) -> nn.Module:
     check_arm(name)
     if name in TIMM_ARMS:
         return build_model(shape.model_config(TIMM_ARMS[name], backend="timm"))
-    if name in OPT_IN:
-        return OPT_IN[name](build_model(shape.model_config("layerscale")))
     if name in VARIANTS:
-        model = build_model(shape.model_config("layerscale", layerscale=VARIANTS[name]))
-        if name == "layerscale:unfused":  # timm's multiply then add, per block, never folded
-            return slow_down_layerscale(per_block(model), 1)
-        return CANDIDATES[name](model) if name in CANDIDATES else model
+        return build_model(shape.model_config("layerscale", layerscale=VARIANTS[name]))
     return build_model(shape.model_config(name))

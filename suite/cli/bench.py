@@ -34,12 +34,9 @@ DEVICE_DEFAULTS = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = BenchShape()
     parser.add_argument("--schemes", nargs="+", metavar="ARM",
-                        help=f"arms to measure (preln is always added); default: {' '.join(arm_names())}; "
-                             "layerscale:kernel (CPU, needs a C++ compiler and ninja) only when named")
+                        help=f"arms to measure (preln is always added); default: {' '.join(arm_names())}")
     parser.add_argument("--variants", action="store_true",
-                        help="add layerscale:scalar, :head, :frozen, :unfused (timm-style multiply + add) and the "
-                             "other implementations :per-block, :folded, :function, :no-fold, :always-fold "
-                             "(docs/benchmark.md)")
+                        help="add layerscale:scalar, :head and :frozen (docs/benchmark.md)")
     parser.add_argument("--no-timm", dest="timm", action="store_false", help="leave out timm's ViT arms")
     parser.add_argument("--depth", type=int, default=d.depth, help="blocks (default: %(default)s, ViT-Ti)")
     parser.add_argument("--dim", type=int, default=d.dim, help="width (default: %(default)s; ViT-S: 384)")
@@ -143,9 +140,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         shape = BenchShape(depth=args.depth, dim=args.dim, heads=args.heads, tokens=args.tokens, batch=opt["batch"])
         shape.img_size  # noqa: B018  (validates tokens before anything is built)
-        if "layerscale:kernel" in names and (args.device == "cuda" or opt["dtype"] != "fp32"):
-            raise ValueError("--schemes layerscale:kernel is an fp32 CPU kernel; leave it out with --device cuda "
-                             "or --dtype bf16")
         for name in names:
             check_arm(name)
     except ValueError as err:

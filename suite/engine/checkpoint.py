@@ -40,6 +40,9 @@ class CheckpointError(Exception):
 
 
 PREEMPTED = "preempted.json"  # beside a checkpoint saved because the worker was preempted
+# 2: every LayerScale γ is its own parameter. Format 1 (no "format" key) kept all γ of a model in one
+# parameter, so its optimizer state does not fit this model's.
+FORMAT = 2
 
 
 def preempted(run_dir: Path, clear: bool = False) -> bool:
@@ -62,7 +65,7 @@ def save(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optim
     tmp = path.with_suffix(".tmp")
     try:
         torch.save({
-            "run_id": run_id, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "format": FORMAT, "run_id": run_id, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "state": dataclasses.asdict(state), "cpu_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
         }, tmp)
@@ -92,6 +95,10 @@ def load(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optim
     if found != run_id:
         raise CheckpointError(f"{path}: written by run {found!r}, not by this run ({run_id}); "
                               f"delete it to start this run from step 0")
+    if ckpt.get("format", 1) != FORMAT:
+        raise CheckpointError(f"{path}: checkpoint format {ckpt.get('format', 1)} (written by an older suite, whose "
+                              f"optimizer kept every LayerScale γ in one parameter); this suite resumes format {FORMAT} only: delete it to start this "
+                              f"run from step 0")
     try:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
@@ -100,9 +107,7 @@ def load(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optim
         raise
     except (KeyError, RuntimeError, ValueError) as err:  # another model, or an older layout of its optimizer
         raise CheckpointError(f"{path}: does not fit this run's model or optimizer ({type(err).__name__}: "
-                              f"{str(err).splitlines()[0][:200]}); if it was written before LayerScale's scales "
-                              f"became one parameter, it cannot be resumed: delete it to start this run "
-                              f"from step 0") from None
+                              f"{str(err).splitlines()[0][:200]}); delete it to start this run from step 0") from None
     torch.set_rng_state(ckpt["cpu_rng"].cpu())
     if ckpt["cuda_rng"] is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in ckpt["cuda_rng"]])

@@ -2,7 +2,8 @@
 
 :func:`train` is what ``suite train`` and the sweep runner call for every run. It always writes
 ``summary.json`` with exactly one status (``ok``, ``diverged``, ``failed``, ``error``); an exception
-inside a run becomes ``error`` with its message, so a sweep never dies of one run.
+inside a run becomes ``error`` with its message, so a sweep never dies of one run
+(:class:`~suite.engine.lifecycle.RunFolder`).
 
 The run is a :class:`Training` object whose methods are the phases: :meth:`Training.setup` (data, model,
 optimizer, resume), :meth:`Training.step` (one optimizer step and the divergence rules),
@@ -17,7 +18,6 @@ import os
 import statistics
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from suite import store
-from suite.config import RunConfig, dump_yaml, flatten, resolve_precision, to_dict
+from suite.config import RunConfig, dump_yaml, flatten, to_dict
 from suite.data import TrainStream, eval_batches, load_dataset
 from suite.data.bundle import DatasetBundle
 from suite.engine import checkpoint
@@ -35,7 +35,8 @@ from suite.engine.optim import build_optimizer, implementation, lr_at
 from suite.engine.probes import probe
 from suite.engine.trackers import Trackers
 from suite.engine.steplog import StepLog
-from suite.engine.resources import peak_memory_mb, reset_peak_memory, resolve_device
+from suite.engine.lifecycle import RunFolder
+from suite.engine.resources import peak_memory_mb, reset_peak_memory
 from suite.models import build_model, count_params
 
 SPIKE_EMA = 0.9  # smoothing of the loss used for the spike rule and final_train_loss
@@ -90,69 +91,20 @@ def train(
         DiskFull: the disk filled up. The run then has no summary (it is run again next time) and
             keeps its checkpoint.
     """
-    out = Path(out_dir)
-    store.open_run_folder(out)
-    t0 = time.perf_counter()
-    summary = store.empty_summary(cfg, extra)
-    device = torch.device("cpu")
-    run: Training | None = None
-    try:
-        cfg, device = start(cfg, summary)
-        run = Training(cfg, out, device, summary)
-        run.setup()
-        run.loop(progress, on_step)
-        run.finish()
-    except BaseException as err:
-        record_failure(run, out, summary, device, err)
-    return conclude(run, out, summary, t0)
-
-
-def record_failure(run: Training | None, out: Path, summary: dict[str, Any], device: torch.device,
-                   err: BaseException) -> None:
-    """Inside ``except``: a run's exception becomes its ``error`` status; anything that is not the run's
-    fault is raised again (killed, interrupted, preempted: unfinished, no summary; a full disk).
-    """
-    if not isinstance(err, Exception) or store.no_space(err):
-        if run is not None and run.trackers is not None:
-            run.trackers.abort()
-        if isinstance(err, Exception):  # not the run's fault: no summary, so the run is run again later
-            raise store.DiskFull(out) from None
-        raise err
-    summary["status"] = "error"
-    summary["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
-    with open(out / "log.txt", "a") as log:
-        log.write(traceback.format_exc())
-    if "device_name" not in summary:
-        summary.update(store.provenance(str(device)))
-
-
-def conclude(run: Training | None, out: Path, summary: dict[str, Any], t0: float) -> dict[str, Any]:
-    """Write the finished run's summary (last, atomically), close its trackers, drop its checkpoint."""
-    summary["wall_s"] = round(time.perf_counter() - t0, 3)
-    store.write_json(out / store.SUMMARY, summary)
-    if run is not None and run.trackers is not None:
-        run.trackers.finish(summary)
-    if summary["status"] != "error":  # an error run keeps its checkpoint: --retry-errors resumes from it
-        (out / store.CHECKPOINT).unlink(missing_ok=True)
-        checkpoint.preempted(out, clear=True)
-    return summary
-
-
-def start(cfg: RunConfig, summary: dict[str, Any], precision_on: str | None = None) -> tuple[RunConfig, torch.device]:
-    """The device a run executes on, and its config with ``train.precision: auto`` resolved for it
-    (or for ``precision_on``); the summary gets the resolved run id, precision and provenance."""
-    device = resolve_device(cfg.device)
-    cfg = resolve_precision(cfg, precision_on or device.type)  # a no-op when the sweep resolved it already
-    summary.update({"run_id": store.run_id(cfg), "train.precision": cfg.train.precision})
-    summary.update(store.provenance(str(device)))
-    return cfg, device
+    with RunFolder(cfg, out_dir, extra) as run:
+        cfg, _ = run.start(cfg)
+        training = Training(cfg, run)
+        training.setup()
+        training.loop(progress, on_step)
+        training.finish()
+    return run.summary
 
 
 class Training:
-    """The state of one run between its phases; ``summary`` is filled in place."""
+    """The state of one run between its phases; ``run.summary`` is filled in place."""
 
-    def __init__(self, cfg: RunConfig, out: Path, device: torch.device, summary: dict[str, Any]) -> None:
-        self.cfg, self.out, self.device, self.summary = cfg, out, device, summary
+    def __init__(self, cfg: RunConfig, run: RunFolder) -> None:
+        self.cfg, self.run, self.out, self.device, self.summary = cfg, run, run.out, run.device, run.summary
         self.tc = cfg.train
         self.state = RunState()
         self.metrics: TextIO | None = None
@@ -194,7 +146,7 @@ class Training:
             self.step_fn = compile_for_run(self.model, "default" if tc.compile is True else tc.compile)
         else:
             self.step_fn = self.model
-        self.use_bf16 = resolve_precision(self.cfg, self.device.type).train.precision == "bf16"
+        self.use_bf16 = cfg.train.precision == "bf16"  # resolved by RunFolder.start
         self.chance = math.log(self.data.num_classes)
         reset_peak_memory(self.device)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -208,7 +160,7 @@ class Training:
         self.read_at = self.state.step  # the step of the last read
         self.window = (0.0, 0.0)  # wall and process time when the current read window began
         if tc.log_to:
-            self.trackers = Trackers(tc.log_to, self.out, self.summary)
+            self.run.trackers = self.trackers = Trackers(tc.log_to, self.out, self.summary)
 
     # ------------------------------------------------------------------------- the loop
 

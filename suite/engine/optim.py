@@ -8,7 +8,6 @@ import torch
 from torch import nn
 
 from suite.config import TrainConfig
-from suite.models.scalebank import PARAM
 
 # Parameters that are not matrices: norms' weights and biases, linear biases, LayerScale γ,
 # ReZero α, and (as in timm's no_weight_decay) the position embedding and class token.
@@ -16,14 +15,13 @@ _EMBEDDINGS = ("pos_embed", "cls_token")
 
 
 def is_no_decay(name: str, param: torch.Tensor) -> bool:
-    # layer_scales: every LayerScale γ of the model as rows of one parameter (models/scalebank.py)
-    return param.ndim <= 1 or name.split(".")[-1] in _EMBEDDINGS + (PARAM,)
+    return param.ndim <= 1 or name.split(".")[-1] in _EMBEDDINGS
 
 
 def build_optimizer(model: nn.Module, tc: TrainConfig) -> torch.optim.AdamW:
     """AdamW; weight decay on 1-D parameters (and embeddings) only when ``tc.decay_1d``.
 
-    Weight decay on LayerScale's λ pulls it towards 0 and interacts with the very effect we measure,
+    Weight decay on LayerScale's γ pulls it towards 0 and interacts with the very effect we measure,
     so it is off by default and recorded in every run (``train.decay_1d``).
 
     The fused implementation (one kernel for all parameters instead of one per tensor) is used where

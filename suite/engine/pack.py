@@ -21,7 +21,6 @@ under ``vmap``, so runs with ``model.drop_path > 0`` are not packed (:func:`pack
 from __future__ import annotations
 
 import copy
-import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable
@@ -32,7 +31,8 @@ from torch.func import functional_call, vmap
 
 from suite import store
 from suite.config import RunConfig
-from suite.engine.loop import Diverged, StoppedAtChance, Training, conclude, record_failure, start
+from suite.engine.lifecycle import RunFolder
+from suite.engine.loop import Diverged, StoppedAtChance, Training
 
 # Keys in which the members of one pack may differ; everything else must be equal.
 MEMBER_KEYS = frozenset({"seed", "train.lr", "train.weight_decay", "model.layerscale.init"})
@@ -59,19 +59,16 @@ def pack_key(cfg: RunConfig) -> str:
 
 
 class _Member:
-    """One run of the pack: its folder, summary and :class:`Training` (None once it has ended)."""
+    """One run of the pack: its :class:`RunFolder` and :class:`Training` (``done`` once it has ended)."""
 
     def __init__(self, cfg: RunConfig, out: Path, extra: dict[str, Any] | None, size: int) -> None:
-        self.out = Path(out)
-        store.open_run_folder(self.out)
-        self.t0 = time.perf_counter()
-        self.summary = store.empty_summary(cfg, {**(extra or {}), "pack_size": size})
-        self.device = torch.device("cpu")
+        self.run = RunFolder(cfg, out, {**(extra or {}), "pack_size": size})
+        self.summary = self.run.summary
         self.training: Training | None = None
         self.done = False
         try:
-            cfg, self.device = start(cfg, self.summary)
-            self.training = Training(cfg, self.out, self.device, self.summary)
+            cfg, _ = self.run.start(cfg)
+            self.training = Training(cfg, self.run)
             self.training.setup()
             self.params = dict(self.training.model.named_parameters())  # the leaves each step stacks
             self.buffers = dict(self.training.model.named_buffers())
@@ -82,7 +79,7 @@ class _Member:
 
     def fail(self, err: BaseException) -> None:
         """Inside ``except``: record the member's error (or raise what is not its fault) and end it."""
-        record_failure(self.training, self.out, self.summary, self.device, err)
+        self.run.fail(err)
         self.end()
 
     def end(self) -> None:
@@ -90,7 +87,7 @@ class _Member:
             self.training.metrics.close()
         if self.summary["status"] != "error" and self.training is not None:
             self.training.finish()
-        conclude(self.training, self.out, self.summary, self.t0)
+        self.run.close()
         self.done = True
 
 
@@ -119,11 +116,10 @@ def train_pack(cfgs: list[RunConfig], out_dirs: list[str | Path], extras: list[d
         _loop([m for m in members if not m.done], on_step)
     except BaseException:
         for m in members:
-            if not m.done and m.training is not None:
-                if m.training.metrics is not None:
-                    m.training.metrics.close()
-                if m.training.trackers is not None:
-                    m.training.trackers.abort()
+            if not m.done and m.training is not None and m.training.metrics is not None:
+                m.training.metrics.close()
+            if not m.done and m.run.trackers is not None:
+                m.run.trackers.abort()
         raise
     return [m.summary for m in members]
 

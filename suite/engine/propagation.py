@@ -23,7 +23,6 @@ computed in fp32 on every device (``train.precision: auto`` resolves to fp32 her
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +33,11 @@ from torch import nn
 from suite import store
 from suite.config import RunConfig, dump_yaml, flatten, to_dict
 from suite.data import TrainStream, load_dataset
-from suite.engine.loop import fill_model_shape, start
+from suite.engine.lifecycle import RunFolder
+from suite.engine.loop import fill_model_shape
 from suite.engine.optim import build_optimizer, lr_at
 from suite.engine.probes import probe
 from suite.models import build_model, count_params
-from suite.models.scalebank import block_tensors
 
 RECORDS = "propagation.jsonl"
 KIND = "propagation"
@@ -108,16 +107,14 @@ def backward_records(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tupl
             h.remove()
     records = []
     for i in range(len(model.blocks)):
-        sq = sum(float(g.float().pow(2).sum()) for g in block_tensors(model, i, grads=True) if g is not None)
+        sq = sum(float(g.float().pow(2).sum()) for g in (p.grad for p in model.blocks[i].parameters()) if g is not None)
         records.append({"block": i, "grad_stream": _finite(grads[i]) if grads[i] is not None else None,
                         "grad_params": _finite(math.sqrt(sq))})
     return records, float(loss.detach())
 
 
 def _block_vectors(model: nn.Module) -> list[torch.Tensor]:
-    # A block's γ included (block_tensors): with the scale bank it is not among block.parameters().
-    return [torch.cat([p.detach().float().flatten() for p in block_tensors(model, i)])
-            for i in range(len(model.blocks))]
+    return [torch.cat([p.detach().float().flatten() for p in block.parameters()]) for block in model.blocks]
 
 
 def step_records(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: RunConfig) -> list[dict[str, Any]]:
@@ -177,21 +174,18 @@ def propagate(cfg: RunConfig, out_dir: str | Path, extra: dict[str, Any] | None 
     Raises:
         DiskFull: the disk filled up (no summary is written; the run is measured again next time).
     """
-    out = Path(out_dir)
-    t0 = time.perf_counter()
-    store.open_run_folder(out)
-    summary = {**store.empty_summary(cfg, extra), "kind": KIND}
-    device = torch.device("cpu")
-    try:
+    with RunFolder(cfg, out_dir, extra) as run:
+        summary = run.summary
+        summary["kind"] = KIND
         if cfg.train.precision == "bf16":
             raise ValueError("propagation is measured in fp32; set train.precision to fp32 or auto")
-        cfg, device = start(cfg, summary, precision_on="cpu")  # `auto` is fp32 here, on every device
+        cfg, device = run.start(cfg, precision_on="cpu")  # `auto` is fp32 here, on every device
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
         data = load_dataset(cfg.data)
         cfg = fill_model_shape(cfg, data)
         summary.update({k: v for k, v in flatten(to_dict(cfg)).items() if k.startswith("model.")})
-        store.atomic_write_text(out / store.CONFIG, dump_yaml(cfg))
+        store.atomic_write_text(run.out / store.CONFIG, dump_yaml(cfg))
         x, y = next(TrainStream(data, cfg.train.batch_size, cfg.seed, device, False, cfg.data.device_max_mb,
                                 cfg.data.num_workers).batches(0, 1))
         torch.manual_seed(cfg.seed)
@@ -203,7 +197,7 @@ def propagate(cfg: RunConfig, out_dir: str | Path, extra: dict[str, Any] | None 
         lines = [store.metrics_line({"kind": "forward", **r}) for r in forward]
         lines += [store.metrics_line({"kind": "backward", **r}) for r in backward]
         lines += [store.metrics_line({"kind": "step", **r}) for r in steps]
-        store.atomic_write_text(out / RECORDS, "".join(lines))
+        store.atomic_write_text(run.out / RECORDS, "".join(lines))
         summary.update(summarize(forward, backward, steps))
         summary["loss_init"] = _finite(loss0)
         summary["steps_done"] = len(steps)
@@ -216,12 +210,4 @@ def propagate(cfg: RunConfig, out_dir: str | Path, extra: dict[str, Any] | None 
                            diverged_reason="nonfinite_loss")
         else:
             summary["status"] = "ok"
-    except Exception as err:  # one config's failure must never stop the others
-        if store.no_space(err):
-            raise store.DiskFull(out) from None
-        summary.update(status="error", error=f"{type(err).__name__}: {err}".splitlines()[0][:500])
-        if "device_name" not in summary:
-            summary.update(store.provenance(str(device)))
-    summary["wall_s"] = round(time.perf_counter() - t0, 3)
-    store.write_json(out / store.SUMMARY, summary)
-    return summary
+    return run.summary

@@ -16,24 +16,6 @@ def layer_norm(dim: int) -> nn.LayerNorm:
     return nn.LayerNorm(dim, eps=1e-6)
 
 
-class FoldableLinear(nn.Linear):
-    """``nn.Linear`` whose weight and bias can be replaced, for one forward, by folded ones.
-
-    The branches' last linears (``attn.proj``, ``mlp.fc2``): a model with a ``ScaleBank`` folds
-    LayerScale's γ into them while it trains on large batches (``scalebank.py``). ``folded`` is
-    ``None`` otherwise, and the layer is a plain ``nn.Linear``.
-    """
-
-    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
-        super().__init__(in_features, out_features, bias)
-        self.folded: tuple[torch.Tensor, torch.Tensor] | None = None
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        if self.folded is None:
-            return super().forward(h)
-        return F.linear(h, *self.folded)
-
-
 class Attention(nn.Module):
     """Multi-head self-attention with ``scaled_dot_product_attention``.
 
@@ -55,7 +37,7 @@ class Attention(nn.Module):
         self.head_dim = dim // heads
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
         self.head_scale = head_scale
-        self.proj = FoldableLinear(dim, dim, bias=isinstance(head_scale, nn.Identity))
+        self.proj = nn.Linear(dim, dim, bias=isinstance(head_scale, nn.Identity))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, N, C = x.shape
@@ -80,7 +62,7 @@ class Mlp(nn.Module):
         hidden = int(dim * mlp_ratio)
         self.fc1 = nn.Linear(dim, hidden)
         self.act = nn.GELU()
-        self.fc2 = FoldableLinear(hidden, dim)
+        self.fc2 = nn.Linear(hidden, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.act(self.fc1(x)))

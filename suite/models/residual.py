@@ -6,7 +6,7 @@ N is the total number of blocks; F is a sublayer (attention or MLP).
 |--------------|-----------------------------------------------|
 | ``preln``    | ``x + F(LN(x))`` (the baseline)                |
 | ``postln``   | ``LN(x + F(x))``                               |
-| ``layerscale`` | ``x + λ ⊙ F(LN(x))`` (CaiT), see ``LayerScaleConfig`` |
+| ``layerscale`` | ``x + γ ⊙ F(LN(x))`` (CaiT), see ``LayerScaleConfig`` |
 | ``rezero``   | ``x + α·F(x)``, no LN, one α per block, α = 0   |
 | ``deepnorm`` | ``LN(α·x + F(x))``, α = (2N)^¼; fc1, fc2, v, out init × β = (8N)^-¼ |
 | ``sandwich`` | ``x + LN(F(LN(x)))``                           |
@@ -24,7 +24,7 @@ from torch import nn
 from suite.config import LayerScaleConfig
 from suite.registry import SCHEMES
 from suite.models.layers import Attention, DropPath, Mlp, layer_norm
-from suite.models.layerscale import HeadScale, LayerScale, resolve_init, residual_add
+from suite.models.layerscale import HeadScale, LayerScale, resolve_init
 
 
 class Block(nn.Module):
@@ -46,7 +46,7 @@ class Block(nn.Module):
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
 
     def scales(self) -> list[torch.Tensor]:
-        """The block's residual scales (LayerScale λ, ReZero α); empty for schemes without."""
+        """The block's residual scales (LayerScale γ, ReZero α); empty for schemes without."""
         return []
 
     def post_init(self) -> None:
@@ -73,10 +73,8 @@ class PreLNBlock(Block):
         return [m.gamma for m in (self.ls1, self.ls2, self.attn.head_scale) if hasattr(m, "gamma")]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        a = self.drop_path(self.attn(self.norm1(x)))
-        x = residual_add(x, self.ls1, a)
-        m = self.drop_path(self.mlp(self.norm2(x)))
-        return residual_add(x, self.ls2, m)
+        x = x + self.drop_path(self.ls1(self.attn(self.norm1(x))))
+        return x + self.drop_path(self.ls2(self.mlp(self.norm2(x))))
 
 
 class PostLNBlock(Block):

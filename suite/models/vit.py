@@ -7,7 +7,6 @@ scheme -> final LayerNorm -> linear head on the class token. Module names match 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 
 import torch
@@ -16,7 +15,6 @@ from torch import nn
 from suite.config import ModelConfig
 from suite.models.layers import drop_path_rates, layer_norm
 from suite.models.residual import build_block
-from suite.models.scalebank import install
 
 
 class PatchEmbed(nn.Module):
@@ -61,7 +59,6 @@ class VisionTransformer(nn.Module):
         ])
         self.norm = layer_norm(cfg.dim)
         self.head = nn.Linear(cfg.dim, cfg.num_classes)
-        self.scale_bank = install(self)  # learnable LayerScale γ as one parameter (scalebank.py)
         self.init_weights()
 
     def init_weights(self) -> None:
@@ -92,20 +89,8 @@ class VisionTransformer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Images (B, C_in, H, W) -> logits (B, num_classes)."""
         x = self.embed(x)
-        with contextlib.nullcontext() if self.scale_bank is None else self.scale_bank.active(self, x):
-            x = self.blocks(x)
+        x = self.blocks(x)
         return self.head(self.norm(x)[:, 0])
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        if self.scale_bank is not None:  # a deep copy or an unpickled model: views of its own bank
-            self.scale_bank.hand_back(self)
-
-    def _apply(self, fn, recurse=True):
-        out = super()._apply(fn, recurse)
-        if self.scale_bank is not None:  # .to(), .double(), ...: the views must follow the moved bank
-            self.scale_bank.hand_back(self)
-        return out
 
 
 def count_params(model: nn.Module) -> int:

@@ -11,7 +11,6 @@ from suite.config import LayerScaleConfig, ModelConfig, load_config
 from suite.engine import train
 from suite.engine.probes import probe, taps_for
 from suite.models import build_model
-from suite.models.layerscale import residual_add
 from suite.models.residual import PreLNBlock, ReZeroBlock, SandwichBlock
 from suite.models.timm_bridge import build_timm_vit, timm_to_suite
 
@@ -29,9 +28,9 @@ def by_hand(block, x):
     """attn_ratio, mlp_ratio, out_rms of one block in eval mode, from its update rule written out."""
     if isinstance(block, PreLNBlock):
         a = block.attn(block.norm1(x))
-        r_attn, x1 = _ratio(block.ls1(a), x), residual_add(x, block.ls1, a)
+        r_attn, x1 = _ratio(block.ls1(a), x), x + block.ls1(a)
         m = block.mlp(block.norm2(x1))
-        r_mlp, out = _ratio(block.ls2(m), x1), residual_add(x1, block.ls2, m)
+        r_mlp, out = _ratio(block.ls2(m), x1), x1 + block.ls2(m)
     elif isinstance(block, ReZeroBlock):
         a = block.attn(x)
         r_attn, x1 = _ratio(block.alpha * a, x), x + block.alpha * a

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from suite import store
 from suite.config import load_config
+from suite.engine.lifecycle import RunFolder
 from suite.engine.loop import Training
 from suite.engine.steplog import StepLog
 
@@ -29,8 +29,9 @@ def cfg(**overrides):
 
 def run(tmp_path, config, poison=None, fused=True):
     """Train with the engine's loop; ``poison(out, step)`` replaces the model's output."""
-    summary = store.empty_summary(config)
-    training = Training(config, tmp_path, torch.device("cpu"), summary)
+    folder = RunFolder(config, tmp_path)
+    config, _ = folder.start(config)
+    training = Training(config, folder)
     training.setup()
     if not fused:  # the path without a fused AdamW: the host checks every step
         training.sync_free = False
@@ -85,8 +86,7 @@ def test_no_update_after_a_nonfinite_step(tmp_path):
 
 
 def test_a_step_never_waits_for_the_device(tmp_path, monkeypatch):
-    training = Training(cfg(**{"train.log_every": 10}), tmp_path, torch.device("cpu"),
-                        store.empty_summary(cfg()))
+    training = Training(cfg(**{"train.log_every": 10}), RunFolder(cfg(), tmp_path))
     training.setup()
     assert training.sync_free
     inside = {"step": False}

@@ -60,11 +60,10 @@ def test_zero_lr_fails_to_train(tmp_path):
 
 def _poisoned_run(tmp_path, cfg, poison):
     """A run whose model output is replaced by ``poison(out, step)`` (the engine's own loop)."""
-    import torch
-
+    from suite.engine.lifecycle import RunFolder
     from suite.engine.loop import Training
 
-    run = Training(cfg, tmp_path, torch.device("cpu"), store.empty_summary(cfg))
+    run = Training(cfg, RunFolder(cfg, tmp_path))
     run.setup()
     model = run.step_fn
     run.step_fn = lambda x: poison(model(x), run.state.step)
@@ -309,7 +308,7 @@ def test_weight_decay_policy_on_1d_params():
                   "model.num_classes": 4})
     model = build_model(cfg.model)
     groups = build_optimizer(model, cfg.train).param_groups
-    gammas = {id(model.layer_scales)}  # every γ, as rows of one parameter
+    gammas = {id(b.ls1.gamma) for b in model.blocks} | {id(b.ls2.gamma) for b in model.blocks}
     no_decay = next(g for g in groups if any(id(p) in gammas for p in g["params"]))
     assert no_decay["weight_decay"] == 0.0
     cfg.train.decay_1d = True
@@ -387,26 +386,20 @@ def test_fused_adamw_is_used_and_computes_the_same_update(tmp_path):
     assert losses[id(model)] == pytest.approx(losses[id(other)], rel=1e-3)
 
 
-@pytest.mark.parametrize("layout", [{}, {"model.depth": 1, "model.layerscale.placement": "attn"}])
-def test_checkpoint_from_the_per_block_layout_is_refused_in_one_line(tmp_path, layout):
-    """A checkpoint written when each γ was its own parameter: its optimizer does not fit (with one γ
-    the counts per group agree, and the moments' shapes give the misassignment away)."""
-    from suite.bench.candidates import per_block
+def test_checkpoint_of_an_older_format_is_refused_in_one_line(tmp_path):
+    """A checkpoint of the scale-bank suite (format 1, no "format" key): its optimizer does not fit."""
     from suite.engine import checkpoint
     from suite.engine.optim import build_optimizer
     from suite.models import build_model
 
-    cfg = tiny(**{"model.residual": "layerscale", "model.img_size": 16, "model.in_chans": 3,
-                  "model.num_classes": 4, **layout})
-    old = per_block(build_model(cfg.model))
-    old_opt = build_optimizer(old, cfg.train)
-    old(torch.randn(2, 3, 16, 16)).sum().backward()
-    old_opt.step()
+    cfg = tiny(**{"model.residual": "layerscale", "model.img_size": 16, "model.in_chans": 3, "model.num_classes": 4})
+    model = build_model(cfg.model)
+    opt = build_optimizer(model, cfg.train)
     path = tmp_path / "checkpoint.pt"
-    checkpoint.save(path, "r1", old, old_opt, checkpoint.RunState())
-    new = build_model(cfg.model)
-    with pytest.raises(checkpoint.CheckpointError, match="delete it to start this run from step 0"):
-        checkpoint.load(path, "r1", new, build_optimizer(new, cfg.train))
-    # its weights alone still load: the state dict keeps the per-block keys
-    new.load_state_dict(torch.load(path, weights_only=True)["model"])
-    torch.testing.assert_close(new.blocks[0].ls1.gamma, old.blocks[0].ls1.gamma.detach())
+    checkpoint.save(path, "r1", model, opt, checkpoint.RunState())
+    checkpoint.load(path, "r1", model, opt)  # this format loads
+    old = torch.load(path, weights_only=True)
+    del old["format"]
+    torch.save(old, path)
+    with pytest.raises(checkpoint.CheckpointError, match="checkpoint format 1 .*delete it to start this run from step 0"):
+        checkpoint.load(path, "r1", model, opt)

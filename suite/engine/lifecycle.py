@@ -1,0 +1,102 @@
+"""One run's lifecycle, the same for a training run, a member of a pack and a propagation run.
+
+:class:`RunFolder` owns the run folder, the summary and the error policy::
+
+    with RunFolder(cfg, out, extra) as run:
+        cfg, device = run.start(cfg)
+        ...                      # fill run.summary; set run.status
+    return run.summary           # written to out/summary.json, last and atomically
+
+* Opening the folder removes an old ``summary.json``: the run counts as unfinished until it ends.
+* An exception of the run (an ``Exception``) becomes status ``error`` with its message in the
+  summary and its traceback in ``log.txt``; the sweep goes on with the next run.
+* Anything that is not the run's fault leaves the run unfinished, with no summary, so that it runs
+  again: a full disk (raised as :class:`~suite.store.DiskFull`, which stops the sweep), Ctrl-C, a
+  kill, a preemption (``StopRun``). Open trackers are aborted, not finished.
+* A run that ended (any status but ``error``) drops its checkpoint; an ``error`` run keeps it, so
+  ``--retry-errors`` resumes from it.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from suite import store
+from suite.config import RunConfig, resolve_precision
+from suite.engine import checkpoint
+from suite.engine.resources import resolve_device
+
+
+class RunFolder:
+    """A run's folder and summary from open to close (a context manager; see the module docstring).
+
+    Args:
+        cfg: the run's config (its id names the summary; ``start`` may resolve it further).
+        out: the run folder.
+        extra: top-level keys added to the summary (the sweep adds ``ablation``, ``variant``).
+
+    Raises:
+        DiskFull: no space to create the folder.
+    """
+
+    def __init__(self, cfg: RunConfig, out: str | Path, extra: dict[str, Any] | None = None) -> None:
+        self.out = Path(out)
+        store.open_run_folder(self.out)
+        self.t0 = time.perf_counter()
+        self.summary = store.empty_summary(cfg, extra)
+        self.device = torch.device("cpu")
+        self.trackers: Any = None  # train.log_to's sinks, once the run opened them
+        self.closed = False
+
+    def start(self, cfg: RunConfig, precision_on: str | None = None) -> tuple[RunConfig, torch.device]:
+        """The device the run executes on, and ``cfg`` with ``train.precision: auto`` resolved for it
+        (or for ``precision_on``); the summary gets the resolved run id, precision and provenance."""
+        self.device = resolve_device(cfg.device)
+        cfg = resolve_precision(cfg, precision_on or self.device.type)  # a no-op when the sweep resolved it
+        self.summary.update({"run_id": store.run_id(cfg), "train.precision": cfg.train.precision})
+        self.summary.update(store.provenance(str(self.device)))
+        return cfg, self.device
+
+    def __enter__(self) -> RunFolder:
+        return self
+
+    def __exit__(self, typ, err, tb) -> bool:
+        if err is not None:
+            self.fail(err)
+        self.close()
+        return True  # the run's own error is in its summary
+
+    def fail(self, err: BaseException) -> None:
+        """Record the run's exception as its ``error`` status, or raise again what is not its fault
+        (unfinished: no summary; a full disk as :class:`~suite.store.DiskFull`)."""
+        if not isinstance(err, Exception) or store.no_space(err):
+            self.closed = True
+            if self.trackers is not None:
+                self.trackers.abort()
+            if isinstance(err, Exception):
+                raise store.DiskFull(self.out) from None
+            raise err
+        self.summary["status"] = "error"
+        self.summary["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
+        with open(self.out / "log.txt", "a") as log:
+            log.write("".join(traceback.format_exception(type(err), err, err.__traceback__)))
+        if "device_name" not in self.summary:
+            self.summary.update(store.provenance(str(self.device)))
+
+    def close(self) -> None:
+        """Write the summary (last, atomically), finish the trackers, drop a finished run's checkpoint."""
+        if self.closed:
+            return
+        self.closed = True
+        self.summary["wall_s"] = round(time.perf_counter() - self.t0, 3)
+        store.write_json(self.out / store.SUMMARY, self.summary)
+        if self.trackers is not None:
+            self.trackers.finish(self.summary)
+        if self.summary["status"] != "error":
+            (self.out / store.CHECKPOINT).unlink(missing_ok=True)
+            checkpoint.preempted(self.out, clear=True)
