@@ -39,20 +39,14 @@ EXECUTION_KEYS = frozenset({"device", "train.threads", "data.num_workers", "data
                             "train.log_to"})
 
 
-# Config keys added after runs were first made, with the default that reproduces those runs: hashed
-# only when set to something else, so adding a key does not rename (and rerun) every finished run.
-LATER_KEYS: dict[str, object] = {"model.weight_init": "timm"}
-
-
 def run_id(cfg: RunConfig) -> str:
     """Stable 12-hex-digit id of a resolved run config.
 
     Independent of key order and of the machine (``EXECUTION_KEYS`` are left out); any change of a
-    hyperparameter gives a new id, so new runs never overwrite old ones. A key of ``LATER_KEYS`` at
-    its default is left out too: the id of every run made before the key existed stays the same.
+    hyperparameter gives a new id, so new runs never overwrite old ones. Every other key counts, also
+    one added later at its default: adding a config key renames every run (results/README.md).
     """
-    flat = {k: v for k, v in flatten(to_dict(cfg)).items()
-            if k not in EXECUTION_KEYS and not (k in LATER_KEYS and v == LATER_KEYS[k])}
+    flat = {k: v for k, v in flatten(to_dict(cfg)).items() if k not in EXECUTION_KEYS}
     blob = json.dumps(flat, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

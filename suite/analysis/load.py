@@ -56,8 +56,6 @@ def load_runs(run_dir: str | Path) -> list[dict[str, Any]]:
             continue
         if summary.get("variant") is None:
             summary["variant"] = summary.get("model.residual")
-        for key, default in store.LATER_KEYS.items():  # a run made before the key existed had its default
-            summary.setdefault(key, default)
         summary["run_dir"] = path.parent.relative_to(root).as_posix()
         runs.append(summary)
     if not runs:

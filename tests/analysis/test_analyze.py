@@ -443,20 +443,3 @@ def test_propagation_profiles_average_norms_geometrically_and_cosines_arithmetic
     assert row["grad_stream"] == pytest.approx(1e-4)  # not 0.5: a vanishing seed stays visible on a log axis
     assert row["stream_rms"] == pytest.approx(2.0) and row["cls_cos"] == pytest.approx(0.4)
     assert math.isnan(row["grad_params"])  # zero norms have no logarithm: left out, not averaged as -inf
-
-
-def test_runs_from_before_a_later_key_group_with_runs_that_have_it(tmp_path):
-    """A summary written before model.weight_init existed has no such key: it is the default, so the
-    two runs are one group, not two."""
-    from suite.analysis.grouping import group_keys
-    from suite.analysis.load import load_runs
-
-    for name, extra in (("old", {}), ("new", {"model.weight_init": "timm"})):
-        folder = tmp_path / "runs" / name
-        folder.mkdir(parents=True)
-        summary = {"run_id": name, "ablation": "a", "variant": "preln", "seed": 0 if name == "old" else 1,
-                   "status": "ok", "model.depth": 2, "test_acc": 0.5, **extra}
-        (folder / "summary.json").write_text(json.dumps(summary))
-    runs = load_runs(tmp_path)
-    assert {r["model.weight_init"] for r in runs} == {"timm"}
-    assert "model.weight_init" not in group_keys(runs)
