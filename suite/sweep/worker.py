@@ -23,6 +23,7 @@ What each worker did is appended to ``<out>/workers/<owner>.jsonl``, one event p
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -249,7 +250,7 @@ class Worker:
         line = store.metrics_line({"t": round(time.time(), 3), "event": event, "run_id": runs[0].run_id,
                                    "runs": [r.run_id for r in runs], "label": runs[0].label,
                                    "owner": claims.owner_id(), **fields})
-        with open(self._log, "a", encoding="utf-8") as f:
+        with contextlib.suppress(OSError), open(self._log, "a", encoding="utf-8") as f:  # a log, not a result
             f.write(line)
 
 
