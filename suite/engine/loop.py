@@ -207,8 +207,7 @@ class Training:
         if evaluate:
             self.evaluate(step)
         if save:
-            self.metrics.flush()
-            checkpoint.save(self.out / store.CHECKPOINT, self.summary["run_id"], self.model, self.optimizer, state)
+            self.save()
         if bar is not None:
             bar.update(1)
             if state.ema is not None:
@@ -221,10 +220,15 @@ class Training:
                     return  # the last step is done: finishing costs less than redoing it
                 if stop.save:
                     self.read(x)  # the state saved must be this step's (and the run not diverged)
-                    self.metrics.flush()
-                    checkpoint.save(self.out / store.CHECKPOINT, self.summary["run_id"], self.model,
-                                    self.optimizer, state, preempted=True)
+                    self.save(preempted=True)
                 raise
+
+    def save(self, preempted: bool = False) -> None:
+        """Checkpoint the current step (``preempted``: marked so that the run resumes from it even
+        when it asked for no periodic checkpoints)."""
+        self.metrics.flush()
+        checkpoint.save(self.out / store.CHECKPOINT, self.summary["run_id"], self.model, self.optimizer,
+                        self.state, preempted=preempted)
 
     def completed(self) -> None:
         """Every step done: ``ok``, or ``failed`` if the smoothed loss ended at chance."""

@@ -32,7 +32,7 @@ from torch.func import functional_call, vmap
 from suite import store
 from suite.config import RunConfig
 from suite.engine.lifecycle import RunFolder
-from suite.engine.loop import Diverged, StoppedAtChance, Training
+from suite.engine.loop import Diverged, StopRun, StoppedAtChance, Training
 
 # Keys in which the members of one pack may differ; everything else must be equal.
 MEMBER_KEYS = frozenset({"seed", "train.lr", "train.weight_decay", "model.layerscale.init"})
@@ -99,7 +99,8 @@ def train_pack(cfgs: list[RunConfig], out_dirs: list[str | Path], extras: list[d
         cfgs: resolved run configs that share a :func:`pack_key` and are :func:`packable`.
         out_dirs: one run folder each; a ``checkpoint.pt`` there is resumed from, as by a solo run.
         extras: top-level summary keys per run (the sweep adds ``ablation``, ``variant``).
-        on_step: called after every pack step with the members' step (tests inject faults here).
+        on_step: called after every pack step with the members' step; it may raise ``StopRun``
+            (a preempted worker: every member still going then checkpoints this step first).
 
     Raises:
         ValueError: the runs cannot share a pack.
@@ -176,5 +177,15 @@ def _loop(live: list[_Member], on_step: Callable[[int], None] | None) -> None:
                     m.fail(err)
                 finally:
                     live.remove(m)
-        if on_step is not None and batch:
-            on_step(members[0].training.state.step)
+        if on_step is not None and live:
+            try:
+                on_step(live[0].training.state.step)
+            except StopRun as stop:  # preempted: every member still going saves this step, as a solo run does
+                for m in live if stop.save else []:
+                    try:
+                        m.training.read(x[members.index(m)])
+                        m.training.save(preempted=True)
+                    except (StoppedAtChance, Diverged) as ended:  # its last steps decided it: no need to resume
+                        m.training.stopped(ended)
+                        m.end()
+                raise

@@ -79,6 +79,28 @@ def test_a_killed_pack_resumes_from_its_members_checkpoints(tmp_path):
         assert store.read_metrics(dirs[i]) == store.read_metrics(tmp_path / "full" / str(i))
 
 
+def test_a_preempted_pack_checkpoints_the_step_it_stopped_at_and_resumes_exactly(tmp_path):
+    """Preemption without periodic checkpoints (checkpoint_every 0): every member saves the step it
+    stopped at, as a solo run does, and the resumed pack ends as the uninterrupted one."""
+    from suite.engine.loop import StopRun
+
+    configs = [cfg(seed=s, **{"train.steps": 20, "train.eval_every": 0}) for s in range(2)]
+    full = train_pack(configs, [tmp_path / "full" / str(i) for i in range(2)])
+
+    def preempt(step):
+        if step == 13:
+            raise StopRun("preempted", save=True)
+
+    dirs = [tmp_path / "preempted" / str(i) for i in range(2)]
+    with pytest.raises(StopRun):
+        train_pack(configs, dirs, on_step=preempt)
+    assert all((d / "checkpoint.pt").exists() and not (d / "summary.json").exists() for d in dirs)
+    resumed = train_pack(configs, dirs)
+    for i in range(2):
+        assert resumed[i]["resumed_at"] == [13]
+        assert resumed[i]["test_acc"] == full[i]["test_acc"] and resumed[i]["status"] == full[i]["status"]
+
+
 def test_what_can_share_a_pack():
     assert pack_key(cfg(seed=0)) == pack_key(cfg(seed=5, **{"train.lr": 1e-2, "train.weight_decay": 0.1}))
     assert pack_key(cfg()) != pack_key(cfg(**{"model.depth": 3}))
