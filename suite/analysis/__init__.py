@@ -2,7 +2,10 @@
 
 ``load.py`` (summaries and curves back from a results folder), ``grouping.py`` (which runs form a
 group, table sections), ``stats.py`` (pure statistical functions), ``summary.py`` (per-group rates,
-intervals, tests), ``tables.py`` (paper-style Markdown / LaTeX), ``figures.py`` (matplotlib), and
-``analyze.py`` (the driver, :func:`suite.analysis.analyze.analyze`). Nothing here parses arguments
+intervals, tests), ``lr.py`` (each scheme at its best learning rate, LR sensitivity, the stability
+frontier), ``regression.py`` and ``trends.py`` (trends with depth), ``robust.py`` (rliable-style
+aggregates across cells), ``propagation.py`` (``suite propagate`` runs), ``markup.py`` and
+``tables.py`` (Markdown / LaTeX / CSV tables), ``findings.py`` (``findings.md``, in words),
+``figures.py`` (matplotlib), and ``analyze.py`` (the driver, :func:`suite.analysis.analyze.analyze`). Nothing here parses arguments
 or prints: ``suite analyze`` (``suite/cli/analyze.py``) does.
 """

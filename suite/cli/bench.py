@@ -24,7 +24,7 @@ from suite.models.flops import train_step_flops
 # Per-device defaults. CPU: about a minute on 2 cores (docs/benchmark.md), single-threaded because
 # on a shared machine a second thread stalls at every op's barrier whenever a neighbour holds its
 # core, which adds noise in proportion to the op count (up to 100x per step, measured), not cost.
-# CUDA: the ViT-S/16 target batch, and enough steps per visit to dwarf the event overhead.
+# CUDA: a ViT-S/16 training batch, and enough steps per visit to dwarf the event overhead.
 DEVICE_DEFAULTS = {
     "cpu": {"batch": 4, "rounds": 16, "steps": 1, "warmup": 2, "dtype": "fp32", "threads": 1},
     "cuda": {"batch": 128, "rounds": 20, "steps": 5, "warmup": 5, "dtype": "bf16", "threads": None},

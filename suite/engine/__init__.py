@@ -1,9 +1,13 @@
 """The training engine: one run, from a resolved config to a run folder.
 
-``loop.py`` (setup / step / evaluate / finish, divergence statuses, timing), ``optim.py`` (AdamW and
-the warmup + cosine schedule), ``probes.py`` (per-block probes attached with forward hooks),
-``checkpoint.py`` (save, resume), ``resources.py`` (device, peak memory). The sweep runner and
-``suite train`` call :func:`train`; nothing here parses arguments or prints.
+``lifecycle.py`` (a run's folder, summary and error policy, for every kind of run), ``loop.py``
+(setup / step / evaluate / finish, divergence statuses, timing), ``steplog.py`` (the step's numbers
+kept on the device until read), ``optim.py`` (AdamW and the warmup + cosine schedule), ``probes.py``
+(per-block probes attached with forward hooks), ``checkpoint.py`` (save, resume), ``compiled.py``
+(``train.compile``), ``resources.py`` (device, peak memory), ``pack.py`` (several runs as one stacked
+model), ``propagation.py`` (``suite propagate``: signal propagation instead of training) and
+``trackers/`` (TensorBoard, W&B, MLflow sinks). The sweep's worker and ``suite train`` call
+:func:`train`; nothing here parses arguments or prints.
 """
 
 from suite.engine.loop import train
