@@ -34,17 +34,24 @@ from suite.bench.arms import BenchShape, build_arm
 from suite.bench.measure import Timer, interleave, measure
 from suite.bench.stats import median_interval_ranks, round_ratios, summarize
 
-# How the thresholds were chosen (2-core CPU, 1 thread): results/reference/bench/gate.md and
-# docs/benchmark.md have the runs. To update: rerun `suite bench-check` a few times and
-# `suite bench-check --slowdown 1` (must FAIL), then change the constant here and docs/benchmark.md.
-# THRESHOLDS_MEASURED
+# How the thresholds were chosen (2-core CPU, 1 thread; results/reference/bench/gate.md is the last
+# run, docs/benchmark.md the reference measurements):
+# * step (GATE_SHAPE) and residual: unchanged by the plain LayerScale (x * gamma, then the add); the
+#   residual check now times our blocks against that update written out, so its 10% still fails one
+#   extra pass over the activations (measured +15% to +50% for a pass before) and passes the real code.
+# * ablation-step (ABLATION_SHAPE): at width 32 a plain LayerScale costs a few per cent of a step
+#   (measured with 100 rounds when this multiply-then-add was a bench arm: +5.2% [+4.2, +6.1]; four
+#   extra passes over the activations on top of a fused update: +11.7%). 8% passes the real code with
+#   room and fails a LayerScale that makes several extra passes.
+# To update: rerun `suite bench-check` a few times and `suite bench-check --slowdown 4` (must FAIL),
+# then change the constant here and docs/benchmark.md together.
 STEP_THRESHOLD = 0.05
 RESIDUAL_THRESHOLD = 0.10
 GATE_SHAPE = BenchShape(depth=12, dim=192, heads=3, tokens=65, batch=4)  # ViT-Ti, 8x8 patches
 # The default ablation's runs: width 32, 4x4 patches + class token, batch 64 (patch 16 here, 7 there:
 # only the patch embedding differs, and it is the same for both arms).
 ABLATION_SHAPE = BenchShape(depth=12, dim=32, heads=2, tokens=17, batch=64)
-ABLATION_STEP_THRESHOLD = 0.03
+ABLATION_STEP_THRESHOLD = 0.08
 RESIDUAL_BATCH = 32  # 32x65x192 floats (1.6 MB): a pass costs memory traffic, not Python calls
 STEP_ROUNDS = 40
 RESIDUAL_ROUNDS = 100

@@ -2,7 +2,7 @@
 
 The statistics and the gate's decision are pure functions, tested on hand-computed cases. Two tests
 run the gate's own measuring functions for a few seconds: it must pass on the real LayerScale and
-fail on a deliberately slowed one (extra un-fused passes over the activations).
+fail on a deliberately slowed one (extra passes over the activations after each LayerScale).
 """
 
 from __future__ import annotations
@@ -290,11 +290,11 @@ def test_gate_passes_on_the_real_layerscale(one_thread):
 def test_gate_fails_on_a_slowed_layerscale(one_thread):
     # The step check gets 60 extra passes per residual add (about +35%, far beyond noise: 12 passes
     # measured +7.4% [+4.9, +8.6] on a busy 2-core runner, too close to the 5% threshold to fail
-    # reliably); the residual check a single un-fused multiply, the regression it exists for. One
+    # reliably); the residual check a single extra pass, the regression it exists for. One
     # measurement each, no second try.
     step = bench_gate.check(measure_step, bench_gate.STEP_THRESHOLD, "step", shape=GATE_TEST_SHAPE, rounds=16,
                             candidate=_slowed(60), confirm=False)
-    # The residual check at the gate's own shape (depth 12), as CI runs it: one un-fused pass measures
+    # The residual check at the gate's own shape (depth 12), as CI runs it: one extra pass measures
     # about +48% there (suite bench-check --slowdown 1). At depth 4 Python overhead dilutes it to
     # +14% to +18%, too close to the 10% threshold to fail reliably.
     residual = bench_gate.check(measure_residual, bench_gate.RESIDUAL_THRESHOLD, "residual",
@@ -307,9 +307,9 @@ def test_gate_fails_on_a_slowed_layerscale(one_thread):
 
 @pytest.mark.bench
 def test_ablation_step_check_both_ways(one_thread):
-    """At the default ablation's shape the step check passes the real code (the scale bank, about +1%
-    measured) and fails 8 extra passes per residual add (4 passes measured +11.7% before the bank,
-    against a 3% threshold now), which the ViT-Ti step check lets through (+4.3% against 5%)."""
+    """At the default ablation's shape the step check passes the real code (the plain LayerScale, a few
+    per cent) and fails 8 extra passes per residual add (4 passes over a fused update measured +11.7%,
+    against an 8% threshold), which the ViT-Ti step check lets through."""
     at = bench_gate.ABLATION_SHAPE
     real = bench_gate.check(measure_step, bench_gate.ABLATION_STEP_THRESHOLD, "ablation-step", shape=at, rounds=16)
     slow = bench_gate.check(measure_step, bench_gate.ABLATION_STEP_THRESHOLD, "ablation-step", shape=at, rounds=16,
