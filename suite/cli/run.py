@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from suite.store import STATUSES
+from suite.sweep.status import format_duration
 from suite.sweep.sweep import SweepOptions
 
 D = SweepOptions()
@@ -110,16 +111,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"{_counts_text(counts)} so far; {sweep.stopped}", file=sys.stderr)
     else:
         print(f"{len(sweep.runs)} runs: {_counts_text(counts)} (skipped {len(sweep.done)} already done) "
-              f"in {_duration(time.perf_counter() - progress.t0)} -> {sweep.out}")
+              f"in {format_duration(time.perf_counter() - progress.t0)} -> {sweep.out}")
         if counts["error"]:
             print(f"{counts['error']} runs ended in error: see {sweep.out}/runs/<run_id>/summary.json (error) and "
                   f"log.txt; rerun them with --retry-errors", file=sys.stderr)
     return sweep.code
 
 
-def _counts_text(counts: collections.Counter, short: bool = False) -> str:
-    if short:
-        return " ".join(f"{s[:4]}={counts[s]}" for s in STATUSES)
+def _counts_text(counts: collections.Counter) -> str:
     return ", ".join(f"{counts[s]} {s}" for s in STATUSES)
 
 
@@ -133,7 +132,7 @@ class Progress:
     def __call__(self, sweep, run, result: dict[str, Any]) -> None:
         n, todo = len(sweep.results), len(sweep.todo)
         status = result.get("status") or "error"
-        eta = _duration((time.perf_counter() - self.t0) / n * (todo - n))
+        eta = format_duration((time.perf_counter() - self.t0) / n * (todo - n))
         line = f"[{n}/{todo}] {status:<8} {run.label}  {_detail(result)}  ({result.get('wall_s') or 0:.1f} s)"
         if not sys.stderr.isatty():
             print(f"{line}  eta {eta}", flush=True)
@@ -142,7 +141,7 @@ class Progress:
             from tqdm import tqdm
 
             self.bar = tqdm(total=todo, unit="run", dynamic_ncols=True)
-        self.bar.set_postfix_str(_counts_text(sweep.counts(), short=True), refresh=False)
+        self.bar.set_postfix_str(" ".join(f"{s[:4]}={n}" for s, n in sweep.counts().items()), refresh=False)
         self.bar.update(1)
         if status == "error":
             self.bar.write(line)
@@ -163,12 +162,6 @@ def _detail(result: dict[str, Any]) -> str:
         grad = result.get("grad_ratio")
         return f"stream x{result['stream_growth']:.3g}" + (f"  grad first/last {grad:.3g}" if grad is not None else "")
     return f"acc={acc:.3f}" if acc is not None else ""
-
-
-def _duration(seconds: float) -> str:
-    s = int(round(seconds))
-    h, m = s // 3600, s // 60 % 60
-    return f"{h}h{m:02d}m{s % 60:02d}s" if h else f"{m}m{s % 60:02d}s"
 
 
 def _print_plan(sweep) -> None:

@@ -40,16 +40,15 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    if not args.out:  # named as the run will name itself: precision `auto` resolved for this machine
-        from suite.config import resolve_precision
-        from suite.engine.resources import resolve_device
+    from suite.config import resolve_precision
+    from suite.engine.resources import resolve_device
 
-        try:
-            cfg_id = store.run_id(resolve_precision(cfg, resolve_device(cfg.device).type))
-        except RuntimeError as err:  # device cuda without a GPU
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-    out = Path(args.out) if args.out else Path("results") / "train" / cfg_id
+    try:  # precision `auto` resolved once, for this machine, before the run id names the folder
+        cfg = resolve_precision(cfg, resolve_device(cfg.device).type)
+    except RuntimeError as err:  # device cuda without a GPU
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path("results") / "train" / store.run_id(cfg)
     problem = writable_dir(out, "--out")
     if problem:
         print(f"error: {problem}", file=sys.stderr)

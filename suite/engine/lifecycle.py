@@ -57,7 +57,7 @@ class RunFolder:
         """The device the run executes on, and ``cfg`` with ``train.precision: auto`` resolved for it
         (or for ``precision_on``); the summary gets the resolved run id, precision and provenance."""
         self.device = resolve_device(cfg.device)
-        cfg = resolve_precision(cfg, precision_on or self.device.type)  # a no-op when the sweep resolved it
+        cfg = resolve_precision(cfg, precision_on or self.device.type)  # for library callers; `suite` resolved it
         self.summary.update({"run_id": store.run_id(cfg), "train.precision": cfg.train.precision})
         self.summary.update(store.provenance(str(self.device)))
         return cfg, self.device

@@ -1,18 +1,14 @@
 """Claims on runs: how workers that pull runs from one results folder agree on who trains what.
 
-A worker may train a run only while it holds the run's claim: ``<out>/claims/<run_id>.json``,
-created by a hard link that fails when the name exists (exactly one creator succeeds, also on NFS), holding
-the owner, its host and pid, a random token and the attempt number. The owner renews its lease by
-touching the file (:class:`Heartbeat`). A claim is *dead* when it was not touched for ``lease_s``
-seconds, or when its owner ran on this host and its process is gone (no need to wait for the lease
-after a local crash). Another worker renames a dead claim aside (exactly one renamer succeeds) and
-claims the run itself, with the attempt number one higher. An owner that finds its claim gone or
-replaced has lost the run and must stop it without writing.
+A worker trains a run only while it holds the run's claim, ``<out>/claims/<run_id>.json`` (owner,
+host, pid, a random token, the attempt number), and renews it by touching the file
+(:class:`Heartbeat`). A claim is *dead* when not touched for ``lease_s`` seconds, or at once when its
+owner ran on this host and its process is gone. Another worker then takes it over, one attempt
+higher; an owner that finds its claim gone or replaced has lost the run and stops it without writing.
 
-The lease is compared with the file's modification time, which the file server sets: keep
-``lease_s`` well above the clock skew between nodes and the longest pause of a live worker. Every
-function that looks at the time takes ``now`` (a clock, ``time.time`` by default) so tests need no
-sleeping.
+The lease is compared with the file's modification time, set by the file server: keep ``lease_s``
+well above the clock skew between nodes and the longest pause of a live worker. Functions that look
+at the time take ``now`` (a clock), so tests need no sleeping.
 """
 
 from __future__ import annotations
@@ -69,9 +65,7 @@ class Claim:
         """
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return False
-        except ValueError:  # another worker's claim being written, or garbage
+        except (FileNotFoundError, ValueError):  # gone, or garbage
             return False
         return isinstance(data, dict) and data.get("token") == self.token
 
@@ -103,19 +97,19 @@ def dead(path: Path, lease_s: float, now: Clock = time.time) -> bool | None:
     if age > lease_s:
         return True
     data = read(path)
-    return data.get("host") == socket.gethostname() and not _alive(data.get("pid"))
+    pid = data.get("pid")
+    return data.get("host") == socket.gethostname() and isinstance(pid, int) and pid > 0 and not alive(pid)
 
 
-def _alive(pid) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return True  # unknown: only the lease can tell
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host runs (a zombie does not; another user's does)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    with contextlib.suppress(OSError, IndexError):  # a zombie is dead too
+    with contextlib.suppress(OSError, IndexError):
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
     return True
 

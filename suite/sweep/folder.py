@@ -1,12 +1,14 @@
 """The results folder of a sweep: whose it is, which runs are done, where each run goes.
 
-Resuming needs no bookkeeping: a run is done when ``runs/<run_id>/summary.json`` exists (written
-atomically, last); anything else is run (again) next time.
+A run is done when ``runs/<run_id>/summary.json`` exists (written atomically, last); anything else
+is run (again) next time.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import secrets
 import warnings
 from pathlib import Path
 from typing import Iterator
@@ -26,19 +28,19 @@ def run_dir(out: Path, run: Run) -> Path:
     return Path(out) / "runs" / run.run_id
 
 
-@contextlib.contextmanager
-def prepare_out(out: Path, ablation: Ablation) -> Iterator[None]:
-    """Check that ``out`` belongs to this ablation, lock it, and write ``ablation.yaml``.
+RUN_IDS = "run_ids.json"  # the id of every run of ablation.yaml, in order, as the last sweep resolved it
 
-    The exclusive lock is held for the sweep's lifetime, so two sweeps never run the same runs at
-    once; the OS drops it when the process dies, even by SIGKILL.
+
+@contextlib.contextmanager
+def prepare_out(out: Path, ablation: Ablation, run_ids: list[str]) -> Iterator[None]:
+    """Lock ``out`` (checked by :func:`check_out`) for the sweep's lifetime, so two sweeps never run
+    the same runs at once (the OS drops the lock when the process dies, even by SIGKILL), and write
+    ``ablation.yaml`` and its ``run_ids`` (precision resolved: ``suite status`` reads them back).
 
     Raises:
-        RunnerError: ``out`` holds another ablation (two ablations never share a folder), or another
-            ``suite run`` is using it.
+        RunnerError: another ``suite run`` is using ``out``, or it is not writable.
     """
     out = Path(out)
-    check_out(out, ablation)
     try:
         out.mkdir(parents=True, exist_ok=True)
         lock = open(out / ".lock", "a")
@@ -46,20 +48,14 @@ def prepare_out(out: Path, ablation: Ablation) -> Iterator[None]:
         raise _unwritable(out, err) from None
     with lock:
         try:
-            import fcntl
-
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:  # no fcntl (Windows): no lock, the rest works
-            pass
         except OSError:
             raise RunnerError(f"{out}: another `suite run` is writing here; wait for it or pass --out DIR") from None
-        text = yaml.safe_dump(ablation.resolved, sort_keys=False)
-        marker = out / "ablation.yaml"
-        if not marker.exists() or marker.read_text(encoding="utf-8") != text:  # a rerun with nothing to do writes nothing
-            try:
-                store.atomic_write_text(marker, text)
-            except OSError as err:
-                raise _unwritable(out, err) from None
+        try:
+            store.atomic_write_text(out / "ablation.yaml", yaml.safe_dump(ablation.resolved, sort_keys=False))
+            store.write_json(out / RUN_IDS, run_ids)
+        except OSError as err:
+            raise _unwritable(out, err) from None
         yield
 
 
@@ -121,29 +117,17 @@ def split_done(runs: list[Run], out: Path, retry_errors: bool, rerun_other_code:
 
 
 def clear_stale(out: Path, run: Run) -> None:
-    """Make way for a run about to start.
-
-    Drops the old ``error`` summary of a run being retried, so that if its process dies before
-    training starts, :func:`~suite.sweep.worker.record_lost` does not mistake that summary for a new
-    one. Whatever stands where the run folder or its summary should be but is the wrong kind of
-    file (a file for the folder, a folder for the summary) is renamed to ``<name>.damaged``, with a
-    warning, rather than deleted.
-    """
+    """Make way for a run about to start: drop the old ``error`` summary of a run being retried (so that
+    :func:`~suite.sweep.worker.record_lost` does not take it for a new one), and rename to
+    ``<name>.damaged`` whatever stands where the run folder or its summary should be but is the wrong
+    kind of file, with a warning, rather than delete it."""
     folder = run_dir(out, run)
-    if folder.exists() and not folder.is_dir():
-        _set_aside(folder)
     summary = folder / store.SUMMARY
-    if summary.is_dir():
-        _set_aside(summary)
+    for path in (folder, summary):
+        if path.exists() and path.is_dir() != (path is folder):
+            target = path.with_name(f"{path.name}.damaged")
+            target = target.with_name(f"{target.name}-{secrets.token_hex(3)}") if target.exists() else target
+            path.rename(target)
+            warnings.warn(f"{path}: not what a run leaves there; moved it to {target.name} and running the run "
+                          f"again", store.SuiteWarning, stacklevel=2)
     summary.unlink(missing_ok=True)
-
-
-def _set_aside(path: Path) -> None:
-    target = path.with_name(path.name + ".damaged")
-    n = 1
-    while target.exists():
-        n += 1
-        target = path.with_name(f"{path.name}.damaged{n}")
-    path.rename(target)
-    warnings.warn(f"{path}: not what a run leaves there; moved it to {target.name} and running the run again",
-                  store.SuiteWarning, stacklevel=3)

@@ -1,5 +1,5 @@
 """Where a sweep's runs execute: the GPUs visible here, what ``device: auto`` means, and each run's
-precision resolved for that device (which names its run folder)."""
+``train.precision: auto`` resolved for that device, once, into the config whose id names its folder."""
 
 from __future__ import annotations
 
@@ -14,27 +14,22 @@ from suite.sweep.spec import Run
 
 
 def auto_device(backend: str, ray_address: str | None = None, ray_timeout: float = 30.0) -> str:
-    """What ``device: auto`` means for this sweep: ``cuda`` when the runs will get GPUs, else ``cpu``.
-
-    Locally that is whether torch sees a GPU here; on Ray, whether the cluster has GPUs (Ray is
-    joined to ask, before anything is written).
+    """``cuda`` when the runs will get GPUs (torch sees one here; the Ray cluster has some), else ``cpu``.
 
     Raises:
         RunnerError: Ray is not installed or does not connect.
     """
     if backend == "ray":
-        from suite.sweep.ray_backend import connect
+        from suite.sweep.ray_backend import connect, has_gpus
 
         connect(ray_address, ray_timeout)
-        import ray
-
-        return "cuda" if ray.cluster_resources().get("GPU", 0) > 0 else "cpu"
+        return "cuda" if has_gpus() else "cpu"
     return "cuda" if visible_gpus() else "cpu"
 
 
 def resolve_runs(runs: list[Run], device: str | None, auto: str | Callable[[], str]) -> list[Run]:
-    """Each run with ``train.precision: auto`` made concrete for where it will execute, and its run
-    id computed again from that (:func:`suite.config.resolve_precision`).
+    """Each run with ``train.precision: auto`` made concrete for where it executes, its run id computed
+    from that (:func:`suite.config.resolve_precision`); everything downstream takes this id as given.
 
     Args:
         runs: as expanded from the ablation.
@@ -48,9 +43,7 @@ def resolve_runs(runs: list[Run], device: str | None, auto: str | Callable[[], s
     """
     out, seen = [], {}
     for run in runs:
-        where = device or run.cfg.device
-        if run.kind == "propagation":  # measured in fp32 on every device
-            where = "cpu"
+        where = "cpu" if run.kind == "propagation" else device or run.cfg.device  # propagation: fp32 everywhere
         if run.cfg.train.precision == "auto" and where == "auto" and callable(auto):
             auto = auto()
         cfg = resolve_precision(run.cfg, auto if where == "auto" else where)

@@ -1,18 +1,17 @@
 """The Ray launcher: N Ray tasks, each a :class:`~suite.sweep.worker.Worker` pulling runs from the
 results folder (which every node must see at the same path).
 
-Each task reserves ``num_gpus = 1 / --runs-per-gpu``, or ``num_cpus = --threads`` on CPU. A task whose
-process dies leaves a dead claim that another worker takes over (the lost-run rule of
-:mod:`suite.sweep.worker`). On Ctrl-C the tasks are cancelled; the next ``suite run`` resumes their runs.
+Each task reserves ``num_gpus = 1 / --runs-per-gpu``, or ``num_cpus = --threads`` on CPU. A dead task
+leaves a dead claim that another worker takes over; Ctrl-C cancels the tasks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import threading
-import time
 
 from suite import store
 from suite.sweep.folder import RunnerError
@@ -20,13 +19,10 @@ from suite.sweep.worker import Worker
 
 
 def connect(address: str | None, timeout: float = 30.0) -> None:
-    """Join the Ray cluster at ``address`` (or start a local one), within ``timeout`` seconds.
-
-    Called before anything is written into the results folder, so a wrong address leaves no trace.
+    """Join the Ray cluster at ``address`` (or start a local one) within ``timeout`` seconds.
 
     Raises:
-        RunnerError: Ray is not installed, the address is malformed, nothing answers there, or Ray
-            does not connect in time.
+        RunnerError: Ray is missing, nothing answers at ``address``, or Ray does not connect in time.
     """
     try:
         import ray
@@ -35,48 +31,40 @@ def connect(address: str | None, timeout: float = 30.0) -> None:
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no telemetry unless the user opts in
-    deadline = time.monotonic() + timeout
-    if address:
-        host, _, port = address.rpartition(":")
-        if not port.isdigit() or not host:
-            raise RunnerError(f"--ray-address {address}: expected HOST:PORT, e.g. 10.0.0.1:6379")
-        # Ray itself retries an unreachable address for minutes without a word: probe the port first.
-        while True:
-            try:
-                socket.create_connection((host, int(port)), timeout=max(0.1, min(2.0, deadline - time.monotonic()))).close()
-                break
-            except OSError as err:
-                if time.monotonic() >= deadline:
-                    raise RunnerError(f"--ray-address {address}: nothing answers there after {timeout:g} s "
-                                      f"({err.strerror or err}); start the cluster with `ray start --head`, pass the "
-                                      f"address it prints, or raise --ray-timeout") from None
-                time.sleep(0.5)
     where = f"--ray-address {address}" if address else "a local Ray instance"
-    # ray.init must run in the main thread (started elsewhere, its node dies a minute later), so the
-    # time limit is an alarm there rather than a thread we could abandon.
-    alarm = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
-    if alarm:
-        def give_up(signum, frame):
-            raise TimeoutError
+    hint = "pass the address `ray start --head` printed, or raise --ray-timeout"
+    if address:  # Ray retries an unreachable address for minutes without a word: probe the port first
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout).close()
+        except (OSError, ValueError) as err:
+            raise RunnerError(f"{where}: nothing answers there ({err}); {hint}") from None
 
+    def give_up(signum, frame):
+        raise TimeoutError
+
+    # ray.init must run in the main thread (its node dies otherwise), so the time limit is an alarm.
+    alarm = threading.current_thread() is threading.main_thread()
+    if alarm:
         previous = signal.signal(signal.SIGALRM, give_up)
-        signal.setitimer(signal.ITIMER_REAL, max(0.1, deadline - time.monotonic()))
+        signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            ray.init(include_dashboard=False, log_to_driver=False)
+        ray.init(address=address, log_to_driver=False, **({} if address else {"include_dashboard": False}))
     except TimeoutError:
-        raise RunnerError(f"{where}: Ray did not connect within {timeout:g} s; check the address (a Ray head "
-                          f"prints it), or raise --ray-timeout") from None
+        raise RunnerError(f"{where}: Ray did not connect within {timeout:g} s; {hint}") from None
     except (ConnectionError, RuntimeError, ValueError) as err:
-        raise RunnerError(f"{where}: cannot connect to Ray ({str(err).splitlines()[0]}); pass the address "
-                          f"`ray start --head` printed, and set RAY_AUTH_MODE=token here if the cluster uses "
-                          f"token authentication") from None
+        raise RunnerError(f"{where}: cannot connect to Ray ({str(err).splitlines()[0]}); {hint}, and set "
+                          f"RAY_AUTH_MODE=token here if the cluster uses token authentication") from None
     finally:
         if alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+
+
+def has_gpus() -> bool:
+    import ray
+
+    return ray.cluster_resources().get("GPU", 0) > 0
 
 
 def _main(worker: Worker, index: int) -> dict:
@@ -99,12 +87,11 @@ class RayLauncher:
         (kind, share), = self.resources.items()
         return max(1, int(ray.cluster_resources().get("GPU" if kind == "num_gpus" else "CPU", 1) / share))
 
-    def start(self, worker: Worker, n: int) -> str | None:
+    def start(self, worker: Worker, n: int) -> None:
         import ray
 
         task = ray.remote(max_retries=0, **self.resources)(_main)  # a dead task's runs are taken over instead
         self.refs = [task.remote(worker, i) for i in range(n)]
-        return None
 
     def running(self) -> bool:
         import ray
@@ -123,10 +110,8 @@ class RayLauncher:
         import ray
 
         for ref in self.refs:
-            try:
+            with contextlib.suppress(Exception):  # already finished
                 ray.cancel(ref, force=True)
-            except Exception:  # noqa: BLE001  (already finished)
-                pass
 
     def close(self) -> None:
         import ray

@@ -1,24 +1,17 @@
 """The Slurm launcher: a job array of :class:`~suite.sweep.worker.Worker` s, submitted through submitit.
 
-``suite run FILE --backend slurm`` submits ``--workers`` array tasks (at most
-``--slurm-array-parallelism`` at once). The folder must be on a file system every node sees at the
-same path; it is the only channel between the parent and the workers. submitit pickles the worker
-and sends it ``SIGUSR2`` before Slurm preempts or times out a job: the worker checkpoints its run and
-is requeued (:meth:`Worker.checkpoint`).
-
-The parent may leave at any time (``--slurm-detach``, or Ctrl-C): the jobs go on, and ``suite run``
-again attaches to them, or, once they have all ended, submits a new array for what is left.
-
-``--slurm-cluster local`` runs the same code through submitit's local executor: real worker
-processes on this machine, the same pickled workers, claims and requeue, without ``sbatch``. The
-tests use it; so can anyone trying a sweep before sending it to a cluster.
+The results folder must be on a file system every node sees at the same path: it is the only
+channel between the parent and the workers. submitit pickles the worker and sends it ``SIGUSR2``
+before Slurm preempts or times out a job: the worker checkpoints its run and is requeued. The parent
+may leave at any time (``--slurm-detach``, Ctrl-C): the jobs go on, and ``suite run`` again attaches to
+them or, once they have all ended, submits a new array for what is left. ``--slurm-cluster local``
+runs the same workers through submitit's local executor, without ``sbatch`` (the tests use it).
 """
 
 from __future__ import annotations
 
-import contextlib
+import importlib.util
 import json
-import os
 import shutil
 import subprocess
 from datetime import datetime, timezone
@@ -26,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from suite import store
+from suite.sweep.claims import alive
 from suite.sweep.folder import RunnerError
 from suite.sweep.worker import Worker
 
@@ -45,9 +39,7 @@ class Detached(Exception):
 
 def check_available(cluster: str) -> None:
     """Raise :class:`RunnerError` before anything is written when the backend cannot submit here."""
-    try:
-        import submitit  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("submitit") is None:
         raise RunnerError("--backend slurm needs submitit: pip install -e '.[slurm]'") from None
     if cluster == "slurm" and not (shutil.which("sbatch") and shutil.which("srun")):
         raise RunnerError("--backend slurm: no `sbatch` / `srun` here; run `suite run` on the cluster's login node, or pass "
@@ -61,7 +53,7 @@ class SlurmLauncher:
         self.out, self.opts, self.threads, self.gpus, self.jobs = Path(out).resolve(), opts, threads, gpus_per_job, []
 
     def attach(self) -> int:
-        self.jobs = _attach(self.out)
+        self.jobs = live_jobs(self.out)
         return len(self.jobs)
 
     def running(self) -> bool:
@@ -141,10 +133,20 @@ def sbatch_options(items: list[str]) -> dict[str, str]:
     return sbatch
 
 
-def live_jobs(out: Path) -> list[str]:
-    """Ids of the jobs of the last Slurm submission into ``out`` still queued or running (another
-    backend must not run the same runs beside them: it does not take claims)."""
-    return [j.job_id for j in _attach(Path(out))]
+def live_jobs(out: Path) -> list[Any]:
+    """The jobs of the last submission into ``out`` still queued or running (another backend must not
+    run the same runs beside them)."""
+    record = read_submission(out)
+    if record is None:
+        return []
+    if record["cluster"] == "local":  # the local executor's job id is the pid of its process
+        return [_Pid(j) for j in record["jobs"] if j.isdigit() and alive(int(j))]
+    if shutil.which("sacct") is None and shutil.which("squeue") is None:
+        return []
+    import submitit
+
+    jobs = [submitit.SlurmJob(folder=Path(out) / "slurm" / j.split("_")[0], job_id=j) for j in record["jobs"]]
+    return [j for j in jobs if not _ended(j)]
 
 
 def read_submission(out: Path) -> dict[str, Any] | None:
@@ -158,45 +160,17 @@ def read_submission(out: Path) -> dict[str, Any] | None:
     return record
 
 
-def _attach(out: Path) -> list[Any]:
-    """The jobs of the last submission into ``out`` that are still pending or running, if any."""
-    record = read_submission(out)
-    if record is None:
-        return []
-    cluster, ids = record["cluster"], record["jobs"]
-    if cluster == "local":
-        live = [_LocalProcess(j) for j in ids]
-        return [j for j in live if not j.done()]
-    if shutil.which("sacct") is None and shutil.which("squeue") is None:
-        return []
-    import submitit
-
-    jobs = [submitit.SlurmJob(folder=out / "slurm" / j.split("_")[0], job_id=j) for j in ids]
-    return [j for j in jobs if not _ended(j)]
-
-
-class _LocalProcess:
-    """A job of submitit's local executor found in a submission record: its id is the pid of the process
-    that runs it."""
-
+class _Pid:
     def __init__(self, job_id: str) -> None:
         self.job_id = job_id
 
     def done(self) -> bool:
-        try:
-            pid = int(self.job_id)
-            os.kill(pid, 0)
-        except (ValueError, ProcessLookupError, PermissionError):
-            return True
-        stat = Path(f"/proc/{pid}/stat")
-        with contextlib.suppress(OSError):
-            return stat.read_text().split(")")[-1].split()[0] == "Z"
-        return False
+        return not alive(int(self.job_id))
 
 
 def _ended(job: Any) -> bool:
     try:
-        if isinstance(job, _LocalProcess) or type(job).__name__ == "LocalJob":
+        if isinstance(job, _Pid) or type(job).__name__ == "LocalJob":
             return job.done()
         return job.state.split()[0].upper() not in LIVE_STATES
     except Exception:  # noqa: BLE001  (sacct unreachable for a moment: count the job as live)

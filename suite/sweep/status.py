@@ -1,8 +1,8 @@
 """Where a sweep stands, read from its results folder alone (``suite status DIR``).
 
-Nothing but files is read: ``ablation.yaml`` (the resolved ablation the sweep wrote, expanded
-again to know every run it will make) and each ``runs/<run_id>/`` folder. So it works from any
-machine that sees the folder, whatever ran the sweep (local workers, Ray), and while it runs.
+Nothing but files is read: ``ablation.yaml`` (expanded again to know every run), ``run_ids.json`` (each
+run's id as the sweep resolved it) and each ``runs/<run_id>/`` folder; so it works from any machine
+that sees the folder, whatever ran the sweep, and while it runs.
 
 A run is ``done`` when its ``summary.json`` exists (with its status), ``running`` when its folder
 has a ``metrics.jsonl`` written in the last :data:`RUNNING_WITHIN` seconds, ``interrupted`` when it
@@ -12,6 +12,7 @@ has one but nothing was written for longer (killed; the next ``suite run`` start
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections import Counter
@@ -20,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from suite import store
-from suite.config import resolve_precision
+from suite.sweep.folder import RUN_IDS
 from suite.sweep.spec import Run, SpecError, load_ablation
 
 RUNNING_WITHIN = 600.0  # seconds since the last metrics write that still count as running
@@ -36,7 +37,7 @@ class StatusError(ValueError):
 class RunView:
     run: Run
     state: str
-    folder: str = ""  # the run folder's name: its run id as the machine that ran it resolved it
+    folder: str = ""  # the run folder's name: its run id, precision resolved
     status: str | None = None  # for done runs
     error: str | None = None
     step: int | None = None  # last logged step of a running run
@@ -108,23 +109,15 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
         ablation = load_ablation(marker)
     except SpecError as err:
         raise StatusError(f"{marker}: cannot be read as an ablation ({err.problems[0]})") from None
-    views = {i: RunView(run, "pending", run.run_id) for i, run in enumerate(ablation.runs)}
-    # A run's folder is named by its id with precision resolved for where it ran (whatever --device
-    # the sweep was given): accept either resolution, for training and propagation runs alike.
-    index_of: dict[str, int] = {}
-    for device in ("cpu", "cuda"):
-        for index, run in enumerate(ablation.runs):
-            for kind in ("train", "propagation"):
-                where = "cpu" if kind == "propagation" else device
-                index_of.setdefault(store.run_id(resolve_precision(run.cfg, where)), index)
+    # A run's folder is named by its id with precision resolved, as the last sweep recorded it.
+    ids = _read_ids(out / RUN_IDS, len(ablation.runs)) or [run.run_id for run in ablation.runs]
+    views = {rid: RunView(run, "pending", rid) for rid, run in zip(ids, ablation.runs)}
     runs_dir = out / "runs"
     folders = sorted(p for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
     for folder in folders:
-        index = index_of.get(folder.name)
-        if index is None:
+        view = views.get(folder.name)
+        if view is None:
             continue
-        view = views[index]
-        view.folder = folder.name
         summary = store.read_summary(folder)
         if summary is not None:
             view.state, view.status, view.error = "done", summary.get("status"), summary.get("error")
@@ -148,6 +141,14 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
         left = sum(1 for v in result.runs if v.state != "done")
         result.eta_s = left / result.runs_per_hour * 3600 if left else 0.0
     return result
+
+
+def _read_ids(path: Path, n: int) -> list[str] | None:
+    try:
+        ids = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return ids if isinstance(ids, list) and len(ids) == n and all(isinstance(i, str) for i in ids) else None
 
 
 def _slurm_view(out: Path, now: float) -> SlurmView | None:

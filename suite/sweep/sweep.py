@@ -1,15 +1,9 @@
 """The sweep as a library call: :func:`run_sweep` brings every run of an ablation to a summary.
 
-It expands the ablation, skips the runs already done, decides devices, workers and threads, locks
-the results folder, starts the same pull-based :class:`~suite.sweep.worker.Worker` through one of
-three launchers (local processes, Ray tasks, a Slurm job array) and watches the folder, reporting
-each run as its summary appears. ``suite run`` is this function plus printing; so is
-``suite bench --throughput``.
-
-Runs no worker finishes: a run whose worker dies is taken over by another worker and recorded as
-``error`` after ``attempts`` claims (:mod:`suite.sweep.worker`). When every worker has ended and runs
-are left, new workers are started; after :data:`ROUNDS` rounds of workers in a row that finish no
-run (workers that cannot even start), the runs left are recorded as ``error``.
+``suite run`` is this function plus printing; so is ``suite bench --throughput``. A run whose worker
+dies is taken over by another (:mod:`suite.sweep.worker`); when every worker has ended and runs are
+left, new workers start, and after :data:`ROUNDS` rounds of workers that finish no run (workers that
+cannot even start) the runs left are recorded as ``error``.
 """
 
 from __future__ import annotations
@@ -118,20 +112,22 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
     _check(opts)
     if not isinstance(ablation, Ablation):
         ablation = load_ablation(ablation, max_runs=opts.max_runs)
-    runs = [dataclasses.replace(r, kind=opts.kind) for r in select(ablation.runs, parse_only(opts.only, ablation))]
-    if not runs:
-        raise SpecError([f"--only: {' | '.join(opts.only)}: matches none of the {len(ablation.runs)} runs; "
-                         f"list them with --dry-run"])
+    filters = parse_only(opts.only, ablation)
     out = Path(out) if out else Path("results") / ablation.name
     folder.check_out(out, ablation)
     from suite.sweep.plan import auto_device, resolve_runs
 
-    backend = "local" if opts.dry_run else opts.backend  # a dry run asks no Ray cluster
-    if backend == "slurm":  # the workers' nodes, not this login node, decide what `auto` is
+    every = [dataclasses.replace(r, kind=opts.kind) for r in ablation.runs]
+    if opts.backend == "slurm" and not opts.dry_run:  # the workers' nodes, not this login node, decide `auto`
         opts = dataclasses.replace(opts, slurm_gpus_per_job=_gpus_per_job(opts))
-        runs = resolve_runs(runs, opts.device, "cuda" if opts.slurm_gpus_per_job else "cpu")
-    else:
-        runs = resolve_runs(runs, opts.device, lambda: auto_device(backend, opts.ray_address, opts.ray_timeout))
+        every = resolve_runs(every, opts.device, "cuda" if opts.slurm_gpus_per_job else "cpu")
+    else:  # a dry run asks no Ray cluster
+        backend = "local" if opts.dry_run else opts.backend
+        every = resolve_runs(every, opts.device, lambda: auto_device(backend, opts.ray_address, opts.ray_timeout))
+    runs = [r for r, raw in zip(every, ablation.runs) if select([raw], filters)]
+    if not runs:
+        raise SpecError([f"--only: {' | '.join(opts.only)}: matches none of the {len(ablation.runs)} runs; "
+                         f"list them with --dry-run"])
     todo, done, other = folder.split_done(runs, out, opts.retry_errors, opts.rerun_stale, store.git_commit())
     sweep = Sweep(ablation.name, out, ablation, runs, todo, done, other)
     if other:
@@ -145,16 +141,16 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
     if opts.backend != "slurm":
         from suite.sweep.slurm_backend import live_jobs
 
-        busy = live_jobs(out)
+        busy = [j.job_id for j in live_jobs(out)]
         if busy:
             raise RunnerError(f"{out}: Slurm jobs {', '.join(busy[:4])} are still working on these runs; "
                               f"wait for them, cancel them, or pass --backend slurm to attach to them")
     worker, launcher, n = _plan(sweep, opts)
     from suite.sweep.slurm_backend import Detached
 
-    with folder.prepare_out(out, ablation), _interrupts():
+    with folder.prepare_out(out, ablation, [r.run_id for r in every]), _interrupts():
         try:
-            _drive(sweep, worker, launcher, n, opts, report, notify)
+            _drive(sweep, worker, launcher, n, report, notify)
         except Detached as left:
             sweep.stopped, sweep.code = str(left), left.code
         except KeyboardInterrupt:
@@ -192,19 +188,16 @@ def _gpus_per_job(opts: SweepOptions) -> int:
         return opts.slurm_gpus_per_job
     if opts.device == "cpu":
         return 0
-    if opts.slurm_cluster == "local":  # the local executor's jobs get this machine's GPUs, if it has any
-        from suite.sweep.plan import visible_gpus
+    from suite.sweep.plan import visible_gpus  # the local executor's jobs get this machine's GPUs, if any
 
-        return 1 if visible_gpus() else 0
-    return 1
+    return 1 if opts.slurm_cluster != "local" or visible_gpus() else 0
 
 
 def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Any, int]:
     """The worker (its packs with device and threads set), the launcher and the number of workers.
 
     Raises:
-        RunnerError: a tracker is missing, ``cuda`` was asked for where there is no GPU, Ray does not
-            connect.
+        RunnerError: a tracker is missing, ``cuda`` was asked for where there is no GPU.
     """
     from suite.engine.trackers import missing
     from suite.sweep.plan import visible_gpus
@@ -214,9 +207,11 @@ def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Any, int]:
     if problem:  # before anything is written or submitted
         raise RunnerError(problem)
     devices = {opts.device or r.cfg.device for r in todo}
-    gpus = None  # CUDA_VISIBLE_DEVICES as the scheduler sets it (Ray, Slurm)
+    gpus = None  # local workers only: Ray and Slurm set CUDA_VISIBLE_DEVICES themselves
     workers, threads, backend = opts.workers, opts.threads, opts.backend
     if backend == "local":
+        from suite.sweep.local import LocalLauncher
+
         gpus = visible_gpus() if devices != {"cpu"} else []
         if "cuda" in devices and not gpus:
             raise RunnerError("--device cuda: torch sees no CUDA device; use --device cpu or auto")
@@ -224,18 +219,15 @@ def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Any, int]:
             raise RunnerError("--runs-per-gpu: torch sees no GPU here (or --device cpu); use --workers N for runs "
                               "on the CPU")
         workers = workers or max(1, len(gpus)) * (opts.runs_per_gpu or 1)
-        launcher: Any = None
+        launcher: Any = LocalLauncher(sweep.out)
     elif backend == "ray":
-        from suite.sweep.ray_backend import RayLauncher, connect
+        from suite.sweep.ray_backend import RayLauncher, connect, has_gpus
 
         connect(opts.ray_address, opts.ray_timeout)
-        import ray
-
-        has_gpu = ray.cluster_resources().get("GPU", 0) > 0
-        if "cuda" in devices and not has_gpu:
+        if "cuda" in devices and not has_gpus():
             raise RunnerError("--device cuda: the Ray cluster has no GPUs; use --device cpu or auto")
         threads = threads or 1
-        launcher = RayLauncher({"num_gpus": 1 / (opts.runs_per_gpu or 1)} if has_gpu and devices != {"cpu"}
+        launcher = RayLauncher({"num_gpus": 1 / (opts.runs_per_gpu or 1)} if has_gpus() and devices != {"cpu"}
                                else {"num_cpus": threads})
         workers = workers or launcher.capacity()
     else:
@@ -247,10 +239,6 @@ def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Any, int]:
     packs = group(todo, opts.pack)
     n = max(1, min(workers, len(packs)))  # fewer packs than workers: the cores are shared by fewer
     threads = threads or max(1, (os.cpu_count() or 1) // n)
-    if launcher is None:
-        from suite.sweep.local import LocalLauncher
-
-        launcher = LocalLauncher(sweep.out)
 
     def prepared(run: Run) -> Run:  # execution-only keys: the run id (and so the folder) does not change
         cfg = copy.deepcopy(run.cfg)
@@ -258,15 +246,14 @@ def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Any, int]:
         cfg.train.threads = cfg.train.threads or threads
         return dataclasses.replace(run, cfg=cfg)
 
-    packs = [[prepared(r) for r in pack] for pack in packs]
-    poll = opts.poll or (10.0 if backend == "slurm" else 0.5)
-    grace = max(5.0, opts.slurm_signal_delay - 30.0) if backend == "slurm" else 90.0
-    worker = Worker(str(sweep.out.resolve()), packs, lease_s=opts.lease, attempts=opts.attempts, threads=threads,
-                    gpus=gpus, grace_s=grace, poll_s=poll)
+    slurm = backend == "slurm"
+    worker = Worker(str(sweep.out.resolve()), [[prepared(r) for r in pack] for pack in packs], lease_s=opts.lease,
+                    attempts=opts.attempts, threads=threads, gpus=gpus, poll_s=opts.poll or (10.0 if slurm else 0.5),
+                    grace_s=max(5.0, opts.slurm_signal_delay - 30.0) if slurm else 90.0)
     return worker, launcher, n
 
 
-def _drive(sweep: Sweep, worker: Worker, launcher: Any, n: int, opts: SweepOptions, report: Report | None,
+def _drive(sweep: Sweep, worker: Worker, launcher: Any, n: int, report: Report | None,
            notify: Callable[[str], None]) -> None:
     """Start workers whenever none is left and runs are; report each summary as it appears."""
     out = sweep.out

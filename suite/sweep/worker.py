@@ -1,24 +1,16 @@
 """The one sweep worker: a process that pulls runs from the results folder until none is left.
 
-Every backend runs this same :class:`Worker` (``local.py``: N processes on this machine;
-``ray_backend.py``: N Ray tasks; ``slurm_backend.py``: a job array through submitit, which pickles
-it). Every worker gets the whole list of packs (a pack is one run, or up to ``--pack N`` runs that
-train as one stacked model); which worker trains a pack is decided by the claims
-(:mod:`suite.sweep.claims`), so workers may start, die and be requeued in any order without a run
-being lost or trained twice.
+Every backend runs this :class:`Worker` (N local processes, N Ray tasks, a Slurm array). Each worker
+gets every pack (one run, or up to ``--pack N`` runs trained as one stacked model); the claims
+(:mod:`suite.sweep.claims`) decide who trains which, so workers may start, die and be requeued in any
+order without a run being lost or trained twice.
 
-The lost-run rule, the same everywhere: a pack whose worker dies (crash, kill, a node gone) keeps a
-dead claim; another worker takes it over and resumes the run from its last checkpoint. The claim
-counts the attempts: the worker that would make attempt ``attempts + 1`` records the pack's runs as
-``error`` instead ("no worker finished this run in N attempts").
-
-Preemption, the same everywhere: on ``SIGTERM`` or ``SIGUSR2`` (submitit sends ``SIGUSR2`` before Slurm
-preempts or times out a job; the local backend sends ``SIGTERM`` on Ctrl-C) the worker stops its run
-at the end of the current step, saves a checkpoint of that step, releases the claim and ends (under
-submitit it is requeued, :meth:`Worker.checkpoint`); whichever worker claims the run next resumes it.
-A run that reaches no step boundary within ``grace_s`` is abandoned without a checkpoint.
-
-What each worker did is appended to ``<out>/workers/<owner>.jsonl``, one event per line.
+Lost runs, the same everywhere: a dead worker's claim is taken over by another worker, which resumes
+the run from its checkpoint; the worker that would make attempt ``attempts + 1`` records the runs as
+``error`` instead. Preemption, the same everywhere: on SIGTERM or SIGUSR2 (submitit's warning before
+Slurm preempts or times out a job) the worker checkpoints its run at the next step, releases the claim
+and ends (submitit requeues it, :meth:`Worker.checkpoint`); a run that reaches no step within
+``grace_s`` is abandoned without a checkpoint. Each worker logs its events to ``<out>/workers/<owner>.jsonl``.
 """
 
 from __future__ import annotations
@@ -34,11 +26,11 @@ from typing import Any
 
 from suite import store
 from suite.sweep import claims
+from suite.sweep.folder import run_dir
 from suite.sweep.spec import Run
 
 WORKERS = "workers"
-# Test hook: `SUITE_TEST_CRASH_RUN=<run_id>` makes the worker that picks up that run die with
-# os._exit(3), the only way to test worker death across processes.
+# Test hook: the worker that picks up run <run_id> dies with os._exit(3) (worker death across processes).
 CRASH_ENV = "SUITE_TEST_CRASH_RUN"
 RESULT_KEYS = ("status", "test_acc", "diverged_step", "diverged_reason", "error", "wall_s", "stream_growth",
                "grad_ratio")
@@ -46,10 +38,6 @@ RESULT_KEYS = ("status", "test_acc", "diverged_step", "diverged_reason", "error"
 
 class Preempted(BaseException):
     """The worker was told to stop (SIGTERM / SIGUSR2) and its run could not checkpoint in time."""
-
-
-def run_dir(out: Path, run: Run) -> Path:
-    return Path(out) / "runs" / run.run_id
 
 
 def group(todo: list[Run], size: int) -> list[list[Run]]:
@@ -93,28 +81,16 @@ def record_lost(run: Run, out: Path, message: str) -> dict[str, Any]:
 
 @dataclasses.dataclass
 class Worker:
-    """The function every worker runs: ``Worker(...)(index)``; see the module docstring.
+    """What every worker runs: ``Worker(...)(index)``; see the module docstring."""
 
-    Args:
-        out: the results folder (the same path for every worker).
-        packs: every pack still to bring to summaries.
-        lease_s: a claim not renewed for this long is dead (its worker is gone).
-        attempts: claims a pack may have before its runs are recorded as ``error``.
-        threads: torch CPU threads (``OMP_NUM_THREADS``), set before torch loads.
-        gpus: local workers: worker ``i`` sees GPU ``gpus[i % len(gpus)]`` (``[]`` hides every GPU);
-            None leaves ``CUDA_VISIBLE_DEVICES`` to the scheduler (Ray, Slurm).
-        grace_s: after a preemption signal, how long a run may take to reach a step boundary.
-        poll_s: how often the worker looks again at packs that other workers hold.
-    """
-
-    out: str
-    packs: list[list[Run]]
-    lease_s: float = 600.0
-    attempts: int = 3
-    threads: int = 1
-    gpus: list[str] | None = None
-    grace_s: float = 90.0
-    poll_s: float = 5.0
+    out: str  # the results folder, the same path for every worker
+    packs: list[list[Run]]  # every pack still to bring to summaries
+    lease_s: float = 600.0  # a claim not renewed for this long is dead
+    attempts: int = 3  # claims a pack may have before its runs are recorded as error
+    threads: int = 1  # torch CPU threads (OMP_NUM_THREADS, set before torch loads)
+    gpus: list[str] | None = None  # worker i sees gpus[i % len] ([]: none); None: the scheduler decides
+    grace_s: float = 90.0  # after a preemption signal, how long a run may take to reach a step
+    poll_s: float = 5.0  # how often to look again at packs other workers hold
 
     def __call__(self, index: int = 0) -> dict[str, Any]:
         """Train packs until every run has a summary, or until told to stop.
