@@ -21,63 +21,30 @@ from suite.store import STATUSES
 from suite.sweep.status import format_duration
 from suite.sweep.sweep import SweepOptions
 
-D = SweepOptions()
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ablation, ``--out`` and one flag per :class:`SweepOptions` field with help (its default and text)."""
     parser.add_argument("ablation", metavar="FILE", help="ablation YAML, e.g. ablations/default.yaml")
     parser.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>)")
-    parser.add_argument("--backend", choices=["local", "ray", "slurm"], default=D.backend,
-                        help="the same workers as local processes (default), Ray tasks (pip install -e '.[ray]') or "
-                             "a Slurm job array through submitit (pip install -e '.[slurm]'); docs/backends/")
-    parser.add_argument("--workers", type=int, metavar="N",
-                        help="workers, each training one run (or pack) at a time (default: one per GPU, else 1, "
-                             "locally; as many as fit on Ray; one per run up to --slurm-array-parallelism on Slurm)")
-    parser.add_argument("--pack", type=int, default=D.pack, metavar="N",
-                        help="train up to N runs that differ only in seed (lr, weight decay, LayerScale init) as one "
-                             "stacked model in one worker (torch.func; runs without drop-path)")
-    parser.add_argument("--runs-per-gpu", type=int, metavar="K",
-                        help="runs sharing each GPU at once: K workers per GPU locally, num_gpus=1/K per Ray task "
-                             "(small models leave a GPU mostly idle; see docs/backends/local.md on CUDA MPS)")
-    parser.add_argument("--threads", type=int, metavar="N",
-                        help="torch CPU threads per worker (default: cores // workers locally, else 1); "
-                             "a Ray CPU task reserves this many CPUs")
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="overrides every run's device")
-    parser.add_argument("--lease", "--slurm-lease", dest="lease", type=float, default=D.lease, metavar="S",
-                        help="a run whose worker has not renewed its claim for this long is taken over by another "
-                             "(default: %(default)s)")
-    parser.add_argument("--attempts", type=int, default=D.attempts, metavar="N",
-                        help="a run whose workers died N times is recorded as error (default: %(default)s)")
-    parser.add_argument("--poll", "--slurm-poll", dest="poll", type=float, help=argparse.SUPPRESS)
-    parser.add_argument("--ray-address", metavar="ADDR",
-                        help="Ray cluster to join, e.g. 10.0.0.1:6379 (default: start a local one)")
-    parser.add_argument("--ray-timeout", type=float, default=D.ray_timeout, metavar="S",
-                        help="give up connecting to Ray after this many seconds (default: %(default)s)")
     slurm = parser.add_argument_group("Slurm backend (--backend slurm; --workers is the number of array tasks)")
-    slurm.add_argument("--slurm-partition", metavar="NAME", help="partition to submit to (default: the cluster's)")
-    slurm.add_argument("--slurm-time", type=int, default=D.slurm_time, metavar="MIN",
-                       help="time limit of each worker job in minutes; a worker that reaches it checkpoints its run "
-                            "and is requeued (default: %(default)s)")
-    slurm.add_argument("--slurm-gpus-per-job", type=int, metavar="N",
-                       help="GPUs per worker (default: 1, or 0 with --device cpu)")
-    slurm.add_argument("--slurm-array-parallelism", type=int, default=D.slurm_array_parallelism, metavar="N",
-                       help="worker jobs running at once (default: %(default)s)")
-    slurm.add_argument("--slurm-opt", action="append", default=[], metavar="KEY=VALUE",
-                       help="any other sbatch option, passed as --KEY=VALUE, e.g. --slurm-opt account=myproj "
-                            "--slurm-opt qos=low (repeat)")
-    slurm.add_argument("--slurm-detach", action="store_true",
-                       help="exit after submitting; `suite status DIR` watches, `suite run` again collects")
-    slurm.add_argument("--slurm-cluster", choices=["slurm", "local"], default=D.slurm_cluster,
-                       help="local: submitit's local executor, the same workers as processes on this machine")
-    parser.add_argument("--max-runs", type=int, metavar="N",
-                        help="refuse an ablation of more runs than this (default: 100,000)")
-    parser.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
-    parser.add_argument("--only", action="append", default=[], metavar="EXPR",
-                        help="run a subset: key=value[,key=value] (comma = and; repeat --only = or); keys: "
-                             "variant, seed or a dotted config key, e.g. --only variant=preln,model.depth=12")
-    parser.add_argument("--retry-errors", action="store_true", help="rerun runs whose status is error")
-    parser.add_argument("--rerun-stale", action="store_true",
-                        help="rerun finished runs that another git commit of the suite made")
+    defaults = SweepOptions()
+    for f in dataclasses.fields(SweepOptions):
+        kw = {k: v for k, v in f.metadata.items() if k not in ("aliases", "min", "hidden")}
+        if not kw.get("help"):
+            continue
+        if f.metadata.get("hidden"):
+            kw["help"] = argparse.SUPPRESS
+        default = getattr(defaults, f.name)
+        if isinstance(default, bool):
+            kw["action"] = "store_true"
+        elif isinstance(default, list):
+            kw["action"] = "append"
+        else:
+            kw.setdefault("type", {"int": int, "float": float}.get(str(f.type).split(" ")[0]))
+            if default is not None:
+                kw["help"] += " (default: %(default)s)"
+        (slurm if f.name.startswith("slurm_") else parser).add_argument(
+            "--" + f.name.replace("_", "-"), *f.metadata.get("aliases", []), dest=f.name, default=default, **kw)
 
 
 def options(args: argparse.Namespace) -> SweepOptions:

@@ -67,6 +67,11 @@ class LocalLauncher:
             raise store.DiskFull(self.out)
         return any(p.is_alive() for p in self.procs)
 
+    def exit_of(self, pid: int | None) -> str | None:
+        """How worker process ``pid`` ended (``exit code 3``, ``killed by signal 9``); None while it runs."""
+        code = next((p.exitcode for p in self.procs if p.pid == pid), None)
+        return None if not code else f"exit code {code}" if code > 0 else f"killed by signal {-code}"
+
     def stop(self) -> None:
         """SIGTERM (each run checkpoints at its next step), then SIGKILL for a worker stuck past its grace time."""
         for p in self.procs:

@@ -1,13 +1,9 @@
-"""Ablation files: YAML -> a validated, expanded list of runs.
+"""Ablation files: ``base`` x ``grid`` x ``variants`` x ``seeds`` - ``exclude`` -> validated runs
+(docs/ablations.md).
 
-An ablation is ``base`` (one run config) x ``grid`` (cartesian product of dotted keys) x
-``variants`` (named overrides) x ``seeds``, minus ``exclude``. The field reference is in
-``docs/ablations.md``.
-
-Validation collects *every* problem in a file before anything runs and reports each as one line,
-``FILE: key: problem; fix`` (:class:`SpecError`). Config keys and values are checked by the same
-code as run configs (:func:`suite.config.apply_dict`, :func:`suite.config.validate`), so a typo
-gets the same did-you-mean everywhere.
+Every problem in a file is collected before anything runs, one line each (``FILE: key: problem; fix``,
+:class:`SpecError`); config keys go through the run config's own checks, so a typo gets the same
+did-you-mean everywhere.
 """
 
 from __future__ import annotations
@@ -29,9 +25,7 @@ from suite.registry import did_you_mean
 FIELDS = ("name", "description", "extends", "base", "grid", "variants", "seeds", "exclude")
 RESERVED = ("variant", "seed")  # set by `variants:` / `seeds:`, never by a config key
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")  # a folder name on every OS
-# An ablation of more runs than this is refused unless --max-runs raises it: a typo in a grid can
-# ask for millions of runs, and expanding them alone takes minutes and gigabytes.
-MAX_RUNS = 100_000
+MAX_RUNS = 100_000  # unless --max-runs: a typo in a grid can ask for millions of runs (minutes, gigabytes)
 
 
 class SpecError(ConfigError):
@@ -77,14 +71,9 @@ class Ablation:
 
     def describe(self) -> str:
         """E.g. ``40 runs (5 variants x 4 grid points x 2 seeds - 0 excluded)``."""
-        points = 1
-        for values in self.grid.values():
-            points *= len(values)
+        points = math.prod(len(values) for values in self.grid.values())
         return (f"{len(self.runs)} runs ({len(self.variants)} variants x {points} grid points x "
                 f"{len(self.seeds)} seeds - {self.excluded} excluded)")
-
-
-# ----------------------------------------------------------------------------- loading
 
 
 def load_ablation(path: str | Path | dict[str, Any], max_runs: int | None = None) -> Ablation:
@@ -92,8 +81,7 @@ def load_ablation(path: str | Path | dict[str, Any], max_runs: int | None = None
 
     Args:
         path: the YAML file, or its content as a dict (``extends`` applies to files only).
-        max_runs: refuse a file that expands to more runs than this (default :data:`MAX_RUNS`),
-            counted before anything is expanded.
+        max_runs: refuse a file of more runs than this (default :data:`MAX_RUNS`), counted before expanding.
 
     Raises:
         SpecError: with one line per problem found anywhere in the file or the files it extends.
@@ -106,7 +94,7 @@ def load_ablation(path: str | Path | dict[str, Any], max_runs: int | None = None
     else:
         path = Path(path)
         raw = _resolve(path, problems, chain=())
-    if raw is None or problems:
+    if problems:
         raise SpecError(problems)
     ablation = _expand(raw, str(path), problems, MAX_RUNS if max_runs is None else max_runs)
     if problems:
@@ -116,31 +104,6 @@ def load_ablation(path: str | Path | dict[str, Any], max_runs: int | None = None
 
 def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...]) -> dict[str, Any] | None:
     """The file merged over the files it extends, each checked on its own first."""
-    data = _read(path, problems)
-    if data is None:
-        return None
-    ref = data.pop("extends", None)
-    if ref is None:
-        return data
-    if not isinstance(ref, str):
-        problems.append(f"{path}: extends: expected a file name, got {ref!r}; e.g. `extends: base.yaml`")
-        return data
-    parent = path.parent / ref
-    here = tuple(p for p in chain) + (path.resolve(),)
-    if parent.resolve() in here:
-        cycle = " -> ".join(p.name for p in here + (parent.resolve(),))
-        problems.append(f"{path}: extends: '{ref}' makes a cycle ({cycle}); remove one of these extends")
-        return data
-    if not parent.is_file():
-        problems.append(f"{path}: extends: file '{ref}' not found (looked for {parent}); "
-                        f"the path is relative to the folder of {path.name}")
-        return data
-    inherited = _resolve(parent, problems, here)
-    return _merge(inherited, data) if inherited is not None else data
-
-
-def _read(path: Path, problems: list[str]) -> dict[str, Any] | None:
-    """One file, parsed and checked field by field (nothing merged or expanded yet)."""
     try:
         data = read_yaml(path)
     except ConfigError as err:
@@ -152,11 +115,33 @@ def _read(path: Path, problems: list[str]) -> dict[str, Any] | None:
         return None
     problems.extend(_duplicate_keys(path))
     _check_fields(data, str(path), problems)
-    return data
+    ref = data.pop("extends", None)
+    if ref is None:
+        return data
+    if not isinstance(ref, str):
+        problems.append(f"{path}: extends: expected a file name, got {ref!r}; e.g. `extends: base.yaml`")
+        return data
+    parent, here = path.parent / ref, chain + (path.resolve(),)
+    if parent.resolve() in here:
+        cycle = " -> ".join(p.name for p in here + (parent.resolve(),))
+        problems.append(f"{path}: extends: '{ref}' makes a cycle ({cycle}); remove one of these extends")
+        return data
+    if not parent.is_file():
+        problems.append(f"{path}: extends: file '{ref}' not found (looked for {parent}); "
+                        f"the path is relative to the folder of {path.name}")
+        return data
+    inherited = _resolve(parent, problems, here)
+    if inherited is None:
+        return data
+    merged = {**inherited, **data}  # base deep-merges, grid and variants replace per key, the rest replaces
+    for key in ("base", "grid", "variants"):
+        if isinstance(inherited.get(key), dict) and isinstance(data.get(key), dict):
+            merged[key] = {**inherited[key], **data[key]}
+    return merged
 
 
 def _duplicate_keys(path: Path) -> list[str]:
-    """PyYAML silently keeps the last of two equal keys; walk the node tree to catch them."""
+    """PyYAML silently keeps the last of two equal keys: find them in the node tree."""
     out: list[str] = []
 
     def walk(node: yaml.Node, where: str) -> None:
@@ -178,18 +163,6 @@ def _duplicate_keys(path: Path) -> list[str]:
 
     walk(yaml.compose(path.read_text(), Loader=yaml.SafeLoader), "")
     return out
-
-
-def _merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
-    """``base`` deep-merges, ``grid`` and ``variants`` replace per key, other fields replace."""
-    out = {**parent, **child}
-    for key in ("base", "grid", "variants"):
-        if isinstance(parent.get(key), dict) and isinstance(child.get(key), dict):
-            out[key] = {**parent[key], **child[key]}
-    return out
-
-
-# ----------------------------------------------------------------------------- field checks
 
 
 def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
@@ -216,12 +189,38 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
                     problems.append(f"{src}: variants.{name}: not a usable variant name; "
                                     f"use letters, digits, '.', '_', '+' or '-'")
                 variants[name] = _overrides(variants[name] or {}, src, f"variants.{name}", problems)
-    if "grid" in data:
-        data["grid"] = _check_grid(data["grid"], src, problems)
-    if "seeds" in data:
-        _check_seeds(data["seeds"], src, problems)
-    if "exclude" in data:
-        _check_exclude(data["exclude"], src, problems)
+    grid = data.get("grid", {})
+    if not isinstance(grid, dict):
+        problems.append(f"{src}: grid: expected a mapping of dotted key -> list, e.g. `grid: {{model.depth: [6, 12]}}`")
+    for key, values in grid.items() if isinstance(grid, dict) else []:
+        if key in RESERVED:
+            problems.append(f"{src}: grid.{key}: not a grid axis; use `{key}s:` instead")
+        elif not isinstance(values, list):
+            problems.append(f"{src}: grid.{key}: expected a list of values, got {values!r}; write `[{values}]`")
+        elif not values:
+            problems.append(f"{src}: grid.{key}: empty axis gives no runs; list at least one value or remove the key")
+        else:
+            coerced = [_check_value(key, v, f"{src}: grid", problems) for v in values]
+            for v in {repr(c) for c in coerced if coerced.count(c) > 1 and c is not None}:
+                problems.append(f"{src}: grid.{key}: value {v} appears twice; remove one")
+    seeds = data.get("seeds", 1)
+    if not (isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 1) and not (
+            isinstance(seeds, list) and seeds and len(set(seeds)) == len(seeds)
+            and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
+        problems.append(f"{src}: seeds: expected a count >= 1 (seeds 0..N-1) or a list of distinct "
+                        f"integers >= 0, got {seeds!r}; e.g. `seeds: 3` or `seeds: [0, 7, 42]`")
+    exclude = data.get("exclude", [])
+    if not isinstance(exclude, list):
+        problems.append(f"{src}: exclude: expected a list of conditions, e.g. "
+                        f"`exclude: [{{variant: postln, model.depth: 48}}]`")
+    for i, cond in enumerate(exclude if isinstance(exclude, list) else []):
+        if not isinstance(cond, dict) or not cond:
+            problems.append(f"{src}: exclude[{i}]: expected a non-empty mapping of key -> value; "
+                            f"e.g. `{{variant: postln, model.depth: 48}}`")
+            continue
+        for key, value in cond.items():
+            for v in [] if key in RESERVED else value if isinstance(value, list) else [value]:
+                _check_value(str(key), v, f"{src}: exclude[{i}]", problems)
 
 
 def _overrides(value: Any, src: str, where: str, problems: list[str]) -> dict[str, Any]:
@@ -266,65 +265,16 @@ def _check_value(key: str, value: Any, source: str, problems: list[str]) -> Any:
     return flatten(to_dict(cfg))[key]
 
 
-def _check_grid(grid: Any, src: str, problems: list[str]) -> dict[str, list[Any]]:
-    if not isinstance(grid, dict):
-        problems.append(f"{src}: grid: expected a mapping of dotted key -> list, e.g. `grid: {{model.depth: [6, 12]}}`")
-        return {}
-    for key, values in grid.items():
-        if key in RESERVED:
-            problems.append(f"{src}: grid.{key}: not a grid axis; use `{key}s:` instead")
-        elif not isinstance(values, list):
-            problems.append(f"{src}: grid.{key}: expected a list of values, got {values!r}; write `[{values}]`")
-        elif not values:
-            problems.append(f"{src}: grid.{key}: empty axis gives no runs; list at least one value or remove the key")
-        else:
-            coerced = [_check_value(key, v, f"{src}: grid", problems) for v in values]
-            for v in {repr(c) for c in coerced if coerced.count(c) > 1 and c is not None}:
-                problems.append(f"{src}: grid.{key}: value {v} appears twice; remove one")
-    return grid
-
-
-def _check_seeds(seeds: Any, src: str, problems: list[str]) -> None:
-    ok_int = isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 1
-    ok_list = (isinstance(seeds, list) and seeds and len(set(seeds)) == len(seeds)
-               and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds))
-    if not (ok_int or ok_list):
-        problems.append(f"{src}: seeds: expected a count >= 1 (seeds 0..N-1) or a list of distinct "
-                        f"integers >= 0, got {seeds!r}; e.g. `seeds: 3` or `seeds: [0, 7, 42]`")
-
-
-def _check_exclude(exclude: Any, src: str, problems: list[str]) -> None:
-    if not isinstance(exclude, list):
-        problems.append(f"{src}: exclude: expected a list of conditions, e.g. "
-                        f"`exclude: [{{variant: postln, model.depth: 48}}]`")
-        return
-    for i, cond in enumerate(exclude):
-        if not isinstance(cond, dict) or not cond:
-            problems.append(f"{src}: exclude[{i}]: expected a non-empty mapping of key -> value; "
-                            f"e.g. `{{variant: postln, model.depth: 48}}`")
-            continue
-        for key, value in cond.items():
-            if key not in RESERVED:
-                for v in value if isinstance(value, list) else [value]:
-                    _check_value(str(key), v, f"{src}: exclude[{i}]", problems)
-
-
-# ----------------------------------------------------------------------------- expansion
-
-
 def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -> Ablation:
-    """Cross-field checks on the merged file, then one :class:`Run` per combination."""
-    name = raw.get("name")
+    name, base, grid = raw.get("name"), raw.get("base") or {}, raw.get("grid") or {}
     if name is None:
         problems.append(f"{src}: name: missing; add e.g. `name: my-ablation` (results go to results/<name>/)")
     variants: dict[str, dict[str, Any]] = raw.get("variants") or {}
     if not variants:
         problems.append(f"{src}: variants: missing; add at least one, "
                         f"e.g. `variants: {{preln: {{model.residual: preln}}}}`")
-    base: dict[str, Any] = raw.get("base") or {}
-    grid: dict[str, list[Any]] = raw.get("grid") or {}
-    seeds_field = raw.get("seeds", 1)
-    seeds = list(range(seeds_field)) if isinstance(seeds_field, int) else list(seeds_field)
+    seeds = raw.get("seeds", 1)
+    seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     conflicts = [(vname, key) for vname, over in variants.items() for key in over if key in grid]
     for vname, key in conflicts:
         problems.append(f"{src}: variants.{vname}: sets '{key}', which is also a grid axis, so every "
@@ -354,19 +304,19 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -
                 problems.append(str(err))
                 continue
             cells.append((vname, point, cfg))
-    short = _short_names(list(grid))
-    runs, seen, used, excluded = [], {}, [0] * len(exclude), 0
+    last = [k.rsplit(".", 1)[-1] for k in grid]  # model.depth -> depth in labels, unless two keys share it
+    short = {k: (s if last.count(s) == 1 else k) for k, s in zip(grid, last)}
+    runs, seen, used, excluded = [], {}, set(), 0
     for seed in seeds:  # seed-major: an interrupted sweep has every cell at seed 0 before seed 1
         for vname, point, template in cells:
             cfg = copy.deepcopy(template)
             cfg.seed = seed
             cell = " ".join([vname] + [f"{short[k]}={v}" for k, v in point.items()])
             run = Run(cfg, store.run_id(cfg), name, vname, seed, point, f"{cell} seed={seed}")
-            hits = [i for i, cond in enumerate(exclude) if matches(run, cond)]
-            for i in hits:
-                used[i] += 1
+            hits = {i for i, cond in enumerate(exclude) if matches(run, cond)}
+            used |= hits
+            excluded += bool(hits)
             if hits:
-                excluded += 1
                 continue
             if run.run_id in seen:
                 problems.append(f"{src}: variants/grid: '{seen[run.run_id]}' and '{cell}' resolve to the same "
@@ -374,35 +324,22 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -
                 continue
             seen[run.run_id] = cell
             runs.append(run)
-    for i, count in enumerate(used):
-        if count == 0 and exclude_ok:
-            problems.append(f"{src}: exclude[{i}]: matches no run; check its values against grid, variants and seeds")
+    problems += [f"{src}: exclude[{i}]: matches no run; check its values against grid, variants and seeds"
+                 for i in range(len(exclude)) if exclude_ok and i not in used]
     resolved = {k: (nest(base) if k == "base" else raw[k]) for k in FIELDS if k in raw}
     return Ablation(name, Path(src), resolved, runs, dict(grid), list(variants), seeds, excluded)
 
 
-def _short_names(keys: list[str]) -> dict[str, str]:
-    """``model.depth`` -> ``depth`` for labels, unless two grid keys share the last part."""
-    last = [k.rsplit(".", 1)[-1] for k in keys]
-    return {k: (s if last.count(s) == 1 else k) for k, s in zip(keys, last)}
-
-
 def _normalise_condition(cond: dict[str, Any], src: str, where: str, variants: dict[str, Any],
                          problems: list[str]) -> dict[str, list[Any]]:
-    """``{variant: x, model.depth: [24, 48]}`` -> key -> allowed values (coerced like the config).
-
-    ``where`` prefixes the key in messages (``exclude[0].``; empty for ``--only``).
-    """
+    """``{variant: x, model.depth: [24, 48]}`` -> key -> allowed values (coerced like the config);
+    ``where`` prefixes the key in messages (``exclude[0].``; empty for ``--only``)."""
     out: dict[str, list[Any]] = {}
     for key, value in cond.items():
         values = value if isinstance(value, list) else [value]
-        if key == "variant":
-            for v in values:
-                if v not in variants:
-                    problems.append(f"{src}: {where}variant: '{v}' is not a variant{did_you_mean(str(v), variants)}; "
-                                    f"variants: {', '.join(variants)}")
-            out[key] = values
-        elif key == "seed":
+        if key in RESERVED:
+            problems += [f"{src}: {where}variant: '{v}' is not a variant{did_you_mean(str(v), variants)}; variants: "
+                         f"{', '.join(variants)}" for v in values if key == "variant" and v not in variants]
             out[key] = values
         else:
             out[key] = [_check_value(key, v, f"{src}: {where.rstrip('.') or 'filter'}", problems)
@@ -412,35 +349,21 @@ def _normalise_condition(cond: dict[str, Any], src: str, where: str, variants: d
 
 def matches(run: Run, cond: dict[str, list[Any]]) -> bool:
     """Whether every key of ``cond`` has one of its listed values in ``run`` (resolved values)."""
-    flat = None
-    for key, allowed in cond.items():
-        if key == "variant":
-            actual = run.variant
-        elif key == "seed":
-            actual = run.seed
-        else:
-            flat = flat if flat is not None else flatten(to_dict(run.cfg))
-            actual = flat[key]
-        if actual not in allowed:
-            return False
-    return True
-
-
-# ----------------------------------------------------------------------------- --only
+    actual = {**(flatten(to_dict(run.cfg)) if set(cond) - set(RESERVED) else {}), "variant": run.variant,
+              "seed": run.seed}
+    return all(actual[key] in allowed for key, allowed in cond.items())
 
 
 def parse_only(exprs: list[str], ablation: Ablation) -> list[dict[str, list[Any]]]:
-    """Parse ``--only`` filters: ``key=value[,key=value...]``; commas AND, repeated flags OR.
-
-    Keys are ``variant``, ``seed`` or dotted config keys; values are read as YAML and compared with
-    each run's resolved value.
+    """Parse ``--only`` filters: ``key=value[,key=value...]``; commas AND, repeated flags OR; values are read
+    as YAML and compared with each run's resolved value.
 
     Raises:
         SpecError: an unknown key (with a did-you-mean), a malformed item or an unknown variant.
     """
     keys = set(flatten(to_dict(RunConfig()))) | set(RESERVED)
     problems: list[str] = []
-    filters = []
+    filters: list[dict[str, list[Any]]] = []
     for expr in exprs:
         cond: dict[str, Any] = {}
         items = [s.strip() for s in expr.split(",") if s.strip()]

@@ -1,17 +1,14 @@
-"""Where a sweep stands, read from its results folder alone (``suite status DIR``).
+"""Where a sweep stands, read from its results folder alone (``suite status DIR``): ``ablation.yaml``,
+``run_ids.json`` and ``runs/<run_id>/``, so it works from any machine that sees the folder, while it runs.
 
-Nothing but files is read: ``ablation.yaml`` (expanded again to know every run), ``run_ids.json`` (each
-run's id as the sweep resolved it) and each ``runs/<run_id>/`` folder; so it works from any machine
-that sees the folder, whatever ran the sweep, and while it runs.
-
-A run is ``done`` when its ``summary.json`` exists (with its status), ``running`` when its folder
-has a ``metrics.jsonl`` written in the last :data:`RUNNING_WITHIN` seconds, ``interrupted`` when it
-has one but nothing was written for longer (killed; the next ``suite run`` starts it again), and
-``pending`` otherwise.
+A run is ``done`` when it has a ``summary.json``, ``running`` when its ``metrics.jsonl`` was written in the
+last :data:`RUNNING_WITHIN` seconds, ``interrupted`` when it has one but older (the next ``suite run``
+resumes it), and ``pending`` otherwise.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -79,14 +76,6 @@ class SweepStatus:
         return [v for v in self.runs if v.status == "error"]
 
 
-def _finish_time(summary: dict) -> float | None:
-    try:
-        start = datetime.fromisoformat(str(summary.get("started_at"))).timestamp()
-        return start + float(summary.get("wall_s") or 0.0)
-    except (TypeError, ValueError):
-        return None
-
-
 def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
     """Every run of the sweep in ``out`` with its state, and the sweep's throughput and ETA.
 
@@ -112,16 +101,14 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
     # A run's folder is named by its id with precision resolved, as the last sweep recorded it.
     ids = _read_ids(out / RUN_IDS, len(ablation.runs)) or [run.run_id for run in ablation.runs]
     views = {rid: RunView(run, "pending", rid) for rid, run in zip(ids, ablation.runs)}
-    runs_dir = out / "runs"
-    folders = sorted(p for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
-    for folder in folders:
-        view = views.get(folder.name)
-        if view is None:
-            continue
-        summary = store.read_summary(folder)
+    for rid, view in views.items():
+        folder = out / "runs" / rid
+        summary = store.read_summary(folder) if folder.is_dir() else None
         if summary is not None:
             view.state, view.status, view.error = "done", summary.get("status"), summary.get("error")
-            view.finished = _finish_time(summary)
+            with contextlib.suppress(TypeError, ValueError):
+                view.finished = (datetime.fromisoformat(str(summary.get("started_at"))).timestamp()
+                                 + float(summary.get("wall_s") or 0.0))
             continue
         metrics = folder / store.METRICS
         if metrics.is_file():
@@ -159,17 +146,13 @@ def _slurm_view(out: Path, now: float) -> SlurmView | None:
     record = read_submission(out)
     if record is None:
         return None
-    cluster, jobs = record["cluster"], len(record["jobs"])
-    submitted, lease = str(record.get("submitted_at", "?")), record.get("lease_s")
-    lease = float(lease) if isinstance(lease, (int, float)) else None
+    lease = record.get("lease_s") if isinstance(record.get("lease_s"), (int, float)) else None
     ages = []
-    for claim in (out / CLAIMS).glob("*.json") if (out / CLAIMS).is_dir() else []:
-        try:
+    for claim in (out / CLAIMS).glob("*.json"):
+        with contextlib.suppress(OSError):  # released meanwhile
             ages.append(now - claim.stat().st_mtime)
-        except OSError:
-            continue
-    expired = sum(1 for a in ages if lease is not None and a > lease)
-    return SlurmView(cluster, jobs, submitted, len(ages), expired, lease)
+    return SlurmView(record["cluster"], len(record["jobs"]), str(record.get("submitted_at", "?")), len(ages),
+                     sum(lease is not None and a > lease for a in ages), lease)
 
 
 def format_duration(seconds: float | None) -> str:

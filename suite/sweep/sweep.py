@@ -1,9 +1,8 @@
 """The sweep as a library call: :func:`run_sweep` brings every run of an ablation to a summary.
 
-``suite run`` is this function plus printing; so is ``suite bench --throughput``. A run whose worker
-dies is taken over by another (:mod:`suite.sweep.worker`); when every worker has ended and runs are
-left, new workers start, and after :data:`ROUNDS` rounds of workers that finish no run (workers that
-cannot even start) the runs left are recorded as ``error``.
+``suite run`` and ``suite bench --throughput`` call it. A dead worker's run is taken over by another
+(:mod:`suite.sweep.worker`); when every worker has ended and runs are left, new workers start, up to
+:data:`ROUNDS` rounds in a row that finish no run.
 """
 
 from __future__ import annotations
@@ -30,36 +29,63 @@ from suite.sweep.worker import RESULT_KEYS, Worker, group, record_lost
 ROUNDS = 3  # rounds of workers in a row that finish no run before the runs left are recorded as error
 
 
+def _opt(default: Any = None, help: str | None = None, **flag: Any) -> Any:
+    """A :class:`SweepOptions` field; with ``help`` it is also a ``suite run`` flag (``flag``: argparse keywords,
+    ``min``: the least value allowed, ``hidden``: left out of ``--help``)."""
+    meta = {"help": help, **flag}
+    if isinstance(default, list):
+        return dataclasses.field(default_factory=list, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
 @dataclasses.dataclass
 class SweepOptions:
-    """How to run a sweep; ``suite run``'s flags are these fields (``--slurm-time`` is ``slurm_time``)."""
+    """How to run a sweep. ``suite run``'s flags are these fields (``--slurm-time`` is ``slurm_time``),
+    described once here; a field without help is not a flag."""
 
-    backend: str = "local"  # local worker processes, "ray" tasks, or a "slurm" job array through submitit
-    workers: int | None = None  # default: one per GPU (times runs_per_gpu) locally, as many as fit on Ray,
-    #                             one per pack up to slurm_array_parallelism on Slurm
-    threads: int | None = None  # torch CPU threads per worker; default cores // workers locally, else 1
-    device: str | None = None  # overrides every run's device: cpu, cuda or auto
-    pack: int = 1  # train up to this many runs that differ only in seed (lr, weight decay, LayerScale init) as one model
-    runs_per_gpu: int | None = None  # workers sharing each GPU (local), num_gpus = 1/K per Ray task
-    lease: float = 600.0  # seconds: a claim not renewed for this long belongs to a dead worker
-    attempts: int = 3  # claims a run may have (its workers died) before it is recorded as error
-    poll: float | None = None  # seconds between looks at the folder; None: 10 on Slurm, 0.5 elsewhere
-    max_runs: int | None = None  # refuse an ablation of more runs (None: spec.MAX_RUNS)
-    only: list[str] = dataclasses.field(default_factory=list)  # key=value[,key=value] filters (--only)
-    retry_errors: bool = False  # run again the runs whose status is error
-    rerun_stale: bool = False  # run again finished runs that another git commit made
-    dry_run: bool = False  # resolve and split, run nothing
-    kind: str = "train"  # or "propagation" (suite propagate)
-    ray_address: str | None = None  # a Ray cluster to join; None starts a local one
-    ray_timeout: float = 30.0
-    slurm_cluster: str = "slurm"  # or "local": submitit's local executor (processes on this machine)
-    slurm_partition: str | None = None
-    slurm_time: int = 240  # minutes: each array task's time limit; a requeue starts a new one
-    slurm_gpus_per_job: int | None = None  # default: 1, or 0 with device cpu (local cluster: 1 if this machine has one)
-    slurm_array_parallelism: int = 64
-    slurm_opt: list[str] = dataclasses.field(default_factory=list)  # sbatch KEY=VALUE options
-    slurm_detach: bool = False  # return after submitting; the jobs go on
+    backend: str = _opt("local", "the same workers as local processes, Ray tasks (pip install -e '.[ray]') or a "
+                        "Slurm job array through submitit (pip install -e '.[slurm]'); docs/backends/",
+                        choices=["local", "ray", "slurm"])
+    workers: int | None = _opt(None, "workers, each training one run (or pack) at a time (default: one per GPU, "
+                               "else 1, locally; as many as fit on Ray; one per run up to "
+                               "--slurm-array-parallelism on Slurm)", metavar="N", min=1)
+    pack: int = _opt(1, "train up to N runs that differ only in seed (lr, weight decay, LayerScale init) as one "
+                     "stacked model in one worker (torch.func; runs without drop-path)", metavar="N", min=1)
+    runs_per_gpu: int | None = _opt(None, "runs sharing each GPU at once: K workers per GPU locally, num_gpus=1/K "
+                                    "per Ray task (small models leave a GPU mostly idle; see docs/backends/local.md "
+                                    "on CUDA MPS)", metavar="K", min=1)
+    threads: int | None = _opt(None, "torch CPU threads per worker (default: cores // workers locally, else 1); "
+                               "a Ray CPU task reserves this many CPUs", metavar="N", min=1)
+    device: str | None = _opt(None, "overrides every run's device", choices=["auto", "cpu", "cuda"])
+    lease: float = _opt(600.0, "seconds: a run whose worker has not renewed its claim for this long is taken over "
+                        "by another", metavar="S", aliases=["--slurm-lease"], min=1.0)
+    attempts: int = _opt(3, "a run whose workers died N times is recorded as error", metavar="N", min=1)
+    poll: float | None = _opt(None, "seconds between looks at the folder (default: 10 on Slurm, 0.5 elsewhere)",
+                              hidden=True, aliases=["--slurm-poll"], min=0.1)
+    ray_address: str | None = _opt(None, "Ray cluster to join, e.g. 10.0.0.1:6379 (default: start a local one)",
+                                   metavar="ADDR")
+    ray_timeout: float = _opt(30.0, "give up connecting to Ray after this many seconds", metavar="S", min=0.1)
+    slurm_partition: str | None = _opt(None, "partition to submit to (default: the cluster's)", metavar="NAME")
+    slurm_time: int = _opt(240, "time limit of each worker job in minutes; a worker that reaches it checkpoints "
+                           "its run and is requeued", metavar="MIN", min=1)
+    slurm_gpus_per_job: int | None = _opt(None, "GPUs per worker (default: 1, or 0 with --device cpu; local "
+                                          "cluster: 1 if this machine has one)", metavar="N", min=0)
+    slurm_array_parallelism: int = _opt(64, "worker jobs running at once", metavar="N", min=1)
+    slurm_opt: list[str] = _opt([], "any other sbatch option, passed as --KEY=VALUE, e.g. --slurm-opt "
+                                "account=myproj --slurm-opt qos=low (repeat)", metavar="KEY=VALUE")
+    slurm_detach: bool = _opt(False, "exit after submitting; `suite status DIR` watches, `suite run` again collects")
+    slurm_cluster: str = _opt("slurm", "local: submitit's local executor, the same workers as processes on this "
+                              "machine", choices=["slurm", "local"])
     slurm_signal_delay: int = 120  # seconds: SIGUSR2 this long before the time limit, time to checkpoint
+    max_runs: int | None = _opt(None, "refuse an ablation of more runs than this (default: 100,000)", metavar="N",
+                                min=1)
+    dry_run: bool = _opt(False, "list the runs and their state; run nothing")
+    only: list[str] = _opt([], "run a subset: key=value[,key=value] (comma = and; repeat --only = or); keys: "
+                           "variant, seed or a dotted config key, e.g. --only variant=preln,model.depth=12",
+                           metavar="EXPR")
+    retry_errors: bool = _opt(False, "rerun runs whose status is error")
+    rerun_stale: bool = _opt(False, "rerun finished runs that another git commit of the suite made")
+    kind: str = "train"  # or "propagation" (suite propagate)
 
 
 @dataclasses.dataclass
@@ -119,7 +145,11 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
 
     every = [dataclasses.replace(r, kind=opts.kind) for r in ablation.runs]
     if opts.backend == "slurm" and not opts.dry_run:  # the workers' nodes, not this login node, decide `auto`
-        opts = dataclasses.replace(opts, slurm_gpus_per_job=_gpus_per_job(opts))
+        if opts.slurm_gpus_per_job is None:  # the local executor's jobs get this machine's GPUs, if any
+            from suite.sweep.plan import visible_gpus
+
+            gpus = opts.device != "cpu" and (opts.slurm_cluster != "local" or bool(visible_gpus()))
+            opts = dataclasses.replace(opts, slurm_gpus_per_job=int(gpus))
         every = resolve_runs(every, opts.device, "cuda" if opts.slurm_gpus_per_job else "cpu")
     else:  # a dry run asks no Ray cluster
         backend = "local" if opts.dry_run else opts.backend
@@ -161,14 +191,13 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
 def _check(opts: SweepOptions) -> None:
     from suite.cli.checks import at_least
 
-    problem = (at_least(opts, 1, "workers", "threads", "max_runs", "slurm_time", "slurm_array_parallelism",
-                        "runs_per_gpu", "pack", "attempts")
-               or at_least(opts, 0, "slurm_gpus_per_job") or at_least(opts, 0.1, "ray_timeout", "poll")
-               or at_least(opts, 1.0, "lease"))
-    if problem:
-        raise SpecError([problem])
-    if opts.backend not in ("local", "ray", "slurm"):
-        raise RunnerError(f"--backend {opts.backend}: unknown; use local, ray or slurm")
+    for f in dataclasses.fields(opts):  # the limits the flags state, for callers that pass no flags
+        value, choices = getattr(opts, f.name), f.metadata.get("choices")
+        if choices and value is not None and value not in choices:
+            raise RunnerError(f"--{f.name.replace('_', '-')} {value}: unknown; use {', '.join(choices)}")
+        problem = "min" in f.metadata and at_least(opts, f.metadata["min"], f.name)
+        if problem:
+            raise SpecError([problem])
     if opts.backend == "slurm":
         from suite.sweep.slurm_backend import check_available, sbatch_options
 
@@ -181,16 +210,6 @@ def _check(opts: SweepOptions) -> None:
                           "use --slurm-gpus-per-job and --workers")
     if opts.runs_per_gpu is not None and opts.backend == "local" and opts.workers is not None:
         raise RunnerError("--runs-per-gpu and --workers: pass one of them (--runs-per-gpu K starts K workers per GPU)")
-
-
-def _gpus_per_job(opts: SweepOptions) -> int:
-    if opts.slurm_gpus_per_job is not None:
-        return opts.slurm_gpus_per_job
-    if opts.device == "cpu":
-        return 0
-    from suite.sweep.plan import visible_gpus  # the local executor's jobs get this machine's GPUs, if any
-
-    return 1 if opts.slurm_cluster != "local" or visible_gpus() else 0
 
 
 def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Any, int]:
@@ -275,6 +294,7 @@ def _drive(sweep: Sweep, worker: Worker, launcher: Any, n: int, report: Report |
         claims.clear(out, [p[0].run_id for p in worker.packs])
         for run in sweep.todo:
             folder.clear_stale(out, run)
+    heads = {r.run_id: p[0].run_id for p in worker.packs for r in p}  # a pack's claim is its first run's
     fruitless, left_at_start, started = 0, len(pending), bool(attached)
     try:
         while True:
@@ -284,10 +304,8 @@ def _drive(sweep: Sweep, worker: Worker, launcher: Any, n: int, report: Report |
                 if started:
                     fruitless = 0 if len(pending) < left_at_start else fruitless + 1
                 if fruitless == ROUNDS:
-                    message = (f"no worker finished any run in {ROUNDS} rounds of workers in a row (each failed "
-                               f"or was killed); see {out / 'workers'}")
                     for run in list(pending.values()):
-                        record_lost(run, out, message)
+                        record_lost(run, out, _lost_reason(out, launcher, heads[run.run_id]))
                     collect()
                     return
                 packs = [p for p in worker.packs if any(r.run_id in pending for r in p)]
@@ -307,21 +325,25 @@ def _drive(sweep: Sweep, worker: Worker, launcher: Any, n: int, report: Report |
         launcher.close()
 
 
+def _lost_reason(out: Path, launcher: Any, head: str) -> str:
+    """Why a run no round of workers finished: its workers died on it, or none could start."""
+    claim = claims.read(claims.claim_path(out, head))
+    if not isinstance(claim.get("attempt"), int):
+        return (f"no worker finished any run in {ROUNDS} rounds of workers in a row (each failed or was killed); "
+                f"see {out / 'workers'}")
+    how = getattr(launcher, "exit_of", lambda pid: None)(claim.get("pid"))
+    return f"worker died {claim['attempt']} times on this run{f' (last: {how})' if how else ''}; see {out / 'workers'}"
+
+
 @contextlib.contextmanager
 def _interrupts() -> Iterator[None]:
     """SIGTERM stops a sweep as Ctrl-C does; SIGINT raises KeyboardInterrupt even if the shell started
     us with it ignored (a background process of a non-interactive shell, POSIX)."""
-    if threading.current_thread() is not threading.main_thread():  # signals can only be set there
-        yield
-        return
-    old = {signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_interrupt),
-           signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler)}
+    main = threading.current_thread() is threading.main_thread()  # signals can only be set there
+    old = {signal.SIGTERM: signal.signal(signal.SIGTERM, signal.default_int_handler),
+           signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler)} if main else {}
     try:
         yield
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
-
-
-def _raise_interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
