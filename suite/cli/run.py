@@ -41,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             kw["action"] = "append"
         else:
             kw.setdefault("type", {"int": int, "float": float}.get(str(f.type).split(" ")[0]))
+            kw.setdefault("metavar", {int: "N", float: "S"}.get(kw["type"]))
             if default is not None:
                 kw["help"] += " (default: %(default)s)"
         (slurm if f.name.startswith("slurm_") else parser).add_argument(

@@ -131,6 +131,21 @@ def test_worker_death_is_an_error_run_and_retry_errors_reruns_only_it(tmp_path, 
     changed = {Path(p).parent.name for p in after if after[p] != before.get(p)} - {"out", "workers"}
     assert changed == {victim.run_id}
 
+def test_a_run_whose_workers_died_every_round_says_so(tmp_path):
+    from suite.sweep import claims
+    from suite.sweep.local import LocalLauncher
+    from suite.sweep.sweep import _lost_reason
+
+    class Ended:  # a worker process that called os._exit(3)
+        pid, exitcode = 4242, 3
+
+    launcher = LocalLauncher(tmp_path)
+    launcher.procs = [Ended()]
+    assert _lost_reason(tmp_path, launcher, "r").startswith("no worker finished any run in 3 rounds")  # none started
+    store.write_json(claims.claim_path(tmp_path, "r"), {"attempt": 3, "pid": 4242})
+    assert _lost_reason(tmp_path, launcher, "r").startswith("worker died 3 times on this run (last: exit code 3); see")
+
+
 def test_runs_whose_data_goes_through_dataloader_workers_train_in_a_sweep(tmp_path, capsys):
     """Sweep workers may start children: data that is not held on the device is read by DataLoader
     worker processes (daemon workers could not start them: "daemonic processes are not allowed to have children")."""
