@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -242,16 +242,11 @@ def _overrides(value: Any, src: str, where: str, problems: list[str]) -> dict[st
     return {k: v for k, v in flat.items() if k not in RESERVED}
 
 
-def _flat_items(value: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    """``{"model.depth": 2, "model": {"dim": 8}}`` -> ``[("model.depth", 2), ("model.dim", 8)]``,
-    keeping repeats (unlike :func:`suite.config.flatten`), so that they can be reported."""
-    out = []
+def _flat_items(value: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """``{"model.depth": 2, "model": {"dim": 8}}`` -> ``("model.depth", 2), ("model.dim", 8)``, keeping
+    repeats (unlike :func:`suite.config.flatten`), so that they can be reported."""
     for key, v in value.items():
-        if isinstance(v, dict):
-            out += _flat_items(v, f"{prefix}{key}.")
-        else:
-            out.append((f"{prefix}{key}", v))
-    return out
+        yield from _flat_items(v, f"{prefix}{key}.") if isinstance(v, dict) else [(f"{prefix}{key}", v)]
 
 
 def _check_value(key: str, value: Any, source: str, problems: list[str]) -> Any:

@@ -99,7 +99,11 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
     except SpecError as err:
         raise StatusError(f"{marker}: cannot be read as an ablation ({err.problems[0]})") from None
     # A run's folder is named by its id with precision resolved, as the last sweep recorded it.
-    ids = _read_ids(out / RUN_IDS, len(ablation.runs)) or [run.run_id for run in ablation.runs]
+    ids = None
+    with contextlib.suppress(OSError, ValueError):
+        ids = json.loads((out / RUN_IDS).read_text(encoding="utf-8"))
+    if not (isinstance(ids, list) and len(ids) == len(ablation.runs) and all(isinstance(i, str) for i in ids)):
+        ids = [run.run_id for run in ablation.runs]
     views = {rid: RunView(run, "pending", rid) for rid, run in zip(ids, ablation.runs)}
     for rid, view in views.items():
         folder = out / "runs" / rid
@@ -128,14 +132,6 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
         left = sum(1 for v in result.runs if v.state != "done")
         result.eta_s = left / result.runs_per_hour * 3600 if left else 0.0
     return result
-
-
-def _read_ids(path: Path, n: int) -> list[str] | None:
-    try:
-        ids = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return ids if isinstance(ids, list) and len(ids) == n and all(isinstance(i, str) for i in ids) else None
 
 
 def _slurm_view(out: Path, now: float) -> SlurmView | None:

@@ -165,16 +165,13 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
                       f"{what}", store.SuiteWarning, stacklevel=2)
     if opts.dry_run or not todo:  # nothing to run: write nothing, so a read-only results folder is fine
         return sweep
-    if opts.backend != "slurm":
-        from suite.sweep.slurm_backend import live_jobs
+    from suite.sweep.slurm_backend import Detached, live_jobs
 
-        busy = [j.job_id for j in live_jobs(out)]
-        if busy:
-            raise RunnerError(f"{out}: Slurm jobs {', '.join(busy[:4])} are still working on these runs; "
-                              f"wait for them, cancel them, or pass --backend slurm to attach to them")
+    busy = [] if opts.backend == "slurm" else [j.job_id for j in live_jobs(out)]
+    if busy:
+        raise RunnerError(f"{out}: Slurm jobs {', '.join(busy[:4])} are still working on these runs; "
+                          f"wait for them, cancel them, or pass --backend slurm to attach to them")
     worker, launcher, n = _plan(sweep, opts)
-    from suite.sweep.slurm_backend import Detached
-
     with folder.prepare_out(out, ablation, [r.run_id for r in every]), _interrupts():
         try:
             _drive(sweep, worker, launcher, n, report, notify)
