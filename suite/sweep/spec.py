@@ -149,12 +149,10 @@ def _duplicate_keys(path: Path) -> list[str]:
             seen: dict[Any, int] = {}
             for key_node, value_node in node.value:
                 key = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
-                dotted = f"{where}.{key}" if where else str(key)
-                line = key_node.start_mark.line + 1
+                dotted, line = f"{where}.{key}" if where else str(key), key_node.start_mark.line + 1
                 if key in seen:
-                    what = "variant name" if where == "variants" else "key"
-                    out.append(f"{path}: {dotted}: duplicate {what} (lines {seen[key]} and {line}); "
-                               f"YAML would keep only the last one, so rename or remove one")
+                    out.append(f"{path}: {dotted}: duplicate {'variant name' if where == 'variants' else 'key'} (lines "
+                               f"{seen[key]} and {line}); YAML would keep only the last one, so rename or remove one")
                 seen.setdefault(key, line)
                 walk(value_node, dotted)
         elif isinstance(node, yaml.SequenceNode):
