@@ -12,8 +12,10 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("ablations", nargs="+", metavar="FILE", help="ablation YAML file(s)")
-    parser.add_argument("--max-runs", type=int, default=None, metavar="N",
-                        help="refuse an ablation of more runs than this (default: 100,000)")
+    from suite.sweep.spec import MAX_RUNS
+
+    parser.add_argument("--max-runs", type=int, default=MAX_RUNS, metavar="N",
+                        help="refuse an ablation of more runs than this (default: %(default)s)")
 
 
 def run(args: argparse.Namespace) -> int:
