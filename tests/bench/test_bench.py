@@ -166,6 +166,25 @@ def test_slow_layerscale_computes_the_same_function_with_more_passes():
         slow_down_layerscale(build_arm("preln", TINY))
 
 
+def test_reference_path_has_our_gradients_too():
+    """The gate's bar computes our residual path's backward, not just its forward."""
+    torch.manual_seed(0)
+    ours = residual_path(build_arm("layerscale", TINY))
+    ref = ReferencePath([g for b in ours for g in (b.ls1.gamma, b.ls2.gamma)])
+    x = torch.randn(2, TINY.tokens, TINY.dim)
+    ours(x).square().sum().backward()
+    ref(x).square().sum().backward()
+    mine = [g.grad for b in ours for g in (b.ls1.gamma, b.ls2.gamma)]
+    for a, b in zip(mine, [g.grad for g in ref.gammas]):
+        torch.testing.assert_close(a, b)
+
+
+def test_the_frozen_arm_has_no_gamma_gradient():
+    model = build_arm("layerscale:frozen", TINY)
+    assert not [n for n, _ in model.named_parameters() if n.endswith("gamma")]
+    assert sum(n.endswith("gamma") for n in model.state_dict()) == 2 * TINY.depth
+
+
 def test_reference_path_matches_ours():
     torch.manual_seed(0)
     ours = residual_path(build_arm("layerscale", TINY))

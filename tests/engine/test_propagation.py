@@ -99,6 +99,14 @@ def test_propagation_is_measured_in_fp32_everywhere(tmp_path):
     assert s["status"] == "error" and "measured in fp32" in s["error"]
 
 
+def test_a_propagation_run_that_fails_is_an_error_run_like_a_training_run(tmp_path):
+    """One lifecycle (RunFolder): the message in the summary, the traceback in log.txt, the schema kept."""
+    s = propagate(tiny("model.patch_size=3"), tmp_path)  # 8 px images are not divisible into 3 px patches
+    assert s["status"] == "error" and "divisible" in s["error"] and s["kind"] == "propagation"
+    assert json.loads((tmp_path / "summary.json").read_text()) == json.loads(json.dumps(s))
+    assert "Traceback" in (tmp_path / "log.txt").read_text()
+
+
 def test_suite_propagate_sweeps_and_analyze_draws_it(tmp_path, capsys):
     ablation = tmp_path / "p.yaml"
     ablation.write_text(textwrap.dedent("""

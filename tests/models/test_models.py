@@ -144,6 +144,48 @@ def test_init_zero_differs_from_off():
     assert ls0.blocks[0].ls1.gamma.requires_grad and "blocks.0.ls1.gamma" in dict(ls0.named_parameters())
 
 
+def test_layerscale_is_a_diagonal_on_the_channels_and_headscale_on_the_heads():
+    torch.manual_seed(0)
+    ls, hs = LayerScale(4, 0.1), HeadScale(2, 0.1)
+    with torch.no_grad():
+        ls.gamma.copy_(torch.tensor([1.0, 2.0, 3.0, 4.0]))
+        hs.gamma.copy_(torch.tensor([2.0, -1.0]))
+    x = torch.randn(2, 3, 4)
+    torch.testing.assert_close(ls(x), torch.stack([x[..., c] * (c + 1) for c in range(4)], dim=-1))
+    h = torch.randn(2, 2, 3, 5)  # (B, H, N, hd)
+    torch.testing.assert_close(hs(h), torch.stack([2.0 * h[:, 0], -1.0 * h[:, 1]], dim=1))
+    assert LayerScale(4, 0.5, scalar=True).gamma.shape == (1,)
+
+
+def test_layerscale_gamma_is_an_ordinary_parameter_of_its_block_or_a_buffer_when_frozen():
+    model = build_model(small("layerscale", layerscale=LayerScaleConfig(init=0.25)))
+    state = model.state_dict()
+    assert torch.equal(state["blocks.2.ls2.gamma"], torch.full((DIM,), 0.25))
+    assert "blocks.2.ls2.gamma" in dict(model.blocks[2].named_parameters(prefix="blocks.2"))
+    frozen = build_model(small("layerscale", layerscale=LayerScaleConfig(learnable=False)))
+    assert not any(n.endswith("gamma") for n, _ in frozen.named_parameters())
+    assert "blocks.0.ls1.gamma" in frozen.state_dict()  # a buffer: saved, never trained
+    ls = model.blocks[0].ls1
+    with torch.no_grad():
+        ls.gamma.fill_(3.0)
+    ls.reset_parameters()
+    assert torch.equal(ls.gamma, torch.full((DIM,), 0.25))  # the configured init, not 1 (timm's old bug)
+
+
+def test_a_copied_or_pickled_model_keeps_its_own_gamma():
+    import pickle
+
+    model = build_model(small("layerscale"))
+    twin, unpickled = copy.deepcopy(model), pickle.loads(pickle.dumps(model))
+    with torch.no_grad():
+        model.blocks[0].ls1.gamma.fill_(7.0)
+    for other in (twin, unpickled):
+        assert other.blocks[0].ls1.gamma.data_ptr() != model.blocks[0].ls1.gamma.data_ptr()
+        assert torch.equal(other.blocks[0].ls1.gamma, torch.full((DIM,), cait_init(DEPTH)))
+    x = torch.randn(2, 3, 16, 16)
+    torch.testing.assert_close(twin.double()(x.double()).float(), unpickled(x), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("depth,eps", [(12, 0.1), (18, 0.1), (19, 1e-5), (24, 1e-5), (25, 1e-6), (36, 1e-6)])
 def test_cait_rule(depth, eps):
     assert cait_init(depth) == eps

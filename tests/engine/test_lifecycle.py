@@ -1,0 +1,76 @@
+"""RunFolder: one lifecycle for every kind of run: the folder, the summary, the error policy."""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+
+import pytest
+
+from suite import store
+from suite.config import RunConfig
+from suite.engine.checkpoint import PREEMPTED
+from suite.engine.lifecycle import RunFolder
+
+
+class _Sink:
+    """A tracker stand-in that records how the run closed it (a real sink needs a tracker installed)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def finish(self, summary) -> None:
+        self.calls.append(f"finish {summary['status']}")
+
+    def abort(self) -> None:
+        self.calls.append("abort")
+
+
+def _summary(folder):
+    return json.loads((folder / store.SUMMARY).read_text())
+
+
+def test_opening_removes_an_old_summary_and_a_finished_run_drops_its_checkpoint(tmp_path):
+    (tmp_path / store.SUMMARY).write_text("{}")
+    for name in (store.CHECKPOINT, PREEMPTED):
+        (tmp_path / name).write_text("x")
+    with RunFolder(RunConfig(), tmp_path) as run:
+        assert not (tmp_path / store.SUMMARY).exists()  # unfinished until it ends
+        run.summary["status"] = "ok"
+    assert _summary(tmp_path)["status"] == "ok" and _summary(tmp_path)["wall_s"] >= 0
+    assert not (tmp_path / store.CHECKPOINT).exists() and not (tmp_path / PREEMPTED).exists()
+
+
+def test_an_exception_of_the_run_is_its_error_status_and_keeps_its_checkpoint(tmp_path):
+    (tmp_path / store.CHECKPOINT).write_text("x")
+    sink = _Sink()
+    with RunFolder(RunConfig(), tmp_path, {"variant": "v"}) as run:
+        run.trackers = sink
+        raise ValueError("bad thing\nsecond line")
+    s = _summary(tmp_path)
+    assert (s["status"], s["error"], s["variant"]) == ("error", "ValueError: bad thing", "v")
+    assert s["device_name"]  # provenance even when the run failed before it started
+    assert "second line" in (tmp_path / "log.txt").read_text()  # the whole traceback, in the log
+    assert (tmp_path / store.CHECKPOINT).exists()  # --retry-errors resumes from it
+    assert sink.calls == ["finish error"]
+
+
+@pytest.mark.parametrize("err", [KeyboardInterrupt(), OSError(errno.ENOSPC, "No space left on device")])
+def test_what_is_not_the_runs_fault_leaves_it_unfinished(tmp_path, err):
+    sink = _Sink()
+    expected = KeyboardInterrupt if isinstance(err, KeyboardInterrupt) else store.DiskFull
+    with pytest.raises(expected):
+        with RunFolder(RunConfig(), tmp_path) as run:
+            run.trackers = sink
+            raise err
+    assert not (tmp_path / store.SUMMARY).exists()  # it runs again next time
+    assert sink.calls == ["abort"]
+
+
+def test_start_resolves_precision_into_the_run_id(tmp_path):
+    cfg = dataclasses.replace(RunConfig(), device="cpu")
+    run = RunFolder(cfg, tmp_path)
+    resolved, device = run.start(cfg)
+    assert device.type == "cpu" and resolved.train.precision == "fp32" and cfg.train.precision == "auto"
+    assert run.summary["run_id"] == store.run_id(resolved) != store.run_id(cfg)
