@@ -108,7 +108,6 @@ class Training:
         self.tc = cfg.train
         self.state = RunState()
         self.metrics: TextIO | None = None
-        self.trackers: Trackers | None = None  # train.log_to's sinks, opened at the end of setup
         self.timed_wall = self.timed_cpu = 0.0  # seconds over the timed steps: wall clock, process CPU
 
     # ------------------------------------------------------------------------- setup
@@ -160,7 +159,7 @@ class Training:
         self.read_at = self.state.step  # the step of the last read
         self.window = (0.0, 0.0)  # wall and process time when the current read window began
         if tc.log_to:
-            self.run.trackers = self.trackers = Trackers(tc.log_to, self.out, self.summary)
+            self.run.trackers = Trackers(tc.log_to, self.out, self.summary)  # the run closes them
 
     # ------------------------------------------------------------------------- the loop
 
@@ -399,8 +398,8 @@ class Training:
 
     def log(self, record: dict[str, Any]) -> None:
         self.metrics.write(store.metrics_line(record))
-        if self.trackers is not None:
-            self.trackers.log(record)
+        if self.run.trackers is not None:
+            self.run.trackers.log(record)
 
 
 def timing_contention(cpu_s: float, wall_s: float, threads: int, device: torch.device) -> dict[str, Any]:

@@ -60,45 +60,30 @@ def test_a_member_that_diverges_is_recorded_alone_and_the_others_go_on(tmp_path)
         assert all(math.isfinite(v) for v in losses(tmp_path / str(i)))
 
 
-def test_a_killed_pack_resumes_from_its_members_checkpoints(tmp_path):
-    configs = [cfg(seed=s, **{"train.checkpoint_every": 10}) for s in range(2)]
-    full = train_pack(configs, [tmp_path / "full" / str(i) for i in range(2)])
-
-    def kill(step):
-        if step == 23:
-            raise KeyboardInterrupt  # the process dies, like SIGKILL between checkpoints
-
-    dirs = [tmp_path / "killed" / str(i) for i in range(2)]
-    with pytest.raises(KeyboardInterrupt):
-        train_pack(configs, dirs, on_step=kill)
-    assert all((d / "checkpoint.pt").exists() and not (d / "summary.json").exists() for d in dirs)
-    resumed = train_pack(configs, dirs)
-    for i in range(2):
-        assert resumed[i]["resumed_at"] == [20]
-        assert resumed[i]["test_acc"] == full[i]["test_acc"] and resumed[i]["status"] == full[i]["status"]
-        assert store.read_metrics(dirs[i]) == store.read_metrics(tmp_path / "full" / str(i))
-
-
-def test_a_preempted_pack_checkpoints_the_step_it_stopped_at_and_resumes_exactly(tmp_path):
-    """Preemption without periodic checkpoints (checkpoint_every 0): every member saves the step it
-    stopped at, as a solo run does, and the resumed pack ends as the uninterrupted one."""
+@pytest.mark.parametrize("how", ["killed", "preempted"])
+def test_a_stopped_pack_resumes_from_its_members_checkpoints(tmp_path, how):
+    """Killed between periodic checkpoints, it resumes from the last one; preempted without periodic
+    checkpoints, every member saves the step it stopped at, as a solo run does. Either way the resumed
+    pack ends as the uninterrupted one."""
     from suite.engine.loop import StopRun
 
-    configs = [cfg(seed=s, **{"train.steps": 20, "train.eval_every": 0}) for s in range(2)]
+    every, stop_at, stop = {"killed": (10, 23, KeyboardInterrupt), "preempted": (0, 13, StopRun)}[how]
+    configs = [cfg(seed=s, **{"train.steps": 30, "train.checkpoint_every": every}) for s in range(2)]
     full = train_pack(configs, [tmp_path / "full" / str(i) for i in range(2)])
 
-    def preempt(step):
-        if step == 13:
-            raise StopRun("preempted", save=True)
+    def interrupt(step):
+        if step == stop_at:
+            raise KeyboardInterrupt if stop is KeyboardInterrupt else StopRun("preempted", save=True)
 
-    dirs = [tmp_path / "preempted" / str(i) for i in range(2)]
-    with pytest.raises(StopRun):
-        train_pack(configs, dirs, on_step=preempt)
+    dirs = [tmp_path / how / str(i) for i in range(2)]
+    with pytest.raises(stop):
+        train_pack(configs, dirs, on_step=interrupt)
     assert all((d / "checkpoint.pt").exists() and not (d / "summary.json").exists() for d in dirs)
     resumed = train_pack(configs, dirs)
     for i in range(2):
-        assert resumed[i]["resumed_at"] == [13]
+        assert resumed[i]["resumed_at"] == [20 if how == "killed" else 13]
         assert resumed[i]["test_acc"] == full[i]["test_acc"] and resumed[i]["status"] == full[i]["status"]
+        assert store.read_metrics(dirs[i]) == store.read_metrics(tmp_path / "full" / str(i))
 
 
 def test_what_can_share_a_pack():
