@@ -3,7 +3,8 @@
 Flow: every ``summary.json`` under DIR (see results/README.md) -> one row per run (``runs.csv``)
 -> groups (``grouping.py``) -> one row per group with rates, intervals and tests against the
 baseline (``summary.py``, statistics in ``stats.py``; ``tables/summary.csv``) -> paper-style
-tables (``tables.py``), each scheme at its best learning rate (``lr.py``), depth trends and aggregates (``trends.py``), ``findings.md``
+tables (``tables.py``), each scheme at its best learning rate (``lr.py``), depth trends and
+aggregates (``trends.py``), the declared primary comparison (``primary.py``), ``findings.md``
 (``findings.py``) and figures (``figures.py``). The rules are in ``docs/statistics.md``.
 """
 
@@ -15,13 +16,14 @@ from pathlib import Path
 import pandas as pd
 
 from suite.analysis import markup as tables
+from suite.analysis import primary
 from suite.analysis import tables as paper
 from suite.analysis.grouping import choose_baseline, group_keys
 from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
 from suite.analysis.findings import findings
 from suite.analysis.lr import lr_table
 from suite.analysis.propagation import KIND, is_propagation, summary_frame
-from suite.analysis.summary import power_table, runs_frame, summarize
+from suite.analysis.summary import runs_frame, summarize
 from suite.analysis.trends import aggregates, depth_trends
 
 FORMATS = ("md", "tex", "csv")
@@ -32,10 +34,7 @@ def analyze(
     baseline: str | None = None,
     by: list[str] | None = None,
     formats: tuple[str, ...] | list[str] = FORMATS,
-    power: bool = False,
     figures: bool = True,
-    power_diff: float = 0.05,
-    power_rates: tuple[float, float] = (0.1, 0.5),
 ) -> pd.DataFrame:
     """Analyse a folder of runs and write ``runs.csv``, ``tables/``, ``findings.md`` and ``figures/`` into it.
 
@@ -44,13 +43,12 @@ def analyze(
         baseline: variant to compare against; default ``preln`` (required if absent).
         by: group keys replacing the automatic ones (``variant`` is always kept).
         formats: any of ``md``, ``tex``, ``csv`` for the tables.
-        power: also write ``tables/power.*``: seeds per cell to detect ``power_diff`` (a fraction of
-            accuracy) by a paired t-test and not-ok rates ``power_rates`` by Fisher's test.
         figures: write the figures (PNG and PDF).
 
     Returns:
         The per-group summary (the content of ``tables/summary.csv``); ``attrs["written"]`` lists
-        the files written, ``attrs["keys"]`` the group keys, ``attrs["baseline"]`` the baseline.
+        the files written, ``attrs["keys"]`` the group keys, ``attrs["baseline"]`` the baseline,
+        ``attrs["primary"]`` the primary comparison's :class:`~suite.analysis.primary.Answer` (or None).
 
     Raises:
         AnalysisError: on any user error (bad folder, mixed ablations, missing baseline, ...).
@@ -81,8 +79,9 @@ def analyze(
         "trends": depth_trends(runs, keys, base),
         "aggregate": aggregates(runs, keys, base),
         "lr": lr_table(runs, keys, base),
-        "power": power_table(summary, keys, power_diff, power_rates) if power else None,
     }
+    declared = primary.read(root)
+    answer = primary.evaluate(runs, declared, primary.read_design(root)) if declared else None
     title = str(runs[0].get("ablation") or root.resolve().name)
     intro = f"{len(runs)} runs in {len(summary)} groups."
     written = [tables.write_csv(runs_frame(runs, keys, base), root / "runs.csv")]
@@ -97,13 +96,13 @@ def analyze(
             else:
                 doc = paper.document(fmt, kind, title, frame, keys, base, intro)
                 written.append(tables.write_text(doc, table_dir / f"{kind}.{fmt}"))
-    text = findings(title, summary, keys, base, frames["trends"], frames["aggregate"], frames["lr"])
+    text = findings(title, summary, keys, base, frames["trends"], frames["aggregate"], frames["lr"], answer)
     written.append(tables.write_text(text, root / "findings.md"))
     if figures:
         from suite.analysis import figures as fig  # matplotlib is slow to import: only when drawing
 
         written += fig.draw_all(root, runs, summary, keys, base, title, frames["lr"])
-    summary.attrs.update(written=[str(p) for p in written], keys=keys, baseline=base)
+    summary.attrs.update(written=[str(p) for p in written], keys=keys, baseline=base, primary=answer)
     return summary
 
 

@@ -1,6 +1,6 @@
 """Figures for the analysis (matplotlib, Agg backend): PNG and PDF into ``DIR/figures/``.
 
-- ``accuracy_vs_depth``: recipe accuracy (%) with 95% Student-t bars, per scheme;
+- ``accuracy_vs_depth``: the score (%) with its 95% interval as bars, per scheme;
 - ``not_ok_vs_depth``: not-ok fraction (diverged or failed) with Wilson 95% bands, per scheme;
 - ``scales_<variant>``: mean |scale| of each block over training (one line per block, coloured by
   its position in depth), one panel per depth, for schemes that log scales;
@@ -77,9 +77,9 @@ def accuracy_vs_depth(part: pd.DataFrame, colors: dict[str, Any], title: str) ->
         err = np.nan_to_num(np.abs(100 * rows[["acc_ci_low", "acc_ci_high"]].to_numpy(float).T - y))
         ax.errorbar(x, y, yerr=err, color=colors[v], marker="o", capsize=3, label=v)
     _depth_axis(ax, depths)
-    ax.set_ylabel("recipe accuracy (%)")
+    ax.set_ylabel("score (%)")
     ax.set_title(title)
-    fig.text(0.01, -0.02, "recipe accuracy: diverged runs at chance, failed runs as measured; bars: 95% t interval",
+    fig.text(0.01, -0.02, "score: ok runs at their test accuracy, diverged and failed runs at chance; bars: 95% interval",
              fontsize="small", color="0.3")
     ax.grid(alpha=0.3)
     ax.legend(title="scheme", fontsize="small")

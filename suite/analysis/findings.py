@@ -1,11 +1,15 @@
-"""``findings.md``: the comparisons a reader cares about, in words, generated from the tables.
+"""``findings.md``: the declared question's answer first, in words; then every other comparison as an
+exploratory estimate.
 
-One line per comparison of a scheme with the baseline: recipe accuracy per depth (paired or Welch
-t-test), the not-ok rate per depth (Fisher), the trend with depth (OLS interaction) and the
-aggregate over depths (probability of improvement); with a learning-rate axis, first each scheme at its
-own best learning rate, its LR sensitivity and its stability frontier (``lr.py``). Each names its test and Holm-adjusted p. A
-difference is worded as one only when that p is below 0.05; otherwise "no detectable difference",
-with the interval, so a reader sees how large a difference the data cannot rule out.
+The first paragraph answers the ablation's primary comparison (``primary:`` in the ablation file,
+:mod:`suite.analysis.primary`), tested alone at alpha = 0.05: a difference, no difference within the
+declared margin, or undecided with the seeds that would decide it. Without a declared primary the
+file says so. Everything after it is exploratory: each comparison of a scheme with the baseline
+(the score at each scheme's best learning rate, LR sensitivity and the stability frontier; per
+learning rate the score and the not-ok rate per depth, the depth interaction and the across-depth
+aggregate) is an estimate with its simultaneous 95% interval (Bonferroni over the comparisons of
+its table section) and its adjusted p, and no verdict words. The interval printed next to a p-value
+is always the one that agrees with it.
 """
 
 from __future__ import annotations
@@ -16,80 +20,76 @@ import pandas as pd
 
 from suite.analysis.grouping import DEPTH, LR, sections, section_keys, variant_order
 from suite.analysis.markup import fmt_value
+from suite.analysis.primary import Answer, paragraph
+from suite.analysis.stats import fisher_min_p
 
 ALPHA = 0.05
-
-
-def _p(p: float) -> str:
-    """``Holm p = 0.020``, ``Holm p < 0.001``, or ``no test``."""
-    return "no test" if math.isnan(p) else ("Holm p < 0.001" if p < 0.001 else f"Holm p = {p:.3f}")
-
-
-def _verdict(p: float, estimate: float, more: str, less: str) -> str:
-    if math.isnan(p):
-        return "not tested (too few runs)"
-    if p < ALPHA:
-        return more if estimate > 0 else less
-    return "no detectable difference"
 
 
 def _points(x: float) -> str:
     return f"{100 * x:+.1f}"
 
 
-def accuracy_line(row: pd.Series, baseline: str) -> str:
-    """One cell's recipe-accuracy comparison, e.g. ``depth 24: 66.2% vs 40.0%, +26.2 points ...``."""
-    where = f"depth {fmt_value(row[DEPTH])}" if DEPTH in row else "all runs"
+def _adj(p: float, m: int) -> str:
+    """``adjusted p = 0.020 (x6)`` or ``no test``."""
+    if math.isnan(p):
+        return "no test"
+    return ("adjusted p < 0.001" if p < 0.001 else f"adjusted p = {p:.3f}") + f", Bonferroni x{int(m)}"
+
+
+def _interval(low: float, high: float, m: int) -> str:
+    if math.isnan(low):
+        return "no interval"
+    level = "95% CI" if m <= 1 else "simultaneous 95% CI"
+    return f"{level} [{_points(low)}, {_points(high)}]"
+
+
+def _where(row: pd.Series) -> str:
+    return f"depth {fmt_value(row[DEPTH])}" if DEPTH in row else "all runs"
+
+
+def score_line(row: pd.Series, base: pd.Series) -> str:
+    """One cell's score against the baseline's: an estimate, its simultaneous interval, adjusted p."""
     if not row["acc_test"]:
-        return f"{where}: accuracy not compared (no runs to score on one side)"
-    interval = ("no interval" if math.isnan(row["acc_diff_ci_low"])
-                else f"95% CI [{_points(row['acc_diff_ci_low'])}, {_points(row['acc_diff_ci_high'])}]")
-    test = f"{row['acc_test']}" + (f" on {row['acc_pairs']} seed pairs" if row["acc_pairs"] else "")
-    verdict = _verdict(row["acc_p_holm"], row["acc_diff"], f"higher than {baseline}", f"lower than {baseline}")
-    return (f"{where}: recipe accuracy {100 * row['acc_mean']:.1f}% vs {100 * row['_base_acc']:.1f}%: {verdict} "
-            f"(difference {_points(row['acc_diff'])} points, {interval}; {test}, {_p(row['acc_p_holm'])})")
+        return f"{_where(row)}: score not compared (no runs to score on one side)"
+    test = row["acc_test"] + (f" on {row['acc_pairs']} seed pairs" if row["acc_pairs"] else "")
+    return (f"{_where(row)}: score {100 * row['acc_mean']:.1f}% vs {100 * base['acc_mean']:.1f}%, difference "
+            f"{_points(row['acc_diff'])} points ({_interval(row['acc_diff_ci_low'], row['acc_diff_ci_high'], row['acc_p_m'])}; "
+            f"{test}, {_adj(row['acc_p_adj'], row['acc_p_m'])})")
 
 
-def rate_line(row: pd.Series, baseline: str) -> str:
-    where = f"depth {fmt_value(row[DEPTH])}" if DEPTH in row else "all runs"
-    verdict = _verdict(row["not_ok_p_holm"], row["not_ok_rate"] - row["_base_rate"],
-                       f"more often not ok than {baseline}", f"less often not ok than {baseline}")
-    return (f"{where}: not ok {row['n_not_ok']}/{row['n']} vs {row['_base_n_not_ok']}/{row['_base_n']}: {verdict} "
-            f"(Fisher's exact test, {_p(row['not_ok_p_holm'])})")
+def rate_line(row: pd.Series, base: pd.Series) -> str:
+    floor = fisher_min_p(int(row["n"]), int(base["n"])) if row["n"] and base["n"] else math.nan
+    reach = (f"; {row['n']} vs {base['n']} runs can reach p = {floor:.2f} at best, so no rate difference can "
+             f"show here" if floor >= ALPHA else "")
+    return (f"{_where(row)}: not ok {row['n_not_ok']}/{row['n']} vs {base['n_not_ok']}/{base['n']} "
+            f"(Fisher's exact test, {_adj(row['not_ok_p_adj'], row['not_ok_p_m'])}{reach})")
 
 
 def trend_lines(row: pd.Series, baseline: str) -> list[str]:
     out = []
-    if not math.isnan(row["acc_slope_diff"]):
-        verdict = _verdict(row["acc_slope_diff_p_holm"], row["acc_slope_diff"],
-                           f"accuracy holds up better with depth than {baseline}'s",
-                           f"accuracy falls faster with depth than {baseline}'s")
-        out.append(f"trend: accuracy slope {_points(row['acc_slope'])} points per doubling of depth: {verdict} "
-                   f"(difference {_points(row['acc_slope_diff'])}, 95% CI "
-                   f"[{_points(row['acc_slope_diff_ci_low'])}, {_points(row['acc_slope_diff_ci_high'])}]; OLS "
-                   f"interaction, {_p(row['acc_slope_diff_p_holm'])})")
+    if not math.isnan(row["acc_interaction"]):
+        bound = (f"; {row['bound']}: one side scores {'chance' if row['bound'] == 'floor' else '100%'} in every "
+                 f"run of a depth, so the difference there is truncated and not tested" if row["bound"] else "")
+        what = ("change of the difference from " + row["acc_interaction_kind"].replace("->", " to ")
+                if row["acc_interaction_kind"].startswith("depth") else "slope of the difference per doubling")
+        out.append(f"depth interaction with {baseline} ({what}): {_points(row['acc_interaction'])} points "
+                   f"({_interval(row['acc_interaction_ci_low'], row['acc_interaction_ci_high'], row['acc_interaction_p_m'])}; "
+                   f"{row['acc_interaction_test']}, {_adj(row['acc_interaction_p_adj'], row['acc_interaction_p_m'])}{bound})")
     if not math.isnan(row["not_ok_slope_diff"]):
-        verdict = _verdict(row["not_ok_slope_diff_p_holm"], row["not_ok_slope_diff"],
-                           f"fails more steeply with depth than {baseline}", f"fails less steeply with depth than {baseline}")
-        out.append(f"trend: not-ok log-odds per doubling {row['not_ok_slope_diff']:+.2f} against {baseline}: "
-                   f"{verdict} (binomial GLM interaction, {_p(row['not_ok_slope_diff_p_holm'])})")
-    else:
-        out.append("trend: not-ok trend not compared (never or always not ok on one side, or separated by depth)")
+        out.append(f"not-ok log-odds per doubling, minus {baseline}'s: {row['not_ok_slope_diff']:+.2f} (binomial GLM "
+                   f"interaction, {_adj(row['not_ok_slope_diff_p_adj'], row['not_ok_slope_diff_p_m'])})")
     return out
 
 
 def aggregate_line(row: pd.Series, baseline: str) -> str:
     if math.isnan(row["poi"]):
-        return "across depths: not compared"
-    if math.isnan(row["poi_ci_low"]):
-        return (f"across depths: P(a run beats {baseline}'s at the same depth) = {row['poi']:.2f}, no interval "
-                f"(too few runs to resample)")
-    above = row["poi_ci_low"] > 0.5
-    below = row["poi_ci_high"] < 0.5
-    verdict = "better than" if above else "worse than" if below else "no detectable difference from"
-    return (f"across depths: {verdict} {baseline}: P(a run beats {baseline}'s at the same depth) = {row['poi']:.2f} "
-            f"(95% stratified bootstrap CI [{row['poi_ci_low']:.2f}, {row['poi_ci_high']:.2f}]; 0.5 = no tendency); "
-            f"IQM accuracy {100 * row['iqm']:.1f}%")
+        return (f"across depths: IQM score {100 * row['iqm']:.1f}%; P(a run beats {baseline}'s) not reported "
+                f"({row['poi_pairs']} seed pairs, fewer than 10)")
+    interval = ("no interval" if math.isnan(row["poi_ci_low"])
+                else f"95% stratified bootstrap CI [{row['poi_ci_low']:.2f}, {row['poi_ci_high']:.2f}]")
+    return (f"across depths: P(the run beats {baseline}'s with the same seed and depth) = {row['poi']:.2f} "
+            f"({interval}; 0.5 = no tendency; {row['poi_pairs']} pairs); IQM score {100 * row['iqm']:.1f}%")
 
 
 def _frontier(row: pd.Series) -> str:
@@ -99,32 +99,35 @@ def _frontier(row: pd.Series) -> str:
 
 
 def lr_lines(row: pd.Series, base: pd.Series, baseline: str) -> list[str]:
-    """One cell of the learning-rate analysis against the baseline's cell, in words."""
-    where = f"depth {fmt_value(row[DEPTH])}" if DEPTH in row else "all runs"
+    """One cell of the learning-rate analysis against the baseline's cell, as estimates."""
+    where = _where(row)
     on = "validation" if row["selected_on"] == "val" else "TEST (no validation split)"
     out = []
     if math.isnan(row["best_lr"]) or math.isnan(base["best_lr"]):
         out.append(f"{where}: best learning rate not compared (no runs to score on one side)")
     else:
-        interval = ("no interval" if math.isnan(row["test_diff_ci_low"])
-                    else f"95% CI [{_points(row['test_diff_ci_low'])}, {_points(row['test_diff_ci_high'])}]")
         test = "paired t" + (f" on {row['test_pairs']} seed pairs" if row["test_pairs"] else "")
         test = test if row["test_pairs"] else "Welch t"
-        verdict = _verdict(row["test_p_holm"], row["test_diff"], f"higher than {baseline}", f"lower than {baseline}")
+        agree = ""
+        if not math.isnan(row["best_lr_agree"]) and not math.isnan(base["best_lr_agree"]):
+            agree = (f"; resampling the seeds, the same rate wins {100 * row['best_lr_agree']:.0f}% of the time "
+                     f"({baseline}'s: {100 * base['best_lr_agree']:.0f}%)")
+        if not math.isnan(row["test_diff_boot_low"]):
+            agree += (f"; selection-inclusive bootstrap 95% interval [{_points(row['test_diff_boot_low'])}, "
+                      f"{_points(row['test_diff_boot_high'])}]")
         out.append(f"{where}: at its best learning rate ({fmt_value(row['best_lr'])}, selected on {on}) test "
                    f"{100 * row['test_mean']:.1f}% vs {100 * base['test_mean']:.1f}% at {baseline}'s "
-                   f"({fmt_value(base['best_lr'])}): {verdict} (difference {_points(row['test_diff'])} points, "
-                   f"{interval}; {test}, {_p(row['test_p_holm'])})")
+                   f"({fmt_value(base['best_lr'])}): {_points(row['test_diff'])} points "
+                   f"({_interval(row['test_diff_ci_low'], row['test_diff_ci_high'], row['test_p_m'])}; {test}, "
+                   f"{_adj(row['test_p_adj'], row['test_p_m'])}{agree})")
     never = [name for name, r in ((row["variant"], row), (baseline, base)) if not r["above_chance"]]
     if never:
         out.append(f"{where}: LR sensitivity not compared ({' and '.join(never)} never beat chance at any rate)")
     elif row["sens_n"] and base["sens_n"]:
-        interval = ("no interval" if math.isnan(row["sens_diff_ci_low"])
-                    else f"95% CI [{_points(row['sens_diff_ci_low'])}, {_points(row['sens_diff_ci_high'])}]")
-        verdict = _verdict(row["sens_p_holm"], row["sens_diff"], f"more sensitive to the learning rate than {baseline}",
-                           f"less sensitive to the learning rate than {baseline}")
-        out.append(f"{where}: LR sensitivity {100 * row['sens_mean']:.1f} vs {100 * base['sens_mean']:.1f} points: "
-                   f"{verdict} (difference {_points(row['sens_diff'])}, {interval}; {_p(row['sens_p_holm'])})")
+        out.append(f"{where}: LR sensitivity {100 * row['sens_mean']:.0f}% vs {100 * base['sens_mean']:.0f}% of the "
+                   f"gain over chance lost at an untuned rate: {_points(row['sens_diff'])} points "
+                   f"({_interval(row['sens_diff_ci_low'], row['sens_diff_ci_high'], row['sens_p_m'])}; "
+                   f"{_adj(row['sens_p_adj'], row['sens_p_m'])})")
     out.append(f"{where}: stability frontier {_frontier(row)} vs {_frontier(base)} (the largest rate with at most "
                f"half of the runs not ok; not a test)")
     return out
@@ -133,12 +136,11 @@ def lr_lines(row: pd.Series, base: pd.Series, baseline: str) -> list[str]:
 def _lr_section(lr: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
     rest = [k for k in keys if k != LR]
     skeys = section_keys(rest)
-    lines = ["## Each scheme at its own best learning rate", "",
-             "Selected on validation accuracy; reported on test. Not-ok runs scored at chance. Tables: "
-             "tables/lr.md.", ""]
+    lines = ["### Each scheme at its own best learning rate", "",
+             "Selected on validation accuracy; reported on test. Not-ok runs score chance. Tables: tables/lr.md.", ""]
     for label, part in sections(lr, rest):
         if skeys:
-            lines += [f"### {', '.join(f'{k} = {fmt_value(v)}' for k, v in zip(skeys, label))}", ""]
+            lines += [f"#### {', '.join(f'{k} = {fmt_value(v)}' for k, v in zip(skeys, label))}", ""]
         base = part[part["variant"] == baseline]
         for variant in variant_order(list(part["variant"]), baseline):
             if variant == baseline:
@@ -148,41 +150,48 @@ def _lr_section(lr: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
                 b = (base[base[DEPTH] == row[DEPTH]] if DEPTH in rest else base).iloc[0]
                 lines += [f"- {text}" for text in lr_lines(row, b, baseline)]
             lines.append("")
-    return lines + ["## At each learning rate", ""]
+    return lines + ["### At each learning rate", ""]
 
 
 def findings(title: str, summary: pd.DataFrame, keys: list[str], baseline: str,
-             trends: pd.DataFrame | None, aggregate: pd.DataFrame | None, lr: pd.DataFrame | None = None) -> str:
-    """The text of ``findings.md`` (Markdown; deterministic, like the tables). With a learning-rate
-    axis (``lr``, from :func:`suite.analysis.lr.lr_table`) the best-rate comparison comes first."""
-    lines = [f"# Findings: {title}", "",
-             f"Written by `suite analyze` from tables/*.csv; every scheme against `{baseline}`. Accuracy is recipe "
-             f"accuracy (every run that did not error; diverged runs at chance). A difference is stated only at "
-             f"Holm-adjusted p < {ALPHA} (Holm over the schemes and depths of one table), or for the comparison "
-             f"across depths when its 95% interval excludes 0.5; otherwise \"no detectable difference\", with the "
-             f"interval of what the data allows. Methods: docs/statistics.md.", ""]
+             trends: pd.DataFrame | None, aggregate: pd.DataFrame | None, lr: pd.DataFrame | None = None,
+             answer: Answer | None = None) -> str:
+    """The text of ``findings.md`` (Markdown; deterministic, like the tables).
+
+    Args:
+        answer: the primary comparison's result (:func:`suite.analysis.primary.evaluate`), if declared.
+        lr: with a learning-rate axis (:func:`suite.analysis.lr.lr_table`), the best-rate comparisons
+            come first among the exploratory ones.
+    """
+    lines = [f"# Findings: {title}", ""]
+    if answer is not None:
+        lines += [paragraph(answer), ""]
+    else:
+        lines += ["No primary comparison is declared (`primary:` in the ablation file, docs/ablations.md), so "
+                  "nothing below is a test of a hypothesis stated before the runs.", ""]
+    lines += ["## Exploratory comparisons", "",
+              f"Every scheme against `{baseline}`. Scores: an ok run at its accuracy, a diverged or failed run at "
+              f"chance; error runs left out. Each difference comes with a simultaneous 95% interval and a p-value, "
+              f"both Bonferroni-adjusted over the comparisons of its table section (xm), so an interval excludes 0 "
+              f"exactly when its adjusted p is below {ALPHA}. These are estimates to read, not verdicts: the "
+              f"question this ablation decides is the primary comparison above. Methods: docs/statistics.md.", ""]
     if lr is not None and not lr.empty:
         lines += _lr_section(lr, keys, baseline)
     skeys = section_keys(keys)
     for label, part in sections(summary, keys):
         if skeys:
-            level = "###" if lr is not None and not lr.empty else "##"
+            level = "####" if lr is not None and not lr.empty else "###"
             lines += [f"{level} {', '.join(f'{k} = {fmt_value(v)}' for k, v in zip(skeys, label))}", ""]
         base = part[part["variant"] == baseline]
         for variant in variant_order(list(part["variant"]), baseline):
             if variant == baseline:
                 continue
             rows = part[(part["variant"] == variant) & part["has_baseline"]]
-            lines.append(f"**{variant}** vs `{baseline}`:")
-            lines.append("")
+            lines += [f"**{variant}** vs `{baseline}`:", ""]
             for _, row in rows.iterrows():
-                match = base[base[DEPTH] == row[DEPTH]] if DEPTH in keys else base
-                b = match.iloc[0]
-                row = row.copy()
-                row["_base_acc"], row["_base_rate"] = b["acc_mean"], b["not_ok_rate"]
-                row["_base_n_not_ok"], row["_base_n"] = b["n_not_ok"], b["n"]
-                lines.append(f"- {accuracy_line(row, baseline)}")
-                lines.append(f"- {rate_line(row, baseline)}")
+                b = (base[base[DEPTH] == row[DEPTH]] if DEPTH in keys else base).iloc[0]
+                lines.append(f"- {score_line(row, b)}")
+                lines.append(f"- {rate_line(row, b)}")
             for frame, render in ((trends, trend_lines), (aggregate, lambda r, b: [aggregate_line(r, b)])):
                 if frame is None:
                     continue

@@ -3,19 +3,23 @@
 Used when ``train.lr`` is a group key (an ablation with a learning-rate axis). A *cell* is a group
 without the learning rate: scheme x depth x the other keys. In a cell:
 
-- **score** of a run: its accuracy if it ended ``ok``; chance (``1 / model.num_classes``) if it
-  ``diverged`` or ``failed``; an ``error`` run is left out. Validation and test are scored alike.
+- **score** of a run: :func:`suite.analysis.score.score` (accuracy if ``ok``, chance if not ok).
 - **best learning rate**: the rate with the highest mean *validation* score (ties: the smaller
   rate). Nothing is selected on test accuracy; the test score at the selected rate is reported with
-  its 95% Student-t interval, and compared with the baseline's at *its* best rate (paired by seed).
-  Runs without a validation split (``data.val_fraction: 0``) are selected on test and say so
-  (``selected_on``), an optimistic choice.
-- **LR sensitivity** (Wortsman et al. 2023, "Small-scale proxies for large-scale Transformer
-  training instabilities", with accuracy for loss): the mean over the rates tested of (best mean
-  validation score - mean validation score at that rate). 0 = every rate is as good as the best; it
-  depends on the grid, so compare schemes on one grid, and a scheme that trains at no rate also
-  scores 0 (``above_chance`` False: its best mean is chance). Per seed, the same mean of (best mean - that
-  seed's score) gives the interval and the paired test against the baseline.
+  its interval (:func:`suite.analysis.stats.score_interval`), and compared with the baseline's at
+  *its* best rate (paired by seed; Bonferroni over the section, simultaneous interval). The choice is
+  itself noisy: resampling the seeds (shared by both cells) and choosing again gives how often the
+  same rate wins (``best_lr_agree``) and a selection-inclusive percentile interval of the difference
+  (``test_diff_boot_*``). Runs without a validation split (``data.val_fraction: 0``) are selected on
+  test and say so (``selected_on``), an optimistic choice.
+- **LR sensitivity** (after Wortsman et al. 2023, "Small-scale proxies for large-scale Transformer
+  training instabilities", with accuracy for loss), normalised: the mean over the rates tested of
+  (best mean validation score - mean validation score at that rate) / (best mean - chance), the
+  share of what the scheme can gain over chance that an untuned rate loses, 0 (every rate as good as
+  the best) to 1 (only the best rate learns anything). Unnormalised, a scheme with a higher peak looks
+  more sensitive for having more to lose. It depends on the grid, so compare schemes on one grid; a
+  scheme that trains at no rate has none (``above_chance`` False). Per seed, the same mean gives the
+  interval and the paired test against the baseline.
 - **stability frontier**: the largest rate whose not-ok share (diverged or failed, among runs that
   did not error) is at most 0.5; ``censored`` when that is the largest rate tested.
 """
@@ -29,8 +33,12 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis import stats
-from suite.analysis.grouping import LR, group_of, sections, sort_value, variant_order
+from suite.analysis.grouping import LR, adjust_family, group_of, sort_value, variant_order
+from suite.analysis.score import chance as chance_of
+from suite.analysis.score import score
 from suite.analysis.summary import compare_accuracy
+
+BOOTSTRAP_RESAMPLES = 2000  # seed resamples for the selection-inclusive interval (seeded: reruns agree)
 
 MAX_NOT_OK = 0.5  # the frontier: the largest rate with at most this share of not-ok runs
 
@@ -38,22 +46,13 @@ COLUMNS = [
     "is_baseline", "has_baseline", "selected_on", "n_lr", "lr_tested_min", "lr_tested_max",
     "best_lr", "best_lr_at_edge", "val_at_best", "above_chance",
     "test_n", "test_mean", "test_ci_low", "test_ci_high",
-    "test_pairs", "test_diff", "test_diff_ci_low", "test_diff_ci_high", "test_p", "test_p_holm",
+    "test_pairs", "test_diff", "test_diff_ci_low", "test_diff_ci_high", "test_diff_sd", "test_p", "test_p_adj",
+    "test_p_m",
+    "best_lr_agree", "test_diff_boot_low", "test_diff_boot_high",
     "sens_n", "sens_mean", "sens_ci_low", "sens_ci_high",
-    "sens_diff", "sens_diff_ci_low", "sens_diff_ci_high", "sens_p", "sens_p_holm",
+    "sens_diff", "sens_diff_ci_low", "sens_diff_ci_high", "sens_p", "sens_p_adj", "sens_p_m",
     "lr_stable_max", "censored",
 ]
-
-
-def score(run: dict[str, Any], split: str) -> float | None:
-    """A run's ``val`` or ``test`` accuracy with not-ok runs at chance; None for ``error`` (or unknown)."""
-    if run["status"] == "error":
-        return None
-    if run["status"] in ("diverged", "failed"):
-        classes = run.get("model.num_classes")
-        return 1.0 / classes if isinstance(classes, int) and classes > 0 else None
-    value = run.get(f"{split}_acc")
-    return float(value) if value is not None and math.isfinite(value) else None
 
 
 def _cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
@@ -75,14 +74,15 @@ def _cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
         out.update(best_lr=math.nan, best_lr_at_edge="", val_at_best=math.nan, above_chance=False, _test=[], _sens=[])
         return out
     best_mean = max(means.values())
-    classes = next((r["model.num_classes"] for r in runs if isinstance(r.get("model.num_classes"), int)), None)
-    chance = 1.0 / classes if classes else 0.0
+    chance = next((c for c in map(chance_of, runs) if c is not None), 0.0)
     out["above_chance"] = bool(best_mean > chance + 1e-9)
     best = min(lr for lr, m in means.items() if m == best_mean)
     edge = "lowest" if best == lrs[0] and len(lrs) > 1 else "highest" if best == lrs[-1] and len(lrs) > 1 else ""
-    test = [(r.get("seed"), score(r, "test")) for r in by_lr[best]]
-    out.update(best_lr=best, best_lr_at_edge=edge, val_at_best=best_mean,
-               _test=[(s, x) for s, x in test if x is not None])
+    test = [(r.get("seed"), score(r, "test"), r["status"] == "ok") for r in by_lr[best]]
+    test = [(s, x, ok) for s, x, ok in test if x is not None]
+    out.update(best_lr=best, best_lr_at_edge=edge, val_at_best=best_mean, _test=[(s, x) for s, x, _ in test],
+               _test_interval=stats.score_interval([x for _, x, _ in test], [ok for *_, ok in test], chance),
+               _val=val, _test_by_lr={lr: {r.get("seed"): score(r, "test") for r in by_lr[lr]} for lr in lrs})
     # Per seed: the mean shortfall from the cell's best mean, over every rate (a seed needs a scored run at each).
     per_seed: dict[Any, dict[float, float]] = {}
     for lr, pairs in val.items():
@@ -90,9 +90,60 @@ def _cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
             per_seed.setdefault(seed, {})[lr] = x
     complete = [s for s, xs in per_seed.items() if len(xs) == len(lrs) and
                 all(len([1 for t, _ in val[lr] if t == s]) == 1 for lr in lrs)]
-    out["_sens"] = [(s, float(np.mean([best_mean - per_seed[s][lr] for lr in lrs])))
-                    for s in sorted(complete, key=sort_value)]
+    gain = best_mean - chance
+    out["_sens"] = [] if gain <= 1e-9 else [(s, float(np.mean([(best_mean - per_seed[s][lr]) / gain for lr in lrs])))
+                                            for s in sorted(complete, key=sort_value)]
     return out
+
+
+def _best_rate(val: dict[float, dict[Any, float]], seeds: list[Any]) -> float:
+    """The rate with the highest mean validation score over ``seeds`` (ties: the smaller)."""
+    means = {lr: np.mean([xs[s] for s in seeds]) for lr, xs in val.items()}
+    top = max(means.values())
+    return min(lr for lr, m in means.items() if m == top)
+
+
+def _complete(cell: dict[str, Any]) -> tuple[dict[float, dict[Any, float]], list[Any]]:
+    """A cell's validation scores by rate and seed, and the seeds scored at every rate (val and test)."""
+    val = {lr: dict(pairs) for lr, pairs in cell["_val"].items()}
+    seeds = set.intersection(*(set(v) for v in val.values())) if val else set()
+    seeds = {s for s in seeds if all(cell["_test_by_lr"][lr].get(s) is not None for lr in val)}
+    return val, sorted(seeds, key=sort_value)
+
+
+def choice_agreement(cell: dict[str, Any], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> float:
+    """How often resampling the cell's seeds (with replacement) and choosing again picks the same best
+    rate as all seeds do; nan with fewer than 3 seeds scored at every rate."""
+    val, seeds = _complete(cell)
+    if len(seeds) < 3:
+        return math.nan
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(seeds), (resamples, len(seeds)))
+    return float(np.mean([_best_rate(val, [seeds[j] for j in pick]) == cell["best_lr"] for pick in picks]))
+
+
+def selection_bootstrap(cell: dict[str, Any], base: dict[str, Any], resamples: int = BOOTSTRAP_RESAMPLES,
+                        seed: int = 0) -> tuple[float, float]:
+    """Selection-inclusive interval of the best-rate difference: resample the seeds both cells share
+    (with replacement), choose each scheme's best rate again on the resampled validation means, and
+    take the test difference there.
+
+    Returns:
+        The 2.5% and 97.5% percentiles of the difference; nan without at least 3 shared seeds scored
+        at every rate.
+    """
+    (va, sa), (vb, sb) = _complete(cell), _complete(base)
+    seeds = sorted(set(sa) & set(sb), key=sort_value)
+    if len(seeds) < 3:
+        return (math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    diffs = np.empty(resamples)
+    for i in range(resamples):
+        pick = [seeds[j] for j in rng.integers(0, len(seeds), len(seeds))]
+        ra, rb = _best_rate(va, pick), _best_rate(vb, pick)
+        diffs[i] = np.mean([cell["_test_by_lr"][ra][s] - base["_test_by_lr"][rb][s] for s in pick])
+    low, high = np.quantile(diffs, [0.025, 0.975])
+    return (float(low), float(high))
 
 
 def _interval(values: list[float], clip: bool) -> tuple[int, float, float, float]:
@@ -126,7 +177,7 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
     order = {v: i for i, v in enumerate(variant_order([g[0] for g in groups], baseline))}
     ordered = sorted(groups, key=lambda g: (order[g[0]], [sort_value(v) for v in g[1:]]))
     cells = {g: _cell(groups[g], split) for g in ordered}
-    rows = []
+    rows, diffs = [], {"test": [], "sens": []}
     for g in ordered:
         cell, base = cells[g], cells.get((baseline,) + g[1:])
         is_base = g[0] == baseline
@@ -135,21 +186,26 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
         row.update({k: v for k, v in cell.items() if not k.startswith("_")})
         for name, values, clip in (("test", cell["_test"], True), ("sens", cell["_sens"], False)):
             n, mean, low, high = _interval([x for _, x in values], clip)
+            if name == "test" and "_test_interval" in cell:
+                low, high = cell["_test_interval"]
             row.update({f"{name}_n": n, f"{name}_mean": mean, f"{name}_ci_low": low, f"{name}_ci_high": high})
-            diff = stats.NO_DIFFERENCE
+            diff, sd = stats.NO_DIFFERENCE, math.nan
             if not is_base and base is not None and values and base[f"_{name}"]:
-                diff, _ = compare_accuracy(values, base[f"_{name}"])
+                diff, sd = compare_accuracy(values, base[f"_{name}"])
             row.update({f"{name}_diff": diff.estimate, f"{name}_diff_ci_low": diff.low,
                         f"{name}_diff_ci_high": diff.high, f"{name}_p": diff.p})
+            diffs[name].append(diff if diff.test else None)
             if name == "test":
-                row["test_pairs"] = diff.n_pairs
+                row.update(test_pairs=diff.n_pairs, test_diff_sd=sd)
+        agree = choice_agreement(cell) if "_val" in cell else math.nan
+        boot_low = boot_high = math.nan
+        if not is_base and base is not None and "_val" in cell and "_val" in base:
+            boot_low, boot_high = selection_bootstrap(cell, base)
+        row.update(best_lr_agree=agree, test_diff_boot_low=boot_low, test_diff_boot_high=boot_high)
         rows.append(row)
     frame = pd.DataFrame(rows)
-    for column in ("test_p", "sens_p"):
-        adjusted = pd.Series(math.nan, index=frame.index)
-        for _, part in sections(frame, rest):
-            adjusted[part.index] = stats.holm(part[column].to_numpy(dtype=float))
-        frame[f"{column}_holm"] = adjusted
+    adjust_family(frame, rest, "test_p", diffs["test"], "test_diff")
+    adjust_family(frame, rest, "sens_p", diffs["sens"], "sens_diff")
     return frame[rest + COLUMNS]
 
 

@@ -42,7 +42,7 @@ def linear_slope(x: Sequence[float], y: Sequence[float], alpha: float = 0.05) ->
 
     Args:
         x: predictor, shape (n,) (here log2 of the depth).
-        y: response, shape (n,) (here recipe accuracy).
+        y: response, shape (n,) (here the score).
 
     Returns:
         The :class:`Slope`; all nan unless x takes at least 2 values and n >= 3.
@@ -55,24 +55,6 @@ def linear_slope(x: Sequence[float], y: Sequence[float], alpha: float = 0.05) ->
     fit = sm.OLS(y, _design(x, None)).fit()
     low, high = fit.conf_int(alpha)[1]
     return Slope(float(fit.params[1]), float(low), float(high), float(fit.pvalues[1]))
-
-
-def slope_difference(x1: Sequence[float], y1: Sequence[float], x2: Sequence[float], y2: Sequence[float],
-                     alpha: float = 0.05) -> Slope:
-    """Slope of group 1 minus slope of group 2, from ``y ~ x + g + x:g`` fitted by OLS.
-
-    Returns:
-        The interaction as a :class:`Slope`; all nan unless each group has at least 2 distinct
-        x values and the joint fit has residual degrees of freedom.
-    """
-    x1, y1, x2, y2 = (np.asarray(v, dtype=float) for v in (x1, y1, x2, y2))
-    if np.unique(x1).size < 2 or np.unique(x2).size < 2 or x1.size + x2.size < 5:
-        return NO_SLOPE
-    import statsmodels.api as sm
-
-    fit = sm.OLS(np.concatenate([y1, y2]), _design(x1, x2)).fit()
-    low, high = fit.conf_int(alpha)[3]
-    return Slope(float(fit.params[3]), float(low), float(high), float(fit.pvalues[3]))
 
 
 def logistic_slope_difference(x1: Sequence[float], k1: Sequence[int], x2: Sequence[float], k2: Sequence[int],

@@ -3,7 +3,7 @@
 Nothing here reads files or knows about runs. Every random draw comes from a
 ``numpy.random.Generator`` built from an explicit seed, so two calls with the same inputs return
 the same numbers. Library implementations (scipy, statsmodels) are preferred; each is pinned by
-hand-computed cases in ``tests/test_stats.py``.
+hand-computed cases in ``tests/analysis/test_stats.py``.
 
 Conventions: a confidence level is given as ``alpha`` (0.05 -> 95% interval); a statistic that
 cannot be computed (no data, a single observation for an interval) is ``nan``, never a
@@ -20,7 +20,6 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as sps
 from scipy.special import gammaln
-from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
 BOOTSTRAP_SEED = 0  # fixed so that reruns of the analysis write identical tables
@@ -73,8 +72,19 @@ class Difference:
     low: float
     high: float
     p: float
-    test: str  # "paired t", "Welch t", or "" when no test could be made
+    test: str  # "paired t", "Welch t", "Welch-Satterthwaite", or "" when no test could be made
     n_pairs: int = 0
+    se: float = math.nan  # standard error of the estimate
+    df: float = math.nan  # degrees of freedom of its t distribution
+
+    def at(self, alpha: float) -> "Difference":
+        """The same estimate and test with the interval at level ``1 - alpha`` (e.g. alpha / m for a
+        simultaneous interval over m comparisons); unchanged when there is no interval."""
+        if not (math.isfinite(self.se) and math.isfinite(self.df)):
+            return self
+        half = float(sps.t.isf(alpha / 2, self.df)) * self.se
+        return Difference(self.estimate, self.estimate - half, self.estimate + half, self.p, self.test,
+                          self.n_pairs, self.se, self.df)
 
 
 NO_DIFFERENCE = Difference(math.nan, math.nan, math.nan, math.nan, "")
@@ -126,7 +136,8 @@ def paired_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.0
         return Difference(float(d.mean()), math.nan, math.nan, math.nan, "paired t", int(d.size))
     low, high = t_interval(d, alpha)
     p = float(sps.ttest_1samp(d, 0.0).pvalue)
-    return Difference(float(d.mean()), low, high, p, "paired t", int(d.size))
+    return Difference(float(d.mean()), low, high, p, "paired t", int(d.size), float(d.std(ddof=1) / math.sqrt(d.size)),
+                      float(d.size - 1))
 
 
 def welch_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Difference:
@@ -149,29 +160,8 @@ def welch_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05
         return Difference(diff, math.nan, math.nan, math.nan, "Welch t")
     res = sps.ttest_ind(a, b, equal_var=False)
     ci = res.confidence_interval(1 - alpha)
-    return Difference(diff, float(ci.low), float(ci.high), float(res.pvalue), "Welch t")
-
-
-def holm(pvalues: Sequence[float]) -> np.ndarray:
-    """Holm's step-down adjustment of one family of p-values (controls the family-wise error).
-
-    Sorted ascending, the i-th smallest of m p-values becomes ``(m - i) * p`` (i from 0), then a
-    running maximum makes the adjusted values monotone, capped at 1. ``nan`` entries (comparisons
-    that could not be made) are left out of the family and stay ``nan``.
-
-    Args:
-        pvalues: raw p-values of one family, shape (m,).
-
-    Returns:
-        Adjusted p-values in the input order, shape (m,). Example: [0.01, 0.04, 0.03] ->
-        [0.03, 0.06, 0.06] (0.04 * 1 = 0.04 is raised to 0.06 by the monotonicity step).
-    """
-    p = np.asarray(pvalues, dtype=float)
-    out = np.full(p.shape, np.nan)
-    ok = ~np.isnan(p)
-    if ok.any():
-        out[ok] = multipletests(p[ok], method="holm")[1]
-    return out
+    se = math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+    return Difference(diff, float(ci.low), float(ci.high), float(res.pvalue), "Welch t", 0, se, float(res.df))
 
 
 # ----------------------------------------------------------------------------- power
@@ -262,30 +252,169 @@ def _smallest_n(enough, max_n: int) -> float:
     return float(hi)
 
 
+def t_power(difference: float, sd: float, n: int, alpha: float = 0.05) -> float:
+    """Power of the two-sided one-sample (paired) t-test with ``n`` pairs to detect a mean ``difference``.
+
+    Computed from the noncentral t distribution directly (``scipy.stats.nct``), both tails:
+    ``P(T > t_crit) + P(T < -t_crit)`` with ``T ~ nct(n - 1, difference / sd * sqrt(n))``. Survival
+    functions are used for both tails, so the value stays finite and increasing in n far into the
+    tail, where a library's ``1 - cdf`` can return nan.
+
+    Returns:
+        Power in [alpha, 1]; nan when ``n < 2`` or ``sd`` is not a positive number.
+    """
+    if n < 2 or not (math.isfinite(sd) and sd > 0) or not math.isfinite(difference):
+        return math.nan
+    df, nc = n - 1, abs(difference) / sd * math.sqrt(n)
+    crit = sps.t.isf(alpha / 2, df)
+    return float(min(1.0, sps.nct.sf(crit, df, nc) + sps.nct.sf(crit, df, -nc)))
+
+
+def sd_upper(sd: float, df: int, level: float = 0.8) -> float:
+    """One-sided upper confidence limit of a standard deviation, ``sd * sqrt(df / chi2_{1-level}(df))``.
+
+    Planning with the point estimate of an SD from 2 degrees of freedom is too optimistic about as
+    often as not; an upper limit (80% by convention, Browne 1995) makes the planned n hold with
+    that confidence. nan when ``df < 1``.
+    """
+    if df < 1 or not math.isfinite(sd):
+        return math.nan
+    return float(sd * math.sqrt(df / sps.chi2.ppf(1 - level, df)))
+
+
 def paired_seeds_needed(difference: float, sd: float, power: float = 0.8, alpha: float = 0.05,
                         max_n: int = 10_000) -> float:
-    """Seed pairs a two-sided paired t-test needs to detect a mean difference ``difference``.
-
-    Uses the noncentral t distribution (statsmodels ``TTestPower``), so it is exact for normal
-    differences with standard deviation ``sd``, not a normal approximation.
+    """The smallest number of seed pairs whose two-sided paired t-test reaches ``power`` (:func:`t_power`).
 
     Args:
         difference: the difference to detect (same unit as ``sd``), nonzero.
-        sd: standard deviation of the seed-matched differences (e.g. as observed).
+        sd: standard deviation of the seed-matched differences (plan with :func:`sd_upper`).
         power: target power.
-        alpha: significance level.
+        alpha: significance level (the family's, e.g. alpha / m for one of m exploratory comparisons).
         max_n: give up above this many pairs.
 
     Returns:
         Pairs per cell, an integer value >= 2; nan if ``sd`` is unknown; inf if ``difference`` is
-        0 or more than ``max_n`` pairs would be needed.
+        0 or more than ``max_n`` pairs would be needed. Monotone: a larger sd never needs fewer.
     """
     if not (math.isfinite(sd) and sd > 0 and math.isfinite(difference)):
         return math.nan
     if difference == 0:
         return math.inf
-    from statsmodels.stats.power import TTestPower
+    return _smallest_n(lambda n: t_power(difference, sd, n, alpha) >= power, max_n)
 
-    effect = abs(difference) / sd
-    return _smallest_n(
-        lambda n: TTestPower().power(effect_size=effect, nobs=n, alpha=alpha, alternative="two-sided") >= power, max_n)
+
+def fisher_min_p(n1: int, n2: int) -> float:
+    """The smallest two-sided p-value Fisher's exact test can give with ``n1`` vs ``n2`` runs.
+
+    The most extreme table (every run of one group an event, none of the other) with equal groups:
+    ``2 / C(2n, n)``; 3 vs 3 gives 0.10, so such a design can never reach p < 0.05 on a rate.
+    """
+    if n1 < 1 or n2 < 1:
+        return math.nan
+    return min(fisher_exact_p(n1, n1, 0, n2), fisher_exact_p(0, n1, n2, n2))
+
+
+# ----------------------------------------------------------------------------- one cell's mean score
+
+
+def score_interval(scores: Sequence[float], ok: Sequence[bool], chance: float,
+                   alpha: float = 0.05) -> tuple[float, float]:
+    """Interval for the mean score of a cell whose runs are a mixture: not-ok runs at exactly
+    ``chance``, ok runs at their accuracy.
+
+    The mean is ``chance + P(ok) * (mean ok score - chance)``, increasing in both parts, so an
+    interval for each at level ``1 - alpha/2`` (Wilson for P(ok); Student-t for the ok runs' mean,
+    ``[chance, 1]`` with fewer than 2 ok runs) gives, by Bonferroni, one for the product with at
+    least ``1 - alpha``. A Student-t interval on the mixture covers 72% at n = 3 with 30% of runs at
+    chance; this one holds (tests/analysis/test_stats.py simulates both).
+
+    Args:
+        scores: the runs' scores, shape (n,).
+        ok: whether each run ended ok, shape (n,).
+        chance: the score of a not-ok run (1 / classes).
+        alpha: 1 - confidence level.
+
+    Returns:
+        (low, high) within [chance, 1]; (nan, nan) with fewer than 2 runs.
+    """
+    x, ok = np.asarray(scores, dtype=float), np.asarray(ok, dtype=bool)
+    if x.size < 2:  # like the t interval: a single run has none
+        return (math.nan, math.nan)
+    p_low, p_high = wilson_interval(int(ok.sum()), int(x.size), alpha / 2)
+    good = x[ok]
+    if good.size >= 2:
+        low, high = t_interval(good, alpha / 2) if not _constant(good) else (good[0], good[0])
+        low, high = max(low, chance), min(high, 1.0)
+    else:
+        low, high = chance, 1.0
+    return (float(chance + p_low * (low - chance)), float(chance + p_high * (high - chance)))
+
+
+def bonferroni(pvalues: Sequence[float]) -> np.ndarray:
+    """Bonferroni adjustment of one family: ``min(1, m * p)``, m the number of non-nan p-values.
+
+    Chosen over Holm for exploratory families because it has simultaneous intervals that agree with
+    it: a t interval at level ``1 - alpha / m`` excludes 0 exactly when the adjusted p < alpha.
+    """
+    p = np.asarray(pvalues, dtype=float)
+    m = int((~np.isnan(p)).sum())
+    return np.minimum(1.0, p * m) if m else p.copy()
+
+
+def contrast(cells: Sequence[tuple[dict, dict]], weights: Sequence[float], alpha: float = 0.05) -> Difference:
+    """A weighted sum of cell differences, ``sum_j w_j (mean a_j - mean b_j)``, with its t interval.
+
+    Used for the depth interaction: cells are depths, ``a`` the scheme's and ``b`` the baseline's
+    scores by seed, and weights ``(-1, +1)`` give the change of the difference from the shallow to
+    the deep end. When every seed appears in every cell on both sides, each seed gives one value
+    ``sum_j w_j (a_sj - b_sj)`` and the test is the one-sample t-test on those (``paired t``: seed
+    effects cancel, and unequal spreads across cells do not matter). Otherwise the cell means are
+    combined with the Welch-Satterthwaite degrees of freedom (``Welch-Satterthwaite``), which does not
+    pool variances across cells.
+
+    Args:
+        cells: per cell, (scheme scores by seed, baseline scores by seed).
+        weights: one per cell.
+        alpha: 1 - confidence level.
+    """
+    seeds = [set(a) & set(b) for a, b in cells]
+    common = set.intersection(*seeds) if seeds else set()
+    if common and all(set(a) == common == set(b) for a, b in cells) and len(common) >= 2:
+        order = sorted(common, key=str)
+        values = [sum(w * (a[s] - b[s]) for w, (a, b) in zip(weights, cells)) for s in order]
+        return paired_difference(values, np.zeros(len(values)), alpha)  # n_pairs: the seeds
+    estimate, var, dof_terms = 0.0, 0.0, 0.0
+    for w, (a, b) in zip(weights, cells):
+        for side, sign in ((np.array(list(a.values()), float), 1), (np.array(list(b.values()), float), -1)):
+            if side.size < 2:
+                return Difference(math.nan, math.nan, math.nan, math.nan, "Welch-Satterthwaite")
+            estimate += sign * w * side.mean()
+            v = w * w * side.var(ddof=1) / side.size
+            var += v
+            dof_terms += v * v / (side.size - 1)
+    if var <= 0:
+        return Difference(estimate, math.nan, math.nan, math.nan, "Welch-Satterthwaite")
+    df = var * var / dof_terms
+    se = math.sqrt(var)
+    half = sps.t.ppf(1 - alpha / 2, df) * se
+    p = float(2 * sps.t.sf(abs(estimate) / se, df))
+    return Difference(estimate, estimate - half, estimate + half, p, "Welch-Satterthwaite", 0, se, df)
+
+
+def tost_p(d: Sequence[float], margin: float) -> float:
+    """Two one-sided t-tests (Schuirmann 1987) of ``|mean d| < margin`` on paired differences.
+
+    Returns:
+        The larger of the two one-sided p-values: below alpha, the mean difference lies within
+        ``(-margin, +margin)`` at level alpha (equivalently, the ``1 - 2 alpha`` t interval lies
+        inside the margin). nan with fewer than 2 values or no spread.
+    """
+    d = np.asarray(d, dtype=float)
+    if d.size < 2 or _constant(d) or not margin > 0:
+        return math.nan
+    se = d.std(ddof=1) / math.sqrt(d.size)
+    df = d.size - 1
+    p_low = sps.t.sf((d.mean() + margin) / se, df)   # H0: mean <= -margin
+    p_high = sps.t.cdf((d.mean() - margin) / se, df)  # H0: mean >= +margin
+    return float(max(p_low, p_high))

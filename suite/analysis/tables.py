@@ -8,15 +8,15 @@ row per scheme. Cell formats are spelled out in a legend under each table and in
 
 from __future__ import annotations
 
-import math
 
 import pandas as pd
 
 from suite.analysis import robust
+from suite.analysis.trends import MIN_PAIRS
 from suite.analysis.grouping import DEPTH, LR, section_keys, sections, sort_value, variant_order
 from suite.analysis.markup import MD, TEX, Markup, Table, _fmt_ms, _nan, _section_title, fmt_value, render_md, render_tex, slug
 
-ALPHA = 0.05  # marks: Holm-adjusted p below this
+ALPHA = 0.05  # marks: Bonferroni-adjusted p below this (the simultaneous interval excludes 0)
 
 
 # ----------------------------------------------------------------------------- grids
@@ -65,7 +65,7 @@ def _ci(m: Markup, low: float, high: float, scale: float = 100.0, spec: str = ".
 
 
 def accuracy_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
-    """Rows = scheme, columns = depth, cells = recipe accuracy (%) [95% t interval] and not ok k/n."""
+    """Rows = scheme, columns = depth, cells = the score (%) [95% mixture interval] and not ok k/n."""
 
     def best_of(col: pd.DataFrame) -> str | None:
         return _best([_pct(a) for a in col["acc_mean"] if not _nan(a)], higher=True)
@@ -77,24 +77,25 @@ def accuracy_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: Ma
             acc = _pct(r["acc_mean"])
             acc = m.bold(acc) if acc == best else acc
             acc += " " + (m.esc("[no interval: 1 run]") if r["acc_n"] == 1 else _ci(m, r["acc_ci_low"], r["acc_ci_high"]))
-            acc += m.dagger if r["acc_p_holm"] < ALPHA else ""
-        counts = f"not ok {r['n_not_ok']}/{r['n']}" + (m.ddagger if r["not_ok_p_holm"] < ALPHA else "")
+            acc += m.dagger if r["acc_p_adj"] < ALPHA else ""
+        counts = f"not ok {r['n_not_ok']}/{r['n']}" + (m.ddagger if r["not_ok_p_adj"] < ALPHA else "")
         counts += f"{m.sep}err {r['n_error']}" if r["n_error"] else ""
         return m.lines([acc, counts])
 
     def notes(part: pd.DataFrame) -> list[str]:
         b = m.code(baseline)
         return [
-            f"Cell: recipe accuracy, the mean test accuracy ({m.esc('%')}) of every run that did not error, a "
-            f"{m.code('diverged')} run counted at chance (1/classes) and a {m.code('failed')} run at its measured "
-            f"accuracy [95{m.esc('%')} Student-t interval, n - 1 degrees of freedom]; not ok k/n: runs that diverged "
+            f"Cell: the score, the mean test score ({m.esc('%')}) of every run that did not error: an "
+            f"{m.code('ok')} run at its test accuracy, a {m.code('diverged')} or {m.code('failed')} run at chance "
+            f"(1/classes) [95{m.esc('%')} interval for a mixture with runs at chance: Wilson for P(ok) times "
+            f"Student-t for the ok runs, each at 97.5{m.esc('%')}]; not ok k/n: runs that diverged "
             f"or failed among the n that did not error; err k: runs that raised an error, left out. "
             f"tables/summary.csv also has the survivors-only accuracy (ok_acc_*) and the diverged and failed "
             f"rates separately.",
             f"{m.dagger} accuracy differs from {b} in the same column: paired t-test on seed-matched "
             f"differences (Welch's t-test where the seeds do not match); {m.ddagger} not-ok rate differs "
-            f"(Fisher's exact test, two-sided); both at Holm-adjusted p {m.esc('<')} {ALPHA}, adjusted over this "
-            f"table's accuracy tests and, separately, its rate tests. Bold: best accuracy per column. "
+            f"(Fisher's exact test, two-sided); both exploratory, at Bonferroni-adjusted p {m.esc('<')} {ALPHA} "
+            f"over this table's score tests and, separately, its rate tests. Bold: best score per column. "
             f"{m.dash}: no run to score.",
         ] + _missing_baseline_note(part, keys, baseline, m)
 
@@ -151,7 +152,7 @@ def best_lr_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) 
         acc = _pct(r["test_mean"])
         acc = m.bold(acc) if acc == best else acc
         acc += " " + (m.esc("[no interval: 1 run]") if r["test_n"] == 1 else _ci(m, r["test_ci_low"], r["test_ci_high"]))
-        acc += m.dagger if r["test_p_holm"] < ALPHA else ""
+        acc += m.dagger if r["test_p_adj"] < ALPHA else ""
         edge = f" ({r['best_lr_at_edge']} tested)" if r["best_lr_at_edge"] else ""
         return m.lines([acc, m.esc(f"lr {fmt_value(r['best_lr'])}{edge}")])
 
@@ -160,17 +161,19 @@ def best_lr_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) 
         return [
             f"Cell: each scheme at its own best learning rate, the rate with the highest mean {on} score "
             f"(ties: the smaller rate); the mean test score ({m.esc('%')}) of its seeds there [95{m.esc('%')} "
-            f"Student-t interval], with diverged and failed runs scored at chance. lowest / highest tested: the "
+            f"mixture interval], diverged and failed runs scored at chance. lowest / highest tested: the "
             f"best rate is at the edge of the grid, so a better one may lie outside it. {m.dagger} differs from "
             f"{m.code(baseline)} at its own best rate: paired t-test over seeds (Welch's where seeds do not "
-            f"match), Holm-adjusted p {m.esc('<')} {ALPHA} over this table. Bold: best per column.",
+            f"match), exploratory, Bonferroni-adjusted p {m.esc('<')} {ALPHA} over this table. Bold: best per "
+            f"column. tables/lr.csv also has how often the same rate wins when the seeds are resampled "
+            f"(best_lr_agree) and a selection-inclusive bootstrap interval of each difference.",
         ]
 
     return _section_tables(lr, fkeys, baseline, m, "At the best learning rate", "tab:bestlr", cell, notes, best_of)
 
 
 def sensitivity_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
-    """Rows = scheme, columns = depth, cells = LR sensitivity (points of validation accuracy)."""
+    """Rows = scheme, columns = depth, cells = normalised LR sensitivity (% of the gain over chance lost)."""
     fkeys = [k for k in keys if k != LR]
 
     def best_of(col: pd.DataFrame) -> str | None:
@@ -183,20 +186,21 @@ def sensitivity_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Mark
         sens = _pct(r["sens_mean"])
         sens = m.bold(sens) if sens == best else sens
         sens += " " + (m.esc("[no interval: 1 seed]") if r["sens_n"] == 1 else _ci(m, r["sens_ci_low"], r["sens_ci_high"]))
-        sens += m.dagger if r["sens_p_holm"] < ALPHA else ""
+        sens += m.dagger if r["sens_p_adj"] < ALPHA else ""
         return sens if r["above_chance"] else m.lines([sens, m.esc("never above chance")])
 
     def notes(part: pd.DataFrame) -> list[str]:
         lrs = f"{fmt_value(float(part['lr_tested_min'].min()))} to {fmt_value(float(part['lr_tested_max'].max()))}"
         on = _selected_on(part)
         return [
-            f"Cell: LR sensitivity (Wortsman et al. 2023), the mean over the learning rates tested ({lrs}) of "
-            f"(best mean {on} score - mean {on} score at that rate), in points, diverged and failed "
-            f"runs scored at chance; 0 = as good at every rate as at the best. [95{m.esc('%')} Student-t "
+            f"Cell: normalised LR sensitivity (after Wortsman et al. 2023), the mean over the learning rates "
+            f"tested ({lrs}) of (best mean {on} score - mean {on} score at that rate) / (best mean - chance), "
+            f"in {m.esc('%')}: the share of the scheme's gain over chance that an untuned rate loses; 0 = as "
+            f"good at every rate as at the best, 100 = only the best rate learns. [95{m.esc('%')} Student-t "
             f"interval over seeds with a run at every rate.] It depends on the grid: compare schemes on one grid. "
-            f"A scheme that trains at no rate also scores 0 (never above chance): read it with the table above. "
-            f"{m.dagger} differs from {m.code(baseline)}: paired t-test over seeds, Holm-adjusted p "
-            f"{m.esc('<')} {ALPHA} over this table. Bold: lowest per column.",
+            f"{m.dash}: never above chance, no gain to lose. "
+            f"{m.dagger} differs from {m.code(baseline)}: paired t-test over seeds, exploratory, "
+            f"Bonferroni-adjusted p {m.esc('<')} {ALPHA} over this table. Bold: lowest per column.",
         ]
 
     return _section_tables(lr, fkeys, baseline, m, "LR sensitivity", "tab:sens", cell, notes, best_of)
@@ -253,34 +257,6 @@ def propagation_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: M
     return out
 
 
-def power_tables(power: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
-    """Rows = scheme, columns = depth, cells = seeds per cell to detect a chosen accuracy difference."""
-
-    def cell(r: pd.Series, best: str | None) -> str:
-        need = r["seeds_for_difference"]
-        if _nan(need):
-            return m.esc("no sd (< 2 seed pairs)")
-        text = m.esc("> 10,000 seeds") if math.isinf(need) else f"{int(need)} seeds"
-        return m.lines([text, f"sd {_pct(r['acc_diff_sd'])}"])
-
-    def notes(part: pd.DataFrame) -> list[str]:
-        first = part.iloc[0]
-        rates = first["seeds_for_rates"]
-        rates_text = m.esc("> 2000") if math.isinf(rates) else str(int(rates))
-        return [
-            f"Cell: seeds per cell a two-sided paired t-test at {m.esc('alpha')} = 0.05 needs to detect a "
-            f"recipe-accuracy difference of {_pct(first['difference'])} points against {m.code(baseline)} with "
-            f"80{m.esc('%')} power, given the standard deviation of the seed-matched differences observed in the "
-            f"cell (sd, points). A not-ok rate of {first['rate_scheme']:g} against {first['rate_baseline']:g} "
-            f"needs {rates_text} seeds per group (Fisher's exact test, exact enumeration). Planning figures "
-            f"for differences you choose (--power-diff, --power-rates), not the power of the tests above; "
-            f"not adjusted for multiple comparisons.",
-        ]
-
-    return _section_tables(power, keys, baseline, m, "Seeds needed", "tab:power", cell, notes,
-                           missing="no baseline", skip_baseline=True)
-
-
 def _row_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup, caption: str, label: str,
                 columns: list[str], cells, notes: list[str]) -> list[Table]:
     """One table per section with one row per scheme (trends, aggregates)."""
@@ -298,51 +274,59 @@ def _row_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup, 
 
 
 def trend_tables(trends: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
-    """Rows = scheme: accuracy slope per doubling of depth, its difference from the baseline, not-ok trend."""
+    """Rows = scheme: its score slope per doubling of depth, the interaction with the baseline, not-ok trend."""
 
     def cells(r: pd.Series, is_base: bool) -> list[str]:
         slope = m.dash if _nan(r["acc_slope"]) else (
             f"{100 * r['acc_slope']:+.1f} {_ci(m, r['acc_slope_ci_low'], r['acc_slope_ci_high'], spec='+.1f')}")
         if is_base:
             return [slope, "baseline", "baseline"]
-        diff = m.dash if _nan(r["acc_slope_diff"]) else (
-            f"{100 * r['acc_slope_diff']:+.1f} "
-            f"{_ci(m, r['acc_slope_diff_ci_low'], r['acc_slope_diff_ci_high'], spec='+.1f')}"
-            + (m.dagger if r["acc_slope_diff_p_holm"] < ALPHA else ""))
+        diff = m.dash if _nan(r["acc_interaction"]) else (
+            f"{100 * r['acc_interaction']:+.1f} "
+            f"{_ci(m, r['acc_interaction_ci_low'], r['acc_interaction_ci_high'], spec='+.1f')}"
+            + (m.dagger if r["acc_interaction_p_adj"] < ALPHA else "")
+            + (f" {m.esc(r['acc_interaction_kind'])}" if r["acc_interaction_kind"] else "")
+            + (f" ({r['bound']}: no test)" if r["bound"] else ""))
         bad = m.esc("not estimable") if _nan(r["not_ok_slope_diff"]) else (
             f"{r['not_ok_slope_diff']:+.2f} "
             f"{_ci(m, r['not_ok_slope_diff_ci_low'], r['not_ok_slope_diff_ci_high'], 1.0, '+.2f')}"
-            + (m.ddagger if r["not_ok_slope_diff_p_holm"] < ALPHA else ""))
+            + (m.ddagger if r["not_ok_slope_diff_p_adj"] < ALPHA else ""))
         return [slope, diff, bad]
 
     notes = [
-        f"Recipe accuracy modelled as linear in log2(depth), per scheme (OLS): its slope in points per doubling "
-        f"of depth [95{m.esc('%')} interval]; the difference of that slope from {m.code(baseline)}'s (the "
-        f"interaction of a joint OLS fit); and the difference in the log-odds of ending not ok per doubling "
-        f"(the interaction of a binomial GLM). {m.dagger}, {m.ddagger}: Holm-adjusted p {m.esc('<')} {ALPHA} over "
-        f"this table's schemes. Not estimable: a scheme or the baseline that is never, or always, not ok "
-        f"(separation: the log-odds run off to infinity).",
+        f"Score slope: the scheme's own least-squares slope in points per doubling of depth [95{m.esc('%')} "
+        f"interval], a description. Interaction with {m.code(baseline)}: how the scheme's difference from "
+        f"{m.code(baseline)} changes with depth; with two depths (depth A->B) the difference at B minus the "
+        f"difference at A, in points; with more, the slope of the differences per doubling. Paired by seed where "
+        f"every seed ran in every cell (seed effects cancel), else Welch-Satterthwaite (no pooled variance); "
+        f"[simultaneous 95{m.esc('%')} interval, Bonferroni over this table's schemes]. floor / ceiling: one "
+        f"side scores chance / 100{m.esc('%')} in every run of some depth, where a difference is truncated: no "
+        f"test. Not-ok column: the difference in the log-odds of ending not ok per doubling (binomial GLM "
+        f"interaction). {m.dagger}, {m.ddagger}: exploratory, Bonferroni-adjusted p {m.esc('<')} {ALPHA}. Not "
+        f"estimable: never or always not ok on one side (the log-odds run off to infinity).",
     ]
     return _row_tables(trends, keys, baseline, m, "Trends with depth", "tab:trend",
-                       ["accuracy slope", f"minus {baseline}'s", "not-ok log-odds slope, minus baseline's"],
+                       ["score slope", f"interaction with {baseline}", "not-ok log-odds slope, minus baseline's"],
                        cells, notes)
 
 
 def aggregate_tables(agg: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
-    """Rows = scheme: IQM of recipe accuracy over all depths, probability of improving on the baseline."""
+    """Rows = scheme: IQM of the score over all depths, probability of improving on the baseline."""
 
     def cells(r: pd.Series, is_base: bool) -> list[str]:
         iqm = f"{_pct(r['iqm'])} {_ci(m, r['iqm_ci_low'], r['iqm_ci_high'])}"
         if is_base:
             return [iqm, "baseline"]
-        poi = m.dash if _nan(r["poi"]) else f"{r['poi']:.2f} {_ci(m, r['poi_ci_low'], r['poi_ci_high'], 1.0, '.2f')}"
-        return [iqm, poi]
+        if _nan(r["poi"]):
+            return [iqm, m.esc(f"not reported: {r['poi_pairs']} seed pairs (< {MIN_PAIRS})")]
+        return [iqm, f"{r['poi']:.2f} {_ci(m, r['poi_ci_low'], r['poi_ci_high'], 1.0, '.2f')}"]
 
     notes = [
-        f"Across every depth of the section (Agarwal et al. 2021): the interquartile mean of recipe accuracy "
-        f"({m.esc('%')}) of all the scheme's runs, and the probability that a run of the scheme beats a run of "
-        f"{m.code(baseline)} at the same depth (ties count half), averaged over depths; 0.5 = no tendency. "
-        f"[95{m.esc('%')} stratified bootstrap intervals: runs resampled within their depth, "
+        f"Across every depth of the section (Agarwal et al. 2021): the interquartile mean of the score "
+        f"({m.esc('%')}) of all the scheme's runs, and the probability that the scheme's run beats "
+        f"{m.code(baseline)}'s run with the same seed at the same depth (ties count half), averaged over depths; "
+        f"0.5 = no tendency; only from {MIN_PAIRS} or more seed pairs (with fewer it moves in steps too coarse to "
+        f"read). [95{m.esc('%')} stratified bootstrap intervals: runs (pairs) resampled within their depth, "
         f"10,000 resamples, seed 0.] No interval: fewer than {robust.MIN_RUNS} runs of a scheme or "
         f"{robust.MIN_PER_STRATUM} at one of its depths, too few to resample soundly.",
     ]
@@ -379,7 +363,6 @@ KINDS = {  # file stem under tables/ -> the tables it holds
     "trends": (trend_tables,),
     "aggregate": (aggregate_tables,),
     "lr": (best_lr_tables, sensitivity_tables, frontier_tables),
-    "power": (power_tables,),
     "propagation": (propagation_tables,),
 }
 
@@ -390,7 +373,7 @@ def document(fmt: str, kind: str, title: str, frame: pd.DataFrame, keys: list[st
 
     Args:
         fmt: ``md`` or ``tex``.
-        kind: a key of :data:`KINDS` (``summary``, ``trends``, ``aggregate``, ``lr``, ``power``).
+        kind: a key of :data:`KINDS` (``summary``, ``trends``, ``aggregate``, ``lr``).
         title: the ablation's name.
         frame: the frame those tables are drawn from (e.g. :func:`suite.analysis.summary.summarize`).
         keys: the group keys.

@@ -1,11 +1,16 @@
 """Across depths: one trend test per scheme, and aggregates that pool a scheme's cells.
 
-* :func:`depth_trends`: recipe accuracy ~ log2(depth) per scheme (slope per doubling of depth),
-  the difference of slopes against the baseline (OLS interaction), and the difference of not-ok
-  log-odds slopes (binomial GLM interaction); Holm over the schemes of a section.
-* :func:`aggregates`: per scheme, the interquartile mean of recipe accuracy over all its runs and
-  the probability of improvement over the baseline, each with a stratified bootstrap interval
-  (strata = depths; runs resampled within their depth).
+* :func:`depth_trends`: the score ~ log2(depth) per scheme (its own OLS slope per doubling, a
+  description), and the scheme x depth **interaction** against the baseline: how the difference from
+  the baseline changes with depth (:func:`suite.analysis.stats.contrast`: paired by seed where seeds
+  match, else Welch-Satterthwaite; with two depths the difference at the deep end minus the
+  difference at the shallow end, with more the least-squares slope of the differences per doubling).
+  No mark where either side sits at chance in every run of some depth (a floor: the difference there
+  is truncated) or at 100% (a ceiling). Also the difference of not-ok log-odds slopes (binomial GLM
+  interaction). Bonferroni over the schemes of a section.
+* :func:`aggregates`: per scheme, the interquartile mean of the score over all its runs (stratified
+  bootstrap interval: runs resampled within their depth), and the probability of improvement over
+  the baseline from seed-matched pairs only, at 10 pairs or more (else omitted, with a note).
 
 Both work per table section (every key but ``variant`` and ``model.depth``) and need
 ``model.depth`` among the group keys with at least two depths.
@@ -20,21 +25,23 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis import regression, robust, stats
-from suite.analysis.grouping import DEPTH, group_of, section_keys, sort_value, variant_order
-from suite.analysis.summary import recipe_accuracy
+from suite.analysis.grouping import DEPTH, adjust_family, group_of, section_keys, sort_value, variant_order
+from suite.analysis.score import chance, score
+
+MIN_PAIRS = 10  # P(improvement) from fewer seed pairs moves in steps too coarse to report
 
 
 def _cells(runs: list[dict[str, Any]], keys: list[str], baseline: str):
-    """section label -> variant -> depth -> [(recipe accuracy, not ok)], non-error runs only."""
+    """section label -> variant -> depth -> [(score, not ok, seed, chance)], non-error runs only."""
     skeys = section_keys(keys)
-    out: dict[tuple, dict[str, dict[float, list[tuple[float, int]]]]] = {}
+    out: dict[tuple, dict[str, dict[float, list[tuple[float, int, Any, float]]]]] = {}
     for r in runs:
-        acc = recipe_accuracy(r)
-        if r["status"] == "error" or acc is None or not math.isfinite(acc):
+        acc = score(r)
+        if r["status"] == "error" or acc is None:
             continue
         depth = float(r[DEPTH])
         cell = out.setdefault(group_of(r, skeys), {}).setdefault(r["variant"], {}).setdefault(depth, [])
-        cell.append((acc, int(r["status"] in ("diverged", "failed"))))
+        cell.append((acc, int(r["status"] in ("diverged", "failed")), r.get("seed"), chance(r) or 0.0))
     ordered = {}
     for label in sorted(out, key=lambda t: [sort_value(v) for v in t]):
         variants = out[label]
@@ -42,23 +49,50 @@ def _cells(runs: list[dict[str, Any]], keys: list[str], baseline: str):
     return ordered, skeys
 
 
-def _xy(depths: dict[float, list[tuple[float, int]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _xy(depths: dict[float, list[tuple]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x = np.array([math.log2(d) for d, rs in depths.items() for _ in rs])
-    y = np.array([a for rs in depths.values() for a, _ in rs])
-    k = np.array([bad for rs in depths.values() for _, bad in rs])
+    y = np.array([r[0] for rs in depths.values() for r in rs])
+    k = np.array([r[1] for rs in depths.values() for r in rs])
     return x, y, k
 
 
-TREND_COLUMNS = ["n", "n_depths", "acc_slope", "acc_slope_ci_low", "acc_slope_ci_high", "acc_slope_diff",
-                 "acc_slope_diff_ci_low", "acc_slope_diff_ci_high", "acc_slope_diff_p", "acc_slope_diff_p_holm",
-                 "not_ok_slope_diff", "not_ok_slope_diff_ci_low", "not_ok_slope_diff_ci_high", "not_ok_slope_diff_p",
-                 "not_ok_slope_diff_p_holm"]
+def _bound(depths: dict[float, list[tuple]]) -> str:
+    """``floor`` / ``ceiling`` when every run of some depth scores chance / 100%, else ``""``."""
+    for rs in depths.values():
+        if rs and all(abs(r[0] - r[3]) < 1e-12 for r in rs):
+            return "floor"
+        if rs and all(r[0] >= 1.0 - 1e-12 for r in rs):
+            return "ceiling"
+    return ""
+
+
+def interaction(scheme: dict[float, list[tuple]], base: dict[float, list[tuple]]) -> tuple[stats.Difference, str]:
+    """The scheme x depth interaction against the baseline over the depths both have (see the module
+    docstring), and what it measures: ``"depth A->B"`` (two depths) or ``"per doubling"``."""
+    shared = sorted(d for d in scheme if d in base)
+    if len(shared) < 2:
+        return stats.NO_DIFFERENCE, ""
+    cells = [({r[2]: r[0] for r in scheme[d]}, {r[2]: r[0] for r in base[d]}) for d in shared]
+    if len(shared) == 2:
+        weights, kind = [-1.0, 1.0], f"depth {shared[0]:g}->{shared[1]:g}"
+    else:
+        x = np.log2(shared)
+        weights, kind = list((x - x.mean()) / ((x - x.mean()) ** 2).sum()), "per doubling"
+    return stats.contrast(cells, weights), kind
+
+
+TREND_COLUMNS = ["n", "n_depths", "acc_slope", "acc_slope_ci_low", "acc_slope_ci_high",
+                 "acc_interaction_kind", "acc_interaction", "acc_interaction_ci_low", "acc_interaction_ci_high",
+                 "acc_interaction_test", "acc_interaction_p", "acc_interaction_p_adj", "acc_interaction_p_m",
+                 "bound", "not_ok_slope_diff", "not_ok_slope_diff_ci_low", "not_ok_slope_diff_ci_high",
+                 "not_ok_slope_diff_p", "not_ok_slope_diff_p_adj", "not_ok_slope_diff_p_m"]
 
 
 def depth_trends(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame | None:
-    """One row per scheme and section: accuracy and not-ok trends with depth against the baseline.
+    """One row per scheme and section: score and not-ok trends with depth against the baseline.
 
-    Slopes are per doubling of depth: accuracy as a fraction (0.05 = 5 points), not ok as log-odds.
+    Slopes are per doubling of depth: the score as a fraction (0.05 = 5 points), not ok as log-odds;
+    the interaction as described in the module docstring.
 
     Returns:
         None unless ``model.depth`` is a group key with at least 2 depths; else the section keys,
@@ -67,36 +101,40 @@ def depth_trends(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> 
     if DEPTH not in keys or len({r.get(DEPTH) for r in runs}) < 2:
         return None
     cells, skeys = _cells(runs, keys, baseline)
-    rows = []
+    rows, diffs = [], []
     for label, variants in cells.items():
-        base = _xy(variants[baseline]) if baseline in variants else None
-        part = []
+        base_depths = variants.get(baseline)
+        base = _xy(base_depths) if base_depths else None
         for variant, depths in variants.items():
             x, y, k = _xy(depths)
             slope = regression.linear_slope(x, y)
-            diff = not_ok = regression.NO_SLOPE
+            diff, kind, bound, not_ok = stats.NO_DIFFERENCE, "", "", regression.NO_SLOPE
             if variant != baseline and base is not None:
-                diff = regression.slope_difference(x, y, base[0], base[1])
+                diff, kind = interaction(depths, base_depths)
+                bound = _bound(depths) or _bound(base_depths)
                 not_ok = regression.logistic_slope_difference(x, k, base[0], base[2])
-            part.append({**dict(zip(skeys, label)), "variant": variant, "n": int(x.size), "n_depths": len(depths),
+            p = math.nan if bound else diff.p  # at a floor or ceiling: an estimate, no test
+            rows.append({**dict(zip(skeys, label)), "variant": variant, "n": int(x.size), "n_depths": len(depths),
                          "acc_slope": slope.estimate, "acc_slope_ci_low": slope.low, "acc_slope_ci_high": slope.high,
-                         "acc_slope_diff": diff.estimate, "acc_slope_diff_ci_low": diff.low,
-                         "acc_slope_diff_ci_high": diff.high, "acc_slope_diff_p": diff.p,
+                         "acc_interaction_kind": kind, "acc_interaction": diff.estimate,
+                         "acc_interaction_ci_low": diff.low, "acc_interaction_ci_high": diff.high,
+                         "acc_interaction_test": diff.test, "acc_interaction_p": p, "bound": bound,
                          "not_ok_slope_diff": not_ok.estimate, "not_ok_slope_diff_ci_low": not_ok.low,
                          "not_ok_slope_diff_ci_high": not_ok.high, "not_ok_slope_diff_p": not_ok.p})
-        for column in ("acc_slope_diff_p", "not_ok_slope_diff_p"):  # Holm over the schemes of this section
-            adjusted = stats.holm([row[column] for row in part])
-            for row, p in zip(part, adjusted):
-                row[f"{column}_holm"] = p
-        rows += part
-    return pd.DataFrame(rows, columns=skeys + ["variant"] + TREND_COLUMNS)
+            diffs.append(diff if diff.test and not bound else None)
+    frame = pd.DataFrame(rows, columns=skeys + ["variant"] + TREND_COLUMNS[:-2])
+    family = skeys + ["variant"]  # sections as in the other tables: every key but variant (and depth)
+    adjust_family(frame, family, "acc_interaction_p", diffs, "acc_interaction")
+    adjust_family(frame, family, "not_ok_slope_diff_p")
+    return frame[skeys + ["variant"] + TREND_COLUMNS]
 
 
-AGGREGATE_COLUMNS = ["n", "n_depths", "iqm", "iqm_ci_low", "iqm_ci_high", "poi", "poi_ci_low", "poi_ci_high"]
+AGGREGATE_COLUMNS = ["n", "n_depths", "iqm", "iqm_ci_low", "iqm_ci_high", "poi_pairs", "poi", "poi_ci_low",
+                     "poi_ci_high"]
 
 
 def aggregates(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame | None:
-    """One row per scheme and section: IQM of recipe accuracy and P(improvement over the baseline).
+    """One row per scheme and section: IQM of the score and P(improvement over the baseline).
 
     Returns:
         None unless ``model.depth`` is a group key with at least 2 depths; else the section keys,
@@ -111,17 +149,22 @@ def aggregates(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd
     for label, variants in cells.items():
         base = variants.get(baseline)
         for variant, depths in variants.items():
-            strata = [np.array([a for a, _ in rs]) for rs in depths.values()]
+            strata = [np.array([r[0] for r in rs]) for rs in depths.values()]
             pooled = lambda group: robust.iqm(np.concatenate(group))  # noqa: E731
             iqm_ci = robust.stratified_bootstrap([strata], pooled)
-            poi, poi_ci = math.nan, (math.nan, math.nan)
+            pairs, poi, poi_ci = 0, math.nan, (math.nan, math.nan)
             if variant != baseline and base is not None:
-                shared = [d for d in depths if d in base]
-                xs = [np.array([a for a, _ in depths[d]]) for d in shared]
-                ys = [np.array([a for a, _ in base[d]]) for d in shared]
-                poi = robust.probability_of_improvement(xs, ys)
-                poi_ci = robust.stratified_bootstrap([xs, ys], robust.probability_of_improvement)
+                diffs = []  # per depth: the seed-matched differences
+                for d in (d for d in depths if d in base):
+                    a, b = {r[2]: r[0] for r in depths[d]}, {r[2]: r[0] for r in base[d]}
+                    diffs.append(np.array([a[s] - b[s] for s in sorted(set(a) & set(b), key=sort_value)]))
+                pairs = int(sum(x.size for x in diffs))
+                if pairs >= MIN_PAIRS:
+                    zeros = [np.zeros(1)] * len(diffs)
+                    poi = robust.probability_of_improvement(diffs, zeros)
+                    poi_ci = robust.stratified_bootstrap([diffs], lambda g: robust.probability_of_improvement(g, zeros))
             rows.append({**dict(zip(skeys, label)), "variant": variant, "n": int(sum(s.size for s in strata)),
                          "n_depths": len(strata), "iqm": robust.iqm(np.concatenate(strata)), "iqm_ci_low": iqm_ci[0],
-                         "iqm_ci_high": iqm_ci[1], "poi": poi, "poi_ci_low": poi_ci[0], "poi_ci_high": poi_ci[1]})
+                         "iqm_ci_high": iqm_ci[1], "poi_pairs": pairs, "poi": poi, "poi_ci_low": poi_ci[0],
+                         "poi_ci_high": poi_ci[1]})
     return pd.DataFrame(rows, columns=skeys + ["variant"] + AGGREGATE_COLUMNS)

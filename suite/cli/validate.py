@@ -31,4 +31,8 @@ def run(args: argparse.Namespace) -> int:
             status = 2
             continue
         print(f"{path}: ok: '{ablation.name}', {ablation.describe()} -> results/{ablation.name}")
+        if ablation.primary is not None:
+            p = ablation.primary
+            margin = f", margin {100 * p.margin:g} points" if p.margin is not None else ""
+            print(f"  primary comparison: {p.describe()} ({p.endpoint}{margin}), tested alone at alpha 0.05")
     return status

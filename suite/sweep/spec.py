@@ -22,7 +22,7 @@ from suite import store
 from suite.config import ConfigError, RunConfig, apply_dict, flatten, nest, read_yaml, to_dict, validate
 from suite.registry import did_you_mean
 
-FIELDS = ("name", "description", "extends", "base", "grid", "variants", "seeds", "exclude")
+FIELDS = ("name", "description", "extends", "base", "grid", "variants", "seeds", "exclude", "primary")
 RESERVED = ("variant", "seed")  # set by `variants:` / `seeds:`, never by a config key
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")  # a folder name on every OS
 MAX_RUNS = 100_000  # unless --max-runs: a typo in a grid can ask for millions of runs (minutes, gigabytes)
@@ -68,6 +68,7 @@ class Ablation:
     variants: list[str] = field(default_factory=list)
     seeds: list[int] = field(default_factory=list)
     excluded: int = 0
+    primary: Any = None  # the declared primary comparison (suite.analysis.primary.Primary), if any
 
     def describe(self) -> str:
         """E.g. ``40 runs (5 variants x 4 grid points x 2 seeds - 0 excluded)``."""
@@ -319,8 +320,13 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -
             runs.append(run)
     problems += [f"{src}: exclude[{i}]: matches no run; check its values against grid, variants and seeds"
                  for i in range(len(exclude)) if exclude_ok and i not in used]
+    primary = None
+    if raw.get("primary") is not None:  # the analysis's module (scipy, pandas): imported only when declared
+        from suite.analysis.primary import parse
+
+        primary = parse(raw["primary"], src, list(variants), dict(grid), problems)
     resolved = {k: (nest(base) if k == "base" else raw[k]) for k in FIELDS if k in raw}
-    return Ablation(name, Path(src), resolved, runs, dict(grid), list(variants), seeds, excluded)
+    return Ablation(name, Path(src), resolved, runs, dict(grid), list(variants), seeds, excluded, primary)
 
 
 def _normalise_condition(cond: dict[str, Any], src: str, where: str, variants: dict[str, Any],

@@ -46,16 +46,6 @@ def test_linear_slope_matches_scipy():
     assert math.isnan(regression.linear_slope([1, 1, 1], [1, 2, 3]).estimate)
 
 
-def test_slope_difference_is_the_difference_of_the_two_slopes():
-    x = np.array([0.0, 0.0, 1.0, 1.0, 2.0, 2.0])
-    y1 = 1.0 - 0.1 * x + np.array([0.01, -0.01, 0.02, -0.02, 0.0, 0.0])
-    y2 = 1.0 - 0.3 * x + np.array([-0.01, 0.01, 0.0, 0.0, 0.02, -0.02])
-    d = regression.slope_difference(x, y1, x, y2)
-    expected = sps.linregress(x, y1).slope - sps.linregress(x, y2).slope
-    assert d.estimate == pytest.approx(expected) and d.estimate == pytest.approx(0.2, abs=0.02)
-    assert d.low < d.estimate < d.high and d.p < 0.001
-
-
 def test_logistic_slope_difference_equals_separate_fits_and_refuses_separation():
     import statsmodels.api as sm
 

@@ -1,0 +1,115 @@
+"""``suite plan DIR``: how many seeds each comparison needs, from the spread the runs so far show.
+
+Planning, not observed power (which only restates a p-value; Hoenig & Heisey 2001). For each
+comparison with the baseline: the SD of the seed-matched differences observed, its 80% upper
+confidence limit (an SD from 2 degrees of freedom is too small as often as not, so planning with the
+point estimate fails about half the time), the level the comparison is tested at (0.05 for the
+declared primary comparison; 0.05 / m for one of the m exploratory comparisons of its table
+section), and the seed pairs a two-sided paired t-test needs to detect ``effect`` with ``power``
+(noncentral t, :func:`suite.analysis.stats.paired_seeds_needed`). For not-ok rates: the smallest
+p-value Fisher's exact test can reach with the runs there (3 vs 3 can never go below 0.10), and the
+seeds per group needed to tell the observed rates apart.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from suite.analysis import primary, stats
+from suite.analysis.grouping import DEPTH, choose_baseline, group_keys
+from suite.analysis.load import load_runs
+from suite.analysis.lr import lr_table
+from suite.analysis.markup import fmt_value
+from suite.analysis.summary import summarize
+
+COLUMNS = ["comparison", "endpoint", "role", "alpha", "pairs", "sd", "planning_sd", "effect", "seeds_needed",
+           "min_p", "note"]
+
+
+def _where(row: pd.Series, keys: list[str]) -> str:
+    return ", ".join(f"{'depth' if k == DEPTH else k} {fmt_value(row[k])}" for k in keys if k != "variant")
+
+
+def _row(comparison: str, endpoint: str, role: str, alpha: float, pairs: int, sd: float, effect: float,
+         power: float) -> dict[str, Any]:
+    planning = stats.sd_upper(sd, pairs - 1) if pairs >= 2 else math.nan
+    need = stats.paired_seeds_needed(effect, planning, power, alpha)
+    note = "" if math.isfinite(need) else ("fewer than 2 seed pairs: no SD" if math.isnan(need) else "> 10,000")
+    return {"comparison": comparison, "endpoint": endpoint, "role": role, "alpha": alpha, "pairs": pairs, "sd": sd,
+            "planning_sd": planning, "effect": effect, "seeds_needed": need, "min_p": math.nan, "note": note}
+
+
+def plan_table(root: str | Path, effect: float = 0.05, power: float = 0.8, baseline: str | None = None) -> pd.DataFrame:
+    """One row per comparison: the seeds needed (see the module docstring).
+
+    Args:
+        root: a results folder.
+        effect: the score difference to detect (a fraction: 0.05 = 5 points); the primary comparison
+            uses its declared margin when it has one.
+        power: the power wanted.
+        baseline: the baseline variant (default ``preln``).
+    """
+    runs = load_runs(Path(root))
+    base = choose_baseline(runs, baseline)
+    keys = group_keys(runs)
+    rows = []
+    declared = primary.read(root)
+    if declared is not None:
+        answer = primary.evaluate(runs, declared)
+        if declared.endpoint == "not_ok_rate":
+            ka, na, kb, nb = answer.counts
+            need = stats.fisher_seeds_needed(ka / na, kb / nb, power) if na and nb else math.nan
+            rows.append({"comparison": declared.describe(), "endpoint": "not_ok_rate", "role": "primary",
+                         "alpha": primary.ALPHA, "pairs": min(na, nb), "sd": math.nan, "planning_sd": math.nan,
+                         "effect": math.nan, "seeds_needed": need, "min_p": answer.min_p,
+                         "note": f"observed not ok {ka}/{na} vs {kb}/{nb}"})
+        else:
+            rows.append(_row(declared.describe(), declared.endpoint, "primary", primary.ALPHA, answer.n_pairs,
+                             answer.sd, declared.margin or effect, power))
+    lr = lr_table(runs, keys, base)
+    if lr is not None:
+        rest = [k for k in keys if k != "train.lr"]
+        for _, r in lr[~lr["is_baseline"] & lr["has_baseline"]].iterrows():
+            m = max(int(r["test_p_m"]), 1)
+            rows.append(_row(f"{r['variant']} vs {base}, {_where(r, rest)}", "best_lr_score", "exploratory",
+                             0.05 / m, int(r["test_pairs"]), r["test_diff_sd"], effect, power))
+    summary = summarize(runs, keys, base)
+    for _, r in summary[~summary["is_baseline"] & summary["has_baseline"]].iterrows():
+        m = max(int(r["acc_p_m"]), 1)
+        where = f"{r['variant']} vs {base}, {_where(r, keys)}"
+        rows.append(_row(where, "score", "exploratory", 0.05 / m, int(r["acc_pairs"]), r["acc_diff_sd"], effect, power))
+        b = summary[(summary["variant"] == base) & (summary[[k for k in keys if k != "variant"]]
+                                                      == r[[k for k in keys if k != "variant"]]).all(axis=1)].iloc[0]
+        m_rate = max(int(r["not_ok_p_m"]), 1)
+        rate_a, rate_b = r["not_ok_rate"], b["not_ok_rate"]
+        need = stats.fisher_seeds_needed(rate_a, rate_b, power, 0.05 / m_rate)
+        rows.append({"comparison": where, "endpoint": "not_ok_rate", "role": "exploratory", "alpha": 0.05 / m_rate,
+                     "pairs": int(min(r["n"], b["n"])), "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
+                     "seeds_needed": need, "min_p": stats.fisher_min_p(int(r["n"]), int(b["n"])),
+                     "note": (f"observed not ok {r['n_not_ok']}/{r['n']} vs {b['n_not_ok']}/{b['n']}"
+                              + ("; equal rates: nothing to detect" if rate_a == rate_b else ""))})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def render(frame: pd.DataFrame, power: float) -> str:
+    """The plan as a Markdown table with a one-paragraph key."""
+    def num(x: float, spec: str) -> str:
+        return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else (
+            "> 10,000" if math.isinf(x) else format(x, spec))
+
+    lines = ["| comparison | endpoint | role | alpha | pairs now | sd | planning sd | seeds needed | min p now | note |",
+             "|:--|:--|:--|--:|--:|--:|--:|--:|--:|:--|"]
+    for _, r in frame.iterrows():
+        lines.append(f"| {r['comparison']} | {r['endpoint']} | {r['role']} | {r['alpha']:.4f} | {r['pairs']} | "
+                     f"{num(100 * r['sd'], '.1f')} | {num(100 * r['planning_sd'], '.1f')} | "
+                     f"{num(r['seeds_needed'], '.0f')} | {num(r['min_p'], '.3f')} | {r['note']} |")
+    lines += ["", f"Seeds needed: per scheme, for a two-sided paired t-test at the row's alpha to detect the effect "
+              f"with {int(100 * power)}% power (noncentral t), planned with the 80% upper confidence limit of the "
+              f"observed SD of seed-matched differences (points); for not_ok_rate rows, Fisher's exact test telling "
+              f"the observed rates apart (exact enumeration). min p now: the smallest p Fisher's test can reach with "
+              f"the runs there; above alpha, no rate difference can show however large."]
+    return "\n".join(lines)

@@ -1,0 +1,154 @@
+"""The declared primary comparison: the `primary:` block of an ablation file, its test alone, its
+answer in words, `suite plan`'s row for it, and its group-sequential form."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from scipy import stats as sps
+
+from suite.analysis import primary, sequential, stats
+from suite.analysis.analyze import analyze
+from suite.sweep.spec import SpecError, load_ablation
+
+from test_analyze import write_run
+from test_stats import power_by_integration
+
+ABLATION = {
+    "name": "demo", "base": {"data": {"name": "digits"}, "model": {"patch_size": 4}},
+    "grid": {"model.depth": [6, 12], "train.lr": [0.001, 0.01]},
+    "variants": {"preln": {"model.residual": "preln"}, "layerscale": {"model.residual": "layerscale"}},
+    "seeds": 3,
+}
+
+
+def folder(root: Path, primary_block: dict, test: dict, val: dict | None = None, status: dict | None = None) -> Path:
+    """Runs of `ABLATION` at depth 12 (and a few at 6) with chosen scores; ablation.yaml as `suite run` writes it.
+
+    test / val: (variant, lr) -> one score per seed; status: (variant, lr) -> statuses.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "ablation.yaml").write_text(yaml.safe_dump({**ABLATION, "primary": primary_block}))
+    for (variant, lr), accs in test.items():
+        for seed, acc in enumerate(accs):
+            st = (status or {}).get((variant, lr), ["ok"] * len(accs))[seed]
+            v = (val or {}).get((variant, lr), accs)[seed]
+            write_run(root, variant, 12, seed, status=st, acc=acc, lr=lr, val_acc=v)
+            write_run(root, variant, 6, seed, acc=0.5, lr=lr)
+    return root
+
+
+DECLARED = {"scheme": "layerscale", "baseline": "preln", "where": {"model.depth": 12}}
+
+
+def test_the_block_is_checked_against_the_ablation(tmp_path):
+    bad = {"scheme": "layerscal", "baseline": "preln", "where": {"model.depth": 24, "model.dim": 8},
+           "endpoint": "mean", "margin": 500}
+    path = tmp_path / "a.yaml"
+    path.write_text(yaml.safe_dump({**ABLATION, "primary": bad}))
+    with pytest.raises(SpecError) as err:
+        load_ablation(path)
+    lines = err.value.problems
+    assert any("primary.scheme: 'layerscal' is not a variant" in line and "use one of layerscale, preln" in line for line in lines)
+    assert any("primary.where.model.depth: 24 is not in the grid (6, 12)" in line for line in lines)
+    assert any("primary.where.model.dim: not a grid axis" in line for line in lines)
+    assert any("primary.endpoint: 'mean' is not one of best_lr_score, score, not_ok_rate" in line for line in lines)
+    assert any("primary.margin: expected points of accuracy in (0, 100)" in line for line in lines)
+    path.write_text(yaml.safe_dump({**ABLATION, "primary": {"scheme": "layerscale", "baseline": "preln"}}))
+    with pytest.raises(SpecError, match=r"primary.where: also fix model.depth \(one of 6, 12\)"):
+        load_ablation(path)
+    path.write_text(yaml.safe_dump({**ABLATION, "primary": {**DECLARED, "margin": 5}}))
+    declared = load_ablation(path).primary
+    assert declared == primary.Primary("layerscale", "preln", {"model.depth": 12}, "best_lr_score", 0.05)
+
+
+def test_a_difference_is_decided_by_the_paired_t_test_at_the_best_rates(tmp_path):
+    # layerscale is best at 0.01, preln at 0.001 (chosen on validation); test scores at those rates
+    ls, pre = [0.80, 0.84, 0.83], [0.60, 0.66, 0.61]
+    root = folder(tmp_path / "r", DECLARED, {("layerscale", 0.001): [0.5, 0.5, 0.5], ("layerscale", 0.01): ls,
+                                             ("preln", 0.001): pre, ("preln", 0.01): [0.2, 0.2, 0.3]})
+    answer = primary.evaluate(__import__("suite.analysis.load", fromlist=["x"]).load_runs(root), primary.read(root))
+    res = sps.ttest_rel(ls, pre)
+    assert (answer.scheme_lr, answer.base_lr) == (0.01, 0.001)
+    assert answer.p == pytest.approx(res.pvalue) and answer.decision == "difference"
+    assert (answer.low, answer.high) == pytest.approx(tuple(res.confidence_interval()))
+    summary = analyze(root, figures=False)
+    text = (root / "findings.md").read_text()
+    first = text.split("\n\n")[1]
+    assert first.startswith("**Primary comparison** (declared in ablation.yaml, tested alone at alpha = 0.05)")
+    assert "**layerscale scores higher than preln.**" in first and f"p = {res.pvalue:.3f}" in first
+    assert "preln's best rate (0.001) is the lowest tested" in first  # the grid's edge is named
+    assert summary.attrs["primary"].decision == "difference"
+
+
+def test_equivalence_within_the_margin_and_undecided_with_the_seeds_to_decide(tmp_path):
+    close = {("layerscale", 0.001): [0.801, 0.799, 0.803], ("layerscale", 0.01): [0.2] * 3,
+             ("preln", 0.001): [0.80, 0.80, 0.801], ("preln", 0.01): [0.2] * 3}
+    root = folder(tmp_path / "eq", {**DECLARED, "margin": 5}, close)
+    from suite.analysis.load import load_runs
+
+    answer = primary.evaluate(load_runs(root), primary.read(root))
+    d = np.array([0.001, -0.001, 0.002])
+    assert answer.decision == "equivalent" and answer.tost_p == pytest.approx(stats.tost_p(d, 0.05))
+    assert "**No difference larger than 5 points**" in primary.paragraph(answer)
+    # a noisy difference, planned for a 19-point margin: neither a difference nor within the margin
+    noisy = {("layerscale", 0.001): [0.70, 0.95, 0.60], ("layerscale", 0.01): [0.2] * 3,
+             ("preln", 0.001): [0.72, 0.70, 0.71], ("preln", 0.01): [0.2] * 3}
+    root = folder(tmp_path / "un", {**DECLARED, "margin": 19}, noisy)
+    answer = primary.evaluate(load_runs(root), primary.read(root))
+    sd = np.std(np.array([0.70, 0.95, 0.60]) - np.array([0.72, 0.70, 0.71]), ddof=1)
+    assert answer.decision == "undecided" and answer.sd == pytest.approx(sd)
+    planning = stats.sd_upper(sd, 2)
+    assert answer.planning_sd == pytest.approx(planning)
+    n = int(answer.seeds_needed)  # checked against the power integrated by hand
+    assert power_by_integration(0.19, planning, n) >= 0.8 > power_by_integration(0.19, planning, n - 1)
+    text = primary.paragraph(answer)
+    assert "**Undecided**: the interval includes 0" in text and f"about {n} seeds per scheme" in text
+
+
+def test_the_planner_gives_3_seeds_where_3_suffice(tmp_path):
+    """A 19-point difference with a 2-point spread of seed-matched differences: 3 pairs give 93%+ power
+    even at the SD's 80% upper limit (integrated by hand), 2 do not."""
+    big = {("layerscale", 0.001): [0.80, 0.82, 0.84], ("layerscale", 0.01): [0.2] * 3,
+           ("preln", 0.001): [0.63, 0.63, 0.63], ("preln", 0.01): [0.2] * 3}
+    root = folder(tmp_path / "p", {**DECLARED, "margin": 19}, big)
+    from suite.analysis.plan import plan_table
+
+    row = plan_table(root).iloc[0]
+    assert row["role"] == "primary" and row["alpha"] == 0.05 and row["effect"] == pytest.approx(0.19)
+    planning = stats.sd_upper(0.02, 2)
+    assert row["planning_sd"] == pytest.approx(planning) and row["seeds_needed"] == 3
+    assert power_by_integration(0.19, planning, 3) >= 0.8 > power_by_integration(0.19, planning, 2)
+
+
+def test_a_not_ok_rate_endpoint_says_when_the_design_cannot_decide(tmp_path):
+    block = {**DECLARED, "endpoint": "not_ok_rate"}
+    runs = {("layerscale", 0.001): [0.8] * 3, ("layerscale", 0.01): [0.8] * 3,
+            ("preln", 0.001): [0.8] * 3, ("preln", 0.01): [0.1] * 3}
+    root = folder(tmp_path / "n", block, runs, status={("preln", 0.01): ["diverged", "diverged", "ok"]})
+    from suite.analysis.load import load_runs
+
+    answer = primary.evaluate(load_runs(root), primary.read(root))
+    assert answer.counts == (0, 6, 2, 6) and answer.p == pytest.approx(sps.fisher_exact([[0, 6], [2, 4]]).pvalue)
+    assert answer.decision == "undecided" and answer.min_p == pytest.approx(2 / 924)
+
+
+def test_a_sequential_look_reports_the_stagewise_p_and_the_repeated_interval(tmp_path):
+    ls, pre = [0.80, 0.84, 0.83], [0.60, 0.66, 0.61]
+    root = folder(tmp_path / "s", DECLARED, {("layerscale", 0.001): [0.5] * 3, ("layerscale", 0.01): ls,
+                                             ("preln", 0.001): pre, ("preln", 0.01): [0.2] * 3})
+    (root / primary.SEQUENTIAL).write_text(json.dumps({"rounds": [3, 6, 9, 12]}))
+    from suite.analysis.load import load_runs
+
+    answer = primary.evaluate(load_runs(root), primary.read(root), primary.read_design(root))
+    plan = sequential.design([0.25, 0.5, 0.75, 1.0])
+    d = np.array(ls) - np.array(pre)
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(3))
+    z = sequential.t_to_z(t, 2)
+    assert answer.look == 0 and answer.p == pytest.approx(sequential.stagewise_p(plan, 0, z))
+    assert answer.decision == ("difference" if abs(z) >= plan.bounds[0] else "undecided")
+    assert answer.high - answer.low > 2 * sps.t.isf(0.025, 2) * d.std(ddof=1) / math.sqrt(3)  # wider than fixed
+    assert "look 1" in primary.paragraph(answer) and "O'Brien-Fleming" in primary.paragraph(answer)
