@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from suite.store import STATUSES
+from suite.sweep.folder import RunnerError
 from suite.sweep.status import format_duration
 from suite.sweep.sweep import SweepOptions
 
@@ -26,6 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ablation, ``--out`` and one flag per :class:`SweepOptions` field with help (its default and text)."""
     parser.add_argument("ablation", metavar="FILE", help="ablation YAML, e.g. ablations/default.yaml")
     parser.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>)")
+    parser.add_argument("--until-decided", action="store_true",
+                        help="run seeds in rounds until the ablation's primary comparison is decided (group-"
+                             "sequential design; docs/statistics.md), up to --max-seeds")
+    parser.add_argument("--max-seeds", type=int, default=None, metavar="N",
+                        help="with --until-decided: the most seeds per cell (default: 4 rounds of the file's seeds)")
     slurm = parser.add_argument_group("Slurm backend (--backend slurm; --workers is the number of array tasks)")
     defaults = SweepOptions()
     for f in dataclasses.fields(SweepOptions):
@@ -59,9 +65,16 @@ def run(args: argparse.Namespace) -> int:
     from suite.sweep.sweep import run_sweep
 
     progress = Progress()
+    answer = None
     try:
-        sweep = run_sweep(args.ablation, args.out, options(args), report=progress,
-                          notify=lambda line: print(line, flush=True))
+        if getattr(args, "until_decided", False):
+            sweep, answer = _until_decided(args, progress)
+        elif getattr(args, "max_seeds", None) is not None:
+            print("error: --max-seeds: only with --until-decided; add --until-decided", file=sys.stderr)
+            return 2
+        else:
+            sweep = run_sweep(args.ablation, args.out, options(args), report=progress,
+                              notify=lambda line: print(line, flush=True))
     except ConfigError as err:
         for line in str(err).splitlines():
             print(f"error: {line}", file=sys.stderr)
@@ -83,7 +96,24 @@ def run(args: argparse.Namespace) -> int:
         if counts["error"]:
             print(f"{counts['error']} runs ended in error: see {sweep.out}/runs/<run_id>/summary.json (error) and "
                   f"log.txt; rerun them with --retry-errors", file=sys.stderr)
+    if answer is not None:
+        from suite.analysis.primary import paragraph
+
+        print(paragraph(answer).replace("**", ""))
     return sweep.code
+
+
+def _until_decided(args: argparse.Namespace, progress: "Progress"):
+    from suite.sweep.spec import load_ablation
+    from suite.sweep.until import run_until_decided
+
+    max_seeds = args.max_seeds
+    if max_seeds is None:
+        max_seeds = 4 * len(load_ablation(args.ablation, max_runs=args.max_runs).seeds)
+    if max_seeds < 2:
+        raise RunnerError(f"--max-seeds {max_seeds}: a paired comparison needs at least 2; pass e.g. --max-seeds 12")
+    return run_until_decided(args.ablation, args.out, options(args), max_seeds, report=progress,
+                             notify=lambda line: print(line, flush=True))
 
 
 def _counts_text(counts: collections.Counter) -> str:

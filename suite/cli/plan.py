@@ -1,0 +1,37 @@
+"""``suite plan DIR``: the seeds each comparison needs, planned from the runs so far (suite/analysis/plan.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dir", help="folder of runs (one ablation), e.g. results/default")
+    parser.add_argument("--effect", type=float, default=5.0, metavar="POINTS",
+                        help="score difference to detect, in points (default: %(default)s; the primary comparison "
+                             "uses its declared margin when it has one)")
+    parser.add_argument("--power", type=float, default=0.8, metavar="P", help="power wanted (default: %(default)s)")
+    parser.add_argument("--baseline", metavar="VARIANT", default=None, help="variant to compare against (default: preln)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from suite.analysis.load import AnalysisError, AnalysisWarning
+    from suite.analysis.plan import plan_table, render
+
+    if not 0 < args.effect < 100:
+        print(f"suite plan: error: --effect {args.effect}: expected points in (0, 100), e.g. 5", file=sys.stderr)
+        return 2
+    if not 0 < args.power < 1:
+        print(f"suite plan: error: --power {args.power}: expected a probability in (0, 1), e.g. 0.8", file=sys.stderr)
+        return 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AnalysisWarning)  # `suite analyze` reports damaged summaries
+        try:
+            frame = plan_table(args.dir, args.effect / 100, args.power, args.baseline)
+        except AnalysisError as err:
+            print(f"suite plan: error: {err}", file=sys.stderr)
+            return 2
+    print(render(frame, args.power))
+    return 0

@@ -1,0 +1,113 @@
+"""``suite run FILE --until-decided``: add seeds in rounds until the primary comparison is decided.
+
+The first round is the ablation as written (every cell, its ``seeds``). Each later round adds as many
+seeds again, only to the primary comparison's cells (its scheme and baseline where it says; every
+learning rate for ``best_lr_score``), up to ``--max-seeds``. After each round the primary comparison
+is analysed as a look of a group-sequential design planned up front, O'Brien-Fleming-type alpha
+spending (:mod:`suite.analysis.sequential`): the sweep stops at the first look that crosses its
+boundary, or at the cap. The design is written to ``<out>/sequential.json`` before the first look,
+so ``suite analyze`` reports the final p-value and interval with the looks accounted for, and a rerun
+of the same command resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from suite import store
+from suite.sweep.folder import RunnerError
+from suite.sweep.spec import SpecError, load_ablation
+from suite.sweep.sweep import Report, SweepOptions, run_sweep
+
+
+def rounds_for(initial: int, max_seeds: int) -> list[int]:
+    """Seed counts at each look: the ablation's seeds, then that many more each round, up to the cap
+    (which is always the last look). E.g. 3 and 10 -> [3, 6, 9, 10]."""
+    rounds = list(range(initial, max_seeds + 1, initial))
+    return rounds if rounds[-1] == max_seeds else rounds + [max_seeds]
+
+
+def _design_file(out: Path, rounds: list[int], seeds: list[int]) -> dict[str, Any]:
+    """Read the folder's design, or write this one; refuse a different design for the same folder."""
+    from suite.analysis.primary import ALPHA, SEQUENTIAL
+
+    path = out / SEQUENTIAL
+    design = {"design": "group-sequential, two-sided, O'Brien-Fleming-type alpha spending (Lan-DeMets)",
+              "alpha": ALPHA, "rounds": rounds, "seeds": seeds, "looks": []}
+    if path.is_file():
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise RunnerError(f"{path}: unreadable ({err}); delete it to start the design again") from None
+        if old.get("rounds") != rounds or old.get("seeds") != seeds:
+            raise RunnerError(f"{path}: planned looks at {old.get('rounds')} seeds, not {rounds}; the looks of a "
+                              f"sequential design are fixed before the first one: pass the same --max-seeds, or "
+                              f"--out DIR for a new study")
+        return old
+    out.mkdir(parents=True, exist_ok=True)
+    store.write_json(path, design)
+    return design
+
+
+def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOptions, max_seeds: int,
+                      report: Report | None = None, notify: Callable[[str], None] = lambda line: None):
+    """Run the ablation in rounds of seeds until its primary comparison is decided or ``max_seeds``.
+
+    Returns:
+        (the last round's :class:`Sweep`, the last look's :class:`~suite.analysis.primary.Answer`, or
+        None when a round was interrupted).
+
+    Raises:
+        ConfigError: no primary comparison, ``--only``, a cap below the ablation's seeds, or a folder
+            whose design differs.
+    """
+    from suite.analysis.load import load_runs
+    from suite.analysis.primary import evaluate
+
+    ablation = load_ablation(path, max_runs=options.max_runs)
+    primary = ablation.primary
+    if primary is None:
+        raise SpecError([f"{path}: primary: --until-decided needs the question it decides; declare one, e.g. "
+                         f"`primary: {{scheme: layerscale, baseline: preln, where: {{model.depth: 48}}}}`"])
+    if primary.endpoint == "not_ok_rate":
+        raise SpecError([f"{path}: primary.endpoint: --until-decided works with a score endpoint (best_lr_score or "
+                         f"score), not not_ok_rate"])
+    if options.only:
+        raise RunnerError("--only and --until-decided: the rounds choose the runs themselves; drop --only")
+    if options.dry_run:
+        raise RunnerError("--dry-run and --until-decided: how many rounds run depends on their results; "
+                          "drop --dry-run (or dry-run without --until-decided to see the first round)")
+    first = list(ablation.seeds)
+    if len(first) < 2:
+        raise SpecError([f"{path}: seeds: --until-decided needs at least 2 seeds per round (a paired t-test "
+                         f"needs 2 pairs); set `seeds: 3`"])
+    if max_seeds < len(first):
+        raise RunnerError(f"--max-seeds {max_seeds}: fewer than the ablation's {len(first)} seeds; pass at least "
+                          f"{len(first)}")
+    extra = [s for s in range(max(first) + 1, max(first) + 1 + max_seeds) if s not in first]
+    seeds = first + extra[:max_seeds - len(first)]
+    rounds = rounds_for(len(first), max_seeds)
+    out = Path(out) if out else Path("results") / ablation.name
+    design = _design_file(out, rounds, seeds)
+    cells = [f"variant={v}" + "".join(f",{k}={val}" for k, val in primary.where.items())
+             for v in (primary.scheme, primary.baseline)]
+    sweep, answer = None, None
+    for look, n in enumerate(rounds):
+        raw = {**ablation.resolved, "seeds": seeds[:n]}
+        opts = dataclasses.replace(options, only=[] if look == 0 else cells)
+        sweep = run_sweep(raw, out, opts, report=report, notify=notify)
+        if sweep.stopped:
+            return sweep, None
+        answer = evaluate(load_runs(out), primary, rounds)
+        record = {"look": look + 1, "seeds": n, "pairs": answer.n_pairs, "estimate": answer.estimate,
+                  "p": answer.p, "decision": answer.decision}
+        design["looks"] = [x for x in design["looks"] if x["look"] != look + 1] + [record]
+        store.write_json(out / "sequential.json", design)
+        notify(f"look {look + 1} of {len(rounds)} at {n} seeds: {answer.decision} "
+               f"({100 * answer.estimate:+.1f} points, p = {answer.p:.3f})")
+        if answer.decision != "undecided":
+            break
+    return sweep, answer
