@@ -32,10 +32,10 @@ def run(args: argparse.Namespace) -> int:
             summary = analyze(args.dir, baseline=args.baseline, by=args.by, formats=formats,
                               figures=getattr(args, "figures", True))
         except AnalysisError as err:
-            print(f"suite analyze: error: {err}", file=sys.stderr)
+            print(f"error: {err}", file=sys.stderr)
             return 2
         except OSError as err:  # e.g. a read-only results folder
-            print(f"suite analyze: error: cannot write the outputs ({err}); check the folder's permissions",
+            print(f"error: cannot write the outputs ({err}); check the folder's permissions",
                   file=sys.stderr)
             return 2
     for w in caught:

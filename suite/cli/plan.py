@@ -21,17 +21,17 @@ def run(args: argparse.Namespace) -> int:
     from suite.analysis.plan import plan_table, render
 
     if not 0 < args.effect < 100:
-        print(f"suite plan: error: --effect {args.effect}: expected points in (0, 100), e.g. 5", file=sys.stderr)
+        print(f"error: --effect {args.effect}: expected points in (0, 100), e.g. 5", file=sys.stderr)
         return 2
     if not 0 < args.power < 1:
-        print(f"suite plan: error: --power {args.power}: expected a probability in (0, 1), e.g. 0.8", file=sys.stderr)
+        print(f"error: --power {args.power}: expected a probability in (0, 1), e.g. 0.8", file=sys.stderr)
         return 2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AnalysisWarning)  # `suite analyze` reports damaged summaries
         try:
             frame = plan_table(args.dir, args.effect / 100, args.power, args.baseline)
         except AnalysisError as err:
-            print(f"suite plan: error: {err}", file=sys.stderr)
+            print(f"error: {err}", file=sys.stderr)
             return 2
     print(render(frame, args.power))
     return 0
