@@ -163,7 +163,10 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
                 "their results are kept; pass --rerun-stale to run them again with this code")
         warnings.warn(f"{sum(other.values())} finished runs were made by other versions of the suite ({made}); "
                       f"{what}", store.SuiteWarning, stacklevel=2)
-    if opts.dry_run or not todo:  # nothing to run: write nothing, so a read-only results folder is fine
+    if opts.dry_run:
+        return sweep
+    if not todo:  # nothing to run: write nothing (a read-only results folder is fine), unless the file changed
+        _record_ablation(out, ablation, [r.run_id for r in every])
         return sweep
     from suite.sweep.slurm_backend import Detached, live_jobs
 
@@ -180,6 +183,26 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
         except KeyboardInterrupt:
             sweep.stopped, sweep.code = "interrupted", 130
     return sweep
+
+
+def _record_ablation(out: Path, ablation: Ablation, run_ids: list[str]) -> None:
+    """Bring ``out/ablation.yaml`` up to date when every run is done but the file changed since (e.g. a
+    ``primary:`` comparison added afterwards, which ``suite analyze`` reads from there); a folder that
+    cannot be written, or that another sweep holds, keeps its copy, with a warning."""
+    import yaml
+
+    try:
+        recorded = yaml.safe_load((out / "ablation.yaml").read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        recorded = None
+    if recorded == ablation.resolved or not out.is_dir():
+        return
+    try:
+        with folder.prepare_out(out, ablation, run_ids):
+            pass
+    except (RunnerError, store.DiskFull) as err:
+        warnings.warn(f"{out}/ablation.yaml: not updated to the file's current content ({err})", store.SuiteWarning,
+                      stacklevel=3)
 
 
 def _check(opts: SweepOptions) -> None:

@@ -53,6 +53,10 @@ def test_a_sweep_from_a_notebook(tmp_path):
 
     again = run_sweep(TINY, tmp_path / "out", SweepOptions(device="cpu"))  # resumes: nothing left to run
     assert not again.todo and len(again.done) == 2 and not again.results
+    # a primary comparison declared after the runs is recorded for `suite analyze`, with nothing run
+    declared = {**TINY, "primary": {"scheme": "layerscale", "baseline": "preln"}}
+    assert not run_sweep(declared, tmp_path / "out", SweepOptions(device="cpu")).results
+    assert "primary:" in (tmp_path / "out" / "ablation.yaml").read_text()
 
 
 def test_bad_options_are_one_line_errors(tmp_path):
