@@ -59,14 +59,18 @@ def km(runs: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def logrank(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> tuple[float, float]:
-    """Log-rank test of two cells' times to learn: (chi-square, p); nan when neither side learned."""
+    """Log-rank test of two cells' times to learn: (chi-square, p); nan when neither side learned or the
+    times carry no information (every run learned at the same evaluation)."""
     from statsmodels.duration.survfunc import survdiff
 
     ta, ea = times(a)
     tb, eb = times(b)
     if not (ea.any() or eb.any()):
         return math.nan, math.nan
-    chi2, p = survdiff(np.r_[ta, tb], np.r_[ea, eb], np.r_[np.zeros(ta.size), np.ones(tb.size)])
+    try:
+        chi2, p = survdiff(np.r_[ta, tb], np.r_[ea, eb], np.r_[np.zeros(ta.size), np.ones(tb.size)])
+    except np.linalg.LinAlgError:  # no variance: e.g. every run of both learned at the same evaluation
+        return math.nan, math.nan
     return float(chi2), float(p)
 
 

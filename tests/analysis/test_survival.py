@@ -36,6 +36,7 @@ def test_logrank_is_statsmodels_survdiff():
     chi2, p = survdiff(np.r_[ta, tb], np.r_[ea, eb], np.r_[[0] * 4, [1] * 4])
     assert logrank(a, b) == pytest.approx((chi2, p))
     assert all(math.isnan(x) for x in logrank([run(None, "failed")], [run(None, "failed")]))
+    assert all(math.isnan(x) for x in logrank([run(30), run(30)], [run(30), run(30)]))  # no variance: no test
 
 
 def test_the_learn_table_and_findings(tmp_path):
