@@ -472,7 +472,7 @@ CASES: list[Case] = [
     Case("suite train model.heads=0", "traceback", "error", _argv("train", "model.heads=0")),
     Case("suite bench --heads 0", "traceback", "error", _argv("bench", "--heads", "0", "--out", "{d}/b")),
     Case("suite train data.val_fraction=1.5", "silent", "error", _argv("train", "data.val_fraction=1.5")),
-    Case("suite train train.fail_patience=0", "silent", "error", _argv("train", "train.fail_patience=0")),
+    Case("suite train train.eval_every=-5", "silent", "error", _argv("train", "train.eval_every=-5")),
     Case("suite cost on a missing file", "traceback", "error", _argv("cost", "{d}/nope.yaml")),
     Case("suite status on a folder no sweep wrote", "traceback", "error", _argv("status", "{d}")),
     Case("suite propagate on a missing file", "traceback", "error", _argv("propagate", "{d}/nope.yaml")),

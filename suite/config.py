@@ -104,13 +104,8 @@ class TrainConfig:
     grad_clip: float | None = None  # max global grad norm; None = off
     label_smoothing: float = 0.0
     spike_factor: float = 4.0  # diverged if loss > spike_factor * best smoothed loss (and > ln C)
-    fail_fraction: float = 0.9  # failed if final smoothed loss >= fail_fraction * ln(num_classes)
-    # Stop a run as failed once its smoothed loss has sat at or above that threshold for this many
-    # consecutive steps after warm-up; None = always train to the end. Every summary records the
-    # longest such streak (chance_streak_max), so a patience can be checked against full runs.
-    fail_patience: int | None = None
     log_every: int = 10  # metrics.jsonl cadence (with per-block probes)
-    eval_every: int = 100  # test-set evaluation cadence (0 = only at the end)
+    eval_every: int = 100  # held-out evaluation cadence: validation every N steps, test at the end (0 = only at the end)
     timing_warmup_steps: int = 5  # steps excluded from step_time_ms
     checkpoint_every: int = 0  # 0 = no checkpoints; else save every N steps (resumable)
     # auto: bf16 autocast on CUDA, fp32 on CPU; resolved before the run id is computed, so a CUDA run
@@ -350,8 +345,6 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.grad_clip": (_optional(lambda v: _finite(v) and v > 0), "a number > 0 or null (off)"),
     "train.label_smoothing": (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1)"),
     "train.spike_factor": (lambda v: _finite(v) and v > 1, "a number > 1"),
-    "train.fail_fraction": (lambda v: _finite(v) and v > 0, "a number > 0"),
-    "train.fail_patience": (_optional(_at_least(1)), ">= 1 or null (train to the end)"),
     "train.log_every": (_at_least(1), ">= 1"),
     "train.eval_every": (_at_least(0), ">= 0 (0 = only at the end)"),
     "train.timing_warmup_steps": (_at_least(0), ">= 0"),

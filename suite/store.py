@@ -313,8 +313,8 @@ def empty_summary(cfg: RunConfig, extra: dict[str, Any] | None = None) -> dict[s
     return {
         "schema": SCHEMA_VERSION, "run_id": run_id(cfg), "ablation": None, "variant": None,
         "seed": cfg.seed, **(extra or {}), **flatten(to_dict(cfg)),
-        "status": "error", "diverged_step": None, "diverged_reason": None, "failed_reason": None, "stopped_step": None,
-        "chance_streak_max": None, "error": None,
+        "status": "error", "diverged_step": None, "diverged_reason": None, "failed_reason": None,
+        "steps_to_learn": None, "judged_on": None, "error": None,
         "steps_done": 0, "final_train_loss": None, "val_acc": None, "best_val_acc": None,
         "test_acc": None, "best_test_acc": None, "train_size": None, "val_size": None, "test_size": None,
         "step_time_ms": None, "throughput": None, "timing_cpu_util": None, "timing_load1": None,

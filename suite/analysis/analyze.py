@@ -4,7 +4,8 @@ Flow: every ``summary.json`` under DIR (see results/README.md) -> one row per ru
 -> groups (``grouping.py``) -> one row per group with rates, intervals and tests against the
 baseline (``summary.py``, statistics in ``stats.py``; ``tables/summary.csv``) -> paper-style
 tables (``tables.py``), each scheme at its best learning rate (``lr.py``), depth trends and
-aggregates (``trends.py``), the declared primary comparison (``primary.py``), ``findings.md``
+aggregates (``trends.py``), time to learn (``survival.py``), the declared primary comparison
+(``primary.py``), ``findings.md``
 (``findings.py``) and figures (``figures.py``). The rules are in ``docs/statistics.md``.
 """
 
@@ -24,6 +25,7 @@ from suite.analysis.findings import findings
 from suite.analysis.lr import lr_table
 from suite.analysis.propagation import KIND, is_propagation, summary_frame
 from suite.analysis.summary import runs_frame, summarize
+from suite.analysis.survival import learn_table
 from suite.analysis.trends import aggregates, depth_trends
 
 FORMATS = ("md", "tex", "csv")
@@ -79,6 +81,7 @@ def analyze(
         "trends": depth_trends(runs, keys, base),
         "aggregate": aggregates(runs, keys, base),
         "lr": lr_table(runs, keys, base),
+        "learn": learn_table(runs, keys, base),
     }
     declared = primary.read(root)
     answer = primary.evaluate(runs, declared, primary.read_design(root)) if declared else None
@@ -96,7 +99,8 @@ def analyze(
             else:
                 doc = paper.document(fmt, kind, title, frame, keys, base, intro)
                 written.append(tables.write_text(doc, table_dir / f"{kind}.{fmt}"))
-    text = findings(title, summary, keys, base, frames["trends"], frames["aggregate"], frames["lr"], answer)
+    text = findings(title, summary, keys, base, frames["trends"], frames["aggregate"], frames["lr"], answer,
+                    frames["learn"])
     written.append(tables.write_text(text, root / "findings.md"))
     if figures:
         from suite.analysis import figures as fig  # matplotlib is slow to import: only when drawing

@@ -348,12 +348,37 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
         suffix = slug(label, skeys)
         head = title + (f" ({name})" if name else "")
         members = [r for r in runs if r["status"] != "error" and group_of(r, skeys) == label]
+        if any("steps_to_learn" in r for r in members):
+            written += save(time_to_learn(members, colors, head), out / f"time_to_learn{suffix}")
         if DEPTH in keys:
             written += save(accuracy_vs_depth(part, colors, head), out / f"accuracy_vs_depth{suffix}")
             written += save(not_ok_vs_depth(part, colors, head), out / f"not_ok_vs_depth{suffix}")
         written += _scale_figures(root, members, keys, out, suffix, name)
         written += _loss_figure(root, members, colors, out, suffix, name)
     return written
+
+
+def time_to_learn(members: list[dict[str, Any]], colors: dict[str, Any], title: str) -> plt.Figure:
+    """Kaplan-Meier curves of the share of runs that have learned by each step, one panel per depth."""
+    from suite.analysis.survival import curves
+
+    depths = sorted({float(r[DEPTH]) for r in members if r.get(DEPTH) is not None}) or [math.nan]
+    fig, axes = plt.subplots(1, len(depths), figsize=(4 * len(depths), 3.2), squeeze=False, sharey=True)
+    for ax, depth in zip(axes[0], depths):
+        for v, color in colors.items():
+            runs = [r for r in members if r["variant"] == v and (math.isnan(depth) or float(r[DEPTH]) == depth)]
+            steps, share = curves(runs)
+            if steps.size:
+                ax.step(steps, 100 * share, where="post", color=color, label=f"{v} ({len(runs)})")
+        ax.set_title(f"depth {fmt_value(int(depth))}" if not math.isnan(depth) else "")
+        ax.set_xlabel("step")
+        ax.set_ylim(-2, 102)
+    axes[0][0].set_ylabel("runs that have learned (%)")
+    axes[0][-1].legend(fontsize=7, loc="lower right")
+    fig.suptitle(safe(title), fontsize=9)
+    fig.text(0.01, -0.04, "Kaplan-Meier: learned = first held-out evaluation above always guessing the largest "
+             "class (binomial test, alpha 0.01); runs that never learned are censored", fontsize=7)
+    return fig
 
 
 def _scale_figures(root: Path, members: list[dict[str, Any]], keys: list[str], out: Path, suffix: str,

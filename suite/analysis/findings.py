@@ -66,6 +66,20 @@ def rate_line(row: pd.Series, base: pd.Series) -> str:
             f"(Fisher's exact test, {_adj(row['not_ok_p_adj'], row['not_ok_p_m'])}{reach})")
 
 
+def _median(r: pd.Series) -> str:
+    if math.isnan(r["median"]):
+        return f"not reached ({r['n_learned']}/{r['n']} learned)"
+    high = "not reached" if math.isnan(r["median_ci_high"]) else f"{r['median_ci_high']:.0f}"
+    low = "?" if math.isnan(r["median_ci_low"]) else f"{r['median_ci_low']:.0f}"
+    return f"{r['median']:.0f} steps [{low}, {high}] ({r['n_learned']}/{r['n']} learned)"
+
+
+def learn_line(row: pd.Series, base: pd.Series) -> str:
+    """Time to learn against the baseline's: Kaplan-Meier medians and the log-rank test."""
+    return (f"{_where(row)}: median time to learn {_median(row)} vs {_median(base)} (log-rank "
+            f"{_adj(row['logrank_p_adj'], row['logrank_p_m'])})")
+
+
 def trend_lines(row: pd.Series, baseline: str) -> list[str]:
     out = []
     if not math.isnan(row["acc_interaction"]):
@@ -155,7 +169,7 @@ def _lr_section(lr: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
 
 def findings(title: str, summary: pd.DataFrame, keys: list[str], baseline: str,
              trends: pd.DataFrame | None, aggregate: pd.DataFrame | None, lr: pd.DataFrame | None = None,
-             answer: Answer | None = None) -> str:
+             answer: Answer | None = None, learn: pd.DataFrame | None = None) -> str:
     """The text of ``findings.md`` (Markdown; deterministic, like the tables).
 
     Args:
@@ -192,6 +206,11 @@ def findings(title: str, summary: pd.DataFrame, keys: list[str], baseline: str,
                 b = (base[base[DEPTH] == row[DEPTH]] if DEPTH in keys else base).iloc[0]
                 lines.append(f"- {score_line(row, b)}")
                 lines.append(f"- {rate_line(row, b)}")
+                if learn is not None:
+                    match = learn[(learn[keys] == row[keys]).all(axis=1)]
+                    base_match = learn[(learn[keys[1:]] == row[keys[1:]]).all(axis=1) & (learn["variant"] == baseline)]
+                    if len(match) and len(base_match):
+                        lines.append(f"- {learn_line(match.iloc[0], base_match.iloc[0])}")
             for frame, render in ((trends, trend_lines), (aggregate, lambda r, b: [aggregate_line(r, b)])):
                 if frame is None:
                     continue

@@ -231,6 +231,32 @@ def frontier_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
     return _section_tables(lr, fkeys, baseline, m, "Stability frontier", "tab:frontier", cell, notes, best_of)
 
 
+def learn_tables(learn: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
+    """Rows = scheme, columns = depth, cells = Kaplan-Meier median steps to learn [95%] and learned k/n."""
+
+    def cell(r: pd.Series, best: str | None) -> str:
+        if _nan(r["median"]):
+            med = m.esc("not reached")
+        else:
+            low = "?" if _nan(r["median_ci_low"]) else fmt_value(int(r["median_ci_low"]))
+            high = m.esc("not reached") if _nan(r["median_ci_high"]) else fmt_value(int(r["median_ci_high"]))
+            med = f"{fmt_value(int(r['median']))} [{low}, {high}]"
+        med += m.dagger if r["logrank_p_adj"] < ALPHA else ""
+        return m.lines([med, f"learned {r['n_learned']}/{r['n']}"])
+
+    def notes(part: pd.DataFrame) -> list[str]:
+        return [
+            f"Cell: the Kaplan-Meier median number of steps until a run first learned (its held-out accuracy above "
+            f"always guessing the largest class, binomial test at alpha 0.01), with its 95{m.esc('%')} interval "
+            f"(Brookmeyer-Crowley); runs that never learned are censored at their last evaluation (a diverged run at "
+            f"its divergence). not reached: fewer than half learned. {m.dagger} time to learn differs from "
+            f"{m.code(baseline)}: log-rank test, exploratory, Bonferroni-adjusted p {m.esc('<')} {ALPHA} over this "
+            f"table. Curves: figures/time_to_learn*.",
+        ] + _missing_baseline_note(part, keys, baseline, m)
+
+    return _section_tables(learn, keys, baseline, m, "Time to learn", "tab:learn", cell, notes)
+
+
 def propagation_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
     """One table per quantity of :data:`suite.analysis.propagation.QUANTITIES`: rows = scheme,
     columns = depth, cells = mean over seeds [95% interval] (geometric for ratios)."""
@@ -363,6 +389,7 @@ KINDS = {  # file stem under tables/ -> the tables it holds
     "trends": (trend_tables,),
     "aggregate": (aggregate_tables,),
     "lr": (best_lr_tables, sensitivity_tables, frontier_tables),
+    "learn": (learn_tables,),
     "propagation": (propagation_tables,),
 }
 

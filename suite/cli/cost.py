@@ -1,5 +1,5 @@
 """``suite cost FILE [--tflops T | --measured MS@DEPTH]``: the steps, FLOPs and device-hours of an
-ablation before it runs (an upper bound: diverged and stopped runs end early)."""
+ablation before it runs (an upper bound: diverged runs end early)."""
 
 from __future__ import annotations
 
@@ -55,5 +55,5 @@ def run(args: argparse.Namespace) -> int:
     print(f"  {cost.steps:,} optimizer steps, {cost.flops / 1e15:,.1f} PFLOP of training (matmuls, forward + backward)")
     rate = f"{tflops:,.1f} TFLOP/s" if tflops >= 1 else f"{tflops * 1e3:,.1f} GFLOP/s"
     print(f"  {cost.hours(tflops):,.2f} device-hours at {rate} sustained ({source}); "
-          f"an upper bound: diverged and stopped runs end early")
+          f"an upper bound: diverged runs end early")
     return 0

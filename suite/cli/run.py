@@ -30,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--until-decided", action="store_true",
                         help="run seeds in rounds until the ablation's primary comparison is decided (group-"
                              "sequential design; docs/statistics.md), up to --max-seeds")
+    parser.add_argument("--refine", action="store_true",
+                        help="then add learning rates past any best rate at the grid's edge, at the grid's spacing, "
+                             "until every best rate is interior (at most 3 rounds; docs/ablations.md)")
     parser.add_argument("--max-seeds", type=int, default=None, metavar="N",
                         help="with --until-decided: the most seeds per cell (default: 4 rounds of the file's seeds)")
     slurm = parser.add_argument_group("Slurm backend (--backend slurm; --workers is the number of array tasks)")
@@ -67,7 +70,16 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress()
     answer = None
     try:
-        if getattr(args, "until_decided", False):
+        if getattr(args, "until_decided", False) and getattr(args, "refine", False):
+            print("error: --refine and --until-decided: refine the grid first, then add seeds; drop one",
+                  file=sys.stderr)
+            return 2
+        if getattr(args, "refine", False):
+            from suite.sweep.refine import run_refine
+
+            sweep, _ = run_refine(args.ablation, args.out, options(args), report=progress,
+                                  notify=lambda line: print(line, flush=True))
+        elif getattr(args, "until_decided", False):
             sweep, answer = _until_decided(args, progress)
         elif getattr(args, "max_seeds", None) is not None:
             print("error: --max-seeds: only with --until-decided; add --until-decided", file=sys.stderr)

@@ -24,9 +24,9 @@ class RunState:
     step: int = 0
     ema: float | None = None
     best_ema: float = math.inf
-    min_ema: float = math.inf  # lowest smoothed loss so far, warm-up included (failed_reason)
-    streak: int = 0  # consecutive steps after warm-up with the smoothed loss at or above the fail threshold
-    streak_max: int = 0
+    evals: list[list[float]] = dataclasses.field(default_factory=list)  # [step, held-out accuracy] per evaluation
+    held_out_n: int = 0  # examples in the held-out split the outcome is judged on
+    held_out_majority: float = 0.0  # its largest class share
     best_test_acc: float | None = None
     test_acc: float | None = None
     best_val_acc: float | None = None
@@ -40,9 +40,9 @@ class CheckpointError(Exception):
 
 
 PREEMPTED = "preempted.json"  # beside a checkpoint saved because the worker was preempted
-# 2: every LayerScale γ is its own parameter. Format 1 (no "format" key) kept all γ of a model in one
-# parameter, so its optimizer state does not fit this model's.
-FORMAT = 2
+# 3: the run state keeps its held-out evaluations (the outcome is judged on them). 2: every LayerScale
+# γ is its own parameter; format 1 (no "format" key) kept all γ of a model in one parameter.
+FORMAT = 3
 
 
 def preempted(run_dir: Path, clear: bool = False) -> bool:
@@ -96,9 +96,8 @@ def load(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optim
         raise CheckpointError(f"{path}: written by run {found!r}, not by this run ({run_id}); "
                               f"delete it to start this run from step 0")
     if ckpt.get("format", 1) != FORMAT:
-        raise CheckpointError(f"{path}: checkpoint format {ckpt.get('format', 1)} (written by an older suite, whose "
-                              f"optimizer kept every LayerScale γ in one parameter); this suite resumes format {FORMAT} only: delete it to start this "
-                              f"run from step 0")
+        raise CheckpointError(f"{path}: checkpoint format {ckpt.get('format', 1)} (written by an older suite); this "
+                              f"suite resumes format {FORMAT} only: delete it to start this run from step 0")
     try:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])

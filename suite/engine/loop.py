@@ -7,7 +7,8 @@ inside a run becomes ``error`` with its message, so a sweep never dies of one ru
 
 The run is a :class:`Training` object whose methods are the phases: :meth:`Training.setup` (data, model,
 optimizer, resume), :meth:`Training.step` (one optimizer step and the divergence rules),
-:meth:`Training.evaluate` (validation and test accuracy) and :meth:`Training.finish` (the summary's results).
+:meth:`Training.evaluate` (held-out accuracy; the outcome is judged on it, :mod:`suite.engine.outcome`) and
+:meth:`Training.finish` (the summary's results).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from suite import store
 from suite.config import RunConfig, dump_yaml, flatten, to_dict
 from suite.data import TrainStream, eval_batches, load_dataset
 from suite.data.bundle import DatasetBundle
-from suite.engine import checkpoint
+from suite.engine import checkpoint, outcome
 from suite.engine.checkpoint import RunState
 from suite.engine.compiled import compile_for_run
 from suite.engine.optim import build_optimizer, implementation, lr_at
@@ -59,11 +60,6 @@ class StopRun(BaseException):
     def __init__(self, reason: str, save: bool) -> None:
         super().__init__(reason)
         self.reason, self.save = reason, save
-
-
-class StoppedAtChance(Exception):
-    """The smoothed loss sat at chance for ``train.fail_patience`` steps after warm-up: the run is
-    ``failed`` already, and training it to the end would only spend time."""
 
 
 def train(
@@ -172,7 +168,7 @@ class Training:
                 self.step(x, y)
                 self.after_step(x, bar, on_step)
             self.completed()
-        except (StoppedAtChance, Diverged) as stop:
+        except Diverged as stop:
             self.stopped(stop)
         finally:
             self.metrics.close()
@@ -194,7 +190,7 @@ class Training:
         """What follows a step: the host read when due, evaluation, checkpoint, progress, ``on_step``.
 
         Raises:
-            Diverged, StoppedAtChance: from :meth:`read`.
+            Diverged: from :meth:`read`.
             StopRun: from ``on_step`` (a preemption saves a checkpoint of this step first).
         """
         tc, state = self.tc, self.state
@@ -204,7 +200,7 @@ class Training:
         if evaluate or save or self._read_due(step):
             self.read(x)
         if evaluate:
-            self.evaluate(step)
+            self.evaluate(step, final=step == self.total_steps)
         if save:
             self.save()
         if bar is not None:
@@ -230,28 +226,21 @@ class Training:
                         self.state, preempted=preempted)
 
     def completed(self) -> None:
-        """Every step done: ``ok``, or ``failed`` if the smoothed loss ended at chance."""
-        self.summary["status"] = "ok"
-        self._judge_failure()
-
-    def stopped(self, stop: StoppedAtChance | Diverged) -> None:
-        """The run ended early: ``failed`` at chance (evaluated where it stopped), or ``diverged``."""
+        """Every step done: ``ok`` if the last held-out evaluation shows it learned, else ``failed``
+        (:mod:`suite.engine.outcome`); ``steps_to_learn`` either way."""
         state = self.state
-        if isinstance(stop, StoppedAtChance):
-            self.summary["stopped_step"] = state.step
-            self.log({"kind": "stopped", "step": state.step, "reason": "at_chance"})
-            self.evaluate(state.step)
-            self._judge_failure()
-        else:
-            self.summary.update(status="diverged", diverged_step=stop.step, diverged_reason=stop.reason)
-            self.log({"kind": "diverged", "step": stop.step, "reason": stop.reason})
+        status, reason, first = outcome.judge([(int(s), a) for s, a in state.evals], state.held_out_n,
+                                              state.held_out_majority)
+        self.summary.update(status=status, failed_reason=reason, steps_to_learn=first,
+                            judged_on="val" if self.data.val is not None else "test")
 
-    def _judge_failure(self) -> None:
-        state, threshold = self.state, self.tc.fail_fraction * self.chance
-        if state.ema is not None and state.ema >= threshold:
-            # Never below the threshold: it never learned; below it once: it learned, then lost it.
-            reason = "never_learned" if state.min_ema >= threshold else "collapsed"
-            self.summary.update(status="failed", failed_reason=reason)
+    def stopped(self, stop: Diverged) -> None:
+        """The run diverged: at which step, and why (and when it had learned, if it had)."""
+        state = self.state
+        _, _, first = outcome.judge([(int(s), a) for s, a in state.evals], state.held_out_n, state.held_out_majority)
+        self.summary.update(status="diverged", diverged_step=stop.step, diverged_reason=stop.reason,
+                            steps_to_learn=first)
+        self.log({"kind": "diverged", "step": stop.step, "reason": stop.reason})
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """One optimizer step on the batch ``(x, y)``, without waiting for the device.
@@ -290,24 +279,17 @@ class Training:
             self._timed(time.perf_counter() - started[0], time.process_time() - started[1], 1)
 
     def _read_due(self, step: int) -> bool:
-        """Whether the host must read the device's numbers after ``step`` steps: at every log step,
-        at every step without a fused AdamW, and early enough to stop at ``train.fail_patience``
-        on the very step it is reached."""
-        tc = self.tc
-        if not self.sync_free or step % tc.log_every == 0 or step == self.total_steps:
-            return True
-        if tc.fail_patience is None:
-            return False
-        return self.state.streak + (step - self.read_at) >= tc.fail_patience
+        """Whether the host must read the device's numbers after ``step`` steps: at every log step
+        and at every step without a fused AdamW."""
+        return not self.sync_free or step % self.tc.log_every == 0 or step == self.total_steps
 
     def read(self, x: torch.Tensor) -> None:
         """Read the steps since the last read (one transfer) and replay them in order: smoothed loss,
-        the divergence and failure rules, and the train record at a log step (probes on ``x``).
+        the divergence rules, and the train record at a log step (probes on ``x``).
 
         Raises:
             Diverged: a non-finite loss or gradient norm, or a loss spike after the warmup, at the
                 exact step (later steps did not update the weights, or only after the spike).
-            StoppedAtChance: the smoothed loss sat at chance for ``train.fail_patience`` steps.
         """
         tc, state = self.tc, self.state
         n = len(self.steps)
@@ -325,7 +307,6 @@ class Training:
                 raise Diverged(step, "nonfinite_loss" if not math.isfinite(loss_v) else "nonfinite_grad")
             done = step + 1
             state.ema = loss_v if state.ema is None else SPIKE_EMA * state.ema + (1 - SPIKE_EMA) * loss_v
-            state.min_ema = min(state.min_ema, state.ema)
             if done > tc.warmup_steps:
                 if loss_v > tc.spike_factor * state.best_ema and loss_v > self.chance:
                     # Like a non-finite loss: the step of the loss, i.e. the count of updates behind it.
@@ -333,14 +314,9 @@ class Training:
                     del state.step_times[max(0, done - self.timed_from):]  # the device went on; a host checking every step would not have
                     raise Diverged(step, "loss_spike")
                 state.best_ema = min(state.best_ema, state.ema)
-                state.streak = state.streak + 1 if state.ema >= tc.fail_fraction * self.chance else 0
-                state.streak_max = max(state.streak_max, state.streak)
             if done % tc.log_every == 0 or done == self.total_steps:  # only ever the last row: a read is due there
                 self.log({"kind": "train", "step": done, "loss": loss_v, "lr": lr, "grad_norm": grad_v,
                           "blocks": probe(self.model, x)})
-            if tc.fail_patience is not None and state.streak >= tc.fail_patience and done < self.total_steps:
-                state.step = done
-                raise StoppedAtChance
 
     def _timed(self, wall: float, cpu: float, steps: int) -> None:
         """Add ``steps`` timed steps that took ``wall`` seconds (``cpu`` of process time) in all."""
@@ -349,35 +325,44 @@ class Training:
         self.timed_cpu += cpu
 
     @torch.no_grad()
-    def evaluate(self, step: int) -> None:
-        """Validation and test loss and accuracy of the current weights, logged and kept in the run
-        state. Selection (best learning rate, best init) uses ``val_acc``; ``test_acc`` is reported."""
+    def evaluate(self, step: int, final: bool = True) -> None:
+        """Held-out loss and accuracy of the current weights, logged and kept in the run state:
+        validation at every evaluation (it judges the run, :mod:`suite.engine.outcome`, and selects
+        learning rates), test only at the ``final`` one (it is reported; a periodic test pass would
+        cost as much again and decide nothing). Without a validation split, test at every one."""
         state = self.state
         record: dict[str, Any] = {"kind": "eval", "step": step}
+        held_out = "val" if self.data.val is not None else "test"
         self.model.eval()
         for split in ("val", "test"):
-            if split == "val" and self.data.val is None:
+            if (split == "val" and self.data.val is None) or (split == "test" and not final and held_out == "val"):
                 continue
-            loss, acc = self._accuracy(split)
+            loss, acc, majority, n = self._accuracy(split)
             record.update({f"{split}_loss": loss, f"{split}_acc": acc})
             setattr(state, f"{split}_acc", acc)
             best = getattr(state, f"best_{split}_acc")
             setattr(state, f"best_{split}_acc", acc if best is None else max(best, acc))
+            if split == held_out:
+                state.evals.append([step, acc])
+                state.held_out_n, state.held_out_majority = n, majority
         self.model.train()
         self.log(record)
 
-    def _accuracy(self, split: str) -> tuple[float, float]:
-        """Mean loss and accuracy over the whole ``split`` (``val`` or ``test``), in eval mode."""
+    def _accuracy(self, split: str) -> tuple[float, float, float, int]:
+        """Mean loss, accuracy, largest class share and size of the whole ``split`` (``val`` or ``test``),
+        in eval mode."""
         cfg, device = self.cfg, self.device
         correct, total, loss_sum = 0, 0, 0.0
+        counts = torch.zeros(self.data.num_classes, dtype=torch.long)
         for x, y in eval_batches(self.data, max(cfg.train.batch_size, 256), device, cfg.data.device_max_mb,
                                  cfg.data.num_workers, split=split):
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
                 logits = self.model(x)
             loss_sum += F.cross_entropy(logits.float(), y, reduction="sum").item()
             correct += (logits.argmax(-1) == y).sum().item()
+            counts += torch.bincount(y.cpu(), minlength=self.data.num_classes)
             total += y.numel()
-        return loss_sum / max(total, 1), correct / max(total, 1)
+        return loss_sum / max(total, 1), correct / max(total, 1), counts.max().item() / max(total, 1), total
 
     # ------------------------------------------------------------------------- finish
 
@@ -385,7 +370,6 @@ class Training:
         """The summary's results: steps, final loss, accuracy, step time, throughput, memory."""
         state, summary = self.state, self.summary
         summary["steps_done"] = state.step
-        summary["chance_streak_max"] = state.streak_max
         summary["final_train_loss"] = state.ema
         summary.update(val_acc=state.val_acc, best_val_acc=state.best_val_acc, test_acc=state.test_acc,
                        best_test_acc=state.best_test_acc)

@@ -32,7 +32,7 @@ from torch.func import functional_call, vmap
 from suite import store
 from suite.config import RunConfig
 from suite.engine.lifecycle import RunFolder
-from suite.engine.loop import Diverged, StopRun, StoppedAtChance, Training
+from suite.engine.loop import Diverged, StopRun, Training
 
 # Keys in which the members of one pack may differ; everything else must be equal.
 MEMBER_KEYS = frozenset({"seed", "train.lr", "train.weight_decay", "model.layerscale.init"})
@@ -168,7 +168,7 @@ def _loop(live: list[_Member], on_step: Callable[[int], None] | None) -> None:
         for i, m in enumerate(members):
             try:
                 m.training.after_step(x[i])
-            except (StoppedAtChance, Diverged) as stop:
+            except Diverged as stop:
                 m.training.stopped(stop)
                 m.end()
                 live.remove(m)
@@ -185,7 +185,7 @@ def _loop(live: list[_Member], on_step: Callable[[int], None] | None) -> None:
                     try:
                         m.training.read(x[members.index(m)])
                         m.training.save(preempted=True)
-                    except (StoppedAtChance, Diverged) as ended:  # its last steps decided it: no need to resume
+                    except Diverged as ended:  # its last steps decided it: no need to resume
                         m.training.stopped(ended)
                         m.end()
                 raise

@@ -19,8 +19,8 @@ BASE = {
     "train.steps": 30, "train.lr": 3e-3, "train.batch_size": 32, "train.warmup_steps": 2, "train.eval_every": 0,
     "train.timing_warmup_steps": 2, "device": "cpu",
 }
-FIELDS = ("status", "diverged_step", "diverged_reason", "stopped_step", "failed_reason", "steps_done",
-          "final_train_loss", "chance_streak_max", "test_acc", "val_acc")
+FIELDS = ("status", "diverged_step", "diverged_reason", "failed_reason", "steps_to_learn", "steps_done",
+          "final_train_loss", "test_acc", "val_acc")
 
 
 def cfg(**overrides):
@@ -56,7 +56,7 @@ CASES = {
     "nonfinite loss at step 13": ({}, nan_at(13)),
     "loss spike at step 17": ({}, spike_at(17)),
     "ok": ({}, None),
-    "stopped at chance": ({"train.lr": 0.0, "train.min_lr": 0.0, "train.fail_patience": 7}, None),
+    "never learned": ({"train.lr": 0.0, "train.min_lr": 0.0}, None),
 }
 
 

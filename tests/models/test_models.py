@@ -333,6 +333,6 @@ def test_run_id_of_the_default_config_is_pinned_and_every_key_counts():
     from suite.config import RunConfig
 
     cfg = RunConfig()
-    assert store.run_id(cfg) == "fa2f73deec67"
+    assert store.run_id(cfg) == "0fe126e1fe59"
     cfg.model.weight_init = "xavier"
-    assert store.run_id(cfg) != "fa2f73deec67"
+    assert store.run_id(cfg) != "0fe126e1fe59"

@@ -54,9 +54,8 @@ def scalars(record: dict[str, Any]) -> tuple[int, dict[str, float]]:
     """The step and scalars of one ``metrics.jsonl`` record, as every sink names them.
 
     ``train`` records give ``train/loss``, ``train/lr``, ``train/grad_norm`` and the per-block probes;
-    ``eval`` records ``val/loss``, ``val/acc``, ``test/loss``, ``test/acc``; ``diverged`` and
-    ``stopped`` records a ``run/diverged`` or ``run/stopped_at_chance`` of 1. Missing values (null)
-    are left out.
+    ``eval`` records ``val/loss``, ``val/acc``, ``test/loss``, ``test/acc``; a ``diverged`` record a
+    ``run/diverged`` of 1. Missing values (null) are left out.
     """
     step, kind = int(record.get("step") or 0), record.get("kind")
     out: dict[str, float] = {}
@@ -79,8 +78,6 @@ def scalars(record: dict[str, Any]) -> tuple[int, dict[str, float]]:
                 out[f"{split}/{key}"] = record.get(f"{split}_{key}")
     elif kind == "diverged":
         out["run/diverged"] = 1.0
-    elif kind == "stopped":
-        out["run/stopped_at_chance"] = 1.0
     return step, {k: float(v) for k, v in out.items() if v is not None}
 
 

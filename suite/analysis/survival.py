@@ -1,0 +1,110 @@
+"""Time to learn: Kaplan-Meier estimates and log-rank tests of ``steps_to_learn``.
+
+A run's *event* is learning: the first held-out evaluation at which it passed the test of
+:mod:`suite.engine.outcome` (``steps_to_learn``). A run that never learned is *censored* at the last
+step it was evaluated at (``steps_done``; a diverged run at its ``diverged_step``): it had not
+learned by then, and nothing is known after. Per cell (scheme x depth x the other keys, the learning
+rate included): the Kaplan-Meier median steps to learn with its 95% interval (Brookmeyer-Crowley,
+statsmodels ``SurvfuncRight``; "not reached" when fewer than half learned), and the log-rank test
+against the baseline's cell (statsmodels ``survdiff``), exploratory: Bonferroni over a section.
+This tells a slow scheme (learns late) from an unstable one (diverges or collapses), which the
+status alone cannot. Runs made before ``steps_to_learn`` was recorded are left out.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from suite.analysis.grouping import adjust_family, group_of, sort_value, variant_order
+
+COLUMNS = ["is_baseline", "has_baseline", "n", "n_learned", "median", "median_ci_low", "median_ci_high",
+           "logrank_chi2", "logrank_p", "logrank_p_adj", "logrank_p_m"]
+
+
+def times(runs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    """(time, learned) per run: the step it learned at, or the step it was censored at."""
+    t, e = [], []
+    for r in runs:
+        first = r.get("steps_to_learn")
+        if first is not None:
+            t.append(float(first))
+            e.append(1)
+        else:
+            t.append(float(r.get("diverged_step") if r["status"] == "diverged" else r.get("steps_done") or 0))
+            e.append(0)
+    return np.array(t), np.array(e)
+
+
+def km(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """The median steps to learn with its 95% interval (nan: not reached / unbounded)."""
+    from statsmodels.duration.survfunc import SurvfuncRight
+
+    t, e = times(runs)
+    out = {"n": int(t.size), "n_learned": int(e.sum()), "median": math.nan, "median_ci_low": math.nan,
+           "median_ci_high": math.nan}
+    if not e.any():
+        return out
+    sf = SurvfuncRight(t, e)
+    median = float(sf.quantile(0.5))
+    with np.errstate(divide="ignore", invalid="ignore"):  # log(-log S) at S = 0 or 1: an unbounded end
+        low, high = sf.quantile_ci(0.5)
+    out.update(median=median if math.isfinite(median) else math.nan,
+               median_ci_low=float(low) if math.isfinite(low) else math.nan,
+               median_ci_high=float(high) if math.isfinite(high) else math.nan)
+    return out
+
+
+def logrank(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> tuple[float, float]:
+    """Log-rank test of two cells' times to learn: (chi-square, p); nan when neither side learned or the
+    times carry no information (every run learned at the same evaluation)."""
+    from statsmodels.duration.survfunc import survdiff
+
+    ta, ea = times(a)
+    tb, eb = times(b)
+    if not (ea.any() or eb.any()):
+        return math.nan, math.nan
+    try:
+        chi2, p = survdiff(np.r_[ta, tb], np.r_[ea, eb], np.r_[np.zeros(ta.size), np.ones(tb.size)])
+    except np.linalg.LinAlgError:  # no variance: e.g. every run of both learned at the same evaluation
+        return math.nan, math.nan
+    return float(chi2), float(p)
+
+
+def learn_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame | None:
+    """One row per group (the analysis's groups): Kaplan-Meier median time to learn and the log-rank
+    test against the baseline's group at the same keys. None when no run recorded ``steps_to_learn``."""
+    live = [r for r in runs if r["status"] != "error" and "steps_to_learn" in r]
+    if not live:
+        return None
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in live:
+        groups.setdefault(group_of(r, keys), []).append(r)
+    order = {v: i for i, v in enumerate(variant_order([g[0] for g in groups], baseline))}
+    ordered = sorted(groups, key=lambda g: (order[g[0]], [sort_value(v) for v in g[1:]]))
+    rows = []
+    for g in ordered:
+        base = groups.get((baseline,) + g[1:])
+        is_base = g[0] == baseline
+        chi2, p = logrank(groups[g], base) if base is not None and not is_base else (math.nan, math.nan)
+        rows.append({**dict(zip(keys, g)), "is_baseline": is_base, "has_baseline": base is not None,
+                     **km(groups[g]), "logrank_chi2": chi2, "logrank_p": p})
+    frame = pd.DataFrame(rows)
+    adjust_family(frame, keys, "logrank_p")
+    return frame[keys + COLUMNS]
+
+
+def curves(runs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    """The Kaplan-Meier curve of the share of runs that have learned by each step: (steps, share)."""
+    from statsmodels.duration.survfunc import SurvfuncRight
+
+    t, e = times(runs)
+    if not t.size:
+        return np.array([]), np.array([])
+    if not e.any():
+        return np.array([0.0, t.max()]), np.array([0.0, 0.0])
+    sf = SurvfuncRight(t, e)
+    return np.r_[0.0, sf.surv_times], np.r_[0.0, 1 - sf.surv_prob]

@@ -1,0 +1,46 @@
+"""How a run that did not diverge is judged: on held-out data, by a test, not by its training loss.
+
+A run *learned* at an evaluation when its held-out accuracy is significantly above what always
+guessing the most frequent class would score: a one-sided exact binomial test of the number correct
+against ``n`` trials at the largest class share, at :data:`ALPHA` = 0.01. With 450 held-out images
+and a largest share of 0.11 that takes 14.7% or more (tests/engine/test_outcome.py).
+
+- ``ok``: it learned at its final evaluation;
+- ``failed`` with ``failed_reason`` ``never_learned`` (at no evaluation) or ``collapsed`` (at an
+  earlier evaluation, then no longer at the last);
+- ``steps_to_learn``: the step of the first evaluation at which it learned; ``None`` (censored at
+  the last evaluation) when it never did. It tells "slow" from "unstable", which one status cannot.
+
+The held-out split is the validation split; a run without one (``data.val_fraction: 0``) is judged
+on the test split, and its summary says so (``judged_on``). Pure functions of the evaluation history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scipy import stats as sps
+
+ALPHA = 0.01
+
+
+def learned(acc: float, n: int, majority: float, alpha: float = ALPHA) -> bool:
+    """Whether ``acc`` on ``n`` held-out examples beats always guessing the largest class (share
+    ``majority``): ``P(X >= correct) < alpha`` for ``X ~ Binomial(n, majority)``."""
+    if n <= 0:
+        return False
+    correct = round(acc * n)
+    return bool(sps.binom.sf(correct - 1, n, majority) < alpha)
+
+
+def judge(history: Sequence[tuple[int, float]], n: int, majority: float) -> tuple[str, str | None, int | None]:
+    """The outcome of a run that did not diverge, from its evaluations ``(step, held-out accuracy)``.
+
+    Returns:
+        (``ok`` or ``failed``, ``failed_reason`` or None, ``steps_to_learn`` or None).
+    """
+    passed = [step for step, acc in history if learned(acc, n, majority)]
+    first = passed[0] if passed else None
+    if history and learned(history[-1][1], n, majority):
+        return "ok", None, first
+    return "failed", "collapsed" if passed else "never_learned", first

@@ -1,0 +1,31 @@
+"""suite.engine.outcome: a run is judged on held-out accuracy by an exact binomial test."""
+
+from scipy import stats as sps
+
+from suite.engine.outcome import ALPHA, judge, learned
+
+
+def test_learned_is_a_one_sided_binomial_test_against_the_largest_class():
+    # 450 held-out examples, largest class share 0.11: 66 correct (14.7%) is the least that is significant
+    assert learned(66 / 450, 450, 0.11) and not learned(65 / 450, 450, 0.11)
+    assert sps.binom.sf(65, 450, 0.11) < ALPHA <= sps.binom.sf(64, 450, 0.11)
+    assert not learned(0.9, 0, 0.1)
+
+
+def test_the_17_7_percent_ok_and_19_8_percent_failed_inversion_cannot_happen():
+    """The old rule judged the training loss: a run at 17.7% validation accuracy was ok and two at 19.8%
+    failed. Judged on held-out accuracy, the status is a monotone function of the final accuracy."""
+    n, majority = 450, 0.11
+    statuses = [judge([(300, acc)], n, majority)[0] for acc in (0.10, 0.14, 0.177, 0.198, 0.5)]
+    assert statuses == ["failed", "failed", "ok", "ok", "ok"]
+    accs = [a / 1000 for a in range(0, 1001, 5)]
+    ok = [judge([(300, a)], n, majority)[0] == "ok" for a in accs]
+    assert ok == sorted(ok)  # never ok below an accuracy that failed
+
+
+def test_never_learned_collapsed_and_steps_to_learn():
+    n, majority = 450, 0.11
+    assert judge([(50, 0.1), (100, 0.11)], n, majority) == ("failed", "never_learned", None)
+    assert judge([(50, 0.1), (100, 0.4), (150, 0.1)], n, majority) == ("failed", "collapsed", 100)
+    assert judge([(50, 0.1), (100, 0.1), (150, 0.6)], n, majority) == ("ok", None, 150)
+    assert judge([], n, majority) == ("failed", "never_learned", None)
