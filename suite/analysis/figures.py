@@ -229,6 +229,12 @@ def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
         ax.scatter(x[ok & ~censored], y[ok & ~censored], color=colors[v], s=22, zorder=3)
         ax.scatter(x[censored], y[censored], color=colors[v], marker="^", s=40, zorder=3)
         ax.scatter(x[~ok], np.full((~ok).sum(), floor), color=colors[v], marker="x", s=30, zorder=3)
+        lr50 = rows["lr50"].to_numpy(float)
+        est = ~np.isnan(lr50)
+        if est.any():  # the dose-response estimate with its interval, beside the step frontier
+            lo, hi = rows["lr50_ci_low"].to_numpy(float), rows["lr50_ci_high"].to_numpy(float)
+            ax.errorbar(x[est] * 1.04, lr50[est], yerr=[lr50[est] - lo[est], hi[est] - lr50[est]], fmt="D",
+                        color=colors[v], ms=4, capsize=2, alpha=0.8)
     _depth_axis(ax, depths)
     ax.set_yscale("log")
     if rates:  # the rates tested as the ticks: the frontier can only be one of them
@@ -238,8 +244,9 @@ def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
         ax.set_ylim(min(ticks) / 1.5, max(ticks) * 1.5)
     ax.set_ylabel("largest stable learning rate")
     ax.set_title(title)
-    fig.text(0.01, -0.02, "stable: at most half of the seeds diverged or failed; ^: stable at the largest rate "
-             "tested; x (bottom): unstable at every rate", fontsize="small", color="0.3")
+    fig.text(0.01, -0.02, "line: largest rate with at most half of the seeds not ok (^: the largest tested; x: "
+             "none); diamonds: rate where P(not ok) = 0.5 (Firth logistic fit, 95% CI)", fontsize="small",
+             color="0.3")
     ax.grid(alpha=0.3, which="both")
     ax.legend(title="scheme", fontsize="small")
     return fig

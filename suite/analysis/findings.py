@@ -107,9 +107,11 @@ def aggregate_line(row: pd.Series, baseline: str) -> str:
 
 
 def _frontier(row: pd.Series) -> str:
-    if math.isnan(row["lr_stable_max"]):
-        return "unstable at every rate"
-    return ("\u2265" if row["censored"] else "") + fmt_value(row["lr_stable_max"])
+    if row["lr50_censored"]:
+        return f"{row['lr50_censored']} the rates tested"
+    if math.isnan(row["lr50"]):
+        return "not estimable"
+    return f"{row['lr50']:.2g} [{row['lr50_ci_low']:.2g}, {row['lr50_ci_high']:.2g}]"
 
 
 def lr_lines(row: pd.Series, base: pd.Series, baseline: str) -> list[str]:
@@ -142,8 +144,10 @@ def lr_lines(row: pd.Series, base: pd.Series, baseline: str) -> list[str]:
                    f"gain over chance lost at an untuned rate: {_points(row['sens_diff'])} points "
                    f"({_interval(row['sens_diff_ci_low'], row['sens_diff_ci_high'], row['sens_p_m'])}; "
                    f"{_adj(row['sens_p_adj'], row['sens_p_m'])})")
-    out.append(f"{where}: stability frontier {_frontier(row)} vs {_frontier(base)} (the largest rate with at most "
-               f"half of the runs not ok; not a test)")
+    test = ("" if math.isnan(row["frontier_p"]) else
+            f"; curves differ: Wald test, {_adj(row['frontier_p_adj'], row['frontier_p_m'])}")
+    out.append(f"{where}: stability frontier (the rate where half of the runs end not ok, Firth logistic "
+               f"regression, 95% CI) {_frontier(row)} vs {_frontier(base)}{test}")
     return out
 
 

@@ -20,8 +20,13 @@ without the learning rate: scheme x depth x the other keys. In a cell:
   more sensitive for having more to lose. It depends on the grid, so compare schemes on one grid; a
   scheme that trains at no rate has none (``above_chance`` False). Per seed, the same mean gives the
   interval and the paired test against the baseline.
-- **stability frontier**: the largest rate whose not-ok share (diverged or failed, among runs that
-  did not error) is at most 0.5; ``censored`` when that is the largest rate tested.
+- **stability frontier**: a dose-response estimate (:mod:`suite.analysis.doseresponse`): the rate
+  where P(not ok) = 0.5 from a Firth logistic regression of not ok on log10(rate), with a 95%
+  interval, ``above`` / ``below`` the rates tested when the data cannot place it, and a test of
+  whether the scheme's curve differs from the baseline's (exploratory, Bonferroni). The step
+  function stays as a description: the largest rate whose not-ok share (diverged or failed, among
+  runs that did not error) is at most 0.5 (``lr_stable_max``; ``censored`` when that is the largest
+  rate tested).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from suite.analysis import stats
+from suite.analysis import doseresponse, stats
 from suite.analysis.grouping import LR, adjust_family, group_of, sort_value, variant_order
 from suite.analysis.score import chance as chance_of
 from suite.analysis.score import score
@@ -51,7 +56,8 @@ COLUMNS = [
     "best_lr_agree", "test_diff_boot_low", "test_diff_boot_high",
     "sens_n", "sens_mean", "sens_ci_low", "sens_ci_high",
     "sens_diff", "sens_diff_ci_low", "sens_diff_ci_high", "sens_p", "sens_p_adj", "sens_p_m",
-    "lr_stable_max", "censored",
+    "lr_stable_max", "censored", "lr50", "lr50_ci_low", "lr50_ci_high", "lr50_censored", "frontier_p",
+    "frontier_p_adj", "frontier_p_m",
 ]
 
 
@@ -70,6 +76,10 @@ def _cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
     stable = [lr for lr in lrs if live[lr] and sum(r["status"] != "ok" for r in live[lr]) <= MAX_NOT_OK * len(live[lr])]
     out["lr_stable_max"] = max(stable) if stable else math.nan
     out["censored"] = bool(stable) and max(stable) == lrs[-1]
+    doses = [(lr, int(r["status"] != "ok")) for lr in lrs for r in live[lr]]
+    out["_doses"] = doses
+    f = doseresponse.frontier([d for d, _ in doses], [b for _, b in doses])
+    out.update(lr50=f.lr50, lr50_ci_low=f.low, lr50_ci_high=f.high, lr50_censored=f.censored)
     if not means:
         out.update(best_lr=math.nan, best_lr_at_edge="", val_at_best=math.nan, above_chance=False, _test=[], _sens=[])
         return out
@@ -197,6 +207,10 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
             diffs[name].append(diff if diff.test else None)
             if name == "test":
                 row.update(test_pairs=diff.n_pairs, test_diff_sd=sd)
+        row["frontier_p"] = math.nan
+        if not is_base and base is not None:
+            (la, ba), (lb, bb) = (zip(*c["_doses"]) if c["_doses"] else ((), ()) for c in (cell, base))
+            row["frontier_p"] = doseresponse.curves_differ(la, ba, lb, bb)
         agree = choice_agreement(cell) if "_val" in cell else math.nan
         boot_low = boot_high = math.nan
         if not is_base and base is not None and "_val" in cell and "_val" in base:
@@ -206,6 +220,7 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
     frame = pd.DataFrame(rows)
     adjust_family(frame, rest, "test_p", diffs["test"], "test_diff")
     adjust_family(frame, rest, "sens_p", diffs["sens"], "sens_diff")
+    adjust_family(frame, rest, "frontier_p")
     return frame[rest + COLUMNS]
 
 

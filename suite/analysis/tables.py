@@ -214,18 +214,28 @@ def frontier_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
         return _best([fmt_value(x) for x in col["lr_stable_max"] if not _nan(x)], higher=True)
 
     def cell(r: pd.Series, best: str | None) -> str:
-        if _nan(r["lr_stable_max"]):
-            return m.dash
-        lr = fmt_value(r["lr_stable_max"])
-        lr = m.bold(lr) if lr == best else lr
-        return (m.geq if r["censored"] else "") + lr
+        if r["lr50_censored"] == "above":
+            dose = m.esc(f"above {fmt_value(r['lr_tested_max'])}")
+        elif r["lr50_censored"] == "below":
+            dose = m.esc(f"below {fmt_value(r['lr_tested_min'])}")
+        elif _nan(r["lr50"]):
+            dose = m.dash
+        else:
+            dose = f"{r['lr50']:.2g} [{r['lr50_ci_low']:.2g}, {r['lr50_ci_high']:.2g}]"
+        dose += m.dagger if r["frontier_p_adj"] < ALPHA else ""
+        step = m.dash if _nan(r["lr_stable_max"]) else (m.geq if r["censored"] else "") + fmt_value(r["lr_stable_max"])
+        return m.lines([dose, m.esc(f"step: {step}")])
 
     def notes(part: pd.DataFrame) -> list[str]:
         lrs = f"{fmt_value(float(part['lr_tested_min'].min()))} to {fmt_value(float(part['lr_tested_max'].max()))}"
         return [
-            f"Cell: the largest learning rate ({m.code(LR)}) at which at most half of the seeds that did not "
-            f"error diverged or failed; rates tested: {lrs}. {m.geq}: stable at the largest rate tested, "
-            f"so the frontier may lie higher. {m.dash}: unstable at every rate tested. Bold: largest per column.",
+            f"Cell: the learning rate at which half of the runs end not ok (diverged or failed), from a Firth "
+            f"logistic regression of not ok on log10({m.code(LR)}) over the cell's runs [95{m.esc('%')} interval, "
+            f"delta method]; above / below: no run was ever / always not ok, so the rates tested ({lrs}) cannot "
+            f"place it. {m.dagger}: the scheme's curve differs from {m.code(baseline)}'s (Wald test of the group "
+            f"terms of a joint Firth fit, exploratory, Bonferroni-adjusted p {m.esc('<')} {ALPHA}). step: the "
+            f"largest rate with at most half of the runs not ok, a description ({m.geq}: the largest tested; "
+            f"{m.dash}: none).",
         ]
 
     return _section_tables(lr, fkeys, baseline, m, "Stability frontier", "tab:frontier", cell, notes, best_of)

@@ -386,12 +386,15 @@ def test_learning_rate_table_best_rate_sensitivity_frontier(lr_grid):
     md = (lr_grid / "tables" / "lr.md").read_text()
     for caption in ("### At the best learning rate", "### LR sensitivity", "### Stability frontier"):
         assert caption in md
-    assert "| preln (baseline) | 0.003 | — |" in md and "| layerscale | ≥**0.01** | 0.001 |" in md
+    # the frontier: a Firth dose-response estimate, censored where the rates cannot place it; the step beside it
+    assert "| preln (baseline) | 0.0059 [0.0014, 0.025]<br>step: 0.003 | below 0.001<br>step: — |" in md
+    assert "| layerscale | above 0.01<br>step: ≥0.01 | 0.0016 [0.0004, 0.0067]<br>step: 0.001 |" in md
     assert "lr 0.001 (lowest tested)" in md
     assert (lr_grid / "tables" / "lr.tex").read_text().count("\\begin{table}") == 3
     text = (lr_grid / "findings.md").read_text()
     assert text.index("### Each scheme at its own best learning rate") < text.index("### At each learning rate")
-    assert "- depth 12: stability frontier 0.001 vs unstable at every rate" in text
+    assert ("- depth 12: stability frontier (the rate where half of the runs end not ok, Firth logistic regression, "
+            "95% CI) 0.0016 [0.0004, 0.0067] vs below the rates tested; curves differ: Wald test") in text
     assert "- depth 12: LR sensitivity not compared (preln never beat chance at any rate)" in text
     assert not p12["above_chance"] and l12["above_chance"]
     md = (lr_grid / "tables" / "summary.md").read_text()
