@@ -69,6 +69,8 @@ def rate_line(row: pd.Series, base: pd.Series) -> str:
 def _median(r: pd.Series) -> str:
     if math.isnan(r["median"]):
         return f"not reached ({r['n_learned']}/{r['n']} learned)"
+    if math.isnan(r["median_ci_low"]) and math.isnan(r["median_ci_high"]):
+        return f"{r['median']:.0f} steps, no interval ({r['n_learned']}/{r['n']} learned)"
     high = "not reached" if math.isnan(r["median_ci_high"]) else f"{r['median_ci_high']:.0f}"
     low = "?" if math.isnan(r["median_ci_low"]) else f"{r['median_ci_low']:.0f}"
     return f"{r['median']:.0f} steps [{low}, {high}] ({r['n_learned']}/{r['n']} learned)"

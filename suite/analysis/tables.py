@@ -247,6 +247,8 @@ def learn_tables(learn: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
     def cell(r: pd.Series, best: str | None) -> str:
         if _nan(r["median"]):
             med = m.esc("not reached")
+        elif _nan(r["median_ci_low"]) and _nan(r["median_ci_high"]):  # e.g. every run learned at one evaluation
+            med = f"{fmt_value(int(r['median']))} {m.esc('[no interval]')}"
         else:
             low = "?" if _nan(r["median_ci_low"]) else fmt_value(int(r["median_ci_low"]))
             high = m.esc("not reached") if _nan(r["median_ci_high"]) else fmt_value(int(r["median_ci_high"]))
