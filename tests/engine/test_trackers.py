@@ -111,7 +111,8 @@ def test_wandb_offline_run_has_the_config_groups_history_and_summary(tmp_path, m
     expected = train_records(tmp_path / "run")
     assert [h["_step"] for h in history if "train/loss" in h] == [r["step"] for r in expected]
     assert [h["train/loss"] for h in history if "train/loss" in h] == pytest.approx([r["loss"] for r in expected])
-    assert [h["_step"] for h in history if "test/acc" in h] == [10, 20]  # train.eval_every=10, train.steps=20
+    assert [h["_step"] for h in history if "val/acc" in h] == [10, 20]  # train.eval_every=10, train.steps=20
+    assert [h["_step"] for h in history if "test/acc" in h] == [20]  # test is measured once, at the end
     summaries = {k: v for s in of("summary") for k, v in s["update"].items()}
     assert summaries["test_acc"] == pytest.approx(summary["test_acc"]) and summaries["status"] == "ok"
     assert [e["exit_code"] for e in of("exit")] == [0]

@@ -45,7 +45,7 @@ TINY = {
              "model": {"patch_size": 4, "dim": 16, "heads": 2, "depth": 1},
              "train": {"steps": 12, "batch_size": 32, "warmup_steps": 2, "log_every": 4, "eval_every": 0,
                        "timing_warmup_steps": 1}},
-    "grid": {"train.lr": [1.0e-4, 2.0e-4]},  # far too small for 12 steps: the larger one is best, at the edge
+    "grid": {"train.lr": [1.0e-3, 2.0e-3]},  # 12 steps: the larger one is best (val 1.0 vs 0.96), at the edge
     "variants": {"preln": {"model.residual": "preln"}},
     "seeds": 2,
 }
@@ -59,10 +59,9 @@ def test_refine_adds_rates_past_the_edge_and_stops_at_the_limit_or_an_interior_o
                  "--threads", "1"]) == 0
     printed = capsys.readouterr().out
     rates = sorted({json.loads(p.read_text())["train.lr"] for p in (out / "runs").glob("*/summary.json")})
-    assert rates[:2] == [1e-4, 2e-4] and len(rates) > 2  # at least one rate was added, past the highest
-    assert rates[2:] == [pytest.approx(2e-4 * 2 ** k) for k in range(1, len(rates) - 1)]
-    assert "refine round 1: preln model.depth=1: best rate 0.0002 is at an edge; adding 0.0004" in printed
+    # 2e-3 was best, at the top: 4e-3 was added; it ties with 2e-3 (ties go to the smaller), so 2e-3 is interior
+    assert rates == [1e-3, 2e-3, pytest.approx(4e-3)]
+    assert "refine round 1: preln model.depth=1: best rate 0.002 is at an edge; adding 0.004" in printed
+    assert "every best learning rate is interior (after 1 round(s))" in printed and not edge_cells(out)
     assert len(rates) - 2 <= MAX_ROUNDS
-    still = edge_cells(out)
-    assert ("every best learning rate is interior" in printed) == (not still)
     assert main(["run", str(path), "--out", str(out), "--refine", "--dry-run"]) == 2
