@@ -199,6 +199,8 @@ def findings(title: str, summary: pd.DataFrame, keys: list[str], baseline: str,
         lines += _lr_section(lr, keys, baseline)
     skeys = section_keys(keys)
     for label, part in sections(summary, keys):
+        if not (part["has_baseline"] & ~part["is_baseline"]).any():
+            continue  # nothing to compare in this section (e.g. a rate only the baseline ran at)
         if skeys:
             level = "####" if lr is not None and not lr.empty else "###"
             lines += [f"{level} {', '.join(f'{k} = {fmt_value(v)}' for k, v in zip(skeys, label))}", ""]
