@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from suite.sweep.refine import MAX_ROUNDS, edge_cells, past_edge
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
 from test_analyze import write_run  # noqa: E402
+from test_api import TINY as API_TINY  # noqa: E402
 
 
 def test_the_next_rate_keeps_the_grid_spacing():
@@ -38,13 +40,12 @@ def test_edge_cells_are_those_whose_best_rate_is_at_an_edge_and_above_chance(tmp
     assert cells["preln"]["keys"] == {"model.depth": 6}
 
 
+BASE = copy.deepcopy(API_TINY["base"])  # the notebook test's runs, with enough data and steps to learn
+BASE["data"].update(synthetic_train=128, synthetic_test=64)
+BASE["train"].update(steps=12, batch_size=32, warmup_steps=2, log_every=4)
 TINY = {
     "name": "refine",
-    "base": {"data": {"name": "synthetic", "synthetic_train": 128, "synthetic_test": 64, "synthetic_img_size": 8,
-                      "synthetic_classes": 4},
-             "model": {"patch_size": 4, "dim": 16, "heads": 2, "depth": 1},
-             "train": {"steps": 12, "batch_size": 32, "warmup_steps": 2, "log_every": 4, "eval_every": 0,
-                       "timing_warmup_steps": 1}},
+    "base": BASE,
     "grid": {"train.lr": [1.0e-3, 2.0e-3]},  # 12 steps: the larger one is best (val 1.0 vs 0.96), at the edge
     "variants": {"preln": {"model.residual": "preln"}},
     "seeds": 2,
