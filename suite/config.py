@@ -32,12 +32,14 @@ class LayerScaleConfig:
     """Options of the ``layerscale`` residual scheme (ignored by the other schemes).
 
     ``init`` is a float (``0.0`` is a real init, distinct from "no LayerScale", which is the
-    ``preln`` scheme) or ``"cait"``: 0.1 for total depth <= 18, 1e-5 for depth <= 24, 1e-6 deeper.
+    ``preln`` scheme), ``"cait"``: 0.1 for total depth <= 18, 1e-5 for depth <= 24, 1e-6 deeper, or
+    ``"rsqrt_depth"``: L^-1/2 for L blocks (with ``learnable: false``, a fixed per-channel vector the
+    size of Depth-μP's multiplier).
     """
 
     placement: Literal["attn", "mlp", "both"] = "both"
     granularity: Literal["channel", "head", "scalar"] = "channel"
-    init: float | Literal["cait"] = "cait"
+    init: float | Literal["cait", "rsqrt_depth"] = "cait"
     learnable: bool = True
 
 
@@ -59,6 +61,11 @@ class ModelConfig:
     heads: int = 4
     mlp_ratio: float = 4.0
     qkv_bias: bool = True
+    qk_norm: bool = False  # LayerNorm on each head's queries and keys (ViT-22B; timm's qk_norm)
+    # depth_scaled scheme: branches x (depth / base_depth)^-depth_alpha, with the AdamW rules of
+    # suite/models/depth_scaled.py; depth-mup and completep fix depth_alpha at 0.5 and 1
+    depth_alpha: float = 0.5
+    base_depth: int = 12  # the depth a learning rate is tuned at (depth-scaled schemes only)
     drop_path: float = 0.0
     drop_path_schedule: Literal["linear", "uniform"] = "linear"
     # Linear weights: timm's truncated normal (std 0.02), or Xavier uniform as in the original
@@ -321,7 +328,10 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "model.in_chans": (_optional(_at_least(1)), ">= 1 or null"),
     "model.num_classes": (_optional(_at_least(2)), ">= 2 or null"),
     "model.drop_path": (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1)"),
-    "model.layerscale.init": (lambda v: v == "cait" or (_finite(v) and v >= 0), "a number >= 0 or 'cait'"),
+    "model.depth_alpha": (lambda v: _finite(v) and 0 <= v <= 1, "in [0, 1] (0.5 Depth-muP, 1 CompleteP)"),
+    "model.base_depth": (lambda v: 1 <= v <= 1000, "an integer from 1 to 1000"),
+    "model.layerscale.init": (lambda v: v in ("cait", "rsqrt_depth") or (_finite(v) and v >= 0),
+                              "a number >= 0, 'cait' or 'rsqrt_depth'"),
     "data.test_fraction": (lambda v: _finite(v) and 0 < v < 1, "in (0, 1)"),
     "data.val_fraction": (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1) (0 = no validation split)"),
     "data.split_seed": (_at_least(0), ">= 0"),
@@ -380,6 +390,9 @@ def validate(cfg: RunConfig, source: str = "config") -> None:
         raise ConfigError(f"{source}: model.dim ({m.dim}) must be divisible by model.heads ({m.heads})")
     if m.backend == "timm" and m.weight_init != "timm":
         raise ConfigError(f"{source}: model.weight_init {m.weight_init}: timm's ViT initialises its own weights; "
+                          f"use model.backend: suite")
+    if m.backend == "timm" and m.residual not in ("preln", "layerscale"):
+        raise ConfigError(f"{source}: model.residual {m.residual}: timm's ViT has only preln and layerscale; "
                           f"use model.backend: suite")
 
 

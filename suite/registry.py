@@ -73,6 +73,9 @@ SCHEMES = Registry("model.residual", {
     "rezero": "suite.models.residual:build_rezero",
     "deepnorm": "suite.models.residual:build_deepnorm",
     "sandwich": "suite.models.residual:build_sandwich",
+    "depth_scaled": "suite.models.residual:build_depth_scaled",
+    "depth-mup": "suite.models.residual:build_depth_scaled",  # depth_scaled at alpha 1/2
+    "completep": "suite.models.residual:build_depth_scaled",  # depth_scaled at alpha 1
 })
 
 # Datasets (data.name): each target maps a DataConfig to a DatasetBundle, see suite/data/.

@@ -32,7 +32,7 @@ from suite.data.bundle import DatasetBundle
 from suite.engine import checkpoint, outcome
 from suite.engine.checkpoint import RunState
 from suite.engine.compiled import compile_for_run
-from suite.engine.optim import build_optimizer, implementation, lr_at
+from suite.engine.optim import build_optimizer, implementation, lr_at, set_lr
 from suite.engine.probes import probe
 from suite.engine.trackers import Trackers
 from suite.engine.steplog import StepLog
@@ -123,7 +123,7 @@ class Training:
         self.summary["num_params"] = count_params(self.model)
         self.summary.update(train_size=self.data.train_size, val_size=self.data.val_size,
                             test_size=self.data.test_size)
-        self.optimizer = build_optimizer(self.model, tc)
+        self.optimizer = build_optimizer(self.model, tc, cfg.model)
         self.summary["optimizer_impl"] = implementation(self.optimizer)
         self.total_steps = total_steps(cfg, self.data.train_size)
         self.stream = TrainStream(self.data, tc.batch_size, cfg.seed, self.device, cfg.data.augment,
@@ -261,8 +261,7 @@ class Training:
         if not self.steps:
             self.window = started
         lr = lr_at(self.state.step, self.total_steps, self.tc)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        set_lr(self.optimizer, lr)
         return lr, started
 
     def end_step(self, loss: torch.Tensor, lr: float, started: tuple[float, float]) -> None:

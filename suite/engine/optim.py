@@ -7,7 +7,8 @@ import math
 import torch
 from torch import nn
 
-from suite.config import TrainConfig
+from suite.config import ModelConfig, TrainConfig
+from suite.models import depth_scaled
 
 # Parameters that are not matrices: norms' weights and biases, linear biases, LayerScale γ,
 # ReZero α, and (as in timm's no_weight_decay) the position embedding and class token.
@@ -18,33 +19,50 @@ def is_no_decay(name: str, param: torch.Tensor) -> bool:
     return param.ndim <= 1 or name.split(".")[-1] in _EMBEDDINGS
 
 
-def build_optimizer(model: nn.Module, tc: TrainConfig) -> torch.optim.AdamW:
+ADAM_EPS = 1e-8  # torch's default; depth-scaled schemes scale it (suite/models/depth_scaled.py)
+
+
+def build_optimizer(model: nn.Module, tc: TrainConfig, mc: ModelConfig | None = None) -> torch.optim.AdamW:
     """AdamW; weight decay on 1-D parameters (and embeddings) only when ``tc.decay_1d``.
 
     Weight decay on LayerScale's γ pulls it towards 0 and interacts with the very effect we measure,
     so it is off by default and recorded in every run (``train.decay_1d``).
+
+    With a depth-scaled scheme in ``mc`` (``depth_scaled``, ``depth-mup``, ``completep``), the
+    parameters inside the blocks get the learning-rate factor ``m_L^(α-1)`` (each group's
+    ``lr_scale``, applied by :func:`set_lr`) and ε is ``ADAM_EPS · m_L^-α``
+    (:mod:`suite.models.depth_scaled`, with the sources).
 
     The fused implementation (one kernel for all parameters instead of one per tensor) is used where
     torch has it, CPU and CUDA: the same update to float rounding, in less time (the commit that
     made it the default measured ``make run-ablations``). :func:`implementation` names the one a run
     used (recorded as ``optimizer_impl`` in its summary).
     """
-    decay, no_decay = [], []
+    hidden_scale = depth_scaled.hidden_lr_scale(mc) if mc is not None else 1.0
+    eps = ADAM_EPS * (depth_scaled.eps_scale(mc) if mc is not None else 1.0)
+    groups: dict[tuple[bool, float], list[torch.Tensor]] = {}
     for name, p in model.named_parameters():
         if p.requires_grad:
-            (no_decay if is_no_decay(name, p) else decay).append(p)
-    groups = [
-        {"params": decay, "weight_decay": tc.weight_decay},
-        {"params": no_decay, "weight_decay": tc.weight_decay if tc.decay_1d else 0.0},
+            scale = hidden_scale if name.startswith(depth_scaled.HIDDEN_PREFIX) else 1.0
+            groups.setdefault((is_no_decay(name, p), scale), []).append(p)
+    param_groups = [
+        {"params": params, "lr_scale": scale,
+         "weight_decay": tc.weight_decay if (not no_decay or tc.decay_1d) else 0.0}
+        for (no_decay, scale), params in sorted(groups.items(), key=lambda kv: kv[0])
     ]
-    groups = [g for g in groups if g["params"]]
-    params = [p for g in groups for p in g["params"]]
+    params = [p for g in param_groups for p in g["params"]]
     if params and all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params):
         try:
-            return torch.optim.AdamW(groups, lr=tc.lr, betas=tc.betas, fused=True)
+            return torch.optim.AdamW(param_groups, lr=tc.lr, betas=tc.betas, eps=eps, fused=True)
         except (RuntimeError, TypeError):  # an older torch or an unusual dtype: the default one
             pass
-    return torch.optim.AdamW(groups, lr=tc.lr, betas=tc.betas)
+    return torch.optim.AdamW(param_groups, lr=tc.lr, betas=tc.betas, eps=eps)
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """This step's learning rate for every group, times the group's ``lr_scale`` (1 unless depth-scaled)."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group.get("lr_scale", 1.0)
 
 
 def implementation(optimizer: torch.optim.Optimizer) -> str:

@@ -35,7 +35,7 @@ from suite.config import RunConfig, dump_yaml, flatten, to_dict
 from suite.data import TrainStream, load_dataset
 from suite.engine.lifecycle import RunFolder
 from suite.engine.loop import fill_model_shape
-from suite.engine.optim import build_optimizer, lr_at
+from suite.engine.optim import build_optimizer, lr_at, set_lr
 from suite.engine.probes import probe
 from suite.models import build_model, count_params
 
@@ -121,14 +121,13 @@ def step_records(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: RunCon
     """``cfg.train.steps`` AdamW steps on the batch; per step the loss, the logits' relative change
     since initialisation and every block's ‖ΔW‖/‖W‖ (and their max and mean)."""
     tc = cfg.train
-    optimizer = build_optimizer(model, tc)
+    optimizer = build_optimizer(model, tc, cfg.model)
     with torch.no_grad():
         logits0 = model(x).float()
     records = []
     for step in range(tc.steps):
         before = _block_vectors(model)
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, tc.steps, tc)
+        set_lr(optimizer, lr_at(step, tc.steps, tc))
         loss = F.cross_entropy(model(x), y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

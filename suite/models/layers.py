@@ -27,15 +27,19 @@ class Attention(nn.Module):
             ``nn.Identity()`` for none, ``HeadScale`` for per-head LayerScale. With a head scale the
             output projection has no bias, so scales of 0 make the branch add exactly 0 at every
             step (a bias after the scale would be added unscaled, and it learns).
+        qk_norm: LayerNorm (eps 1e-6, as timm's ViT passes it) on each head's queries and keys
+            before the dot product (Dehghani et al. 2023, ViT-22B).
     """
 
-    def __init__(self, dim: int, heads: int, qkv_bias: bool, head_scale: nn.Module) -> None:
+    def __init__(self, dim: int, heads: int, qkv_bias: bool, head_scale: nn.Module, qk_norm: bool = False) -> None:
         super().__init__()
         if dim % heads:
             raise ValueError(f"dim ({dim}) must be divisible by heads ({heads})")
         self.heads = heads
         self.head_dim = dim // heads
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
+        self.q_norm = layer_norm(self.head_dim) if qk_norm else nn.Identity()
+        self.k_norm = layer_norm(self.head_dim) if qk_norm else nn.Identity()
         self.head_scale = head_scale
         self.proj = nn.Linear(dim, dim, bias=isinstance(head_scale, nn.Identity))
 
@@ -44,6 +48,7 @@ class Attention(nn.Module):
         # (B, N, 3C) -> (3, B, H, N, hd): timm's layout, so converted qkv weights line up.
         qkv = self.qkv(x).reshape(B, N, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)
+        q, k = self.q_norm(q), self.k_norm(k)  # per head, over head_dim (timm's qk_norm)
         out = F.scaled_dot_product_attention(q, k, v)  # (B, H, N, hd)
         out = self.head_scale(out)
         return self.proj(out.transpose(1, 2).reshape(B, N, C))

@@ -36,11 +36,13 @@ def cait_init(depth: int) -> float:
 
 
 def resolve_init(init: float | str, depth: int) -> float:
-    """A configured init (a float, or ``"cait"``) as a number."""
+    """A configured init (a float, ``"cait"`` or ``"rsqrt_depth"``: depth^-1/2) as a number."""
     if init == "cait":
         return cait_init(depth)
+    if init == "rsqrt_depth":
+        return depth ** -0.5
     if isinstance(init, str):
-        raise ValueError(f"layerscale init must be a number >= 0 or 'cait', got {init!r}")
+        raise ValueError(f"layerscale init must be a number >= 0, 'cait' or 'rsqrt_depth', got {init!r}")
     return float(init)
 
 

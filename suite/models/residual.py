@@ -10,8 +10,10 @@ N is the total number of blocks; F is a sublayer (attention or MLP).
 | ``rezero``   | ``x + α·F(x)``, no LN, one α per block, α = 0   |
 | ``deepnorm`` | ``LN(α·x + F(x))``, α = (2N)^¼; fc1, fc2, v, out init × β = (8N)^-¼ |
 | ``sandwich`` | ``x + LN(F(LN(x)))``                           |
+| ``depth_scaled`` | ``x + (L/L_base)^-α·F(LN(x))``, with the optimiser rules of ``depth_scaled.py`` |
+| ``depth-mup`` / ``completep`` | ``depth_scaled`` with α = 1/2 / α = 1 (the published settings) |
 
-Every scheme is a builder (``build_<scheme>``) taking the same explicit arguments, registered by
+Every scheme is a builder (``build_<scheme>(model_config, drop_path)``), registered by
 name in :data:`suite.registry.SCHEMES`. Forwards compute the block and nothing else: the per-block
 probes attach from outside with forward hooks (``suite/engine/probes.py``).
 """
@@ -21,9 +23,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from suite.config import LayerScaleConfig
+from suite.config import ModelConfig
 from suite.registry import SCHEMES
 from suite.models.layers import Attention, DropPath, Mlp, layer_norm
+from suite.models.depth_scaled import BranchMultiplier, branch_multiplier
 from suite.models.layerscale import HeadScale, LayerScale, resolve_init
 
 
@@ -32,16 +35,17 @@ class Block(nn.Module):
 
     Args:
         dim: width C. heads: attention heads. mlp_ratio: MLP hidden / C. qkv_bias: q/k/v bias.
+        qk_norm: LayerNorm on each head's queries and keys (ViT-22B; timm's ``qk_norm``).
         drop_path: this block's stochastic-depth probability.
         head_scale: ``HeadScale`` for per-head LayerScale, else ``nn.Identity()``.
     """
 
     def __init__(
-        self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, drop_path: float,
+        self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, qk_norm: bool, drop_path: float,
         head_scale: nn.Module,
     ) -> None:
         super().__init__()
-        self.attn = Attention(dim, heads, qkv_bias, head_scale)
+        self.attn = Attention(dim, heads, qkv_bias, head_scale, qk_norm)
         self.mlp = Mlp(dim, mlp_ratio)
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
 
@@ -56,14 +60,15 @@ class Block(nn.Module):
 class PreLNBlock(Block):
     """``x + ls1(F(LN(x)))``: Pre-LN, with LayerScale when ``ls1``/``ls2`` are ``LayerScale``.
 
-    The baseline and the LayerScale variant share this one code path; "off" is ``nn.Identity``.
+    The baseline, the LayerScale variant and the depth-scaled schemes (``ls1``/``ls2`` a fixed
+    :class:`BranchMultiplier`) share this one code path; "off" is ``nn.Identity``.
     """
 
     def __init__(
-        self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, drop_path: float,
+        self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, qk_norm: bool, drop_path: float,
         ls1: nn.Module, ls2: nn.Module, head_scale: nn.Module,
     ) -> None:
-        super().__init__(dim, heads, mlp_ratio, qkv_bias, drop_path, head_scale)
+        super().__init__(dim, heads, mlp_ratio, qkv_bias, qk_norm, drop_path, head_scale)
         self.norm1 = layer_norm(dim)
         self.ls1 = ls1
         self.norm2 = layer_norm(dim)
@@ -80,8 +85,8 @@ class PreLNBlock(Block):
 class PostLNBlock(Block):
     """``LN(x + F(x))``: the original Transformer's placement."""
 
-    def __init__(self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, drop_path: float) -> None:
-        super().__init__(dim, heads, mlp_ratio, qkv_bias, drop_path, nn.Identity())
+    def __init__(self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, qk_norm: bool, drop_path: float) -> None:
+        super().__init__(dim, heads, mlp_ratio, qkv_bias, qk_norm, drop_path, nn.Identity())
         self.norm1 = layer_norm(dim)
         self.norm2 = layer_norm(dim)
 
@@ -95,8 +100,8 @@ class PostLNBlock(Block):
 class ReZeroBlock(Block):
     """``x + α·F(x)`` without LayerNorm; one scalar α per block, shared by both sublayers, init 0."""
 
-    def __init__(self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, drop_path: float) -> None:
-        super().__init__(dim, heads, mlp_ratio, qkv_bias, drop_path, nn.Identity())
+    def __init__(self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, qk_norm: bool, drop_path: float) -> None:
+        super().__init__(dim, heads, mlp_ratio, qkv_bias, qk_norm, drop_path, nn.Identity())
         self.alpha = nn.Parameter(torch.zeros(1))
 
     def scales(self) -> list[torch.Tensor]:
@@ -121,9 +126,9 @@ class DeepNormBlock(Block):
     """
 
     def __init__(
-        self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, drop_path: float, depth: int,
+        self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, qk_norm: bool, drop_path: float, depth: int,
     ) -> None:
-        super().__init__(dim, heads, mlp_ratio, qkv_bias, drop_path, nn.Identity())
+        super().__init__(dim, heads, mlp_ratio, qkv_bias, qk_norm, drop_path, nn.Identity())
         self.norm1 = layer_norm(dim)
         self.norm2 = layer_norm(dim)
         self.alpha = (2.0 * depth) ** 0.25
@@ -151,8 +156,8 @@ class DeepNormBlock(Block):
 class SandwichBlock(Block):
     """``x + LN(F(LN(x)))`` (CogView's Sandwich-LN)."""
 
-    def __init__(self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, drop_path: float) -> None:
-        super().__init__(dim, heads, mlp_ratio, qkv_bias, drop_path, nn.Identity())
+    def __init__(self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, qk_norm: bool, drop_path: float) -> None:
+        super().__init__(dim, heads, mlp_ratio, qkv_bias, qk_norm, drop_path, nn.Identity())
         self.norm1 = layer_norm(dim)
         self.post_norm1 = layer_norm(dim)
         self.norm2 = layer_norm(dim)
@@ -167,63 +172,70 @@ class SandwichBlock(Block):
 
 # ----------------------------------------------------------------------------- builders (see suite.registry.SCHEMES)
 
-def build_block(
-    scheme: str, *, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, drop_path: float,
-    depth: int, layerscale: LayerScaleConfig,
-) -> Block:
-    """Build one block of ``scheme`` (a name in :data:`suite.registry.SCHEMES`).
+def build_block(m: ModelConfig, drop_path: float) -> Block:
+    """Build one block of the scheme ``m.residual`` (a name in :data:`suite.registry.SCHEMES`).
 
     Args:
-        depth: the network's total number of blocks (DeepNorm's α/β and CaiT's ε depend on it).
-        layerscale: options of the ``layerscale`` scheme (ignored by the others).
+        m: the model config; ``m.depth`` is the network's total number of blocks (DeepNorm's α/β,
+            CaiT's ε and the depth-scaled multipliers depend on it).
+        drop_path: this block's stochastic-depth probability.
 
     Raises:
         ValueError: unknown scheme (the message lists the valid names).
     """
-    if scheme not in SCHEMES:
-        raise ValueError(SCHEMES.unknown(scheme))
-    return SCHEMES.get(scheme)(
-        dim=dim, heads=heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, drop_path=drop_path,
-        depth=depth, layerscale=layerscale,
-    )
+    if m.residual not in SCHEMES:
+        raise ValueError(SCHEMES.unknown(m.residual))
+    return SCHEMES.get(m.residual)(m, drop_path)
 
 
-def build_preln(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
-    return PreLNBlock(dim, heads, mlp_ratio, qkv_bias, drop_path, nn.Identity(), nn.Identity(), nn.Identity())
+def _shape(m: ModelConfig, drop_path: float) -> dict:
+    return dict(dim=m.dim, heads=m.heads, mlp_ratio=m.mlp_ratio, qkv_bias=m.qkv_bias, qk_norm=m.qk_norm,
+                drop_path=drop_path)
 
 
-def build_layerscale(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale: LayerScaleConfig) -> Block:
-    ls = layerscale
+def build_preln(m: ModelConfig, drop_path: float) -> Block:
+    return PreLNBlock(**_shape(m, drop_path), ls1=nn.Identity(), ls2=nn.Identity(), head_scale=nn.Identity())
+
+
+def build_layerscale(m: ModelConfig, drop_path: float) -> Block:
+    ls = m.layerscale
     if ls.placement not in ("attn", "mlp", "both"):
         raise ValueError(f"layerscale.placement must be attn, mlp or both, got {ls.placement!r}")
     if ls.granularity not in ("channel", "head", "scalar"):
         raise ValueError(f"layerscale.granularity must be channel, head or scalar, got {ls.granularity!r}")
-    init = resolve_init(ls.init, depth)
+    init = resolve_init(ls.init, m.depth)
     on_attn = ls.placement in ("attn", "both")
     on_mlp = ls.placement in ("mlp", "both")
     scalar = ls.granularity == "scalar"
     head_scale: nn.Module = nn.Identity()
     ls1: nn.Module = nn.Identity()
     if on_attn and ls.granularity == "head":
-        head_scale = HeadScale(heads, init, ls.learnable)
+        head_scale = HeadScale(m.heads, init, ls.learnable)
     elif on_attn:
-        ls1 = LayerScale(dim, init, ls.learnable, scalar=scalar)
+        ls1 = LayerScale(m.dim, init, ls.learnable, scalar=scalar)
     # Per-head granularity has no meaning on the MLP branch: it uses per-channel scales there.
-    ls2 = LayerScale(dim, init, ls.learnable, scalar=scalar) if on_mlp else nn.Identity()
-    return PreLNBlock(dim, heads, mlp_ratio, qkv_bias, drop_path, ls1, ls2, head_scale)
+    ls2 = LayerScale(m.dim, init, ls.learnable, scalar=scalar) if on_mlp else nn.Identity()
+    return PreLNBlock(**_shape(m, drop_path), ls1=ls1, ls2=ls2, head_scale=head_scale)
 
 
-def build_postln(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
-    return PostLNBlock(dim, heads, mlp_ratio, qkv_bias, drop_path)
+def build_depth_scaled(m: ModelConfig, drop_path: float) -> Block:
+    """Pre-LN with both branches multiplied by (L / L_base)^-α (see :mod:`suite.models.depth_scaled`)."""
+    factor = branch_multiplier(m)
+    return PreLNBlock(**_shape(m, drop_path), ls1=BranchMultiplier(factor), ls2=BranchMultiplier(factor),
+                      head_scale=nn.Identity())
 
 
-def build_rezero(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
-    return ReZeroBlock(dim, heads, mlp_ratio, qkv_bias, drop_path)
+def build_postln(m: ModelConfig, drop_path: float) -> Block:
+    return PostLNBlock(**_shape(m, drop_path))
 
 
-def build_deepnorm(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
-    return DeepNormBlock(dim, heads, mlp_ratio, qkv_bias, drop_path, depth)
+def build_rezero(m: ModelConfig, drop_path: float) -> Block:
+    return ReZeroBlock(**_shape(m, drop_path))
 
 
-def build_sandwich(*, dim, heads, mlp_ratio, qkv_bias, drop_path, depth, layerscale) -> Block:
-    return SandwichBlock(dim, heads, mlp_ratio, qkv_bias, drop_path)
+def build_deepnorm(m: ModelConfig, drop_path: float) -> Block:
+    return DeepNormBlock(**_shape(m, drop_path), depth=m.depth)
+
+
+def build_sandwich(m: ModelConfig, drop_path: float) -> Block:
+    return SandwichBlock(**_shape(m, drop_path))

@@ -1,7 +1,7 @@
 """Check ourselves against timm: build its ``VisionTransformer`` at our shape, convert weights.
 
 Our module names were chosen to match timm's (``patch_embed.proj``, ``cls_token``, ``pos_embed``,
-``blocks.i.{norm1,attn.qkv,attn.proj,ls1.gamma,norm2,mlp.fc1,mlp.fc2,ls2.gamma}``, ``norm``,
+``blocks.i.{norm1,attn.qkv,attn.q_norm,attn.k_norm,attn.proj,ls1.gamma,norm2,mlp.fc1,mlp.fc2,ls2.gamma}``, ``norm``,
 ``head``), so the conversion is a strict, checked key map rather than a reshuffle. Only the schemes
 timm's ViT has can be converted: ``preln`` (``init_values=None``) and ``layerscale`` with
 per-channel, learnable scales on both branches (``init_values=ε``; timm cannot express ε = 0,
@@ -24,6 +24,7 @@ _SHARED_KEYS = [re.compile(p) for p in (
     r"cls_token", r"pos_embed", r"patch_embed\.proj\.(weight|bias)",
     r"blocks\.\d+\.norm[12]\.(weight|bias)", r"blocks\.\d+\.attn\.(qkv|proj)\.(weight|bias)",
     r"blocks\.\d+\.mlp\.fc[12]\.(weight|bias)", r"blocks\.\d+\.ls[12]\.gamma",
+    r"blocks\.\d+\.attn\.[qk]_norm\.(weight|bias)",
     r"norm\.(weight|bias)", r"head\.(weight|bias)",
 )]
 
@@ -56,7 +57,7 @@ def build_timm_vit(cfg: ModelConfig) -> nn.Module:
     return TimmViT(
         img_size=cfg.img_size, patch_size=cfg.patch_size, in_chans=cfg.in_chans,
         num_classes=cfg.num_classes, global_pool="token", embed_dim=cfg.dim, depth=cfg.depth,
-        num_heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, qkv_bias=cfg.qkv_bias,
+        num_heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, qkv_bias=cfg.qkv_bias, qk_norm=cfg.qk_norm,
         init_values=timm_init_values(cfg), class_token=True, drop_path_rate=cfg.drop_path,
     )
 

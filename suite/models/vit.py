@@ -50,13 +50,7 @@ class VisionTransformer(nn.Module):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.dim))
         self.pos_embed = nn.Parameter(torch.zeros(1, self.patch_embed.num_patches + 1, cfg.dim))
         rates = drop_path_rates(cfg.drop_path, cfg.depth, cfg.drop_path_schedule)
-        self.blocks = nn.Sequential(*[
-            build_block(
-                cfg.residual, dim=cfg.dim, heads=cfg.heads, mlp_ratio=cfg.mlp_ratio,
-                qkv_bias=cfg.qkv_bias, drop_path=rates[i], depth=cfg.depth, layerscale=cfg.layerscale,
-            )
-            for i in range(cfg.depth)
-        ])
+        self.blocks = nn.Sequential(*[build_block(cfg, rate) for rate in rates])
         self.norm = layer_norm(cfg.dim)
         self.head = nn.Linear(cfg.dim, cfg.num_classes)
         self.init_weights()

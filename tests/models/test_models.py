@@ -40,6 +40,9 @@ PER_BLOCK = {
     "rezero": block_params() + 1,
     "deepnorm": block_params() + 2 * LN,
     "sandwich": block_params() + 4 * LN,
+    "depth_scaled": block_params() + 2 * LN,  # a fixed multiplier: no parameter
+    "depth-mup": block_params() + 2 * LN,
+    "completep": block_params() + 2 * LN,
 }
 
 
@@ -48,9 +51,8 @@ def test_registry_lists_every_scheme():
 
 
 def test_unknown_scheme_lists_valid_names():
-    with pytest.raises(ValueError, match="valid: deepnorm, layerscale, postln, preln, rezero, sandwich"):
-        build_block("layerscal", dim=8, heads=2, mlp_ratio=1, qkv_bias=True, drop_path=0,
-                    depth=1, layerscale=LayerScaleConfig())
+    with pytest.raises(ValueError, match="valid: completep, deepnorm, depth-mup, depth_scaled, layerscale, postln"):
+        build_block(small("layerscal"), 0.0)
 
 
 @pytest.mark.parametrize("scheme", sorted(SCHEMES))
@@ -333,6 +335,6 @@ def test_run_id_of_the_default_config_is_pinned_and_every_key_counts():
     from suite.config import RunConfig
 
     cfg = RunConfig()
-    assert store.run_id(cfg) == "0fe126e1fe59"
+    assert store.run_id(cfg) == "c32b2f8c83e8"
     cfg.model.weight_init = "xavier"
-    assert store.run_id(cfg) != "0fe126e1fe59"
+    assert store.run_id(cfg) != "c32b2f8c83e8"
