@@ -4,7 +4,8 @@ Flow: every ``summary.json`` under DIR (see results/README.md) -> one row per ru
 -> groups (``grouping.py``) -> one row per group with rates, intervals and tests against the
 baseline (``summary.py``, statistics in ``stats.py``; ``tables/summary.csv``) -> paper-style
 tables (``tables.py``), each scheme at its best learning rate (``lr.py``), depth trends and
-aggregates (``trends.py``), time to learn (``survival.py``), the declared primary comparison
+aggregates (``trends.py``), time to learn (``survival.py``), learning-rate transfer across depth
+(``transfer.py``), the declared primary comparison
 (``primary.py``), ``findings.md``
 (``findings.py``) and figures (``figures.py``). The rules are in ``docs/statistics.md``.
 """
@@ -27,6 +28,7 @@ from suite.analysis.propagation import KIND, is_propagation, summary_frame
 from suite.analysis.summary import runs_frame, summarize
 from suite.analysis.survival import learn_table
 from suite.analysis.trends import aggregates, depth_trends
+from suite.analysis.transfer import transfer_table
 
 FORMATS = ("md", "tex", "csv")
 
@@ -82,6 +84,7 @@ def analyze(
         "aggregate": aggregates(runs, keys, base),
         "lr": lr_table(runs, keys, base),
         "learn": learn_table(runs, keys, base),
+        "transfer": transfer_table(runs, keys, base),
     }
     declared = primary.read(root)
     answer = primary.evaluate(runs, declared, primary.read_design(root)) if declared else None
@@ -100,12 +103,12 @@ def analyze(
                 doc = paper.document(fmt, kind, title, frame, keys, base, intro)
                 written.append(tables.write_text(doc, table_dir / f"{kind}.{fmt}"))
     text = findings(title, summary, keys, base, frames["trends"], frames["aggregate"], frames["lr"], answer,
-                    frames["learn"])
+                    frames["learn"], frames["transfer"])
     written.append(tables.write_text(text, root / "findings.md"))
     if figures:
         from suite.analysis import figures as fig  # matplotlib is slow to import: only when drawing
 
-        written += fig.draw_all(root, runs, summary, keys, base, title, frames["lr"])
+        written += fig.draw_all(root, runs, summary, keys, base, title, frames["lr"], frames["transfer"])
     summary.attrs.update(written=[str(p) for p in written], keys=keys, baseline=base, primary=answer)
     return summary
 

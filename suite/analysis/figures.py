@@ -8,6 +8,9 @@
 - with a learning-rate axis: ``accuracy_vs_lr`` (test score vs learning rate, log x, one panel per
   depth, one line per scheme, open markers where runs were not ok) and ``frontier_vs_depth`` (the
   largest stable learning rate vs depth, per scheme);
+- with depth and learning-rate axes: ``best_lr_vs_depth`` (log-log, one line per scheme, bootstrap
+  intervals) and ``val_vs_lr_by_depth`` (validation score vs rate, one panel per scheme, one curve per
+  depth);
 - for ``suite propagate`` folders (:func:`draw_propagation`): stream RMS, gradient norm and
   the cosine between images vs block per scheme, and rank collapse and the gradient ratio vs depth.
 A suffix names the section (e.g. ``-train.lr-0.001``) when other keys split the tables.
@@ -252,6 +255,85 @@ def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
     return fig
 
 
+def best_lr_vs_depth(tr: pd.DataFrame, colors: dict[str, Any], title: str, rates: list[float]) -> plt.Figure:
+    """The best learning rate vs depth, log-log, one line per scheme, 95% bootstrap intervals as bars.
+
+    Args:
+        tr: :func:`suite.analysis.transfer.transfer_table` rows of one section.
+        rates: the rates tested (the y ticks: a best rate can only be one of them).
+    """
+    fig, ax = plt.subplots(figsize=(6, 4))
+    depths = sorted(float(d) for d in set(tr[DEPTH]))
+    for i, v in enumerate(colors):
+        rows = tr[(tr["variant"] == v) & tr["best_lr"].notna()].sort_values(DEPTH)
+        if rows.empty:
+            continue
+        x = rows[DEPTH].to_numpy(float) * 2 ** (0.04 * (i - len(colors) / 2))  # dodge: equal rates overlap
+        y = rows["best_lr"].to_numpy(float)
+        lo = np.maximum(0, np.nan_to_num(y - rows["best_lr_low"].to_numpy(float)))  # exp(log(x)) rounds
+        hi = np.maximum(0, np.nan_to_num(rows["best_lr_high"].to_numpy(float) - y))
+        slope = rows["slope"].iloc[0]
+        label = v if math.isnan(slope) else f"{v} (slope {slope:+.2f})"
+        ax.errorbar(x, y, yerr=[lo, hi], color=colors[v], marker="o", ms=4, capsize=2, lw=1.2, label=label)
+    _depth_axis(ax, depths)
+    ax.set_yscale("log")
+    ax.set_yticks(rates, [fmt_value(float(f"{r:.3g}")) for r in rates])
+    ax.minorticks_off()
+    ax.set_ylim(min(rates) / 1.5, max(rates) * 1.5)
+    ax.set_ylabel("best learning rate (validation)")
+    ax.set_title(title)
+    fig.text(0.01, -0.02, "bars: 95% percentile bootstrap over seeds (choosing again); slope: of log(best rate) on "
+             "log(depth), 0 = the rate transfers", fontsize="small", color="0.3")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(title="scheme", fontsize="x-small", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return fig
+
+
+def val_vs_lr_by_depth(runs: list[dict[str, Any]], colors: dict[str, Any], title: str) -> plt.Figure:
+    """Mean validation score vs learning rate, one panel per scheme, one curve per depth (darker =
+    deeper): the figure of the Depth-muP and CompleteP papers, where curves that peak at one rate
+    mean the rate transfers."""
+    from suite.analysis.score import score
+
+    split = "val" if all(r.get("val_acc") is not None for r in runs if r["status"] == "ok") else "test"
+    variants = [v for v in colors if any(r["variant"] == v for r in runs)]
+    depths = sorted({float(r[DEPTH]) for r in runs})
+    cols = min(4, len(variants))
+    rows_n = math.ceil(len(variants) / cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(3.2 * cols, 2.8 * rows_n), sharex=True, sharey=True, squeeze=False)
+    shades = plt.get_cmap("viridis")(np.linspace(0.85, 0.1, len(depths)))
+    for ax, v in zip(axes.flat, variants):
+        for depth, shade in zip(depths, shades):
+            by_lr: dict[float, list[float]] = {}
+            for r in runs:
+                if r["variant"] == v and float(r[DEPTH]) == depth:
+                    x = score(r, split)
+                    if x is not None:
+                        by_lr.setdefault(float(r[LR]), []).append(x)
+            if not by_lr:
+                continue
+            lrs = sorted(by_lr)
+            means = [100 * float(np.mean(by_lr[lr])) for lr in lrs]
+            ax.plot(lrs, means, color=shade, marker="o", ms=3, lw=1.2, label=f"depth {fmt_value(depth)}")
+            best = int(np.argmax(means))
+            ax.scatter([lrs[best]], [means[best]], color=shade, marker="*", s=90, zorder=3)
+        ax.set_xscale("log")
+        ax.set_title(str(v), fontsize="medium")
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(variants):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(f"{'validation' if split == 'val' else 'test'} accuracy (%)")
+    for ax in axes[-1]:
+        ax.set_xlabel("learning rate")
+    axes.flat[0].legend(fontsize="x-small")
+    fig.suptitle(title)
+    fig.text(0.01, -0.02, "mean over seeds, diverged and failed runs at chance; star: the best rate at that depth",
+             fontsize="small", color="0.3")
+    fig.tight_layout()
+    return fig
+
+
 def block_profiles(profile: pd.DataFrame, column: str, ylabel: str, colors: dict[str, Any], title: str,
                    log_y: bool = True) -> plt.Figure:
     """One panel per scheme: ``column`` vs block index (log x), one line per depth (mean over seeds)."""
@@ -331,7 +413,7 @@ def draw_propagation(root: Path, runs: list[dict[str, Any]], frame: pd.DataFrame
 
 
 def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys: list[str], baseline: str,
-             title: str, lr: pd.DataFrame | None = None) -> list[Path]:
+             title: str, lr: pd.DataFrame | None = None, transfer: pd.DataFrame | None = None) -> list[Path]:
     """Draw every figure of the analysis into ``root/figures``; returns the files written."""
     out = root / "figures"
     colors = scheme_colors(variant_order(list(summary["variant"]), baseline))
@@ -350,6 +432,18 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
             if DEPTH in rest:
                 rates = sorted({float(v) for v in members[LR]})
                 written += save(frontier_vs_depth(part, colors, head, rates), out / f"frontier_vs_depth{suffix}")
+    if transfer is not None and not transfer.empty:
+        rest = [k for k in keys if k != LR]
+        for label, part in sections(transfer, rest):
+            skeys_t = section_keys(rest)
+            name = ", ".join(f"{k} = {fmt_value(v)}" for k, v in zip(skeys_t, label))
+            suffix = slug(label, skeys_t)
+            head = title + (f" ({name})" if name else "")
+            members = [r for r in runs if r["status"] != "error" and r.get(LR) is not None and r.get(DEPTH) is not None
+                       and group_of(r, skeys_t) == label]
+            rates = sorted({float(r[LR]) for r in members})
+            written += save(best_lr_vs_depth(part, colors, head, rates), out / f"best_lr_vs_depth{suffix}")
+            written += save(val_vs_lr_by_depth(members, colors, head), out / f"val_vs_lr_by_depth{suffix}")
     for label, part in sections(summary, keys):
         name = ", ".join(f"{k} = {fmt_value(v)}" for k, v in zip(skeys, label))
         suffix = slug(label, skeys)

@@ -173,15 +173,72 @@ def _lr_section(lr: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
     return lines + ["### At each learning rate", ""]
 
 
+def _rate(x: float) -> str:
+    return fmt_value(float(f"{x:.3g}"))
+
+
+def transfer_lines(rows: pd.DataFrame) -> list[str]:
+    """One scheme's learning-rate transfer in words: its best rate by depth, the slope, the regret."""
+    r0 = rows.iloc[0]
+    by_depth = ", ".join(f"{_rate(r['best_lr'])} at depth {fmt_value(r[DEPTH])}"
+                         + (f" ({r['best_lr_at_edge']} tested)" if r["best_lr_at_edge"] else "")
+                         for _, r in rows.iterrows() if not math.isnan(r["best_lr"]))
+    if not by_depth:
+        return ["no depth has a seed scored at every rate"]
+    out = [f"best rate {by_depth}"]
+    if not math.isnan(r0["slope"]):
+        verdict = ("the interval contains 0: the rate transfers on this grid" if r0["slope_low"] <= 0 <= r0["slope_high"]
+                   else "the best rate falls with depth" if r0["slope_high"] < 0 else "the best rate rises with depth")
+        out.append(f"slope of log(best rate) on log(depth) {r0['slope']:+.2f} [{r0['slope_low']:+.2f}, "
+                   f"{r0['slope_high']:+.2f}]: {verdict}")
+    deep = rows[rows[DEPTH] != r0["shallow_depth"]]
+    for _, r in deep.iterrows():
+        if math.isnan(r["regret"]):
+            out.append(f"depth {fmt_value(r[DEPTH])}: the shallow depth's rate ({_rate(r['shallow_lr'])}) was not run")
+            continue
+        ci = "" if math.isnan(r["regret_low"]) else f" [{100 * r['regret_low']:+.1f}, {100 * r['regret_high']:+.1f}]"
+        out.append(f"depth {fmt_value(r[DEPTH])}: using depth {fmt_value(r['shallow_depth'])}'s best rate "
+                   f"({_rate(r['shallow_lr'])}) instead of this depth's own costs {100 * r['regret']:+.1f} points{ci}")
+    return out
+
+
+def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
+    rest = [k for k in keys if k not in (LR, DEPTH)]
+    skeys = section_keys(rest)
+    lines = ["## Learning-rate transfer across depth", "",
+             "Does the rate tuned at the shallowest depth stay best when the network is deeper? Best rates chosen on "
+             "validation, regret on test; 95% percentile-bootstrap intervals over seeds (exploratory; with few seeds "
+             "they under-cover). Tables: tables/transfer.md; figures: best_lr_vs_depth, val_vs_lr_by_depth.", ""]
+    transfers, moves = [], []
+    for label, part in sections(tr, [k for k in keys if k != LR]):
+        if skeys:
+            lines += [f"### {', '.join(f'{k} = {fmt_value(v)}' for k, v in zip(skeys, label))}", ""]
+        for variant in variant_order(list(part["variant"]), baseline):
+            rows = part[part["variant"] == variant]
+            lines += [f"**{variant}**:", ""] + [f"- {t}" for t in transfer_lines(rows)] + [""]
+            r0 = rows.iloc[0]
+            if not math.isnan(r0["slope"]):
+                (transfers if r0["slope_low"] <= 0 <= r0["slope_high"] else moves).append(str(variant))
+    summary = []
+    if transfers:
+        summary.append(f"Slope interval contains 0 (the rate transfers on this grid): {', '.join(transfers)}.")
+    if moves:
+        summary.append(f"Slope interval excludes 0 (retune with depth): {', '.join(moves)}.")
+    return lines[:4] + ([" ".join(summary), ""] if summary else []) + lines[4:]
+
+
 def findings(title: str, summary: pd.DataFrame, keys: list[str], baseline: str,
              trends: pd.DataFrame | None, aggregate: pd.DataFrame | None, lr: pd.DataFrame | None = None,
-             answer: Answer | None = None, learn: pd.DataFrame | None = None) -> str:
+             answer: Answer | None = None, learn: pd.DataFrame | None = None,
+             transfer: pd.DataFrame | None = None) -> str:
     """The text of ``findings.md`` (Markdown; deterministic, like the tables).
 
     Args:
         answer: the primary comparison's result (:func:`suite.analysis.primary.evaluate`), if declared.
         lr: with a learning-rate axis (:func:`suite.analysis.lr.lr_table`), the best-rate comparisons
             come first among the exploratory ones.
+        transfer: with depth and learning-rate axes (:func:`suite.analysis.transfer.transfer_table`),
+            a section on learning-rate transfer across depth, before the comparisons.
     """
     lines = [f"# Findings: {title}", ""]
     if answer is not None:
@@ -189,6 +246,8 @@ def findings(title: str, summary: pd.DataFrame, keys: list[str], baseline: str,
     else:
         lines += ["No primary comparison is declared (`primary:` in the ablation file, docs/ablations.md), so "
                   "nothing below is a test of a hypothesis stated before the runs.", ""]
+    if transfer is not None and not transfer.empty:
+        lines += _transfer_section(transfer, keys, baseline)
     lines += ["## Exploratory comparisons", "",
               f"Every scheme against `{baseline}`. Scores: an ok run at its accuracy, a diverged or failed run at "
               f"chance; error runs left out. Each difference comes with a simultaneous 95% interval and a p-value, "

@@ -269,6 +269,61 @@ def learn_tables(learn: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
     return _section_tables(learn, keys, baseline, m, "Time to learn", "tab:learn", cell, notes)
 
 
+def transfer_tables(tr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
+    """Rows = scheme, columns = depth, cells = best rate [95% bootstrap] and transfer regret."""
+    fkeys = [k for k in keys if k != LR]
+
+    def rate(x: float) -> str:
+        return fmt_value(float(f"{x:.3g}"))
+
+    def cell(r: pd.Series, best: str | None) -> str:
+        if _nan(r["best_lr"]):
+            return m.dash
+        lr = f"lr {rate(r['best_lr'])}"
+        lr += f" [{rate(r['best_lr_low'])}, {rate(r['best_lr_high'])}]" if not _nan(r["best_lr_low"]) else ""
+        lr += f" ({r['best_lr_at_edge']} tested)" if r["best_lr_at_edge"] else ""
+        if r[DEPTH] == r["shallow_depth"]:
+            regret = "tuned here"
+        elif _nan(r["regret"]):
+            regret = f"regret: lr {rate(r['shallow_lr'])} not run"
+        else:
+            regret = f"regret {_pct(r['regret'])} {_ci(m, r['regret_low'], r['regret_high'])}"
+        return m.lines([m.esc(lr), m.esc(regret)])
+
+    def notes(part: pd.DataFrame) -> list[str]:
+        on = _selected_on(part)
+        return [
+            f"Cell: the best learning rate at this depth (highest mean {on} score, ties: the smaller) [95{m.esc('%')} "
+            f"percentile bootstrap over seeds, choosing again]; regret: the test score ({m.esc('%')} points) lost by "
+            f"using the rate that was best at the shallowest depth instead of this depth's own best [95{m.esc('%')} "
+            f"bootstrap]. 0 = the shallow rate transfers. Exploratory; with few seeds the bootstrap under-covers.",
+        ]
+
+    return _section_tables(tr, fkeys, baseline, m, "Learning-rate transfer across depth", "tab:transfer", cell, notes)
+
+
+def slope_tables(tr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
+    """Rows = scheme: the slope of log(best rate) on log(depth) with its bootstrap interval."""
+    fkeys = [k for k in keys if k != LR]
+    first = tr.drop_duplicates([k for k in fkeys if k != DEPTH]) if len(tr) else tr
+
+    def cells(r: pd.Series, is_base: bool) -> list[str]:
+        if _nan(r["slope"]):
+            return [m.dash, m.dash]
+        ci = f"[{r['slope_low']:+.2f}, {r['slope_high']:+.2f}]"
+        verdict = ("transfers" if r["slope_low"] <= 0 <= r["slope_high"] else
+                   "falls with depth" if r["slope_high"] < 0 else "rises with depth")
+        return [m.esc(f"{r['slope']:+.2f} {ci}"), m.esc(f"{verdict} ({int(r['slope_depths'])} depths)")]
+
+    notes = [
+        f"Slope: least-squares slope of log(best rate) on log(depth) [95{m.esc('%')} percentile bootstrap over seeds]; "
+        f"0 = the best rate does not move with depth, -1 = it halves when the depth doubles. transfers: the "
+        f"interval contains 0 (on this grid; the rates are 2x apart). Exploratory.",
+    ]
+    return _row_tables(first, fkeys, baseline, m, "Best-rate slope over depth", "tab:slope",
+                       ["slope [95% CI]", "reading"], cells, notes)
+
+
 def propagation_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
     """One table per quantity of :data:`suite.analysis.propagation.QUANTITIES`: rows = scheme,
     columns = depth, cells = mean over seeds [95% interval] (geometric for ratios)."""
@@ -402,6 +457,7 @@ KINDS = {  # file stem under tables/ -> the tables it holds
     "aggregate": (aggregate_tables,),
     "lr": (best_lr_tables, sensitivity_tables, frontier_tables),
     "learn": (learn_tables,),
+    "transfer": (transfer_tables, slope_tables),
     "propagation": (propagation_tables,),
 }
 
