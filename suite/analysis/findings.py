@@ -186,7 +186,9 @@ def transfer_lines(rows: pd.DataFrame) -> list[str]:
     if not by_depth:
         return ["no depth has a seed scored at every rate"]
     out = [f"best rate {by_depth}"]
-    if not math.isnan(r0["slope"]):
+    if not math.isnan(r0["slope"]) and math.isnan(r0["slope_low"]):
+        out.append(f"slope of log(best rate) on log(depth) {r0['slope']:+.2f} (no interval: a depth has one seed)")
+    elif not math.isnan(r0["slope"]):
         verdict = ("the interval contains 0: the rate transfers on this grid" if r0["slope_low"] <= 0 <= r0["slope_high"]
                    else "the best rate falls with depth" if r0["slope_high"] < 0 else "the best rate rises with depth")
         out.append(f"slope of log(best rate) on log(depth) {r0['slope']:+.2f} [{r0['slope_low']:+.2f}, "
@@ -217,7 +219,7 @@ def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[
             rows = part[part["variant"] == variant]
             lines += [f"**{variant}**:", ""] + [f"- {t}" for t in transfer_lines(rows)] + [""]
             r0 = rows.iloc[0]
-            if not math.isnan(r0["slope"]):
+            if not math.isnan(r0["slope_low"]):
                 (transfers if r0["slope_low"] <= 0 <= r0["slope_high"] else moves).append(str(variant))
     summary = []
     if transfers:

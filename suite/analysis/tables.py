@@ -310,6 +310,8 @@ def slope_tables(tr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) ->
     def cells(r: pd.Series, is_base: bool) -> list[str]:
         if _nan(r["slope"]):
             return [m.dash, m.dash]
+        if _nan(r["slope_low"]):
+            return [m.esc(f"{r['slope']:+.2f} [no interval: a depth has one seed]"), m.dash]
         ci = f"[{r['slope_low']:+.2f}, {r['slope_high']:+.2f}]"
         verdict = ("transfers" if r["slope_low"] <= 0 <= r["slope_high"] else
                    "falls with depth" if r["slope_high"] < 0 else "rises with depth")

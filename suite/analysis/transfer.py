@@ -135,6 +135,8 @@ def _group(by_depth: dict[float, list[dict[str, Any]]], split: str, resamples: i
         sampled = np.stack([data[d][0][boots[d]] for d in scored], axis=-1)  # (resamples, depths)
         slopes = _slope(dep, sampled)
         low, high = np.quantile(slopes, [0.025, 0.975])
+        if min(data[d][1].shape[1] for d in scored) < 2:  # one seed somewhere: nothing to resample
+            low = high = math.nan
         for row in rows:
             row.update(slope=point, slope_low=float(low), slope_high=float(high), slope_depths=len(scored))
     return rows

@@ -114,3 +114,9 @@ def test_analyze_writes_the_transfer_tables_figures_and_findings(tmp_path):
     assert "Slope interval contains 0 (the rate transfers on this grid): flat." in text
     assert "Slope interval excludes 0 (retune with depth): preln." in text
     assert "depth 16: using depth 4's best rate (0.008) instead of this depth's own costs +20.0 points" in text
+
+
+def test_one_seed_gives_points_without_intervals():
+    t = transfer_table(runs_where_the_peak_moves(seeds=1), KEYS, "preln")
+    assert t["best_lr_low"].isna().all() and t["slope_low"].isna().all() and t["regret_low"].isna().all()
+    assert t.set_index(["variant", "model.depth"]).loc[("preln", 4), "slope"] == pytest.approx(-1.0)
