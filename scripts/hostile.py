@@ -7,8 +7,8 @@ too; a case whose point is a real process (a time limit on a hang, a worker that
 disk) runs ``python -m suite`` in a fresh one. Either way the verdict is one of:
 
 - ``clean error``: exit 2 and exactly one ``error:`` line on stderr, no traceback;
-- ``handled``: exit 0, no traceback, and the case's own check holds (e.g. a warning was printed, no
-  file was planted, the run resumed);
+- ``handled``: exit 0 (exit 1 for a case whose run is to end in status ``error``), no traceback, and
+  the case's own check holds (e.g. a warning was printed, no file was planted, the run resumed);
 - ``traceback``, ``hang``, ``silently accepted`` (exit 0 where an error was due), ``wrong outcome``
   (a check failed: data lost, code executed, ...).
 
@@ -55,7 +55,7 @@ class Case:
 
     name: str
     group: str
-    expect: str  # "error" (exit 2, one line) or "ok" (exit 0)
+    expect: str  # "error" (exit 2, one line), "ok" (exit 0) or "run error" (the run ends in status error: exit 1)
     setup: Callable[[Path], list[str]]
     check: Callable[[Path, subprocess.CompletedProcess], str | None] = lambda d, p: None  # problem or None
     env: dict[str, str] = field(default_factory=dict)
@@ -200,6 +200,27 @@ def no_code_ran(expect_status: str) -> Callable[[Path, subprocess.CompletedProce
             return "the checkpoint of a run that ended in error was deleted"
         return None
     return check
+
+
+def planted_cifar(d: Path) -> list[str]:
+    """A CIFAR-10 folder in the real format whose first batch runs code when unpickled."""
+    import numpy as np
+
+    folder = d / "data" / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    for name in ["data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch"]:
+        (folder / name).write_bytes(pickle.dumps({b"data": np.zeros((2, 3072), np.uint8), b"labels": [0, 1]}))
+    (folder / "batches.meta").write_bytes(pickle.dumps({b"label_names": [b"c%d" % i for i in range(10)]}))
+    (folder / "data_batch_1").write_bytes(pickle.dumps({b"data": Payload(d / "marker"), b"labels": [0]}))
+    return ["train", "data.name=cifar10", f"data.root={d / 'data'}", "model.dim=16", "model.heads=2",
+            "model.depth=1", "train.steps=2", "train.batch_size=4", "train.eval_every=0", "device=cpu",
+            "--out", str(d / "run")]
+
+
+def no_marker(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    if (d / "marker").exists():
+        return "the planted pickle ran its code"
+    return None if "data_batch_1" in p.stderr else "the error does not name the file"
 
 
 def slurm_damaged_setup(d: Path) -> list[str]:
@@ -453,6 +474,7 @@ CASES: list[Case] = [
     Case("planted checkpoint, run with checkpoints", "security", "ok", planted_checkpoint(2), no_code_ran("error")),
     Case("planted checkpoint, run without checkpoints", "security", "ok", planted_checkpoint(0), no_code_ran("final")),
     Case("planted checkpoint marked as preempted", "security", "ok", planted_checkpoint(0, True), no_code_ran("error")),
+    Case("planted CIFAR pickle", "security", "run error", planted_cifar, no_marker),
     Case("files honour the umask", "security", "ok", umask_setup, umask_check),
     # data loss
     Case("torn last metrics line, then resume", "data loss", "ok", torn_resume_setup, torn_resume_check),
@@ -649,7 +671,7 @@ def run_case(case: Case, d: Path) -> Outcome:
                                f"exit {proc.returncode}, {len(errors)} error lines: {last[:100]}")
             problem = case.check(d, proc)
             return Outcome(case, "wrong outcome" if problem else "clean error", 2, seconds, problem or errors[0][:120])
-        if proc.returncode != 0:
+        if proc.returncode != (1 if case.expect == "run error" else 0):
             return Outcome(case, "wrong outcome", proc.returncode, seconds, last[:120])
         problem = case.check(d, proc)
         return Outcome(case, "wrong outcome" if problem else "handled", 0, seconds, problem or last[:120])
@@ -657,11 +679,14 @@ def run_case(case: Case, d: Path) -> Outcome:
         unmount(d)
 
 
+EXPECTED = {"error": "exit 2, one line", "ok": "exit 0", "run error": "exit 1, run error"}
+
+
 def table(outcomes: list[Outcome]) -> str:
     lines = ["| group | case | expected | outcome | exit | s | detail |", "|---|---|---|---|---:|---:|---|"]
     for o in outcomes:
         detail = o.detail.replace("|", "\\|")
-        lines.append(f"| {o.case.group} | {o.case.name} | {'exit 2, one line' if o.case.expect == 'error' else 'exit 0'} "
+        lines.append(f"| {o.case.group} | {o.case.name} | {EXPECTED[o.case.expect]} "
                      f"| {o.verdict} | {'' if o.code is None else o.code} | {o.seconds:.1f} | {detail} |")
     bad = [o for o in outcomes if not o.good]
     counts = {v: sum(o.verdict == v for o in outcomes) for v in dict.fromkeys(o.verdict for o in outcomes)}
