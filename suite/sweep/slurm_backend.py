@@ -158,7 +158,7 @@ def read_submission(out: Path) -> dict[str, Any] | None:
     """``slurm/submission.json`` of ``out`` (``cluster``, ``jobs`` as strings, ``lease_s``,
     ``submitted_at``), or None when there is none or it cannot be read."""
     try:
-        record = json.loads((Path(out) / "slurm" / SUBMISSION).read_text(encoding="utf-8"))
+        record = json.loads(store.read_text(Path(out) / "slurm" / SUBMISSION))
         record["cluster"], record["jobs"] = str(record["cluster"]), [str(j) for j in record["jobs"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None
