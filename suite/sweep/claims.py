@@ -75,7 +75,7 @@ class Claim:
         try:
             if not self.held():
                 return False
-            os.utime(self.path)
+            os.utime(self.path, follow_symlinks=False)  # touch a planted link, never its target
         except FileNotFoundError:
             return False
         except OSError:
@@ -173,7 +173,7 @@ def expire(out: Path, run_ids: list[str]) -> None:
     could hold them has ended)."""
     for run_id in run_ids:
         with contextlib.suppress(OSError):
-            os.utime(claim_path(out, run_id), (0, 0))
+            os.utime(claim_path(out, run_id), (0, 0), follow_symlinks=False)
 
 
 class Heartbeat:
