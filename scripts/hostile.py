@@ -7,8 +7,8 @@ too; a case whose point is a real process (a time limit on a hang, a worker that
 disk) runs ``python -m suite`` in a fresh one. Either way the verdict is one of:
 
 - ``clean error``: exit 2 and exactly one ``error:`` line on stderr, no traceback;
-- ``handled``: exit 0, no traceback, and the case's own check holds (e.g. a warning was printed, no
-  file was planted, the run resumed);
+- ``handled``: exit 0 (exit 1 for a case whose run is to end in status ``error``), no traceback, and
+  the case's own check holds (e.g. a warning was printed, no file was planted, the run resumed);
 - ``traceback``, ``hang``, ``silently accepted`` (exit 0 where an error was due), ``wrong outcome``
   (a check failed: data lost, code executed, ...).
 
@@ -55,17 +55,18 @@ class Case:
 
     name: str
     group: str
-    expect: str  # "error" (exit 2, one line) or "ok" (exit 0)
+    expect: str  # "error" (exit 2, one line), "ok" (exit 0) or "run error" (the run ends in status error: exit 1)
     setup: Callable[[Path], list[str]]
     check: Callable[[Path, subprocess.CompletedProcess], str | None] = lambda d, p: None  # problem or None
     env: dict[str, str] = field(default_factory=dict)
     needs_mount: bool = False  # mounts a tmpfs (root only); runs in its own process
     timeout: float = TIMEOUT
     process: bool = False  # run `python -m suite` in a fresh process: a time limit, a dying worker
+    memory_mb: int | None = None  # cap the fresh process's address space: a blow-up ends, as a traceback
 
     @property
     def own_process(self) -> bool:
-        return self.process or self.needs_mount or bool(self.env)
+        return self.process or self.needs_mount or bool(self.env) or self.memory_mb is not None
 
 
 @dataclass
@@ -200,6 +201,125 @@ def no_code_ran(expect_status: str) -> Callable[[Path, subprocess.CompletedProce
             return "the checkpoint of a run that ended in error was deleted"
         return None
     return check
+
+
+def planted_cifar(d: Path) -> list[str]:
+    """A CIFAR-10 folder in the real format whose first batch runs code when unpickled."""
+    import numpy as np
+
+    folder = d / "data" / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    for name in ["data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch"]:
+        (folder / name).write_bytes(pickle.dumps({b"data": np.zeros((2, 3072), np.uint8), b"labels": [0, 1]}))
+    (folder / "batches.meta").write_bytes(pickle.dumps({b"label_names": [b"c%d" % i for i in range(10)]}))
+    (folder / "data_batch_1").write_bytes(pickle.dumps({b"data": Payload(d / "marker"), b"labels": [0]}))
+    return ["train", "data.name=cifar10", f"data.root={d / 'data'}", "model.dim=16", "model.heads=2",
+            "model.depth=1", "train.steps=2", "train.batch_size=4", "train.eval_every=0", "device=cpu",
+            "--out", str(d / "run")]
+
+
+def no_marker(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    if (d / "marker").exists():
+        return "the planted pickle ran its code"
+    return None if "data_batch_1" in p.stderr else "the error does not name the file"
+
+
+PRECIOUS = "a file outside the results folder\n"
+
+
+def elsewhere(d: Path) -> Path:
+    """``d/elsewhere``: a folder outside the results folder, with one file that must stay as it is."""
+    write(d / "elsewhere" / "checkpoint.pt", PRECIOUS)
+    return d / "elsewhere"
+
+
+def elsewhere_intact(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    found = {f.name: f.read_bytes() for f in (d / "elsewhere").iterdir()}
+    return None if found == {"checkpoint.pt": PRECIOUS.encode()} else f"written outside the results folder: {sorted(found)}"
+
+
+def victims_intact(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    """Each ``d/victim-*`` file, which a link in the results folder pointed at, is as it was."""
+    for f in d.glob("victim-*"):
+        if f.read_bytes() != PRECIOUS.encode():
+            return f"{f.name} was written through a link"
+    return None
+
+
+def linked_in_sweep(name: str) -> Callable[[Path], list[str]]:
+    """`suite run` on a results folder where ``name`` (``runs``, ``claims``, a run folder) is a link to a
+    folder elsewhere, or ``.lock`` is a link to a file elsewhere."""
+    def setup(d: Path) -> list[str]:
+        out = smoke_folder(d)
+        target = elsewhere(d)
+        if name == "run folder":
+            (out / "runs").mkdir()
+            os.symlink(target, out / "runs" / smoke_run_ids(d)[0])
+        elif name == ".lock":
+            os.symlink(d / "elsewhere" / "lock", out / ".lock")
+        else:
+            os.symlink(target, out / name)
+        return first_smoke_run(d)
+    return setup
+
+
+def linked_in_train(*names: str) -> Callable[[Path], list[str]]:
+    """`suite train` (checkpoints every 2 steps) into a run folder where each of ``names`` is a link to a
+    file outside it."""
+    def setup(d: Path) -> list[str]:
+        for name in names:
+            victim = write(d / f"victim-{name}", PRECIOUS)
+            (d / "run").mkdir(exist_ok=True)
+            os.symlink(victim, d / "run" / name)
+        return ["train", *TINY, "train.checkpoint_every=2", "--out", str(d / "run")]
+    return setup
+
+
+def linked_in_analysis(name: str) -> Callable[[Path], list[str]]:
+    """`suite analyze` of a results folder where output ``name`` is a link: a file for ``runs.csv`` and
+    ``findings.md``, a folder for ``tables`` and ``figures``."""
+    def setup(d: Path) -> list[str]:
+        root = analysis_runs(d)
+        if name in ("tables", "figures"):
+            os.symlink(elsewhere(d), root / name)
+        else:
+            os.symlink(write(d / f"victim-{name}", PRECIOUS), root / name)
+        return ["analyze", str(root)] + ([] if name == "figures" else ["--no-figures"])
+    return setup
+
+
+def special_file(where: str, kind: str) -> Callable[[Path], list[str]]:
+    """A results folder where a regular file is expected but a FIFO (nobody writes to it) or a link to
+    ``/dev/zero`` stands: ``where`` is ``summary``, ``metrics`` or ``ablation`` and names the command."""
+    def plant(path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(path) if kind == "fifo" else os.symlink("/dev/zero", path)
+
+    def setup(d: Path) -> list[str]:
+        if where.startswith("analyze"):
+            root = analysis_runs(d)
+            plant(root / "runs" / ("bad/summary.json" if where == "analyze summary" else "good0/metrics.jsonl"))
+            return ["analyze", str(root)] + (["--no-figures"] if where == "analyze summary" else [])
+        ids = smoke_run_ids(d)
+        out = d / "out"
+        write(out / "ablation.yaml", SMOKE.read_text())
+        write(out / "run_ids.json", json.dumps(ids))
+        (d / "run_id").write_text(ids[0])
+        if where.endswith("ablation"):
+            (out / "ablation.yaml").unlink()
+            plant(out / "ablation.yaml")
+        else:
+            plant(out / "runs" / ids[0] / "summary.json")
+        return ["status", str(out)] if where.startswith("status") else ["run", str(SMOKE), "--out", str(out), "--dry-run"]
+    return setup
+
+
+def refused_special(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    return None if "not a regular file" in p.stderr else "the error does not say the file is not a regular one"
+
+
+def warned_run(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    return warned(p, f"runs/{(d / 'run_id').read_text()}/summary.json")
 
 
 def slurm_damaged_setup(d: Path) -> list[str]:
@@ -453,6 +573,24 @@ CASES: list[Case] = [
     Case("planted checkpoint, run with checkpoints", "security", "ok", planted_checkpoint(2), no_code_ran("error")),
     Case("planted checkpoint, run without checkpoints", "security", "ok", planted_checkpoint(0), no_code_ran("final")),
     Case("planted checkpoint marked as preempted", "security", "ok", planted_checkpoint(0, True), no_code_ran("error")),
+    Case("planted CIFAR pickle", "security", "run error", planted_cifar, no_marker),
+    *[Case(f"{name} is a link: suite run refuses", "security", "error", linked_in_sweep(name), elsewhere_intact)
+      for name in ("run folder", "runs", "claims", "workers", ".lock")],
+    *[Case(f"{name} is a link: suite train refuses", "security", "error", linked_in_train(name), victims_intact)
+      for name in ("log.txt", "metrics.jsonl")],
+    Case("checkpoint.tmp, summary.json, config.yaml are links: suite train replaces them", "security", "ok",
+         linked_in_train("checkpoint.tmp", "summary.json", "config.yaml"), victims_intact),
+    *[Case(f"{name} is a link: suite analyze replaces it", "security", "ok", linked_in_analysis(name), victims_intact)
+      for name in ("runs.csv", "findings.md")],
+    *[Case(f"{name}/ is a link: suite analyze refuses", "security", "error", linked_in_analysis(name),
+           elsewhere_intact) for name in ("tables", "figures")],
+    *[Case(f"summary.json is a {kind}: {command.removesuffix(' summary')}", "security", "ok", special_file(command, kind),
+           analyzed_without("bad") if command.startswith("analyze") else warned_run, process=True, timeout=60,
+           memory_mb=4096) for kind in ("fifo", "link to /dev/zero") for command in ("run --dry-run", "status", "analyze summary")],
+    Case("metrics.jsonl is a link to /dev/zero: analyze", "security", "error", special_file("analyze metrics", "zero"),
+         refused_special, timeout=60, memory_mb=4096),
+    *[Case(f"ablation.yaml is a {kind}: {command}", "security", "error", special_file(f"{command} ablation", kind),
+           refused_special, timeout=60, memory_mb=4096) for kind in ("fifo", "link to /dev/zero") for command in ("run --dry-run", "status")],
     Case("files honour the umask", "security", "ok", umask_setup, umask_check),
     # data loss
     Case("torn last metrics line, then resume", "data loss", "ok", torn_resume_setup, torn_resume_check),
@@ -621,7 +759,15 @@ def in_own_process(case: Case, argv: list[str], d: Path) -> subprocess.Completed
         env.update(json.loads((d / "env.json").read_text()))
     return subprocess.run([sys.executable, "-m", "suite", *argv], capture_output=True, text=True, cwd=d,
                           env={**env, "PYTHONPATH": str(ROOT)}, timeout=case.timeout, stdin=subprocess.DEVNULL,
-                          preexec_fn=lambda: os.umask(0o022))
+                          preexec_fn=lambda: _limit(case.memory_mb))
+
+
+def _limit(memory_mb: int | None) -> None:
+    os.umask(0o022)
+    if memory_mb is not None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
 
 
 def run_case(case: Case, d: Path) -> Outcome:
@@ -649,19 +795,22 @@ def run_case(case: Case, d: Path) -> Outcome:
                                f"exit {proc.returncode}, {len(errors)} error lines: {last[:100]}")
             problem = case.check(d, proc)
             return Outcome(case, "wrong outcome" if problem else "clean error", 2, seconds, problem or errors[0][:120])
-        if proc.returncode != 0:
+        if proc.returncode != (1 if case.expect == "run error" else 0):
             return Outcome(case, "wrong outcome", proc.returncode, seconds, last[:120])
         problem = case.check(d, proc)
-        return Outcome(case, "wrong outcome" if problem else "handled", 0, seconds, problem or last[:120])
+        return Outcome(case, "wrong outcome" if problem else "handled", proc.returncode, seconds, problem or last[:120])
     finally:
         unmount(d)
+
+
+EXPECTED = {"error": "exit 2, one line", "ok": "exit 0", "run error": "exit 1, run error"}
 
 
 def table(outcomes: list[Outcome]) -> str:
     lines = ["| group | case | expected | outcome | exit | s | detail |", "|---|---|---|---|---:|---:|---|"]
     for o in outcomes:
         detail = o.detail.replace("|", "\\|")
-        lines.append(f"| {o.case.group} | {o.case.name} | {'exit 2, one line' if o.case.expect == 'error' else 'exit 0'} "
+        lines.append(f"| {o.case.group} | {o.case.name} | {EXPECTED[o.case.expect]} "
                      f"| {o.verdict} | {'' if o.code is None else o.code} | {o.seconds:.1f} | {detail} |")
     bad = [o for o in outcomes if not o.good]
     counts = {v: sum(o.verdict == v for o in outcomes) for v in dict.fromkeys(o.verdict for o in outcomes)}

@@ -273,12 +273,15 @@ def parse_overrides(items: typing.Sequence[str], source: str = "command line") -
 
 
 def read_yaml(path: str | Path) -> Any:
-    """Read a YAML file; syntax errors become a one-line :class:`ConfigError` with the line."""
+    """Read a YAML file; syntax errors become a one-line :class:`ConfigError` with the line, and so does
+    a file that is not a regular one (a FIFO, a device) or is over ``store.MAX_READ_BYTES``."""
+    from suite.store import read_text  # store imports this module
+
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"{path}: file not found")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)  # a regular file of at most MAX_READ_BYTES: not a FIFO, not /dev/zero
     except UnicodeDecodeError as err:
         raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); an ablation or config is a YAML text file") from None
     except OSError as err:

@@ -16,12 +16,13 @@ import math
 import os
 import platform
 import socket
+import stat
 import subprocess
 import tempfile
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Callable
 
 from suite.config import RunConfig, flatten, to_dict
 
@@ -70,8 +71,100 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file in the same folder + ``os.replace``: never a half-written file.
+# ----------------------------------------------------------------------------- files
+# A results folder may come from anywhere (a shared disk, a tarball, a colleague's sweep), so no file
+# of it is trusted to be what its name says (results/README.md, Security): the suite writes a file by
+# renaming a temp file over it (which replaces a symbolic link instead of following it), appends only
+# with O_NOFOLLOW, refuses folders it writes into that are links, and reads only regular files, up
+# to a size.
+
+MAX_READ_BYTES = 16 << 20  # summary.json, ablation.yaml, claims: the suite writes a few kB of each
+
+
+class UnsafeFile(OSError):
+    """A path the suite will not use: a symbolic link where it writes (it could point outside the
+    results folder), or a FIFO, device, folder or oversized file where it reads a regular file."""
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}"
+
+
+def _unsafe(path: Path | str, why: str) -> UnsafeFile:
+    return UnsafeFile(errno.EPERM, why, str(path))
+
+
+def no_link(path: Path) -> Path:
+    """``path``, unless it is a symbolic link: a folder the suite writes into (a run folder, ``runs/``,
+    ``tables/``) could otherwise point anywhere.
+
+    Raises:
+        UnsafeFile: ``path`` is a symbolic link.
+    """
+    path = Path(path)
+    if path.is_symlink():
+        raise _unsafe(path, "is a symbolic link; the suite does not write through links in a results folder "
+                            "(replace it by a real folder or file)")
+    return path
+
+
+def open_regular(path: Path, max_bytes: int | None = MAX_READ_BYTES) -> IO[bytes]:
+    """Open for reading a file that must be a regular one (a link to one is fine), never blocking on a
+    FIFO and never reading a device.
+
+    Raises:
+        UnsafeFile: not a regular file, or larger than ``max_bytes``.
+        OSError: as ``open`` (FileNotFoundError, NotADirectoryError, ...).
+    """
+    if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: opening a device may do something
+        raise _unsafe(path, "not a regular file (a FIFO, a device or a folder); refused to read it")
+    f = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb")  # a FIFO swapped in meanwhile: no wait
+    st = os.fstat(f.fileno())
+    if not stat.S_ISREG(st.st_mode) or (max_bytes is not None and st.st_size > max_bytes):
+        f.close()
+        raise _unsafe(path, f"larger than {max_bytes} bytes; refused to read it" if stat.S_ISREG(st.st_mode) else
+                      "not a regular file (a FIFO, a device or a folder); refused to read it")
+    return f
+
+
+def read_text(path: Path, max_bytes: int | None = MAX_READ_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most ``max_bytes`` (:func:`open_regular`).
+
+    Raises:
+        UnsafeFile: see :func:`open_regular`; UnicodeDecodeError (a ValueError): not UTF-8.
+    """
+    with open_regular(path, max_bytes) as f:
+        data = f.read() if max_bytes is None else f.read(max_bytes + 1)  # +1: one that grew meanwhile
+    if max_bytes is not None and len(data) > max_bytes:
+        raise _unsafe(path, f"larger than {max_bytes} bytes; refused to read it")
+    return data.decode("utf-8")
+
+
+def open_append(path: Path) -> IO[str]:
+    """Open ``path`` for appending text (``metrics.jsonl``, ``log.txt``, a lock), creating it; never
+    through a symbolic link (``O_NOFOLLOW``) and never into a FIFO or device.
+
+    Raises:
+        UnsafeFile: ``path`` is a link or not a regular file.
+    """
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, 0o666)  # less the umask, as any new file
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise _unsafe(path, "is a symbolic link; the suite does not write through links in a results folder "
+                                "(delete it)") from None
+        if err.errno == errno.ENXIO:  # a FIFO nobody reads
+            raise _unsafe(path, "not a regular file (a FIFO or a device); refused to write to it") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _unsafe(path, "not a regular file (a FIFO or a device); refused to write to it")
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
+    """Write a file by ``write(f)`` into a temp file in the same folder, then ``os.replace``: never a
+    half-written file, and a symbolic link at ``path`` is replaced, not followed.
 
     The file gets the permissions of any new file (``0o666`` less the umask), so a results folder
     shared with a group stays readable to it.
@@ -85,8 +178,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes it 0o600 whatever the umask
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -96,6 +189,11 @@ def atomic_write_text(path: Path, text: str) -> None:
         if no_space(err):
             raise DiskFull(path.parent) from None
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` as UTF-8 through :func:`atomic_write`."""
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def to_json(obj: Any) -> Any:
@@ -145,13 +243,24 @@ def one_line_warnings() -> None:
     warnings.simplefilter("always", SuiteWarning)
 
 
+APPENDED = (METRICS, "log.txt")  # the files of a run folder appended to (the others are replaced whole)
+
+
+def check_run_folder(out: Path) -> None:
+    """Refuse a run folder that is a symbolic link, or whose appended files are (see :func:`no_link`)."""
+    for path in (out, *(out / name for name in APPENDED)):
+        no_link(path)
+
+
 def open_run_folder(out: Path) -> None:
     """Create a run folder (or reuse it) without a ``summary.json``, so the run counts as unfinished
     until it writes a new one.
 
     Raises:
+        UnsafeFile: the folder, its ``metrics.jsonl`` or its ``log.txt`` is a symbolic link.
         DiskFull: no space left there.
     """
+    check_run_folder(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / SUMMARY).unlink(missing_ok=True)
@@ -164,12 +273,12 @@ def open_run_folder(out: Path) -> None:
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
     """The run's summary, or ``None`` if it has not finished.
 
-    A ``summary.json`` that exists but is not a JSON object (damaged, a folder, not UTF-8) counts as
-    unfinished, with a :class:`SuiteWarning` naming it: the sweep runs that run again.
+    A ``summary.json`` that exists but is not a JSON object (damaged, a folder, a FIFO or device, over
+    :data:`MAX_READ_BYTES`, not UTF-8) counts as unfinished, with a :class:`SuiteWarning` naming it: the sweep runs that run again.
     """
     path = Path(run_dir) / SUMMARY
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
+        summary = json.loads(read_text(path))
     except FileNotFoundError:
         return None
     except NotADirectoryError:
@@ -205,13 +314,16 @@ def read_metrics(run_dir: Path, name: str = METRICS) -> list[dict[str, Any]]:
     that is not a JSON object is damage, and raises.
 
     Raises:
-        CorruptFile: a bad line before the last one, naming the file and the line number.
+        CorruptFile: a bad line before the last one, naming the file and the line number; or the file is
+            a FIFO or a device.
     """
     path = Path(run_dir) / name
     try:
-        text = path.read_text()
+        text = read_text(path, max_bytes=None)  # any length, but a regular file: not a link to /dev/zero
     except FileNotFoundError:
         return []
+    except UnsafeFile as err:
+        raise CorruptFile(f"{err}; delete the run folder to rerun it") from None
     lines = text.split("\n")  # a complete file ends with "\n", so its last item is ""
     records = []
     for number, line in enumerate(lines, 1):
@@ -237,7 +349,7 @@ def last_logged_step(run_dir: Path, tail_bytes: int = 65536) -> int | None:
     """The ``step`` of the last complete record of a run's ``metrics.jsonl``, reading only the
     file's tail (a live view must not read a long run's whole log); None if there is none."""
     try:
-        with open(Path(run_dir) / METRICS, "rb") as f:
+        with open_regular(Path(run_dir) / METRICS, max_bytes=None) as f:
             f.seek(0, 2)
             f.seek(max(0, f.tell() - tail_bytes))
             lines = f.read().splitlines()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -51,3 +52,90 @@ def test_read_metrics_raises_on_damage_before_the_last_line(tmp_path):
 
 def test_read_metrics_of_a_missing_file_is_empty(tmp_path):
     assert store.read_metrics(tmp_path) == []
+
+
+# ----------------------------------------------------------------------------- hostile files
+
+
+@pytest.fixture
+def deadline():
+    """Fail a test that blocks (a FIFO opened for reading waits for a writer) instead of hanging."""
+    def expired(signum, frame):
+        raise TimeoutError("blocked on a special file")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(10)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def _victim(tmp_path):
+    victim = tmp_path / "elsewhere.txt"
+    victim.write_text("precious")
+    return victim
+
+
+def test_atomic_write_replaces_a_planted_link_instead_of_writing_through_it(tmp_path):
+    victim = _victim(tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").symlink_to(victim)
+    store.write_json(run / "summary.json", {"status": "ok"})
+    store.atomic_write(run / "checkpoint.pt", lambda f: torch.save({"x": 1}, f))
+    assert victim.read_text() == "precious"
+    assert not (run / "summary.json").is_symlink() and json.loads((run / "summary.json").read_text()) == {"status": "ok"}
+
+
+def test_open_append_refuses_a_link_and_a_fifo(tmp_path, deadline):
+    victim = _victim(tmp_path)
+    (tmp_path / "log.txt").symlink_to(victim)
+    with pytest.raises(store.UnsafeFile, match=r"log.txt: is a symbolic link"):
+        store.open_append(tmp_path / "log.txt")
+    os.mkfifo(tmp_path / "metrics.jsonl")
+    with pytest.raises(store.UnsafeFile, match="not a regular file"):
+        store.open_append(tmp_path / "metrics.jsonl")
+    assert victim.read_text() == "precious"
+    with store.open_append(tmp_path / "new.txt") as f:  # a new file is created, as by open(..., "a")
+        f.write("x\n")
+    assert (tmp_path / "new.txt").read_text() == "x\n"
+
+
+def test_read_text_refuses_fifos_devices_and_oversized_files(tmp_path, deadline):
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "zero").symlink_to("/dev/zero")
+    for name in ("fifo", "zero"):
+        with pytest.raises(store.UnsafeFile, match="not a regular file"):
+            store.read_text(tmp_path / name)
+    (tmp_path / "big").write_text("x" * 11)
+    with pytest.raises(store.UnsafeFile, match="larger than 10 bytes"):
+        store.read_text(tmp_path / "big", max_bytes=10)
+    assert store.read_text(tmp_path / "big", max_bytes=11) == "x" * 11
+    (tmp_path / "link").symlink_to(tmp_path / "big")  # a link to a regular file is read
+    assert store.read_text(tmp_path / "link") == "x" * 11
+
+
+def test_a_summary_or_metrics_that_is_a_special_file_is_not_read(tmp_path, deadline):
+    os.mkfifo(tmp_path / store.SUMMARY)
+    with pytest.warns(store.SuiteWarning, match=r"summary.json: not a readable summary \(not a regular file"):
+        assert store.read_summary(tmp_path) is None
+    (tmp_path / store.METRICS).symlink_to("/dev/zero")
+    with pytest.raises(store.CorruptFile, match="metrics.jsonl: not a regular file"):
+        store.read_metrics(tmp_path)
+    assert store.last_logged_step(tmp_path) is None
+
+
+@pytest.mark.parametrize("planted", ["folder", store.METRICS, "log.txt"])
+def test_open_run_folder_refuses_a_linked_folder_or_appended_file(tmp_path, planted):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / store.SUMMARY).write_text("{}")
+    run = tmp_path / "run"
+    if planted == "folder":
+        run.symlink_to(elsewhere)
+    else:
+        run.mkdir()
+        (run / planted).symlink_to(elsewhere / store.SUMMARY)
+    with pytest.raises(store.UnsafeFile, match="is a symbolic link"):
+        store.open_run_folder(run)
+    assert (elsewhere / store.SUMMARY).read_text() == "{}"  # not deleted through the link

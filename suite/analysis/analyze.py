@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite import store
 from suite.analysis import markup as tables
 from suite.analysis import primary
 from suite.analysis import tables as paper
@@ -91,7 +92,7 @@ def analyze(
     title = str(runs[0].get("ablation") or root.resolve().name)
     intro = f"{len(runs)} runs in {len(summary)} groups."
     written = [tables.write_csv(runs_frame(runs, keys, base), root / "runs.csv")]
-    table_dir = root / "tables"
+    table_dir = store.no_link(root / "tables")
     table_dir.mkdir(exist_ok=True)
     for kind, frame in frames.items():
         if frame is None or frame.empty:
@@ -119,7 +120,7 @@ def _analyze_propagation(root: Path, runs: list[dict], keys: list[str], base: st
     frame = summary_frame(runs, keys, base)
     title = str(runs[0].get("ablation") or root.resolve().name)
     written = [tables.write_csv(runs_frame(runs, keys, base), root / "runs.csv")]
-    table_dir = root / "tables"
+    table_dir = store.no_link(root / "tables")
     table_dir.mkdir(exist_ok=True)
     for fmt in formats:
         if fmt == "csv":

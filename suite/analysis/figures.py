@@ -30,6 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from suite import store  # noqa: E402
 from suite.analysis.grouping import DEPTH, LR, group_of, section_keys, sections, variant_order  # noqa: E402
 from suite.analysis.lr import lr_curves  # noqa: E402
 from suite.analysis.propagation import profiles  # noqa: E402
@@ -38,11 +39,12 @@ from suite.analysis.markup import fmt_value, safe, slug  # noqa: E402
 
 
 def save(fig: plt.Figure, base: Path) -> list[Path]:
-    """Save ``fig`` as ``base.png`` (150 dpi) and ``base.pdf``; close it."""
-    base.parent.mkdir(parents=True, exist_ok=True)
+    """Save ``fig`` as ``base.png`` (150 dpi) and ``base.pdf``, atomically; close it."""
+    store.no_link(base.parent).mkdir(parents=True, exist_ok=True)
     paths = [base.with_name(base.name + ".png"), base.with_name(base.name + ".pdf")]
-    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight", metadata={"CreationDate": None})
+    store.atomic_write(paths[0], lambda f: fig.savefig(f, format="png", dpi=150, bbox_inches="tight"))
+    store.atomic_write(paths[1], lambda f: fig.savefig(f, format="pdf", bbox_inches="tight",
+                                                       metadata={"CreationDate": None}))
     plt.close(fig)
     return paths
 

@@ -84,7 +84,7 @@ NUMERIC = ("val_acc", "best_val_acc", "test_acc", "best_test_acc", "final_train_
 def _read_summary(path: Path) -> tuple[dict[str, Any], str | None]:
     """A summary and ``None``, or ``{}`` and why it cannot be used."""
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
+        summary = json.loads(store.read_text(path))
     except (OSError, ValueError) as err:  # a folder, unreadable, bad UTF-8, bad JSON
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
         return {}, f"cannot read it ({reason})"

@@ -12,20 +12,21 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite import store
+
 # ----------------------------------------------------------------------------- files
 
 
 def write_csv(frame: pd.DataFrame, path: Path) -> Path:
-    """Write ``frame`` as CSV at full precision (shortest round-trip floats), ``\\n`` line ends."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False, lineterminator="\n")
+    """Write ``frame`` as CSV at full precision (shortest round-trip floats), ``\\n`` line ends,
+    atomically (:func:`suite.store.atomic_write`: a link at ``path`` is replaced, not followed)."""
+    store.atomic_write_text(path, frame.to_csv(index=False, lineterminator="\n"))
     return path
 
 
 def write_text(text: str, path: Path) -> Path:
-    """Write ``text`` as UTF-8 with ``\\n`` line ends (identical bytes on every platform)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8", newline="\n")
+    """Write ``text`` as UTF-8 with ``\\n`` line ends (identical bytes on every platform), atomically."""
+    store.atomic_write_text(path, text)
     return path
 
 

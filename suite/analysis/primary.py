@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from suite import store
 from suite.analysis import sequential, stats
 from suite.analysis.grouping import LR
 from suite.analysis.load import AnalysisError
@@ -126,7 +127,7 @@ def read(folder: str | Path) -> Primary | None:
     if not path.is_file():
         return None
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(store.read_text(path)) or {}
     except (OSError, ValueError, yaml.YAMLError) as err:
         raise AnalysisError(f"{path}: cannot read it ({err}); restore it or run `suite run` again") from None
     if not isinstance(data, dict) or data.get("primary") is None:
@@ -145,7 +146,7 @@ def read_design(folder: str | Path) -> list[int] | None:
     if not path.is_file():
         return None
     try:
-        rounds = json.loads(path.read_text(encoding="utf-8"))["rounds"]
+        rounds = json.loads(store.read_text(path))["rounds"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise AnalysisError(f"{path}: not a sequential design ({err}); delete it to analyse as a fixed design") from None
     if not (isinstance(rounds, list) and rounds and all(isinstance(n, int) and n >= 2 for n in rounds)

@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}; free some space and run the same command again (finished runs are kept)",
               file=sys.stderr)
         return 2
+    except store.UnsafeFile as err:  # a link where the suite writes, a FIFO or device where it reads
+        print(f"error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

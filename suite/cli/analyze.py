@@ -6,6 +6,7 @@ import argparse
 import sys
 import warnings
 
+from suite import store
 from suite.analysis.analyze import FORMATS, analyze
 from suite.analysis.grouping import DEFAULT_BASELINE
 from suite.analysis.load import AnalysisError, AnalysisWarning
@@ -32,6 +33,9 @@ def run(args: argparse.Namespace) -> int:
             summary = analyze(args.dir, baseline=args.baseline, by=args.by, formats=formats,
                               figures=getattr(args, "figures", True))
         except AnalysisError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        except store.UnsafeFile as err:  # a link planted in the folder, a FIFO for a file
             print(f"error: {err}", file=sys.stderr)
             return 2
         except OSError as err:  # e.g. a read-only results folder

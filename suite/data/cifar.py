@@ -21,16 +21,42 @@ CIFAR10_MEAN, CIFAR10_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
 
 
+# Every global a CIFAR pickle names: numpy's array and dtype reconstructors (numpy 1 and 2 spell
+# the module differently; protocol 5 uses _frombuffer) and `_codecs.encode`, which protocol 2
+# pickles from Python 3 use for bytes. Dicts, lists, str, bytes and ints are opcodes, not globals.
+ALLOWED = frozenset({
+    ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+})
+
+
+class _CifarUnpickler(pickle.Unpickler):
+    """An unpickler that builds only what CIFAR files contain: a data folder may come from anywhere,
+    and a plain ``pickle.load`` runs whatever code a planted file names."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in ALLOWED:
+            raise pickle.UnpicklingError(f"refused to load {module}.{name} (a CIFAR file holds only "
+                                         f"dicts, lists, bytes, str and numpy arrays)")
+        return super().find_class(module, name)
+
+
 def _unpickle(path: Path) -> dict[str, Any]:
     """Read one CIFAR pickle, with str keys whatever the writer used.
 
     The official files are Python 2 pickles (str keys under ``encoding="latin1"``); files written
     by Python 3 in the format documented on the CIFAR page have bytes keys (``b"data"``).
+
+    Raises:
+        DataError: the file is damaged, not a dict, or names anything but numpy arrays (never run).
     """
     try:
         with open(path, "rb") as f:
-            entry = pickle.load(f, encoding="latin1")
-    except Exception as err:  # truncated or foreign file: say which one, in one line
+            entry = _CifarUnpickler(f, encoding="latin1").load()
+        if not isinstance(entry, dict):
+            raise pickle.UnpicklingError(f"expected a dict, got a {type(entry).__name__}")
+    except Exception as err:  # truncated, foreign or planted file: say which one, in one line
         raise DataError(f"cannot read CIFAR file {path}: {one_line(err)}") from None
     return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in entry.items()}
 

@@ -57,24 +57,20 @@ def preempted(run_dir: Path, clear: bool = False) -> bool:
 
 def save(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optimizer, state: RunState,
          preempted: bool = False) -> None:
-    """Write the checkpoint through a temp file, so a kill or a full disk never leaves half of one.
+    """Write the checkpoint through a temp file (:func:`suite.store.atomic_write`), so a kill or a full
+    disk never leaves half of one and a link planted at its name is replaced, not written through.
 
     ``preempted``: saved because the worker is being preempted; marked so that the run resumes from
     it even when it asked for no checkpoints (``train.checkpoint_every: 0``).
     """
-    tmp = path.with_suffix(".tmp")
-    try:
-        torch.save({
-            "format": FORMAT, "run_id": run_id, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "state": dataclasses.asdict(state), "cpu_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-        }, tmp)
-        tmp.replace(path)
-        if preempted:
-            store.write_json(path.parent / PREEMPTED, {"step": state.step})
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    ckpt = {
+        "format": FORMAT, "run_id": run_id, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        "state": dataclasses.asdict(state), "cpu_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+    }
+    store.atomic_write(path, lambda f: torch.save(ckpt, f))
+    if preempted:
+        store.write_json(path.parent / PREEMPTED, {"step": state.step})
 
 
 def load(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optimizer) -> RunState:

@@ -83,7 +83,7 @@ class RunFolder:
             raise err
         self.summary["status"] = "error"
         self.summary["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
-        with open(self.out / "log.txt", "a") as log:
+        with store.open_append(self.out / "log.txt") as log:
             log.write("".join(traceback.format_exception(type(err), err, err.__traceback__)))
         if "device_name" not in self.summary:
             self.summary.update(store.provenance(str(self.device)))

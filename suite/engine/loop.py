@@ -179,7 +179,7 @@ class Training:
         """Open the metrics log; at step 0, record the scales as initialised (before any update: a
         re-init bug, like timm's old reset of gamma to 1, shows here; probes take no gradients and
         draw no random numbers)."""
-        self.metrics = open(self.out / store.METRICS, "a")
+        self.metrics = store.open_append(self.out / store.METRICS)
         if self.state.step == 0:
             x0, _ = next(self.stream.batches(0, 1))
             self.log({"kind": "train", "step": 0, "loss": None, "lr": lr_at(0, self.total_steps, self.tc),

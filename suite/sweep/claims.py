@@ -45,7 +45,7 @@ def claim_path(out: Path, run_id: str) -> Path:
 def read(path: Path) -> dict:
     """The claim's fields; ``{}`` when it is missing, being written, or damaged."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(store.read_text(path))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -64,7 +64,7 @@ class Claim:
             OSError: the file could not be read (a stale NFS handle, a busy server): unknown, not lost.
         """
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(store.read_text(self.path))
         except (FileNotFoundError, ValueError):  # gone, or garbage
             return False
         return isinstance(data, dict) and data.get("token") == self.token
@@ -75,7 +75,7 @@ class Claim:
         try:
             if not self.held():
                 return False
-            os.utime(self.path)
+            os.utime(self.path, follow_symlinks=False)  # touch a planted link, never its target
         except FileNotFoundError:
             return False
         except OSError:
@@ -125,7 +125,7 @@ def try_claim(out: Path, run_id: str, lease_s: float, take_over: bool = True,
     owner may have renewed it just before), and replaced by ours, one attempt higher.
     """
     path = claim_path(out, run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    store.no_link(path.parent).mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(8)
     mine = path.with_name(f"{path.name}.{token}")
     record = {"owner": owner_id(), "host": socket.gethostname(), "pid": os.getpid(), "token": token, "attempt": 1}
@@ -173,7 +173,7 @@ def expire(out: Path, run_ids: list[str]) -> None:
     could hold them has ended)."""
     for run_id in run_ids:
         with contextlib.suppress(OSError):
-            os.utime(claim_path(out, run_id), (0, 0))
+            os.utime(claim_path(out, run_id), (0, 0), follow_symlinks=False)
 
 
 class Heartbeat:

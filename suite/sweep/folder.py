@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import secrets
 import warnings
 from pathlib import Path
@@ -43,7 +44,7 @@ def prepare_out(out: Path, ablation: Ablation, run_ids: list[str]) -> Iterator[N
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        lock = open(out / ".lock", "a")
+        lock = store.open_append(out / ".lock")
     except OSError as err:
         raise _unwritable(out, err) from None
     with lock:
@@ -60,19 +61,36 @@ def prepare_out(out: Path, ablation: Ablation, run_ids: list[str]) -> Iterator[N
 
 
 def _unwritable(out: Path, err: OSError) -> Exception:
+    if isinstance(err, store.UnsafeFile):  # names the file itself
+        return err
     if store.no_space(err):
         return store.DiskFull(out)
     return RunnerError(f"{out}: cannot write there ({err.strerror or err}); pass --out DIR with a writable folder")
 
 
+FOLDERS = ("runs", "claims", "workers", "slurm", "tables", "figures")  # what a sweep and its analysis write into
+
+
 def check_out(out: Path, ablation: Ablation) -> None:
-    """Raise :class:`RunnerError` unless ``out`` is new or holds this ablation (reads only)."""
+    """Raise :class:`RunnerError` unless ``out`` is new or holds this ablation (reads only).
+
+    Raises:
+        UnsafeFile: a folder the sweep writes into (``runs/``, a run folder, ``claims/``, ...) or a
+            file it appends to is a symbolic link, which could point anywhere (results/README.md).
+    """
     if out.exists() and not out.is_dir():
         raise RunnerError(f"{out}: is a file, not a folder; pass --out DIR with a folder for the results")
+    for name in FOLDERS:
+        store.no_link(out / name)
+    if (out / "runs").is_dir():
+        for entry in os.scandir(out / "runs"):
+            store.check_run_folder(Path(entry.path))
     marker = out / "ablation.yaml"
     if marker.exists():
         try:
-            other = (yaml.safe_load(marker.read_text(encoding="utf-8")) or {}).get("name")
+            other = (yaml.safe_load(store.read_text(marker)) or {}).get("name")
+        except store.UnsafeFile:  # a FIFO or a device: say so, rather than that it is another ablation's
+            raise
         except (OSError, ValueError, yaml.YAMLError, AttributeError):  # ValueError: not UTF-8
             other = None
         if other != ablation.name:

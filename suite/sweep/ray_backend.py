@@ -3,6 +3,9 @@ results folder (which every node must see at the same path).
 
 Each task reserves ``num_gpus = 1 / --runs-per-gpu``, or ``num_cpus = --threads`` on CPU. A dead task
 leaves a dead claim that another worker takes over; Ctrl-C cancels the tasks.
+
+Ray pickles the worker and its results between this process and the cluster; those pickles never touch
+the results folder, and are the cluster's own (results/README.md, Security).
 """
 
 from __future__ import annotations

@@ -6,6 +6,11 @@ before Slurm preempts or times out a job: the worker checkpoints its run and is 
 may leave at any time (``--slurm-detach``, Ctrl-C): the jobs go on, and ``suite run`` again attaches to
 them or, once they have all ended, submits a new array for what is left. ``--slurm-cluster local``
 runs the same workers through submitit's local executor, without ``sbatch`` (the tests use it).
+
+submitit unpickles what it finds under ``<out>/slurm/`` (the submitted worker, in the job; the job's
+result, in a ``suite run`` that attaches) with a plain ``pickle.load``: the one pickle the suite does
+not restrict (results/README.md, Security). Do not run ``--backend slurm`` on a results folder that
+someone you do not trust can write to.
 """
 
 from __future__ import annotations
@@ -153,7 +158,7 @@ def read_submission(out: Path) -> dict[str, Any] | None:
     """``slurm/submission.json`` of ``out`` (``cluster``, ``jobs`` as strings, ``lease_s``,
     ``submitted_at``), or None when there is none or it cannot be read."""
     try:
-        record = json.loads((Path(out) / "slurm" / SUBMISSION).read_text(encoding="utf-8"))
+        record = json.loads(store.read_text(Path(out) / "slurm" / SUBMISSION))
         record["cluster"], record["jobs"] = str(record["cluster"]), [str(j) for j in record["jobs"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None

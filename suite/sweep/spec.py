@@ -160,7 +160,7 @@ def _duplicate_keys(path: Path) -> list[str]:
             for i, item in enumerate(node.value):
                 walk(item, f"{where}[{i}]")
 
-    walk(yaml.compose(path.read_text(), Loader=yaml.SafeLoader), "")
+    walk(yaml.compose(store.read_text(path), Loader=yaml.SafeLoader), "")
     return out
 
 

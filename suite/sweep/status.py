@@ -91,7 +91,7 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
     marker = out / "ablation.yaml"
     if not out.is_dir():
         raise StatusError(f"{out}: no such folder; pass the --out folder of a `suite run`")
-    if not marker.is_file():
+    if not marker.exists():
         raise StatusError(f"{out}: no ablation.yaml, so no sweep has written here; pass the --out folder of a "
                           f"`suite run`")
     try:
@@ -101,7 +101,7 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
     # A run's folder is named by its id with precision resolved, as the last sweep recorded it.
     ids = None
     with contextlib.suppress(OSError, ValueError):
-        ids = json.loads((out / RUN_IDS).read_text(encoding="utf-8"))
+        ids = json.loads(store.read_text(out / RUN_IDS))
     if not (isinstance(ids, list) and len(ids) == len(ablation.runs) and all(isinstance(i, str) for i in ids)):
         ids = [run.run_id for run in ablation.runs]
     views = {rid: RunView(run, "pending", rid) for rid, run in zip(ids, ablation.runs)}

@@ -192,7 +192,7 @@ def _record_ablation(out: Path, ablation: Ablation, run_ids: list[str]) -> None:
     import yaml
 
     try:
-        recorded = yaml.safe_load((out / "ablation.yaml").read_text(encoding="utf-8"))
+        recorded = yaml.safe_load(store.read_text(out / "ablation.yaml"))
     except (OSError, ValueError, yaml.YAMLError):
         recorded = None
     if recorded == ablation.resolved or not out.is_dir():

@@ -39,7 +39,7 @@ def _design_file(out: Path, rounds: list[int], seeds: list[int]) -> dict[str, An
               "alpha": ALPHA, "rounds": rounds, "seeds": seeds, "looks": []}
     if path.is_file():
         try:
-            old = json.loads(path.read_text(encoding="utf-8"))
+            old = json.loads(store.read_text(path))
         except (OSError, ValueError) as err:
             raise RunnerError(f"{path}: unreadable ({err}); delete it to start the design again") from None
         if old.get("rounds") != rounds or old.get("seeds") != seeds:

@@ -110,7 +110,7 @@ class Worker:
         store.one_line_warnings()
         out = Path(self.out)
         self._log = out / WORKERS / f"{claims.owner_id().replace('/', '_')}.jsonl"
-        self._log.parent.mkdir(parents=True, exist_ok=True)
+        store.no_link(self._log.parent).mkdir(parents=True, exist_ok=True)
         self._preempted, self._in_run, self._wake, self._signum = False, False, threading.Event(), None
         self.beat = claims.Heartbeat(self.lease_s)
         previous = self._take_signals()
@@ -226,7 +226,7 @@ class Worker:
         line = store.metrics_line({"t": round(time.time(), 3), "event": event, "run_id": runs[0].run_id,
                                    "runs": [r.run_id for r in runs], "label": runs[0].label,
                                    "owner": claims.owner_id(), **fields})
-        with contextlib.suppress(OSError), open(self._log, "a", encoding="utf-8") as f:  # a log, not a result
+        with contextlib.suppress(OSError), store.open_append(self._log) as f:  # a log, not a result
             f.write(line)
 
 

@@ -323,6 +323,39 @@ def test_missing_cifar_names_the_path(tmp_path, monkeypatch):
         load_dataset(DataConfig(val_fraction=0, name="cifar10", root=str(tmp_path)))
 
 
+class _Planted:
+    """A pickle whose loading writes a marker file: the harmless stand-in for ``os.system``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "code from a data folder ran"))
+
+
+def test_a_planted_cifar_pickle_is_refused_in_one_line_and_runs_nothing(tmp_path):
+    write_cifar10(tmp_path)
+    marker = tmp_path / "marker"
+    batch = tmp_path / "cifar-10-batches-py" / "data_batch_2"
+    _pickle(batch, {b"data": _Planted(marker), b"labels": [0]})
+    with pytest.raises(DataError) as err:
+        load_dataset(DataConfig(val_fraction=0, name="cifar10", root=str(tmp_path)))
+    assert not marker.exists()
+    msg = str(err.value)
+    assert str(batch) in msg and "refused to load pathlib" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_cifar_pickles_of_every_protocol_load(tmp_path, protocol, monkeypatch):
+    data, _ = write_cifar10(tmp_path)
+    folder = tmp_path / "cifar-10-batches-py"
+    for k in range(1, 6):
+        entry = pickle.loads((folder / f"data_batch_{k}").read_bytes())
+        (folder / f"data_batch_{k}").write_bytes(pickle.dumps(entry, protocol=protocol))
+    b = load_dataset(DataConfig(val_fraction=0, name="cifar10", root=str(tmp_path)))
+    assert torch.equal(b.train.x, torch.from_numpy(data.reshape(15, 3, 32, 32)))
+
+
 # ----------------------------------------------------------------------------- ImageFolder
 
 

@@ -74,3 +74,30 @@ def test_start_resolves_precision_into_the_run_id(tmp_path):
     resolved, device = run.start(cfg)
     assert device.type == "cpu" and resolved.train.precision == "fp32" and cfg.train.precision == "auto"
     assert run.summary["run_id"] == store.run_id(resolved) != store.run_id(cfg)
+
+
+def test_links_planted_in_a_run_folder_are_replaced_or_dropped_never_followed(tmp_path):
+    """summary.json, config.yaml and checkpoint.pt as links to files elsewhere: the summary is written
+    over the link (not into its target), a finished run drops the checkpoint link, not the file."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for name in (store.SUMMARY, store.CHECKPOINT, PREEMPTED):
+        (elsewhere / name).write_text("precious")
+        (run_dir / name).symlink_to(elsewhere / name)
+    with RunFolder(RunConfig(), run_dir) as run:
+        run.summary["status"] = "ok"
+    assert _summary(run_dir)["status"] == "ok" and not (run_dir / store.SUMMARY).is_symlink()
+    assert not (run_dir / store.CHECKPOINT).exists() and not (run_dir / PREEMPTED).exists()
+    assert all((elsewhere / n).read_text() == "precious" for n in (store.SUMMARY, store.CHECKPOINT, PREEMPTED))
+
+
+def test_a_run_folder_whose_log_is_a_link_is_refused(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "log.txt").symlink_to(victim)
+    with pytest.raises(store.UnsafeFile, match="log.txt: is a symbolic link"):
+        RunFolder(RunConfig(), tmp_path / "run")
+    assert victim.read_text() == "precious"

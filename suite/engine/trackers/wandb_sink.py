@@ -30,7 +30,7 @@ class WandbSink:
         import wandb
 
         id_file = run_dir / ID_FILE
-        run_id = id_file.read_text(encoding="utf-8").strip() if summary.get("resumed_at") and id_file.is_file() else ""
+        run_id = store.read_text(id_file).strip() if summary.get("resumed_at") and id_file.is_file() else ""
         if not run_id:
             run_id = f"{summary.get('run_id')}-{secrets.token_hex(3)}"
             store.atomic_write_text(id_file, run_id + "\n")
