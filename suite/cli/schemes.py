@@ -14,6 +14,7 @@ def run(args: argparse.Namespace) -> int:
 
     for title, registry in (("residual schemes", SCHEMES), ("datasets", DATASETS)):
         print(f"{title} ({registry.key}):")
+        width = max(map(len, registry.names()))
         for name in registry.names():
-            print(f"  {name}")
+            print(f"  {name:<{width}}  {registry.describe(name)}".rstrip())
     return 0
