@@ -214,7 +214,7 @@ def test_resolving_precision_renames_runs_by_device_and_refuses_collisions(tmp_p
     path = tmp_path / "twice.yaml"
     path.write_text(textwrap.dedent("""
         name: twice
-        base: {data: {name: synthetic, synthetic_train: 32, synthetic_test: 8}, model: {dim: 16, heads: 2, depth: 1}}
+        base: {data: {name: synthetic, synthetic_train: 32, synthetic_test: 8}, model: {dim: 16, heads: 2, depth: 1, patch_size: 4}}
         variants:
           auto: {train.precision: auto}
           fp32: {train.precision: fp32}
