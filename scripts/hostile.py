@@ -568,6 +568,56 @@ def _analysis_with(name: str, content: str, ablation: str | None = None) -> Call
 
 DEMO_ABLATION = "name: demo\nvariants: {preln: {}, layerscale: {}}\n"
 
+
+VALID_ABLATION = BASE_ABLATION.replace("{name: synthetic}", "{name: synthetic, synthetic_img_size: 28}")  # patch 7
+
+
+def _tiny(*kvs: str) -> list[str]:
+    """TINY with each of ``kvs`` in place of TINY's value for its key (a key may be given once)."""
+    keys = {kv.split("=", 1)[0] for kv in kvs}
+    return [o for o in TINY if o.split("=", 1)[0] not in keys] + list(kvs)
+
+
+def _summary_of(**fields) -> bytes:
+    """A bad run's summary for `suite analyze`: a good run's fields with ``fields`` over them."""
+    return json.dumps({"run_id": "bad", "variant": "preln", "status": "ok", "seed": 1, "model.depth": 2,
+                       "test_acc": 0.5, **fields}).encode()
+
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000  # json.loads recurses once per level
+
+
+def _sweep_with_summary(content: str, command: str) -> Callable[[Path], list[str]]:
+    """A smoke results folder whose first run's summary.json holds ``content``; ``command`` is
+    ``run --dry-run``, ``status`` or ``run`` (the first run only)."""
+    def setup(d: Path) -> list[str]:
+        ids = smoke_run_ids(d)
+        write(d / "out" / "ablation.yaml", SMOKE.read_text())
+        write(d / "out" / "run_ids.json", json.dumps(ids))
+        write(d / "out" / "runs" / ids[0] / "summary.json", content)
+        (d / "run_id").write_text(ids[0])
+        if command == "status":
+            return ["status", str(d / "out")]
+        return ["run", str(SMOKE), "--out", str(d / "out"), "--dry-run"] if command == "run --dry-run" else first_smoke_run(d)
+    return setup
+
+
+def _pending_sweep(d: Path) -> Path:
+    """A smoke results folder with nothing run yet: `suite status --watch` keeps watching it."""
+    write(d / "out" / "ablation.yaml", SMOKE.read_text())
+    write(d / "out" / "run_ids.json", json.dumps(smoke_run_ids(d)))
+    return d / "out"
+
+
+def _says(*words: str) -> Callable[[Path, subprocess.CompletedProcess], str | None]:
+    """The error names the key or option: every one of ``words`` is in stderr."""
+    return lambda d, p: next((f"the error does not mention {w!r}" for w in words if w not in p.stderr), None)
+
+
+ALIAS_BOMB = "name: bomb\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10)) + "description: *a9\n"
+
+
 CASES: list[Case] = [
     # security
     Case("planted checkpoint, run with checkpoints", "security", "ok", planted_checkpoint(2), no_code_ran("error")),
@@ -682,6 +732,70 @@ CASES: list[Case] = [
     Case("--only ','", "silent", "error", lambda d: ["run", str(SMOKE), "--only", ",", "--dry-run"]),
     Case("summary without model.depth", "silent", "ok", _missing_key("model.depth"), _depth_is_int),
     Case("summary without seed", "silent", "ok", _missing_key("seed"), _depth_is_int),
+    # round two (issue 27): tracebacks, late errors and silent acceptance -> one line, exit 2, before anything runs
+    *[Case(f"exclude matching every run: {cmd}", "traceback", "error",
+           _file_then([cmd, "{f}", *([] if cmd == "validate" else ["--out", "{d}/out"])],
+                      VALID_ABLATION + "exclude: [{variant: a}]\n"), _says("exclude", "removes all"))
+      for cmd in ("validate", "run")],
+    *[Case(f"summary with model.depth {depth}", "traceback", "ok", bad_summary(_summary_of(**{"model.depth": depth})),
+           analyzed_without("bad")) for depth in (0, -5)],
+    Case("suite bench --seed -1", "traceback", "error", _argv("bench", "--seed", "-1", "--out", "{d}/b"), _says("--seed")),
+    *[Case(f"{what} with a trailing newline", "silent", "error",
+           _file_then(["validate", "{f}"], text), _says(what)) for what, text in (
+        ("name", 'name: "x\\n"\nvariants: {a: {}}\n'), ("variants", 'name: x\nvariants: {"a\\n": {}}\n'))],
+    Case("variant name with a |", "silent", "error", _file_then(["validate", "{f}"], "name: x\nvariants: {'a|b': {}}\n"),
+         _says("variants")),
+    *[Case(f"suite train {kv}", "silent", "error", _argv("train", *_tiny(kv), "--out", "{d}/run"), _says(key))
+      for kv, key in (("train.lr='1_0'", "train.lr"), ("train.min_lr=0.1", "train.min_lr"), ("seed=" + str(2**70), "seed"),
+                      ("model.patch_size=3", "model.patch_size"), ("model.num_classes=5", "model.num_classes"))],
+    Case("the same key twice on the command line", "silent", "error",
+         _argv("train", *TINY, "seed=1", "seed=2", "--out", "{d}/run"), _says("seed", "twice")),
+    Case("seeds: [2**70]", "silent", "error", _file_then(["validate", "{f}"], VALID_ABLATION + f"seeds: [{2**70}]\n"),
+         _says("seeds")),
+    *[Case(f"summary.json has {what}: analyze", "silent", "ok", bad_summary(content), analyzed_without("bad"))
+      for what, content in (("test_acc 1.5", _summary_of(test_acc=1.5)), ("test_acc -0.5", _summary_of(test_acc=-0.5)),
+                            ("a NaN token", _summary_of().replace(b'"test_acc": 0.5', b'"test_acc": NaN')),
+                            ("an Infinity token", _summary_of().replace(b'"test_acc": 0.5', b'"final_train_loss": Infinity')))],
+    *[Case(f"summary.json has {what}: suite run runs it again", "silent", "ok",
+           _sweep_with_summary(content, "run"), _rerun_check) for what, content in (
+        ("test_acc 1.5", '{"status": "ok", "test_acc": 1.5}'), ("a NaN token", '{"status": "ok", "test_acc": NaN}'))],
+    Case("suite cost --tflops inf", "silent", "error", _argv("cost", str(SMOKE), "--tflops", "inf"), _says("--tflops")),
+    Case("suite cost --measured 5@100000", "silent", "error", _argv("cost", str(SMOKE), "--measured", "5@100000"),
+         _says("--measured")),
+    Case("suite train --out ''", "silent", "error", _argv("train", *TINY, "--out", ""), _says("--out")),
+    Case("data.test_fraction leaving an empty validation split", "late", "error",
+         _argv("train", "data.name=digits", "model.patch_size=4", "data.test_fraction=0.9999", "train.steps=1",
+               "--out", "{d}/run"), _says("data.test_fraction")),
+    Case("data.root that is a file", "late", "error",
+         _file_then(["train", "data.name=cifar10", "model.patch_size=4", "data.root={f}", "--out", "{d}/run"], "a file",
+                    name="file.txt"), _says("data.root")),
+    # round two: bounded work (fresh processes: before the fix they allocate gigabytes, hang or crash)
+    Case("seeds: 1000000000", "blow-up", "error", _file_then(["validate", "{f}"], VALID_ABLATION + "seeds: 1000000000\n"),
+         _says("runs"), process=True, timeout=60, memory_mb=4096),
+    *[Case(f"suite train {kv}", "blow-up", "error", _argv("train", *_tiny(kv), "--out", "{d}/run"),
+           _says(kv.split("=")[0]),
+           process=True, timeout=60, memory_mb=4096)
+      for kv in ("model.dim=30000", "model.mlp_ratio=1e7", "train.log_every=700000000", "train.steps=1000000000000",
+                 "train.epochs=1e300", "train.threads=100000", "data.synthetic_train=100000000")],
+    *[Case(f"suite bench {flag} {value}", "blow-up", "error", _argv("bench", flag, value, "--out", "{d}/b"), _says(flag),
+           process=True, timeout=60, memory_mb=4096)
+      for flag, value in (("--threads", "100000"), ("--depth", "100000"), ("--batch", "1000000000"), ("--gemm", "200000"))],
+    Case("suite bench --throughput --co-located 1000000", "blow-up", "error",
+         _argv("bench", "--throughput", "--co-located", "1000000", "--out", "{d}/b"), _says("--co-located"),
+         process=True, timeout=60, memory_mb=4096),
+    Case("suite run --threads 100000", "blow-up", "error",
+         lambda d: [*first_smoke_run(d), "--threads", "100000"], _says("--threads"), process=True, timeout=60),
+    *[Case(f"suite status --watch {s}", "hang", "error", lambda d, s=s: ["status", str(_pending_sweep(d)), "--watch", s],
+           _says("--watch"), process=True, timeout=30) for s in ("inf", "1e-300")],
+    Case("JSON nested 100,000 deep: analyze", "traceback", "ok", bad_summary(DEEP_JSON.encode()), analyzed_without("bad")),
+    *[Case(f"JSON nested 100,000 deep: {cmd}", "traceback", "ok", _sweep_with_summary(DEEP_JSON, cmd), warned_run)
+      for cmd in ("run --dry-run", "status")],
+    Case("YAML alias bomb", "hang", "error", _file_then(["validate", "{f}"], ALIAS_BOMB), _says("alias"),
+         process=True, timeout=60, memory_mb=4096),
+    Case("YAML nested 100,000 deep", "traceback", "error", _file_then(["validate", "{f}"], "name: " + DEEP_JSON + "\n"),
+         _says("nested")),
+    Case("YAML over 1 MiB", "hang", "error", _file_then(["validate", "{f}"], "name: x\ndescription: " + "a" * (2 << 20) + "\n"),
+         _says("larger than")),
 ]
 
 

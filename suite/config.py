@@ -196,8 +196,9 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
-        # YAML 1.1 reads "1e-4" (no dot) as a string; accept it as the number it spells.
-        if isinstance(value, str):
+        # YAML 1.1 reads "1e-4" (no dot) as a string; accept it as the number it spells, but not
+        # Python's digit separators: float("1_0") is 10.0, a typo read as a number ten times too large.
+        if isinstance(value, str) and "_" not in value:
             try:
                 return float(value)
             except ValueError:
@@ -265,6 +266,8 @@ def parse_overrides(items: typing.Sequence[str], source: str = "command line") -
         if "=" not in item:
             raise ConfigError(f"{source}: override '{item}' must look like key=value (e.g. model.depth=12)")
         key, raw = item.split("=", 1)
+        if key.strip() in dotted:  # else the last one would win without a word
+            raise ConfigError(f"{source}: {key.strip()}: given twice; keep one")
         try:
             dotted[key.strip()] = yaml.safe_load(raw)
         except yaml.YAMLError as err:
@@ -274,25 +277,61 @@ def parse_overrides(items: typing.Sequence[str], source: str = "command line") -
 
 def read_yaml(path: str | Path) -> Any:
     """Read a YAML file; syntax errors become a one-line :class:`ConfigError` with the line, and so does
-    a file that is not a regular one (a FIFO, a device) or is over ``store.MAX_READ_BYTES``."""
+    a file that is not a regular one (a FIFO, a device) or is over :data:`MAX_YAML_BYTES`, nested too deeply, or
+    whose aliases expand beyond :data:`MAX_YAML_NODES` values."""
     from suite.store import read_text  # store imports this module
 
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: file not found")
     try:
-        text = read_text(path)  # a regular file of at most MAX_READ_BYTES: not a FIFO, not /dev/zero
+        text = read_text(path, MAX_YAML_BYTES)  # a regular file, not a FIFO or /dev/zero, and not huge
     except UnicodeDecodeError as err:
         raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); an ablation or config is a YAML text file") from None
     except OSError as err:
         raise ConfigError(f"{path}: cannot read it ({err.strerror})") from None
     try:
+        size = expanded_size(yaml.compose(text, Loader=yaml.SafeLoader))
+        if size > MAX_YAML_NODES:
+            raise ConfigError(f"{path}: its aliases (*name) expand to more than {MAX_YAML_NODES:,} values "
+                              f"(an alias bomb?); write the values out or use fewer aliases")
         return yaml.safe_load(text) or {}
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read; an ablation or config is a few levels deep") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ConfigError(f"{path}:{line} invalid YAML: {problem}") from None
+
+
+MAX_YAML_NODES = 1_000_000  # values in a YAML file once its aliases are expanded (the default ablation: ~100)
+MAX_YAML_BYTES = 1 << 20  # 1 MiB of YAML is ~10 s of parsing; the largest shipped ablation is a few kB
+
+
+def expanded_size(root: yaml.Node | None) -> float:
+    """The number of nodes in ``root`` with every alias counted as a copy of its anchor's node (what a
+    reader that walks or copies the loaded values sees); ``inf`` for an alias inside its own anchor.
+    Each node is visited once, so an alias bomb is measured in time linear in the file."""
+    size: dict[int, float] = {}
+    open_: set[int] = set()  # nodes whose children are being counted: meeting one again is a cycle
+    stack = [(root, False)] if root is not None else []
+    while stack:
+        node, closing = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            children = node.value if isinstance(node, yaml.SequenceNode) else []
+        if closing:
+            size[id(node)] = 1 + sum(size[id(c)] for c in children)
+            open_.discard(id(node))
+        elif id(node) in open_:
+            return math.inf
+        elif id(node) not in size:
+            open_.add(id(node))
+            stack.append((node, True))
+            stack.extend((c, False) for c in children)
+    return size.get(id(root), 0)
 
 
 def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] = ()) -> RunConfig:
@@ -308,7 +347,11 @@ def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] 
 
 
 def _finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and math.isfinite(v)
+    return isinstance(v, int) or isinstance(v, float) and math.isfinite(v)  # math.isfinite(10**400) overflows
+
+
+def _between(lo: float, hi: float) -> Callable[[Any], bool]:
+    return lambda v: _finite(v) and lo <= v <= hi
 
 
 def _at_least(lo: float) -> Callable[[Any], bool]:
@@ -319,17 +362,21 @@ def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda v: v is None or check(v)
 
 
+SEED_MAX = 2**63 - 1  # seeds are stored as int64 (torch generators, numpy, JSON readers)
+MAX_PARAMS = 10**10  # about 160 GB of weights, gradients and AdamW state: more than any one device holds
+
 # Ranges a type cannot express: dotted key -> (check, what the key must be). Every number must be
-# finite (YAML reads `.nan` and `.inf` as floats).
+# finite (YAML reads `.nan` and `.inf` as floats). Upper bounds are generous (far beyond any ViT that
+# fits on one device) but keep a typo from asking for terabytes, years of steps or 100,000 threads.
 RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "model.depth": (lambda v: 1 <= v <= 1000, "an integer from 1 to 1000"),
-    "model.dim": (_at_least(1), ">= 1"),
-    "model.heads": (_at_least(1), ">= 1"),
-    "model.patch_size": (_at_least(1), ">= 1"),
-    "model.mlp_ratio": (lambda v: _finite(v) and v > 0, "a number > 0"),
-    "model.img_size": (_optional(_at_least(1)), ">= 1 or null"),
-    "model.in_chans": (_optional(_at_least(1)), ">= 1 or null"),
-    "model.num_classes": (_optional(_at_least(2)), ">= 2 or null"),
+    "model.dim": (_between(1, 16384), "an integer from 1 to 16384"),
+    "model.heads": (_between(1, 1024), "an integer from 1 to 1024"),
+    "model.patch_size": (_between(1, 1024), "an integer from 1 to 1024"),
+    "model.mlp_ratio": (lambda v: _finite(v) and 0 < v <= 64, "a number in (0, 64]"),
+    "model.img_size": (_optional(_between(1, 4096)), "an integer from 1 to 4096, or null"),
+    "model.in_chans": (_optional(_between(1, 64)), "an integer from 1 to 64, or null"),
+    "model.num_classes": (_optional(_between(2, 100_000)), "an integer from 2 to 100000, or null"),
     "model.drop_path": (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1)"),
     "model.depth_alpha": (lambda v: _finite(v) and 0 <= v <= 1, "in [0, 1] (0.5 Depth-muP, 1 CompleteP)"),
     "model.base_depth": (lambda v: 1 <= v <= 1000, "an integer from 1 to 1000"),
@@ -337,18 +384,18 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
                               "a number >= 0, 'cait' or 'rsqrt_depth'"),
     "data.test_fraction": (lambda v: _finite(v) and 0 < v < 1, "in (0, 1)"),
     "data.val_fraction": (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1) (0 = no validation split)"),
-    "data.split_seed": (_at_least(0), ">= 0"),
-    "data.img_size": (_optional(_at_least(1)), ">= 1 or null"),
-    "data.synthetic_train": (_at_least(1), ">= 1"),
-    "data.synthetic_test": (_at_least(1), ">= 1"),
-    "data.synthetic_img_size": (_at_least(1), ">= 1"),
-    "data.synthetic_channels": (_at_least(1), ">= 1"),
-    "data.synthetic_classes": (_at_least(2), ">= 2 (one class leaves nothing to learn)"),
-    "data.num_workers": (_at_least(0), ">= 0"),
-    "data.device_max_mb": (_at_least(0), ">= 0"),
-    "train.steps": (_at_least(1), ">= 1"),
-    "train.epochs": (_optional(lambda v: _finite(v) and v > 0), "a number > 0 or null"),
-    "train.batch_size": (_at_least(1), ">= 1"),
+    "data.split_seed": (_between(0, SEED_MAX), "an integer from 0 to 2**63 - 1"),
+    "data.img_size": (_optional(_between(1, 4096)), "an integer from 1 to 4096, or null"),
+    "data.synthetic_train": (_between(1, 10**6), "an integer from 1 to 1000000"),
+    "data.synthetic_test": (_between(1, 10**6), "an integer from 1 to 1000000"),
+    "data.synthetic_img_size": (_between(1, 1024), "an integer from 1 to 1024"),
+    "data.synthetic_channels": (_between(1, 64), "an integer from 1 to 64"),
+    "data.synthetic_classes": (_between(2, 100_000), "an integer from 2 to 100000 (one class leaves nothing to learn)"),
+    "data.num_workers": (_between(0, 256), "an integer from 0 to 256"),
+    "data.device_max_mb": (_between(0, 10**7), "an integer from 0 to 10000000"),
+    "train.steps": (_between(1, 10**8), "an integer from 1 to 100000000"),
+    "train.epochs": (_optional(lambda v: _finite(v) and 0 < v <= 100_000), "a number in (0, 100000] or null"),
+    "train.batch_size": (_between(1, 65536), "an integer from 1 to 65536"),
     "train.lr": (_at_least(0), "a finite number >= 0"),
     "train.min_lr": (_at_least(0), "a finite number >= 0"),
     "train.warmup_steps": (_at_least(0), ">= 0"),
@@ -358,13 +405,32 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.grad_clip": (_optional(lambda v: _finite(v) and v > 0), "a number > 0 or null (off)"),
     "train.label_smoothing": (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1)"),
     "train.spike_factor": (lambda v: _finite(v) and v > 1, "a number > 1"),
-    "train.log_every": (_at_least(1), ">= 1"),
+    "train.log_every": (_between(1, 10**6), "an integer from 1 to 1000000"),
     "train.eval_every": (_at_least(0), ">= 0 (0 = only at the end)"),
     "train.timing_warmup_steps": (_at_least(0), ">= 0"),
     "train.checkpoint_every": (_at_least(0), ">= 0 (0 = no checkpoints)"),
-    "train.threads": (_optional(_at_least(1)), ">= 1 or null (torch's default)"),
-    "seed": (_at_least(0), ">= 0"),
+    "train.threads": (_optional(_between(1, 1024)), "an integer from 1 to 1024, or null (torch's default)"),
+    "seed": (_between(0, SEED_MAX), "an integer from 0 to 2**63 - 1"),
 }
+
+
+# What each dataset gives the model, known without loading it: (image side, channels, classes, images in
+# its largest class). None where only the files can say (an ImageFolder's classes). tests/data checks
+# these against the loaders.
+DATA_SHAPES: dict[str, tuple[int, int, int | None, int | None]] = {
+    "mnist5k": (28, 1, 10, 500), "digits": (8, 1, 10, 183), "cifar10": (32, 3, 10, None), "cifar100": (32, 3, 100, None),
+}
+MAX_SYNTHETIC_PIXELS = 2**30  # data.synthetic_*: 1 GiB of uint8 images (generated through float32: 4 GiB)
+
+
+def data_shape(data: DataConfig) -> tuple[int, int, int | None, int | None]:
+    """``(img_size, in_chans, num_classes, largest class)`` of ``data`` as :data:`DATA_SHAPES` has it, the
+    synthetic sizes, or an ImageFolder's ``data.img_size`` (224) with 3 channels."""
+    if data.name == "synthetic":
+        return data.synthetic_img_size, data.synthetic_channels, data.synthetic_classes, None
+    if data.name == "imagefolder":
+        return data.img_size or 224, 3, None, None
+    return DATA_SHAPES[data.name]
 
 
 def _get(cfg: Any, dotted: str) -> Any:
@@ -391,12 +457,50 @@ def validate(cfg: RunConfig, source: str = "config") -> None:
             raise ConfigError(f"{source}: {key} must be {what}, got {value!r}")
     if m.dim % m.heads:
         raise ConfigError(f"{source}: model.dim ({m.dim}) must be divisible by model.heads ({m.heads})")
+    params = approx_params(m)
+    if params > MAX_PARAMS:
+        raise ConfigError(f"{source}: model.depth {m.depth} x model.dim {m.dim} x model.mlp_ratio {m.mlp_ratio:g} "
+                          f"is about {params:.2g} parameters, more than {MAX_PARAMS:.0e} (no device holds it); "
+                          f"make the model smaller")
+    if cfg.train.min_lr > cfg.train.lr:
+        raise ConfigError(f"{source}: train.min_lr ({cfg.train.min_lr:g}) must be <= train.lr ({cfg.train.lr:g}), "
+                          f"the cosine schedule's floor; lower train.min_lr")
+    _validate_data(cfg, source)
     if m.backend == "timm" and m.weight_init != "timm":
         raise ConfigError(f"{source}: model.weight_init {m.weight_init}: timm's ViT initialises its own weights; "
                           f"use model.backend: suite")
     if m.backend == "timm" and m.residual not in ("preln", "layerscale"):
         raise ConfigError(f"{source}: model.residual {m.residual}: timm's ViT has only preln and layerscale; "
                           f"use model.backend: suite")
+
+
+def approx_params(m: ModelConfig) -> float:
+    """The blocks' weights, 4 d^2 (attention) + 2 r d^2 (MLP) per block: enough to refuse what cannot fit."""
+    return m.depth * m.dim**2 * (4 + 2 * m.mlp_ratio)
+
+
+def _validate_data(cfg: RunConfig, source: str) -> None:
+    """The model's shape against the dataset's (:func:`data_shape`), the splits and the data root."""
+    d, m = cfg.data, cfg.model
+    img, chans, classes, largest = data_shape(d)
+    for key, mine, theirs in (("img_size", m.img_size, img), ("in_chans", m.in_chans, chans),
+                              ("num_classes", m.num_classes, classes)):
+        if mine is not None and theirs is not None and mine != theirs:
+            raise ConfigError(f"{source}: model.{key} {mine} does not match data.name {d.name} ({theirs}); leave it unset")
+    if (m.img_size or img) % m.patch_size:
+        raise ConfigError(f"{source}: model.patch_size {m.patch_size} does not divide the {m.img_size or img}-pixel "
+                          f"images of {d.name}; pick a divisor of {m.img_size or img}")
+    if d.name == "synthetic" and (d.synthetic_train + d.synthetic_test) * chans * img**2 > MAX_SYNTHETIC_PIXELS:
+        raise ConfigError(f"{source}: data.synthetic_train + data.synthetic_test images of {chans} x {img} x {img} "
+                          f"are more than {MAX_SYNTHETIC_PIXELS:,} pixels; make them fewer or smaller")
+    # The validation split needs a class that keeps 2+ training images after the test split (suite/data/split.py).
+    left = None if largest is None else largest - max(1, min(round(d.test_fraction * largest), largest - 1))
+    if d.val_fraction > 0 and (left is not None and left < 2 or d.name == "synthetic" and d.synthetic_train <= classes):
+        what = f"data.test_fraction {d.test_fraction:g}" if left is not None else f"data.synthetic_train {d.synthetic_train}"
+        raise ConfigError(f"{source}: {what} leaves no class of {d.name} with 2 training images, so the validation "
+                          f"split (data.val_fraction {d.val_fraction:g}) would be empty; lower it or set data.val_fraction: 0")
+    if d.root is not None and Path(d.root).expanduser().exists() and not Path(d.root).expanduser().is_dir():
+        raise ConfigError(f"{source}: data.root {d.root}: is a file, not a folder; pass the folder that holds the data")
 
 
 def resolve_precision(cfg: RunConfig, device_type: str) -> RunConfig:

@@ -270,15 +270,50 @@ def open_run_folder(out: Path) -> None:
         raise
 
 
+def _not_json(token: str) -> Any:
+    raise ValueError(f"{token} is not a JSON value (the suite writes null for a number it does not have)")
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` for results files: a ``NaN`` or ``Infinity`` token, or nesting too deep to parse
+    (a RecursionError), is a ValueError, as any other damage is."""
+    try:
+        return json.loads(text, parse_constant=_not_json)
+    except RecursionError:
+        raise ValueError("nested too deeply to parse") from None
+
+
+def read_json(path: Path) -> Any:
+    """:func:`loads` of :func:`read_text`: a capped regular file of strict JSON."""
+    return loads(read_text(path))
+
+
+# Summary fields that are shares: outside [0, 1] the file was edited or damaged, not written by a run.
+ACCURACIES = ("val_acc", "best_val_acc", "test_acc", "best_test_acc")
+
+
+def summary_problem(summary: dict[str, Any]) -> str | None:
+    """Why a summary's values cannot be a run's (an accuracy outside [0, 1], a depth below 1), or None."""
+    for key in ACCURACIES:
+        value = summary.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 <= value <= 1:
+            return f"'{key}' is {value!r}, not in [0, 1]"
+    depth = summary.get("model.depth")
+    if isinstance(depth, int) and not isinstance(depth, bool) and depth < 1:
+        return f"'model.depth' is {depth}, not >= 1"
+    return None
+
+
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
     """The run's summary, or ``None`` if it has not finished.
 
     A ``summary.json`` that exists but is not a JSON object (damaged, a folder, a FIFO or device, over
-    :data:`MAX_READ_BYTES`, not UTF-8) counts as unfinished, with a :class:`SuiteWarning` naming it: the sweep runs that run again.
+    :data:`MAX_READ_BYTES`, not UTF-8, NaN tokens, nested too deep) or holds values no run writes
+    (:func:`summary_problem`) counts as unfinished, with a :class:`SuiteWarning` naming it: the sweep runs that run again.
     """
     path = Path(run_dir) / SUMMARY
     try:
-        summary = json.loads(read_text(path))
+        summary = read_json(path)
     except FileNotFoundError:
         return None
     except NotADirectoryError:
@@ -289,8 +324,9 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
         warnings.warn(f"{path}: not a readable summary ({reason}); the run will be run again", SuiteWarning,
                       stacklevel=2)
         return None
-    if not isinstance(summary, dict):
-        warnings.warn(f"{path}: not a JSON object; the run will be run again", SuiteWarning, stacklevel=2)
+    problem = "not a JSON object" if not isinstance(summary, dict) else summary_problem(summary)
+    if problem:
+        warnings.warn(f"{path}: {problem}; the run will be run again", SuiteWarning, stacklevel=2)
         return None
     return summary
 
@@ -330,7 +366,7 @@ def read_metrics(run_dir: Path, name: str = METRICS) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = loads(line)
         except ValueError:
             record = None
         if isinstance(record, dict):
@@ -357,7 +393,7 @@ def last_logged_step(run_dir: Path, tail_bytes: int = 65536) -> int | None:
         return None
     for line in reversed(lines):
         try:
-            return int(json.loads(line)["step"])
+            return int(loads(line)["step"])
         except (ValueError, KeyError, TypeError):  # a torn last line, or a line cut by the tail
             continue
     return None

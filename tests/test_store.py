@@ -139,3 +139,17 @@ def test_open_run_folder_refuses_a_linked_folder_or_appended_file(tmp_path, plan
     with pytest.raises(store.UnsafeFile, match="is a symbolic link"):
         store.open_run_folder(run)
     assert (elsewhere / store.SUMMARY).read_text() == "{}"  # not deleted through the link
+
+
+def test_results_json_is_strict_and_a_damaged_summary_is_unfinished(tmp_path):
+    """NaN / Infinity tokens and nesting too deep to parse are ValueErrors (damage), not numbers or a
+    RecursionError; a summary whose accuracy is outside [0, 1] or whose depth is below 1 is no run's."""
+    for text in ('{"a": NaN}', '{"a": -Infinity}', "[" * 100_000 + "]" * 100_000):
+        with pytest.raises(ValueError):
+            store.loads(text)
+    assert store.loads('{"a": null}') == {"a": None}
+    for summary in ({"test_acc": 1.5}, {"best_val_acc": -0.1}, {"model.depth": 0}):
+        (tmp_path / "summary.json").write_text(json.dumps(summary))
+        with pytest.warns(store.SuiteWarning, match="run again"):
+            assert store.read_summary(tmp_path) is None
+    assert store.summary_problem({"test_acc": 1.0, "model.depth": 1}) is None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import warnings
@@ -84,7 +83,7 @@ NUMERIC = ("val_acc", "best_val_acc", "test_acc", "best_test_acc", "final_train_
 def _read_summary(path: Path) -> tuple[dict[str, Any], str | None]:
     """A summary and ``None``, or ``{}`` and why it cannot be used."""
     try:
-        summary = json.loads(store.read_text(path))
+        summary = store.read_json(path)
     except (OSError, ValueError) as err:  # a folder, unreadable, bad UTF-8, bad JSON
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
         return {}, f"cannot read it ({reason})"
@@ -101,7 +100,8 @@ def _read_summary(path: Path) -> tuple[dict[str, Any], str | None]:
         value = summary.get(key)
         if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)):
             return {}, f"'{key}' is {value!r}, not a number"
-    return summary, None
+    problem = store.summary_problem(summary)
+    return ({}, problem) if problem else (summary, None)
 
 
 def _is_int(value: Any) -> bool:

@@ -21,7 +21,6 @@ account for every look.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,7 +145,7 @@ def read_design(folder: str | Path) -> list[int] | None:
     if not path.is_file():
         return None
     try:
-        rounds = json.loads(store.read_text(path))["rounds"]
+        rounds = store.read_json(path)["rounds"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise AnalysisError(f"{path}: not a sequential design ({err}); delete it to analyse as a fixed design") from None
     if not (isinstance(rounds, list) and rounds and all(isinstance(n, int) and n >= 2 for n in rounds)

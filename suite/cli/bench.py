@@ -18,7 +18,7 @@ from suite import store
 from suite.bench import report
 from suite.bench.arms import BASELINE, BenchShape, arm_names, build_arm, check_arm
 from suite.bench.measure import measure
-from suite.cli.checks import at_least, writable_dir
+from suite.cli.checks import at_least, at_most, writable_dir
 from suite.models.flops import train_step_flops
 
 # Per-device defaults. CPU: about a minute on 2 cores (docs/benchmark.md), single-threaded because
@@ -98,7 +98,9 @@ def run_throughput(args: argparse.Namespace) -> int:
 
     co_located = args.co_located or ([2] if args.device == "cpu" else [2, 4, 8])
     packed = args.packed if args.packed is not None else ([4] if args.device == "cpu" else [4, 16, 64])
-    problem = at_least(args, 1, "runs", "run_steps") or (
+    problem = at_least(args, 1, "runs", "run_steps") or at_most(args, 10**6, "runs", "run_steps") or (
+        f"--co-located {max(co_located)}: must be <= 64" if max(co_located) > 64 else None) or (
+        f"--packed {max(packed)}: must be <= 1024" if packed and max(packed) > 1024 else None) or (
         f"--co-located {min(co_located)}: must be >= 2" if min(co_located) < 2 else None) or (
         f"--packed {min(packed)}: must be >= 2" if packed and min(packed) < 2 else None)
     if _refused(args, problem):
@@ -126,10 +128,18 @@ def run_throughput(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.throughput:
         return run_throughput(args)
-    problem = (at_least(args, 1, "depth", "dim", "heads", "batch", "rounds", "steps", "threads")
-               or at_least(args, 0, "warmup", "gemm"))
+    # The same bounds as the run config's model.depth, model.dim, train.batch_size and train.threads (RANGES)
+    problem = (at_least(args, 1, "depth", "dim", "heads", "batch", "rounds", "steps", "threads", "tokens")
+               or at_least(args, 0, "warmup", "gemm", "seed") or at_most(args, 1000, "depth")
+               or at_most(args, 16384, "dim", "gemm", "tokens") or at_most(args, 1024, "heads", "threads")
+               or at_most(args, 65536, "batch") or at_most(args, 10**6, "rounds", "steps", "warmup")
+               or at_most(args, 2**63 - 1, "seed"))
     if problem is None and args.dim % args.heads:
         problem = f"--dim {args.dim} must be divisible by --heads {args.heads}"
+    from suite.config import MAX_PARAMS, ModelConfig, approx_params
+
+    if problem is None and approx_params(ModelConfig(depth=args.depth, dim=args.dim)) > MAX_PARAMS:
+        problem = f"--depth {args.depth} x --dim {args.dim}: more than {MAX_PARAMS:.0e} parameters; make it smaller"
     if _refused(args, problem):
         return 2
     defaults = DEVICE_DEFAULTS[args.device]

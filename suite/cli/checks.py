@@ -22,8 +22,20 @@ def at_least(args: argparse.Namespace, minimum: float, *flags: str) -> str | Non
     return None
 
 
+def at_most(args: argparse.Namespace, maximum: float, *flags: str) -> str | None:
+    """The first of ``flags`` whose value is set and above ``maximum``: a bound that keeps a typo (an extra
+    zero or three) from asking for 100,000 threads, a terabyte batch or a sleep of a thousand years."""
+    for flag in flags:
+        value = getattr(args, flag)
+        if value is not None and value > maximum:
+            return f"--{flag.replace('_', '-')} {value}: must be <= {maximum:g}"
+    return None
+
+
 def writable_dir(path: str | Path, flag: str) -> str | None:
     """Create ``path`` if needed; the problem if it cannot be a folder this process writes into."""
+    if not str(path).strip():  # Path("") is ".": an empty --out would write into the working folder
+        return f"{flag} {str(path)!r}: empty; pass a folder"
     path = Path(path)
     if path.exists() and not path.is_dir():
         return f"{flag} {path}: is a file, not a folder; pass a folder"

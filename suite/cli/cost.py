@@ -4,6 +4,7 @@ ablation before it runs (an upper bound: diverged runs end early)."""
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 
@@ -30,8 +31,9 @@ def run(args: argparse.Namespace) -> int:
         cost = estimate(ablation)
         if args.measured:
             match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*@\s*(\d+)\s*", args.measured)
-            if not match or float(match.group(1)) <= 0 or int(match.group(2)) < 1:
-                print(f"error: --measured {args.measured}: expected MS@DEPTH, e.g. 38.5@12", file=sys.stderr)
+            if not match or float(match.group(1)) <= 0 or not 1 <= int(match.group(2)) <= 1000:  # model.depth's range
+                print(f"error: --measured {args.measured}: expected MS@DEPTH (MS > 0, DEPTH from 1 to 1000), "
+                      f"e.g. 38.5@12", file=sys.stderr)
                 return 2
             ms, depth = float(match.group(1)), int(match.group(2))
             cfg, _ = _shape(ablation.runs[0].cfg)
@@ -40,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
             source = f"derived from {ms:g} ms per step at depth {depth}"
         else:
             tflops = args.tflops if args.tflops is not None else 100.0
-            if not tflops > 0:
-                print("error: --tflops must be > 0", file=sys.stderr)
+            if not 0 < tflops < math.inf:
+                print("error: --tflops must be a finite number > 0", file=sys.stderr)
                 return 2
             source = "assumed" if args.tflops is None else "given"
     except SpecError as err:

@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     slurm = parser.add_argument_group("Slurm backend (--backend slurm; --workers is the number of array tasks)")
     defaults = SweepOptions()
     for f in dataclasses.fields(SweepOptions):
-        kw = {k: v for k, v in f.metadata.items() if k not in ("aliases", "min", "hidden")}
+        kw = {k: v for k, v in f.metadata.items() if k not in ("aliases", "min", "max", "hidden")}
         if not kw.get("help"):
             continue
         if f.metadata.get("hidden"):

@@ -53,8 +53,11 @@ def render(status) -> str:
 def run(args: argparse.Namespace) -> int:
     from suite.sweep.status import StatusError, sweep_status
 
-    if args.watch is not None and not args.watch > 0:
-        print("error: --watch S: S must be a number of seconds > 0", file=sys.stderr)
+    from suite.cli.checks import at_least, at_most
+
+    problem = at_least(args, 0.1, "watch") or at_most(args, 86400, "watch")  # not a busy loop, not OverflowError
+    if problem:
+        print(f"error: {problem} (seconds between redraws)", file=sys.stderr)
         return 2
     try:
         while True:

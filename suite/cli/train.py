@@ -27,13 +27,13 @@ def run(args: argparse.Namespace) -> int:
     path, overrides = args.config, list(args.overrides)
     if path is not None and "=" in path and not Path(path).exists():
         path, overrides = None, [path] + overrides  # only overrides were given
-    if args.device:
-        overrides.append(f"device={args.device}")
     try:
         cfg = load_config(path, overrides)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.device:  # after the overrides, so that `device=cpu --device cuda` is not a key given twice
+        cfg.device = args.device
     from suite.engine.trackers import missing
 
     problem = missing(cfg.train.log_to)
@@ -48,8 +48,9 @@ def run(args: argparse.Namespace) -> int:
     except RuntimeError as err:  # device cuda without a GPU
         print(f"error: {err}", file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else Path("results") / "train" / store.run_id(cfg)
+    out = Path("results") / "train" / store.run_id(cfg) if args.out is None else args.out  # --out '' is refused
     problem = writable_dir(out, "--out")
+    out = Path(out)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2

@@ -14,7 +14,6 @@ at the time take ``now`` (a clock), so tests need no sleeping.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import socket
@@ -45,7 +44,7 @@ def claim_path(out: Path, run_id: str) -> Path:
 def read(path: Path) -> dict:
     """The claim's fields; ``{}`` when it is missing, being written, or damaged."""
     try:
-        data = json.loads(store.read_text(path))
+        data = store.read_json(path)
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -64,7 +63,7 @@ class Claim:
             OSError: the file could not be read (a stale NFS handle, a busy server): unknown, not lost.
         """
         try:
-            data = json.loads(store.read_text(self.path))
+            data = store.read_json(self.path)
         except (FileNotFoundError, ValueError):  # gone, or garbage
             return False
         return isinstance(data, dict) and data.get("token") == self.token

@@ -16,7 +16,6 @@ someone you do not trust can write to.
 from __future__ import annotations
 
 import importlib.util
-import json
 import shutil
 import subprocess
 from datetime import datetime, timezone
@@ -158,7 +157,7 @@ def read_submission(out: Path) -> dict[str, Any] | None:
     """``slurm/submission.json`` of ``out`` (``cluster``, ``jobs`` as strings, ``lease_s``,
     ``submitted_at``), or None when there is none or it cannot be read."""
     try:
-        record = json.loads(store.read_text(Path(out) / "slurm" / SUBMISSION))
+        record = store.read_json(Path(out) / "slurm" / SUBMISSION)
         record["cluster"], record["jobs"] = str(record["cluster"]), [str(j) for j in record["jobs"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None

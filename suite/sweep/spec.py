@@ -19,12 +19,13 @@ from typing import Any, Iterator
 import yaml
 
 from suite import store
-from suite.config import ConfigError, RunConfig, apply_dict, flatten, nest, read_yaml, to_dict, validate
+from suite.config import SEED_MAX, ConfigError, RunConfig, apply_dict, flatten, nest, read_yaml, to_dict, validate
 from suite.registry import did_you_mean
 
 FIELDS = ("name", "description", "extends", "base", "grid", "variants", "seeds", "exclude", "primary")
 RESERVED = ("variant", "seed")  # set by `variants:` / `seeds:`, never by a config key
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")  # a folder name on every OS
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a folder name on every OS; use with fullmatch
+# (`$` also matches before a final newline, which would make "a\n" a folder name and break tables)
 MAX_RUNS = 100_000  # unless --max-runs: a typo in a grid can ask for millions of runs (minutes, gigabytes)
 
 
@@ -144,8 +145,12 @@ def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...]) -> dict[s
 def _duplicate_keys(path: Path) -> list[str]:
     """PyYAML silently keeps the last of two equal keys: find them in the node tree."""
     out: list[str] = []
+    seen_nodes: set[int] = set()  # an alias is its anchor's node again: walk it once, not once per use
 
     def walk(node: yaml.Node, where: str) -> None:
+        if id(node) in seen_nodes:
+            return
+        seen_nodes.add(id(node))
         if isinstance(node, yaml.MappingNode):
             seen: dict[Any, int] = {}
             for key_node, value_node in node.value:
@@ -169,7 +174,7 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
     for key in data:
         if key not in FIELDS:
             problems.append(f"{src}: {key}: unknown field{did_you_mean(str(key), FIELDS)}; valid fields: {', '.join(FIELDS)}")
-    if "name" in data and not (isinstance(data["name"], str) and NAME_RE.match(data["name"])):
+    if "name" in data and not (isinstance(data["name"], str) and NAME_RE.fullmatch(data["name"])):
         problems.append(f"{src}: name: {data['name']!r} is not a usable folder name; "
                         f"use letters, digits, '.', '_', '+' or '-'")
     if "description" in data and not isinstance(data["description"], str):
@@ -184,8 +189,8 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
             data["variants"] = {}
         else:
             for name in list(variants):
-                if not (isinstance(name, str) and NAME_RE.match(name)):
-                    problems.append(f"{src}: variants.{name}: not a usable variant name; "
+                if not (isinstance(name, str) and NAME_RE.fullmatch(name)):
+                    problems.append(f"{src}: variants.{name!r}: not a usable variant name; "
                                     f"use letters, digits, '.', '_', '+' or '-'")
                 variants[name] = _overrides(variants[name] or {}, src, f"variants.{name}", problems)
     grid = data.get("grid", {})
@@ -205,9 +210,9 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
     seeds = data.get("seeds", 1)
     if not (isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 1) and not (
             isinstance(seeds, list) and seeds and len(set(seeds)) == len(seeds)
-            and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
+            and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= SEED_MAX for s in seeds)):
         problems.append(f"{src}: seeds: expected a count >= 1 (seeds 0..N-1) or a list of distinct "
-                        f"integers >= 0, got {seeds!r}; e.g. `seeds: 3` or `seeds: [0, 7, 42]`")
+                        f"integers from 0 to 2**63 - 1, got {seeds!r}; e.g. `seeds: 3` or `seeds: [0, 7, 42]`")
     exclude = data.get("exclude", [])
     if not isinstance(exclude, list):
         problems.append(f"{src}: exclude: expected a list of conditions, e.g. "
@@ -267,8 +272,7 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -
     if not variants:
         problems.append(f"{src}: variants: missing; add at least one, "
                         f"e.g. `variants: {{preln: {{model.residual: preln}}}}`")
-    seeds = raw.get("seeds", 1)
-    seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    seeds = raw.get("seeds", 1)  # a count or a list; a count is expanded only once the runs are counted
     conflicts = [(vname, key) for vname, over in variants.items() for key in over if key in grid]
     for vname, key in conflicts:
         problems.append(f"{src}: variants.{vname}: sets '{key}', which is also a grid axis, so every "
@@ -279,11 +283,12 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -
     exclude_ok = len(problems) == before  # else "matches no run" would only repeat the problem
     if conflicts or not variants:  # expanding would only repeat these problems as duplicate runs
         return Ablation(str(name), Path(src), raw, [])
-    total = len(variants) * math.prod(len(v) for v in grid.values()) * len(seeds)
+    total = len(variants) * math.prod(len(v) for v in grid.values()) * (seeds if isinstance(seeds, int) else len(seeds))
     if total > max_runs:
         problems.append(f"{src}: grid x variants x seeds: {total:,} runs, more than the limit of {max_runs:,}; "
                         f"shrink the grid, or pass --max-runs {total} if you mean it")
         return Ablation(str(name), Path(src), raw, [])
+    seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
 
     # Each cell (variant x grid point) is built and validated once; its seeds only copy it.
     cells = []
@@ -320,6 +325,9 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -
             runs.append(run)
     problems += [f"{src}: exclude[{i}]: matches no run; check its values against grid, variants and seeds"
                  for i in range(len(exclude)) if exclude_ok and i not in used]
+    if cells and not runs and excluded:
+        problems.append(f"{src}: exclude: removes all {excluded} runs, which leaves nothing to run; "
+                        f"narrow its conditions")
     primary = None
     if raw.get("primary") is not None:  # the analysis's module (scipy, pandas): imported only when declared
         from suite.analysis.primary import parse

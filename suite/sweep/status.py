@@ -9,7 +9,6 @@ resumes it), and ``pending`` otherwise.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import time
 from collections import Counter
@@ -101,7 +100,7 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
     # A run's folder is named by its id with precision resolved, as the last sweep recorded it.
     ids = None
     with contextlib.suppress(OSError, ValueError):
-        ids = json.loads(store.read_text(out / RUN_IDS))
+        ids = store.read_json(out / RUN_IDS)
     if not (isinstance(ids, list) and len(ids) == len(ablation.runs) and all(isinstance(i, str) for i in ids)):
         ids = [run.run_id for run in ablation.runs]
     views = {rid: RunView(run, "pending", rid) for rid, run in zip(ids, ablation.runs)}

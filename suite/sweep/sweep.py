@@ -31,7 +31,7 @@ ROUNDS = 3  # rounds of workers in a row that finish no run before the runs left
 
 def _opt(default: Any = None, help: str | None = None, **flag: Any) -> Any:
     """A :class:`SweepOptions` field; with ``help`` it is also a ``suite run`` flag (``flag``: argparse keywords,
-    ``min``: the least value allowed, ``hidden``: left out of ``--help``; metavar N for int, S for float)."""
+    ``min`` / ``max``: the least / greatest value allowed, ``hidden``: left out of ``--help``; metavar N for int, S for float)."""
     meta = {"help": help, **flag}
     if isinstance(default, list):
         return dataclasses.field(default_factory=list, metadata=meta)
@@ -53,7 +53,7 @@ class SweepOptions:
     runs_per_gpu: int | None = _opt(None, "runs sharing each GPU: K workers per GPU locally, num_gpus=1/K per Ray "
                                     "task (docs/backends/local.md: small models, CUDA MPS)", metavar="K", min=1)
     threads: int | None = _opt(None, "torch CPU threads per worker (default: cores // workers locally, else 1); "
-                               "a Ray CPU task reserves this many CPUs", min=1)
+                               "a Ray CPU task reserves this many CPUs", min=1, max=1024)
     device: str | None = _opt(None, "overrides every run's device", choices=["auto", "cpu", "cuda"])
     lease: float = _opt(600.0, "seconds: a run whose worker has not renewed its claim for this long is taken over "
                         "by another", aliases=["--slurm-lease"], min=1.0)
@@ -206,13 +206,14 @@ def _record_ablation(out: Path, ablation: Ablation, run_ids: list[str]) -> None:
 
 
 def _check(opts: SweepOptions) -> None:
-    from suite.cli.checks import at_least
+    from suite.cli.checks import at_least, at_most
 
     for f in dataclasses.fields(opts):  # the limits the flags state, for callers that pass no flags
         value, choices = getattr(opts, f.name), f.metadata.get("choices")
         if choices and value is not None and value not in choices:
             raise RunnerError(f"--{f.name.replace('_', '-')} {value}: unknown; use {', '.join(choices)}")
-        problem = "min" in f.metadata and at_least(opts, f.metadata["min"], f.name)
+        problem = ("min" in f.metadata and at_least(opts, f.metadata["min"], f.name)
+                   or "max" in f.metadata and at_most(opts, f.metadata["max"], f.name))
         if problem:
             raise SpecError([problem])
     if opts.backend == "slurm":

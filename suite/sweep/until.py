@@ -13,7 +13,6 @@ of the same command resumes where it stopped.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -39,7 +38,7 @@ def _design_file(out: Path, rounds: list[int], seeds: list[int]) -> dict[str, An
               "alpha": ALPHA, "rounds": rounds, "seeds": seeds, "looks": []}
     if path.is_file():
         try:
-            old = json.loads(store.read_text(path))
+            old = store.read_json(path)
         except (OSError, ValueError) as err:
             raise RunnerError(f"{path}: unreadable ({err}); delete it to start the design again") from None
         if old.get("rounds") != rounds or old.get("seeds") != seeds:

@@ -444,3 +444,17 @@ def test_synthetic_is_deterministic_and_learnable():
 def test_synthetic_rejects_empty_sizes():
     with pytest.raises(DataError, match="data.synthetic_train"):
         load_dataset(DataConfig(val_fraction=0, name="synthetic", synthetic_train=0))
+
+
+@pytest.mark.parametrize("name", ["mnist5k", "digits"])
+def test_the_shapes_validation_knows_are_the_loaders(name):
+    """suite.config.DATA_SHAPES lets validation check patch size, classes and splits without loading."""
+    from suite.config import DATA_SHAPES, data_shape
+
+    b = load_dataset(DataConfig(name=name, test_fraction=0.2, val_fraction=0))
+    y = torch.cat([b.train.y, b.test.y])
+    assert data_shape(DataConfig(name=name)) == DATA_SHAPES[name] == (
+        b.img_size, b.in_chans, b.num_classes, int(torch.bincount(y).max()))
+    synthetic = DataConfig(name="synthetic", synthetic_img_size=8, synthetic_channels=2, synthetic_classes=3)
+    b = load_dataset(synthetic)
+    assert data_shape(synthetic)[:3] == (b.img_size, b.in_chans, b.num_classes)

@@ -169,7 +169,7 @@ def test_a_missing_tracker_package_is_one_line_naming_the_extra(tmp_path, monkey
     assert err.count("\n") == 1 and "train.log_to: wandb needs the wandb package" in err and ".[trackers]" in err
     assert not (tmp_path / "run").exists()
     ablation = tmp_path / "a.yaml"
-    ablation.write_text("name: a\nbase: {train: {log_to: [wandb], steps: 5}, data: {name: synthetic}}\n"
+    ablation.write_text("name: a\nbase: {train: {log_to: [wandb], steps: 5}, data: {name: synthetic}, model: {patch_size: 4}}\n"
                         "variants: {ls: {model.residual: layerscale}}\nseeds: 1\n")
     assert main(["run", str(ablation), "--out", str(tmp_path / "sweep"), "--device", "cpu"]) == 2
     err = capsys.readouterr().err

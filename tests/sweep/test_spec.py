@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import textwrap
 from pathlib import Path
 
@@ -214,7 +215,7 @@ def test_resolving_precision_renames_runs_by_device_and_refuses_collisions(tmp_p
     path = tmp_path / "twice.yaml"
     path.write_text(textwrap.dedent("""
         name: twice
-        base: {data: {name: synthetic, synthetic_train: 32, synthetic_test: 8}, model: {dim: 16, heads: 2, depth: 1}}
+        base: {data: {name: synthetic, synthetic_train: 32, synthetic_test: 8}, model: {dim: 16, heads: 2, depth: 1, patch_size: 4}}
         variants:
           auto: {train.precision: auto}
           fp32: {train.precision: fp32}
@@ -223,3 +224,19 @@ def test_resolving_precision_renames_runs_by_device_and_refuses_collisions(tmp_p
     assert len(resolve_runs(both, None, "cuda")) == 2
     with pytest.raises(RunnerError, match="are the same run on this device"):
         resolve_runs(both, None, "cpu")
+
+
+def test_yaml_aliases_are_counted_expanded_and_a_bomb_is_refused(tmp_path):
+    """An alias counts as a copy of its anchor (10 ** 9 values for 9 levels of 10), measured in one pass."""
+    import yaml
+
+    from suite.config import expanded_size
+
+    assert expanded_size(yaml.compose("a: &x [1, 2]\nb: *x\n")) == 1 + 2 + 2 * 3  # mapping, 2 keys, the list twice
+    assert expanded_size(yaml.compose("a: &x [*x]\n")) == math.inf  # an alias inside its own anchor
+    bomb = "name: b\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10))
+    path = tmp_path / "bomb.yaml"
+    path.write_text(bomb + "variants: {a: {}}\n")
+    with pytest.raises(SpecError, match="aliases"):
+        load_ablation(path)
