@@ -22,6 +22,7 @@ from suite.analysis.grouping import DEPTH, LR, sections, section_keys, variant_o
 from suite.analysis.markup import fmt_value
 from suite.analysis.primary import Answer, paragraph
 from suite.analysis.stats import fisher_min_p
+from suite.analysis.transfer import TRANSFER_MARGIN, reading
 
 ALPHA = 0.05
 
@@ -186,13 +187,20 @@ def transfer_lines(rows: pd.DataFrame) -> list[str]:
     if not by_depth:
         return ["no depth has a seed scored at every rate"]
     out = [f"best rate {by_depth}"]
-    if not math.isnan(r0["slope"]) and math.isnan(r0["slope_low"]):
-        out.append(f"slope of log(best rate) on log(depth) {r0['slope']:+.2f} (no interval: a depth has one seed)")
-    elif not math.isnan(r0["slope"]):
-        verdict = ("the interval contains 0: the rate transfers on this grid" if r0["slope_low"] <= 0 <= r0["slope_high"]
-                   else "the best rate falls with depth" if r0["slope_high"] < 0 else "the best rate rises with depth")
-        out.append(f"slope of log(best rate) on log(depth) {r0['slope']:+.2f} [{r0['slope_low']:+.2f}, "
-                   f"{r0['slope_high']:+.2f}]: {verdict}")
+    words = {
+        "falls with depth": "the best rate falls with depth",
+        "rises with depth": "the best rate rises with depth",
+        "transfers": f"within +/-{TRANSFER_MARGIN}: the rate transfers (it moves by less than a factor "
+                     f"{2 ** TRANSFER_MARGIN:.2f} per doubling of depth)",
+        "undecided": "undecided: the interval contains 0 but allows a larger shift; more seeds or depths decide it",
+        "at the grid's edge": "no verdict: a best rate is at the edge of the grid, so the slope is bounded by it "
+                              "(`suite run --refine` extends the grid)",
+        "no interval": "no interval: a depth has one seed",
+    }
+    verdict = reading(rows)
+    if verdict:
+        ci = "" if math.isnan(r0["slope_low"]) else f" [{r0['slope_low']:+.2f}, {r0['slope_high']:+.2f}]"
+        out.append(f"slope of log(best rate) on log(depth) {r0['slope']:+.2f}{ci}: {words[verdict]}")
     deep = rows[rows[DEPTH] != r0["shallow_depth"]]
     for _, r in deep.iterrows():
         if math.isnan(r["regret"]):
@@ -211,22 +219,23 @@ def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[
              "Does the rate tuned at the shallowest depth stay best when the network is deeper? Best rates chosen on "
              "validation, regret on test; 95% percentile-bootstrap intervals over seeds (exploratory; with few seeds "
              "they under-cover). Tables: tables/transfer.md; figures: best_lr_vs_depth, val_vs_lr_by_depth.", ""]
-    transfers, moves = [], []
+    verdicts: dict[str, list[str]] = {}
     for label, part in sections(tr, [k for k in keys if k != LR]):
         if skeys:
             lines += [f"### {', '.join(f'{k} = {fmt_value(v)}' for k, v in zip(skeys, label))}", ""]
         for variant in variant_order(list(part["variant"]), baseline):
             rows = part[part["variant"] == variant]
             lines += [f"**{variant}**:", ""] + [f"- {t}" for t in transfer_lines(rows)] + [""]
-            r0 = rows.iloc[0]
-            if not math.isnan(r0["slope_low"]):
-                (transfers if r0["slope_low"] <= 0 <= r0["slope_high"] else moves).append(str(variant))
-    summary = []
-    if transfers:
-        summary.append(f"Slope interval contains 0 (the rate transfers on this grid): {', '.join(transfers)}.")
-    if moves:
-        summary.append(f"Slope interval excludes 0 (retune with depth): {', '.join(moves)}.")
-    return lines[:4] + ([" ".join(summary), ""] if summary else []) + lines[4:]
+            verdicts.setdefault(reading(rows), []).append(str(variant))
+    said = {"transfers": f"Best rate within a factor {2 ** TRANSFER_MARGIN:.2f} per doubling of depth over the whole "
+                         f"bootstrap interval (exploratory)",
+            "falls with depth": "Best rate falls with depth (retune when deeper)",
+            "rises with depth": "Best rate rises with depth (retune when deeper)",
+            "undecided": "Undecided (the slope's interval contains 0 but allows a larger shift)",
+            "at the grid's edge": "No verdict, a best rate at the grid's edge",
+            "no interval": "No interval (one seed)"}
+    summary = " ".join(f"{text}: {', '.join(verdicts[key])}." for key, text in said.items() if verdicts.get(key))
+    return lines[:4] + ([summary, ""] if summary else []) + lines[4:]
 
 
 def findings(title: str, summary: pd.DataFrame, keys: list[str], baseline: str,

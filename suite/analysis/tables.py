@@ -13,6 +13,7 @@ import pandas as pd
 
 from suite.analysis import robust
 from suite.analysis.trends import MIN_PAIRS
+from suite.analysis.transfer import reading
 from suite.analysis.grouping import DEPTH, LR, section_keys, sections, sort_value, variant_order
 from suite.analysis.markup import MD, TEX, Markup, Table, _fmt_ms, _nan, _section_title, fmt_value, render_md, render_tex, slug
 
@@ -310,17 +311,19 @@ def slope_tables(tr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) ->
     def cells(r: pd.Series, is_base: bool) -> list[str]:
         if _nan(r["slope"]):
             return [m.dash, m.dash]
-        if _nan(r["slope_low"]):
-            return [m.esc(f"{r['slope']:+.2f} [no interval: a depth has one seed]"), m.dash]
-        ci = f"[{r['slope_low']:+.2f}, {r['slope_high']:+.2f}]"
-        verdict = ("transfers" if r["slope_low"] <= 0 <= r["slope_high"] else
-                   "falls with depth" if r["slope_high"] < 0 else "rises with depth")
-        return [m.esc(f"{r['slope']:+.2f} {ci}"), m.esc(f"{verdict} ({int(r['slope_depths'])} depths)")]
+        rows = tr[tr["variant"] == r["variant"]]
+        for k in fkeys:
+            if k not in ("variant", DEPTH):
+                rows = rows[rows[k] == r[k]]
+        ci = "[no interval]" if _nan(r["slope_low"]) else f"[{r['slope_low']:+.2f}, {r['slope_high']:+.2f}]"
+        return [m.esc(f"{r['slope']:+.2f} {ci}"), m.esc(f"{reading(rows)} ({int(r['slope_depths'])} depths)")]
 
     notes = [
         f"Slope: least-squares slope of log(best rate) on log(depth) [95{m.esc('%')} percentile bootstrap over seeds]; "
-        f"0 = the best rate does not move with depth, -1 = it halves when the depth doubles. transfers: the "
-        f"interval contains 0 (on this grid; the rates are 2x apart). Exploratory.",
+        f"0 = the best rate does not move with depth, -1 = it halves when the depth doubles. transfers: the whole "
+        f"interval within {m.esc('+/-')}0.5; falls / rises: it excludes 0; undecided: it contains 0 but allows more; "
+        f"at the grid's edge: a best rate is the smallest or largest tested, so the grid bounds the slope. "
+        f"Exploratory.",
     ]
     return _row_tables(first, fkeys, baseline, m, "Best-rate slope over depth", "tab:slope",
                        ["slope [95% CI]", "reading"], cells, notes)

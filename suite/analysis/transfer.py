@@ -14,6 +14,7 @@ the other keys), at every depth:
   rate was not run at this depth.
 - **transfer slope**: least-squares slope of log(best rate) on log(depth) over the depths, with its
   bootstrap interval. 0 = the rate transfers; -1 = the best rate halves when the depth doubles.
+  :func:`reading` words it; "transfers" needs the whole interval within +/- 0.5, not only 0 inside it.
 
 Seeds at one depth are resampled together across rates (a seed scored at every rate of that depth
 counts), so a rate's seeds stay paired. A percentile bootstrap over few seeds under-covers
@@ -33,6 +34,9 @@ from suite.analysis.grouping import DEPTH, LR, group_of, sort_value, variant_ord
 from suite.analysis.lr import _cell, _complete
 
 RESAMPLES = 2000  # bootstrap resamples (seeded: a rerun writes the same numbers)
+# A slope whose whole interval lies within +/- this reads "transfers": the best rate moves by less than
+# a factor 2^0.5 per doubling of depth. An interval that merely contains 0 is not evidence of transfer.
+TRANSFER_MARGIN = 0.5
 
 COLUMNS = [
     "n_seeds", "n_lr", "best_lr", "best_lr_low", "best_lr_high", "best_lr_at_edge", "test_at_best",
@@ -140,6 +144,32 @@ def _group(by_depth: dict[float, list[dict[str, Any]]], split: str, resamples: i
         for row in rows:
             row.update(slope=point, slope_low=float(low), slope_high=float(high), slope_depths=len(scored))
     return rows
+
+
+def reading(rows: pd.DataFrame) -> str:
+    """One scheme's transfer in a few words, from its rows of :func:`transfer_table`:
+
+    - ``falls with depth`` / ``rises with depth``: the slope's interval excludes 0;
+    - ``transfers``: the interval lies within +/- :data:`TRANSFER_MARGIN`;
+    - ``undecided``: it contains 0 but allows a larger shift (more seeds, or more depths);
+    - ``at the grid's edge``: a best rate is the smallest or largest rate tested, so the slope is
+      bounded by the grid (``suite run --refine`` extends it); no verdict;
+    - ``no interval``: a depth has one seed; ``""``: fewer than two depths.
+    """
+    r = rows.iloc[0]
+    if math.isnan(r["slope"]):
+        return ""
+    if (rows["best_lr_at_edge"] != "").any():
+        return "at the grid's edge"
+    low, high = r["slope_low"], r["slope_high"]
+    if math.isnan(low):
+        return "no interval"
+    if high < 0:
+        return "falls with depth"
+    if low > 0:
+        return "rises with depth"
+    near = TRANSFER_MARGIN + 1e-9  # slopes of rates on a 2x grid land on multiples of 0.5, up to rounding
+    return "transfers" if -near <= low and high <= near else "undecided"
 
 
 def transfer_table(runs: list[dict[str, Any]], keys: list[str], baseline: str,
