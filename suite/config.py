@@ -20,6 +20,7 @@ from typing import Any, Callable, Literal
 
 import yaml
 
+from suite.files import read_text
 from suite.registry import DATASETS, SCHEMES, did_you_mean
 
 
@@ -279,8 +280,6 @@ def read_yaml(path: str | Path) -> Any:
     """Read a YAML file; syntax errors become a one-line :class:`ConfigError` with the line, and so does
     a file that is not a regular one (a FIFO, a device) or is over :data:`MAX_YAML_BYTES`, nested too deeply, or
     whose aliases expand beyond :data:`MAX_YAML_NODES` values."""
-    from suite.store import read_text  # store imports this module
-
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: file not found")

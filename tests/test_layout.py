@@ -71,7 +71,7 @@ def test_each_product_is_one_folder():
     products = {p.name for p in SUITE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert products == {"models", "data", "engine", "sweep", "analysis", "bench", "cli"}
     flat = {p.name for p in SUITE.glob("*.py")}
-    assert flat == {"__init__.py", "__main__.py", "config.py", "registry.py", "store.py"}
+    assert flat == {"__init__.py", "__main__.py", "config.py", "files.py", "registry.py", "store.py"}
     for package in products:
         assert ast.get_docstring(ast.parse((SUITE / package / "__init__.py").read_text())), package
 
@@ -96,7 +96,7 @@ def test_one_copy_of_each_shared_helper():
     assert _defining('("ok", "diverged", "failed"') == ["suite.store"]  # the statuses
     assert _defining("def read_metrics") == ["suite.store"]
     assert _defining("json.dump") == ["suite.store"]  # one JSON policy
-    assert _defining("json.loads(line") == ["suite.store"]  # metrics lines: store.read_metrics only
+    assert _defining("json.loads(") == ["suite.store"]  # results JSON: strict store.loads only
 
 
 def test_every_module_imports_and_the_config_needs_no_torch():
@@ -104,7 +104,7 @@ def test_every_module_imports_and_the_config_needs_no_torch():
         "import sys\n"
         "from suite.config import load_config\n"
         "from suite.sweep.spec import load_ablation\n"
-        "load_config(None, ['model.residual=layerscale', 'data.name=digits'])\n"
+        "load_config(None, ['model.residual=layerscale', 'data.name=digits', 'model.patch_size=4'])\n"
         f"load_ablation({str(ROOT / 'ablations' / 'default.yaml')!r})\n"
         "assert 'torch' not in sys.modules, 'validating configs imported torch'\n"
         "import importlib\n"

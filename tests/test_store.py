@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from suite import store
+from suite import files, store
 
 
 def test_to_json_is_strict_json():
@@ -91,12 +91,12 @@ def test_open_append_refuses_a_link_and_a_fifo(tmp_path, deadline):
     victim = _victim(tmp_path)
     (tmp_path / "log.txt").symlink_to(victim)
     with pytest.raises(store.UnsafeFile, match=r"log.txt: is a symbolic link"):
-        store.open_append(tmp_path / "log.txt")
+        files.open_append(tmp_path / "log.txt")
     os.mkfifo(tmp_path / "metrics.jsonl")
     with pytest.raises(store.UnsafeFile, match="not a regular file"):
-        store.open_append(tmp_path / "metrics.jsonl")
+        files.open_append(tmp_path / "metrics.jsonl")
     assert victim.read_text() == "precious"
-    with store.open_append(tmp_path / "new.txt") as f:  # a new file is created, as by open(..., "a")
+    with files.open_append(tmp_path / "new.txt") as f:  # a new file is created, as by open(..., "a")
         f.write("x\n")
     assert (tmp_path / "new.txt").read_text() == "x\n"
 

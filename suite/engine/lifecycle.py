@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from suite import store
+from suite import files, store
 from suite.config import RunConfig, resolve_precision
 from suite.engine import checkpoint
 from suite.engine.resources import resolve_device
@@ -83,7 +83,7 @@ class RunFolder:
             raise err
         self.summary["status"] = "error"
         self.summary["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
-        with store.open_append(self.out / "log.txt") as log:
+        with files.open_append(self.out / "log.txt") as log:
             log.write("".join(traceback.format_exception(type(err), err, err.__traceback__)))
         if "device_name" not in self.summary:
             self.summary.update(store.provenance(str(self.device)))

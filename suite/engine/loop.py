@@ -25,7 +25,7 @@ from typing import Any, Callable, TextIO
 import torch
 import torch.nn.functional as F
 
-from suite import store
+from suite import files, store
 from suite.config import RunConfig, dump_yaml, flatten, to_dict
 from suite.data import TrainStream, eval_batches, load_dataset
 from suite.data.bundle import DatasetBundle
@@ -179,7 +179,7 @@ class Training:
         """Open the metrics log; at step 0, record the scales as initialised (before any update: a
         re-init bug, like timm's old reset of gamma to 1, shows here; probes take no gradients and
         draw no random numbers)."""
-        self.metrics = store.open_append(self.out / store.METRICS)
+        self.metrics = files.open_append(self.out / store.METRICS)
         if self.state.step == 0:
             x0, _ = next(self.stream.batches(0, 1))
             self.log({"kind": "train", "step": 0, "loss": None, "lr": lr_at(0, self.total_steps, self.tc),

@@ -16,7 +16,7 @@ from typing import Iterator
 
 import yaml
 
-from suite import store
+from suite import files, store
 from suite.config import ConfigError
 from suite.sweep.spec import Ablation, Run
 
@@ -44,7 +44,7 @@ def prepare_out(out: Path, ablation: Ablation, run_ids: list[str]) -> Iterator[N
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        lock = store.open_append(out / ".lock")
+        lock = files.open_append(out / ".lock")
     except OSError as err:
         raise _unwritable(out, err) from None
     with lock:

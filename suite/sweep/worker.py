@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from suite import store
+from suite import files, store
 from suite.sweep import claims
 from suite.sweep.folder import run_dir
 from suite.sweep.spec import Run
@@ -226,7 +226,7 @@ class Worker:
         line = store.metrics_line({"t": round(time.time(), 3), "event": event, "run_id": runs[0].run_id,
                                    "runs": [r.run_id for r in runs], "label": runs[0].label,
                                    "owner": claims.owner_id(), **fields})
-        with contextlib.suppress(OSError), store.open_append(self._log) as f:  # a log, not a result
+        with contextlib.suppress(OSError), files.open_append(self._log) as f:  # a log, not a result
             f.write(line)
 
 

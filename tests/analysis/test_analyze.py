@@ -47,7 +47,7 @@ def write_run(root: Path, variant: str, depth: int, seed: int, status: str = "ok
     (folder / "summary.json").write_text(json.dumps(summary))
     lines = []
     for step in range(0, steps + 1, 10):
-        loss = float("nan") if status == "diverged" and step >= 20 else 2.3 / (1 + step / 10) + 0.01 * seed
+        loss = None if status == "diverged" and step >= 20 else 2.3 / (1 + step / 10) + 0.01 * seed  # as store writes NaN
         blocks = [{"block": b, "scale_mean": 1e-5 * (1 + step) * (1 + b) if scales else None, "scale_max": None,
                    "attn_ratio": 0.1, "mlp_ratio": 0.1, "out_rms": 1.0} for b in range(depth)]
         lines.append(json.dumps({"kind": "train", "step": step, "loss": loss, "lr": lr, "grad_norm": 1.0,

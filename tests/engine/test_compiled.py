@@ -37,7 +37,9 @@ def test_regional_compilation_shares_one_graph_across_blocks():
     from suite.models import build_model
 
     cfg = load_config(None, ["model.depth=5", "model.dim=16", "model.heads=2", "model.img_size=8", "model.in_chans=1",
-                             "model.num_classes=3", "model.patch_size=4", "model.residual=layerscale"])
+                             "model.num_classes=3", "model.patch_size=4", "model.residual=layerscale",
+                             "data.name=synthetic", "data.synthetic_img_size=8", "data.synthetic_channels=1",
+                             "data.synthetic_classes=3"])
     torch.manual_seed(0)
     model = build_model(cfg.model)
     x = torch.randn(2, 1, 8, 8)
@@ -74,7 +76,9 @@ def test_linear_drop_path_compiles_each_block_without_hitting_the_limit():
     from suite.models import build_model
 
     cfg = load_config(None, ["model.depth=12", "model.dim=16", "model.heads=2", "model.img_size=8", "model.in_chans=1",
-                             "model.num_classes=3", "model.patch_size=4", "model.drop_path=0.1"])
+                             "model.num_classes=3", "model.patch_size=4", "model.drop_path=0.1",
+                             "data.name=synthetic", "data.synthetic_img_size=8", "data.synthetic_channels=1",
+                             "data.synthetic_classes=3"])
     model = compile_for_run(build_model(cfg.model), backend="eager")
     model.train()
     model(torch.randn(2, 1, 8, 8)).sum().backward()

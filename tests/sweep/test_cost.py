@@ -55,8 +55,8 @@ def test_cli_prints_hours_and_rejects_bad_input(tmp_path, capsys):
     for bad in ("fast", "1.2.3@12", ".@12", "5@"):
         assert main(["cost", str(ROOT / "ablations" / "default.yaml"), "--measured", bad]) == 2
         assert "expected MS@DEPTH" in capsys.readouterr().err
-    (tmp_path / "g.yaml").write_text("name: g\nbase: {data: {name: imagefolder}, model: {img_size: 64, in_chans: 3, "
-                                     "num_classes: 5, dim: 32, heads: 2}, train: {steps: 10}}\n"
+    (tmp_path / "g.yaml").write_text("name: g\nbase: {data: {name: imagefolder, img_size: 64}, model: {img_size: 64, "
+                                     "patch_size: 8, in_chans: 3, num_classes: 5, dim: 32, heads: 2}, train: {steps: 10}}\n"
                                      "variants: {preln: {model.residual: preln}}\nseeds: 1\n")
     assert main(["cost", str(tmp_path / "g.yaml")]) == 0  # the config says its shape and length
     assert "10 optimizer steps" in capsys.readouterr().out
