@@ -727,7 +727,7 @@ CASES: list[Case] = [
         "data.synthetic_classes=1", "train.checkpoint_every=-1", "train.eval_every=-5", "train.threads=0")],
     Case("NaN and Infinity in summary.json", "silent", "ok", _nan_setup, _nan_check),
     Case("one key dotted and nested", "silent", "error",
-         _file_then(["validate", "{f}"], BASE_ABLATION.replace("base: {data: {name: synthetic}}",
+         _file_then(["validate", "{f}"], BASE_ABLATION.replace("base: {data: {name: synthetic, synthetic_img_size: 28}}",
                                                                "base: {model.depth: 2, model: {depth: 3}}"))),
     Case("--only ','", "silent", "error", lambda d: ["run", str(SMOKE), "--only", ",", "--dry-run"]),
     Case("summary without model.depth", "silent", "ok", _missing_key("model.depth"), _depth_is_int),

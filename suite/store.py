@@ -167,7 +167,8 @@ def check_run_folder(out: Path) -> None:
 
 def open_run_folder(out: Path) -> None:
     """Create a run folder (or reuse it) without a ``summary.json``, so the run counts as unfinished
-    until it writes a new one.
+    until it writes a new one, and without the temp files of a write that a kill interrupted
+    (:func:`atomic_write` names them ``.<name>.<random>.tmp``; one worker owns a run folder at a time).
 
     Raises:
         UnsafeFile: the folder, its ``metrics.jsonl`` or its ``log.txt`` is a symbolic link.
@@ -177,6 +178,8 @@ def open_run_folder(out: Path) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / SUMMARY).unlink(missing_ok=True)
+        for stale in out.glob(".*.tmp"):  # unlink removes a planted link itself, never its target
+            stale.unlink(missing_ok=True)
     except OSError as err:
         if no_space(err):
             raise DiskFull(out) from None

@@ -153,3 +153,12 @@ def test_results_json_is_strict_and_a_damaged_summary_is_unfinished(tmp_path):
         with pytest.warns(store.SuiteWarning, match="run again"):
             assert store.read_summary(tmp_path) is None
     assert store.summary_problem({"test_acc": 1.0, "model.depth": 1}) is None
+
+
+def test_reopening_a_run_folder_removes_the_temp_files_of_an_interrupted_write(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".checkpoint.pt.abc123.tmp").write_bytes(b"half a checkpoint")  # what a SIGKILL mid-write leaves
+    (run / "metrics.jsonl").write_text("")
+    store.open_run_folder(run)
+    assert not list(run.glob("*.tmp")) and (run / "metrics.jsonl").exists()
