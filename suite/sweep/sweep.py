@@ -274,8 +274,11 @@ def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Any, int]:
         workers = workers or opts.slurm_array_parallelism
         launcher = SlurmLauncher(sweep.out, opts, threads, opts.slurm_gpus_per_job)
     packs = group(todo, opts.pack)
-    n = max(1, min(workers, len(packs)))  # fewer packs than workers: the cores are shared by fewer
-    threads = threads or max(1, (os.cpu_count() or 1) // n)
+    n = max(1, min(workers, len(packs)))  # fewer packs than workers: start fewer
+    # Threads as the whole selection would get them, not only what is left: a run resumed after a kill
+    # trains with the settings it would have had (a different thread count changes the last digits).
+    whole = max(1, min(workers, len(group(sweep.runs, opts.pack))))
+    threads = threads or max(1, (os.cpu_count() or 1) // whole)
 
     def prepared(run: Run) -> Run:  # execution-only keys: the run id (and so the folder) does not change
         cfg = copy.deepcopy(run.cfg)

@@ -68,3 +68,22 @@ def test_bad_options_are_one_line_errors(tmp_path):
     with pytest.raises(ConfigError, match="--backend nope: unknown"):
         run_sweep(TINY, tmp_path / "out", SweepOptions(backend="nope"))
     assert not (tmp_path / "out").exists()
+
+
+def test_a_resumed_sweep_gives_a_run_the_threads_it_would_have_had(tmp_path, monkeypatch):
+    """Issue 27, integrity: with 2 workers on 4 cores every run trains with 2 threads; when one run is
+    left after an interruption it must not get all 4 (its result would differ in the last digits)."""
+    import json
+    import os
+
+    from suite import SweepOptions, run_sweep
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    first = run_sweep(TINY, tmp_path / "out", SweepOptions(device="cpu", workers=2))
+    summaries = {p.parent.name: json.loads(p.read_text()) for p in (tmp_path / "out" / "runs").glob("*/summary.json")}
+    assert {s["train.threads"] for s in summaries.values()} == {2} and len(first.todo) == 2
+    victim = sorted(summaries)[0]
+    (tmp_path / "out" / "runs" / victim / "summary.json").unlink()  # as if killed before it finished
+    again = run_sweep(TINY, tmp_path / "out", SweepOptions(device="cpu", workers=2))
+    assert [r.run_id for r in again.todo] == [victim]
+    assert json.loads((tmp_path / "out" / "runs" / victim / "summary.json").read_text())["train.threads"] == 2
