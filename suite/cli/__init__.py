@@ -1,7 +1,7 @@
 """``suite`` command line: one subcommand per stage of the flow.
 
 spec (``validate``) -> runs (``run``) -> one run (``train``) -> results -> ``analyze`` -> tables
-(``plan``: seeds needed);
+-> ``report`` (one HTML page; ``plan``: seeds needed);
 ``bench`` / ``bench-check`` measure what each residual scheme costs per step.
 
 Each subcommand lives in its own module of this package, exposing ``add_arguments(parser)`` and
@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "propagate": ("suite.cli.propagate", "measure signal propagation at init and over the first steps (to depth 1000)"),
     "status": ("suite.cli.status", "where a sweep stands: done / running / pending, throughput, ETA, errors"),
     "analyze": ("suite.cli.analyze", "turn a folder of runs into tables (md, tex, csv) and figures"),
+    "report": ("suite.cli.report", "one self-contained HTML page of an analysed folder (--compare: two side by side)"),
     "plan": ("suite.cli.plan", "how many seeds each comparison needs, planned from the runs so far"),
     "bench": ("suite.cli.bench", "measure each scheme's step-time overhead against Pre-LN (A/B rounds)"),
     "bench-check": ("suite.cli.bench_check", "the CI gate: fail if LayerScale's overhead regressed"),
