@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # name -> (module, one-line help)
@@ -73,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     except store.UnsafeFile as err:  # a link where the suite writes, a FIFO or device where it reads
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `suite status DIR | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 0
 
 
 if __name__ == "__main__":
