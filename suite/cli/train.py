@@ -54,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    held = store.other_run(out, store.run_id(cfg))
+    if held:  # a finished result of another experiment is not overwritten silently
+        print(f"error: --out {out}: holds the finished {held} of another config; pass another --out, or delete "
+              f"the folder to reuse it", file=sys.stderr)
+        return 2
     summary = train(cfg, out, progress=args.progress)
     line = f"{summary['status']}: {out}"
     if summary["status"] == "error":

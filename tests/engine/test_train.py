@@ -402,3 +402,16 @@ def test_checkpoint_of_an_older_format_is_refused_in_one_line(tmp_path):
     torch.save(old, path)
     with pytest.raises(checkpoint.CheckpointError, match="checkpoint format 1 .*delete it to start this run from step 0"):
         checkpoint.load(path, "r1", model, opt)
+
+
+def test_train_out_refuses_a_folder_holding_another_configs_finished_run(tmp_path, capsys):
+    from suite.cli import main
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "summary.json").write_text(json.dumps({"schema": 1, "run_id": "0123456789ab", "status": "ok",
+                                                  "started_at": "2026-12-01T10:00:00+00:00"}))
+    assert main(["train", "--out", str(out), "train.steps=1", "data.name=digits", "model.patch_size=4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds the finished run 0123456789ab (ok, 2026-12-01T10:00:00+00:00) of another config" in err
+    assert json.loads((out / "summary.json").read_text())["run_id"] == "0123456789ab"  # untouched
