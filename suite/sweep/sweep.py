@@ -157,6 +157,11 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
                          f"list them with --dry-run"])
     todo, done, other = folder.split_done(runs, out, opts.retry_errors, opts.rerun_stale, store.git_commit())
     sweep = Sweep(ablation.name, out, ablation, runs, todo, done, other)
+    from suite.sweep.preflight import preflight
+
+    problems = preflight(todo, str(ablation.path), check_device=opts.backend == "local")
+    if problems:  # every run that would only end in `error`, before any starts
+        raise SpecError(problems)
     if other:
         made = ", ".join(f"{sha[:10]}: {n}" for sha, n in sorted(other.items(), key=lambda kv: -kv[1]))
         what = ("they will be run again (--rerun-stale)" if opts.rerun_stale else
