@@ -65,3 +65,13 @@ def test_the_first_example_runs_as_pasted_in_under_a_minute(page, tmp_path):
     assert took < LIMIT_S, f"{page.name}: its first example took {took:.0f} s"
     if page.name == "ray.md":
         assert f"RAY_ADDRESS={NOWHERE} ignored: starting a private Ray instance" in done.stderr
+
+
+def test_a_page_that_says_run_mlflow_ui_says_what_to_install_for_it():
+    """`mlflow ui` needs MLflow's server (Flask...), which the trackers extra's mlflow-skinny leaves out."""
+    if importlib.util.find_spec("flask") is not None:
+        pytest.skip("the full mlflow is installed here")
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for line in page.read_text().splitlines():
+            if "`mlflow ui" in line:
+                assert "pip install mlflow`" in line, f"{page.name}: {line[:120]}"
