@@ -110,7 +110,9 @@ def analyze(
     text = findings(title, summary, keys, base, frames["trends"], frames["aggregate"], frames["lr"], answer,
                     frames["learn"], frames["transfer"])
     written.append(tables.write_text(text, root / "findings.md"))
-    if figures:
+    if figures and n_error == len(runs):
+        warnings.warn("no figures: every run ended in error (runs.csv has each one's error)", AnalysisWarning)
+    elif figures:
         from suite.analysis import figures as fig  # matplotlib is slow to import: only when drawing
 
         written += fig.draw_all(root, runs, summary, keys, base, title, frames["lr"], frames["transfer"])

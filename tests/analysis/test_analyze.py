@@ -440,7 +440,7 @@ def test_figures_are_written(grid, capsys):
     assert analyze_cli.run(parser.parse_args([str(grid), "--formats", "csv"])) == 0
     assert "warning: 1 run(s) ended in error" in capsys.readouterr().err
     names = {p.name for p in (grid / "figures").iterdir()}
-    for stem in ("accuracy_vs_depth", "not_ok_vs_depth", "scales_layerscale", "loss_depth24"):
+    for stem in ("accuracy_vs_depth", "not_ok_vs_depth", "scales_layerscale", "loss_vs_step"):
         assert {f"{stem}.png", f"{stem}.pdf"} <= names
     assert not any(n.startswith("accuracy_vs_lr") for n in names)  # no learning-rate axis here
     assert "scales_preln.png" not in names  # no scales logged for Pre-LN
