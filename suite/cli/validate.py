@@ -18,6 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--max-runs", type=int, default=MAX_RUNS, metavar="N",
                         help="refuse an ablation of more runs than this (default: %(default)s)")
+    parser.add_argument("--no-data", dest="data", action="store_false",
+                        help="skip the data checks: a file meant for another machine's data (e.g. CIFAR on a cluster)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"error: {line}", file=sys.stderr)
             status = 2
             continue
-        problems = preflight(ablation.runs, str(path), check_device=False)  # runs may execute elsewhere
+        problems = preflight(ablation.runs, str(path), check_device=False,  # runs may execute elsewhere
+                             check_data=getattr(args, "data", True))
         if problems:
             for line in problems:
                 print(f"error: {line}", file=sys.stderr)

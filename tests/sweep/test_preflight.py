@@ -85,3 +85,17 @@ def test_a_sweep_in_which_every_run_errors_exits_1_with_the_first_error(tmp_path
     err = capsys.readouterr().err
     assert code == 1
     assert f"error: every run ended in error; the first, {victim.label}: no worker finished this run" in err
+
+
+def test_the_embedded_sizes_are_the_datasets_and_no_data_skips_the_data(tmp_path, capsys):
+    from suite.config import DataConfig
+    from suite.data import load_dataset
+    from suite.sweep.preflight import EMBEDDED_SIZES
+
+    for name, size in EMBEDDED_SIZES.items():
+        bundle = load_dataset(DataConfig(name=name))
+        assert bundle.train_size + bundle.val_size + bundle.test_size == size
+    path = write(tmp_path, {"cifar": {"data.name": "cifar10", "model.patch_size": 4}})
+    assert main(["validate", str(path)]) == 2
+    assert "CIFAR-10 needs a data folder" in capsys.readouterr().err
+    assert main(["validate", str(path), "--no-data"]) == 0
