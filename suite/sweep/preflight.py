@@ -15,14 +15,14 @@ import json
 from typing import Any
 
 from suite.config import RunConfig, data_shape, to_dict
+from suite.sweep.cost import EMBEDDED_TOTAL
 from suite.sweep.spec import Run
 
 
-# Images in each embedded dataset (train and test together): a batch at most this share of them fits in
-# any split the data keys allow (test_fraction and val_fraction are at most 0.5 each), so the data are
-# loaded (seconds, for mnist5k) only to check a batch near that size.
-EMBEDDED_SIZES = {"mnist5k": 5000, "digits": 1797}
-SURELY_FITS = 0.2
+# An embedded dataset (EMBEDDED_TOTAL images) is loaded (seconds, for mnist5k) only to check a batch
+# near the size of its training split; further below, this margin covers the stratified splits'
+# rounding (at most one image per class and split).
+SPLIT_MARGIN = 0.9
 
 
 def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: bool = True) -> list[str]:
@@ -84,8 +84,10 @@ def _data(cfg: RunConfig, run: Run, src: str, problems: list[str]) -> tuple[int,
             return img, chans, classes, None
         if name == "synthetic":
             return img, chans, classes, cfg.data.synthetic_train
-        if name in EMBEDDED_SIZES and cfg.train.batch_size <= SURELY_FITS * EMBEDDED_SIZES[name]:
-            return img, chans, classes, None  # always there, and the batch fits
+        d = cfg.data
+        if name in EMBEDDED_TOTAL and cfg.train.batch_size <= (
+                SPLIT_MARGIN * EMBEDDED_TOTAL[name] * (1 - d.test_fraction) * (1 - d.val_fraction) - 2 * (classes or 0)):
+            return img, chans, classes, None  # always there, and the batch surely fits
         bundle = load_dataset(cfg.data)
     except DataError as err:
         problems.append(f"{src}: {_cell(run)}: data.name {name}: {err}")

@@ -90,11 +90,13 @@ def test_a_sweep_in_which_every_run_errors_exits_1_with_the_first_error(tmp_path
 def test_the_embedded_sizes_are_the_datasets_and_no_data_skips_the_data(tmp_path, capsys):
     from suite.config import DataConfig
     from suite.data import load_dataset
-    from suite.sweep.preflight import EMBEDDED_SIZES
+    from suite.sweep.cost import EMBEDDED_TOTAL
 
-    for name, size in EMBEDDED_SIZES.items():
+    for name, size in EMBEDDED_TOTAL.items():
         bundle = load_dataset(DataConfig(name=name))
         assert bundle.train_size + bundle.val_size + bundle.test_size == size
+    for batch, code in ((1295, 0), (1296, 2)):  # digits' training split: 1,295 images
+        assert main(["validate", str(write(tmp_path, {"b": {"train.batch_size": batch}}))]) == code
     path = write(tmp_path, {"cifar": {"data.name": "cifar10", "model.patch_size": 4}})
     assert main(["validate", str(path)]) == 2
     assert "CIFAR-10 needs a data folder" in capsys.readouterr().err
