@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("suite.cli.plan", "how many seeds each comparison needs, planned from the runs so far"),
     "bench": ("suite.cli.bench", "measure each scheme's step-time overhead against Pre-LN (A/B rounds)"),
     "bench-check": ("suite.cli.bench_check", "the CI gate: fail if LayerScale's overhead regressed"),
+    "config": ("suite.cli.config", "print the fully resolved config of a run, or of an ablation's first run"),
     "cost": ("suite.cli.cost", "estimate an ablation's steps, FLOPs and device-hours before running it"),
     "schemes": ("suite.cli.schemes", "list the residual schemes and datasets"),
 }
