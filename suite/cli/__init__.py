@@ -62,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(known._module)
     sub = argparse.ArgumentParser(prog=f"suite {known.command}", description=COMMANDS[known.command][1])
     module.add_arguments(sub)
-    args = sub.parse_args(argv[argv.index(known.command) + 1:])
+    rest = argv[argv.index(known.command) + 1:]
+    # Commands taking key=value overrides accept them before or after options (`--out DIR train.steps=5`).
+    args = sub.parse_intermixed_args(rest) if getattr(module, "INTERMIXED", False) else sub.parse_args(rest)
     from suite import store
 
     store.one_line_warnings()
@@ -75,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     except store.UnsafeFile as err:  # a link where the suite writes, a FIFO or device where it reads
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: what was finished is kept; the same command resumes
+        print(f"\ninterrupted: suite {known.command} stopped (Ctrl-C)", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `suite status DIR | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 0

@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+INTERMIXED = True  # key=value overrides may follow the options
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", metavar="FILE", help="a run config or an ablation YAML (omit: the defaults)")

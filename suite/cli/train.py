@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+INTERMIXED = True  # key=value overrides may follow the options
+
 from suite.cli.checks import writable_dir
 
 
