@@ -11,10 +11,9 @@ execute here, the device exists. Every problem is reported, each one line naming
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
-from suite.config import RunConfig, data_shape, to_dict
+from suite.config import RunConfig, data_shape, flatten, to_dict
 from suite.sweep.cost import EMBEDDED_TOTAL
 from suite.sweep.spec import Run
 
@@ -51,7 +50,7 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
             batches.add((data_key, cfg.train.batch_size))
             _batch(cfg, run, src, shape, problems)
         if shape is not None:
-            model_key = _key({"model": to_dict(cfg)["model"], "shape": shape[:3]})
+            model_key = _key({"model": to_dict(cfg)["model"], "shape": {"data": shape[:3]}})
             if model_key not in models:
                 models.add(model_key)
                 _model(cfg, run, src, shape, problems)
@@ -61,8 +60,8 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
     return list(dict.fromkeys(problems))
 
 
-def _key(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, default=str)
+def _key(obj: dict[str, Any]) -> str:
+    return repr(sorted(flatten(obj).items()))
 
 
 def _cell(run: Run) -> str:
