@@ -763,6 +763,11 @@ CASES: list[Case] = [
     Case("suite cost --measured 5@100000", "silent", "error", _argv("cost", str(SMOKE), "--measured", "5@100000"),
          _says("--measured")),
     Case("suite train --out ''", "silent", "error", _argv("train", *TINY, "--out", ""), _says("--out")),
+    # an integer flag given in exponent notation: argparse printed its usage and `suite run: error: ...`
+    *[Case(f"suite {cmd} {flag} 1e9", "traceback", "error", _argv(cmd, flag, "1e9", *rest), _says(flag, "1000000000"))
+      for cmd, flag, rest in (("run", "--workers", [str(SMOKE), "--dry-run"]), ("bench", "--depth", ["--out", "{d}/b"]))],
+    Case("suite train --nope (an unknown option)", "traceback", "error", _argv("train", "--nope"),
+         _says("--nope", "--help")),
     Case("data.test_fraction leaving an empty validation split", "late", "error",
          _argv("train", "data.name=digits", "model.patch_size=4", "data.test_fraction=0.9999", "train.steps=1",
                "--out", "{d}/run"), _says("data.test_fraction")),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 # name -> (module, one-line help)
@@ -32,10 +33,31 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with the suite's rule for a user error: one line naming the option and the fix, exit 2
+    (argparse prints the whole usage first, then ``prog: error: ...``)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        bad = re.fullmatch(r"argument (\S+?)(?:/\S+)?: invalid (int|float) value: '(.*)'", message, re.S)
+        if bad:
+            flag, kind, value = bad.groups()
+            fix = "a whole number written in digits" if kind == "int" else "a number"
+            try:  # 1e9 for an int flag: say what it would be in digits
+                number = float(value)
+                if kind == "int" and number.is_integer() and abs(number) < 1e18:
+                    fix += f" ({int(number)}, not {value})"
+            except ValueError:
+                pass
+            message = f"{flag} {value!r}: not {'a whole number' if kind == 'int' else 'a number'}; pass {fix}"
+        else:
+            message = f"{message.splitlines()[0]} (see `{self.prog} --help`)"
+        self.exit(2, f"error: {self.prog}: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from suite import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="suite",
         description="layerscale-suite: when does LayerScale let a ViT train stably at depth, and what does it cost?",
     )
@@ -57,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     module = importlib.import_module(known._module)
-    sub = argparse.ArgumentParser(prog=f"suite {known.command}", description=COMMANDS[known.command][1])
+    sub = Parser(prog=f"suite {known.command}", description=COMMANDS[known.command][1])
     module.add_arguments(sub)
     args = sub.parse_args(argv[argv.index(known.command) + 1:])
     from suite import store
