@@ -435,12 +435,30 @@ def unmount(d: Path) -> None:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
-def disk_full_setup(d: Path) -> list[str]:
+def disk_full_setup(d: Path, *flags: str) -> list[str]:
     mnt = mount_tmpfs(d, "400k")
     # Leave room for a run or two of the smoke ablation, not for all eight.
     free = shutil.disk_usage(mnt).free
     (mnt / "filler").write_bytes(b"\0" * max(0, free - 60 * 1024))
-    return ["run", str(SMOKE), "--out", str(mnt / "out"), "--workers", "1"]
+    return ["run", str(SMOKE), "--out", str(mnt / "out"), "--workers", "1", *flags]
+
+
+def disk_full_train_setup(d: Path) -> list[str]:
+    """`suite train` whose checkpoint does not fit: torch.save says `RuntimeError: unexpected pos`, and the
+    run's traceback then had no room in log.txt either (a traceback, or a run recorded as `error`)."""
+    mnt = mount_tmpfs(d, "600k")  # a checkpoint of ~400 kB: one of its tensors is what does not fit
+    free = shutil.disk_usage(mnt).free
+    (mnt / "filler").write_bytes(b"\0" * max(0, free - 100 * 1024))
+    return ["train", *_tiny("model.dim=128", "model.depth=2", "train.steps=40", "train.log_every=10",
+                            "train.checkpoint_every=5"), "--out", str(mnt / "run")]
+
+
+def disk_full_train_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    if "no space left on" not in p.stderr:
+        return "no 'no space left on' message"
+    if (d / "mnt" / "run" / "summary.json").exists():
+        return "a summary was written: the run counts as finished"
+    return None
 
 
 def disk_full_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
@@ -717,6 +735,10 @@ CASES: list[Case] = [
     Case("read-only results folder, nothing left to run", "traceback", "ok", readonly_done_setup, needs_mount=True),
     Case("read-only results folder, runs to do", "traceback", "error", readonly_todo_setup, needs_mount=True),
     Case("disk full during a sweep", "traceback", "error", disk_full_setup, disk_full_check, needs_mount=True),
+    Case("disk full during a sweep, --pack 2", "traceback", "error", lambda d: disk_full_setup(d, "--pack", "2"),
+         disk_full_check, needs_mount=True, process=True, timeout=300),
+    Case("disk full during suite train (checkpoint, log.txt)", "traceback", "error", disk_full_train_setup,
+         disk_full_train_check, needs_mount=True),
     Case("suite bench-check --threads 0", "traceback", "error", _argv("bench-check", "--threads", "0", "--out", "{d}")),
     Case("suite bench-check --step-rounds 0", "traceback", "error",
          _argv("bench-check", "--step-rounds", "0", "--out", "{d}")),

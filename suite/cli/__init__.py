@@ -87,12 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     store.one_line_warnings()
     try:
         return int(module.run(args) or 0)
-    except store.DiskFull as err:
-        print(f"error: {err}; free some space and run the same command again (finished runs are kept)",
-              file=sys.stderr)
-        return 2
     except store.UnsafeFile as err:  # a link where the suite writes, a FIFO or device where it reads
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (store.DiskFull, OSError) as err:
+        if not store.no_space(err):
+            raise
+        where = err.path if isinstance(err, store.DiskFull) else err.filename or "the disk"
+        print(f"error: no space left on {where}; free some space and run the same command again "
+              f"(finished runs are kept)", file=sys.stderr)
         return 2
 
 

@@ -83,8 +83,16 @@ class RunFolder:
             raise err
         self.summary["status"] = "error"
         self.summary["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
-        with files.open_append(self.out / "log.txt") as log:
-            log.write("".join(traceback.format_exception(type(err), err, err.__traceback__)))
+        try:
+            with files.open_append(self.out / "log.txt") as log:
+                log.write("".join(traceback.format_exception(type(err), err, err.__traceback__)))
+        except OSError as log_err:  # no room for the traceback: no room for the summary either
+            if not store.no_space(log_err):
+                raise
+            self.closed = True
+            if self.trackers is not None:
+                self.trackers.abort()
+            raise store.DiskFull(self.out) from None
         if "device_name" not in self.summary:
             self.summary.update(store.provenance(str(self.device)))
 

@@ -142,6 +142,10 @@ class Worker:
             pass
         except store.DiskFull as err:
             counts["disk_full"] = str(err.path)
+        except OSError as err:  # ENOSPC from a write no one wrapped: the same clean stop, not a traceback
+            if not store.no_space(err):
+                raise
+            counts["disk_full"] = str(out)
         finally:
             self.beat.close()
             for sig, handler in previous.items():

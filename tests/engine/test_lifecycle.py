@@ -101,3 +101,21 @@ def test_a_run_folder_whose_log_is_a_link_is_refused(tmp_path):
     with pytest.raises(store.UnsafeFile, match="log.txt: is a symbolic link"):
         RunFolder(RunConfig(), tmp_path / "run")
     assert victim.read_text() == "precious"
+
+
+def test_a_full_disk_while_logging_a_runs_error_leaves_it_unfinished(tmp_path, monkeypatch):
+    """The run's error has no room in log.txt: the disk is full, so the run is unfinished (it runs
+    again), not a raw OSError (a traceback from `suite train`, a worker's traceback under --pack)."""
+    from suite import files
+
+    def full(path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(files, "open_append", full)
+    sink = _Sink()
+    with pytest.raises(store.DiskFull):
+        with RunFolder(RunConfig(), tmp_path) as run:
+            run.trackers = sink
+            raise RuntimeError("unexpected pos 94336 vs 94288")  # what torch.save says on a full disk
+    assert not (tmp_path / store.SUMMARY).exists()
+    assert sink.calls == ["abort"]

@@ -402,3 +402,33 @@ def test_checkpoint_of_an_older_format_is_refused_in_one_line(tmp_path):
     torch.save(old, path)
     with pytest.raises(checkpoint.CheckpointError, match="checkpoint format 1 .*delete it to start this run from step 0"):
         checkpoint.load(path, "r1", model, opt)
+
+
+def test_suite_train_on_a_disk_that_fills_up_ends_in_one_line(tmp_path, monkeypatch, capsys):
+    """The checkpoint fails as torch.save fails on a full disk (a RuntimeError), then the run's traceback
+    has no room in log.txt: one line and exit 2, not a traceback; the run has no summary (it runs again)."""
+    import errno
+
+    from suite import files
+    from suite.cli import main
+    from suite.engine import checkpoint
+
+    def torch_save_on_a_full_disk(*args, **kwargs):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 94336 vs 94288")
+
+    real_append = files.open_append
+
+    def append(path):
+        if path.name == "log.txt":
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real_append(path)
+
+    monkeypatch.setattr(checkpoint, "save", torch_save_on_a_full_disk)
+    monkeypatch.setattr(files, "open_append", append)
+    cfg = tiny(**{"train.steps": 4, "train.checkpoint_every": 2})
+    args = [f"{k}={v}" for k, v in flatten(to_dict(cfg)).items()
+            if k.split(".")[0] in ("data", "model", "train") and v is not None and not isinstance(v, list)]
+    assert main(["train", *args, "device=cpu", "--no-progress", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: no space left on") and str(tmp_path / "run") in err[0]
+    assert not (tmp_path / "run" / "summary.json").exists()

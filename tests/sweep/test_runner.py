@@ -313,3 +313,25 @@ def test_runs_per_gpu_without_a_gpu_is_one_line(tmp_path, capsys):
     assert main(["run", str(SMOKE), "--out", str(tmp_path / "out"), "--runs-per-gpu", "2", "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--runs-per-gpu: torch sees no GPU" in err and not (tmp_path / "out").exists()
+
+
+def test_a_worker_that_meets_a_raw_disk_full_error_stops_cleanly(tmp_path, monkeypatch):
+    """ENOSPC that no write wrapped (a metrics flush in a pack's cleanup): the worker reports a full disk,
+    as for DiskFull, instead of dying with a traceback printed before the sweep's clean disk-full line."""
+    import errno
+
+    import torch
+
+    from suite.sweep import worker as worker_module
+
+    def full(runs, out, on_step=None):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(worker_module, "execute", full)
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))  # the worker sets it
+    threads = torch.get_num_threads()
+    try:
+        counts = worker_module.Worker(str(tmp_path), [cpu_runs(SMOKE)[:2]], poll_s=0.01)(0)
+    finally:
+        torch.set_num_threads(threads)
+    assert counts["disk_full"] == str(tmp_path) and counts["trained"] == 0
