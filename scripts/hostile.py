@@ -20,6 +20,7 @@ the same cases one by one.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import math
 import os
@@ -443,6 +444,22 @@ def disk_full_setup(d: Path, *flags: str) -> list[str]:
     return ["run", str(SMOKE), "--out", str(mnt / "out"), "--workers", "1", *flags]
 
 
+def mlflow_down_setup(d: Path) -> list[str]:
+    """MLFLOW_TRACKING_URI at a port nobody listens on: MLflow's defaults held the run ~4 minutes."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (d / "env.json").write_text(json.dumps({"MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}"}))
+    return ["train", *TINY, "train.log_to=[mlflow]", "--out", str(d / "run")]
+
+
+def mlflow_down_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    warned = [line for line in p.stderr.splitlines() if "mlflow failed and is off for this run" in line]
+    return None if len(warned) == 1 else f"{len(warned)} mlflow warnings, not 1"
+
+
 def disk_full_train_setup(d: Path) -> list[str]:
     """`suite train` whose checkpoint does not fit: torch.save says `RuntimeError: unexpected pos`, and the
     run's traceback then had no room in log.txt either (a traceback, or a run recorded as `error`)."""
@@ -797,6 +814,8 @@ CASES: list[Case] = [
          _file_then(["train", "data.name=cifar10", "model.patch_size=4", "data.root={f}", "--out", "{d}/run"], "a file",
                     name="file.txt"), _says("data.root")),
     # round two: bounded work (fresh processes: before the fix they allocate gigabytes, hang or crash)
+    *([Case("MLFLOW_TRACKING_URI at a closed port", "hang", "ok", mlflow_down_setup, mlflow_down_check, timeout=90)]
+      if importlib.util.find_spec("mlflow") else []),
     Case("seeds: 1000000000", "blow-up", "error", _file_then(["validate", "{f}"], VALID_ABLATION + "seeds: 1000000000\n"),
          _says("runs"), process=True, timeout=60, memory_mb=4096),
     *[Case(f"suite train {kv}", "blow-up", "error", _argv("train", *_tiny(kv), "--out", "{d}/run"),
