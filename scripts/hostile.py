@@ -399,6 +399,40 @@ def torn_lost_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
 # ----------------------------------------------------------------------------- hangs
 
 
+def stale_submission_setup(d: Path) -> list[str]:
+    """A submission.json whose job pid now belongs to another process (pid 1 here: never a job of
+    submitit's local executor): `suite run` refused forever that "Slurm jobs are still working"."""
+    write(d / "out" / "slurm" / "submission.json", json.dumps({"cluster": "local", "jobs": ["1"]}))
+    (d / "run_id").write_text(first_run_id(d))
+    return first_smoke_run(d)
+
+
+def future_claim_setup(d: Path) -> list[str]:
+    """A killed worker's claim on the run, touched a year into the future: the sweep waited for it."""
+    run_id = first_run_id(d)
+    (d / "run_id").write_text(run_id)
+    claim = write(d / "out" / "claims" / f"{run_id}.json",
+                  json.dumps({"owner": "1@elsewhere:1", "host": "elsewhere", "pid": 1, "token": "dead", "attempt": 1}))
+    year = time.time() + 365 * 86400
+    os.utime(claim, (year, year))
+    return first_smoke_run(d)
+
+
+def first_run_id(d: Path) -> str:
+    from suite.sweep.plan import resolve_runs
+    from suite.sweep.spec import load_ablation
+
+    runs = resolve_runs(load_ablation(SMOKE).runs, "cpu", "cpu")
+    return next(r.run_id for r in runs if (r.variant, r.cfg.model.depth, r.seed) == ("preln", 1, 0))
+
+
+def ran_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    folder = d / "out" / "runs" / (d / "run_id").read_text()
+    if not (folder / "summary.json").exists():
+        return "the run was not run"
+    return None if summary_of(folder)["status"] in ("ok", "failed", "diverged") else "the run did not end"
+
+
 def huge_grid(d: Path) -> Path:
     return write(d / "huge.yaml", """\
         name: huge
@@ -814,6 +848,10 @@ CASES: list[Case] = [
          _file_then(["train", "data.name=cifar10", "model.patch_size=4", "data.root={f}", "--out", "{d}/run"], "a file",
                     name="file.txt"), _says("data.root")),
     # round two: bounded work (fresh processes: before the fix they allocate gigabytes, hang or crash)
+    Case("submission.json naming a pid another process holds now", "hang", "ok", stale_submission_setup, ran_check,
+         process=True, timeout=120),
+    Case("a dead worker's claim touched a year into the future", "hang", "ok", future_claim_setup, ran_check,
+         process=True, timeout=120),
     *([Case("MLFLOW_TRACKING_URI at a closed port", "hang", "ok", mlflow_down_setup, mlflow_down_check, timeout=90)]
       if importlib.util.find_spec("mlflow") else []),
     Case("seeds: 1000000000", "blow-up", "error", _file_then(["validate", "{f}"], VALID_ABLATION + "seeds: 1000000000\n"),
