@@ -119,3 +119,27 @@ def test_a_full_disk_while_logging_a_runs_error_leaves_it_unfinished(tmp_path, m
             raise RuntimeError("unexpected pos 94336 vs 94288")  # what torch.save says on a full disk
     assert not (tmp_path / store.SUMMARY).exists()
     assert sink.calls == ["abort"]
+
+
+def test_a_run_whose_claim_was_taken_over_drops_its_result_right_before_writing(tmp_path):
+    """A worker whose claim another took over (clock skew beyond the lease) between two heartbeats wrote
+    its summary anyway: the check right before writing drops it, with one warning, as StopRun."""
+    import warnings
+
+    from suite.engine.lifecycle import summary_guard
+    from suite.engine.loop import StopRun
+
+    sink = _Sink()
+    with warnings.catch_warnings(record=True) as caught, summary_guard(lambda: "claim lost: taken over"):
+        warnings.simplefilter("always")
+        with pytest.raises(StopRun) as stop:
+            with RunFolder(RunConfig(), tmp_path) as run:
+                run.trackers = sink
+                run.summary["status"] = "ok"
+    assert stop.value.save is False and not (tmp_path / store.SUMMARY).exists()
+    assert sink.calls == ["abort"]
+    messages = [str(w.message) for w in caught if issubclass(w.category, store.SuiteWarning)]
+    assert len(messages) == 1 and "result dropped" in messages[0] and "claim lost" in messages[0]
+    with summary_guard(lambda: None), RunFolder(RunConfig(), tmp_path / "kept") as run:  # still ours: written
+        run.summary["status"] = "ok"
+    assert _summary(tmp_path / "kept")["status"] == "ok"

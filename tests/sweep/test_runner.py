@@ -335,3 +335,35 @@ def test_a_worker_that_meets_a_raw_disk_full_error_stops_cleanly(tmp_path, monke
     finally:
         torch.set_num_threads(threads)
     assert counts["disk_full"] == str(tmp_path) and counts["trained"] == 0
+
+
+def test_a_worker_whose_claim_is_taken_over_mid_run_writes_no_summary(tmp_path, monkeypatch):
+    """Another worker takes the claim over while the run trains (its heartbeat has not noticed yet): the
+    run's result is dropped right before its summary, and the worker counts it as lost."""
+    import warnings
+
+    import torch
+
+    from suite.sweep import claims
+    from suite.sweep import worker as worker_module
+
+    real_execute = worker_module.execute
+
+    def stolen(runs, out, on_step=None):
+        path = claims.claim_path(out, runs[0].run_id)
+        path.write_text(json.dumps({**json.loads(path.read_text()), "token": "theirs"}))  # taken over
+        return real_execute(runs, out, on_step=on_step)
+
+    monkeypatch.setattr(worker_module, "execute", stolen)
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
+    (run,) = [r for r in cpu_runs(SMOKE) if (r.variant, r.cfg.model.depth, r.seed) == ("preln", 1, 0)]
+    threads = torch.get_num_threads()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            counts = worker_module.Worker(str(tmp_path), [[run]], poll_s=0.01)(0)
+    finally:
+        torch.set_num_threads(threads)
+    assert counts["lost"] == 1 and counts["trained"] == 0
+    assert not (tmp_path / "runs" / run.run_id / "summary.json").exists()
+    assert any("result dropped" in str(w.message) for w in caught)
