@@ -432,3 +432,22 @@ def test_suite_train_on_a_disk_that_fills_up_ends_in_one_line(tmp_path, monkeypa
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: no space left on") and str(tmp_path / "run") in err[0]
     assert not (tmp_path / "run" / "summary.json").exists()
+
+
+def test_a_run_that_cannot_fit_in_memory_is_refused_in_one_line_before_allocating(tmp_path, monkeypatch, capsys):
+    """Params + activations + step log estimated before anything is allocated: a run needing more than the
+    device has is one line with the estimate, exit 2 (it used to start, then crash or end `error`)."""
+    from suite.cli import main
+    from suite.config import memory_estimate
+    from suite.engine import resources
+
+    big = ["data.name=synthetic", "data.synthetic_img_size=64", "data.synthetic_train=4096", "model.patch_size=4",
+           "model.dim=256", "model.depth=12", "train.batch_size=2048", "device=cpu"]
+    need, _ = memory_estimate(load_config(None, big))
+    monkeypatch.setattr(resources, "available_memory", lambda device: need / 2)
+    assert main(["train", *big, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs at least" in err[0] and "GiB" in err[0] and "train.batch_size" in err[0]
+    assert not (tmp_path / "run" / "config.yaml").exists()  # nothing ran
+    monkeypatch.undo()
+    assert resources.memory_problem(tiny(), torch.device("cpu")) is None  # a few MB: every machine has them
