@@ -367,3 +367,16 @@ def test_a_worker_whose_claim_is_taken_over_mid_run_writes_no_summary(tmp_path, 
     assert counts["lost"] == 1 and counts["trained"] == 0
     assert not (tmp_path / "runs" / run.run_id / "summary.json").exists()
     assert any("result dropped" in str(w.message) for w in caught)
+
+
+def test_a_sweep_whose_largest_run_cannot_fit_in_memory_is_refused_before_anything_is_written(tmp_path, capsys,
+                                                                                                monkeypatch):
+    from suite.engine import resources
+
+    monkeypatch.setattr(resources, "available_memory", lambda device: 1e3)  # a machine with 1 kB
+    out = tmp_path / "out"
+    assert main(["run", str(SMOKE), "--out", str(out), *ARGS]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "depth=2" in err[0] and "needs at least" in err[0]  # the largest run is named
+    assert not out.exists()
+    assert main(["run", str(SMOKE), "--out", str(out), "--dry-run", *ARGS]) == 0  # a dry run allocates nothing
