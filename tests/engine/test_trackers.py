@@ -258,3 +258,30 @@ def test_wandb_is_quiet_unless_the_user_asked_otherwise(tmp_path, monkeypatch, c
     assert os.environ["WANDB_SILENT"] == "true" and os.environ["WANDB_CONSOLE"] == "wrap"
     captured = capfd.readouterr()
     assert "wandb" not in (captured.out + captured.err).lower()
+
+
+def test_a_sink_that_opens_after_its_time_is_up_is_not_used(tmp_path, monkeypatch):
+    """Open bounded too: a sink whose open answers late (in its own thread) must not join the run then."""
+    pytest.importorskip("tensorboard")
+    import threading
+
+    from suite.engine import trackers
+    from suite.engine.trackers import Trackers, tensorboard_sink
+
+    release, opened = threading.Event(), threading.Event()
+    real = tensorboard_sink.open_sink
+
+    def late(run_dir, summary):
+        release.wait(30)
+        sink = real(run_dir, summary)
+        opened.set()
+        return sink
+
+    monkeypatch.setattr(trackers, "CALL_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(tensorboard_sink, "open_sink", late)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sinks = Trackers(("tensorboard",), tmp_path, {"run_id": "r", "seed": 0})
+    release.set()
+    assert opened.wait(30) and sinks.sinks == {}
+    assert any("no answer in 0.2 s" in str(w.message) for w in caught)

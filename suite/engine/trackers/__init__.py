@@ -110,7 +110,10 @@ class Trackers:
         self.sinks: dict[str, Sink] = {}
         for name in names:
             module = importlib.import_module(SINKS[name][0])
-            self._call(name, lambda: self.sinks.__setitem__(name, module.open_sink(Path(run_dir), summary)))
+            opened: list[Sink] = []  # a sink that opens only after its time is up stays out
+            self._call(name, lambda module=module, opened=opened: opened.append(module.open_sink(Path(run_dir), summary)))
+            if opened:
+                self.sinks[name] = opened[0]
 
     def log(self, record: dict[str, Any]) -> None:
         if not self.sinks:
@@ -118,11 +121,11 @@ class Trackers:
         step, values = scalars(record)
         if values:
             for name, sink in list(self.sinks.items()):
-                self._call(name, lambda: sink.log(step, values))
+                self._call(name, lambda sink=sink: sink.log(step, values))
 
     def finish(self, summary: dict[str, Any]) -> None:
         for name, sink in list(self.sinks.items()):
-            self._call(name, lambda: sink.finish(summary))
+            self._call(name, lambda sink=sink: sink.finish(summary))
         self.sinks = {}
 
     def abort(self) -> None:
