@@ -35,6 +35,7 @@ test: install
 run-ablations: install
 	$(BIN)/suite run $(ABLATION) --out $(RESULTS) --workers $(WORKERS)
 	$(BIN)/suite analyze $(RESULTS)
+	$(BIN)/suite report $(RESULTS)
 
 # Signal propagation to depth 1000 (ablations/propagation.yaml), then its tables and figures.
 propagate: install
@@ -43,6 +44,7 @@ propagate: install
 
 tables: install
 	$(BIN)/suite analyze $(RESULTS)
+	$(BIN)/suite report $(RESULTS)
 
 bench: install
 	$(BIN)/python -m pytest tests/bench -m bench -q --benchmark-autosave $$(ls .benchmarks 2>/dev/null | grep -q . && echo --benchmark-compare)

@@ -184,6 +184,15 @@ def check_run_folder(out: Path) -> None:
         no_link(path)
 
 
+def other_run(out: Path, run_id: str) -> str | None:
+    """What finished run of another config ``out`` holds (one line for an error), or None when it holds
+    none, or this config's own (which a rerun may replace)."""
+    summary = read_summary(out) if Path(out).is_dir() else None
+    if summary is None or summary.get("run_id") in (None, run_id):
+        return None
+    return f"run {summary.get('run_id')} ({summary.get('status')}, {summary.get('started_at') or 'unknown start'})"
+
+
 def open_run_folder(out: Path) -> None:
     """Create a run folder (or reuse it) without a ``summary.json``, so the run counts as unfinished
     until it writes a new one, and without the temp files of a write that a kill interrupted

@@ -40,6 +40,7 @@ def analyze(
     by: list[str] | None = None,
     formats: tuple[str, ...] | list[str] = FORMATS,
     figures: bool = True,
+    force: bool = False,
 ) -> pd.DataFrame:
     """Analyse a folder of runs and write ``runs.csv``, ``tables/``, ``findings.md`` and ``figures/`` into it.
 
@@ -49,6 +50,7 @@ def analyze(
         by: group keys replacing the automatic ones (``variant`` is always kept).
         formats: any of ``md``, ``tex``, ``csv`` for the tables.
         figures: write the figures (PNG and PDF).
+        force: analyse an incomplete sweep even where that overwrites outputs committed to git.
 
     Returns:
         The per-group summary (the content of ``tables/summary.csv``); ``attrs["written"]`` lists
@@ -56,7 +58,8 @@ def analyze(
         ``attrs["primary"]`` the primary comparison's :class:`~suite.analysis.primary.Answer` (or None).
 
     Raises:
-        AnalysisError: on any user error (bad folder, mixed ablations, missing baseline, ...).
+        AnalysisError: on any user error (bad folder, mixed ablations, missing baseline, ...), or an
+            incomplete sweep in a folder whose outputs are committed to git (without ``force``).
     """
     formats = tuple(formats)
     for f in formats:
@@ -64,6 +67,7 @@ def analyze(
             raise AnalysisError(f"unknown table format '{f}'; use a comma list of {', '.join(FORMATS)}")
     root = Path(run_dir)
     runs = load_runs(root)
+    _check_complete(root, runs, force)
     base = choose_baseline(runs, baseline)
     keys = group_keys(runs, by)
     n_error = sum(r["status"] == "error" for r in runs)
@@ -106,12 +110,51 @@ def analyze(
     text = findings(title, summary, keys, base, frames["trends"], frames["aggregate"], frames["lr"], answer,
                     frames["learn"], frames["transfer"])
     written.append(tables.write_text(text, root / "findings.md"))
-    if figures:
+    if figures and n_error == len(runs):
+        warnings.warn("no figures: every run ended in error (runs.csv has each one's error)", AnalysisWarning)
+    elif figures:
         from suite.analysis import figures as fig  # matplotlib is slow to import: only when drawing
 
         written += fig.draw_all(root, runs, summary, keys, base, title, frames["lr"], frames["transfer"])
     summary.attrs.update(written=[str(p) for p in written], keys=keys, baseline=base, primary=answer)
     return summary
+
+
+OUTPUTS = ("findings.md", "runs.csv", "tables")  # what an analysis overwrites
+
+
+def _check_complete(root: Path, runs: list[dict], force: bool) -> None:
+    """Warn when the sweep that wrote ``root`` is not finished; refuse (unless ``force``) when that
+    would overwrite outputs committed to git, such as a reference result."""
+    try:
+        ids = store.read_json(root / "run_ids.json")
+    except (OSError, ValueError):
+        return  # not a sweep's folder (runs of `suite train`, a copy): nothing to compare with
+    if not isinstance(ids, list):
+        return
+    have = len({r.get("run_id") for r in runs} & {str(i) for i in ids})
+    if have >= len(ids):
+        return
+    what = f"{have} of {len(ids)} runs have a summary"
+    committed = _committed(root)
+    if committed and not force:
+        raise AnalysisError(f"{root}: the sweep is incomplete ({what}) and analysing it would overwrite "
+                            f"{', '.join(committed)}, committed to git; finish it (the same `suite run` again) "
+                            f"or pass --force")
+    warnings.warn(f"the sweep is incomplete ({what}): the tables and findings are provisional", AnalysisWarning)
+
+
+def _committed(root: Path) -> list[str]:
+    """Which of the analysis outputs in ``root`` git tracks ([] outside a repository or without git)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "-C", str(root), "ls-files", "--", *OUTPUTS], capture_output=True, text=True,
+                              timeout=20, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    tracked = done.stdout.split() if done.returncode == 0 else []
+    return sorted({name for name in OUTPUTS if any(t == name or t.startswith(name + "/") for t in tracked)})
 
 
 def _analyze_propagation(root: Path, runs: list[dict], keys: list[str], base: str, formats: tuple[str, ...],

@@ -4,7 +4,7 @@
 - ``not_ok_vs_depth``: not-ok fraction (diverged or failed) with Wilson 95% bands, per scheme;
 - ``scales_<variant>``: mean |scale| of each block over training (one line per block, coloured by
   its position in depth), one panel per depth, for schemes that log scales;
-- ``loss_depth<D>``: training-loss curves of every run at the deepest depth, coloured by scheme;
+- ``loss_vs_step``: training-loss curves of every run, one panel per depth, coloured by scheme;
 - with a learning-rate axis: ``accuracy_vs_lr`` (test score vs learning rate, log x, one panel per
   depth, one line per scheme, open markers where runs were not ok) and ``frontier_vs_depth`` (the
   largest stable learning rate vs depth, per scheme);
@@ -12,7 +12,9 @@
   intervals) and ``val_vs_lr_by_depth`` (validation score vs rate, one panel per scheme, one curve per
   depth);
 - for ``suite propagate`` folders (:func:`draw_propagation`): stream RMS, gradient norm and
-  the cosine between images vs block per scheme, and rank collapse and the gradient ratio vs depth.
+  the cosine between images vs block, one panel per scheme with its own y range, and rank collapse
+  and the gradient ratio vs depth (the axis cut where an interval reaches far beyond the rest).
+No figure is drawn when every run ended in error.
 A suffix names the section (e.g. ``-train.lr-0.001``) when other keys split the tables.
 Figures are not byte-reproducible (fonts, renderers); the tables are.
 """
@@ -150,34 +152,44 @@ def scale_trajectories(curves: dict[float, pd.DataFrame], variant: str, title: s
     return fig
 
 
-def loss_curves(curves: dict[str, list[tuple[pd.DataFrame, str]]], colors: dict[str, Any], depth: float,
+def loss_curves(curves: dict[float, dict[str, list[tuple[pd.DataFrame, str]]]], colors: dict[str, Any],
                 title: str) -> plt.Figure:
-    """Training loss of every run at one depth, coloured by scheme; x marks where a run diverged.
+    """Training loss of every run, one panel per depth, coloured by scheme; x marks where a run diverged.
 
     Args:
-        curves: scheme -> [(train frame with columns step, loss; run status), ...].
+        curves: depth -> scheme -> [(train frame with columns step, loss; run status), ...].
         colors: scheme -> colour.
-        depth: the depth shown.
         title: section title.
     """
-    fig, ax = plt.subplots(figsize=(6, 4))
+    depths = sorted(curves)
+    ncols = min(4, len(depths))
+    nrows = math.ceil(len(depths) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols + 1, 3.2 * nrows + 0.6), squeeze=False, sharey=True)
     positive = True
-    for v, runs in curves.items():
-        for i, (frame, status) in enumerate(runs):
-            loss = frame["loss"].to_numpy(float)
-            ax.plot(frame["step"], loss, color=colors[v], lw=1, alpha=0.7, label=v if i == 0 else None)
-            finite = np.isfinite(loss)
-            positive &= bool(np.all(loss[finite] > 0))
-            if status == "diverged" and finite.any():
-                j = np.flatnonzero(finite)[-1]
-                ax.plot(frame["step"].iloc[j], loss[j], "x", color=colors[v], ms=8)
+    for ax, depth in zip(axes.flat, depths):
+        for v, runs in curves[depth].items():
+            for i, (frame, status) in enumerate(runs):
+                loss = frame["loss"].to_numpy(float)
+                ax.plot(frame["step"], loss, color=colors[v], lw=1, alpha=0.7, label=v if i == 0 else None)
+                finite = np.isfinite(loss)
+                positive &= bool(np.all(loss[finite] > 0))
+                if status == "diverged" and finite.any():
+                    j = np.flatnonzero(finite)[-1]
+                    ax.plot(frame["step"].iloc[j], loss[j], "x", color=colors[v], ms=8)
+        ax.set_title(f"depth {fmt_value(depth)}")
+        ax.set_xlabel("training step")
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(depths):]:
+        ax.set_visible(False)
     if positive:
-        ax.set_yscale("log")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("training loss (EMA)")
-    ax.set_title(f"training loss at depth {fmt_value(depth)}" + (f" ({title})" if title else ""))
-    ax.grid(alpha=0.3)
-    ax.legend(title="scheme (x: diverged)", fontsize="small")
+        axes[0, 0].set_yscale("log")  # shared: every panel
+    for ax in axes[:, 0]:
+        ax.set_ylabel("training loss (EMA)")
+    handles = {h.get_label(): h for ax in axes.flat[:len(depths)] for h in ax.get_legend_handles_labels()[0]}
+    fig.legend([handles[v] for v in colors if v in handles], [v for v in colors if v in handles],
+               title="scheme (x: diverged)", fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.suptitle("training loss" + (f" ({title})" if title else ""))
+    fig.tight_layout()
     return fig
 
 
@@ -207,7 +219,9 @@ def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> 
         ax.set_title("all depths" if depth is None else f"depth {fmt_value(depth)}")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("test accuracy (%)")
-    axes[0][-1].legend(title="scheme", fontsize="small", loc="best")
+    # beside the last panel, not on it: "best" still covered points where the curves fill the panel
+    axes[0][-1].legend(title="scheme", fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                       borderaxespad=0)
     fig.suptitle(title)
     fig.text(0.01, -0.03, "mean over seeds, diverged and failed runs at chance; bars: 95% t interval; "
              "open marker: at least one run not ok", fontsize="small", color="0.3")
@@ -338,11 +352,14 @@ def val_vs_lr_by_depth(runs: list[dict[str, Any]], colors: dict[str, Any], title
 
 def block_profiles(profile: pd.DataFrame, column: str, ylabel: str, colors: dict[str, Any], title: str,
                    log_y: bool = True) -> plt.Figure:
-    """One panel per scheme: ``column`` vs block index (log x), one line per depth (mean over seeds)."""
+    """One panel per scheme, each with its own y range: ``column`` vs block index (log x), one line per
+    depth (mean over seeds)."""
     variants = [v for v in colors if v in set(profile["variant"])]
     cols = min(3, len(variants))
     rows = math.ceil(len(variants) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.9 * rows), sharey=True, squeeze=False)
+    # Each panel its own y range: schemes differ by orders of magnitude (Post-LN's stream against
+    # Pre-LN's), and one shared axis left all but the widest panel flat.
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.9 * rows), squeeze=False)
     depths = sorted({float(d) for d in profile[DEPTH]})
     cmap = plt.get_cmap("viridis")
     for ax, v in zip(axes.flat, variants):
@@ -361,7 +378,7 @@ def block_profiles(profile: pd.DataFrame, column: str, ylabel: str, colors: dict
         ax.grid(alpha=0.3, which="both")
     for ax in axes.flat[len(variants):]:
         ax.set_visible(False)
-    for ax in axes[:, 0]:
+    for ax in axes.flat[:len(variants)]:
         ax.set_ylabel(ylabel)
     axes.flat[0].legend(fontsize="small")
     fig.suptitle(title)
@@ -369,22 +386,66 @@ def block_profiles(profile: pd.DataFrame, column: str, ylabel: str, colors: dict
     return fig
 
 
+def robust_limits(means: np.ndarray, lows: np.ndarray, highs: np.ndarray, log: bool) -> tuple[float, float] | None:
+    """y limits that show every mean and the intervals near them, cut where an interval reaches far
+    beyond the rest (one seed's ratio of 1e-8 otherwise squashed every other point onto a line).
+
+    An interval is shown whole when it ends within one span of the means' range beyond it (the
+    span: that range, at least a decade on a log axis, a tenth of the largest mean otherwise).
+
+    Args:
+        means, lows, highs: (n,) point estimates and their interval ends (NaN where none).
+        log: a log axis (only positive values count).
+
+    Returns:
+        ``(bottom, top)``, or None when no mean can be drawn.
+    """
+    f, inv = (np.log10, lambda x: float(10 ** x)) if log else (np.asarray, float)
+
+    def usable(a: np.ndarray) -> np.ndarray:
+        a = np.asarray(a, float)
+        return f(a[np.isfinite(a) & (a > 0)]) if log else a[np.isfinite(a)]
+
+    m, ends = usable(means), usable(np.concatenate([lows, highs]))
+    if not m.size:
+        return None
+    bottom, top = float(m.min()), float(m.max())
+    span = max(top - bottom, 1.0 if log else 0.1 * float(np.abs(m).max()) or 1.0)
+    lo = max(min(bottom, float(ends.min())) if ends.size else bottom, bottom - span)
+    hi = min(max(top, float(ends.max())) if ends.size else top, top + span)
+    pad = 0.05 * (hi - lo)
+    return inv(lo - pad), inv(hi + pad)
+
+
 def quantity_vs_depth(frame: pd.DataFrame, q: str, ylabel: str, colors: dict[str, Any], title: str,
                       log_y: bool = False) -> plt.Figure:
-    """A propagation summary vs depth, one line per scheme, 95% bars (geometric for ratios)."""
+    """A propagation summary vs depth, one line per scheme, 95% bars (geometric for ratios); the y axis
+    covers the means and the intervals near them (:func:`robust_limits`), a footnote says when a bar is cut."""
     fig, ax = plt.subplots(figsize=(6, 4))
     depths = sorted(float(d) for d in set(frame[DEPTH]))
+    drawn = []
     for i, v in enumerate(colors):
         rows = frame[(frame["variant"] == v) & frame[f"{q}_mean"].notna()].sort_values(DEPTH)
         if rows.empty:
             continue
         x = rows[DEPTH].to_numpy(float) * 2 ** (0.03 * (i - len(colors) / 2))
         y = rows[f"{q}_mean"].to_numpy(float)
-        err = np.nan_to_num(np.abs(rows[[f"{q}_ci_low", f"{q}_ci_high"]].to_numpy(float).T - y))
+        ends = rows[[f"{q}_ci_low", f"{q}_ci_high"]].to_numpy(float).T
+        err = np.nan_to_num(np.abs(ends - y))
         ax.errorbar(x, y, yerr=err, color=colors[v], marker="o", capsize=3, label=v)
+        drawn.append((y, *ends))
     _depth_axis(ax, depths)
     if log_y:
         ax.set_yscale("log")
+    if drawn:
+        means, lows, highs = (np.concatenate(parts) for parts in zip(*drawn))
+        limits = robust_limits(means, lows, highs, log_y)
+        if limits:
+            ax.set_ylim(*limits)
+            outside = np.sum((lows < limits[0]) | (highs > limits[1]))
+            if outside:
+                fig.text(0.01, -0.03, f"{outside} interval(s) reach beyond the axis and are cut at its edge "
+                         f"(tables/propagation.csv has them)", fontsize="small", color="0.3")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3, which="both")
@@ -418,6 +479,8 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
              title: str, lr: pd.DataFrame | None = None, transfer: pd.DataFrame | None = None) -> list[Path]:
     """Draw every figure of the analysis into ``root/figures``; returns the files written."""
     out = root / "figures"
+    if all(r["status"] == "error" for r in runs):  # nothing finished: nothing to draw
+        return []
     colors = scheme_colors(variant_order(list(summary["variant"]), baseline))
     skeys = section_keys(keys)
     written: list[Path] = []
@@ -430,6 +493,8 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
             head = title + (f" ({name})" if name else "")
             members = curves[[group_of(r, section_keys(rest)) == label
                               for r in curves.to_dict("records")]] if section_keys(rest) else curves
+            if members.empty:  # every run of this section ended in error
+                continue
             written += save(accuracy_vs_lr(members, colors, head), out / f"accuracy_vs_lr{suffix}")
             if DEPTH in rest:
                 rates = sorted({float(v) for v in members[LR]})
@@ -503,17 +568,13 @@ def _scale_figures(root: Path, members: list[dict[str, Any]], keys: list[str], o
 
 def _loss_figure(root: Path, members: list[dict[str, Any]], colors: dict[str, Any], out: Path, suffix: str,
                  name: str) -> list[Path]:
-    depths = [float(r[DEPTH]) for r in members if r.get(DEPTH) is not None]
-    if not depths:
-        return []
-    deepest = max(depths)
-    curves: dict[str, list[tuple[pd.DataFrame, str]]] = {}
+    curves: dict[float, dict[str, list[tuple[pd.DataFrame, str]]]] = {}
     for v in colors:
         for r in sorted(members, key=lambda r: (str(r.get("seed")), str(r.get("run_id")))):
-            if r["variant"] == v and r.get(DEPTH) is not None and float(r[DEPTH]) == deepest:
+            if r["variant"] == v and r.get(DEPTH) is not None:
                 frame = read_curves(root / r["run_dir"])[0]
                 if not frame.empty:
-                    curves.setdefault(v, []).append((frame, r["status"]))
+                    curves.setdefault(float(r[DEPTH]), {}).setdefault(v, []).append((frame, r["status"]))
     if not curves:
         return []
-    return save(loss_curves(curves, colors, deepest, name), out / f"loss_depth{fmt_value(int(deepest))}{suffix}")
+    return save(loss_curves(curves, colors, name), out / f"loss_vs_step{suffix}")

@@ -1,7 +1,7 @@
 """``suite`` command line: one subcommand per stage of the flow.
 
 spec (``validate``) -> runs (``run``) -> one run (``train``) -> results -> ``analyze`` -> tables
-(``plan``: seeds needed);
+-> ``report`` (one HTML page; ``plan``: seeds needed);
 ``bench`` / ``bench-check`` measure what each residual scheme costs per step.
 
 Each subcommand lives in its own module of this package, exposing ``add_arguments(parser)`` and
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
 
@@ -25,9 +26,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "propagate": ("suite.cli.propagate", "measure signal propagation at init and over the first steps (to depth 1000)"),
     "status": ("suite.cli.status", "where a sweep stands: done / running / pending, throughput, ETA, errors"),
     "analyze": ("suite.cli.analyze", "turn a folder of runs into tables (md, tex, csv) and figures"),
+    "report": ("suite.cli.report", "one self-contained HTML page of an analysed folder (--compare: two side by side)"),
     "plan": ("suite.cli.plan", "how many seeds each comparison needs, planned from the runs so far"),
     "bench": ("suite.cli.bench", "measure each scheme's step-time overhead against Pre-LN (A/B rounds)"),
     "bench-check": ("suite.cli.bench_check", "the CI gate: fail if LayerScale's overhead regressed"),
+    "config": ("suite.cli.config", "print the fully resolved config of a run, or of an ablation's first run"),
     "cost": ("suite.cli.cost", "estimate an ablation's steps, FLOPs and device-hours before running it"),
     "schemes": ("suite.cli.schemes", "list the residual schemes and datasets"),
 }
@@ -81,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(known._module)
     sub = Parser(prog=f"suite {known.command}", description=COMMANDS[known.command][1])
     module.add_arguments(sub)
-    args = sub.parse_args(argv[argv.index(known.command) + 1:])
+    rest = argv[argv.index(known.command) + 1:]
+    # Commands taking key=value overrides accept them before or after options (`--out DIR train.steps=5`).
+    args = sub.parse_intermixed_args(rest) if getattr(module, "INTERMIXED", False) else sub.parse_args(rest)
     from suite import store
 
     store.one_line_warnings()
@@ -90,7 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     except store.UnsafeFile as err:  # a link where the suite writes, a FIFO or device where it reads
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except (store.DiskFull, OSError) as err:
+    except KeyboardInterrupt:  # Ctrl-C: what was finished is kept; the same command resumes
+        print(f"\ninterrupted: suite {known.command} stopped (Ctrl-C)", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `suite status DIR | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 0
+    except (store.DiskFull, OSError) as err:  # after BrokenPipeError and UnsafeFile, OSErrors of their own
         if not store.no_space(err):
             raise
         where = err.path if isinstance(err, store.DiskFull) else err.filename or "the disk"

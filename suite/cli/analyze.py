@@ -22,6 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--formats", default=",".join(FORMATS),
                         help="comma list of table formats: md, tex, csv (default: all)")
     parser.add_argument("--no-figures", dest="figures", action="store_false", help="skip the figures")
+    parser.add_argument("--force", action="store_true",
+                        help="analyse an unfinished sweep even where that overwrites outputs committed to git")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", AnalysisWarning)
         try:
             summary = analyze(args.dir, baseline=args.baseline, by=args.by, formats=formats,
-                              figures=getattr(args, "figures", True))
+                              figures=getattr(args, "figures", True), force=getattr(args, "force", False))
         except AnalysisError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

@@ -1,5 +1,5 @@
-"""``suite cost FILE [--tflops T | --measured MS@DEPTH]``: the steps, FLOPs and device-hours of an
-ablation before it runs (an upper bound: diverged runs end early)."""
+"""``suite cost FILE [--tflops T | --measured MS@DEPTH | --measure] [--workers N]``: the steps, FLOPs,
+device-hours and wall clock of an ablation before it runs (an upper bound: diverged runs end early)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     how.add_argument("--measured", metavar="MS@DEPTH",
                      help="a step time you measured for this ablation's first run shape at that depth, "
                           "e.g. 38.5@12; the throughput is derived from it")
+    how.add_argument("--measure", action="store_true",
+                     help="time a few training steps of the first run's shape on this machine's CPU (with "
+                          "cores // workers threads) and derive the throughput from them")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="workers (or devices) running at once, for the wall-clock estimate (default: 1)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,10 +31,27 @@ def run(args: argparse.Namespace) -> int:
     from suite.sweep.cost import CostError, _shape, estimate
     from suite.sweep.spec import SpecError, load_ablation
 
+    from suite.cli.checks import at_least, at_most
+
+    problem = at_least(args, 1, "workers") or at_most(args, 4096, "workers")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         ablation = load_ablation(args.ablation)
         cost = estimate(ablation)
-        if args.measured:
+        if getattr(args, "measure", False):
+            import os
+
+            from suite.sweep.cost import measure_step_ms
+
+            threads = max(1, (os.cpu_count() or 1) // args.workers)
+            cfg, _ = _shape(ablation.runs[0].cfg)
+            ms = measure_step_ms(cfg, threads)
+            tflops = train_step_flops(cfg.model, cfg.train.batch_size) / (ms / 1e3) / 1e12
+            source = (f"measured here: {ms:.1f} ms per step of the first run's shape (depth {cfg.model.depth}) "
+                      f"with {threads} CPU thread{'s' if threads > 1 else ''}")
+        elif args.measured:
             match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*@\s*(\d+)\s*", args.measured)
             if not match or float(match.group(1)) <= 0 or not 1 <= int(match.group(2)) <= 1000:  # model.depth's range
                 print(f"error: --measured {args.measured}: expected MS@DEPTH (MS > 0, DEPTH from 1 to 1000), "
@@ -56,6 +78,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.ablation}: {ablation.describe()}")
     print(f"  {cost.steps:,} optimizer steps, {cost.flops / 1e15:,.1f} PFLOP of training (matmuls, forward + backward)")
     rate = f"{tflops:,.1f} TFLOP/s" if tflops >= 1 else f"{tflops * 1e3:,.1f} GFLOP/s"
-    print(f"  {cost.hours(tflops):,.2f} device-hours at {rate} sustained ({source}); "
-          f"an upper bound: diverged runs end early")
+    from suite.sweep.status import format_duration
+
+    hours = cost.hours(tflops)
+    amount = f"{hours:,.2f} device-hours" if hours >= 0.1 else f"{format_duration(hours * 3600)} of device time"
+    print(f"  {amount} at {rate} sustained ({source}); an upper bound: diverged runs end early")
+    n = args.workers
+    print(f"  wall clock with {n} worker{'s' if n > 1 else ''} at that rate each: about "
+          f"{format_duration(hours * 3600 / min(n, cost.runs))} of training, plus each worker's start-up and "
+          f"each run's data loading and evaluation")
     return 0

@@ -4,8 +4,10 @@ The work is :func:`suite.sweep.sweep.run_sweep`; this module parses flags into i
 :class:`~suite.sweep.sweep.SweepOptions` (whose fields give every default) and prints.
 
 Exit status: 0 when every selected run has a summary (whatever its status, even ``diverged`` or
-``error``: those are results, reported at the end); 2 for a user error (nothing runs); 130 when
-interrupted (Ctrl-C / SIGTERM; run the same command again to finish).
+``error``: those are results, reported at the end), unless every run made this time ended in
+``error`` (1, with the first one's message); 2 for a user error (nothing runs: the config checks and
+the pre-flight of ``suite/sweep/preflight.py`` come first); 130 when interrupted (Ctrl-C / SIGTERM;
+run the same command again to finish).
 """
 
 from __future__ import annotations
@@ -108,6 +110,12 @@ def run(args: argparse.Namespace) -> int:
         if counts["error"]:
             print(f"{counts['error']} runs ended in error: see {sweep.out}/runs/<run_id>/summary.json (error) and "
                   f"log.txt; rerun them with --retry-errors", file=sys.stderr)
+        failed = [r for r in sweep.todo if (sweep.results.get(r.run_id) or {}).get("status", "error") == "error"]
+        if sweep.todo and len(failed) == len(sweep.todo):  # nothing but errors: the sweep itself failed
+            first = failed[0]
+            print(f"error: every run ended in error; the first, {first.label}: "
+                  f"{(sweep.results.get(first.run_id) or {}).get('error') or 'no message'}", file=sys.stderr)
+            return 1
     if answer is not None:
         from suite.analysis.primary import paragraph
 

@@ -25,8 +25,24 @@ def render(status) -> str:
     done = status.statuses
     if counts["done"]:
         lines.append("  done: " + ", ".join(f"{done[s]} {s}" for s in STATUSES))
-    rate = "unknown" if status.runs_per_hour is None else f"{status.runs_per_hour:.1f} runs/hour"
-    lines.append(f"  throughput {rate} (last finished runs); eta {format_duration(status.eta_s)}")
+    n_running = counts["running"]
+    if status.mean_run_s is None:
+        pace = "no finished run to time yet"
+    else:
+        pace = f"a run takes {format_duration(status.mean_run_s)} (mean of the last finished)"
+        if status.runs_per_hour is not None:
+            pace += f"; {n_running} running: {status.runs_per_hour:.1f} runs/hour"
+    if status.eta_s is not None:
+        eta = format_duration(status.eta_s)
+    elif total > counts["done"] and not n_running:
+        eta = "none: no run is running (run the same `suite run` again to finish)"
+    else:
+        eta = "unknown"
+    lines.append(f"  {pace}; eta {eta}")
+    gone = [v for v in status.runs if v.worker_gone]
+    if gone:
+        lines.append(f"  {len(gone)} runs interrupted: their worker is gone (its claim is dead or missing); "
+                     f"the next `suite run` resumes them")
     width = max([len(v) for v in status.by_variant] + [7])
     lines.append("")
     lines.append(f"  {'variant':<{width}}  " + "  ".join(f"{s:>11}" for s in STATES + STATUSES))

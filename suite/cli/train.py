@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+INTERMIXED = True  # key=value overrides may follow the options
+
 from suite.cli.checks import writable_dir
 
 
@@ -60,6 +62,11 @@ def run(args: argparse.Namespace) -> int:
     out = Path(out)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
+        return 2
+    held = store.other_run(out, store.run_id(cfg))
+    if held:  # a finished result of another experiment is not overwritten silently
+        print(f"error: --out {out}: holds the finished {held} of another config; pass another --out, or delete "
+              f"the folder to reuse it", file=sys.stderr)
         return 2
     summary = train(cfg, out, progress=args.progress)
     line = f"{summary['status']}: {out}"

@@ -1,7 +1,9 @@
 """``suite validate FILE...``: check ablation files without running anything.
 
 Prints one line per problem (``FILE: key: problem; fix``) and exits 2, or one ``ok`` line per file
-with its run count. ``suite run`` does the same checks before any run starts.
+with its run count. Past the config checks it runs the pre-flight (``suite/sweep/preflight.py``: the
+data load, a batch fits, each model builds on the meta device); ``suite run`` does the same before any
+run starts, and there also checks that the device exists.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--max-runs", type=int, default=MAX_RUNS, metavar="N",
                         help="refuse an ablation of more runs than this (default: %(default)s)")
+    parser.add_argument("--no-data", dest="data", action="store_false",
+                        help="skip the data checks: a file meant for another machine's data (e.g. CIFAR on a cluster)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from suite.sweep.preflight import preflight
     from suite.sweep.spec import SpecError, load_ablation
 
     status = 0
@@ -27,6 +32,13 @@ def run(args: argparse.Namespace) -> int:
             ablation = load_ablation(path, max_runs=args.max_runs)
         except SpecError as err:
             for line in err.problems:
+                print(f"error: {line}", file=sys.stderr)
+            status = 2
+            continue
+        problems = preflight(ablation.runs, str(path), check_device=False,  # runs may execute elsewhere
+                             check_data=getattr(args, "data", True))
+        if problems:
+            for line in problems:
                 print(f"error: {line}", file=sys.stderr)
             status = 2
             continue

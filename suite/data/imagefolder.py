@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchvision import transforms
@@ -17,6 +18,32 @@ DEFAULT_IMG_SIZE = 224
 LAYOUT = "train/<class>/*.jpg|png and val/<class>/*.jpg|png"
 
 
+def check_layout(cfg: DataConfig) -> Path:
+    """The data root, with ``train/`` and ``val/`` holding the same class folders (their images are not
+    scanned: that is the loader's, and takes a while for an ImageNet).
+
+    Raises:
+        DataError: no root, a split folder missing, no class folders, or different ones in the two splits.
+    """
+    root = data_root(cfg, "imagefolder", LAYOUT)
+    classes = {}
+    for split in ("train", "val"):
+        if not (root / split).is_dir():
+            raise DataError(
+                f"imagefolder: {root / split} not found: put images at {root}/train/<class>/* and "
+                f"{root}/val/<class>/* (set data.root or {ENV_DATA_DIR})"
+            )
+        classes[split] = sorted(p.name for p in (root / split).iterdir() if p.is_dir())
+        if not classes[split]:
+            raise DataError(f"imagefolder under {root}: {split}/ has no class folders (expected {LAYOUT})")
+    if classes["train"] != classes["val"]:
+        only_train = sorted(set(classes["train"]) - set(classes["val"]))
+        only_val = sorted(set(classes["val"]) - set(classes["train"]))
+        raise DataError(f"imagefolder under {root}: train/ and val/ must hold the same class folders "
+                        f"(only in train: {only_train}; only in val: {only_val})")
+    return root
+
+
 def load_imagefolder(cfg: DataConfig) -> DatasetBundle:
     """Both splits as lazy ``ImageFolder`` datasets yielding (uint8 (3, S, S) tensor, label).
 
@@ -24,14 +51,8 @@ def load_imagefolder(cfg: DataConfig) -> DatasetBundle:
     on the short side and centre-cropped to S = ``cfg.img_size`` (default 224). Kept uint8 and
     unnormalised: the stream normalises on the device, after batching, as for the other datasets.
     """
-    root = data_root(cfg, "imagefolder", LAYOUT)
+    root = check_layout(cfg)
     size = cfg.img_size or DEFAULT_IMG_SIZE
-    for split in ("train", "val"):
-        if not (root / split).is_dir():
-            raise DataError(
-                f"imagefolder: {root / split} not found: put images at {root}/train/<class>/* and "
-                f"{root}/val/<class>/* (set data.root or {ENV_DATA_DIR})"
-            )
     # PILToTensor keeps uint8 (C, H, W); ToTensor would return float and double the bytes moved.
     tf = transforms.Compose([
         transforms.Resize(size), transforms.CenterCrop(size), transforms.PILToTensor()

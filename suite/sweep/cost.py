@@ -86,3 +86,41 @@ def estimate(ablation: Ablation) -> Cost:
         steps += n
         flops += n * train_step_flops(cfg.model, cfg.train.batch_size)
     return Cost(len(ablation.runs), steps, flops)
+
+
+def measure_step_ms(cfg: RunConfig, threads: int, steps: int = 8, warmup: int = 3) -> float:
+    """Milliseconds per training step (forward, backward, AdamW) of ``cfg``'s model at its batch size on
+    this machine's CPU with ``threads`` threads: the median of ``steps`` timed steps on random data.
+
+    Raises:
+        CostError: as :func:`_shape` (a shape unknown before loading).
+    """
+    import statistics
+    import time
+
+    import torch
+
+    from suite.models import build_model
+
+    cfg, _ = _shape(cfg)
+    m = cfg.model
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        torch.manual_seed(0)
+        model = build_model(m)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        x = torch.randn(cfg.train.batch_size, m.in_chans, m.img_size, m.img_size)
+        y = torch.randint(0, m.num_classes, (cfg.train.batch_size,))
+        times = []
+        for i in range(warmup + steps):
+            t0 = time.perf_counter()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(before)
+    return 1e3 * statistics.median(times)

@@ -15,14 +15,39 @@ import os
 import signal
 import socket
 import threading
+import warnings
+from typing import Mapping
 
 from suite import store
 from suite.sweep.folder import RunnerError
 from suite.sweep.worker import Worker
 
 
+def init_address(address: str | None, environ: Mapping[str, str]) -> tuple[str, str | None]:
+    """The ``address`` to give ``ray.init``, and a note for the user when ``RAY_ADDRESS`` is ignored.
+
+    Only ``--ray-address`` joins a cluster. Without it the sweep starts a private instance, as the docs
+    promise: ``"local"``, because ``ray.init(address=None)`` would silently join the cluster named by
+    ``RAY_ADDRESS`` or the last one ``ray start`` launched on this machine.
+
+    Args:
+        address: ``--ray-address``, or None.
+        environ: the environment (``os.environ``).
+
+    Returns:
+        ``(address for ray.init, note or None)``.
+    """
+    if address:
+        return address, None
+    named = environ.get("RAY_ADDRESS", "").strip()
+    note = (f"RAY_ADDRESS={named} ignored: starting a private Ray instance; pass --ray-address {named} to join "
+            f"that cluster" if named else None)
+    return "local", note
+
+
 def connect(address: str | None, timeout: float = 30.0) -> None:
-    """Join the Ray cluster at ``address`` (or start a local one) within ``timeout`` seconds.
+    """Join the Ray cluster at ``address`` (or start a private one, whatever ``RAY_ADDRESS`` says)
+    within ``timeout`` seconds.
 
     Raises:
         RunnerError: Ray is missing, nothing answers at ``address``, or Ray does not connect in time.
@@ -34,6 +59,9 @@ def connect(address: str | None, timeout: float = 30.0) -> None:
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no telemetry unless the user opts in
+    target, note = init_address(address, os.environ)
+    if note:
+        warnings.warn(note, store.SuiteWarning, stacklevel=2)
     where = f"--ray-address {address}" if address else "a local Ray instance"
     hint = "pass the address `ray start --head` printed, or raise --ray-timeout"
     if address:  # Ray retries an unreachable address for minutes without a word: probe the port first
@@ -52,7 +80,7 @@ def connect(address: str | None, timeout: float = 30.0) -> None:
         previous = signal.signal(signal.SIGALRM, give_up)
         signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        ray.init(address=address, log_to_driver=False, **({} if address else {"include_dashboard": False}))
+        ray.init(address=target, log_to_driver=False, **({} if address else {"include_dashboard": False}))
     except TimeoutError:
         raise RunnerError(f"{where}: Ray did not connect within {timeout:g} s; {hint}") from None
     except (ConnectionError, RuntimeError, ValueError) as err:

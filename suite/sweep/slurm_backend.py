@@ -15,12 +15,15 @@ someone you do not trust can write to.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import shutil
+import signal
 import subprocess
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from suite import store
 from suite.sweep.claims import alive, process_start, same_process
@@ -87,7 +90,8 @@ class SlurmLauncher:
                 params["slurm_partition"] = opts.slurm_partition
             executor.update_parameters(**params)
         try:
-            self.jobs = executor.map_array(worker, list(range(n)))
+            with _jobs_ignore_ctrl_c(opts.slurm_cluster == "local"):
+                self.jobs = executor.map_array(worker, list(range(n)))
         except (OSError, subprocess.CalledProcessError, submitit.core.utils.FailedJobError) as err:
             detail = getattr(err, "stderr", None) or getattr(err, "output", None) or err
             if isinstance(detail, bytes):
@@ -120,6 +124,26 @@ class SlurmLauncher:
         if self.opts.slurm_cluster == "local":
             return "kill " + " ".join(j.job_id for j in self.jobs[:8])
         return "scancel " + " ".join(sorted({j.job_id.split("_")[0] for j in self.jobs})[:8])
+
+
+@contextlib.contextmanager
+def _jobs_ignore_ctrl_c(local: bool) -> Iterator[None]:
+    """Start the local executor's jobs with SIGINT ignored, as a cluster's jobs are out of reach of Ctrl-C.
+
+    Ctrl-C in a terminal sends SIGINT to the whole foreground process group, and the local executor's
+    job processes belong to ours: its controllers died with a ``KeyboardInterrupt`` traceback each and
+    killed their workers, although ``suite run`` said the jobs go on. An ignored signal stays ignored
+    across ``fork`` and ``exec``, down to the workers. Kill a job with ``kill PID`` (SIGTERM) instead.
+    """
+    main = threading.current_thread() is threading.main_thread()  # handlers can only be set there
+    if not (local and main):
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def sbatch_options(items: list[str]) -> dict[str, str]:

@@ -1,9 +1,15 @@
 """Where a sweep stands, read from its results folder alone (``suite status DIR``): ``ablation.yaml``,
-``run_ids.json`` and ``runs/<run_id>/``, so it works from any machine that sees the folder, while it runs.
+``run_ids.json``, ``runs/<run_id>/`` and ``claims/``, so it works from any machine that sees the
+folder, while it runs.
 
-A run is ``done`` when it has a ``summary.json``, ``running`` when its ``metrics.jsonl`` was written in the
-last :data:`RUNNING_WITHIN` seconds, ``interrupted`` when it has one but older (the next ``suite run``
-resumes it), and ``pending`` otherwise.
+A run is ``done`` when it has a ``summary.json``; ``running`` when its ``metrics.jsonl`` was written
+in the last :data:`RUNNING_WITHIN` seconds and its worker still holds its claim; ``interrupted`` when
+it has a log but its worker is gone (claim dead or missing: a killed or Ctrl-C'd sweep) or the log is
+old (the next ``suite run`` resumes it); ``pending`` otherwise.
+
+The ETA divides the work left by the workers at work: every pending or interrupted run at the mean
+duration of the last :data:`RECENT` finished runs, each running run at what its logged step leaves of
+that, over the number of running runs. With no run running it is unknown (nothing is progressing).
 """
 
 from __future__ import annotations
@@ -17,12 +23,16 @@ from datetime import datetime
 from pathlib import Path
 
 from suite import store
+from suite.sweep import claims
+from suite.sweep.claims import CLAIMS
 from suite.sweep.folder import RUN_IDS
 from suite.sweep.spec import Run, SpecError, load_ablation
 
 RUNNING_WITHIN = 600.0  # seconds since the last metrics write that still count as running
+CLOCK_SKEW = 120.0  # a log this far in the future still counts as recent; further, its time is not believed
 STATES = ("done", "running", "interrupted", "pending")
-RECENT = 20  # finished runs the throughput is measured over
+RECENT = 20  # finished runs the mean duration is measured over
+DEFAULT_LEASE_S = 600.0  # SweepOptions.lease's default: a worker that has not renewed its claim this long is gone
 
 
 class StatusError(ValueError):
@@ -39,6 +49,8 @@ class RunView:
     step: int | None = None  # last logged step of a running run
     steps: int | None = None  # its total (None when the run counts epochs)
     finished: float | None = None  # epoch seconds
+    wall_s: float | None = None  # a done run's duration
+    worker_gone: bool = False  # interrupted because its worker's claim is dead or missing (not by age)
 
 
 @dataclass
@@ -59,6 +71,7 @@ class SweepStatus:
     runs: list[RunView]
     runs_per_hour: float | None = None
     eta_s: float | None = None
+    mean_run_s: float | None = None  # mean duration of the last finished runs (not errors)
     by_variant: dict[str, Counter] = field(default_factory=dict)
     slurm: SlurmView | None = None
 
@@ -104,19 +117,27 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
     if not (isinstance(ids, list) and len(ids) == len(ablation.runs) and all(isinstance(i, str) for i in ids)):
         ids = [run.run_id for run in ablation.runs]
     views = {rid: RunView(run, "pending", rid) for rid, run in zip(ids, ablation.runs)}
+    slurm = _slurm_view(out, now)
+    lease = slurm.lease_s if slurm is not None and slurm.lease_s else DEFAULT_LEASE_S
+    claimed = (out / CLAIMS).is_dir()  # sweeps before claims existed: judge by the log's age alone
     for rid, view in views.items():
         folder = out / "runs" / rid
         summary = store.read_summary(folder) if folder.is_dir() else None
         if summary is not None:
             view.state, view.status, view.error = "done", summary.get("status"), summary.get("error")
-            with contextlib.suppress(TypeError, ValueError):
-                view.finished = (datetime.fromisoformat(str(summary.get("started_at"))).timestamp()
-                                 + float(summary.get("wall_s") or 0.0))
+            view.wall_s = _duration(summary.get("wall_s"))
+            with contextlib.suppress(TypeError, ValueError, OverflowError):
+                started = datetime.fromisoformat(str(summary.get("started_at"))).timestamp()
+                if started <= now + CLOCK_SKEW:  # a start in the future is not believed
+                    view.finished = started + (view.wall_s or 0.0)
             continue
         metrics = folder / store.METRICS
         if metrics.is_file():
-            recent = now - metrics.stat().st_mtime <= RUNNING_WITHIN
-            view.state = "running" if recent else "interrupted"
+            age = now - metrics.stat().st_mtime
+            recent = -CLOCK_SKEW <= age <= RUNNING_WITHIN
+            view.worker_gone = recent and claimed and claims.dead(claims.claim_path(out, rid), lease,
+                                                                   lambda: now) is not False
+            view.state = "running" if recent and not view.worker_gone else "interrupted"
             tc = view.run.cfg.train
             view.step, view.steps = store.last_logged_step(folder), tc.steps if tc.epochs is None else None
     result = SweepStatus(ablation.name, list(views.values()))
@@ -124,18 +145,38 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
         result.by_variant.setdefault(v.run.variant, Counter())[v.state] += 1
         if v.state == "done":
             result.by_variant[v.run.variant][v.status or "?"] += 1
-    result.slurm = _slurm_view(out, now)
-    finished = sorted(v.finished for v in result.runs if v.finished is not None)[-RECENT:]
-    if len(finished) >= 2 and finished[-1] > finished[0]:
-        result.runs_per_hour = (len(finished) - 1) / (finished[-1] - finished[0]) * 3600
-        left = sum(1 for v in result.runs if v.state != "done")
-        result.eta_s = left / result.runs_per_hour * 3600 if left else 0.0
+    result.slurm = slurm
+    _estimate(result)
     return result
+
+
+def _duration(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) and value > 0 else None
+
+
+def _estimate(result: SweepStatus) -> None:
+    """Throughput and ETA from per-run durations and the number of runs at work (module docstring)."""
+    done = sorted((v for v in result.runs if v.state == "done" and v.status != "error" and v.wall_s),
+                  key=lambda v: v.finished or 0.0)[-RECENT:]
+    left = [v for v in result.runs if v.state in ("pending", "interrupted")]
+    running = [v for v in result.runs if v.state == "running"]
+    if not left and not running:
+        result.eta_s = 0.0
+    if not done:
+        return
+    mean = result.mean_run_s = sum(v.wall_s for v in done) / len(done)
+    if not running:
+        return
+    result.runs_per_hour = len(running) * 3600 / mean
+    work = len(left) * mean
+    for v in running:
+        frac = min(v.step / v.steps, 1.0) if v.step is not None and v.steps else 0.5  # epochs: assume half
+        work += mean * (1 - frac)
+    result.eta_s = work / len(running)
 
 
 def _slurm_view(out: Path, now: float) -> SlurmView | None:
     """What ``slurm/submission.json`` and ``claims/`` say, or None for a sweep that never used Slurm."""
-    from suite.sweep.claims import CLAIMS
     from suite.sweep.slurm_backend import read_submission
 
     record = read_submission(out)

@@ -58,9 +58,9 @@ class SweepOptions:
     lease: float = _opt(600.0, "seconds: a run whose worker has not renewed its claim for this long is taken over "
                         "by another", aliases=["--slurm-lease"], min=1.0)
     attempts: int = _opt(3, "a run whose workers died N times is recorded as error", min=1)
-    poll: float | None = _opt(None, "seconds between looks at the folder (default: 10 on Slurm, 0.5 elsewhere)",
+    poll: float | None = _opt(None, "seconds between looks at the folder (default: 10 on a Slurm cluster, 0.5 elsewhere)",
                               hidden=True, aliases=["--slurm-poll"], min=0.1)
-    ray_address: str | None = _opt(None, "Ray cluster to join, e.g. 10.0.0.1:6379 (default: start a local one)",
+    ray_address: str | None = _opt(None, "Ray cluster to join, e.g. 10.0.0.1:6379 (default: start a private one; RAY_ADDRESS is ignored)",
                                    metavar="ADDR")
     ray_timeout: float = _opt(30.0, "give up connecting to Ray after this many seconds", min=0.1)
     slurm_partition: str | None = _opt(None, "partition to submit to (default: the cluster's)", metavar="NAME")
@@ -159,6 +159,11 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
         _check_memory(runs, opts.device)
     todo, done, other = folder.split_done(runs, out, opts.retry_errors, opts.rerun_stale, store.git_commit())
     sweep = Sweep(ablation.name, out, ablation, runs, todo, done, other)
+    from suite.sweep.preflight import preflight
+
+    problems = preflight(todo, str(ablation.path), check_device=opts.backend == "local")
+    if problems:  # every run that would only end in `error`, before any starts
+        raise SpecError(problems)
     if other:
         made = ", ".join(f"{sha[:10]}: {n}" for sha, n in sorted(other.items(), key=lambda kv: -kv[1]))
         what = ("they will be run again (--rerun-stale)" if opts.rerun_stale else
@@ -312,8 +317,10 @@ def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Any, int]:
         return dataclasses.replace(run, cfg=cfg)
 
     slurm = backend == "slurm"
+    # A cluster's shared file system and sacct are looked at every 10 s; the local executor's local disk at once.
+    poll = opts.poll or (10.0 if slurm and opts.slurm_cluster != "local" else 0.5)
     worker = Worker(str(sweep.out.resolve()), [[prepared(r) for r in pack] for pack in packs], lease_s=opts.lease,
-                    attempts=opts.attempts, threads=threads, gpus=gpus, poll_s=opts.poll or (10.0 if slurm else 0.5),
+                    attempts=opts.attempts, threads=threads, gpus=gpus, poll_s=poll,
                     grace_s=max(5.0, opts.slurm_signal_delay - 30.0) if slurm else 90.0)
     return worker, launcher, n
 

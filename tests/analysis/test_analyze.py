@@ -19,6 +19,7 @@ from suite.analysis.analyze import analyze
 from suite.analysis.grouping import group_keys
 from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
 from suite.cli import analyze as analyze_cli
+from suite.cli import main as analyze_cli_main
 
 
 def write_run(root: Path, variant: str, depth: int, seed: int, status: str = "ok", acc: float | None = 0.9,
@@ -439,7 +440,7 @@ def test_figures_are_written(grid, capsys):
     assert analyze_cli.run(parser.parse_args([str(grid), "--formats", "csv"])) == 0
     assert "warning: 1 run(s) ended in error" in capsys.readouterr().err
     names = {p.name for p in (grid / "figures").iterdir()}
-    for stem in ("accuracy_vs_depth", "not_ok_vs_depth", "scales_layerscale", "loss_depth24"):
+    for stem in ("accuracy_vs_depth", "not_ok_vs_depth", "scales_layerscale", "loss_vs_step"):
         assert {f"{stem}.png", f"{stem}.pdf"} <= names
     assert not any(n.startswith("accuracy_vs_lr") for n in names)  # no learning-rate axis here
     assert "scales_preln.png" not in names  # no scales logged for Pre-LN
@@ -471,3 +472,27 @@ def test_propagation_profiles_average_norms_geometrically_and_cosines_arithmetic
     assert row["grad_stream"] == pytest.approx(1e-4)  # not 0.5: a vanishing seed stays visible on a log axis
     assert row["stream_rms"] == pytest.approx(2.0) and row["cls_cos"] == pytest.approx(0.4)
     assert math.isnan(row["grad_params"])  # zero norms have no logarithm: left out, not averaged as -inf
+
+
+# ----------------------------------------------------------------------------- no silent overwrites
+
+
+def test_an_unfinished_sweep_warns_and_committed_outputs_need_force(grid, capsys):
+    ids = [r.name for r in (grid / "runs").iterdir()]
+    (grid / "run_ids.json").write_text(json.dumps(ids + ["notyetrun001", "notyetrun002"]))
+    with pytest.warns(AnalysisWarning, match=r"the sweep is incomplete \(16 of 18 runs have a summary\)"):
+        analyze(grid, figures=False)
+    git = ["git", "-C", str(grid), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "findings.md", "tables"], check=True)
+    subprocess.run([*git, "commit", "-qm", "reference"], check=True)
+    before = (grid / "findings.md").read_text()
+    assert analyze_cli_main(["analyze", str(grid), "--no-figures"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "would overwrite findings.md, tables, committed to git" in err
+    assert "--force" in err and (grid / "findings.md").read_text() == before
+    assert analyze_cli_main(["analyze", str(grid), "--no-figures", "--force"]) == 0
+    assert "warning: the sweep is incomplete" in capsys.readouterr().err
+    (grid / "run_ids.json").write_text(json.dumps(ids))  # finished: no question asked
+    assert analyze_cli_main(["analyze", str(grid), "--no-figures"]) == 0
+    assert "incomplete" not in capsys.readouterr().err

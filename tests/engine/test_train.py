@@ -451,3 +451,38 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_in_one_line_before_allocatin
     assert not (tmp_path / "run" / "config.yaml").exists()  # nothing ran
     monkeypatch.undo()
     assert resources.memory_problem(tiny(), torch.device("cpu")) is None  # a few MB: every machine has them
+
+
+def test_train_out_refuses_a_folder_holding_another_configs_finished_run(tmp_path, capsys):
+    from suite.cli import main
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "summary.json").write_text(json.dumps({"schema": 1, "run_id": "0123456789ab", "status": "ok",
+                                                  "started_at": "2026-12-01T10:00:00+00:00"}))
+    assert main(["train", "--out", str(out), "train.steps=1", "data.name=digits", "model.patch_size=4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds the finished run 0123456789ab (ok, 2026-12-01T10:00:00+00:00) of another config" in err
+    assert json.loads((out / "summary.json").read_text())["run_id"] == "0123456789ab"  # untouched
+
+
+def test_overrides_after_options_and_ctrl_c_without_a_traceback(tmp_path):
+    """`suite train --out DIR key=value` parses; Ctrl-C ends with one line and exit 130."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "suite", "train", "--out", str(out), "data.name=digits",
+                             "model.patch_size=4", "model.depth=1", "model.dim=16", "model.heads=2",
+                             "train.steps=1000000", "train.log_every=1", "train.eval_every=0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / "metrics.jsonl").exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert (out / "metrics.jsonl").exists(), proc.communicate()[1]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == "interrupted: suite train stopped (Ctrl-C)"

@@ -79,3 +79,34 @@ def test_cait_depth_follows_the_recipe_its_comment_states():
         assert (train_size, tc.warmup_steps) == (45_000, 5 * per_epoch)
         assert run_steps(cfg, train_size) == 100 * 45_000 // 256 + 1  # ceil(100 epochs)
         assert (cfg.model.drop_path, cfg.model.drop_path_schedule) == (0.1, "uniform")
+
+
+def test_wall_clock_for_n_workers_from_a_step_measured_here(capsys, monkeypatch):
+    import suite.sweep.cost as cost_module
+
+    laptop = str(ROOT / "ablations" / "laptop.yaml")
+    assert main(["cost", laptop, "--measured", "36@2", "--workers", "2"]) == 0
+    out = capsys.readouterr().out
+    # 2 runs of 30 steps at 36 ms each: 2.16 s of device time, 1.08 s on each of 2 workers
+    assert "0m02s of device time" in out and "wall clock with 2 workers at that rate each: about 0m01s" in out
+    seen = {}
+
+    def fake_measure(cfg, threads, steps=8, warmup=3):
+        seen.update(depth=cfg.model.depth, threads=threads, img=cfg.model.img_size)
+        return 36.0
+
+    monkeypatch.setattr(cost_module, "measure_step_ms", fake_measure)
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    assert main(["cost", laptop, "--measure", "--workers", "4"]) == 0
+    out = capsys.readouterr().out
+    assert seen == {"depth": 2, "threads": 2, "img": 8}  # the first run's shape, cores // workers threads
+    assert "measured here: 36.0 ms per step of the first run's shape (depth 2) with 2 CPU threads" in out
+    assert "wall clock with 4 workers at that rate each: about 0m01s" in out  # 2 runs: at most 2 workers busy
+    assert main(["cost", laptop, "--workers", "0"]) == 2 and "--workers 0: must be >= 1" in capsys.readouterr().err
+
+
+def test_measure_step_ms_times_real_steps():
+    cfg = load_ablation(ROOT / "ablations" / "laptop.yaml").runs[0].cfg
+    from suite.sweep.cost import measure_step_ms
+
+    assert 0 < measure_step_ms(cfg, threads=1, steps=2, warmup=1) < 60_000

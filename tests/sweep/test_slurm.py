@@ -3,9 +3,12 @@ claims and requeue as on a cluster; only `sbatch` is not called."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -143,6 +146,37 @@ def test_detach_then_run_again_attaches_and_collects(tmp_path, capsys):
     if "attached to" in printed:  # unless the workers had finished everything before we looked
         assert "submitted" not in printed
     assert sorted(e["run_id"] for e in events(out) if e["event"] == "finish") == sorted(summaries(out))
+
+
+def test_ctrl_c_in_a_terminal_stops_the_watching_and_the_local_jobs_go_on(tmp_path):
+    """Ctrl-C in a terminal signals the whole foreground process group, the local executor's jobs
+    included: they used to die with a KeyboardInterrupt traceback each while `suite run` said they go on."""
+    out, ablation = tmp_path / "out", slow_ablation(tmp_path)
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    err_path = tmp_path / "stderr.txt"  # a file, not a pipe: the jobs inherit it and outlive the parent
+    with open(err_path, "w") as err, open(tmp_path / "stdout.txt", "w") as printed:
+        proc = subprocess.Popen([sys.executable, "-m", "suite", "run", str(ablation), "--out", str(out), "--workers",
+                                 "2", *SLURM, *ARGS], env=env, stdout=printed, stderr=err, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(_steps_logged(m) >= 2 for m in out.glob("runs/*/metrics.jsonl")):
+            assert proc.poll() is None and time.monotonic() < deadline, err_path.read_text()
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        assert proc.wait(timeout=60) == 130
+        assert "Slurm jobs go on" in err_path.read_text()
+        jobs = [int(j) for j in json.loads((out / "slurm" / "submission.json").read_text())["jobs"]]
+        deadline = time.monotonic() + 120
+        while any(claims.alive(j) for j in jobs):  # the jobs go on without the parent, to the end
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert "Traceback" not in err_path.read_text()
+        found = summaries(out)
+        assert len(found) == 2 and {s["status"] for s in found.values()} == {"ok"}, "the jobs died"
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the parent, the jobs and their workers: one process group
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def test_slurm_user_errors_are_one_line(tmp_path, capsys, monkeypatch):

@@ -47,7 +47,8 @@ def test_smoke_expands_to_grid_x_variants_x_seeds():
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_shipped_ablations_validate(path, capsys):
-    assert main(["validate", str(path)]) == 0
+    needs_cifar = "cifar" in path.read_text()
+    assert main(["validate", str(path), *(["--no-data"] if needs_cifar else [])]) == 0  # no CIFAR on CI machines
     assert ": ok: " in capsys.readouterr().out
 
 
@@ -240,3 +241,27 @@ def test_yaml_aliases_are_counted_expanded_and_a_bomb_is_refused(tmp_path):
     path.write_text(bomb + "variants: {a: {}}\n")
     with pytest.raises(SpecError, match="aliases"):
         load_ablation(path)
+
+
+def test_suite_config_prints_the_resolved_run_config_that_suite_run_would_make(tmp_path, capsys):
+    from suite.config import load_config
+    from suite.sweep.plan import resolve_runs
+
+    smoke = ROOT / "ablations" / "smoke.yaml"
+    assert main(["config", str(smoke), "--only", "variant=layerscale,model.depth=2"]) == 0
+    text = capsys.readouterr().out
+    header, body = text.split("\nmodel:", 1)
+    (run,) = [r for r in resolve_runs(load_ablation(smoke).runs, None, "cpu")
+              if (r.variant, r.cfg.model.depth, r.seed) == ("layerscale", 2, 0)]
+    assert f"# run id {run.run_id}" in header and "layerscale depth=2 seed=0 (the first of 2 matching runs" in header
+    (tmp_path / "c.yaml").write_text("model:" + body)
+    assert store.run_id(load_config(tmp_path / "c.yaml")) == run.run_id  # the printed config is the run
+    assert main(["config", "model.depth=3", "train.lr=0.01"]) == 0
+    out = capsys.readouterr().out
+    assert "# the defaults with model.depth=3 train.lr=0.01" in out and "  depth: 3\n" in out and "  lr: 0.01\n" in out
+    for argv, message in (([str(smoke), "model.depth=3"], "key=value overrides are for a run config"),
+                          ([str(smoke), "--only", "variant=nope"], "'nope' is not a variant"),
+                          (["model.dept=3"], "did you mean")):
+        assert main(["config", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+import yaml
 
 from suite.cli import main
 from suite.sweep.plan import resolve_runs
 from suite.sweep.spec import load_ablation
-from suite.sweep.status import RUNNING_WITHIN, sweep_status
+from suite.sweep.status import DEFAULT_LEASE_S, RUNNING_WITHIN, sweep_status
+from suite.sweep.sweep import SweepOptions
 
 SMOKE = Path(__file__).resolve().parents[2] / "ablations" / "smoke.yaml"
 
@@ -35,6 +41,7 @@ def test_counts_done_running_interrupted_pending_and_errors(half_done, tmp_path)
     for folder in (running, interrupted):
         folder.mkdir(parents=True)
         (folder / "metrics.jsonl").write_text(json.dumps({"kind": "train", "step": 7}) + "\n" + '{"kind": "tr')
+    hold(out, running.name, os.getpid())  # this process is the running run's worker
     old = time.time() - 2 * RUNNING_WITHIN
     os.utime(interrupted / "metrics.jsonl", (old, old))
     failed.mkdir(parents=True)
@@ -50,18 +57,103 @@ def test_counts_done_running_interrupted_pending_and_errors(half_done, tmp_path)
     assert sum(c["done"] for c in s.by_variant.values()) == 5
 
 
-def test_throughput_and_eta_from_finish_times(half_done):
-    s = sweep_status(half_done)
-    assert dict(s.counts) == {"done": 4, "pending": 4}
-    assert s.runs_per_hour is not None and s.runs_per_hour > 0
-    assert s.eta_s == pytest.approx(4 / s.runs_per_hour * 3600)
+def hold(out: Path, run_id: str, pid: int) -> None:
+    """A claim on ``run_id`` as a worker on this host with process ``pid`` writes it."""
+    (out / "claims").mkdir(exist_ok=True)
+    (out / "claims" / f"{run_id}.json").write_text(json.dumps(
+        {"owner": f"-@{socket.gethostname()}:{pid}", "host": socket.gethostname(), "pid": pid, "token": "t",
+         "attempt": 1}))
+
+
+def gone_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+EQUAL = {"name": "equal", "base": {"data": {"name": "digits"}, "model": {"patch_size": 4, "depth": 2, "dim": 16}},
+         "grid": {"train.lr": [0.001 * (i + 1) for i in range(10)]},
+         "variants": {"preln": {"model.residual": "preln"}, "layerscale": {"model.residual": "layerscale"}},
+         "seeds": 2}
+
+
+def equal_sweep(root: Path, done: int, running: int, now: float, run_s: float = 100.0, workers_alive: bool = True):
+    """A sweep of 40 equal runs: ``done`` finished in ``run_s`` each (back to back on ``running``
+    workers), ``running`` half-way through their steps, the rest pending."""
+    root.mkdir(parents=True)
+    (root / "ablation.yaml").write_text(yaml.safe_dump(EQUAL))
+    runs = load_ablation(root / "ablation.yaml").runs
+    assert len(runs) == 40
+    for i, run in enumerate(runs[:done]):
+        folder = root / "runs" / run.run_id
+        folder.mkdir(parents=True)
+        started = now - 1 - run_s * (done - 1 - i) / running - run_s
+        stamp = datetime.fromtimestamp(started, timezone.utc).isoformat()
+        (folder / "summary.json").write_text(json.dumps({"status": "ok", "started_at": stamp, "wall_s": run_s}))
+    pid = os.getpid() if workers_alive else gone_pid()
+    for run in runs[done:done + running]:
+        folder = root / "runs" / run.run_id
+        folder.mkdir(parents=True)
+        half = run.cfg.train.steps // 2
+        (folder / "metrics.jsonl").write_text(json.dumps({"kind": "train", "step": half}) + "\n")
+        os.utime(folder / "metrics.jsonl", (now - 1, now - 1))
+        hold(root, run.run_id, pid)
+    return root
+
+
+def test_eta_from_run_durations_and_workers_is_within_30_percent_at_10_percent(tmp_path):
+    now = time.time()
+    for workers in (1, 2, 4):
+        out = equal_sweep(tmp_path / f"w{workers}", done=4, running=workers, now=now)
+        s = sweep_status(out, now=now)
+        assert s.counts["running"] == workers and s.mean_run_s == pytest.approx(100.0)
+        # the truth: each running run has half of its 100 s left, then the pending runs share the workers
+        pending = 40 - 4 - workers
+        truth = 50.0 + 100.0 * pending / workers
+        assert s.eta_s == pytest.approx(truth, rel=0.3)
+        assert s.runs_per_hour == pytest.approx(workers * 36.0)
+
+
+def test_runs_whose_worker_is_gone_are_interrupted_and_no_eta_is_promised(tmp_path, capsys):
+    now = time.time()
+    out = equal_sweep(tmp_path / "gone", done=4, running=2, now=now, workers_alive=False)
+    s = sweep_status(out, now=now)
+    assert dict(s.counts) == {"done": 4, "interrupted": 2, "pending": 34}
+    assert all(v.worker_gone for v in s.runs if v.state == "interrupted")
+    assert s.eta_s is None and s.runs_per_hour is None
+    assert main(["status", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "eta none: no run is running (run the same `suite run` again to finish)" in printed
+    assert "2 runs interrupted: their worker is gone" in printed
+
+
+def test_times_in_the_future_do_not_make_dead_runs_running(tmp_path):
+    now = time.time()
+    out = equal_sweep(tmp_path / "future", done=4, running=2, now=now)
+    future = now + 20 * 86400
+    for metrics in (out / "runs").glob("*/metrics.jsonl"):
+        os.utime(metrics, (future, future))
+    summary = next((out / "runs").glob("*/summary.json"))
+    summary.write_text(json.dumps({"status": "ok", "started_at": "2099-01-01T00:00:00+00:00", "wall_s": 100.0}))
+    s = sweep_status(out, now=now)
+    assert s.counts["running"] == 0 and s.counts["interrupted"] == 2
+    assert all(v.finished is None or v.finished <= now for v in s.runs)
+
+
+def test_a_closed_pipe_is_not_a_traceback(half_done):
+    proc = subprocess.Popen([sys.executable, "-m", "suite", "status", str(half_done)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # `| head` that has already gone
+    _, err = proc.communicate(timeout=120)
+    assert b"Traceback" not in err and proc.returncode == 0, err.decode()
 
 
 def test_cli_prints_the_view_and_rejects_a_foreign_folder(half_done, tmp_path, capsys):
     assert main(["status", str(half_done)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("smoke: 8 runs: 4 done, 0 running, 0 interrupted, 4 pending")
-    assert "runs/hour" in out and "preln" in out
+    assert "a run takes" in out and "eta none: no run is running" in out and "preln" in out
     assert main(["status", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no ablation.yaml" in err
@@ -90,3 +182,7 @@ def test_a_slurm_sweep_shows_its_submission_and_the_claims_of_dead_workers(half_
     assert "1 claims not renewed within the 600 s lease" in printed
     (out / "slurm" / "submission.json").write_text("garbage")
     assert sweep_status(out).slurm is None
+
+
+def test_the_default_lease_is_the_sweeps():
+    assert DEFAULT_LEASE_S == SweepOptions().lease

@@ -1,0 +1,345 @@
+"""``suite report DIR [--compare OTHER]``: one self-contained HTML page of an analysed results folder.
+
+The page reads what ``suite analyze`` wrote (``findings.md``, ``tables/*.md``, ``figures/*.png``,
+``runs.csv``) and the run folders, and embeds everything (figures as data URIs, no script, no
+network at view time): the plain-language answer first, then the figures, tables, findings and
+every run with its status, a loss curve and links to its ``config.yaml`` and ``metrics.jsonl``.
+With ``--compare``, two folders side by side: which keys of ``ablation.yaml`` changed and which
+cells of ``tables/summary.csv`` moved (Welch's t-test per cell, unadjusted: a screen).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from pathlib import Path
+from typing import Any
+
+import markdown
+import pandas as pd
+import yaml
+
+from suite import files, store
+from suite.analysis import markup
+from suite.analysis.load import AnalysisError
+from suite.config import flatten
+
+REPORT = "report.html"
+TABLE_ORDER = ("summary", "lr", "trends", "aggregate", "learn", "transfer", "propagation")
+FIGURE_ORDER = ("accuracy_vs_lr", "accuracy_vs_depth", "best_lr_vs_depth", "frontier_vs_depth", "not_ok_vs_depth")
+CONFIG_PREFIXES = ("model.", "train.", "data.")
+MAX_CURVE_POINTS = 200  # a sparkline needs no more
+
+
+def write_report(root: str | Path, compare: str | Path | None = None) -> Path:
+    """Write ``root/report.html`` (atomically, never through a link) and return its path.
+
+    Raises:
+        AnalysisError: ``root`` (or ``compare``) is not an analysed results folder.
+    """
+    root = Path(root)
+    page = build(root, compare)
+    return markup.write_text(page, root / REPORT)
+
+
+def build(root: Path, compare: str | Path | None = None) -> str:
+    """The report of ``root`` as one HTML document."""
+    runs = _runs_csv(root)
+    findings = _read(root / "findings.md")
+    title = str(runs["ablation"].dropna().iloc[0]) if runs["ablation"].notna().any() else root.resolve().name
+    answer, rest = _split_answer(findings)
+    parts = [f"<h1>{_e(title)}: report</h1>", _provenance(root, runs), '<section id="answer"><h2>Answer</h2>',
+             _md(answer), _completeness(root, runs), "</section>"]
+    if compare is not None:
+        parts.append(_compare(root, Path(compare)))
+    parts.append('<section id="figures"><h2>Figures</h2>')
+    for path in sorted((root / "figures").glob("*.png"), key=_figure_rank):
+        data = base64.b64encode(_read_bytes(path)).decode("ascii")
+        parts.append(f'<figure><img alt="{_e(path.stem)}" src="data:image/png;base64,{data}">'
+                     f"<figcaption>{_e(path.stem)} (<a href=\"figures/{_e(path.stem)}.pdf\">pdf</a>)</figcaption></figure>")
+    parts += ["</section>", '<section id="tables"><h2>Tables</h2>']
+    for path in sorted((root / "tables").glob("*.md"), key=_table_rank):
+        parts.append(f'<details open><summary>{_e(path.stem)} (<a href="tables/{_e(path.name)}">md</a>, '
+                     f'<a href="tables/{_e(path.stem)}.csv">csv</a>, <a href="tables/{_e(path.stem)}.tex">tex</a>)'
+                     f"</summary>{_md(_demote(_read(path), drop_title=True))}</details>")
+    parts += ["</section>", '<section id="findings"><h2>Findings</h2>', _md(_demote(rest)), "</section>"]
+    parts += ["</section>", _run_list(root, runs)]
+    return _page(title, "\n".join(parts))
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def _read(path: Path) -> str:
+    try:
+        return files.read_text(path)
+    except FileNotFoundError:
+        raise AnalysisError(f"{path}: missing; run `suite analyze {path.parent}` first, then `suite report`") from None
+
+
+def _read_bytes(path: Path) -> bytes:
+    with files.open_regular(path) as f:
+        return f.read()
+
+
+def _runs_csv(root: Path) -> pd.DataFrame:
+    if not root.is_dir():
+        raise AnalysisError(f"{root}: no such folder; pass a results folder, e.g. results/default")
+    text = _read(root / "runs.csv")
+    from io import StringIO
+
+    try:
+        frame = pd.read_csv(StringIO(text))
+    except (ValueError, pd.errors.ParserError) as err:
+        raise AnalysisError(f"{root / 'runs.csv'}: cannot be read ({err}); run `suite analyze {root}` again") from None
+    missing = {"run_id", "variant", "status", "run_dir"} - set(frame.columns)
+    if missing or frame.empty:
+        raise AnalysisError(f"{root / 'runs.csv'}: no runs or no {', '.join(sorted(missing))} column; "
+                            f"run `suite analyze {root}` again")
+    if "ablation" not in frame.columns:
+        frame["ablation"] = None
+    return frame
+
+
+def _split_answer(findings: str) -> tuple[str, str]:
+    """(the answer paragraph, the rest of findings.md without its title)."""
+    lines = findings.strip().splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    paragraphs = "\n".join(lines).strip().split("\n\n")
+    if paragraphs and paragraphs[0].startswith("**Primary comparison**"):
+        return paragraphs[0], "\n\n".join(paragraphs[1:])
+    return ("No primary comparison is declared in `ablation.yaml` (its `primary:` key), so this ablation decides "
+            "nothing by itself: the comparisons below are exploratory estimates. Declare one to get a tested "
+            "answer here (docs/statistics.md)."), "\n\n".join(paragraphs)
+
+
+def _figure_rank(path: Path) -> tuple[int, str]:
+    """The figures that answer the question first (accuracy at each scheme's rates, best rate by depth)."""
+    return (FIGURE_ORDER.index(path.stem) if path.stem in FIGURE_ORDER else len(FIGURE_ORDER), path.stem)
+
+
+def _table_rank(path: Path) -> tuple[int, str]:
+    return (TABLE_ORDER.index(path.stem) if path.stem in TABLE_ORDER else len(TABLE_ORDER), path.stem)
+
+
+# ----------------------------------------------------------------------------- sections
+
+
+def _provenance(root: Path, runs: pd.DataFrame) -> str:
+    counts = runs["status"].value_counts()
+    statuses = ", ".join(f"{int(counts.get(s, 0))} {s}" for s in store.STATUSES)
+    commits = sorted({str(c)[:12] + (" (dirty)" if "dirty" in str(c) else "")
+                      for c in runs.get("git_commit", pd.Series(dtype=str)).dropna()})
+    commit = ", ".join(commits[:3]) + (f" and {len(commits) - 3} more" if len(commits) > 3 else "") or "unknown"
+    return (f'<p class="meta">{len(runs)} runs ({_e(statuses)}) in <code>{_e(str(root))}</code>; '
+            f"code {_e(commit)}; suite {_e(_version())}. Written by <code>suite report</code> from "
+            f"<code>findings.md</code>, <code>tables/</code>, <code>figures/</code> and <code>runs.csv</code>.</p>")
+
+
+def _version() -> str:
+    from suite import __version__
+
+    return __version__
+
+
+def _completeness(root: Path, runs: pd.DataFrame) -> str:
+    try:
+        ids = store.read_json(root / "run_ids.json")
+    except (OSError, ValueError):
+        return ""
+    if isinstance(ids, list) and len(runs) < len(ids):
+        return (f'<p class="warn">Incomplete sweep: {len(runs)} of {len(ids)} runs have a summary. The answer '
+                f"above is provisional; run the same <code>suite run</code> again to finish.</p>")
+    return ""
+
+
+def _run_list(root: Path, runs: pd.DataFrame) -> str:
+    config_keys = [c for c in runs.columns if c.startswith(CONFIG_PREFIXES) and runs[c].nunique(dropna=False) > 1]
+    head = ["run", "variant", *config_keys, "seed", "status", "test acc", "steps", "loss", "error"]
+    rows = []
+    order = runs.sort_values(["variant", *config_keys, "seed"], kind="stable")
+    for _, r in order.iterrows():
+        folder = root / str(r["run_dir"])
+        rel = _e(str(r["run_dir"]))
+        run_id = _e(str(r["run_id"]))
+        link = (f'<a href="{rel}/config.yaml">{run_id}</a>' if (folder / "config.yaml").is_file() else run_id)
+        curve = _sparkline(folder)
+        if curve:
+            curve = f'<a href="{rel}/metrics.jsonl" title="metrics.jsonl">{curve}</a>'
+        acc = r.get("test_acc")
+        cells = [link, _e(str(r["variant"])), *(_e(markup.fmt_value(r[k])) for k in config_keys),
+                 _e(str(r.get("seed"))), f'<span class="st-{_e(str(r["status"]))}">{_e(str(r["status"]))}</span>',
+                 "" if _missing(acc) else f"{100 * float(acc):.1f}%",
+                 "" if _missing(r.get("steps_done")) else str(int(r["steps_done"])), curve,
+                 "" if _missing(r.get("error")) else _e(str(r["error"]))]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    return ('<section id="runs"><h2>Runs</h2><p>Each run id links to its resolved <code>config.yaml</code>, each '
+            "curve (training loss by step) to its <code>metrics.jsonl</code>.</p><table><thead><tr>"
+            + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr></thead><tbody>" + "\n".join(rows)
+            + "</tbody></table></section>")
+
+
+def sparkline_points(losses: list[tuple[int, float]], width: int = 120, height: int = 24) -> str:
+    """SVG polyline points of (step, loss) pairs scaled into a ``width`` x ``height`` box (y grows down)."""
+    pts = [(s, v) for s, v in losses if math.isfinite(v)]
+    if len(pts) < 2:
+        return ""
+    if len(pts) > MAX_CURVE_POINTS:
+        stride = math.ceil(len(pts) / MAX_CURVE_POINTS)
+        pts = pts[::stride] + ([pts[-1]] if (len(pts) - 1) % stride else [])
+    s0, s1 = pts[0][0], pts[-1][0]
+    lo, hi = min(v for _, v in pts), max(v for _, v in pts)
+    xs = [(s - s0) / ((s1 - s0) or 1) * width for s, _ in pts]
+    ys = [height - (v - lo) / ((hi - lo) or 1) * height for _, v in pts]
+    return " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys))
+
+
+def _sparkline(folder: Path) -> str:
+    try:
+        records = store.read_metrics(folder)
+    except (store.CorruptFile, OSError):
+        return ""
+    losses = [(int(r["step"]), float(r["loss"])) for r in records
+              if r.get("kind") == "train" and isinstance(r.get("loss"), (int, float)) and isinstance(r.get("step"), int)]
+    points = sparkline_points(losses)
+    if not points:
+        return ""
+    return (f'<svg class="spark" width="120" height="24" viewBox="0 0 120 24" role="img" aria-label="loss">'
+            f'<polyline fill="none" stroke="#1f77b4" stroke-width="1.2" points="{points}"/></svg>')
+
+
+def _compare(root: Path, other: Path) -> str:
+    """What changed in the ablation file, and which cells of the summary table moved."""
+    _runs_csv(other)  # the same checks: an analysed folder
+    mine, theirs = _ablation(root), _ablation(other)
+    changed = [(k, theirs.get(k, "(absent)"), mine.get(k, "(absent)"))
+               for k in sorted(set(mine) | set(theirs)) if mine.get(k, "(absent)") != theirs.get(k, "(absent)")]
+    rows = "".join(f"<tr><td><code>{_e(k)}</code></td><td>{_e(_short(b))}</td><td>{_e(_short(a))}</td></tr>"
+                   for k, b, a in changed) or '<tr><td colspan="3">no key differs</td></tr>'
+    parts = [f'<section id="compare"><h2>Compared with <code>{_e(str(other))}</code></h2>',
+             f"<h3>Ablation file</h3><table><thead><tr><th>key</th><th>{_e(str(other))}</th><th>{_e(str(root))}</th>"
+             f"</tr></thead><tbody>{rows}</tbody></table>", "<h3>Cells of tables/summary.csv</h3>"]
+    parts.append(moved_cells_html(_summary(root), _summary(other), str(root), str(other)))
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _ablation(root: Path) -> dict[str, Any]:
+    try:
+        raw = yaml.safe_load(files.read_text(root / "ablation.yaml"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return {k: v for k, v in flatten(raw).items() if k != "description"} if isinstance(raw, dict) else {}
+
+
+def _summary(root: Path) -> pd.DataFrame:
+    from io import StringIO
+
+    try:
+        return pd.read_csv(StringIO(files.read_text(root / "tables" / "summary.csv")))
+    except (OSError, ValueError):
+        return pd.DataFrame()
+
+
+def moved_cells(mine: pd.DataFrame, theirs: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """One row per cell (group) of either summary table: both mean scores, their difference, Welch's
+    t-test between the two cells' runs (from their means, SDs and counts) and ``change``: ``moved``
+    (p < ``alpha``, unadjusted: a screen, not a verdict), ``same``, or ``new`` / ``gone`` for a cell on
+    one side only."""
+    need = {"is_baseline", "acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high"}
+    if mine.empty or theirs.empty or not need <= set(mine.columns) or not need <= set(theirs.columns):
+        return pd.DataFrame()
+    keys = [c for c in mine.columns[: list(mine.columns).index("is_baseline")] if c in theirs.columns]
+    cols = keys + ["acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high"]
+    merged = mine[cols].merge(theirs[cols], on=keys, how="outer", suffixes=("", "_other"), indicator=True)
+    merged["diff"] = merged["acc_mean"] - merged["acc_mean_other"]
+    merged["p"] = [_welch(r) for _, r in merged.iterrows()]
+    merged["change"] = merged["_merge"].astype(str).map({"left_only": "new", "right_only": "gone", "both": "same"})
+    merged.loc[(merged["_merge"] == "both") & (merged["p"] < alpha), "change"] = "moved"
+    return merged.drop(columns="_merge").reset_index(drop=True)
+
+
+def _welch(r: pd.Series) -> float:
+    """Welch's two-sided p between two cells from their summary statistics (NaN without two runs each)."""
+    from scipy import stats as sps
+
+    n1, n2 = r["acc_n"], r["acc_n_other"]
+    if _missing(n1) or _missing(n2) or n1 < 2 or n2 < 2:
+        return math.nan
+    s1, s2 = float(r["acc_std"]), float(r["acc_std_other"])
+    if s1 == 0 and s2 == 0:  # no spread on either side: any difference is all there is
+        return 0.0 if r["acc_mean"] != r["acc_mean_other"] else 1.0
+    return float(sps.ttest_ind_from_stats(r["acc_mean"], s1, n1, r["acc_mean_other"], s2, n2, equal_var=False).pvalue)
+
+
+def moved_cells_html(mine: pd.DataFrame, theirs: pd.DataFrame, name: str, other: str) -> str:
+    cells = moved_cells(mine, theirs)
+    if cells.empty:
+        return "<p>No summary table to compare (run <code>suite analyze</code> on both folders).</p>"
+    keys = list(cells.columns[: list(cells.columns).index("acc_n")])
+    n_moved = int((cells["change"] == "moved").sum())
+    head = [*keys, f"score {other}", f"score {name}", "difference", "Welch p", "change"]
+    rows = []
+    for _, r in cells.iterrows():
+        def cell(m: Any, lo: Any, hi: Any) -> str:
+            return "" if _missing(m) else f"{100 * m:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+        vals = [*(_e(markup.fmt_value(r[k])) for k in keys), cell(r["acc_mean_other"], r["acc_ci_low_other"],
+                r["acc_ci_high_other"]), cell(r["acc_mean"], r["acc_ci_low"], r["acc_ci_high"]),
+                "" if _missing(r["diff"]) else f"{100 * r['diff']:+.1f}",
+                "" if _missing(r["p"]) else f"{r['p']:.3f}", f'<span class="ch-{r["change"]}">'
+                f'{r["change"]}</span>']
+        rows.append("<tr>" + "".join(f"<td>{v}</td>" for v in vals) + "</tr>")
+    return (f"<p>{n_moved} of {len(cells)} cells moved: Welch's t-test between the two folders' runs of a cell, "
+            f"p < 0.05, not adjusted for the {len(cells)} cells (a screen for what to look at, not a verdict). "
+            f"Score: mean test score in percent [95% interval].</p><table><thead><tr>"
+            + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr></thead><tbody>" + "\n".join(rows)
+            + "</tbody></table>")
+
+
+# ----------------------------------------------------------------------------- html
+
+
+def _e(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _short(value: Any) -> str:
+    text = markup.fmt_value(value) if not isinstance(value, (list, dict)) else yaml.safe_dump(value, default_flow_style=True).strip()
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _demote(text: str, drop_title: bool = False) -> str:
+    """Markdown headings one level down (the page has its own h1 and h2), the first ``#`` title dropped."""
+    lines = text.splitlines()
+    if drop_title and lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    return "\n".join("##" + line if line.startswith("#") else line for line in lines)
+
+
+def _md(text: str) -> str:
+    return markdown.markdown(text, extensions=["tables"], output_format="html")
+
+
+CSS = """
+body{font:15px/1.45 system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
+h1{font-size:1.6em} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;margin:.6em 0;font-size:13px} td,th{border:1px solid #ddd;padding:2px 6px;text-align:left}
+th{background:#f4f4f4} .meta{color:#555} .warn{background:#fff3cd;padding:.4em .6em}
+#answer{background:#eef5ff;padding:.2em 1em 1em;border-radius:6px}
+figure{display:inline-block;margin:.5em;vertical-align:top} figure img{max-width:540px;border:1px solid #eee}
+.st-ok{color:#1a7f37} .st-diverged,.st-error{color:#b42318;font-weight:600} .st-failed{color:#b54708}
+.ch-moved{color:#b42318;font-weight:600} .spark{vertical-align:middle}
+"""
+
+
+def _page(title: str, body: str) -> str:
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}: report</title>'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>'
+            f"<body>\n{body}\n</body></html>\n")

@@ -1,0 +1,74 @@
+"""``suite config [FILE] [key=value ...] [--only FILTER]``: print the fully resolved config of a run.
+
+FILE is a run config (``suite train``'s) or an ablation: for an ablation, its first run, or the first
+that ``--only`` selects (``suite run``'s filter syntax). Every key is printed with its value, defaults
+included, the way the run folder's ``config.yaml`` will hold it (like Hydra's ``--cfg job``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+INTERMIXED = True  # key=value overrides may follow the options
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", nargs="?", metavar="FILE", help="a run config or an ablation YAML (omit: the defaults)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides for a run config")
+    parser.add_argument("--only", action="append", default=[], metavar="FILTER",
+                        help="for an ablation: the first run matching, e.g. --only variant=preln,model.depth=12")
+
+
+def run(args: argparse.Namespace) -> int:
+    from suite.config import ConfigError, dump_yaml, load_config, read_yaml
+
+    path, overrides = args.file, list(args.overrides)
+    if path is not None and "=" in path and not Path(path).exists():
+        path, overrides = None, [path] + overrides  # only overrides were given
+    try:
+        raw = read_yaml(path) if path is not None else None
+        if isinstance(raw, dict) and "variants" in raw:  # an ablation
+            if overrides:
+                print(f"error: {path}: key=value overrides are for a run config; pick a run of this ablation with "
+                      f"--only, e.g. --only variant=preln", file=sys.stderr)
+                return 2
+            cfg, header = _ablation_run(path, args.only)
+        else:
+            if args.only:
+                print(f"error: --only: picks a run of an ablation, and {path or 'no file'} is a run config; drop it",
+                      file=sys.stderr)
+                return 2
+            cfg = load_config(path, overrides)
+            header = f"# {path or 'the defaults'}" + (" with " + " ".join(overrides) if overrides else "")
+    except ConfigError as err:
+        for line in str(err).splitlines():
+            print(f"error: {line}", file=sys.stderr)
+        return 2
+    from suite import store
+    from suite.config import resolve_precision
+    from suite.engine.resources import resolve_device
+
+    if cfg.train.precision == "auto":
+        try:  # as `suite run` would on this machine: the run folder's config.yaml holds the resolved value
+            cfg = resolve_precision(cfg, resolve_device(cfg.device).type)
+            header += f"\n# train.precision auto resolved for this machine: {cfg.train.precision}"
+        except RuntimeError:  # device cuda here without one: left as written
+            header += "\n# train.precision auto: resolved where the run executes (fp32 on CPU, bf16 on CUDA)"
+    header += f"\n# run id {store.run_id(cfg)}"
+    print(header + "\n" + dump_yaml(cfg), end="")
+    return 0
+
+
+def _ablation_run(path: str, only: list[str]):
+    from suite.sweep.spec import SpecError, load_ablation, parse_only, select
+
+    ablation = load_ablation(path)
+    runs = select(ablation.runs, parse_only(only, ablation))
+    if not runs:
+        raise SpecError([f"--only: {' | '.join(only)}: matches none of the {len(ablation.runs)} runs; "
+                         f"list them with suite run {path} --dry-run"])
+    run = runs[0]
+    which = f"the first of {len(runs)} matching runs" if only else f"run 1 of {len(ablation.runs)}"
+    return run.cfg, f"# {path}: {run.label} ({which}; ablation {ablation.name})"

@@ -1,0 +1,27 @@
+"""``suite report DIR [--compare OTHER]``: one self-contained HTML page of an analysed results folder."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``suite report`` arguments to ``parser``."""
+    parser.add_argument("dir", help="a results folder `suite analyze` has written into, e.g. results/default")
+    parser.add_argument("--compare", metavar="OTHER", default=None,
+                        help="a second analysed folder: show what changed in the ablation file and which cells moved")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write ``DIR/report.html``; exit 2 on a user error."""
+    from suite.analysis.load import AnalysisError
+    from suite.analysis.report import write_report
+
+    try:
+        path = write_report(args.dir, args.compare)
+    except AnalysisError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {path} (self-contained: open it in any browser)")
+    return 0

@@ -1,0 +1,137 @@
+"""Pre-flight: what would make runs end in ``error``, found before any run starts.
+
+``suite validate`` checks each run's config alone (:func:`suite.config.validate`); this goes on to what
+needs the data or a model: once per distinct data config, the data are there and load (CIFAR's files
+through the allow-list unpickler, an ImageFolder's layout without scanning its images), and a batch
+fits in the training split; once per distinct model config, the model builds on PyTorch's ``meta``
+device (no memory, no time) at the data's image size, channels and classes; and, for runs that
+execute here, the device exists. Every problem is reported, each one line naming the run and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from suite.config import RunConfig, data_shape, to_dict
+from suite.sweep.cost import EMBEDDED_TOTAL
+from suite.sweep.spec import Run
+
+
+# An embedded dataset (EMBEDDED_TOTAL images) is loaded (seconds, for mnist5k) only to check a batch
+# near the size of its training split; further below, this margin covers the stratified splits'
+# rounding (at most one image per class and split).
+SPLIT_MARGIN = 0.9
+
+
+def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: bool = True) -> list[str]:
+    """The problems that would make any of ``runs`` error (``[]`` when there are none).
+
+    Args:
+        runs: the runs about to be made (their configs resolved, ``--device`` applied).
+        src: the ablation file, to prefix each line with.
+        check_device: also check that each run's device exists on this machine (not for runs that
+            execute on other machines: Ray and Slurm workers).
+        check_data: also check that the data are there (off: a file meant for another machine's data);
+            the models are then built at the dataset's registered shape.
+    """
+    problems: list[str] = []
+    shapes: dict[str, tuple[int, int, int | None, int | None] | None] = {}
+    models: set[str] = set()
+    devices: set[str] = set()
+    batches: set[tuple[str, int]] = set()
+    for run in runs:
+        cfg = run.cfg
+        data_key = _key(to_dict(cfg)["data"])
+        if data_key not in shapes:
+            shapes[data_key] = _data(cfg, run, src, problems) if check_data else data_shape(cfg.data)[:3] + (None,)
+        shape = shapes[data_key]
+        if shape is not None and (data_key, cfg.train.batch_size) not in batches:
+            batches.add((data_key, cfg.train.batch_size))
+            _batch(cfg, run, src, shape, problems)
+        if shape is not None:
+            model_key = _key({"model": to_dict(cfg)["model"], "shape": shape[:3]})
+            if model_key not in models:
+                models.add(model_key)
+                _model(cfg, run, src, shape, problems)
+        if check_device and cfg.device not in devices:
+            devices.add(cfg.device)
+            _device(cfg, run, src, problems)
+    return list(dict.fromkeys(problems))
+
+
+def _key(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, default=str)
+
+
+def _cell(run: Run) -> str:
+    return run.label.rsplit(" seed=", 1)[0]  # every seed of a cell shares its data and model
+
+
+def _data(cfg: RunConfig, run: Run, src: str, problems: list[str]) -> tuple[int, int, int | None, int | None] | None:
+    """``(img_size, in_chans, num_classes, train_size)`` of the run's data, loading it where that is cheap;
+    None (and a problem) when the data are missing or broken."""
+    from suite.data import DataError, load_dataset
+
+    name = cfg.data.name
+    img, chans, classes, _ = data_shape(cfg.data)
+    try:
+        if name == "imagefolder":
+            from suite.data.imagefolder import check_layout
+
+            check_layout(cfg.data)  # its images are scanned only by the run: an ImageNet has a million
+            return img, chans, classes, None
+        if name == "synthetic":
+            return img, chans, classes, cfg.data.synthetic_train
+        d = cfg.data
+        if name in EMBEDDED_TOTAL and cfg.train.batch_size <= (
+                SPLIT_MARGIN * EMBEDDED_TOTAL[name] * (1 - d.test_fraction) * (1 - d.val_fraction) - 2 * (classes or 0)):
+            return img, chans, classes, None  # always there, and the batch surely fits
+        bundle = load_dataset(cfg.data)
+    except DataError as err:
+        problems.append(f"{src}: {_cell(run)}: data.name {name}: {err}")
+        return None
+    return bundle.img_size, bundle.in_chans, bundle.num_classes, bundle.train_size
+
+
+def _batch(cfg: RunConfig, run: Run, src: str, shape: tuple, problems: list[str]) -> None:
+    train_size = shape[3]
+    if train_size is not None and cfg.train.batch_size > train_size:
+        problems.append(f"{src}: {_cell(run)}: train.batch_size {cfg.train.batch_size} is more than the "
+                        f"{train_size} training images of {cfg.data.name}; "
+                        f"use at most {train_size}")
+
+
+def _model(cfg: RunConfig, run: Run, src: str, shape: tuple, problems: list[str]) -> None:
+    import torch
+
+    from suite.models import build_model
+
+    m = cfg.model
+    found = dict(zip(("img_size", "in_chans", "num_classes"), shape[:3]))
+    for key, value in found.items():
+        mine = getattr(m, key)
+        if value is not None and mine is not None and mine != value:
+            problems.append(f"{src}: {_cell(run)}: model.{key} {mine} does not match {cfg.data.name} ({value}); "
+                            f"leave it unset (it comes from the data)")
+            return
+    filled = dataclasses.replace(m, **{k: (v if v is not None else getattr(m, k)) for k, v in found.items()})
+    if filled.num_classes is None:  # an ImageFolder's classes are counted by the run
+        filled = dataclasses.replace(filled, num_classes=2)
+    try:
+        with torch.device("meta"):
+            build_model(filled)
+    except Exception as err:  # noqa: BLE001 - whatever the builder raises, the run would end in it
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        problems.append(f"{src}: {_cell(run)}: the model cannot be built ({type(err).__name__}: {text}); "
+                        f"change the model keys of this variant")
+
+
+def _device(cfg: RunConfig, run: Run, src: str, problems: list[str]) -> None:
+    from suite.engine.resources import resolve_device
+
+    try:
+        resolve_device(cfg.device)
+    except RuntimeError as err:
+        problems.append(f"{src}: {_cell(run)}: {err}")

@@ -1,0 +1,153 @@
+"""`suite report`: one self-contained HTML page of an analysed folder, checked as text and in a real
+headless Chromium (loads with no console error, every figure decodes, the answer and a figure are in
+the first screen)."""
+
+import importlib.util
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from scipy import stats as sps
+
+from suite.analysis.analyze import analyze
+from suite.analysis.report import REPORT, moved_cells, sparkline_points, write_report
+from suite.cli import main
+
+from test_analyze import write_run
+from test_primary import DECLARED, folder
+
+SCORES = {("layerscale", 0.001): [0.90, 0.91, 0.92], ("layerscale", 0.01): [0.5, 0.52, 0.51],
+          ("preln", 0.001): [0.70, 0.72, 0.71], ("preln", 0.01): [0.3, 0.31, 0.29]}
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory) -> Path:
+    """An analysed folder with a declared primary comparison, one run that errored with HTML in its
+    message, and one run folder with its config.yaml."""
+    root = folder(tmp_path_factory.mktemp("report") / "demo", DECLARED, SCORES)
+    bad = write_run(root, "preln", 6, 7, status="error", lr=0.001)
+    summary = (bad / "summary.json").read_text().replace("RuntimeError: out of memory", "ValueError: <script>x</script>")
+    (bad / "summary.json").write_text(summary)
+    first = sorted((root / "runs").iterdir())[0]
+    (first / "config.yaml").write_text("model:\n  depth: 12\n")
+    with pytest.warns(Warning):
+        analyze(root)
+    return root
+
+
+def test_the_page_answers_first_and_embeds_everything(analysed):
+    page = write_report(analysed).read_text()
+    answer = page.index('id="answer"')
+    assert "<strong>Primary comparison</strong>" in page[answer:page.index('id="figures"')]
+    assert answer < page.index("<img") < page.index('id="tables"') < page.index('id="findings"') < page.index('id="runs"')
+    n_png = len(list((analysed / "figures").glob("*.png")))
+    assert n_png >= 2 and page.count('src="data:image/png;base64,') == n_png
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched at view time
+    assert "<script" not in page and "&lt;script&gt;x&lt;/script&gt;" in page  # the error text is escaped
+    first = sorted((analysed / "runs").iterdir())[0].name
+    assert f'<a href="runs/{first}/config.yaml">{first}</a>' in page
+    assert page.count("<polyline") == len(pd.read_csv(analysed / "runs.csv"))  # every run logged its loss
+    assert "25 runs (24 ok, 0 diverged, 0 failed, 1 error)" in page
+
+
+def test_a_folder_without_a_primary_says_it_decides_nothing(tmp_path):
+    root = tmp_path / "demo"
+    for seed in range(2):
+        write_run(root, "preln", 6, seed)
+        write_run(root, "layerscale", 6, seed, acc=0.95)
+    analyze(root, figures=False)
+    page = write_report(root).read_text()
+    assert "No primary comparison is declared" in page[page.index('id="answer"'):page.index('id="figures"')]
+
+
+def test_an_incomplete_sweep_is_flagged(analysed, tmp_path):
+    root = shutil.copytree(analysed, tmp_path / "copy")
+    (root / "run_ids.json").write_text(json.dumps(["x"] * 40))
+    assert "Incomplete sweep: 25 of 40 runs" in write_report(root).read_text()
+
+
+def test_before_analyze_and_bad_folders_are_one_line_exit_2(tmp_path, capsys):
+    write_run(tmp_path / "raw", "preln", 6, 0)
+    assert main(["report", str(tmp_path / "raw")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "runs.csv: missing; run `suite analyze" in err
+    assert main(["report", str(tmp_path / "nope")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+
+
+def test_compare_names_the_changed_keys_and_the_cells_that_moved(analysed, tmp_path):
+    other = folder(tmp_path / "other", DECLARED, {**SCORES, ("layerscale", 0.001): [0.60, 0.61, 0.62]})
+    (other / "ablation.yaml").write_text(yaml.safe_dump({**yaml.safe_load((other / "ablation.yaml").read_text()),
+                                                          "seeds": 5}))
+    analyze(other, figures=False)
+    assert main(["report", str(analysed), "--compare", str(other)]) == 0
+    page = (analysed / REPORT).read_text()
+    part = page[page.index('id="compare"'):page.index('id="figures"')]
+    assert "<code>seeds</code></td><td>5</td><td>3</td>" in part
+    assert re.search(r"<td>layerscale</td><td>12</td><td>0.001</td><td>61.0 \[[^<]*</td><td>91.0 \[[^<]*</td>"
+                     r"<td>\+30.0</td><td>0.000</td><td><span class=\"ch-moved\">moved</span>", part)
+    assert "1 of " in part and " cells moved" in part
+
+
+def test_moved_cells_is_welchs_test_per_cell():
+    def row(variant, depth, xs):
+        xs = np.asarray(xs)
+        return [variant, depth, False, len(xs), xs.mean(), xs.std(ddof=1), xs.min(), xs.max()]
+
+    cols = ["variant", "model.depth", "is_baseline", "acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high"]
+    x6, x6_other = [0.88, 0.90, 0.92], [0.67, 0.69, 0.71, 0.74]
+    a = pd.DataFrame([row("x", 6, x6), row("x", 12, [0.4, 0.5, 0.6]), row("y", 6, [0.5, 0.6])], columns=cols)
+    b = pd.DataFrame([row("x", 6, x6_other), row("x", 12, [0.35, 0.45, 0.55]), row("z", 6, [0.5, 0.6])], columns=cols)
+    cells = moved_cells(a, b).set_index(["variant", "model.depth"])
+    assert cells["change"].to_dict() == {("x", 6): "moved", ("x", 12): "same", ("y", 6): "new", ("z", 6): "gone"}
+    assert cells.loc[("x", 6), "p"] == pytest.approx(sps.ttest_ind(x6, x6_other, equal_var=False).pvalue)
+    assert cells.loc[("x", 12), "p"] == pytest.approx(sps.ttest_ind([0.4, 0.5, 0.6], [0.35, 0.45, 0.55],
+                                                                     equal_var=False).pvalue)
+
+
+def test_sparkline_points_fill_the_box_and_skip_non_finite():
+    pts = sparkline_points([(0, 2.0), (10, float("nan")), (20, 1.0), (40, 0.0)], width=100, height=10)
+    assert pts == "0.0,0.0 50.0,5.0 100.0,10.0"
+    assert sparkline_points([(0, 1.0)]) == ""
+    long = sparkline_points([(s, 1.0 / (1 + s)) for s in range(1000)])
+    assert len(long.split()) <= 201 and long.split()[-1].startswith("120.0,")
+
+
+def _screenshot_script():
+    spec = importlib.util.spec_from_file_location("report_screenshot", Path(__file__).parents[2] / "scripts" /
+                                                  "report_screenshot.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SHOT = _screenshot_script()
+
+
+@pytest.mark.skipif(SHOT.chromium() is None, reason="no Chromium here (.ci/run installs Debian's `chromium`)")
+def test_the_page_loads_in_headless_chromium(analysed, tmp_path):
+    pytest.importorskip("playwright.sync_api")
+    seen = SHOT.open_page(write_report(analysed), tmp_path / "report.png")
+    assert seen["problems"] == []
+    assert seen["decoded"] and all(seen["decoded"])
+    assert "Primary comparison" in seen["answer_text"] and "layerscale scores higher than preln" in seen["answer_text"]
+    height = SHOT.VIEWPORT["height"]
+    assert seen["answer"]["y"] < height and seen["figure"]["y"] + seen["figure"]["height"] / 2 < height  # first screen
+    assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_a_broken_page_is_caught_by_the_browser_check(tmp_path):
+    """The check above can fail: a figure that does not decode and a script error are both reported."""
+    if SHOT.chromium() is None:
+        pytest.skip("no Chromium here (.ci/run installs Debian's `chromium`)")
+    pytest.importorskip("playwright.sync_api")
+    page = tmp_path / "report.html"
+    page.write_text('<html><body><section id="answer">x</section><figure><img src="data:image/png;base64,AAAA">'
+                    "</figure><script>null.x</script></body></html>")
+    seen = SHOT.open_page(page, None)
+    assert seen["decoded"] == [False] and any("null" in p for p in seen["problems"])

@@ -1,0 +1,77 @@
+"""Each backend page's first shell example runs as pasted, in under a minute on 2 cores.
+
+The pages open with a laptop-sized example (``ablations/laptop.yaml``: 2 tiny runs on the embedded
+8x8 digits) before the cluster one. Each example runs in a fresh folder holding a copy of
+``ablations/``, through ``bash``, with ``suite`` meaning this checkout's CLI; one process per page.
+``RAY_ADDRESS`` is set to an address where nothing answers: a user's shell may hold one, and the
+examples must still run where the pages say they do (the Ray page's on a private instance).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = sorted((ROOT / "docs" / "backends").glob("*.md"))
+LIMIT_S = 60.0
+NOWHERE = "127.0.0.1:9"  # the discard port: nothing answers there
+NEEDS = {"ray.md": "ray", "slurm.md": "submitit"}
+
+
+def first_example(page: Path) -> str:
+    """The first fenced ``bash`` / ``sh`` / ``shell`` block of ``page``."""
+    found = re.search(r"^```(?:bash|sh|shell)\n(.*?)^```", page.read_text(), re.M | re.S)
+    assert found, f"{page.name}: no fenced shell example"
+    return found.group(1)
+
+
+def test_every_backend_page_opens_with_the_laptop_example():
+    assert {p.name for p in PAGES} >= {"local.md", "ray.md", "slurm.md"}
+    for page in PAGES:
+        assert "ablations/laptop.yaml" in first_example(page), page.name
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
+def test_the_first_example_runs_as_pasted_in_under_a_minute(page, tmp_path):
+    need = NEEDS.get(page.name)
+    if need and importlib.util.find_spec(need) is None:
+        pytest.skip(f"needs {need} (make install installs it)")
+    script = first_example(page)
+    shutil.copytree(ROOT / "ablations", tmp_path / "ablations")
+    shim = tmp_path / "bin" / "suite"  # `suite` is this checkout's CLI, whatever else is on PATH
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m suite "$@"\n')
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "RAY_ADDRESS": NOWHERE,
+           # Ray on loopback only, no telemetry (as in tests/sweep/test_runner.py)
+           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+    t0 = time.perf_counter()
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    took = time.perf_counter() - t0
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 runs: 2 ok" in done.stdout, done.stdout
+    assert "Traceback" not in done.stderr
+    assert took < LIMIT_S, f"{page.name}: its first example took {took:.0f} s"
+    if page.name == "ray.md":
+        assert f"RAY_ADDRESS={NOWHERE} ignored: starting a private Ray instance" in done.stderr
+
+
+def test_a_page_that_says_run_mlflow_ui_says_what_to_install_for_it():
+    """`mlflow ui` needs MLflow's server (Flask...), which the trackers extra's mlflow-skinny leaves out."""
+    if importlib.util.find_spec("flask") is not None:
+        pytest.skip("the full mlflow is installed here")
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for line in page.read_text().splitlines():
+            if "`mlflow ui" in line:
+                assert "pip install mlflow`" in line, f"{page.name}: {line[:120]}"
