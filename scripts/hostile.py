@@ -678,9 +678,11 @@ ALIAS_BOMB = "name: bomb\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
 
 CASES: list[Case] = [
     # security
-    Case("planted checkpoint, run with checkpoints", "security", "ok", planted_checkpoint(2), no_code_ran("error")),
+    # A sweep whose every run ends `error` exits 1 (issue 29): these sweeps run one run, which is refused.
+    Case("planted checkpoint, run with checkpoints", "security", "run error", planted_checkpoint(2), no_code_ran("error")),
     Case("planted checkpoint, run without checkpoints", "security", "ok", planted_checkpoint(0), no_code_ran("final")),
-    Case("planted checkpoint marked as preempted", "security", "ok", planted_checkpoint(0, True), no_code_ran("error")),
+    Case("planted checkpoint marked as preempted", "security", "run error", planted_checkpoint(0, True),
+         no_code_ran("error")),
     Case("planted CIFAR pickle", "security", "run error", planted_cifar, no_marker),
     *[Case(f"{name} is a link: suite run refuses", "security", "error", linked_in_sweep(name), elsewhere_intact)
       for name in ("run folder", "runs", "claims", "workers", ".lock")],
@@ -702,7 +704,8 @@ CASES: list[Case] = [
     Case("files honour the umask", "security", "ok", umask_setup, umask_check),
     # data loss
     Case("torn last metrics line, then resume", "data loss", "ok", torn_resume_setup, torn_resume_check),
-    Case("worker dies with a torn metrics line", "data loss", "ok", torn_lost_setup, torn_lost_check, process=True),
+    Case("worker dies with a torn metrics line", "data loss", "run error", torn_lost_setup, torn_lost_check,
+         process=True),  # its one run is recorded as error: the sweep exits 1
     # hangs and unbounded work
     Case("ray address where nothing listens", "hang", "error", ray_setup, nothing_written, timeout=60, process=True),
     Case("2,000,000-run grid: validate", "hang", "error", lambda d: ["validate", str(huge_grid(d))], timeout=60,
