@@ -20,6 +20,7 @@ the same cases one by one.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import math
 import os
@@ -398,6 +399,29 @@ def torn_lost_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
 # ----------------------------------------------------------------------------- hangs
 
 
+def stale_submission_setup(d: Path) -> list[str]:
+    """A submission.json whose job pid now belongs to another process (pid 1 here: never a job of
+    submitit's local executor): `suite run` refused forever that "Slurm jobs are still working"."""
+    write(d / "out" / "slurm" / "submission.json", json.dumps({"cluster": "local", "jobs": ["1"]}))
+    (d / "run_id").write_text(first_run_id(d))
+    return first_smoke_run(d)
+
+
+def first_run_id(d: Path) -> str:
+    from suite.sweep.plan import resolve_runs
+    from suite.sweep.spec import load_ablation
+
+    runs = resolve_runs(load_ablation(SMOKE).runs, "cpu", "cpu")
+    return next(r.run_id for r in runs if (r.variant, r.cfg.model.depth, r.seed) == ("preln", 1, 0))
+
+
+def ran_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    folder = d / "out" / "runs" / (d / "run_id").read_text()
+    if not (folder / "summary.json").exists():
+        return "the run was not run"
+    return None if summary_of(folder)["status"] in ("ok", "failed", "diverged") else "the run did not end"
+
+
 def huge_grid(d: Path) -> Path:
     return write(d / "huge.yaml", """\
         name: huge
@@ -435,12 +459,46 @@ def unmount(d: Path) -> None:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
-def disk_full_setup(d: Path) -> list[str]:
+def disk_full_setup(d: Path, *flags: str) -> list[str]:
     mnt = mount_tmpfs(d, "400k")
     # Leave room for a run or two of the smoke ablation, not for all eight.
     free = shutil.disk_usage(mnt).free
     (mnt / "filler").write_bytes(b"\0" * max(0, free - 60 * 1024))
-    return ["run", str(SMOKE), "--out", str(mnt / "out"), "--workers", "1"]
+    return ["run", str(SMOKE), "--out", str(mnt / "out"), "--workers", "1", *flags]
+
+
+def mlflow_down_setup(d: Path) -> list[str]:
+    """MLFLOW_TRACKING_URI at a port nobody listens on: MLflow's defaults held the run ~4 minutes."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (d / "env.json").write_text(json.dumps({"MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}"}))
+    return ["train", *TINY, "train.log_to=[mlflow]", "--out", str(d / "run")]
+
+
+def mlflow_down_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    warned = [line for line in p.stderr.splitlines() if "mlflow failed and is off for this run" in line]
+    return None if len(warned) == 1 else f"{len(warned)} mlflow warnings, not 1"
+
+
+def disk_full_train_setup(d: Path) -> list[str]:
+    """`suite train` whose checkpoint does not fit: torch.save says `RuntimeError: unexpected pos`, and the
+    run's traceback then had no room in log.txt either (a traceback, or a run recorded as `error`)."""
+    mnt = mount_tmpfs(d, "600k")  # a checkpoint of ~400 kB: one of its tensors is what does not fit
+    free = shutil.disk_usage(mnt).free
+    (mnt / "filler").write_bytes(b"\0" * max(0, free - 100 * 1024))
+    return ["train", *_tiny("model.dim=128", "model.depth=2", "train.steps=40", "train.log_every=10",
+                            "train.checkpoint_every=5"), "--out", str(mnt / "run")]
+
+
+def disk_full_train_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    if "no space left on" not in p.stderr:
+        return "no 'no space left on' message"
+    if (d / "mnt" / "run" / "summary.json").exists():
+        return "a summary was written: the run counts as finished"
+    return None
 
 
 def disk_full_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
@@ -620,9 +678,11 @@ ALIAS_BOMB = "name: bomb\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
 
 CASES: list[Case] = [
     # security
-    Case("planted checkpoint, run with checkpoints", "security", "ok", planted_checkpoint(2), no_code_ran("error")),
+    # A sweep whose every run ends `error` exits 1 (issue 29): these sweeps run one run, which is refused.
+    Case("planted checkpoint, run with checkpoints", "security", "run error", planted_checkpoint(2), no_code_ran("error")),
     Case("planted checkpoint, run without checkpoints", "security", "ok", planted_checkpoint(0), no_code_ran("final")),
-    Case("planted checkpoint marked as preempted", "security", "ok", planted_checkpoint(0, True), no_code_ran("error")),
+    Case("planted checkpoint marked as preempted", "security", "run error", planted_checkpoint(0, True),
+         no_code_ran("error")),
     Case("planted CIFAR pickle", "security", "run error", planted_cifar, no_marker),
     *[Case(f"{name} is a link: suite run refuses", "security", "error", linked_in_sweep(name), elsewhere_intact)
       for name in ("run folder", "runs", "claims", "workers", ".lock")],
@@ -644,7 +704,8 @@ CASES: list[Case] = [
     Case("files honour the umask", "security", "ok", umask_setup, umask_check),
     # data loss
     Case("torn last metrics line, then resume", "data loss", "ok", torn_resume_setup, torn_resume_check),
-    Case("worker dies with a torn metrics line", "data loss", "ok", torn_lost_setup, torn_lost_check, process=True),
+    Case("worker dies with a torn metrics line", "data loss", "run error", torn_lost_setup, torn_lost_check,
+         process=True),  # its one run is recorded as error: the sweep exits 1
     # hangs and unbounded work
     Case("ray address where nothing listens", "hang", "error", ray_setup, nothing_written, timeout=60, process=True),
     Case("2,000,000-run grid: validate", "hang", "error", lambda d: ["validate", str(huge_grid(d))], timeout=60,
@@ -717,6 +778,8 @@ CASES: list[Case] = [
     Case("read-only results folder, nothing left to run", "traceback", "ok", readonly_done_setup, needs_mount=True),
     Case("read-only results folder, runs to do", "traceback", "error", readonly_todo_setup, needs_mount=True),
     Case("disk full during a sweep", "traceback", "error", disk_full_setup, disk_full_check, needs_mount=True),
+    Case("disk full during suite train (checkpoint, log.txt)", "traceback", "error", disk_full_train_setup,
+         disk_full_train_check, needs_mount=True),
     Case("suite bench-check --threads 0", "traceback", "error", _argv("bench-check", "--threads", "0", "--out", "{d}")),
     Case("suite bench-check --step-rounds 0", "traceback", "error",
          _argv("bench-check", "--step-rounds", "0", "--out", "{d}")),
@@ -763,6 +826,11 @@ CASES: list[Case] = [
     Case("suite cost --measured 5@100000", "silent", "error", _argv("cost", str(SMOKE), "--measured", "5@100000"),
          _says("--measured")),
     Case("suite train --out ''", "silent", "error", _argv("train", *TINY, "--out", ""), _says("--out")),
+    # an integer flag given in exponent notation: argparse printed its usage and `suite run: error: ...`
+    *[Case(f"suite {cmd} {flag} 1e9", "traceback", "error", _argv(cmd, flag, "1e9", *rest), _says(flag, "1000000000"))
+      for cmd, flag, rest in (("run", "--workers", [str(SMOKE), "--dry-run"]), ("bench", "--depth", ["--out", "{d}/b"]))],
+    Case("suite train --nope (an unknown option)", "traceback", "error", _argv("train", "--nope"),
+         _says("--nope", "--help")),
     Case("data.test_fraction leaving an empty validation split", "late", "error",
          _argv("train", "data.name=digits", "model.patch_size=4", "data.test_fraction=0.9999", "train.steps=1",
                "--out", "{d}/run"), _says("data.test_fraction")),
@@ -770,6 +838,10 @@ CASES: list[Case] = [
          _file_then(["train", "data.name=cifar10", "model.patch_size=4", "data.root={f}", "--out", "{d}/run"], "a file",
                     name="file.txt"), _says("data.root")),
     # round two: bounded work (fresh processes: before the fix they allocate gigabytes, hang or crash)
+    Case("submission.json naming a pid another process holds now", "hang", "ok", stale_submission_setup, ran_check,
+         process=True, timeout=120),
+    *([Case("MLFLOW_TRACKING_URI at a closed port", "hang", "ok", mlflow_down_setup, mlflow_down_check, timeout=90)]
+      if importlib.util.find_spec("mlflow") else []),
     Case("seeds: 1000000000", "blow-up", "error", _file_then(["validate", "{f}"], VALID_ABLATION + "seeds: 1000000000\n"),
          _says("runs"), process=True, timeout=60, memory_mb=4096),
     *[Case(f"suite train {kv}", "blow-up", "error", _argv("train", *_tiny(kv), "--out", "{d}/run"),
@@ -783,6 +855,10 @@ CASES: list[Case] = [
     Case("suite bench --throughput --co-located 1000000", "blow-up", "error",
          _argv("bench", "--throughput", "--co-located", "1000000", "--out", "{d}/b"), _says("--co-located"),
          process=True, timeout=60, memory_mb=4096),
+    Case("suite train needing ~80 GiB of activations under a 4 GiB limit", "blow-up", "error",
+         _argv("train", "data.name=synthetic", "data.synthetic_img_size=64", "data.synthetic_train=4096",
+               "model.patch_size=4", "model.dim=256", "model.depth=12", "train.batch_size=2048", "device=cpu",
+               "--out", "{d}/run"), _says("needs at least", "train.batch_size"), process=True, timeout=120, memory_mb=4096),
     Case("suite run --threads 100000", "blow-up", "error",
          lambda d: [*first_smoke_run(d), "--threads", "100000"], _says("--threads"), process=True, timeout=60),
     *[Case(f"suite status --watch {s}", "hang", "error", lambda d, s=s: ["status", str(_pending_sweep(d)), "--watch", s],

@@ -473,6 +473,25 @@ def validate(cfg: RunConfig, source: str = "config") -> None:
                           f"use model.backend: suite")
 
 
+def memory_estimate(cfg: RunConfig) -> tuple[float, str]:
+    """The bytes one training run needs at the least, and how they add up: weights, gradients and
+    AdamW's two moments (16 bytes a parameter), the activations the backward pass keeps (per block and
+    token about (10 + 2 x mlp_ratio) x dim values, plus two heads x tokens x tokens attention maps; 2
+    bytes a value, as under bf16, so that it never overstates), and the step-log buffer (``log_every`` x
+    2 float64). A lower bound: a run refused for it could not have fitted."""
+    m, t = cfg.model, cfg.train
+    img, chans, classes, _ = data_shape(cfg.data)
+    img, chans = m.img_size or img, m.in_chans or chans
+    tokens = (img // m.patch_size) ** 2 + 1
+    params = approx_params(m) + (chans * m.patch_size**2 + tokens + (m.num_classes or classes or 2)) * m.dim
+    per_block = tokens * (10 + 2 * m.mlp_ratio) * m.dim + 2 * m.heads * tokens**2
+    weights, activations, steplog = 16 * params, 2 * t.batch_size * m.depth * per_block, 16 * t.log_every
+    total = weights + activations + steplog
+    return total, (f"{total / 2**30:.3g} GiB: {weights / 2**30:.3g} GiB of weights, gradients and AdamW state, "
+                   f"{activations / 2**30:.3g} GiB of activations (train.batch_size {t.batch_size} x {tokens} tokens "
+                   f"x model.dim {m.dim} x model.depth {m.depth})")
+
+
 def approx_params(m: ModelConfig) -> float:
     """The blocks' weights, 4 d^2 (attention) + 2 r d^2 (MLP) per block: enough to refuse what cannot fit."""
     return m.depth * m.dim**2 * (4 + 2 * m.mlp_ratio)

@@ -75,6 +75,24 @@ def _umask() -> int:
 from suite.files import UnsafeFile, no_link, open_regular, read_text  # noqa: E402
 
 
+class _Watched:
+    """A file that remembers the last error of its ``write``: a writer such as ``torch.save`` turns the
+    OSError of a full disk into a RuntimeError ("unexpected pos ..."), which alone would not say why."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f, self.error = f, None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.f, name)
+
+
 def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     """Write a file by ``write(f)`` into a temp file in the same folder, then ``os.replace``: never a
     half-written file, and a symbolic link at ``path`` is replaced, not followed.
@@ -86,20 +104,21 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
         DiskFull: the disk filled up (the temp file is removed, the old file is untouched).
     """
     path = Path(path)
-    tmp = None
+    tmp, watched = None, None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes it 0o600 whatever the umask
         with os.fdopen(fd, "wb") as f:
-            write(f)
+            watched = _Watched(f)
+            write(watched)  # type: ignore[arg-type]
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as err:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
-        if no_space(err):
+        if no_space(err) or (watched is not None and no_space(watched.error)):
             raise DiskFull(path.parent) from None
         raise
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -162,3 +163,43 @@ def test_reopening_a_run_folder_removes_the_temp_files_of_an_interrupted_write(t
     (run / "metrics.jsonl").write_text("")
     store.open_run_folder(run)
     assert not list(run.glob("*.tmp")) and (run / "metrics.jsonl").exists()
+
+
+
+class _FullDisk:
+    """A temp file on a disk with room for ``room`` bytes: a write beyond fails with ENOSPC, and closing
+    it does not fail again (as on a disk where the buffered bytes still fit), so only the writer's own
+    error is left to say what happened."""
+
+    def __init__(self, room: int) -> None:
+        self.room = room
+
+    def write(self, data) -> int:
+        if len(data) > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def test_a_full_disk_under_torch_save_is_disk_full_not_a_runtime_error(tmp_path, monkeypatch):
+    """torch.save turns the OSError of a full disk into `RuntimeError: unexpected pos ...`: the run then
+    counted as `error`, and its traceback, written to the full disk, ended `suite train` in a traceback."""
+
+    def full(fd, mode):
+        os.close(fd)
+        return _FullDisk(room=1000)  # the header fits, the tensor data does not
+
+    monkeypatch.setattr(store.os, "fdopen", full)
+    with pytest.raises(store.DiskFull):
+        store.atomic_write(tmp_path / "checkpoint.pt", lambda f: torch.save({"w": torch.zeros(1000)}, f))
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == []  # no temp file left behind

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 
 # name -> (module, one-line help)
@@ -35,10 +36,31 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with the suite's rule for a user error: one line naming the option and the fix, exit 2
+    (argparse prints the whole usage first, then ``prog: error: ...``)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        bad = re.fullmatch(r"argument (\S+?)(?:/\S+)?: invalid (int|float) value: '(.*)'", message, re.S)
+        if bad:
+            flag, kind, value = bad.groups()
+            fix = "a whole number written in digits" if kind == "int" else "a number"
+            try:  # 1e9 for an int flag: say what it would be in digits
+                number = float(value)
+                if kind == "int" and number.is_integer() and abs(number) < 1e18:
+                    fix += f" ({int(number)}, not {value})"
+            except ValueError:
+                pass
+            message = f"{flag} {value!r}: not {'a whole number' if kind == 'int' else 'a number'}; pass {fix}"
+        else:
+            message = f"{message.splitlines()[0]} (see `{self.prog} --help`)"
+        self.exit(2, f"error: {self.prog}: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from suite import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="suite",
         description="layerscale-suite: when does LayerScale let a ViT train stably at depth, and what does it cost?",
     )
@@ -60,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     module = importlib.import_module(known._module)
-    sub = argparse.ArgumentParser(prog=f"suite {known.command}", description=COMMANDS[known.command][1])
+    sub = Parser(prog=f"suite {known.command}", description=COMMANDS[known.command][1])
     module.add_arguments(sub)
     rest = argv[argv.index(known.command) + 1:]
     # Commands taking key=value overrides accept them before or after options (`--out DIR train.steps=5`).
@@ -70,10 +92,6 @@ def main(argv: list[str] | None = None) -> int:
     store.one_line_warnings()
     try:
         return int(module.run(args) or 0)
-    except store.DiskFull as err:
-        print(f"error: {err}; free some space and run the same command again (finished runs are kept)",
-              file=sys.stderr)
-        return 2
     except store.UnsafeFile as err:  # a link where the suite writes, a FIFO or device where it reads
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -83,6 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `suite status DIR | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 0
+    except (store.DiskFull, OSError) as err:  # after BrokenPipeError and UnsafeFile, OSErrors of their own
+        if not store.no_space(err):
+            raise
+        where = err.path if isinstance(err, store.DiskFull) else err.filename or "the disk"
+        print(f"error: no space left on {where}; free some space and run the same command again "
+              f"(finished runs are kept)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -46,9 +46,16 @@ def run(args: argparse.Namespace) -> int:
     from suite.engine.resources import resolve_device
 
     try:  # precision `auto` resolved once, for this machine, before the run id names the folder
-        cfg = resolve_precision(cfg, resolve_device(cfg.device).type)
+        device = resolve_device(cfg.device)
+        cfg = resolve_precision(cfg, device.type)
     except RuntimeError as err:  # device cuda without a GPU
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    from suite.engine.resources import memory_problem
+
+    problem = memory_problem(cfg, device)  # before anything is allocated: a blow-up is one line, not a crash
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     out = Path("results") / "train" / store.run_id(cfg) if args.out is None else args.out  # --out '' is refused
     problem = writable_dir(out, "--out")

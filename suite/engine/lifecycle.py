@@ -15,14 +15,20 @@
   kill, a preemption (``StopRun``). Open trackers are aborted, not finished.
 * A run that ended (any status but ``error``) drops its checkpoint; an ``error`` run keeps it, so
   ``--retry-errors`` resumes from it.
+* Right before its summary is written, a run asks :func:`summary_guard`'s check (a sweep worker's:
+  "is the claim on this run still mine?"); a run whose claim another worker took over meanwhile
+  drops its result with one warning and stops as ``StopRun``, so that only the new holder writes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import time
 import traceback
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -30,6 +36,23 @@ from suite import files, store
 from suite.config import RunConfig, resolve_precision
 from suite.engine import checkpoint
 from suite.engine.resources import resolve_device
+
+
+# The check a sweep worker installs around the runs it trains: None while the run may write its
+# summary, else why it may not (its claim was taken over).
+_GUARD: contextvars.ContextVar[Callable[[], str | None] | None] = contextvars.ContextVar("summary_guard", default=None)
+
+
+@contextlib.contextmanager
+def summary_guard(check: Callable[[], str | None]) -> Iterator[None]:
+    """Within this block, every run asks ``check()`` right before writing its summary (see the module
+    docstring): the heartbeat alone would let a run that ends between two beats write a result that is
+    no longer its own."""
+    token = _GUARD.set(check)
+    try:
+        yield
+    finally:
+        _GUARD.reset(token)
 
 
 class RunFolder:
@@ -83,8 +106,16 @@ class RunFolder:
             raise err
         self.summary["status"] = "error"
         self.summary["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
-        with files.open_append(self.out / "log.txt") as log:
-            log.write("".join(traceback.format_exception(type(err), err, err.__traceback__)))
+        try:
+            with files.open_append(self.out / "log.txt") as log:
+                log.write("".join(traceback.format_exception(type(err), err, err.__traceback__)))
+        except OSError as log_err:  # no room for the traceback: no room for the summary either
+            if not store.no_space(log_err):
+                raise
+            self.closed = True
+            if self.trackers is not None:
+                self.trackers.abort()
+            raise store.DiskFull(self.out) from None
         if "device_name" not in self.summary:
             self.summary.update(store.provenance(str(self.device)))
 
@@ -93,6 +124,15 @@ class RunFolder:
         if self.closed:
             return
         self.closed = True
+        check = _GUARD.get()
+        lost = check() if check is not None else None
+        if lost:
+            from suite.engine.loop import StopRun
+
+            if self.trackers is not None:
+                self.trackers.abort()
+            warnings.warn(f"{self.out}: result dropped, not written ({lost})", store.SuiteWarning, stacklevel=2)
+            raise StopRun(lost, save=False)
         self.summary["wall_s"] = round(time.perf_counter() - self.t0, 3)
         store.write_json(self.out / store.SUMMARY, self.summary)
         if self.trackers is not None:

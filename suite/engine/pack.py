@@ -20,6 +20,7 @@ under ``vmap``, so runs with ``model.drop_path > 0`` are not packed (:func:`pack
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import warnings
 from pathlib import Path
@@ -118,7 +119,8 @@ def train_pack(cfgs: list[RunConfig], out_dirs: list[str | Path], extras: list[d
     except BaseException:
         for m in members:
             if not m.done and m.training is not None and m.training.metrics is not None:
-                m.training.metrics.close()
+                with contextlib.suppress(OSError):  # a full disk fails its flush: the error raised says so
+                    m.training.metrics.close()
             if not m.done and m.run.trackers is not None:
                 m.run.trackers.abort()
         raise

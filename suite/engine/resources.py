@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import resource
 from pathlib import Path
 
@@ -15,6 +16,34 @@ def resolve_device(device: str) -> torch.device:
     if device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("device 'cuda' requested but torch sees no CUDA device (use --device cpu or auto)")
     return torch.device(device)
+
+
+def available_memory(device: torch.device) -> float | None:
+    """Bytes a run may use on ``device``: the GPU's memory, or this machine's RAM capped by the process's
+    address-space limit (``ulimit -v``); None when unknown."""
+    if device.type == "cuda":
+        return float(torch.cuda.get_device_properties(device).total_memory)
+    if device.type != "cpu":
+        return None
+    try:
+        ram = float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    return ram if limit == resource.RLIM_INFINITY else min(ram, float(limit))
+
+
+def memory_problem(cfg, device: torch.device) -> str | None:
+    """The one-line refusal when ``cfg``'s run cannot fit in ``device``'s memory, before anything is
+    allocated (:func:`suite.config.memory_estimate`, a lower bound); else None."""
+    from suite.config import memory_estimate
+
+    need, how = memory_estimate(cfg)
+    have = available_memory(device)
+    if have is None or need <= have:
+        return None
+    return (f"this run needs at least {how}; {device.type} has {have / 2**30:.3g} GiB; lower train.batch_size, "
+            f"model.dim or model.depth")
 
 
 def reset_peak_memory(device: torch.device) -> None:

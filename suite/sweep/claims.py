@@ -1,14 +1,19 @@
 """Claims on runs: how workers that pull runs from one results folder agree on who trains what.
 
 A worker trains a run only while it holds the run's claim, ``<out>/claims/<run_id>.json`` (owner,
-host, pid, a random token, the attempt number), and renews it by touching the file
-(:class:`Heartbeat`). A claim is *dead* when not touched for ``lease_s`` seconds, or at once when its
-owner ran on this host and its process is gone. Another worker then takes it over, one attempt
-higher; an owner that finds its claim gone or replaced has lost the run and stops it without writing.
+host, pid and when that process started, a random token, the attempt number), and renews it by
+touching the file (:class:`Heartbeat`). A claim is *dead* when not touched for ``lease_s`` seconds,
+or at once when its owner ran on this host and its process is gone (or its pid now belongs to
+another process, one that started at another time). Another worker then takes it over, one attempt
+higher; an owner that finds its claim gone or replaced has lost the run and stops it without writing
+(it looks again right before writing a summary, not only at each heartbeat).
 
 The lease is compared with the file's modification time, set by the file server: keep ``lease_s``
-well above the clock skew between nodes and the longest pause of a live worker. Functions that look
-at the time take ``now`` (a clock), so tests need no sleeping.
+well above the clock skew between nodes and the longest pause of a live worker. A modification time
+more than ``lease_s`` in the future cannot come from a live heartbeat (a file touched into the
+future, a killed worker's clock far ahead): that claim is dead too, so no file can stall a sweep
+for longer than its lease. Functions that look at the time take ``now`` (a clock), so tests need no
+sleeping.
 """
 
 from __future__ import annotations
@@ -93,11 +98,35 @@ def dead(path: Path, lease_s: float, now: Clock = time.time) -> bool | None:
         age = now() - path.stat().st_mtime
     except FileNotFoundError:
         return None
-    if age > lease_s:
+    if age > lease_s or age < -lease_s:  # not renewed in time, or "renewed" in the future: no live beat did that
         return True
     data = read(path)
     pid = data.get("pid")
-    return data.get("host") == socket.gethostname() and isinstance(pid, int) and pid > 0 and not alive(pid)
+    return (data.get("host") == socket.gethostname() and isinstance(pid, int) and pid > 0
+            and not same_process(pid, data.get("pid_start")))
+
+
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` of this host started (the boot's id and field 22 of ``/proc/<pid>/stat``): a
+    pid reused by another process gives another value. None where there is no ``/proc``."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()  # after the command name (which may hold spaces): field 3 on
+    return f"{boot}:{fields[19]}" if len(fields) > 19 else None
+
+
+def same_process(pid: int, started: object) -> bool:
+    """Whether process ``pid`` runs and is the one that started at ``started`` (:func:`process_start`;
+    a record without it, or a host without ``/proc``, is taken at its word)."""
+    if not alive(pid):
+        return False
+    if not isinstance(started, str):
+        return True
+    now_started = process_start(pid)
+    return now_started is None or now_started == started
 
 
 def alive(pid: int) -> bool:
@@ -127,7 +156,8 @@ def try_claim(out: Path, run_id: str, lease_s: float, take_over: bool = True,
     store.no_link(path.parent).mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(8)
     mine = path.with_name(f"{path.name}.{token}")
-    record = {"owner": owner_id(), "host": socket.gethostname(), "pid": os.getpid(), "token": token, "attempt": 1}
+    record = {"owner": owner_id(), "host": socket.gethostname(), "pid": os.getpid(),
+              "pid_start": process_start(os.getpid()), "token": token, "attempt": 1}
     try:
         for _ in range(3):  # a claim released or taken over under our feet: look again
             store.write_json(mine, {**record, "claimed_at": now()})

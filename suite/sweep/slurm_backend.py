@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from suite import store
-from suite.sweep.claims import alive
+from suite.sweep.claims import alive, process_start, same_process
 from suite.sweep.folder import RunnerError
 from suite.sweep.worker import Worker
 
@@ -99,8 +99,10 @@ class SlurmLauncher:
             last = (str(detail).strip().splitlines() or [type(err).__name__])[-1][:300]
             raise RunnerError(f"--backend slurm: sbatch refused the job array ({last}); check --slurm-partition, "
                               f"--slurm-time and --slurm-opt") from None
+        local = opts.slurm_cluster == "local"  # a job id is a pid: record when it started, to know it again
         store.write_json(folder / SUBMISSION, {
             "cluster": opts.slurm_cluster, "folder": str(folder), "jobs": [j.job_id for j in self.jobs],
+            "started": {j.job_id: process_start(int(j.job_id)) for j in self.jobs if local and j.job_id.isdigit()},
             "lease_s": worker.lease_s, "runs": [r.run_id for p in worker.packs for r in p],
             "submitted_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
         line = (f"submitted {n} {'local ' if opts.slurm_cluster == 'local' else ''}Slurm workers for "
@@ -168,7 +170,9 @@ def live_jobs(out: Path) -> list[Any]:
     if record is None:
         return []
     if record["cluster"] == "local":  # the local executor's job id is the pid of its process
-        return [_Pid(j) for j in record["jobs"] if j.isdigit() and alive(int(j))]
+        started = record.get("started") if isinstance(record.get("started"), dict) else {}
+        jobs = [_Pid(j, started.get(j)) for j in record["jobs"] if j.isdigit()]
+        return [j for j in jobs if not j.done()]
     if shutil.which("sacct") is None and shutil.which("squeue") is None:
         return []
     import submitit
@@ -189,11 +193,22 @@ def read_submission(out: Path) -> dict[str, Any] | None:
 
 
 class _Pid:
-    def __init__(self, job_id: str) -> None:
-        self.job_id = job_id
+    """A job of the local executor: a process of this host, the job only while it is the process that
+    was started (a pid reused by another process, e.g. after a reboot, is not the job)."""
+
+    def __init__(self, job_id: str, started: str | None = None) -> None:
+        self.job_id, self.started = job_id, started
 
     def done(self) -> bool:
-        return not alive(int(self.job_id))
+        pid = int(self.job_id)
+        if self.started is not None:
+            return not same_process(pid, self.started)
+        if not alive(pid):
+            return True
+        try:  # a submission.json written without start times: the job runs submitit's local runner
+            return b"submitit" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
 
 
 def _ended(job: Any) -> bool:

@@ -142,6 +142,10 @@ class Worker:
             pass
         except store.DiskFull as err:
             counts["disk_full"] = str(err.path)
+        except OSError as err:  # ENOSPC from a write no one wrapped: the same clean stop, not a traceback
+            if not store.no_space(err):
+                raise
+            counts["disk_full"] = str(out)
         finally:
             self.beat.close()
             for sig, handler in previous.items():
@@ -177,8 +181,18 @@ class Worker:
         self._event("start", todo, attempt=claim.attempt)
         self.beat.hold(claim)
         self._in_run = True
+        from suite.engine.lifecycle import summary_guard
+
+        def still_ours() -> str | None:  # right before each summary: a run may end between two heartbeats
+            try:
+                lost = self.beat.lost.is_set() or not claim.held()
+            except OSError:  # the claim cannot be read just now: unknown, not lost (as at a heartbeat)
+                lost = False
+            return "claim lost: another worker took this run over" if lost else None
+
         try:
-            execute(todo, out, on_step=self._check)
+            with summary_guard(still_ours):
+                execute(todo, out, on_step=self._check)
             self._event("finish", todo)
             counts["trained"] += len(todo)
         except StopRun as stop:

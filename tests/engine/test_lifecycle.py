@@ -101,3 +101,45 @@ def test_a_run_folder_whose_log_is_a_link_is_refused(tmp_path):
     with pytest.raises(store.UnsafeFile, match="log.txt: is a symbolic link"):
         RunFolder(RunConfig(), tmp_path / "run")
     assert victim.read_text() == "precious"
+
+
+def test_a_full_disk_while_logging_a_runs_error_leaves_it_unfinished(tmp_path, monkeypatch):
+    """The run's error has no room in log.txt: the disk is full, so the run is unfinished (it runs
+    again), not a raw OSError (a traceback from `suite train`, a worker's traceback under --pack)."""
+    from suite import files
+
+    def full(path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(files, "open_append", full)
+    sink = _Sink()
+    with pytest.raises(store.DiskFull):
+        with RunFolder(RunConfig(), tmp_path) as run:
+            run.trackers = sink
+            raise RuntimeError("unexpected pos 94336 vs 94288")  # what torch.save says on a full disk
+    assert not (tmp_path / store.SUMMARY).exists()
+    assert sink.calls == ["abort"]
+
+
+def test_a_run_whose_claim_was_taken_over_drops_its_result_right_before_writing(tmp_path):
+    """A worker whose claim another took over (clock skew beyond the lease) between two heartbeats wrote
+    its summary anyway: the check right before writing drops it, with one warning, as StopRun."""
+    import warnings
+
+    from suite.engine.lifecycle import summary_guard
+    from suite.engine.loop import StopRun
+
+    sink = _Sink()
+    with warnings.catch_warnings(record=True) as caught, summary_guard(lambda: "claim lost: taken over"):
+        warnings.simplefilter("always")
+        with pytest.raises(StopRun) as stop:
+            with RunFolder(RunConfig(), tmp_path) as run:
+                run.trackers = sink
+                run.summary["status"] = "ok"
+    assert stop.value.save is False and not (tmp_path / store.SUMMARY).exists()
+    assert sink.calls == ["abort"]
+    messages = [str(w.message) for w in caught if issubclass(w.category, store.SuiteWarning)]
+    assert len(messages) == 1 and "result dropped" in messages[0] and "claim lost" in messages[0]
+    with summary_guard(lambda: None), RunFolder(RunConfig(), tmp_path / "kept") as run:  # still ours: written
+        run.summary["status"] = "ok"
+    assert _summary(tmp_path / "kept")["status"] == "ok"

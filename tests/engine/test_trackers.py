@@ -69,7 +69,9 @@ def test_tensorboard_event_file_holds_the_metrics(tmp_path):
 
     summary = train(tiny("[tensorboard]"), tmp_path / "run", extra=EXTRA)
     assert summary["status"] == "ok" and summary["train.log_to"] == ["tensorboard"]
-    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    (folder,) = (tmp_path / "run" / "tensorboard").iterdir()  # suite train --out DIR: DIR/tensorboard/<run name>
+    assert folder.name == f"layerscale-seed0-{summary['run_id']}"
+    events = EventAccumulator(str(folder))
     events.Reload()
     loss = events.Scalars("train/loss")
     expected = train_records(tmp_path / "run")
@@ -131,12 +133,12 @@ def test_mlflow_local_store_has_the_run_params_and_metric_history(tmp_path, monk
     (run,) = client.search_runs([experiment.experiment_id])
     assert run.info.status == "FINISHED" and run.data.tags["variant"] == "layerscale"
     assert run.data.tags["run_id"] == summary["run_id"] and run.data.params["model.depth"] == "2"
-    history = client.get_metric_history(run.info.run_id, "train.loss")
+    history = client.get_metric_history(run.info.run_id, "train/loss")  # named as in every sink
     expected = train_records(out / "runs" / "r1")
     history = sorted((m.step, m.value) for m in history)
     assert [step for step, _ in history] == [r["step"] for r in expected]
     assert [value for _, value in history] == pytest.approx([r["loss"] for r in expected])
-    assert run.data.metrics["summary.test_acc"] == pytest.approx(summary["test_acc"])
+    assert run.data.metrics["summary/test_acc"] == pytest.approx(summary["test_acc"])
 
 
 # ----------------------------------------------------------------------------- failures
@@ -178,3 +180,108 @@ def test_a_missing_tracker_package_is_one_line_naming_the_extra(tmp_path, monkey
 
 def test_log_to_is_not_part_of_the_run_id():
     assert store.run_id(tiny("[tensorboard, wandb]")) == store.run_id(tiny("[]"))
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:  # bound, then closed: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_mlflow_server_that_is_down_costs_a_run_seconds_not_minutes(tmp_path, monkeypatch):
+    """MLflow's own defaults (120 s timeout, 7 retries with back-off) held each run ~4 minutes against a
+    closed port before the warning; the sink's HTTP defaults make it fail fast, once, with one line."""
+    pytest.importorskip("mlflow")
+    import time
+
+    from suite.engine.trackers import mlflow_sink
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{_closed_port()}")
+    for key in mlflow_sink.HTTP_DEFAULTS:  # the user set none: the sink's defaults apply (and are undone after)
+        monkeypatch.setenv(key, "")
+        monkeypatch.delenv(key)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = train(tiny("[mlflow]"), tmp_path / "run")
+    seconds = time.perf_counter() - t0
+    assert summary["status"] == "ok" and seconds < 20, seconds
+    messages = [str(w.message) for w in caught if issubclass(w.category, store.SuiteWarning)]
+    assert len(messages) == 1 and "mlflow failed and is off for this run" in messages[0]
+
+
+def test_a_tracker_call_that_hangs_is_dropped_after_the_bound(tmp_path, monkeypatch):
+    """A server that swallows packets: no call may hold the run longer than CALL_TIMEOUT_S."""
+    pytest.importorskip("tensorboard")
+    import threading
+    import time
+
+    from suite.engine import trackers
+    from suite.engine.trackers import tensorboard_sink
+
+    never = threading.Event()
+    monkeypatch.setattr(trackers, "CALL_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(tensorboard_sink.TensorBoardSink, "log", lambda self, step, values: never.wait(30))
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = train(tiny("[tensorboard]"), tmp_path / "run")
+    never.set()
+    assert summary["status"] == "ok" and time.perf_counter() - t0 < 15
+    messages = [str(w.message) for w in caught if issubclass(w.category, store.SuiteWarning)]
+    assert len(messages) == 1 and "tensorboard failed" in messages[0] and "no answer in 0.5 s" in messages[0]
+
+
+def test_run_names_say_variant_grid_axes_and_seed_and_are_safe_folder_names(tmp_path):
+    from suite.engine.trackers import run_name
+
+    out = tmp_path / "sweep"
+    (out / "runs" / "abc").mkdir(parents=True)
+    (out / "ablation.yaml").write_text("name: a\ngrid: {model.depth: [2, 4], train.lr: [0.001]}\n")
+    summary = {"variant": "ls/1 x", "seed": 1, "run_id": "abc", "model.depth": 4, "train.lr": 0.001}
+    assert run_name(summary, out / "runs" / "abc") == "ls_1_x-depth=4-lr=0.001-seed1-abc"
+    assert run_name(summary, tmp_path / "train") == "ls_1_x-seed1-abc"  # suite train: no grid
+
+
+def test_wandb_is_quiet_unless_the_user_asked_otherwise(tmp_path, monkeypatch, capfd):
+    pytest.importorskip("wandb")
+    import os
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    for key in ("WANDB_SILENT", "WANDB_CONSOLE", "WANDB_INIT_TIMEOUT"):  # unset (and what the sink sets, undone after)
+        monkeypatch.setenv(key, "")
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("WANDB_CONSOLE", "wrap")  # the user's own choice is kept
+    assert train(tiny("[wandb]"), tmp_path / "run")["status"] == "ok"
+    assert os.environ["WANDB_SILENT"] == "true" and os.environ["WANDB_CONSOLE"] == "wrap"
+    captured = capfd.readouterr()
+    assert "wandb" not in (captured.out + captured.err).lower()
+
+
+def test_a_sink_that_opens_after_its_time_is_up_is_not_used(tmp_path, monkeypatch):
+    """Open bounded too: a sink whose open answers late (in its own thread) must not join the run then."""
+    pytest.importorskip("tensorboard")
+    import threading
+
+    from suite.engine import trackers
+    from suite.engine.trackers import Trackers, tensorboard_sink
+
+    release, opened = threading.Event(), threading.Event()
+    real = tensorboard_sink.open_sink
+
+    def late(run_dir, summary):
+        release.wait(30)
+        sink = real(run_dir, summary)
+        opened.set()
+        return sink
+
+    monkeypatch.setattr(trackers, "CALL_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(tensorboard_sink, "open_sink", late)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sinks = Trackers(("tensorboard",), tmp_path, {"run_id": "r", "seed": 0})
+    release.set()
+    assert opened.wait(30) and sinks.sinks == {}
+    assert any("no answer in 0.2 s" in str(w.message) for w in caught)

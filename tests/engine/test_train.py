@@ -404,6 +404,55 @@ def test_checkpoint_of_an_older_format_is_refused_in_one_line(tmp_path):
         checkpoint.load(path, "r1", model, opt)
 
 
+def test_suite_train_on_a_disk_that_fills_up_ends_in_one_line(tmp_path, monkeypatch, capsys):
+    """The checkpoint fails as torch.save fails on a full disk (a RuntimeError), then the run's traceback
+    has no room in log.txt: one line and exit 2, not a traceback; the run has no summary (it runs again)."""
+    import errno
+
+    from suite import files
+    from suite.cli import main
+    from suite.engine import checkpoint
+
+    def torch_save_on_a_full_disk(*args, **kwargs):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 94336 vs 94288")
+
+    real_append = files.open_append
+
+    def append(path):
+        if path.name == "log.txt":
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real_append(path)
+
+    monkeypatch.setattr(checkpoint, "save", torch_save_on_a_full_disk)
+    monkeypatch.setattr(files, "open_append", append)
+    cfg = tiny(**{"train.steps": 4, "train.checkpoint_every": 2})
+    args = [f"{k}={v}" for k, v in flatten(to_dict(cfg)).items()
+            if k.split(".")[0] in ("data", "model", "train") and v is not None and not isinstance(v, list)]
+    assert main(["train", *args, "device=cpu", "--no-progress", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: no space left on") and str(tmp_path / "run") in err[0]
+    assert not (tmp_path / "run" / "summary.json").exists()
+
+
+def test_a_run_that_cannot_fit_in_memory_is_refused_in_one_line_before_allocating(tmp_path, monkeypatch, capsys):
+    """Params + activations + step log estimated before anything is allocated: a run needing more than the
+    device has is one line with the estimate, exit 2 (it used to start, then crash or end `error`)."""
+    from suite.cli import main
+    from suite.config import memory_estimate
+    from suite.engine import resources
+
+    big = ["data.name=synthetic", "data.synthetic_img_size=64", "data.synthetic_train=4096", "model.patch_size=4",
+           "model.dim=256", "model.depth=12", "train.batch_size=2048", "device=cpu"]
+    need, _ = memory_estimate(load_config(None, big))
+    monkeypatch.setattr(resources, "available_memory", lambda device: need / 2)
+    assert main(["train", *big, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs at least" in err[0] and "GiB" in err[0] and "train.batch_size" in err[0]
+    assert not (tmp_path / "run" / "config.yaml").exists()  # nothing ran
+    monkeypatch.undo()
+    assert resources.memory_problem(tiny(), torch.device("cpu")) is None  # a few MB: every machine has them
+
+
 def test_train_out_refuses_a_folder_holding_another_configs_finished_run(tmp_path, capsys):
     from suite.cli import main
 

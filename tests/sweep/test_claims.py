@@ -94,3 +94,29 @@ def test_a_damaged_claim_file_is_not_held_by_anyone(tmp_path):
     assert claims.holder(tmp_path, "abc") is None
     assert claims.try_claim(tmp_path, "abc", lease_s=5) is None  # not known dead until its lease ends
     assert claims.try_claim(tmp_path, "abc", lease_s=5, now=later(100)) is not None
+
+
+def test_a_claim_whose_pid_now_belongs_to_another_process_is_dead(tmp_path):
+    """The pid is alive, but it is not the process that claimed: it started at another time (pid reuse)."""
+    mine = claims.try_claim(tmp_path, "abc", lease_s=600)
+    record = json.loads(mine.path.read_text())
+    assert record["pid_start"] == claims.process_start(os.getpid()) is not None
+    mine.path.write_text(json.dumps({**record, "token": "theirs", "pid_start": record["pid_start"] + "0"}))
+    assert claims.dead(mine.path, 600) is True
+    mine.path.write_text(json.dumps({**record, "token": "theirs"}))  # the very process: alive
+    assert claims.dead(mine.path, 600) is False
+
+
+def test_a_claim_touched_into_the_future_is_dead_after_its_lease_at_most(tmp_path):
+    """A killed worker's claim with a modification time a year ahead stalled the sweep for a year."""
+    mine = claims.try_claim(tmp_path, "abc", lease_s=60)
+    record = json.loads(mine.path.read_text())
+    mine.path.write_text(json.dumps({**record, "token": "theirs", "host": "another-node"}))  # no pid to look at
+    year = time.time() + 365 * 86400
+    os.utime(mine.path, (year, year))
+    assert claims.dead(mine.path, 60) is True
+    ahead = time.time() + 30  # within the lease of skew: alive now, dead once 90 s have passed
+    os.utime(mine.path, (ahead, ahead))
+    assert claims.dead(mine.path, 60) is False and claims.dead(mine.path, 60, now=later(91)) is True
+    taken = claims.try_claim(tmp_path, "abc", lease_s=60, now=later(91))
+    assert taken is not None and taken.attempt == 2

@@ -313,3 +313,70 @@ def test_runs_per_gpu_without_a_gpu_is_one_line(tmp_path, capsys):
     assert main(["run", str(SMOKE), "--out", str(tmp_path / "out"), "--runs-per-gpu", "2", "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--runs-per-gpu: torch sees no GPU" in err and not (tmp_path / "out").exists()
+
+
+def test_a_worker_that_meets_a_raw_disk_full_error_stops_cleanly(tmp_path, monkeypatch):
+    """ENOSPC that no write wrapped (a metrics flush in a pack's cleanup): the worker reports a full disk,
+    as for DiskFull, instead of dying with a traceback printed before the sweep's clean disk-full line."""
+    import errno
+
+    import torch
+
+    from suite.sweep import worker as worker_module
+
+    def full(runs, out, on_step=None):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(worker_module, "execute", full)
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))  # the worker sets it
+    threads = torch.get_num_threads()
+    try:
+        counts = worker_module.Worker(str(tmp_path), [cpu_runs(SMOKE)[:2]], poll_s=0.01)(0)
+    finally:
+        torch.set_num_threads(threads)
+    assert counts["disk_full"] == str(tmp_path) and counts["trained"] == 0
+
+
+def test_a_worker_whose_claim_is_taken_over_mid_run_writes_no_summary(tmp_path, monkeypatch):
+    """Another worker takes the claim over while the run trains (its heartbeat has not noticed yet): the
+    run's result is dropped right before its summary, and the worker counts it as lost."""
+    import warnings
+
+    import torch
+
+    from suite.sweep import claims
+    from suite.sweep import worker as worker_module
+
+    real_execute = worker_module.execute
+
+    def stolen(runs, out, on_step=None):
+        path = claims.claim_path(out, runs[0].run_id)
+        path.write_text(json.dumps({**json.loads(path.read_text()), "token": "theirs"}))  # taken over
+        return real_execute(runs, out, on_step=on_step)
+
+    monkeypatch.setattr(worker_module, "execute", stolen)
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
+    (run,) = [r for r in cpu_runs(SMOKE) if (r.variant, r.cfg.model.depth, r.seed) == ("preln", 1, 0)]
+    threads = torch.get_num_threads()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            counts = worker_module.Worker(str(tmp_path), [[run]], poll_s=0.01)(0)
+    finally:
+        torch.set_num_threads(threads)
+    assert counts["lost"] == 1 and counts["trained"] == 0
+    assert not (tmp_path / "runs" / run.run_id / "summary.json").exists()
+    assert any("result dropped" in str(w.message) for w in caught)
+
+
+def test_a_sweep_whose_largest_run_cannot_fit_in_memory_is_refused_before_anything_is_written(tmp_path, capsys,
+                                                                                                monkeypatch):
+    from suite.engine import resources
+
+    monkeypatch.setattr(resources, "available_memory", lambda device: 1e3)  # a machine with 1 kB
+    out = tmp_path / "out"
+    assert main(["run", str(SMOKE), "--out", str(out), *ARGS]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "depth=2" in err[0] and "needs at least" in err[0]  # the largest run is named
+    assert not out.exists()
+    assert main(["run", str(SMOKE), "--out", str(out), "--dry-run", *ARGS]) == 0  # a dry run allocates nothing

@@ -198,11 +198,31 @@ def test_another_backend_will_not_run_beside_live_slurm_jobs(tmp_path, capsys):
     (out / "slurm").mkdir(parents=True)
     (out / "ablation.yaml").write_text("name: smoke\n")
     # A submission whose job is alive (this very process stands in for the local executor's job).
-    (out / "slurm" / "submission.json").write_text(json.dumps({"cluster": "local", "jobs": [str(os.getpid())]}))
+    pid = str(os.getpid())
+    (out / "slurm" / "submission.json").write_text(json.dumps({"cluster": "local", "jobs": [pid],
+                                                               "started": {pid: claims.process_start(os.getpid())}}))
     assert main(["run", str(SMOKE), "--out", str(out), "--only", "seed=0", *ARGS]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Slurm jobs" in err and "--backend slurm to attach" in err
     assert not (out / "runs").exists()
+
+
+def test_a_job_pid_that_now_belongs_to_another_process_is_not_a_live_job(tmp_path):
+    """A submission.json naming a pid that another process holds now (the job ended, the pid was reused):
+    --backend slurm waited for it forever and --backend local refused to run forever."""
+    from suite.sweep.slurm_backend import live_jobs
+
+    pid = str(os.getpid())
+    started = claims.process_start(os.getpid())
+    (tmp_path / "slurm").mkdir()
+
+    def submission(**record) -> list[str]:
+        (tmp_path / "slurm" / "submission.json").write_text(json.dumps({"cluster": "local", "jobs": [pid], **record}))
+        return [j.job_id for j in live_jobs(tmp_path)]
+
+    assert submission(started={pid: started}) == [pid]  # the job itself
+    assert submission(started={pid: started + "0"}) == []  # another process, started at another time
+    assert submission() == []  # no start time recorded: this process is not submitit's local job runner
 
 
 def test_a_run_that_reaches_no_step_boundary_is_abandoned_after_the_grace_time():

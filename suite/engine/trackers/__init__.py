@@ -1,15 +1,18 @@
 """Experiment trackers as optional sinks: TensorBoard, Weights & Biases, MLflow (``train.log_to``).
 
 The run's own files stay the record (``metrics.jsonl``, ``summary.json``); a sink receives the very
-records written there, as scalars (:func:`scalars`), and the summary at the end. A sink that fails
-while a run trains is dropped with a one-line warning: a tracker outage never stops a run.
+records written there, as scalars (:func:`scalars`, the same names in every sink), and the summary at
+the end. A sink that fails, or does not answer within ``CALL_TIMEOUT_S`` (a tracking server that
+is down or unreachable), is dropped with a one-line warning: a tracker outage never stops a run, nor
+holds it up for longer than that.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
+import re
+import threading
 import warnings
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,6 +29,9 @@ EXTRA = "pip install -e '.[trackers]'"
 # Up to this many blocks, each block's probes are their own scalars (blocks/<key>/<block>); deeper
 # models log the mean and max over blocks instead, so a depth-1000 run does not send 5,000 series.
 PER_BLOCK_UP_TO = 64
+# The longest one tracker call (open, log, finish) may take before its sink is dropped: a backstop for a
+# server that swallows packets; each sink also sets its library's own timeouts and retries much shorter.
+CALL_TIMEOUT_S = 60.0
 BLOCK_KEYS = ("scale_mean", "scale_max", "attn_ratio", "mlp_ratio", "out_rms")
 
 
@@ -104,7 +110,10 @@ class Trackers:
         self.sinks: dict[str, Sink] = {}
         for name in names:
             module = importlib.import_module(SINKS[name][0])
-            self._call(name, lambda: self.sinks.__setitem__(name, module.open_sink(Path(run_dir), summary)))
+            opened: list[Sink] = []  # a sink that opens only after its time is up stays out
+            self._call(name, lambda module=module, opened=opened: opened.append(module.open_sink(Path(run_dir), summary)))
+            if opened:
+                self.sinks[name] = opened[0]
 
     def log(self, record: dict[str, Any]) -> None:
         if not self.sinks:
@@ -112,11 +121,11 @@ class Trackers:
         step, values = scalars(record)
         if values:
             for name, sink in list(self.sinks.items()):
-                self._call(name, lambda: sink.log(step, values))
+                self._call(name, lambda sink=sink: sink.log(step, values))
 
     def finish(self, summary: dict[str, Any]) -> None:
         for name, sink in list(self.sinks.items()):
-            self._call(name, lambda: sink.finish(summary))
+            self._call(name, lambda sink=sink: sink.finish(summary))
         self.sinks = {}
 
     def abort(self) -> None:
@@ -126,24 +135,64 @@ class Trackers:
         self.sinks = {}
 
     def _call(self, name: str, fn) -> None:
+        """``fn()``, given at most ``CALL_TIMEOUT_S``; a sink that raises or takes longer is dropped."""
+        err = _bounded(fn, CALL_TIMEOUT_S)
+        if err is None:
+            return
+        sink = self.sinks.pop(name, None)
+        if sink is not None and not isinstance(err, TimeoutError):
+            # close what it holds open (a writer, a W&B run) in a long-lived worker, without waiting long
+            _bounded(sink.abort, min(5.0, CALL_TIMEOUT_S))
+        why = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+        warnings.warn(f"train.log_to: {name} failed and is off for this run ({why}); metrics.jsonl has everything",
+                      store.SuiteWarning, stacklevel=3)
+
+
+def _bounded(fn, timeout_s: float) -> BaseException | None:
+    """Run ``fn()`` in a daemon thread for at most ``timeout_s``: None when it returned, else its
+    exception (a ``TimeoutError`` when it is still running; it is left to finish or hang on its own)."""
+    result: list[BaseException | None] = []
+
+    def target() -> None:
         try:
             fn()
+            result.append(None)
         except Exception as err:  # noqa: BLE001  (a tracker outage must not stop the run)
-            sink = self.sinks.pop(name, None)
-            if sink is not None:  # close what it holds open (a writer, a W&B run) in a long-lived worker
-                with contextlib.suppress(Exception):
-                    sink.abort()
-            warnings.warn(f"train.log_to: {name} failed and is off for this run ({type(err).__name__}: "
-                          f"{str(err).splitlines()[0][:200] if str(err) else ''}); metrics.jsonl has everything",
-                          store.SuiteWarning, stacklevel=3)
+            result.append(err)
+
+    thread = threading.Thread(target=target, name="suite-tracker", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if not result:
+        return TimeoutError(f"no answer in {timeout_s:g} s")
+    return result[0]
 
 
-def run_name(summary: dict[str, Any]) -> str:
-    """A readable name for a run in a tracker's UI: variant, seed and run id."""
+def run_name(summary: dict[str, Any], run_dir: Path | None = None) -> str:
+    """A readable name for a run in a tracker's UI, the same in every tracker and safe as a folder name:
+    variant, the ablation's grid axes (read from the sweep's ``ablation.yaml``), seed and run id, e.g.
+    ``layerscale-depth=24-lr=0.001-seed1-3f2a9c1b0d4e``."""
     parts = [str(summary[k]) for k in ("variant",) if summary.get(k)]
+    axes = grid_axes(run_dir) if run_dir is not None else []
+    short = [k.rsplit(".", 1)[-1] for k in axes]  # model.depth -> depth, unless two axes share it
+    parts += [f"{s if short.count(s) == 1 else k}={summary.get(k)}" for k, s in zip(axes, short) if k in summary]
     parts.append(f"seed{summary.get('seed')}")
     parts.append(str(summary.get("run_id")))
-    return "-".join(parts)
+    return re.sub(r"[^A-Za-z0-9._=+-]", "_", "-".join(parts))[:200]
+
+
+def grid_axes(run_dir: Path) -> list[str]:
+    """The grid's dotted keys of the sweep that ``run_dir`` belongs to ([] for ``suite train``)."""
+    import yaml
+
+    folder = experiment_folder(run_dir)
+    if folder == Path(run_dir).resolve():
+        return []
+    try:
+        grid = (yaml.safe_load(store.read_text(folder / "ablation.yaml")) or {}).get("grid") or {}
+    except (OSError, ValueError, AttributeError, yaml.YAMLError):
+        return []
+    return [str(k) for k in grid] if isinstance(grid, dict) else []
 
 
 def config_of(summary: dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,10 @@
 file store, ``<results folder>/mlruns`` (``mlflow ui --backend-store-uri results/<name>/mlruns``).
 The file store keeps one folder per run, so many workers write to it at once without a lock; MLflow 3
 has it in maintenance mode, so the sink allows it explicitly (``MLFLOW_ALLOW_FILE_STORE``).
+
+A server that is down must not hold each run up: MLflow's defaults (a 120 s timeout, 7 retries with
+exponential back-off: about 4 minutes against a closed port) become ``HTTP_DEFAULTS`` unless the user
+set them; the first failure then drops the sink for the run (:mod:`suite.engine.trackers`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from suite.engine.trackers.wandb_sink import SUMMARY_KEYS
 
 FOLDER = "mlruns"
 MAX_PARAM = 500  # MLflow's limit on a parameter value's length
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+                 "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}  # read by MLflow at each request
 
 
 def tracking_uri(run_dir: Path) -> str:
@@ -29,6 +35,8 @@ class MlflowSink:
         uri = tracking_uri(run_dir)
         if uri.startswith("file:"):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        for key, value in HTTP_DEFAULTS.items():
+            os.environ.setdefault(key, value)
         from mlflow.entities import Param, RunTag
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
@@ -44,7 +52,7 @@ class MlflowSink:
             except MlflowException:  # another worker created it first
                 experiment_id = self.client.get_experiment_by_name(name).experiment_id
         tags = {"run_id": summary.get("run_id"), "variant": summary.get("variant"), "seed": summary.get("seed")}
-        self.run_id = self.client.create_run(experiment_id, run_name=run_name(summary),
+        self.run_id = self.client.create_run(experiment_id, run_name=run_name(summary, run_dir),
                                              tags={k: str(v) for k, v in tags.items() if v is not None}).info.run_id
         params = [Param(k, str(v)[:MAX_PARAM]) for k, v in config_of(summary).items()]
         for i in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
@@ -55,7 +63,7 @@ class MlflowSink:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        metrics = [Metric(k.replace("/", "."), v, now, step) for k, v in values.items()]
+        metrics = [Metric(k, v, now, step) for k, v in values.items()]  # `train/loss`, as every sink names it
         for i in range(0, len(metrics), 1000):
             self.client.log_batch(self.run_id, metrics=metrics[i:i + 1000])
 
@@ -64,7 +72,7 @@ class MlflowSink:
 
         now = int(time.time() * 1000)
         step = int(summary.get("steps_done") or 0)
-        numbers = [Metric(f"summary.{k}", float(summary[k]), now, step) for k in SUMMARY_KEYS
+        numbers = [Metric(f"summary/{k}", float(summary[k]), now, step) for k in SUMMARY_KEYS
                    if isinstance(summary.get(k), (int, float)) and not isinstance(summary.get(k), bool)]
         tags = [self._tag("status", str(summary.get("status")))]
         if summary.get("error"):

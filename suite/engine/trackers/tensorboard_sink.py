@@ -1,20 +1,30 @@
-"""TensorBoard: event files in ``<run folder>/tensorboard/`` (``tensorboard --logdir results/<name>/runs``)."""
+"""TensorBoard: event files in ``<results folder>/tensorboard/<run name>/``, one folder per run named
+by variant, grid axes, seed and run id (:func:`~suite.engine.trackers.run_name`), so that
+``tensorboard --logdir results/<name>/tensorboard`` lists a sweep's runs by what they are.
+``suite train --out DIR`` writes ``DIR/tensorboard/<run name>/``.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from suite.engine.trackers import config_of
+from suite import files
+from suite.engine.trackers import config_of, experiment_folder, run_name
 
 FOLDER = "tensorboard"
+
+
+def log_dir(run_dir: Path, summary: dict[str, Any]) -> Path:
+    """Where the run's event files go (the sweep-wide folder must not be a link out of the results)."""
+    return files.no_link(experiment_folder(run_dir) / FOLDER) / run_name(summary, run_dir)
 
 
 class TensorBoardSink:
     def __init__(self, run_dir: Path, summary: dict[str, Any]) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        self.writer = SummaryWriter(log_dir=str(run_dir / FOLDER), flush_secs=30)
+        self.writer = SummaryWriter(log_dir=str(log_dir(run_dir, summary)), flush_secs=30)
         config = "\n".join(f"    {k}: {v}" for k, v in config_of(summary).items())  # indented: Markdown code
         self.writer.add_text("config", config, 0)
 

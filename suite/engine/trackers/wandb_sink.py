@@ -6,6 +6,9 @@ later. Each attempt at a run from step 0 is a new W&B run (``<run id>-<random>``
 ``<run folder>/wandb_id``); a run resumed from its checkpoint continues the W&B run of the attempt it
 resumes. The same config run in two results folders, or again with ``--retry-errors``, is never
 mixed into one W&B run.
+
+W&B is quiet unless asked: ``WANDB_SILENT`` and ``WANDB_CONSOLE=off`` (its banners, and a copy of
+the run's console output) are set unless the user set them; ``WANDB_INIT_TIMEOUT`` is bounded too.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from suite.engine.trackers import config_of, run_name
 
 ID_FILE = "wandb_id"  # the W&B run id of this run folder's current attempt
 
+QUIET = {"WANDB_SILENT": "true", "WANDB_CONSOLE": "off", "WANDB_INIT_TIMEOUT": "30"}  # each unless set
 SUMMARY_KEYS = ("status", "test_acc", "best_test_acc", "val_acc", "best_val_acc", "final_train_loss",
                 "diverged_step", "diverged_reason", "failed_reason", "steps_done", "step_time_ms", "throughput",
                 "peak_mem_mb", "num_params", "error")
@@ -27,6 +31,8 @@ SUMMARY_KEYS = ("status", "test_acc", "best_test_acc", "val_acc", "best_val_acc"
 
 class WandbSink:
     def __init__(self, run_dir: Path, summary: dict[str, Any]) -> None:
+        for key, value in QUIET.items():
+            os.environ.setdefault(key, value)
         import wandb
 
         id_file = run_dir / ID_FILE
@@ -37,7 +43,7 @@ class WandbSink:
         self.run = wandb.init(
             project=os.environ.get("WANDB_PROJECT", "layerscale-suite"), dir=str(run_dir),
             group=summary.get("ablation") or None, job_type=summary.get("variant") or None,
-            name=run_name(summary), id=run_id, resume="allow", config=config_of(summary),
+            name=run_name(summary, run_dir), id=run_id, resume="allow", config=config_of(summary),
             reinit="create_new",
         )
 
