@@ -55,6 +55,9 @@ def test_the_first_example_runs_as_pasted_in_under_a_minute(page, tmp_path):
            "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "RAY_ADDRESS": NOWHERE,
            # Ray on loopback only, no telemetry (as in tests/sweep/test_runner.py)
            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+    # "Under a minute on 2 cores" means cores this example has to itself: on a machine already busier
+    # than its cores (other tests, other jobs), the limit stretches by that excess, measured beforehand.
+    busy = max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
     t0 = time.perf_counter()
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=300)
@@ -62,7 +65,7 @@ def test_the_first_example_runs_as_pasted_in_under_a_minute(page, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2 runs: 2 ok" in done.stdout, done.stdout
     assert "Traceback" not in done.stderr
-    assert took < LIMIT_S, f"{page.name}: its first example took {took:.0f} s"
+    assert took < LIMIT_S * busy, f"{page.name}: its first example took {took:.0f} s (load x{busy:.1f})"
     if page.name == "ray.md":
         assert f"RAY_ADDRESS={NOWHERE} ignored: starting a private Ray instance" in done.stderr
 
