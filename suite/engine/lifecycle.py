@@ -55,6 +55,16 @@ def summary_guard(check: Callable[[], str | None]) -> Iterator[None]:
         _GUARD.reset(token)
 
 
+class StopRun(BaseException):
+    """Raised by an ``on_step`` callback to end a run now, leaving it unfinished (no summary): the
+    worker was preempted (``save``: a checkpoint of this step is written first, and the run resumes
+    from it wherever it runs next), or lost its claim on the run (nothing more may be written)."""
+
+    def __init__(self, reason: str, save: bool) -> None:
+        super().__init__(reason)
+        self.reason, self.save = reason, save
+
+
 class RunFolder:
     """A run's folder and summary from open to close (a context manager; see the module docstring).
 
@@ -127,8 +137,6 @@ class RunFolder:
         check = _GUARD.get()
         lost = check() if check is not None else None
         if lost:
-            from suite.engine.loop import StopRun
-
             if self.trackers is not None:
                 self.trackers.abort()
             warnings.warn(f"{self.out}: result dropped, not written ({lost})", store.SuiteWarning, stacklevel=2)

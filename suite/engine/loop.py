@@ -36,7 +36,7 @@ from suite.engine.optim import build_optimizer, implementation, lr_at, set_lr
 from suite.engine.probes import probe
 from suite.engine.trackers import Trackers
 from suite.engine.steplog import StepLog
-from suite.engine.lifecycle import RunFolder
+from suite.engine.lifecycle import RunFolder, StopRun
 from suite.engine.resources import peak_memory_mb, reset_peak_memory
 from suite.models import build_model, count_params
 
@@ -50,16 +50,6 @@ class Diverged(Exception):
     def __init__(self, step: int, reason: str) -> None:
         super().__init__(f"diverged at step {step}: {reason}")
         self.step, self.reason = step, reason
-
-
-class StopRun(BaseException):
-    """Raised by an ``on_step`` callback to end a run now, leaving it unfinished (no summary): the
-    worker was preempted (``save``: a checkpoint of this step is written first, and the run resumes
-    from it wherever it runs next), or lost its claim on the run (nothing more may be written)."""
-
-    def __init__(self, reason: str, save: bool) -> None:
-        super().__init__(reason)
-        self.reason, self.save = reason, save
 
 
 def train(

@@ -33,7 +33,8 @@ from torch.func import functional_call, vmap
 from suite import store
 from suite.config import RunConfig
 from suite.engine.lifecycle import RunFolder
-from suite.engine.loop import Diverged, StopRun, Training
+from suite.engine.lifecycle import StopRun
+from suite.engine.loop import Diverged, Training
 
 # Keys in which the members of one pack may differ; everything else must be equal.
 MEMBER_KEYS = frozenset({"seed", "train.lr", "train.weight_decay", "model.layerscale.init"})

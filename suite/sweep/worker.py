@@ -165,7 +165,7 @@ class Worker:
         return submitit.helpers.DelayedSubmission(dataclasses.replace(self), self.index)
 
     def _train(self, pack: list[Run], claim: claims.Claim, counts: dict[str, Any]) -> None:
-        from suite.engine.loop import StopRun
+        from suite.engine.lifecycle import StopRun
 
         out = Path(self.out)
         todo = [r for r in pack if store.read_summary(run_dir(out, r)) is None]  # finished since we looked
@@ -205,7 +205,7 @@ class Worker:
 
     def _check(self, step: int) -> None:
         """After every step of a run: stop it if its claim was lost or the worker is preempted."""
-        from suite.engine.loop import StopRun
+        from suite.engine.lifecycle import StopRun
 
         if self.beat.lost.is_set():
             raise StopRun("claim lost: another worker took this run over", save=False)

@@ -127,7 +127,7 @@ def test_a_run_whose_claim_was_taken_over_drops_its_result_right_before_writing(
     import warnings
 
     from suite.engine.lifecycle import summary_guard
-    from suite.engine.loop import StopRun
+    from suite.engine.lifecycle import StopRun
 
     sink = _Sink()
     with warnings.catch_warnings(record=True) as caught, summary_guard(lambda: "claim lost: taken over"):

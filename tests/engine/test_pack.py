@@ -65,7 +65,7 @@ def test_a_stopped_pack_resumes_from_its_members_checkpoints(tmp_path, how):
     """Killed between periodic checkpoints, it resumes from the last one; preempted without periodic
     checkpoints, every member saves the step it stopped at, as a solo run does. Either way the resumed
     pack ends as the uninterrupted one."""
-    from suite.engine.loop import StopRun
+    from suite.engine.lifecycle import StopRun
 
     every, stop_at, stop = {"killed": (10, 23, KeyboardInterrupt), "preempted": (0, 13, StopRun)}[how]
     configs = [cfg(seed=s, **{"train.steps": 30, "train.checkpoint_every": every}) for s in range(2)]

@@ -247,7 +247,7 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
 
 
 def test_preempted_run_saves_at_that_step_and_resumes_without_periodic_checkpoints(tmp_path):
-    from suite.engine.loop import StopRun
+    from suite.engine.lifecycle import StopRun
 
     cfg = tiny(**{"train.steps": 20, "model.drop_path": 0.1})  # checkpoint_every 0: none periodic
     full = train(cfg, tmp_path / "full")
@@ -270,7 +270,7 @@ def test_preempted_run_saves_at_that_step_and_resumes_without_periodic_checkpoin
 
 
 def test_a_preemption_at_the_last_step_lets_the_run_finish(tmp_path):
-    from suite.engine.loop import StopRun
+    from suite.engine.lifecycle import StopRun
 
     cfg = tiny(**{"train.steps": 10})
 
@@ -284,7 +284,7 @@ def test_a_preemption_at_the_last_step_lets_the_run_finish(tmp_path):
 
 
 def test_a_run_stopped_without_saving_starts_again_from_step_0(tmp_path):
-    from suite.engine.loop import StopRun
+    from suite.engine.lifecycle import StopRun
 
     cfg = tiny(**{"train.steps": 20})
 
