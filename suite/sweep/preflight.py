@@ -5,7 +5,8 @@ needs the data or a model: once per distinct data config, the data are there and
 through the allow-list unpickler, an ImageFolder's layout without scanning its images), and a batch
 fits in the training split; once per distinct model config, the model builds on PyTorch's ``meta``
 device (no memory, no time) at the data's image size, channels and classes; and, for runs that
-execute here, the device exists. Every problem is reported, each one line naming the run and the fix.
+execute here, the device exists and the largest run meant for it fits in its memory
+(:func:`suite.config.memory_estimate`, a lower bound). Every problem is reported, each one line naming the run and the fix.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from suite.config import RunConfig, data_shape, flatten, to_dict
+from suite.config import RunConfig, data_shape, flatten, memory_estimate, to_dict
 from suite.sweep.cost import EMBEDDED_TOTAL
 from suite.sweep.spec import Run
 
@@ -24,7 +25,8 @@ from suite.sweep.spec import Run
 SPLIT_MARGIN = 0.9
 
 
-def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: bool = True) -> list[str]:
+def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: bool = True,
+              device: str | None = None) -> list[str]:
     """The problems that would make any of ``runs`` error (``[]`` when there are none).
 
     Args:
@@ -34,11 +36,12 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
             execute on other machines: Ray and Slurm workers).
         check_data: also check that the data are there (off: a file meant for another machine's data);
             the models are then built at the dataset's registered shape.
+        device: ``--device``, which overrides every run's ``device``.
     """
     problems: list[str] = []
     shapes: dict[str, tuple[int, int, int | None, int | None] | None] = {}
     models: set[str] = set()
-    devices: set[str] = set()
+    largest: dict[str, tuple[float, Run]] = {}  # device -> its run needing the most memory (for the device checks)
     batches: set[tuple[str, int]] = set()
     for run in runs:
         cfg = run.cfg
@@ -54,9 +57,13 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
             if model_key not in models:
                 models.add(model_key)
                 _model(cfg, run, src, shape, problems)
-        if check_device and cfg.device not in devices:
-            devices.add(cfg.device)
-            _device(cfg, run, src, problems)
+        where = device or cfg.device
+        if check_device and run.kind == "train":
+            need = memory_estimate(cfg)[0]
+            if where not in largest or need > largest[where][0]:
+                largest[where] = (need, run)
+    for where, (_, run) in largest.items():
+        _device(run, where, src, problems)
     return list(dict.fromkeys(problems))
 
 
@@ -127,10 +134,13 @@ def _model(cfg: RunConfig, run: Run, src: str, shape: tuple, problems: list[str]
                         f"change the model keys of this variant")
 
 
-def _device(cfg: RunConfig, run: Run, src: str, problems: list[str]) -> None:
-    from suite.engine.resources import resolve_device
+def _device(run: Run, where: str, src: str, problems: list[str]) -> None:
+    """The device exists here, and the largest run meant for it fits in its memory (a lower bound)."""
+    from suite.engine.resources import memory_problem, resolve_device
 
     try:
-        resolve_device(cfg.device)
-    except RuntimeError as err:
-        problems.append(f"{src}: {_cell(run)}: {err}")
+        problem = memory_problem(run.cfg, resolve_device(where))
+    except RuntimeError as err:  # device cuda without a GPU
+        problem = str(err)
+    if problem:
+        problems.append(f"{src}: {_cell(run)}: {problem}")

@@ -155,13 +155,13 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
     if not runs:
         raise SpecError([f"--only: {' | '.join(opts.only)}: matches none of the {len(ablation.runs)} runs; "
                          f"list them with --dry-run"])
-    if opts.backend == "local" and not opts.dry_run:  # Ray's and Slurm's workers run elsewhere: their nodes decide
-        _check_memory(runs, opts.device)
     todo, done, other = folder.split_done(runs, out, opts.retry_errors, opts.rerun_stale, store.git_commit())
     sweep = Sweep(ablation.name, out, ablation, runs, todo, done, other)
     from suite.sweep.preflight import preflight
 
-    problems = preflight(todo, str(ablation.path), check_device=opts.backend == "local")
+    # Ray's and Slurm's workers run elsewhere: their nodes decide the device and its memory.
+    problems = preflight(todo, str(ablation.path), check_device=opts.backend == "local" and not opts.dry_run,
+                         device=opts.device)
     if problems:  # every run that would only end in `error`, before any starts
         raise SpecError(problems)
     if other:
@@ -190,29 +190,6 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
         except KeyboardInterrupt:
             sweep.stopped, sweep.code = "interrupted", 130
     return sweep
-
-
-def _check_memory(runs: list[Run], device: str | None) -> None:
-    """Refuse, before anything is written, a run that cannot fit in this machine's memory
-    (:func:`suite.engine.resources.memory_problem`): the largest of each distinct estimate is checked once."""
-    from suite.config import memory_estimate
-    from suite.engine.resources import memory_problem, resolve_device
-
-    largest: dict[str, tuple[float, Run]] = {}
-    for run in runs:
-        if run.kind != "train":
-            continue
-        where = device or run.cfg.device
-        need = memory_estimate(run.cfg)[0]
-        if where not in largest or need > largest[where][0]:
-            largest[where] = (need, run)
-    for where, (_, run) in largest.items():
-        try:
-            problem = memory_problem(run.cfg, resolve_device(where))
-        except RuntimeError:  # device cuda without a GPU: said elsewhere, in its own words
-            continue
-        if problem:
-            raise SpecError([f"{run.label}: {problem}"])
 
 
 def _record_ablation(out: Path, ablation: Ablation, run_ids: list[str]) -> None:

@@ -101,3 +101,17 @@ def test_the_embedded_sizes_are_the_datasets_and_no_data_skips_the_data(tmp_path
     assert main(["validate", str(path)]) == 2
     assert "CIFAR-10 needs a data folder" in capsys.readouterr().err
     assert main(["validate", str(path), "--no-data"]) == 0
+
+
+def test_device_override_is_what_the_device_check_sees(tmp_path, capsys):
+    """`--device cpu` on a file that says `device: cuda`: the runs execute on the CPU, which exists."""
+    path = write(tmp_path, {"gpu": {"model.residual": "preln"}},
+                 base={"device": "cuda", "data": {"name": "digits"}, "model": {"patch_size": 4, "depth": 1, "dim": 16,
+                                                                               "heads": 2}, "train": {"steps": 2}})
+    from suite.sweep.preflight import preflight
+    from suite.sweep.spec import load_ablation
+
+    runs = load_ablation(path).runs
+    assert preflight(runs, str(path), device="cpu") == []
+    if not torch.cuda.is_available():
+        assert "sees no CUDA device" in preflight(runs, str(path))[0]
