@@ -3,8 +3,8 @@
 ``suite validate`` checks each run's config alone (:func:`suite.config.validate`); this goes on to what
 needs the data or a model: once per distinct data config, the data are there and load (CIFAR's files
 through the allow-list unpickler, an ImageFolder's layout without scanning its images), and a batch
-fits in the training split; once per distinct model config, the model builds on PyTorch's ``meta``
-device (no memory, no time) at the data's image size, channels and classes; and, for runs that
+fits in the training split; once per distinct model config, the model builds at the data's image
+size, channels and classes (on the CPU when small, else on PyTorch's ``meta`` device: no memory); and, for runs that
 execute here, the device exists and the largest run meant for it fits in its memory
 (:func:`suite.config.memory_estimate`, a lower bound). Every problem is reported, each one line naming the run and the fix.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from suite.config import RunConfig, data_shape, flatten, memory_estimate, to_dict
+from suite.config import RunConfig, approx_params, data_shape, flatten, memory_estimate, to_dict
 from suite.sweep.cost import EMBEDDED_TOTAL
 from suite.sweep.spec import Run
 
@@ -23,6 +23,7 @@ from suite.sweep.spec import Run
 # near the size of its training split; further below, this margin covers the stratified splits'
 # rounding (at most one image per class and split).
 SPLIT_MARGIN = 0.9
+SMALL_MODEL_PARAMS = 20e6  # built on the CPU (80 MB at most) rather than on the meta device
 
 
 def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: bool = True,
@@ -125,8 +126,11 @@ def _model(cfg: RunConfig, run: Run, src: str, shape: tuple, problems: list[str]
     filled = dataclasses.replace(m, **{k: (v if v is not None else getattr(m, k)) for k, v in found.items()})
     if filled.num_classes is None:  # an ImageFolder's classes are counted by the run
         filled = dataclasses.replace(filled, num_classes=2)
+    # A small model is built for real (milliseconds); a large one on the meta device, which allocates
+    # nothing but costs seconds on first use.
+    device = "cpu" if approx_params(filled) <= SMALL_MODEL_PARAMS else "meta"
     try:
-        with torch.device("meta"):
+        with torch.device(device):
             build_model(filled)
     except Exception as err:  # noqa: BLE001 - whatever the builder raises, the run would end in it
         text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
