@@ -46,3 +46,11 @@ def writable_dir(path: str | Path, flag: str) -> str | None:
     if not os.access(path, os.W_OK | os.X_OK):
         return f"{flag} {path}: the folder is not writable; pass a writable folder"
     return None
+
+
+def file_and_overrides(path: str | None, overrides: list[str]) -> tuple[str | None, list[str]]:
+    """``suite train`` / ``suite config``'s optional FILE and ``key=value`` list: a first argument that is
+    an override (it has ``=`` and names no file) joins the overrides, and there is no file."""
+    if path is not None and "=" in path and not Path(path).exists():
+        return None, [path, *overrides]
+    return path, list(overrides)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+
+from suite.cli.checks import file_and_overrides
 
 INTERMIXED = True  # key=value overrides may follow the options
 
@@ -24,9 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from suite.config import ConfigError, dump_yaml, load_config, read_yaml
 
-    path, overrides = args.file, list(args.overrides)
-    if path is not None and "=" in path and not Path(path).exists():
-        path, overrides = None, [path] + overrides  # only overrides were given
+    path, overrides = file_and_overrides(args.file, args.overrides)
     try:
         raw = read_yaml(path) if path is not None else None
         if isinstance(raw, dict) and "variants" in raw:  # an ablation

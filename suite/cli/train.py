@@ -8,7 +8,7 @@ from pathlib import Path
 
 INTERMIXED = True  # key=value overrides may follow the options
 
-from suite.cli.checks import writable_dir
+from suite.cli.checks import file_and_overrides, writable_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,9 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from suite.config import ConfigError, load_config
     from suite.engine import train
 
-    path, overrides = args.config, list(args.overrides)
-    if path is not None and "=" in path and not Path(path).exists():
-        path, overrides = None, [path] + overrides  # only overrides were given
+    path, overrides = file_and_overrides(args.config, args.overrides)
     try:
         cfg = load_config(path, overrides)
     except ConfigError as err:
