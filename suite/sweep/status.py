@@ -27,12 +27,12 @@ from suite.sweep import claims
 from suite.sweep.claims import CLAIMS
 from suite.sweep.folder import RUN_IDS
 from suite.sweep.spec import Run, SpecError, load_ablation
+from suite.sweep.sweep import SweepOptions
 
 RUNNING_WITHIN = 600.0  # seconds since the last metrics write that still count as running
 CLOCK_SKEW = 120.0  # a log this far in the future still counts as recent; further, its time is not believed
 STATES = ("done", "running", "interrupted", "pending")
 RECENT = 20  # finished runs the mean duration is measured over
-DEFAULT_LEASE_S = 600.0  # SweepOptions.lease's default: a worker that has not renewed its claim this long is gone
 
 
 class StatusError(ValueError):
@@ -118,7 +118,7 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
         ids = [run.run_id for run in ablation.runs]
     views = {rid: RunView(run, "pending", rid) for rid, run in zip(ids, ablation.runs)}
     slurm = _slurm_view(out, now)
-    lease = slurm.lease_s if slurm is not None and slurm.lease_s else DEFAULT_LEASE_S
+    lease = slurm.lease_s if slurm is not None and slurm.lease_s else SweepOptions().lease  # as the sweep's workers
     claimed = (out / CLAIMS).is_dir()  # sweeps before claims existed: judge by the log's age alone
     for rid, view in views.items():
         folder = out / "runs" / rid

@@ -17,8 +17,7 @@ import yaml
 from suite.cli import main
 from suite.sweep.plan import resolve_runs
 from suite.sweep.spec import load_ablation
-from suite.sweep.status import DEFAULT_LEASE_S, RUNNING_WITHIN, sweep_status
-from suite.sweep.sweep import SweepOptions
+from suite.sweep.status import RUNNING_WITHIN, sweep_status
 
 SMOKE = Path(__file__).resolve().parents[2] / "ablations" / "smoke.yaml"
 
@@ -183,6 +182,3 @@ def test_a_slurm_sweep_shows_its_submission_and_the_claims_of_dead_workers(half_
     (out / "slurm" / "submission.json").write_text("garbage")
     assert sweep_status(out).slurm is None
 
-
-def test_the_default_lease_is_the_sweeps():
-    assert DEFAULT_LEASE_S == SweepOptions().lease
