@@ -23,5 +23,9 @@ def run(args: argparse.Namespace) -> int:
     except AnalysisError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # e.g. a read-only results folder (a full disk is DiskFull, handled by the CLI)
+        print(f"error: cannot write {args.dir}/report.html ({err.strerror or err}); check the folder's permissions",
+              file=sys.stderr)
+        return 2
     print(f"wrote {path} (self-contained: open it in any browser)")
     return 0

@@ -151,3 +151,15 @@ def test_a_broken_page_is_caught_by_the_browser_check(tmp_path):
                     "</figure><script>null.x</script></body></html>")
     seen = SHOT.open_page(page, None)
     assert seen["decoded"] == [False] and any("null" in p for p in seen["problems"])
+
+
+def test_a_folder_it_cannot_write_is_one_line_exit_2(analysed, monkeypatch, capsys):
+    from suite.analysis import markup
+
+    def refuse(text, path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(markup, "write_text", refuse)
+    assert main(["report", str(analysed)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot write" in err and "Permission denied" in err
