@@ -2,7 +2,8 @@
 
 Every loader (registered by name in :data:`suite.registry.DATASETS`) maps a
 :class:`~suite.config.DataConfig` to a :class:`DatasetBundle` of uint8
-images; :class:`TrainStream` and :func:`eval_batches` turn it into normalised float batches on
+images; :class:`TrainStream` (one run), :class:`PackStream` (N runs stacked) and
+:func:`eval_batches` turn it into normalised float batches on
 the device. Files: ``bundle.py`` (types, errors), ``embedded.py`` (mnist5k, digits),
 ``cifar.py``, ``imagefolder.py``, ``split.py`` (test and validation splits), ``synthetic.py``, ``augment.py``, ``stream.py``, ``seeds.py``.
 """
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from suite.data.bundle import DataError, DatasetBundle, TensorSplit
 from suite.data.split import carve_validation
-from suite.data.stream import TrainStream, eval_batches
+from suite.data.stream import PackStream, TrainStream, eval_batches
 from suite.registry import DATASETS
 
 if TYPE_CHECKING:
@@ -35,4 +36,4 @@ def load_dataset(cfg: DataConfig) -> DatasetBundle:
     return carve_validation(DATASETS.get(cfg.name)(cfg), cfg.val_fraction, cfg.split_seed)
 
 
-__all__ = ["DATASETS", "DataError", "DatasetBundle", "TensorSplit", "TrainStream", "eval_batches", "load_dataset"]
+__all__ = ["DATASETS", "DataError", "DatasetBundle", "PackStream", "TensorSplit", "TrainStream", "eval_batches", "load_dataset"]

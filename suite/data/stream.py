@@ -5,12 +5,20 @@ from one step to the next: epoch e = s // steps_per_epoch is a permutation seede
 (seed, e), step s takes its slice of it, and its augmentation draws from a generator seeded from
 (seed, s). The global RNG is never touched (the trainer's dropout/init draws stay unaffected).
 
+The host works once per epoch, the device once per step: at the start of each epoch the indices
+and augmentation draws of all its steps are made on the host and uploaded in one copy each
+(pinned and ``non_blocking`` on CUDA, so the host never waits for the device); a step only slices
+them on the device.
+
 Two paths give identical batches:
 * small datasets (both splits' uint8 bytes <= max_device_mb MiB) sit on the device as uint8 and
   are indexed directly - no DataLoader, no host-device copy per step;
 * larger ones, and every lazy Dataset (ImageFolder), go through a DataLoader whose batch_sampler
   yields the same per-step index lists.
 Either way, augmentation and normalisation run per batch on the device.
+
+:class:`PackStream` gives the batches of N seeds at once, stacked, for packed training;
+:class:`TrainStream` is its N = 1 case.
 """
 
 from __future__ import annotations
@@ -21,11 +29,12 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Sampler
 
-from suite.data import seeds
-from suite.data.augment import normalise, random_crop_flip
+from suite.data.augment import crop_flip, crop_flip_draws, normalise
 from suite.data.bundle import DatasetBundle, Split, TensorSplit
+from suite.data.seeds import AUGMENT, PERMUTATION, generator
 
 Batch = tuple[Tensor, Tensor]  # (x float32 (B, C, H, W) normalised, y int64 (B,)), on the device
+PackBatch = tuple[Tensor, Tensor]  # (x float32 (N, B, C, H, W) normalised, y int64 (N, B)), on the device
 
 
 def fits_on_device(bundle: DatasetBundle, max_device_mb: int) -> bool:
@@ -55,7 +64,7 @@ class StepOrder:
     def permutation(self, epoch: int) -> Tensor:
         """(n,) int64 order of the training set in ``epoch``."""
         if self._cached is None or self._cached[0] != epoch:
-            gen = seeds.generator(seeds.PERMUTATION, self.seed, epoch)
+            gen = generator(PERMUTATION, self.seed, epoch)
             self._cached = (epoch, torch.randperm(self.n, generator=gen))
         return self._cached[1]
 
@@ -64,16 +73,26 @@ class StepOrder:
         epoch, pos = divmod(step, self.steps_per_epoch)
         return self.permutation(epoch)[pos * self.batch_size:(pos + 1) * self.batch_size]
 
+    def block(self, start: int, stop: int) -> Tensor:
+        """(stop - start, b) int64 training indices of steps ``start..stop-1``, which must lie in one
+        epoch; b = min(n, batch_size). Row k equals ``indices(start + k)``."""
+        epoch, pos = divmod(start, self.steps_per_epoch)
+        if not start < stop <= (epoch + 1) * self.steps_per_epoch:
+            raise ValueError(f"steps {start}..{stop - 1} are not within one epoch")
+        b = min(self.n, self.batch_size)
+        return self.permutation(epoch)[pos * b:(pos + stop - start) * b].view(stop - start, b)
+
 
 class StepBatchSampler(Sampler[list[int]]):
-    """DataLoader ``batch_sampler`` yielding the index lists of steps ``start..end-1``."""
+    """DataLoader ``batch_sampler`` yielding, for each step ``start..end-1``, the index lists of
+    every order of ``orders`` concatenated."""
 
-    def __init__(self, order: StepOrder, start: int, end: int) -> None:
-        self.order, self.start, self.end = order, start, end
+    def __init__(self, orders: list[StepOrder], start: int, end: int) -> None:
+        self.orders, self.start, self.end = orders, start, end
 
     def __iter__(self) -> Iterator[list[int]]:
         for step in range(self.start, self.end):
-            yield self.order.indices(step).tolist()
+            yield torch.cat([order.indices(step) for order in self.orders]).tolist()
 
     def __len__(self) -> int:
         return max(0, self.end - self.start)
@@ -95,6 +114,21 @@ def _on_device(bundle: DatasetBundle, split: str, device: torch.device) -> Tenso
     return bundle.device_cache[key]
 
 
+def _upload(t: Tensor, device: torch.device) -> Tensor:
+    """``t`` copied to ``device`` without making the host wait: from pinned memory on CUDA."""
+    if device.type == "cuda":
+        t = t.pin_memory()
+    return t.to(device, non_blocking=True)
+
+
+def _epoch_spans(steps_per_epoch: int, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """``range(start, end)`` cut at epoch boundaries, as (first, stop) pairs."""
+    while start < end:
+        stop = min(end, (start // steps_per_epoch + 1) * steps_per_epoch)
+        yield start, stop
+        start = stop
+
+
 def _loader(dataset: Split, device: torch.device, num_workers: int, **kwargs: object) -> DataLoader:
     return DataLoader(
         dataset, num_workers=num_workers, pin_memory=device.type == "cuda",
@@ -103,8 +137,89 @@ def _loader(dataset: Split, device: torch.device, num_workers: int, **kwargs: ob
     )
 
 
+class PackStream:
+    """The training batches of N runs that differ only in their seed, stacked along a first axis.
+
+    ``x[i], y[i]`` of a step are exactly what ``TrainStream(bundle, batch_size, seeds[i], ...)``
+    yields for it. On the resident path the N runs share one copy of the dataset on the device,
+    gathered with (N, B) indices; the (N, B) indices and augmentation draws of an epoch's steps are
+    built on the host and uploaded once per epoch, so the operators a step dispatches (slice,
+    gather, augment, normalise) do not depend on N. Otherwise one DataLoader yields each step's N
+    index lists concatenated.
+
+    Args:
+        bundle: the loaded dataset.
+        batch_size: samples per step and run.
+        seeds: the run seeds (order and augmentation), one per run.
+        device: where batches are delivered.
+        augment: random crop (zero padding 4) + horizontal flip, per sample.
+        max_device_mb: hold the dataset on the device if it takes at most this many MiB.
+        num_workers: DataLoader workers when the dataset is not held on the device.
+
+    Attributes:
+        steps_per_epoch: ``train_size // batch_size``, at least 1.
+        resident: whether the dataset is held on the device.
+    """
+
+    def __init__(self, bundle: DatasetBundle, batch_size: int, seeds: list[int], device: torch.device | str,
+                 augment: bool, max_device_mb: int, num_workers: int) -> None:
+        if not seeds:
+            raise ValueError("a PackStream needs at least one seed")
+        self.bundle, self.seeds, self.augment = bundle, list(seeds), augment
+        self.device = torch.device(device)
+        self.num_workers = num_workers
+        self.orders = [StepOrder(bundle.train_size, batch_size, seed) for seed in self.seeds]
+        self.steps_per_epoch = self.orders[0].steps_per_epoch
+        self.per_batch = min(bundle.train_size, batch_size)
+        self.resident = fits_on_device(bundle, max_device_mb)
+        self._train = _on_device(bundle, "train", self.device) if self.resident else None
+        self._mean, self._std = _stats(bundle, self.device)
+
+    def batches(self, start_step: int, end_step: int) -> Iterator[PackBatch]:
+        """Yield the stacked batch of every step in ``range(start_step, end_step)``.
+
+        Yields:
+            (x, y): x (N, B, C, H, W) float32 normalised, y (N, B) int64, both on the device.
+        """
+        steps = self._steps(start_step, end_step)
+        if self._train is not None:
+            for idx, draws in steps:
+                yield self._finish(self._train.x[idx], self._train.y[idx], draws)  # (N, B, C, H, W), (N, B)
+            return
+        loader = _loader(self.bundle.train, self.device, self.num_workers,
+                         batch_sampler=StepBatchSampler(self.orders, start_step, end_step))
+        shape = (len(self.seeds), self.per_batch)
+        for (_, draws), (x, y) in zip(steps, loader):  # x (N * B, C, H, W), y (N * B,)
+            x = x.to(self.device, non_blocking=True).unflatten(0, shape)
+            yield self._finish(x, y.to(self.device, non_blocking=True).view(shape), draws)
+
+    def _steps(self, start: int, end: int) -> Iterator[tuple[Tensor | None, tuple[Tensor, Tensor] | None]]:
+        """Per step: its (N, B) indices on the device (resident path only, else None) and its
+        augmentation draws, offsets (N * B, 2) and flips (N * B,) (None without augmentation).
+        Each epoch's are made on the host and uploaded at its first step."""
+        n, b = len(self.seeds), self.per_batch
+        for first, stop in _epoch_spans(self.steps_per_epoch, start, end):
+            idx = draws = None
+            if self._train is not None:
+                idx = _upload(torch.stack([order.block(first, stop) for order in self.orders], 1), self.device)
+            if self.augment:
+                gens = [generator(AUGMENT, seed, step) for step in range(first, stop) for seed in self.seeds]
+                offsets, flip = crop_flip_draws(gens, b)  # (S * N, B, 2), (S * N, B)
+                draws = (_upload(offsets.view(stop - first, n * b, 2), self.device),
+                         _upload(flip.view(stop - first, n * b), self.device))
+            for k in range(stop - first):
+                yield (None if idx is None else idx[k]), (None if draws is None else (draws[0][k], draws[1][k]))
+
+    def _finish(self, x: Tensor, y: Tensor, draws: tuple[Tensor, Tensor] | None) -> PackBatch:
+        """Augment (if on) and normalise one (N, B, C, H, W) uint8 batch already on the device."""
+        if draws is not None:
+            x = crop_flip(x.flatten(0, 1), *draws).view_as(x)
+        return normalise(x, self._mean, self._std), y
+
+
 class TrainStream:
-    """Training batches for any range of steps, each depending only on (seed, step).
+    """Training batches for any range of steps, each depending only on (seed, step): the one-run
+    case of :class:`PackStream`.
 
     Args:
         bundle: the loaded dataset.
@@ -117,18 +232,13 @@ class TrainStream:
 
     Attributes:
         steps_per_epoch: ``train_size // batch_size``, at least 1.
+        resident: whether the dataset is held on the device.
     """
 
     def __init__(self, bundle: DatasetBundle, batch_size: int, seed: int, device: torch.device | str,
                  augment: bool, max_device_mb: int, num_workers: int) -> None:
-        self.bundle, self.seed, self.augment = bundle, seed, augment
-        self.device = torch.device(device)
-        self.num_workers = num_workers
-        self.order = StepOrder(bundle.train_size, batch_size, seed)
-        self.steps_per_epoch = self.order.steps_per_epoch
-        self.resident = fits_on_device(bundle, max_device_mb)
-        self._train = _on_device(bundle, "train", self.device) if self.resident else None
-        self._mean, self._std = _stats(bundle, self.device)
+        self._pack = PackStream(bundle, batch_size, [seed], device, augment, max_device_mb, num_workers)
+        self.steps_per_epoch, self.resident = self._pack.steps_per_epoch, self._pack.resident
 
     def batches(self, start_step: int, end_step: int) -> Iterator[Batch]:
         """Yield the batch of every step in ``range(start_step, end_step)``.
@@ -136,22 +246,8 @@ class TrainStream:
         Yields:
             (x, y): x (B, C, H, W) float32 normalised, y (B,) int64, both on the device.
         """
-        if self._train is not None:
-            for step in range(start_step, end_step):
-                idx = self.order.indices(step).to(self.device)
-                yield self._finish(self._train.x[idx], self._train.y[idx], step)
-            return
-        loader = _loader(self.bundle.train, self.device, self.num_workers,
-                         batch_sampler=StepBatchSampler(self.order, start_step, end_step))
-        for step, (x, y) in zip(range(start_step, end_step), loader):
-            x = x.to(self.device, non_blocking=True)
-            yield self._finish(x, y.to(self.device, non_blocking=True), step)
-
-    def _finish(self, x: Tensor, y: Tensor, step: int) -> Batch:
-        """Augment (if on) and normalise one uint8 batch already on the device."""
-        if self.augment:
-            x = random_crop_flip(x, seeds.generator(seeds.AUGMENT, self.seed, step))
-        return normalise(x, self._mean, self._std), y
+        for x, y in self._pack.batches(start_step, end_step):
+            yield x[0], y[0]
 
 
 def eval_batches(bundle: DatasetBundle, batch_size: int, device: torch.device | str,
