@@ -2,9 +2,10 @@
 
 Regional: a ViT is one block repeated ``depth`` times, so each block's ``forward`` is compiled
 rather than the whole model. The blocks share one compiled graph (their parameters are graph inputs,
-``inline_inbuilt_nn_modules``), so compile time does not grow with depth, and the hooks that the
-probes put on blocks stay outside the compiled code. Blocks whose Python constants differ (the
-linear drop-path schedule gives each block its own rate) compile once each.
+``inline_inbuilt_nn_modules``), so compile time does not grow with depth. Blocks whose Python
+constants differ (the linear drop-path schedule gives each block its own rate) compile once each.
+The probes' hooks on a block's submodules would sit inside its compiled code, where dynamo does not
+guard them, so the probes run their forward eagerly (:mod:`suite.engine.probes`).
 
 No fall-back: a sweep worker trains many runs one after another. Dynamo's caches live as long as the
 process, so each new model shape is a recompilation of the same code; past ``recompile_limit`` of

@@ -5,6 +5,9 @@ probed the same way as ours. For each block a pair of :class:`Tap` says where it
 branches can be read: the submodule whose output is the branch, the submodule whose input is the
 stream that branch is added to, and what the block multiplies the branch by before the add.
 Probes run on a given batch without gradients and in eval mode, so they never change training.
+Under ``train.compile`` their forward runs eagerly (``torch.compiler.set_stance("force_eager")``):
+dynamo does not guard module hooks, so a compiled block would reuse a graph traced without them and
+the hooks on its submodules would never fire.
 """
 
 from __future__ import annotations
@@ -138,7 +141,8 @@ def probe(model: nn.Module, x: torch.Tensor,
     was_training = model.training
     model.eval()
     try:
-        model(x)
+        with torch.compiler.set_stance("force_eager"):
+            model(x)
     finally:
         for h in handles:
             h.remove()

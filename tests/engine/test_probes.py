@@ -103,3 +103,20 @@ def test_a_timm_run_logs_block_probes(tmp_path):
     for m in logged:
         for b in m["blocks"]:
             assert b["scale_mean"] is not None and b["attn_ratio"] > 0 and b["mlp_ratio"] > 0 and b["out_rms"] > 0
+
+
+def test_a_compiled_run_logs_probes_at_every_log_step(tmp_path):
+    """Dynamo does not guard module hooks: without forcing the probes' forward eager, a compiled
+    block reuses a graph traced without them and the later records come back empty."""
+    cfg = load_config(None, [
+        "model.residual=layerscale", "data.name=synthetic", "data.synthetic_train=64", "data.synthetic_test=32",
+        "data.synthetic_img_size=8", "model.patch_size=4", "model.dim=16", "model.heads=2", "model.depth=2",
+        "train.steps=8", "train.batch_size=16", "train.log_every=2", "train.eval_every=4", "device=cpu",
+        "train.compile=default",
+    ])
+    assert train(cfg, tmp_path)["error"] is None
+    logged = [m for m in store.read_metrics(tmp_path) if m["kind"] == "train"]
+    assert [m["step"] for m in logged] == [0, 2, 4, 6, 8]
+    for m in logged:
+        for b in m["blocks"]:
+            assert None not in (b["attn_ratio"], b["mlp_ratio"], b["out_rms"]), (m["step"], b)
