@@ -123,6 +123,10 @@ class TrainConfig:
     # default mode), or a mode: default | reduce-overhead (CUDA graphs) | max-autotune
     compile: bool | Literal["default", "reduce-overhead", "max-autotune"] = False
     threads: int | None = None  # torch CPU threads; None = leave torch's default
+    # CUDA determinism (CUBLAS_WORKSPACE_CONFIG, deterministic algorithms, cuDNN deterministic, no
+    # cuDNN benchmark): a resumed run then repeats the same floats. It changes only the order of
+    # float reductions, like device and threads, so it is an execution key, not part of the run id.
+    deterministic: bool = False
     # Experiment trackers fed from the same records as metrics.jsonl (docs/trackers.md); execution
     # only, not part of the run id. Each needs its package: pip install -e '.[trackers]'.
     log_to: tuple[Literal["tensorboard", "wandb", "mlflow"], ...] = ()

@@ -36,7 +36,7 @@ STATUSES = FINAL_STATUSES + ("error",)  # every run ends with exactly one of the
 # How a run is executed, not what it computes: excluded from the run id, so the same experiment
 # lands in the same folder whatever the machine, worker count or data location.
 EXECUTION_KEYS = frozenset({"device", "train.threads", "data.num_workers", "data.root", "data.device_max_mb",
-                            "train.log_to"})
+                            "train.log_to", "train.deterministic"})
 
 
 def run_id(cfg: RunConfig) -> str:

@@ -37,7 +37,7 @@ from suite.engine.probes import probe
 from suite.engine.trackers import Trackers
 from suite.engine.steplog import StepLog
 from suite.engine.lifecycle import RunFolder, StopRun
-from suite.engine.resources import peak_memory_mb, reset_peak_memory
+from suite.engine.resources import peak_memory_mb, reset_peak_memory, set_deterministic
 from suite.models import build_model, count_params
 
 SPIKE_EMA = 0.9  # smoothing of the loss used for the spike rule and final_train_loss
@@ -103,6 +103,7 @@ class Training:
         tc = self.tc
         if tc.threads:
             torch.set_num_threads(tc.threads)
+        set_deterministic(tc.deterministic)
         self.data = load_dataset(self.cfg.data)
         self.cfg = cfg = fill_model_shape(self.cfg, self.data)
         self.summary.update({k: v for k, v in flatten(to_dict(cfg)).items() if k.startswith("model.")})

@@ -1,4 +1,4 @@
-"""Which device a run uses, and how much memory it took at its peak."""
+"""Which device a run uses, whether its CUDA kernels are deterministic, and how much memory it took at its peak."""
 
 from __future__ import annotations
 
@@ -16,6 +16,21 @@ def resolve_device(device: str) -> torch.device:
     if device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("device 'cuda' requested but torch sees no CUDA device (use --device cpu or auto)")
     return torch.device(device)
+
+
+def set_deterministic(on: bool) -> None:
+    """``train.deterministic``: make CUDA repeat its floats run after run, or leave torch's defaults.
+
+    Sets (or, when off, clears) ``torch.use_deterministic_algorithms`` and cuDNN's ``deterministic``
+    and ``benchmark`` flags, for the whole process: a sweep worker's next run gets its own setting.
+    ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` (unless already set) is what cuBLAS needs for deterministic
+    results; it takes effect only if set before the process's first cuBLAS call.
+    """
+    if on:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(on)
+    torch.backends.cudnn.deterministic = on
+    torch.backends.cudnn.benchmark = False
 
 
 def available_memory(device: torch.device) -> float | None:
