@@ -6,9 +6,12 @@ sweep's start to its last summary:
 
 - ``solo``: one worker at a time (on a CPU with all the cores' threads);
 - ``co-located K``: K workers at once, sharing the device (on a CPU, cores // K threads each; on a
-  GPU, K processes sharing the GPUs, which overlap only under CUDA MPS);
+  GPU, K processes sharing one GPU, which overlap only under CUDA MPS);
 - ``packed N``: one worker training N runs at a time as one stacked model (``suite run --pack N``,
   :mod:`suite.engine.pack`).
+
+On a GPU every arm runs on one GPU, the first that ``CUDA_VISIBLE_DEVICES`` names (or GPU 0 without
+it), so that arms compare runs per GPU, not how many GPUs the machine has.
 
 A sweep of small models is a throughput problem, not a latency one: this is the number that says
 how long an ablation takes on a machine (``docs/benchmark.md``).
@@ -16,11 +19,13 @@ how long an ablation takes on a machine (``docs/benchmark.md``).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -53,6 +58,31 @@ def default_arms(device: str, co_located: list[int], packed: list[int] = (), cor
             + [Arm(f"packed {n}", 1, 1, n) for n in packed])
 
 
+def bench_gpu(device: str) -> str | None:
+    """The GPU id every arm runs on: the first of :func:`suite.sweep.plan.visible_gpus` (which honours
+    ``CUDA_VISIBLE_DEVICES``); None on a CPU or where torch sees no GPU."""
+    if device == "cpu":
+        return None
+    from suite.sweep.plan import visible_gpus
+
+    return next(iter(visible_gpus()), None)
+
+
+@contextlib.contextmanager
+def _only_gpu(gpu: str | None) -> Iterator[None]:
+    """``CUDA_VISIBLE_DEVICES`` = ``gpu`` inside (the sweep hands its workers the GPUs it lists), then as before."""
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
+
+
 def measure_throughput(arms: list[Arm], *, runs: int, device: str, base: dict[str, Any] | None = None,
                        steps: int | None = None, log: Callable[[str], None] = lambda line: None) -> list[dict[str, Any]]:
     """Train ``runs`` runs per arm and return one row per arm: wall time, runs per hour, speed-up
@@ -67,7 +97,8 @@ def measure_throughput(arms: list[Arm], *, runs: int, device: str, base: dict[st
     if steps is not None:
         base["train"]["steps"] = steps
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="suite-throughput-") as tmp:
+    gpu = bench_gpu(device)
+    with tempfile.TemporaryDirectory(prefix="suite-throughput-") as tmp, _only_gpu(gpu):
         # Untimed: one short run first, so that no arm pays for a cold file cache or first data load.
         warm = {"name": "throughput", "base": {**base, "train": {**base["train"], "steps": 2}}, "variants": {"run": {}}}
         run_sweep(warm, Path(tmp) / "warm-up", SweepOptions(device=device, workers=1,
@@ -84,7 +115,7 @@ def measure_throughput(arms: list[Arm], *, runs: int, device: str, base: dict[st
                 raise RuntimeError(f"throughput arm {arm.name}: a run ended in error ({(errors or [sweep.stopped])[0]})")
             statuses = {str(r["status"]) for r in sweep.results.values()}
             rows.append({"arm": arm.name, "workers": arm.workers, "threads_per_run": arm.threads, "pack": arm.pack,
-                         "runs": runs, "steps": base["train"]["steps"], "wall_s": round(wall, 2),
+                         "gpu": gpu, "runs": runs, "steps": base["train"]["steps"], "wall_s": round(wall, 2),
                          "runs_per_hour": round(runs / wall * 3600, 1), "statuses": ",".join(sorted(statuses))})
     for row in rows:
         row["speedup"] = round(row["runs_per_hour"] / rows[0]["runs_per_hour"], 3)

@@ -24,10 +24,11 @@ from suite.models.flops import train_step_flops
 # Per-device defaults. CPU: about a minute on 2 cores (docs/benchmark.md), single-threaded because
 # on a shared machine a second thread stalls at every op's barrier whenever a neighbour holds its
 # core, which adds noise in proportion to the op count (up to 100x per step, measured), not cost.
-# CUDA: a ViT-S/16 training batch, and enough steps per visit to dwarf the event overhead.
+# CUDA: a ViT-S/16 training batch, and enough steps per visit to dwarf the event overhead; the
+# reference matmul large enough to reach the GPU's peak (a 1024^3 one is bound by its launch on an H200).
 DEVICE_DEFAULTS = {
-    "cpu": {"batch": 4, "rounds": 16, "steps": 1, "warmup": 2, "dtype": "fp32", "threads": 1},
-    "cuda": {"batch": 128, "rounds": 20, "steps": 5, "warmup": 5, "dtype": "bf16", "threads": None},
+    "cpu": {"batch": 4, "rounds": 16, "steps": 1, "warmup": 2, "dtype": "fp32", "threads": 1, "gemm": 1024},
+    "cuda": {"batch": 128, "rounds": 20, "steps": 5, "warmup": 5, "dtype": "bf16", "threads": None, "gemm": 8192},
 }
 
 
@@ -65,9 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--packed", type=int, nargs="*", default=None, metavar="N",
                         help="--throughput: arms of N runs packed into one stacked model (default: 4 on cpu, 4 16 64 on "
                              "cuda; none: --packed with no value)")
-    parser.add_argument("--gemm", type=int, default=1024, metavar="N",
+    parser.add_argument("--gemm", type=int, metavar="N",
                         help="also time an N x N x N matmul in the same rounds, the reference for GFLOP/s "
-                             "(default: %(default)s; 0 = off)")
+                             "(default: 1024 on cpu, 8192 on cuda; 0 = off)")
 
 
 def resolved_command(settings: dict) -> str:
@@ -157,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     settings = {**dataclasses.asdict(shape), "device": args.device, "dtype": opt["dtype"], "compile": args.compile,
                 "rounds": opt["rounds"], "steps": opt["steps"], "warmup": opt["warmup"], "forward": args.forward,
-                "seed": args.seed, "threads": torch.get_num_threads(), "arms": names, "gemm": args.gemm,
+                "seed": args.seed, "threads": torch.get_num_threads(), "arms": names, "gemm": opt["gemm"],
                 "interval": "distribution-free 95% interval of the median of per-round ratios (order statistics)"}
     prov = store.provenance(args.device)
     t0 = time.perf_counter()
@@ -165,14 +166,14 @@ def run(args: argparse.Namespace) -> int:
         {n: (lambda n=n: build_arm(n, shape)) for n in names}, shape, device=args.device, dtype=opt["dtype"],
         compile=args.compile, rounds=opt["rounds"], warmup=opt["warmup"], steps=opt["steps"],
         forward=args.forward, seed=args.seed, log=lambda line: print(line, file=sys.stderr, flush=True),
-        gemm=args.gemm,
+        gemm=opt["gemm"],
     )
     rows = report.build_rows(results)
-    speed = report.efficiency(results, train_step_flops(shape.model_config(), shape.batch), args.gemm)
+    speed = report.efficiency(results, train_step_flops(shape.model_config(), shape.batch), opt["gemm"])
     meta = {"command": resolved_command(settings), "settings": settings, "provenance": prov,
             "wall_s": round(time.perf_counter() - t0, 1)}
     paths = report.write_outputs(Path(args.out), results, rows, meta, speed)
     print(report.markdown_table(rows))
-    print(report.efficiency_table(speed, args.gemm))
+    print(report.efficiency_table(speed, opt["gemm"]))
     print(f"wrote {', '.join(str(p) for p in paths)} ({meta['wall_s']:.0f} s)")
     return 0
