@@ -170,7 +170,7 @@ class PackStream:
         self.num_workers = num_workers
         self.orders = [StepOrder(bundle.train_size, batch_size, seed) for seed in self.seeds]
         self.steps_per_epoch = self.orders[0].steps_per_epoch
-        self.per_batch = min(bundle.train_size, batch_size)
+        self._per_batch = min(bundle.train_size, batch_size)
         self.resident = fits_on_device(bundle, max_device_mb)
         self._train = _on_device(bundle, "train", self.device) if self.resident else None
         self._mean, self._std = _stats(bundle, self.device)
@@ -188,7 +188,7 @@ class PackStream:
             return
         loader = _loader(self.bundle.train, self.device, self.num_workers,
                          batch_sampler=StepBatchSampler(self.orders, start_step, end_step))
-        shape = (len(self.seeds), self.per_batch)
+        shape = (len(self.seeds), self._per_batch)
         for (_, draws), (x, y) in zip(steps, loader):  # x (N * B, C, H, W), y (N * B,)
             x = x.to(self.device, non_blocking=True).unflatten(0, shape)
             yield self._finish(x, y.to(self.device, non_blocking=True).view(shape), draws)
@@ -197,7 +197,7 @@ class PackStream:
         """Per step: its (N, B) indices on the device (resident path only, else None) and its
         augmentation draws, offsets (N * B, 2) and flips (N * B,) (None without augmentation).
         Each epoch's are made on the host and uploaded at its first step."""
-        n, b = len(self.seeds), self.per_batch
+        n, b = len(self.seeds), self._per_batch
         for first, stop in _epoch_spans(self.steps_per_epoch, start, end):
             idx = draws = None
             if self._train is not None:
