@@ -1,15 +1,15 @@
 """`make gpu-check OUT=DIR`: the one prepared check for a machine with a GPU, unattended, in 8 minutes.
 
-Each step runs under its own time limit (STEPS; they sum to TOTAL_S with the CUDA probe) and, the
-moment it ends, appends its table to DIR/tables.md and a row to DIR/summary.md; its output is in
-DIR/<step>.log:
+Each step runs under its own time limit (:func:`steps`; with the CUDA probe they sum within TOTAL_S)
+and, the moment it ends, appends its table to DIR/tables.md and a row to DIR/summary.md; its output
+is in DIR/<step>.log:
 
 - pytest-cuda: the tests marked ``cuda``; the steps they claim never wait for the host run under
   ``torch.cuda.set_sync_debug_mode("error")`` (the ``sync_free`` fixture, tests/conftest.py);
 - overhead-eager, overhead-compiled: LayerScale's training-step overhead on ViT-S/16 at 224 px,
   bf16, eager and compiled block by block as training compiles, for Pre-LN, LayerScale and timm's;
 - throughput: runs per GPU-hour at the default ablation's shape, solo, 4 co-located, packs of 16, 64;
-- deep-preln, deep-layerscale: 300 steps at depth 96.
+- deep-preln, deep-layerscale: 200 steps at depth 96.
 
 With no GPU at all (no working nvidia-smi, no /dev/nvidia0) it prints one line and exits 0; with a GPU
 that torch cannot use it prints the probe's error and exits 1; else it exits 1 if any step failed,
@@ -75,19 +75,19 @@ def steps(out: Path, dry: bool) -> list[tuple[str, int, list[str]]]:
             "--steps", "1", "--warmup", "1", "--gemm", "0"] if dry else
            ["--depth", "12", "--dim", "384", "--heads", "6", "--tokens", "197", "--batch", "128", "--gemm", "8192"])
     bench = [*py, "bench", *dev, "--dtype", "bf16", *vit, "--schemes", "layerscale", "timm-layerscale"]
-    runs = ["--runs", "2", "--run-steps", "2", "--co-located", "2", "--packed", "2"] if dry else [
+    runs = ["--runs", "1", "--run-steps", "2", "--co-located", "2", "--packed", "2"] if dry else [
         "--runs", "64", "--run-steps", "100", "--co-located", "4", "--packed", "16", "64"]
-    deep = [*py, "train", *dev, "data.name=synthetic", "model.depth=96", "model.heads=3", "model.patch_size=4",
-            "train.eval_every=0", "train.log_every=10"]
-    deep += (["model.dim=12", "data.synthetic_img_size=8", "data.synthetic_train=32", "data.synthetic_test=8",
-              "train.steps=2", "train.batch_size=8", "train.warmup_steps=1"] if dry else
-             ["model.dim=192", "train.steps=300"])
+    deep = [*py, "train", *dev, "data.name=synthetic", "model.heads=3", "model.patch_size=4", "train.eval_every=0",
+            "train.log_every=10"]
+    deep += (["model.depth=4", "model.dim=12", "data.synthetic_img_size=8", "data.synthetic_train=32",
+              "data.synthetic_test=8", "train.steps=2", "train.batch_size=8", "train.warmup_steps=1"] if dry else
+             ["model.depth=96", "model.dim=192", "train.steps=200"])
     return [
         ("pytest-cuda", 40, [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-rA", "-p", "no:cacheprovider",
                              *cuda_tests]),
         ("overhead-eager", 40, [*bench, "--out", str(out / "overhead-eager")]),
-        ("overhead-compiled", 130, [*bench, "--compile", "--no-forward", "--out", str(out / "overhead-compiled")]),
-        ("throughput", 160, [*py, "bench", "--throughput", *dev, *runs, "--out", str(out / "throughput")]),
+        ("overhead-compiled", 120, [*bench, "--compile", "--no-forward", "--out", str(out / "overhead-compiled")]),
+        ("throughput", 170, [*py, "bench", "--throughput", *dev, *runs, "--out", str(out / "throughput")]),
         ("deep-preln", 25, [*deep, "model.residual=preln", "--out", str(out / "deep-preln")]),
         ("deep-layerscale", 25, [*deep, "model.residual=layerscale", "--out", str(out / "deep-layerscale")]),
     ]
