@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 # which keeps its module fixtures built once. TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= 2
 
-.PHONY: install test run-ablations propagate tables bench bench-check gpu-check clean
+.PHONY: install test run-ablations propagate tables bench bench-check gpu-check wheelhouse clean
 
 install: $(STAMP)
 
@@ -52,8 +52,29 @@ bench: install
 bench-check: install
 	$(BIN)/suite bench-check
 
-gpu-check: install
-	bash scripts/gpu_check.sh $(OUT)
+# USE_SYSTEM_TORCH=1: $(PYTHON) already has torch (a cluster module, an image; offline, say). A venv
+# beside it gets only the suite's other dependencies, and only those missing, from wheelhouse/ when
+# that folder exists. The .pth file shows it $(PYTHON)'s packages even when $(PYTHON) is itself a
+# venv's, which --system-site-packages alone does not; $(PYTHON)'s pip installs (no ensurepip needed).
+GPU_VENV := .venv-gpu
+gpu-check: $(if $(USE_SYSTEM_TORCH),$(GPU_VENV)/.installed,install)
+	$(if $(USE_SYSTEM_TORCH),$(GPU_VENV),$(VENV))/bin/python scripts/gpu_check.py $(OUT)
+
+$(GPU_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv --system-site-packages --without-pip $(GPU_VENV)
+	$(PYTHON) -c 'import site; print(*site.getsitepackages(), sep="\n")' \
+	    > "$$($(GPU_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/system.pth"
+	$(PYTHON) -m pip --python $(GPU_VENV)/bin/python install -q \
+	    $(if $(wildcard wheelhouse),--no-index --find-links wheelhouse) $$($(PYTHON) scripts/gpu_check.py --needs)
+	touch $@
+
+# Wheels of what gpu-check needs beside torch, at the versions installed here (torch, torchvision and
+# CUDA's packages left out), to copy with the checkout to an offline machine. WHEELS="name==version ..."
+# fetches only those; WHEEL_ARGS="--python-version 3.12 --only-binary=:all: --platform ..." for another Python.
+wheelhouse: install
+	$(BIN)/python -m pip download -q --no-deps -d wheelhouse $(WHEEL_ARGS) \
+	    $(or $(WHEELS),$$($(BIN)/python scripts/gpu_check.py --wheels))
+	du -sh wheelhouse
 
 clean:
 	rm -rf $(VENV) .pytest_cache .benchmarks build *.egg-info

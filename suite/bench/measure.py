@@ -161,7 +161,7 @@ def measure(
         factories: arm name -> a function building its model (on CPU, fp32); each gets the same seed.
         shape: batch and model shape (the input is ``(batch, 3, img, img)`` random images).
         device: ``cpu`` or ``cuda``. dtype: ``fp32``, or ``bf16`` autocast.
-        compile: ``torch.compile`` each model (compilation happens during warm-up).
+        compile: ``torch.compile`` each model's blocks (compilation happens during warm-up).
         rounds: timed rounds R. warmup: untimed steps per arm first. steps: steps per timed visit.
         forward: also time no-grad forwards (a second series of rounds).
         seed: seeds the weights, the input and the visiting order.
@@ -192,16 +192,19 @@ def measure(
         torch.manual_seed(seed)
         eager = factory().to(dev).train()
         opt = build_optimizer(eager, TrainConfig())
-        model = torch.compile(eager) if compile else eager
+        saved = saved_activation_bytes(eager, x, y, autocast)  # counted before any block is compiled
+        if compile:  # block by block, in place, as training compiles (engine/compiled.py)
+            for block in eager.blocks:
+                block.forward = torch.compile(block.forward)
 
-        def train_step(model=model, opt=opt) -> None:
+        def train_step(model=eager, opt=opt) -> None:
             with autocast():
                 loss = F.cross_entropy(model(x), y)
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-        def fwd_step(model=model) -> None:
+        def fwd_step(model=eager) -> None:
             with torch.no_grad(), autocast():
                 model(x)
 
@@ -218,8 +221,7 @@ def measure(
             train_step()
             torch.cuda.synchronize()
             peak = torch.cuda.max_memory_allocated(dev) - before + _state_bytes(eager, opt)
-        info[name] = dict(params=count_params(eager), saved_bytes=saved_activation_bytes(eager, x, y, autocast),
-                          peak_bytes=peak)
+        info[name] = dict(params=count_params(eager), saved_bytes=saved, peak_bytes=peak)
         opt.zero_grad(set_to_none=True)
         train_fns[name], fwd_fns[name] = train_step, fwd_step
         if log:
