@@ -23,6 +23,7 @@ from suite.store import STATUSES
 from suite.sweep.folder import RunnerError
 from suite.sweep.status import format_duration
 from suite.sweep.sweep import SweepOptions
+from suite.cli.checks import fail
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,9 +74,7 @@ def run(args: argparse.Namespace) -> int:
     answer = None
     try:
         if getattr(args, "until_decided", False) and getattr(args, "refine", False):
-            print("error: --refine and --until-decided: refine the grid first, then add seeds; drop one",
-                  file=sys.stderr)
-            return 2
+            return fail("--refine and --until-decided: refine the grid first, then add seeds; drop one")
         if getattr(args, "refine", False):
             from suite.sweep.refine import run_refine
 
@@ -84,15 +83,12 @@ def run(args: argparse.Namespace) -> int:
         elif getattr(args, "until_decided", False):
             sweep, answer = _until_decided(args, progress)
         elif getattr(args, "max_seeds", None) is not None:
-            print("error: --max-seeds: only with --until-decided; add --until-decided", file=sys.stderr)
-            return 2
+            return fail("--max-seeds: only with --until-decided; add --until-decided")
         else:
             sweep = run_sweep(args.ablation, args.out, options(args), report=progress,
                               notify=lambda line: print(line, flush=True))
     except ConfigError as err:
-        for line in str(err).splitlines():
-            print(f"error: {line}", file=sys.stderr)
-        return 2
+        return fail(*str(err).splitlines())
     finally:
         progress.close()
     if args.dry_run:
