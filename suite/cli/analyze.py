@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", AnalysisWarning)
         try:
             summary = analyze(args.dir, baseline=args.baseline, by=args.by, formats=formats,
-                              figures=getattr(args, "figures", True), force=getattr(args, "force", False))
+                              figures=args.figures, force=args.force)
         except (AnalysisError, store.UnsafeFile) as err:  # UnsafeFile: a link planted in the folder, a FIFO
             return fail(str(err))
         except OSError as err:  # e.g. a read-only results folder

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         ablation = load_ablation(args.ablation)
         cost = estimate(ablation)
-        if getattr(args, "measure", False):
+        if args.measure:
             import os
 
             from suite.sweep.cost import measure_step_ms

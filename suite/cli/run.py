@@ -73,16 +73,16 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress()
     answer = None
     try:
-        if getattr(args, "until_decided", False) and getattr(args, "refine", False):
+        if args.until_decided and args.refine:
             return fail("--refine and --until-decided: refine the grid first, then add seeds; drop one")
-        if getattr(args, "refine", False):
+        if args.refine:
             from suite.sweep.refine import run_refine
 
             sweep, _ = run_refine(args.ablation, args.out, options(args), report=progress,
                                   notify=lambda line: print(line, flush=True))
-        elif getattr(args, "until_decided", False):
+        elif args.until_decided:
             sweep, answer = _until_decided(args, progress)
-        elif getattr(args, "max_seeds", None) is not None:
+        elif args.max_seeds is not None:
             return fail("--max-seeds: only with --until-decided; add --until-decided")
         else:
             sweep = run_sweep(args.ablation, args.out, options(args), report=progress,

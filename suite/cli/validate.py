@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
             status = fail(*err.problems)
             continue
         problems = preflight(ablation.runs, str(path), check_device=False,  # runs may execute elsewhere
-                             check_data=getattr(args, "data", True))
+                             check_data=args.data)
         if problems:
             status = fail(*problems)
             continue
