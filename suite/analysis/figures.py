@@ -37,7 +37,7 @@ from suite.analysis.grouping import DEPTH, LR, group_of, section_keys, sections,
 from suite.analysis.lr import lr_curves  # noqa: E402
 from suite.analysis.propagation import profiles  # noqa: E402
 from suite.analysis.load import read_curves  # noqa: E402
-from suite.analysis.markup import fmt_value, safe, slug  # noqa: E402
+from suite.analysis.markup import _section_title, fmt_value, safe, slug  # noqa: E402
 
 
 def save(fig: plt.Figure, base: Path) -> list[Path]:
@@ -475,6 +475,12 @@ def draw_propagation(root: Path, runs: list[dict[str, Any]], frame: pd.DataFrame
     return written
 
 
+def _heading(label: tuple, skeys: list[str], title: str) -> tuple[str, str, str]:
+    """A section's name (``train.lr = 0.001``), its file suffix and the figure title that names it."""
+    name = _section_title(label, skeys)
+    return name, slug(label, skeys), title + (f" ({name})" if name else "")
+
+
 def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys: list[str], baseline: str,
              title: str, lr: pd.DataFrame | None = None, transfer: pd.DataFrame | None = None) -> list[Path]:
     """Draw every figure of the analysis into ``root/figures``; returns the files written."""
@@ -488,9 +494,7 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
         rest = [k for k in keys if k != LR]
         curves = lr_curves(runs, keys)
         for label, part in sections(lr, rest):
-            name = ", ".join(f"{k} = {fmt_value(v)}" for k, v in zip(section_keys(rest), label))
-            suffix = slug(label, section_keys(rest))
-            head = title + (f" ({name})" if name else "")
+            _, suffix, head = _heading(label, section_keys(rest), title)
             members = curves[[group_of(r, section_keys(rest)) == label
                               for r in curves.to_dict("records")]] if section_keys(rest) else curves
             if members.empty:  # every run of this section ended in error
@@ -502,19 +506,14 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
     if transfer is not None and not transfer.empty:
         rest = [k for k in keys if k != LR]
         for label, part in sections(transfer, rest):
-            skeys_t = section_keys(rest)
-            name = ", ".join(f"{k} = {fmt_value(v)}" for k, v in zip(skeys_t, label))
-            suffix = slug(label, skeys_t)
-            head = title + (f" ({name})" if name else "")
+            _, suffix, head = _heading(label, section_keys(rest), title)
             members = [r for r in runs if r["status"] != "error" and r.get(LR) is not None and r.get(DEPTH) is not None
-                       and group_of(r, skeys_t) == label]
+                       and group_of(r, section_keys(rest)) == label]
             rates = sorted({float(r[LR]) for r in members})
             written += save(best_lr_vs_depth(part, colors, head, rates), out / f"best_lr_vs_depth{suffix}")
             written += save(val_vs_lr_by_depth(members, colors, head), out / f"val_vs_lr_by_depth{suffix}")
     for label, part in sections(summary, keys):
-        name = ", ".join(f"{k} = {fmt_value(v)}" for k, v in zip(skeys, label))
-        suffix = slug(label, skeys)
-        head = title + (f" ({name})" if name else "")
+        name, suffix, head = _heading(label, skeys, title)
         members = [r for r in runs if r["status"] != "error" and group_of(r, skeys) == label]
         if any("steps_to_learn" in r for r in members):
             written += save(time_to_learn(members, colors, head), out / f"time_to_learn{suffix}")

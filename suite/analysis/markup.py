@@ -96,7 +96,8 @@ def _fmt_ms(x: float) -> str:
     return f"{x:.0f}" if x >= 99.95 else f"{x:#.3g}"  # 3 significant digits: 9.48, 12.0, 123
 
 
-def _nan(x: object) -> bool:
+def missing(x: object) -> bool:
+    """None or NaN: a cell with nothing to show."""
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 

@@ -128,20 +128,16 @@ def _table_rank(path: Path) -> tuple[int, str]:
 
 
 def _provenance(root: Path, runs: pd.DataFrame) -> str:
+    from suite import __version__
+
     counts = runs["status"].value_counts()
     statuses = ", ".join(f"{int(counts.get(s, 0))} {s}" for s in store.STATUSES)
     commits = sorted({str(c)[:12] + (" (dirty)" if "dirty" in str(c) else "")
                       for c in runs.get("git_commit", pd.Series(dtype=str)).dropna()})
     commit = ", ".join(commits[:3]) + (f" and {len(commits) - 3} more" if len(commits) > 3 else "") or "unknown"
     return (f'<p class="meta">{len(runs)} runs ({_e(statuses)}) in <code>{_e(str(root))}</code>; '
-            f"code {_e(commit)}; suite {_e(_version())}. Written by <code>suite report</code> from "
+            f"code {_e(commit)}; suite {_e(__version__)}. Written by <code>suite report</code> from "
             f"<code>findings.md</code>, <code>tables/</code>, <code>figures/</code> and <code>runs.csv</code>.</p>")
-
-
-def _version() -> str:
-    from suite import __version__
-
-    return __version__
 
 
 def _completeness(root: Path, runs: pd.DataFrame) -> str:
@@ -171,9 +167,9 @@ def _run_list(root: Path, runs: pd.DataFrame) -> str:
         acc = r.get("test_acc")
         cells = [link, _e(str(r["variant"])), *(_e(markup.fmt_value(r[k])) for k in config_keys),
                  _e(str(r.get("seed"))), f'<span class="st-{_e(str(r["status"]))}">{_e(str(r["status"]))}</span>',
-                 "" if _missing(acc) else f"{100 * float(acc):.1f}%",
-                 "" if _missing(r.get("steps_done")) else str(int(r["steps_done"])), curve,
-                 "" if _missing(r.get("error")) else _e(str(r["error"]))]
+                 "" if markup.missing(acc) else f"{100 * float(acc):.1f}%",
+                 "" if markup.missing(r.get("steps_done")) else str(int(r["steps_done"])), curve,
+                 "" if markup.missing(r.get("error")) else _e(str(r["error"]))]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return ('<section id="runs"><h2>Runs</h2><p>Each run id links to its resolved <code>config.yaml</code>, each '
             "curve (training loss by step) to its <code>metrics.jsonl</code>.</p><table><thead><tr>"
@@ -266,7 +262,7 @@ def _welch(r: pd.Series) -> float:
     from scipy import stats as sps
 
     n1, n2 = r["acc_n"], r["acc_n_other"]
-    if _missing(n1) or _missing(n2) or n1 < 2 or n2 < 2:
+    if markup.missing(n1) or markup.missing(n2) or n1 < 2 or n2 < 2:
         return math.nan
     s1, s2 = float(r["acc_std"]), float(r["acc_std_other"])
     if s1 == 0 and s2 == 0:  # no spread on either side: any difference is all there is
@@ -284,12 +280,12 @@ def moved_cells_html(mine: pd.DataFrame, theirs: pd.DataFrame, name: str, other:
     rows = []
     for _, r in cells.iterrows():
         def cell(m: Any, lo: Any, hi: Any) -> str:
-            return "" if _missing(m) else f"{100 * m:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+            return "" if markup.missing(m) else f"{100 * m:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
 
         vals = [*(_e(markup.fmt_value(r[k])) for k in keys), cell(r["acc_mean_other"], r["acc_ci_low_other"],
                 r["acc_ci_high_other"]), cell(r["acc_mean"], r["acc_ci_low"], r["acc_ci_high"]),
-                "" if _missing(r["diff"]) else f"{100 * r['diff']:+.1f}",
-                "" if _missing(r["p"]) else f"{r['p']:.3f}", f'<span class="ch-{r["change"]}">'
+                "" if markup.missing(r["diff"]) else f"{100 * r['diff']:+.1f}",
+                "" if markup.missing(r["p"]) else f"{r['p']:.3f}", f'<span class="ch-{r["change"]}">'
                 f'{r["change"]}</span>']
         rows.append("<tr>" + "".join(f"<td>{v}</td>" for v in vals) + "</tr>")
     return (f"<p>{n_moved} of {len(cells)} cells moved: Welch's t-test between the two folders' runs of a cell, "
@@ -309,10 +305,6 @@ def _e(text: str) -> str:
 def _short(value: Any) -> str:
     text = markup.fmt_value(value) if not isinstance(value, (list, dict)) else yaml.safe_dump(value, default_flow_style=True).strip()
     return text if len(text) <= 200 else text[:197] + "..."
-
-
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _demote(text: str, drop_title: bool = False) -> str:

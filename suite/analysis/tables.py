@@ -15,7 +15,8 @@ from suite.analysis import robust
 from suite.analysis.trends import MIN_PAIRS
 from suite.analysis.transfer import reading
 from suite.analysis.grouping import DEPTH, LR, section_keys, sections, sort_value, variant_order
-from suite.analysis.markup import MD, TEX, Markup, Table, _fmt_ms, _nan, _section_title, fmt_value, render_md, render_tex, slug
+from suite.analysis.markup import (MD, TEX, Markup, Table, _fmt_ms, _section_title, fmt_value, missing,
+                                   render_md, render_tex, slug)
 
 ALPHA = 0.05  # marks: Bonferroni-adjusted p below this (the simultaneous interval excludes 0)
 
@@ -23,23 +24,19 @@ ALPHA = 0.05  # marks: Bonferroni-adjusted p below this (the simultaneous interv
 # ----------------------------------------------------------------------------- grids
 
 
-def _grid(part: pd.DataFrame, keys: list[str], baseline: str, m: Markup, cell, best_of=None,
-          missing: str = "not run", skip_baseline: bool = False):
+def _grid(part: pd.DataFrame, keys: list[str], baseline: str, m: Markup, cell, best_of=None):
     """Pivot one section: rows = variants, columns = depths; ``cell(row, best)`` makes a cell."""
     has_depth = DEPTH in keys
     depths = sorted(set(part[DEPTH]), key=sort_value) if has_depth else [None]
     columns = [f"depth {fmt_value(d)}" if has_depth else "all runs" for d in depths]
-    variants = variant_order(list(part["variant"]), baseline)
-    if skip_baseline:
-        variants = [v for v in variants if v != baseline]
     rows = []
-    for v in variants:
+    for v in variant_order(list(part["variant"]), baseline):
         cells = []
         for d in depths:
             sel = part[(part["variant"] == v) & ((part[DEPTH] == d) if has_depth else True)]
             col = part[(part[DEPTH] == d)] if has_depth else part
             best = best_of(col) if best_of else None
-            cells.append(cell(sel.iloc[0], best) if len(sel) else m.esc(missing))
+            cells.append(cell(sel.iloc[0], best) if len(sel) else m.esc("not run"))
         label = m.esc(str(v)) + (" (baseline)" if v == baseline else "")
         rows.append((label, cells))
     return m.esc("scheme"), [m.esc(c) for c in columns], rows
@@ -60,7 +57,7 @@ def _pct(x: float) -> str:
 
 
 def _ci(m: Markup, low: float, high: float, scale: float = 100.0, spec: str = ".1f") -> str:
-    if _nan(low):
+    if missing(low):
         return m.esc("[no interval]")
     return f"[{format(scale * low, spec)}, {format(scale * high, spec)}]"
 
@@ -69,10 +66,10 @@ def accuracy_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: Ma
     """Rows = scheme, columns = depth, cells = the score (%) [95% mixture interval] and not ok k/n."""
 
     def best_of(col: pd.DataFrame) -> str | None:
-        return _best([_pct(a) for a in col["acc_mean"] if not _nan(a)], higher=True)
+        return _best([_pct(a) for a in col["acc_mean"] if not missing(a)], higher=True)
 
     def cell(r: pd.Series, best: str | None) -> str:
-        if r["acc_n"] == 0 or _nan(r["acc_mean"]):
+        if r["acc_n"] == 0 or missing(r["acc_mean"]):
             acc = m.dash
         else:
             acc = _pct(r["acc_mean"])
@@ -118,7 +115,7 @@ def step_time_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: M
         return []
 
     def cell(r: pd.Series, best: str | None) -> str:
-        if _nan(r["step_time_ms"]):
+        if missing(r["step_time_ms"]):
             return m.dash
         ms = _fmt_ms(r["step_time_ms"]) + " ms"
         return m.lines([ms, f"{r['n_contended']}/{r['n_timed']} contended"]) if r["n_contended"] else ms
@@ -145,10 +142,10 @@ def best_lr_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) 
     fkeys = [k for k in keys if k != LR]
 
     def best_of(col: pd.DataFrame) -> str | None:
-        return _best([_pct(a) for a in col["test_mean"] if not _nan(a)], higher=True)
+        return _best([_pct(a) for a in col["test_mean"] if not missing(a)], higher=True)
 
     def cell(r: pd.Series, best: str | None) -> str:
-        if _nan(r["best_lr"]) or r["test_n"] == 0:
+        if missing(r["best_lr"]) or r["test_n"] == 0:
             return m.dash
         acc = _pct(r["test_mean"])
         acc = m.bold(acc) if acc == best else acc
@@ -178,11 +175,11 @@ def sensitivity_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Mark
     fkeys = [k for k in keys if k != LR]
 
     def best_of(col: pd.DataFrame) -> str | None:
-        return _best([_pct(r["sens_mean"]) for _, r in col.iterrows() if not _nan(r["sens_mean"]) and r["above_chance"]],
+        return _best([_pct(r["sens_mean"]) for _, r in col.iterrows() if not missing(r["sens_mean"]) and r["above_chance"]],
                      higher=False)
 
     def cell(r: pd.Series, best: str | None) -> str:
-        if r["sens_n"] == 0 or _nan(r["sens_mean"]):
+        if r["sens_n"] == 0 or missing(r["sens_mean"]):
             return m.dash
         sens = _pct(r["sens_mean"])
         sens = m.bold(sens) if sens == best else sens
@@ -212,19 +209,19 @@ def frontier_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
     fkeys = [k for k in keys if k != LR]
 
     def best_of(col: pd.DataFrame) -> str | None:
-        return _best([fmt_value(x) for x in col["lr_stable_max"] if not _nan(x)], higher=True)
+        return _best([fmt_value(x) for x in col["lr_stable_max"] if not missing(x)], higher=True)
 
     def cell(r: pd.Series, best: str | None) -> str:
         if r["lr50_censored"] == "above":
             dose = m.esc(f"above {fmt_value(r['lr_tested_max'])}")
         elif r["lr50_censored"] == "below":
             dose = m.esc(f"below {fmt_value(r['lr_tested_min'])}")
-        elif _nan(r["lr50"]):
+        elif missing(r["lr50"]):
             dose = m.dash
         else:
             dose = f"{r['lr50']:.2g} [{r['lr50_ci_low']:.2g}, {r['lr50_ci_high']:.2g}]"
         dose += m.dagger if r["frontier_p_adj"] < ALPHA else ""
-        step = m.dash if _nan(r["lr_stable_max"]) else (m.geq if r["censored"] else "") + fmt_value(r["lr_stable_max"])
+        step = m.dash if missing(r["lr_stable_max"]) else (m.geq if r["censored"] else "") + fmt_value(r["lr_stable_max"])
         return m.lines([dose, m.esc(f"step: {step}")])
 
     def notes(part: pd.DataFrame) -> list[str]:
@@ -246,13 +243,13 @@ def learn_tables(learn: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
     """Rows = scheme, columns = depth, cells = Kaplan-Meier median steps to learn [95%] and learned k/n."""
 
     def cell(r: pd.Series, best: str | None) -> str:
-        if _nan(r["median"]):
+        if missing(r["median"]):
             med = m.esc("not reached")
-        elif _nan(r["median_ci_low"]) and _nan(r["median_ci_high"]):  # e.g. every run learned at one evaluation
+        elif missing(r["median_ci_low"]) and missing(r["median_ci_high"]):  # e.g. every run learned at one evaluation
             med = f"{fmt_value(int(r['median']))} {m.esc('[no interval]')}"
         else:
-            low = "?" if _nan(r["median_ci_low"]) else fmt_value(int(r["median_ci_low"]))
-            high = m.esc("not reached") if _nan(r["median_ci_high"]) else fmt_value(int(r["median_ci_high"]))
+            low = "?" if missing(r["median_ci_low"]) else fmt_value(int(r["median_ci_low"]))
+            high = m.esc("not reached") if missing(r["median_ci_high"]) else fmt_value(int(r["median_ci_high"]))
             med = f"{fmt_value(int(r['median']))} [{low}, {high}]"
         med += m.dagger if r["logrank_p_adj"] < ALPHA else ""
         return m.lines([med, f"learned {r['n_learned']}/{r['n']}"])
@@ -278,14 +275,14 @@ def transfer_tables(tr: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
         return fmt_value(float(f"{x:.3g}"))
 
     def cell(r: pd.Series, best: str | None) -> str:
-        if _nan(r["best_lr"]):
+        if missing(r["best_lr"]):
             return m.dash
         lr = f"lr {rate(r['best_lr'])}"
-        lr += f" [{rate(r['best_lr_low'])}, {rate(r['best_lr_high'])}]" if not _nan(r["best_lr_low"]) else ""
+        lr += f" [{rate(r['best_lr_low'])}, {rate(r['best_lr_high'])}]" if not missing(r["best_lr_low"]) else ""
         lr += f" ({r['best_lr_at_edge']} tested)" if r["best_lr_at_edge"] else ""
         if r[DEPTH] == r["shallow_depth"]:
             regret = "tuned here"
-        elif _nan(r["regret"]):
+        elif missing(r["regret"]):
             regret = f"regret: lr {rate(r['shallow_lr'])} not run"
         else:
             regret = f"regret {_pct(r['regret'])} {_ci(m, r['regret_low'], r['regret_high'])}"
@@ -309,13 +306,13 @@ def slope_tables(tr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) ->
     first = tr.drop_duplicates([k for k in fkeys if k != DEPTH]) if len(tr) else tr
 
     def cells(r: pd.Series, is_base: bool) -> list[str]:
-        if _nan(r["slope"]):
+        if missing(r["slope"]):
             return [m.dash, m.dash]
         rows = tr[tr["variant"] == r["variant"]]
         for k in fkeys:
             if k not in ("variant", DEPTH):
                 rows = rows[rows[k] == r[k]]
-        ci = "[no interval]" if _nan(r["slope_low"]) else f"[{r['slope_low']:+.2f}, {r['slope_high']:+.2f}]"
+        ci = "[no interval]" if missing(r["slope_low"]) else f"[{r['slope_low']:+.2f}, {r['slope_high']:+.2f}]"
         return [m.esc(f"{r['slope']:+.2f} {ci}"), m.esc(f"{reading(rows)} ({int(r['slope_depths'])} depths)")]
 
     notes = [
@@ -337,10 +334,10 @@ def propagation_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: M
     out = []
     for q, meaning in QUANTITIES.items():
         def cell(r: pd.Series, best: str | None, q=q) -> str:
-            if _nan(r[f"{q}_mean"]):
+            if missing(r[f"{q}_mean"]):
                 return m.dash
             text = f"{r[f'{q}_mean']:.3g}"
-            if r["n"] > 1 and not _nan(r[f"{q}_ci_low"]):
+            if r["n"] > 1 and not missing(r[f"{q}_ci_low"]):
                 text += f" [{r[f'{q}_ci_low']:.3g}, {r[f'{q}_ci_high']:.3g}]"
             bad = r["n_diverged"] + r["n_error"]
             return m.lines([text, f"{bad} of {r['n'] + bad} not ok"]) if bad else text
@@ -375,17 +372,17 @@ def trend_tables(trends: pd.DataFrame, keys: list[str], baseline: str, m: Markup
     """Rows = scheme: its score slope per doubling of depth, the interaction with the baseline, not-ok trend."""
 
     def cells(r: pd.Series, is_base: bool) -> list[str]:
-        slope = m.dash if _nan(r["acc_slope"]) else (
+        slope = m.dash if missing(r["acc_slope"]) else (
             f"{100 * r['acc_slope']:+.1f} {_ci(m, r['acc_slope_ci_low'], r['acc_slope_ci_high'], spec='+.1f')}")
         if is_base:
             return [slope, "baseline", "baseline"]
-        diff = m.dash if _nan(r["acc_interaction"]) else (
+        diff = m.dash if missing(r["acc_interaction"]) else (
             f"{100 * r['acc_interaction']:+.1f} "
             f"{_ci(m, r['acc_interaction_ci_low'], r['acc_interaction_ci_high'], spec='+.1f')}"
             + (m.dagger if r["acc_interaction_p_adj"] < ALPHA else "")
             + (f" {m.esc(r['acc_interaction_kind'])}" if r["acc_interaction_kind"] else "")
             + (f" ({r['bound']}: no test)" if r["bound"] else ""))
-        bad = m.esc("not estimable") if _nan(r["not_ok_slope_diff"]) else (
+        bad = m.esc("not estimable") if missing(r["not_ok_slope_diff"]) else (
             f"{r['not_ok_slope_diff']:+.2f} "
             f"{_ci(m, r['not_ok_slope_diff_ci_low'], r['not_ok_slope_diff_ci_high'], 1.0, '+.2f')}"
             + (m.ddagger if r["not_ok_slope_diff_p_adj"] < ALPHA else ""))
@@ -415,7 +412,7 @@ def aggregate_tables(agg: pd.DataFrame, keys: list[str], baseline: str, m: Marku
         iqm = f"{_pct(r['iqm'])} {_ci(m, r['iqm_ci_low'], r['iqm_ci_high'])}"
         if is_base:
             return [iqm, "baseline"]
-        if _nan(r["poi"]):
+        if missing(r["poi"]):
             return [iqm, m.esc(f"not reported: {r['poi_pairs']} seed pairs (< {MIN_PAIRS})")]
         return [iqm, f"{r['poi']:.2f} {_ci(m, r['poi_ci_low'], r['poi_ci_high'], 1.0, '.2f')}"]
 
@@ -433,14 +430,13 @@ def aggregate_tables(agg: pd.DataFrame, keys: list[str], baseline: str, m: Marku
 
 
 def _section_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup, caption: str, label: str,
-                    cell, notes, best_of=None, **grid_options) -> list[Table]:
+                    cell, notes, best_of=None) -> list[Table]:
     """One table per section of ``frame`` (:func:`~suite.analysis.grouping.sections`).
 
     Args:
         caption, label: the table's caption and LaTeX label; the section's keys are appended.
         cell: ``(row, best) -> str``, one cell (see :func:`_grid`). best_of: the best value per column.
         notes: ``(section rows) -> list of notes`` under the table.
-        grid_options: passed to :func:`_grid` (``missing``, ``skip_baseline``).
 
     Returns:
         The tables, in section order; a section without rows gives none.
@@ -449,7 +445,7 @@ def _section_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mark
     out = []
     for values, part in sections(frame, keys):
         title = _section_title(values, skeys)
-        corner, columns, rows = _grid(part, keys, baseline, m, cell, best_of, **grid_options)
+        corner, columns, rows = _grid(part, keys, baseline, m, cell, best_of)
         if rows:
             out.append(Table(m.esc(caption + (f" ({title})" if title else "")), label + slug(values, skeys),
                              corner, columns, rows, notes(part)))

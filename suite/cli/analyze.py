@@ -10,6 +10,7 @@ from suite import store
 from suite.analysis.analyze import FORMATS, analyze
 from suite.analysis.grouping import DEFAULT_BASELINE
 from suite.analysis.load import AnalysisError, AnalysisWarning
+from suite.cli.checks import fail
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,17 +34,11 @@ def run(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", AnalysisWarning)
         try:
             summary = analyze(args.dir, baseline=args.baseline, by=args.by, formats=formats,
-                              figures=getattr(args, "figures", True), force=getattr(args, "force", False))
-        except AnalysisError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        except store.UnsafeFile as err:  # a link planted in the folder, a FIFO for a file
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+                              figures=args.figures, force=args.force)
+        except (AnalysisError, store.UnsafeFile) as err:  # UnsafeFile: a link planted in the folder, a FIFO
+            return fail(str(err))
         except OSError as err:  # e.g. a read-only results folder
-            print(f"error: cannot write the outputs ({err}); check the folder's permissions",
-                  file=sys.stderr)
-            return 2
+            return fail(f"cannot write the outputs ({err}); check the folder's permissions")
     for w in caught:
         if issubclass(w.category, AnalysisWarning):
             print(f"suite analyze: warning: {w.message}", file=sys.stderr)

@@ -17,7 +17,7 @@ from suite import store
 from suite.bench.arms import build_arm, slow_down_layerscale
 from suite.bench import gate
 from suite.bench.stats import RatioSummary, summarize
-from suite.cli.checks import at_least, writable_dir
+from suite.cli.checks import at_least, fail, writable_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,14 +41,12 @@ def run(args: argparse.Namespace) -> int:
                or at_least(args, 0, "step_threshold", "residual_threshold", "ablation_step_threshold", "slowdown")
                or writable_dir(args.out, "--out"))
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return fail(problem)
     for flag in ("step_rounds", "residual_rounds"):
         if getattr(args, flag) < gate.min_rounds():
-            print(f"error: --{flag.replace('_', '-')} {getattr(args, flag)}: the gate needs at least {gate.min_rounds()} "
-                  f"rounds for a 95% interval and will not judge without one; pass --{flag.replace('_', '-')} "
-                  f"{gate.min_rounds()} or more", file=sys.stderr)
-            return 2
+            return fail(f"--{flag.replace('_', '-')} {getattr(args, flag)}: the gate needs at least {gate.min_rounds()} "
+                        f"rounds for a 95% interval and will not judge without one; pass --{flag.replace('_', '-')} "
+                        f"{gate.min_rounds()} or more")
     torch.set_num_threads(args.threads)
     shape = gate.GATE_SHAPE
 

@@ -1,7 +1,7 @@
 """Checks of command-line values that argparse's types cannot express, shared by the subcommands.
 
-Each returns the one-line problem (naming the flag and the fix) or ``None``; the subcommand prints
-it and exits 2 before any work starts.
+Each check returns the one-line problem (naming the flag and the fix) or ``None``; the subcommand
+reports it with :func:`fail` (exit 2) before any work starts.
 """
 
 from __future__ import annotations
@@ -9,7 +9,15 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 from pathlib import Path
+
+
+def fail(*problems: str) -> int:
+    """Print each problem as one ``error:`` line on stderr; returns 2, the exit status of a user error."""
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return 2
 
 
 def at_least(args: argparse.Namespace, minimum: float, *flags: str) -> str | None:

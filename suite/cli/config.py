@@ -8,9 +8,8 @@ included, the way the run folder's ``config.yaml`` will hold it (like Hydra's ``
 from __future__ import annotations
 
 import argparse
-import sys
 
-from suite.cli.checks import file_and_overrides
+from suite.cli.checks import fail, file_and_overrides
 
 INTERMIXED = True  # key=value overrides may follow the options
 
@@ -30,21 +29,16 @@ def run(args: argparse.Namespace) -> int:
         raw = read_yaml(path) if path is not None else None
         if isinstance(raw, dict) and "variants" in raw:  # an ablation
             if overrides:
-                print(f"error: {path}: key=value overrides are for a run config; pick a run of this ablation with "
-                      f"--only, e.g. --only variant=preln", file=sys.stderr)
-                return 2
+                return fail(f"{path}: key=value overrides are for a run config; pick a run of this ablation with "
+                            f"--only, e.g. --only variant=preln")
             cfg, header = _ablation_run(path, args.only)
         else:
             if args.only:
-                print(f"error: --only: picks a run of an ablation, and {path or 'no file'} is a run config; drop it",
-                      file=sys.stderr)
-                return 2
+                return fail(f"--only: picks a run of an ablation, and {path or 'no file'} is a run config; drop it")
             cfg = load_config(path, overrides)
             header = f"# {path or 'the defaults'}" + (" with " + " ".join(overrides) if overrides else "")
     except ConfigError as err:
-        for line in str(err).splitlines():
-            print(f"error: {line}", file=sys.stderr)
-        return 2
+        return fail(*str(err).splitlines())
     from suite import store
     from suite.config import resolve_precision
     from suite.engine.resources import resolve_device

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import math
 import re
-import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,16 +30,15 @@ def run(args: argparse.Namespace) -> int:
     from suite.sweep.cost import CostError, _shape, estimate
     from suite.sweep.spec import SpecError, load_ablation
 
-    from suite.cli.checks import at_least, at_most
+    from suite.cli.checks import at_least, at_most, fail
 
     problem = at_least(args, 1, "workers") or at_most(args, 4096, "workers")
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return fail(problem)
     try:
         ablation = load_ablation(args.ablation)
         cost = estimate(ablation)
-        if getattr(args, "measure", False):
+        if args.measure:
             import os
 
             from suite.sweep.cost import measure_step_ms
@@ -54,9 +52,8 @@ def run(args: argparse.Namespace) -> int:
         elif args.measured:
             match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*@\s*(\d+)\s*", args.measured)
             if not match or float(match.group(1)) <= 0 or not 1 <= int(match.group(2)) <= 1000:  # model.depth's range
-                print(f"error: --measured {args.measured}: expected MS@DEPTH (MS > 0, DEPTH from 1 to 1000), "
-                      f"e.g. 38.5@12", file=sys.stderr)
-                return 2
+                return fail(f"--measured {args.measured}: expected MS@DEPTH (MS > 0, DEPTH from 1 to 1000), "
+                            f"e.g. 38.5@12")
             ms, depth = float(match.group(1)), int(match.group(2))
             cfg, _ = _shape(ablation.runs[0].cfg)
             model = dataclasses.replace(cfg.model, depth=depth)
@@ -65,16 +62,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             tflops = args.tflops if args.tflops is not None else 100.0
             if not 0 < tflops < math.inf:
-                print("error: --tflops must be a finite number > 0", file=sys.stderr)
-                return 2
+                return fail("--tflops must be a finite number > 0")
             source = "assumed" if args.tflops is None else "given"
     except SpecError as err:
-        for line in err.problems:
-            print(f"error: {line}", file=sys.stderr)
-        return 2
+        return fail(*err.problems)
     except CostError as err:
-        print(f"error: {args.ablation}: {err}", file=sys.stderr)
-        return 2
+        return fail(f"{args.ablation}: {err}")
     print(f"{args.ablation}: {ablation.describe()}")
     print(f"  {cost.steps:,} optimizer steps, {cost.flops / 1e15:,.1f} PFLOP of training (matmuls, forward + backward)")
     rate = f"{tflops:,.1f} TFLOP/s" if tflops >= 1 else f"{tflops * 1e3:,.1f} GFLOP/s"

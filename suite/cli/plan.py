@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import warnings
+
+from suite.cli.checks import fail
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,17 +22,14 @@ def run(args: argparse.Namespace) -> int:
     from suite.analysis.plan import plan_table, render
 
     if not 0 < args.effect < 100:
-        print(f"error: --effect {args.effect}: expected points in (0, 100), e.g. 5", file=sys.stderr)
-        return 2
+        return fail(f"--effect {args.effect}: expected points in (0, 100), e.g. 5")
     if not 0 < args.power < 1:
-        print(f"error: --power {args.power}: expected a probability in (0, 1), e.g. 0.8", file=sys.stderr)
-        return 2
+        return fail(f"--power {args.power}: expected a probability in (0, 1), e.g. 0.8")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AnalysisWarning)  # `suite analyze` reports damaged summaries
         try:
             frame = plan_table(args.dir, args.effect / 100, args.power, args.baseline)
         except AnalysisError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+            return fail(str(err))
     print(render(frame, args.power))
     return 0

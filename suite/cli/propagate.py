@@ -12,9 +12,7 @@ import argparse
 
 from suite.cli import run as run_cli
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    run_cli.add_arguments(parser)
+add_arguments = run_cli.add_arguments  # the options of `suite run`
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
+
+from suite.cli.checks import fail
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,11 +22,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         path = write_report(args.dir, args.compare)
     except AnalysisError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(str(err))
     except OSError as err:  # e.g. a read-only results folder (a full disk is DiskFull, handled by the CLI)
-        print(f"error: cannot write {args.dir}/report.html ({err.strerror or err}); check the folder's permissions",
-              file=sys.stderr)
-        return 2
+        return fail(f"cannot write {args.dir}/report.html ({err.strerror or err}); check the folder's permissions")
     print(f"wrote {path} (self-contained: open it in any browser)")
     return 0

@@ -23,6 +23,7 @@ from suite.store import STATUSES
 from suite.sweep.folder import RunnerError
 from suite.sweep.status import format_duration
 from suite.sweep.sweep import SweepOptions
+from suite.cli.checks import fail
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,27 +73,22 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress()
     answer = None
     try:
-        if getattr(args, "until_decided", False) and getattr(args, "refine", False):
-            print("error: --refine and --until-decided: refine the grid first, then add seeds; drop one",
-                  file=sys.stderr)
-            return 2
-        if getattr(args, "refine", False):
+        if args.until_decided and args.refine:
+            return fail("--refine and --until-decided: refine the grid first, then add seeds; drop one")
+        if args.refine:
             from suite.sweep.refine import run_refine
 
             sweep, _ = run_refine(args.ablation, args.out, options(args), report=progress,
                                   notify=lambda line: print(line, flush=True))
-        elif getattr(args, "until_decided", False):
+        elif args.until_decided:
             sweep, answer = _until_decided(args, progress)
-        elif getattr(args, "max_seeds", None) is not None:
-            print("error: --max-seeds: only with --until-decided; add --until-decided", file=sys.stderr)
-            return 2
+        elif args.max_seeds is not None:
+            return fail("--max-seeds: only with --until-decided; add --until-decided")
         else:
             sweep = run_sweep(args.ablation, args.out, options(args), report=progress,
                               notify=lambda line: print(line, flush=True))
     except ConfigError as err:
-        for line in str(err).splitlines():
-            print(f"error: {line}", file=sys.stderr)
-        return 2
+        return fail(*str(err).splitlines())
     finally:
         progress.close()
     if args.dry_run:

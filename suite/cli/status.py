@@ -6,7 +6,6 @@ Works from any machine that sees the folder, for local, Ray and Slurm sweeps ali
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 
@@ -69,12 +68,11 @@ def render(status) -> str:
 def run(args: argparse.Namespace) -> int:
     from suite.sweep.status import StatusError, sweep_status
 
-    from suite.cli.checks import at_least, at_most
+    from suite.cli.checks import at_least, at_most, fail
 
     problem = at_least(args, 0.1, "watch") or at_most(args, 86400, "watch")  # not a busy loop, not OverflowError
     if problem:
-        print(f"error: {problem} (seconds between redraws)", file=sys.stderr)
-        return 2
+        return fail(f"{problem} (seconds between redraws)")
     try:
         while True:
             status = sweep_status(args.out)
@@ -87,7 +85,6 @@ def run(args: argparse.Namespace) -> int:
                 return 0
             time.sleep(args.watch)
     except StatusError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(str(err))
     except KeyboardInterrupt:
         return 0

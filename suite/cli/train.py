@@ -8,7 +8,7 @@ from pathlib import Path
 
 INTERMIXED = True  # key=value overrides may follow the options
 
-from suite.cli.checks import file_and_overrides, writable_dir
+from suite.cli.checks import fail, file_and_overrides, writable_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,16 +30,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(path, overrides)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(str(err))
     if args.device:  # after the overrides, so that `device=cpu --device cuda` is not a key given twice
         cfg.device = args.device
     from suite.engine.trackers import missing
 
     problem = missing(cfg.train.log_to)
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return fail(problem)
     from suite.config import resolve_precision
     from suite.engine.resources import resolve_device
 
@@ -47,25 +45,21 @@ def run(args: argparse.Namespace) -> int:
         device = resolve_device(cfg.device)
         cfg = resolve_precision(cfg, device.type)
     except RuntimeError as err:  # device cuda without a GPU
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(str(err))
     from suite.engine.resources import memory_problem
 
     problem = memory_problem(cfg, device)  # before anything is allocated: a blow-up is one line, not a crash
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return fail(problem)
     out = Path("results") / "train" / store.run_id(cfg) if args.out is None else args.out  # --out '' is refused
     problem = writable_dir(out, "--out")
     out = Path(out)
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return fail(problem)
     held = store.other_run(out, store.run_id(cfg))
     if held:  # a finished result of another experiment is not overwritten silently
-        print(f"error: --out {out}: holds the finished {held} of another config; pass another --out, or delete "
-              f"the folder to reuse it", file=sys.stderr)
-        return 2
+        return fail(f"--out {out}: holds the finished {held} of another config; pass another --out, or delete "
+                    f"the folder to reuse it")
     summary = train(cfg, out, progress=args.progress)
     line = f"{summary['status']}: {out}"
     if summary["status"] == "error":

@@ -9,7 +9,8 @@ run starts, and there also checks that the device exists.
 from __future__ import annotations
 
 import argparse
-import sys
+
+from suite.cli.checks import fail
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,16 +32,12 @@ def run(args: argparse.Namespace) -> int:
         try:
             ablation = load_ablation(path, max_runs=args.max_runs)
         except SpecError as err:
-            for line in err.problems:
-                print(f"error: {line}", file=sys.stderr)
-            status = 2
+            status = fail(*err.problems)
             continue
         problems = preflight(ablation.runs, str(path), check_device=False,  # runs may execute elsewhere
-                             check_data=getattr(args, "data", True))
+                             check_data=args.data)
         if problems:
-            for line in problems:
-                print(f"error: {line}", file=sys.stderr)
-            status = 2
+            status = fail(*problems)
             continue
         print(f"{path}: ok: '{ablation.name}', {ablation.describe()} -> results/{ablation.name}")
         if ablation.primary is not None:
