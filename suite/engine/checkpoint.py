@@ -64,13 +64,25 @@ def save(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optim
     it even when it asked for no checkpoints (``train.checkpoint_every: 0``).
     """
     ckpt = {
-        "format": FORMAT, "run_id": run_id, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        "format": FORMAT, "run_id": run_id, "model": _own(model.state_dict()), "optimizer": _own(optimizer.state_dict()),
         "state": dataclasses.asdict(state), "cpu_rng": torch.get_rng_state(),
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
     }
     store.atomic_write(path, lambda f: torch.save(ckpt, f))
     if preempted:
         store.write_json(path.parent / PREEMPTED, {"step": state.step})
+
+
+def _own(obj):
+    """``obj`` with every tensor that is a view into a larger one (a pack member's row) copied out:
+    ``torch.save`` writes a view's whole storage."""
+    if isinstance(obj, torch.Tensor):
+        return obj.clone() if obj.untyped_storage().nbytes() > obj.nbytes else obj
+    if isinstance(obj, dict):
+        return {k: _own(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_own(v) for v in obj)
+    return obj
 
 
 def load(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optimizer) -> RunState:

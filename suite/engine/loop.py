@@ -20,7 +20,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Iterable, TextIO
 
 import torch
 import torch.nn.functional as F
@@ -89,8 +89,9 @@ def train(
 class Training:
     """The state of one run between its phases; ``run.summary`` is filled in place."""
 
-    def __init__(self, cfg: RunConfig, run: RunFolder) -> None:
+    def __init__(self, cfg: RunConfig, run: RunFolder, data: DatasetBundle | None = None, member: int = 0) -> None:
         self.cfg, self.run, self.out, self.device, self.summary = cfg, run, run.out, run.device, run.summary
+        self.data, self.member = data, member  # a pack's members share one dataset; member: its index
         self.tc = cfg.train
         self.state = RunState()
         self.metrics: TextIO | None = None
@@ -104,7 +105,7 @@ class Training:
         if tc.threads:
             torch.set_num_threads(tc.threads)
         set_deterministic(tc.deterministic)
-        self.data = load_dataset(self.cfg.data)
+        self.data = self.data or load_dataset(self.cfg.data)
         self.cfg = cfg = fill_model_shape(self.cfg, self.data)
         self.summary.update({k: v for k, v in flatten(to_dict(cfg)).items() if k.startswith("model.")})
         store.atomic_write_text(self.out / store.CONFIG, dump_yaml(cfg))
@@ -142,7 +143,7 @@ class Training:
         self.steps = StepLog(max(1, tc.log_every), self.device)
         self.sync_free = implementation(self.optimizer) == "fused"
         if self.sync_free:
-            self.optimizer.found_inf = self.steps.bad
+            self.optimizer.found_inf = self.steps.bad[0]
         self.read_at = self.state.step  # the step of the last read
         self.window = (0.0, 0.0)  # wall and process time when the current read window began
         if tc.log_to:
@@ -155,12 +156,7 @@ class Training:
         bar = _progress_bar(self.total_steps, self.state.step, progress)
         self.begin()
         try:
-            for x, y in self.stream.batches(self.state.step, self.total_steps):
-                self.step(x, y)
-                self.after_step(x, bar, on_step)
-            self.completed()
-        except Diverged as stop:
-            self.stopped(stop)
+            run_steps([self], self.stream.batches(self.state.step, self.total_steps), self.step, on_step, bar)
         finally:
             self.metrics.close()
             if bar is not None:
@@ -174,15 +170,14 @@ class Training:
         if self.state.step == 0:
             x0, _ = next(self.stream.batches(0, 1))
             self.log({"kind": "train", "step": 0, "loss": None, "lr": lr_at(0, self.total_steps, self.tc),
-                      "grad_norm": None, "blocks": probe(self.model, x0)})
+                      "grad_norm": None, "blocks": self.probes(x0)})
         self.model.train()
 
-    def after_step(self, x: torch.Tensor, bar: Any = None, on_step: Callable[[int], None] | None = None) -> None:
-        """What follows a step: the host read when due, evaluation, checkpoint, progress, ``on_step``.
+    def after_step(self, x: torch.Tensor, bar: Any = None) -> None:
+        """What follows a step: the host read when due, evaluation, checkpoint, progress.
 
         Raises:
             Diverged: from :meth:`read`.
-            StopRun: from ``on_step`` (a preemption saves a checkpoint of this step first).
         """
         tc, state = self.tc, self.state
         step = state.step
@@ -198,16 +193,6 @@ class Training:
             bar.update(1)
             if state.ema is not None:
                 bar.set_postfix(loss=f"{state.ema:.3f}", refresh=False)
-        if on_step is not None:
-            try:
-                on_step(step)
-            except StopRun as stop:
-                if stop.save and step >= self.total_steps:
-                    return  # the last step is done: finishing costs less than redoing it
-                if stop.save:
-                    self.read(x)  # the state saved must be this step's (and the run not diverged)
-                    self.save(preempted=True)
-                raise
 
     def save(self, preempted: bool = False) -> None:
         """Checkpoint the current step (``preempted``: marked so that the run resumes from it even
@@ -258,13 +243,17 @@ class Training:
     def end_step(self, loss: torch.Tensor, lr: float, started: tuple[float, float]) -> None:
         """After the backward pass: clip, keep the numbers on the device, update (skipped on the
         device after a non-finite value), and time the step."""
-        state, step = self.state, self.state.step
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-        self.steps.record(step, lr, loss, grad_norm)
+        self.steps.record(self.state.step, lr, loss, grad_norm)
         if self.sync_free or not self.steps.bad.item():
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        state.step = step + 1
+        self.stepped(started)
+
+    def stepped(self, started: tuple[float, float]) -> None:
+        """Count the step just made (started at ``started``: wall, process time) and time it."""
+        step = self.state.step
+        self.state.step = step + 1
         if self.device.type != "cuda" and step >= self.timed_from:  # on a CPU each step's time is its own
             self._timed(time.perf_counter() - started[0], time.process_time() - started[1], 1)
 
@@ -285,7 +274,7 @@ class Training:
         n = len(self.steps)
         if not n:
             return
-        rows = self.steps.read()  # waits for the device: the end of this window's timing
+        rows = self.steps.read(self.member)  # waits for the device: the end of this window's timing
         if self.device.type == "cuda" and rows[0][0] >= self.timed_from:
             t0, c0 = self.window
             self._timed(time.perf_counter() - t0, time.process_time() - c0, n)
@@ -306,7 +295,11 @@ class Training:
                 state.best_ema = min(state.best_ema, state.ema)
             if done % tc.log_every == 0 or done == self.total_steps:  # only ever the last row: a read is due there
                 self.log({"kind": "train", "step": done, "loss": loss_v, "lr": lr, "grad_norm": grad_v,
-                          "blocks": probe(self.model, x)})
+                          "blocks": self.probes(x)})
+
+    def probes(self, x: torch.Tensor) -> list[dict[str, Any]]:
+        """The per-block probe records on the batch ``x`` (:mod:`suite.engine.probes`)."""
+        return probe(self.model, x)
 
     def _timed(self, wall: float, cpu: float, steps: int) -> None:
         """Add ``steps`` timed steps that took ``wall`` seconds (``cpu`` of process time) in all."""
@@ -327,7 +320,7 @@ class Training:
         for split in ("val", "test"):
             if (split == "val" and self.data.val is None) or (split == "test" and not final and held_out == "val"):
                 continue
-            loss, acc, majority, n = self._accuracy(split)
+            loss, acc, majority, n = self.accuracy(split)
             record.update({f"{split}_loss": loss, f"{split}_acc": acc})
             setattr(state, f"{split}_acc", acc)
             best = getattr(state, f"best_{split}_acc")
@@ -338,7 +331,7 @@ class Training:
         self.model.train()
         self.log(record)
 
-    def _accuracy(self, split: str) -> tuple[float, float, float, int]:
+    def accuracy(self, split: str) -> tuple[float, float, float, int]:
         """Mean loss, accuracy, largest class share and size of the whole ``split`` (``val`` or ``test``),
         in eval mode."""
         cfg, device = self.cfg, self.device
@@ -374,6 +367,59 @@ class Training:
         self.metrics.write(store.metrics_line(record))
         if self.run.trackers is not None:
             self.run.trackers.log(record)
+
+
+def run_steps(members: list[Training], batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+              step: Callable[[torch.Tensor, torch.Tensor], None], on_step: Callable[[int], None] | None = None,
+              bar: Any = None, ended: Callable[[Training], None] = lambda m: None) -> None:
+    """The training loop, the same for a solo run and a pack (:mod:`suite.engine.pack`).
+
+    ``step(x, y)`` makes one optimizer step of every member (solo: :meth:`Training.step`; a pack: one
+    stacked step, its batches with a leading member dimension). After it, each member reads, evaluates
+    and saves when due. A member that diverges is recorded and leaves (``ended``); in a pack, a
+    member whose step raises fails alone (:meth:`~suite.engine.lifecycle.RunFolder.fail`). When the
+    steps run out, every member still going is judged (``ok`` / ``failed``).
+
+    ``on_step(step)`` runs after every step and may raise :class:`StopRun`; a preemption (``save``)
+    first checkpoints this step of every member still going, unless the last step is done.
+    """
+    live, packed = list(members), len(members) > 1
+    for x, y in batches:
+        step(x, y)
+        for m in list(live):
+            try:
+                m.after_step(x[m.member] if packed else x, bar)
+            except Diverged as stop:
+                m.stopped(stop)
+                live.remove(m)
+                ended(m)
+            except Exception as err:  # noqa: BLE001  (one member's failure ends it alone)
+                if not packed:
+                    raise
+                live.remove(m)
+                m.run.fail(err)
+                ended(m)
+        if not live:
+            return
+        if on_step is not None:
+            try:
+                on_step(live[0].state.step)
+            except StopRun as stop:
+                if stop.save and live[0].state.step >= live[0].total_steps:
+                    continue  # the last step is done: finishing costs less than redoing it
+                for m in list(live) if stop.save else []:
+                    try:
+                        m.read(x[m.member] if packed else x)  # the state saved must be this step's
+                        m.save(preempted=True)
+                    except Diverged as decided:  # its last steps decided it: nothing to resume
+                        m.stopped(decided)
+                        live.remove(m)
+                        ended(m)
+                if live or not stop.save:
+                    raise
+                return
+    for m in live:
+        m.completed()
 
 
 def timing_contention(cpu_s: float, wall_s: float, threads: int, device: torch.device) -> dict[str, Any]:

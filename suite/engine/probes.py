@@ -13,12 +13,14 @@ the hooks on its submodules would never fire.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
+from torch.func import functional_call, vmap
 
 from suite.models.residual import DeepNormBlock, PostLNBlock, PreLNBlock, ReZeroBlock, SandwichBlock
 
@@ -117,21 +119,10 @@ def _finite_or_none(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-@torch.no_grad()
-def probe(model: nn.Module, x: torch.Tensor,
-          on_output: Callable[[int, torch.Tensor], None] | None = None) -> list[dict[str, Any]]:
-    """One record per block: scale_mean, scale_max, attn_ratio, mlp_ratio, out_rms.
-
-    Args:
-        model: the (uncompiled) model, ours or timm's; its blocks are ``model.blocks``.
-        x: an input batch (B, C, H, W) on the model's device.
-        on_output: also called with (block index, block output) in the same forward, for callers
-            that measure more per block (signal propagation); it must not change the output.
-
-    Returns:
-        ``depth`` dicts in block order; values are floats, or ``None`` where not applicable (no
-        scales, a block layout without taps) or not finite.
-    """
+@contextlib.contextmanager
+def _hooked(model: nn.Module, on_output: Callable[[int, torch.Tensor], None] | None = None) -> Iterator[list[dict]]:
+    """Within this block ``model`` is in eval mode with the probe hooks on (compiled blocks forced
+    eager, so the hooks fire); yields one dict per block that a forward fills."""
     blocks = list(getattr(model, "blocks", []))
     got: list[dict[str, torch.Tensor]] = [{} for _ in blocks]
     handles = [h for b, g in zip(blocks, got) for h in _attach(b, g)]
@@ -142,29 +133,79 @@ def probe(model: nn.Module, x: torch.Tensor,
     model.eval()
     try:
         with torch.compiler.set_stance("force_eager"):
-            model(x)
+            yield got
     finally:
         for h in handles:
             h.remove()
         model.train(was_training)
-    # Every block's values in one transfer: on a GPU each .item() would wait for the device.
-    records: list[dict[str, Any]] = [{"block": i, "scale_mean": None, "scale_max": None, **dict.fromkeys(KEYS)}
-                                     for i in range(len(blocks))]
+
+
+def _values(got: list[dict[str, torch.Tensor]], scales: list[list[torch.Tensor]]) -> tuple[list[tuple[int, str]], list[torch.Tensor]]:
+    """Which (block, key) each value is, and the values as 0-d tensors (still on the device)."""
     slots: list[tuple[int, str]] = []
     tensors: list[torch.Tensor] = []
-    for i, (b, values) in enumerate(zip(blocks, got)):
-        scales = block_scales(b)
-        if scales:
-            flat = torch.cat([s.detach().float().abs().flatten() for s in scales])
+    for i, (values, block_scale) in enumerate(zip(got, scales)):
+        if block_scale:
+            flat = torch.cat([s.detach().float().abs().flatten() for s in block_scale])
             slots += [(i, "scale_mean"), (i, "scale_max")]
             tensors += [flat.mean(), flat.max()]
         for key in KEYS:
             if key in values:
                 slots.append((i, key))
                 tensors.append(values[key].detach().float().reshape(()))
-    if tensors:
-        device = tensors[0].device
-        numbers = torch.stack([t.to(device) for t in tensors]).tolist()
-        for (i, key), value in zip(slots, numbers):
-            records[i][key] = _finite_or_none(value)
+    return slots, tensors
+
+
+def _records(depth: int, slots: list[tuple[int, str]], numbers: list[float]) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = [{"block": i, "scale_mean": None, "scale_max": None, **dict.fromkeys(KEYS)}
+                                     for i in range(depth)]
+    for (i, key), value in zip(slots, numbers):
+        records[i][key] = _finite_or_none(value)
     return records
+
+
+@torch.no_grad()
+def probe(model: nn.Module, x: torch.Tensor,
+          on_output: Callable[[int, torch.Tensor], None] | None = None) -> list[dict[str, Any]]:
+    """One record per block: scale_mean, scale_max, attn_ratio, mlp_ratio, out_rms.
+
+    Args:
+        model: the model, ours or timm's; its blocks are ``model.blocks``.
+        x: an input batch (B, C, H, W) on the model's device.
+        on_output: also called with (block index, block output) in the same forward, for callers
+            that measure more per block (signal propagation); it must not change the output.
+
+    Returns:
+        ``depth`` dicts in block order; values are floats, or ``None`` where not applicable (no
+        scales, a block layout without taps) or not finite.
+    """
+    blocks = list(getattr(model, "blocks", []))
+    with _hooked(model, on_output) as got:
+        model(x)
+    slots, tensors = _values(got, [block_scales(b) for b in blocks])
+    # Every block's values in one transfer: on a GPU each .item() would wait for the device.
+    numbers = torch.stack([t.to(tensors[0].device) for t in tensors]).tolist() if tensors else []
+    return _records(len(blocks), slots, numbers)
+
+
+@torch.no_grad()
+def probe_stacked(model: nn.Module, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor],
+                  x: torch.Tensor) -> list[list[dict[str, Any]]]:
+    """:func:`probe` of N models of ``model``'s shape at once: their parameters and buffers stacked
+    ``[N, ...]`` (``model`` gives the code only), ``x`` their batches ``[N, B, C, H, W]``. One vmapped
+    forward, one transfer; returns each member's records."""
+    blocks = list(getattr(model, "blocks", []))
+    name_of = {id(t): n for n, t in [*model.named_parameters(), *model.named_buffers()]}
+    scale_names = [[name_of[id(s)] for s in block_scales(b)] for b in blocks]
+    slots: list[tuple[int, str]] = []
+
+    def one(p: dict, b: dict, xi: torch.Tensor) -> torch.Tensor:
+        with _hooked(model) as got:
+            functional_call(model, (p, b), (xi,))
+        tensors = {**p, **b}
+        found, values = _values(got, [[tensors[n] for n in names] for names in scale_names])
+        slots[:] = found
+        return torch.stack(values) if values else xi.new_zeros(0)
+
+    rows = vmap(one, randomness="error")(params, buffers, x).tolist()
+    return [_records(len(blocks), slots, row) for row in rows]

@@ -3,11 +3,14 @@
 A step that hands its loss and gradient norm to the host (``loss.item()``) makes the host wait for
 the device every step; on a GPU that wait, not the arithmetic, is most of a small model's step. So
 each step writes its loss and gradient norm into a buffer on the device, and ``bad`` (a sticky flag:
-a non-finite value at this step or an earlier one) is handed to the fused AdamW as its
-``found_inf``, which then skips the update on the device, as under a gradient scaler. The host reads
-the buffer in one transfer every ``train.log_every`` steps (and before an evaluation or a
-checkpoint), and replays the steps in order to find the exact step that diverged: the weights did
-not move after it, so nothing is lost by learning of it late.
+a non-finite value at this step or an earlier one) is handed to the AdamW as its ``found_inf``
+(or, in a pack, its skip mask), which then skips the update on the device, as under a gradient
+scaler. The host reads the buffer in one transfer every ``train.log_every`` steps (and before an
+evaluation or a checkpoint), and replays the steps in order to find the exact step that diverged:
+the weights did not move after it, so nothing is lost by learning of it late.
+
+A pack of N runs keeps one log with a member dimension (``[window, N]``); one transfer serves every
+member, and each member reads its own column.
 """
 
 from __future__ import annotations
@@ -16,32 +19,49 @@ import torch
 
 
 class StepLog:
-    """Losses and gradient norms of up to ``capacity`` steps, on ``device``."""
+    """Losses and gradient norms of up to ``capacity`` steps of ``members`` runs, on ``device``."""
 
-    def __init__(self, capacity: int, device: torch.device) -> None:
-        self.values = torch.zeros(capacity, 2, device=device)  # loss, gradient norm (fp32)
-        self.bad = torch.zeros((), device=device)  # 1.0 once any step had a non-finite loss or norm
+    def __init__(self, capacity: int, device: torch.device, members: int = 1) -> None:
+        self.values = torch.zeros(capacity, members, 2, device=device)  # loss, gradient norm (fp32)
+        self.bad = torch.zeros(members, device=device)  # 1.0 once a member had a non-finite loss or norm
         self.first_step = 0
-        self.lrs: list[float] = []
+        self.lrs: list[list[float]] = []  # per recorded step, each member's learning rate
+        self._host: list | None = None  # the window's values once transferred
+        self._members = set(range(members))  # members still reading
+        self._unread = set(self._members)
 
     def __len__(self) -> int:
         return len(self.lrs)
 
-    def record(self, step: int, lr: float, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
-        """Keep step ``step``'s numbers; device operations only, no host sync."""
+    def record(self, step: int, lr: float | list[float], loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
+        """Keep step ``step``'s numbers (scalars, or ``[members]`` tensors); device operations only."""
         if not self.lrs:
             self.first_step = step
         i = len(self.lrs)
-        self.values[i, 0] = loss.detach().float()
-        self.values[i, 1] = grad_norm.detach().float()
-        finite = torch.isfinite(self.values[i]).all()
+        self.values[i, :, 0] = loss.detach().float()
+        self.values[i, :, 1] = grad_norm.detach().float()
+        finite = torch.isfinite(self.values[i]).all(-1)
         torch.maximum(self.bad, (~finite).float(), out=self.bad)
-        self.lrs.append(lr)
+        self.lrs.append(lr if isinstance(lr, list) else [lr])
 
-    def read(self) -> list[tuple[int, float, float, float]]:
-        """``(step, lr, loss, grad_norm)`` of every step since the last read, in one transfer; empties
-        the buffer (the sticky ``bad`` flag stays)."""
-        rows = self.values[: len(self.lrs)].tolist()
-        out = [(self.first_step + i, lr, loss, norm) for i, (lr, (loss, norm)) in enumerate(zip(self.lrs, rows))]
-        self.lrs = []
+    def read(self, member: int = 0) -> list[tuple[int, float, float, float]]:
+        """``(step, lr, loss, grad_norm)`` of ``member``'s steps since its last read. The first member
+        to read transfers the window for all; once every member has read it, the buffer empties (the
+        sticky ``bad`` flags stay)."""
+        if self._host is None:
+            self._host = self.values[: len(self.lrs)].tolist()
+        out = [(self.first_step + k, lrs[member], *vals[member]) for k, (lrs, vals) in enumerate(zip(self.lrs, self._host))]
+        self._unread.discard(member)
+        if not self._unread:
+            self._reset()
         return out
+
+    def leave(self, member: int) -> None:
+        """``member`` reads no more (its run ended inside a pack)."""
+        self._members.discard(member)
+        self._unread.discard(member)
+        if not self._unread:
+            self._reset()
+
+    def _reset(self) -> None:
+        self.lrs, self._host, self._unread = [], None, set(self._members)

@@ -33,6 +33,12 @@ def losses(run_dir):
     return [m["loss"] for m in store.read_metrics(run_dir) if m["kind"] == "train" and m["loss"] is not None]
 
 
+def probes(run_dir):
+    """Every probe value of the run's train records, in order (the pack's come from one vmapped forward)."""
+    return [v for m in store.read_metrics(run_dir) if m["kind"] == "train" for b in m["blocks"]
+            for k, v in sorted(b.items()) if k != "block" and v is not None]
+
+
 def test_a_pack_of_4_matches_4_solo_runs_over_50_steps(tmp_path):
     configs = [cfg(seed=s) for s in range(3)] + [cfg(seed=3, **{"train.lr": 1e-3, "model.layerscale.init": 0.1})]
     packed = train_pack(configs, [tmp_path / "pack" / str(i) for i in range(4)])
@@ -40,6 +46,7 @@ def test_a_pack_of_4_matches_4_solo_runs_over_50_steps(tmp_path):
         solo = train(c, tmp_path / "solo" / str(i))
         assert packed[i]["pack_size"] == 4 and packed[i]["run_id"] == solo["run_id"]
         assert losses(tmp_path / "pack" / str(i)) == pytest.approx(losses(tmp_path / "solo" / str(i)), rel=1e-4)
+        assert probes(tmp_path / "pack" / str(i)) == pytest.approx(probes(tmp_path / "solo" / str(i)), rel=1e-3, abs=1e-6)
         assert packed[i]["final_train_loss"] == pytest.approx(solo["final_train_loss"], rel=1e-4)
         for key in ACCURACIES:
             assert packed[i][key] == pytest.approx(solo[key], abs=2 / 64), key
@@ -131,3 +138,93 @@ def test_a_pack_of_one_is_exactly_a_solo_run(tmp_path):
         assert "pack_size" not in pack_s
         assert {k: v for k, v in pack_s.items() if k not in VOLATILE} == \
             {k: v for k, v in solo_s.items() if k not in VOLATILE}
+
+
+def _pack(tmp_path, configs):
+    """The members of a pack of ``configs``, set up, and their :class:`Pack`."""
+    from suite.data import load_dataset
+    from suite.engine.lifecycle import RunFolder
+    from suite.engine.loop import Training
+    from suite.engine.pack import Pack
+
+    members, data = [], None
+    for i, c in enumerate(configs):
+        folder = RunFolder(c, tmp_path / str(i))
+        c, _ = folder.start(c)
+        data = data or load_dataset(c.data)
+        training = Training(c, folder, data, member=i)
+        training.setup()
+        members.append(training)
+    return Pack(members)
+
+
+def _ops_per_step(tmp_path, n):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from suite.data import PackStream
+
+    class Count(TorchDispatchMode):
+        ops = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.ops += 1
+            return func(*args, **(kwargs or {}))
+
+    pack = _pack(tmp_path / str(n), [cfg(seed=s, **{"train.lr": 1e-3 * (1 + s)}) for s in range(n)])
+    c = pack.members[0].cfg
+    stream = PackStream(pack.members[0].data, c.train.batch_size, list(range(n)), "cpu", c.data.augment,
+                        c.data.device_max_mb, 0)
+    batches = stream.batches(1, 4)
+    pack.step(*next(batches))  # the first step allocates what later ones reuse
+    with Count():
+        pack.step(*next(batches))
+    return Count.ops
+
+
+def test_a_packed_step_dispatches_as_many_operators_at_32_members_as_at_4(tmp_path):
+    """What makes a pack scale on a GPU: its launches do not grow with N (counted on the CPU, data,
+    forward, loss, backward, clipping, step log and AdamW included)."""
+    small, large = _ops_per_step(tmp_path, 4), _ops_per_step(tmp_path, 32)
+    assert large <= 1.1 * small, (small, large)
+
+
+def test_a_bf16_pack_runs_in_bf16_and_matches_solo_runs_within_bf16_rounding(tmp_path):
+    import torch
+
+    from suite.data import PackStream
+
+    configs = [cfg(seed=s, **{"train.precision": "bf16"}) for s in range(2)]
+    pack = _pack(tmp_path, configs)
+    x, _ = next(PackStream(pack.members[0].data, 32, [0, 1], "cpu", False, 512, 0).batches(0, 1))
+    packed = pack.forward(x)
+    for i, m in enumerate(pack.members):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            solo = m.model(x[i])
+        assert packed.dtype == solo.dtype == torch.bfloat16
+        assert torch.allclose(packed[i].float(), solo.float(), atol=0.05, rtol=0.05)
+    trained = train_pack(configs, [tmp_path / "pack" / str(i) for i in range(2)])
+    for i, c in enumerate(configs):
+        solo = train(c, tmp_path / "solo" / str(i))
+        assert trained[i]["train.precision"] == "bf16" and trained[i]["run_id"] == solo["run_id"]
+        assert losses(tmp_path / "pack" / str(i)) == pytest.approx(losses(tmp_path / "solo" / str(i)), rel=0.05)
+
+
+def test_a_member_gone_non_finite_is_skipped_on_the_device_and_the_others_move_on(tmp_path):
+    import torch
+
+    from suite.data import PackStream
+
+    pack = _pack(tmp_path, [cfg(seed=s) for s in range(3)])
+    batches = PackStream(pack.members[0].data, 32, [0, 1, 2], "cpu", False, 512, 0).batches(0, 4)
+    x, y = next(batches)
+    pack.step(x, y)
+    before = [torch.cat([p.detach().flatten().clone() for p in m.model.parameters()]) for m in pack.members]
+    x, y = next(batches)
+    x[1] = float("nan")  # member 1's batch poisons its loss and gradient, and only its own
+    pack.step(x, y)
+    pack.step(*next(batches))
+    after = [torch.cat([p.detach().flatten() for p in m.model.parameters()]) for m in pack.members]
+    assert pack.log.bad.tolist() == [0.0, 1.0, 0.0]
+    assert torch.equal(after[1], before[1])  # not moved since, and finite
+    assert not torch.equal(after[0], before[0]) and not torch.equal(after[2], before[2])
+    assert all(torch.isfinite(a).all() for a in after)

@@ -110,7 +110,7 @@ def test_a_step_never_waits_for_the_device(tmp_path, monkeypatch):
     training.step = step
     reads = []
     real_read = training.steps.read
-    training.steps.read = lambda: reads.append(1) or real_read()
+    training.steps.read = lambda *a: reads.append(1) or real_read(*a)
     training.loop(progress=False, on_step=None)
     assert training.summary["status"] == "ok" and training.state.step == 30
     assert len(reads) == 3  # one transfer per log_every steps
