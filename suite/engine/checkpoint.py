@@ -73,15 +73,19 @@ def save(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optim
         store.write_json(path.parent / PREEMPTED, {"step": state.step})
 
 
-def _own(obj):
-    """``obj`` with every tensor that is a view into a larger one (a pack member's row) copied out:
-    ``torch.save`` writes a view's whole storage."""
+def _own(obj, seen: set[int] | None = None):
+    """``obj`` with every tensor that is a view into a larger one (a pack member's row) or that
+    appears twice (a pack's one AdamW step count) copied out: ``torch.save`` writes a view's whole
+    storage, and keeps tensors shared, which an optimizer loading them would then count up as one."""
+    seen = set() if seen is None else seen
     if isinstance(obj, torch.Tensor):
-        return obj.clone() if obj.untyped_storage().nbytes() > obj.nbytes else obj
+        copy = obj.untyped_storage().nbytes() > obj.nbytes or id(obj) in seen
+        seen.add(id(obj))
+        return obj.clone() if copy else obj
     if isinstance(obj, dict):
-        return {k: _own(v) for k, v in obj.items()}
+        return {k: _own(v, seen) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_own(v) for v in obj)
+        return type(obj)(_own(v, seen) for v in obj)
     return obj
 
 

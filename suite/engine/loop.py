@@ -276,8 +276,8 @@ class Training:
             return
         rows = self.steps.read(self.member)  # waits for the device: the end of this window's timing
         if self.device.type == "cuda" and rows[0][0] >= self.timed_from:
-            t0, c0 = self.window
-            self._timed(time.perf_counter() - t0, time.process_time() - c0, n)
+            (t0, c0), (t1, c1) = self.window, self.steps.read_at  # when the transfer ended (a pack's first read)
+            self._timed(t1 - t0, c1 - c0, n)
         self.read_at = state.step
         for step, lr, loss_v, grad_v in rows:
             if not (math.isfinite(loss_v) and math.isfinite(grad_v)):
@@ -371,19 +371,20 @@ class Training:
 
 def run_steps(members: list[Training], batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
               step: Callable[[torch.Tensor, torch.Tensor], None], on_step: Callable[[int], None] | None = None,
-              bar: Any = None, ended: Callable[[Training], None] = lambda m: None) -> None:
+              bar: Any = None, ended: Callable[[Training], None] = lambda m: None, packed: bool = False) -> None:
     """The training loop, the same for a solo run and a pack (:mod:`suite.engine.pack`).
 
     ``step(x, y)`` makes one optimizer step of every member (solo: :meth:`Training.step`; a pack: one
-    stacked step, its batches with a leading member dimension). After it, each member reads, evaluates
-    and saves when due. A member that diverges is recorded and leaves (``ended``); in a pack, a
-    member whose step raises fails alone (:meth:`~suite.engine.lifecycle.RunFolder.fail`). When the
-    steps run out, every member still going is judged (``ok`` / ``failed``).
+    stacked step, its batches with a leading member dimension: ``packed``). After it, each member
+    reads, evaluates and saves when due. A member that diverges is recorded and leaves (``ended``);
+    in a pack, a member whose read, evaluation or checkpoint raises fails alone
+    (:meth:`~suite.engine.lifecycle.RunFolder.fail`). When the steps run out, every member still
+    going is judged (``ok`` / ``failed``).
 
     ``on_step(step)`` runs after every step and may raise :class:`StopRun`; a preemption (``save``)
     first checkpoints this step of every member still going, unless the last step is done.
     """
-    live, packed = list(members), len(members) > 1
+    live = list(members)
     for x, y in batches:
         step(x, y)
         for m in list(live):

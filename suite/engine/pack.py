@@ -19,9 +19,10 @@ models. The operators a step dispatches do not depend on N (``tests/engine/test_
   autocast casts, and a bias add, which it does not); the loss is taken on fp32 logits.
 * **Members**: each member stays a complete run (:class:`~suite.engine.loop.Training`) with its own
   folder, summary, step log replay, divergence rules, probes and checkpoints, and its model's
-  parameters are views of its row of the stack, so probes, checkpoints (the solo format) and resume
-  need no copies. Evaluation runs once for the pack, vmapped. The loop is the solo one
-  (:func:`~suite.engine.loop.run_steps`) with this module's step passed in.
+  parameters are views of its row of the stack (its checkpoint, in the solo format, copies its row
+  out). Probes and evaluation run once for the pack, vmapped. The loop is the solo one
+  (:func:`~suite.engine.loop.run_steps`) with this module's step passed in; the pack counts its
+  own steps, so a member that diverges and ends changes nothing for the others.
 
 Restrictions: randomness inside the forward (drop-path) cannot follow each member's own generator
 under ``vmap``, so runs with ``model.drop_path > 0`` are not packed (:func:`packable`); nor are
@@ -117,6 +118,7 @@ class Pack:
     def __init__(self, members: list[Training]) -> None:
         first = members[0]
         self.members, self.device, self.tc = members, first.device, first.tc
+        self.base = copy.deepcopy(first.model).to("meta")  # the code of the model, none of its tensors
         n = len(members)
         named = [dict(m.model.named_parameters()) for m in members]
         self.names = list(named[0])
@@ -134,10 +136,7 @@ class Pack:
             for i in range(n):
                 flat[i, a:b] = named[i][name].detach().flatten()
         wd = torch.tensor([m.tc.weight_decay for m in members], device=self.device)
-        steps = {m.state.step for m in members}
-        if len(steps) > 1:
-            raise ValueError(f"the members of a pack must resume from the same step, not {sorted(steps)}")
-        self.opt = StackedAdamW(flat, scale, decays, wd, first.tc.betas, first.optimizer.defaults["eps"], steps.pop())
+        self.opt = StackedAdamW(flat, scale, decays, wd, first.tc.betas, first.optimizer.defaults["eps"], first.state.step)
         for i, m in enumerate(members):  # each member's tensors become views of its row
             for k, name in enumerate(self.names):
                 p = named[i][name]
@@ -150,17 +149,19 @@ class Pack:
                 state["step"] = self.opt.step_tensor
                 m.optimizer.state[p] = state
                 p.data = self._view(flat, k, i)
-        self.leaves = {name: self._view(flat, k).requires_grad_() for k, name in enumerate(self.names)}
-        for k, name in enumerate(self.names):
-            self.leaves[name].grad = self._view(self.opt.grad, k)  # backward accumulates into the [N, P] gradient
+        self.leaves = {name: self._view(flat, k).requires_grad_(named[0][name].requires_grad)
+                       for k, name in enumerate(self.names)}
+        for k, leaf in enumerate(self.leaves.values()):
+            if leaf.requires_grad:
+                leaf.grad = self._view(self.opt.grad, k)  # backward accumulates into the [N, P] gradient
         self.buffers = {name: torch.stack([dict(m.model.named_buffers())[name] for m in members])
                         for name, _ in first.model.named_buffers()}
-        self.base = copy.deepcopy(first.model).to("meta")  # the code of the model, none of its tensors
         self.biases = {f"{mod}.bias" for mod, module in self.base.named_modules()
                        if isinstance(module, nn.Linear) and module.bias is not None}
         self.log = StepLog(max(1, self.tc.log_every), self.device, n)
         self.live = torch.ones(n, dtype=torch.bool, device=self.device)
-        self._evals: dict[str, list[tuple[float, float, float, int]]] = {}
+        self.going = list(members)  # the members still training (the host's copy of ``live``)
+        self._evals: tuple[int, dict[str, list[tuple[float, float, float, int]]]] = (-1, {})
         for i, m in enumerate(members):
             m.steps, m.member, m.sync_free = self.log, i, True
             m.accuracy = lambda split, i=i: self._accuracy(split)[i]
@@ -189,7 +190,7 @@ class Pack:
     def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """One optimizer step of every member on its batch ``(x[i], y[i])``, without waiting for the device."""
         started = time.perf_counter(), time.process_time()
-        lrs = [m.begin_step()[0] for m in self.members]
+        lrs = [m.begin_step()[0] if m in self.going else 0.0 for m in self.members]
         n, b = y.shape
         self.x = x
         logits = self.forward(x).float()
@@ -202,18 +203,18 @@ class Pack:
         norm = torch.linalg.vector_norm(grad, dim=1)
         clip = self.tc.grad_clip if self.tc.grad_clip is not None else math.inf
         grad.mul_((clip / (norm + 1e-6)).clamp_(max=1.0)[:, None])  # as clip_grad_norm_, per member
-        step = self.members[0].state.step
-        self.log.record(step, lrs, loss, norm)
-        lr = torch.tensor(lrs, device=self.device)
+        self.log.record(self.opt.step_count, lrs, loss, norm)
+        cuda = self.device.type == "cuda"  # a copy from pinned memory does not make the host wait
+        lr = torch.tensor(lrs, pin_memory=cuda).to(self.device, non_blocking=True)
         self.opt.step(lr, self.live & (self.log.bad == 0))
         grad.zero_()
-        for m in self.members:
+        for m in self.going:
             m.stepped(started)
 
     def _probes(self) -> list[list[dict[str, Any]]]:
         """Every member's probe records on its batch of the current step, in one vmapped forward,
         computed at the first member's request."""
-        step = self.members[0].state.step
+        step = self.opt.step_count  # the pack's step: a member that diverged went back to its step
         if self._probed is None or self._probed[0] != step:
             with self._attention():
                 self._probed = (step, probe_stacked(self.base, self.leaves, self.buffers, self.x))
@@ -228,14 +229,16 @@ class Pack:
         """``member``'s run ended: it reads and moves no more."""
         self.log.leave(member.member)
         self.live[member.member] = False
+        self.going.remove(member)
 
     @torch.no_grad()
     def _accuracy(self, split: str) -> list[tuple[float, float, float, int]]:
         """Every member's (loss, accuracy, largest class share, size) of ``split``, in one vmapped pass
         per batch, computed at the first member's request of each evaluation."""
-        step = self.members[0].state.step
-        key = f"{split}@{step}"
-        if key not in self._evals:
+        step = self.opt.step_count
+        if self._evals[0] != step:
+            self._evals = (step, {})
+        if split not in self._evals[1]:
             first, n = self.members[0], len(self.members)
             cfg, data = first.cfg, first.data
             loss_sum = torch.zeros(n, device=self.device)
@@ -249,9 +252,9 @@ class Pack:
                 counts += torch.bincount(y.cpu(), minlength=data.num_classes)
                 total += y.numel()
             major = counts.max().item() / max(total, 1)
-            self._evals = {key: [(ls / max(total, 1), c / max(total, 1), major, total)
-                                 for ls, c in zip(loss_sum.tolist(), correct.tolist())]}
-        return self._evals[key]
+            self._evals[1][split] = [(ls / max(total, 1), c / max(total, 1), major, total)
+                                     for ls, c in zip(loss_sum.tolist(), correct.tolist())]
+        return self._evals[1][split]
 
 
 def train_pack(cfgs: list[RunConfig], out_dirs: list[str | Path], extras: list[dict[str, Any]] | None = None,
@@ -278,18 +281,20 @@ def train_pack(cfgs: list[RunConfig], out_dirs: list[str | Path], extras: list[d
     folders = [RunFolder(c, Path(o), {**e, "pack_size": len(cfgs)}) for c, o, e in zip(cfgs, out_dirs, extras)]
     members: list[Training] = []
     data = None
-    for folder, c in zip(folders, cfgs):
-        try:
-            c, _ = folder.start(c)
-            data = data or load_dataset(c.data)  # one dataset for the pack
-            training = Training(c, folder, data)
-            training.setup()
-            members.append(training)
-        except BaseException as err:
-            _end(folder, err)
     try:
-        if members:
-            _train(members, on_step)
+        for folder, c in zip(folders, cfgs):
+            try:
+                c, _ = folder.start(c)
+                data = data or load_dataset(c.data)  # one dataset for the pack
+                training = Training(c, folder, data)
+                training.setup()
+                members.append(training)
+            except BaseException as err:
+                _end(folder, err)
+        # Members resumed from different steps (a run preempted alone, packed again) train as one
+        # pack per step, one after another.
+        for step in sorted({m.state.step for m in members}):
+            _train([m for m in members if m.state.step == step], on_step)
     except BaseException:
         for m in members:
             if not m.run.closed:
@@ -326,7 +331,8 @@ def _train(members: list[Training], on_step: Callable[[int], None] | None) -> No
             m.finish()
         m.run.close()
 
-    run_steps(members, stream.batches(first.state.step, first.total_steps), pack.step, on_step, ended=ended)
+    run_steps(members, stream.batches(first.state.step, first.total_steps), pack.step, on_step, ended=ended,
+              packed=True)
     for m in members:
         if not m.run.closed:
             ended(m)

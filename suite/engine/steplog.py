@@ -15,6 +15,8 @@ member, and each member reads its own column.
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 
@@ -29,6 +31,7 @@ class StepLog:
         self._host: list | None = None  # the window's values once transferred
         self._members = set(range(members))  # members still reading
         self._unread = set(self._members)
+        self.read_at = (0.0, 0.0)
 
     def __len__(self) -> int:
         return len(self.lrs)
@@ -50,6 +53,7 @@ class StepLog:
         sticky ``bad`` flags stay)."""
         if self._host is None:
             self._host = self.values[: len(self.lrs)].tolist()
+            self.read_at = time.perf_counter(), time.process_time()  # wall, process time when it arrived
         out = [(self.first_step + k, lrs[member], *vals[member]) for k, (lrs, vals) in enumerate(zip(self.lrs, self._host))]
         self._unread.discard(member)
         if not self._unread:

@@ -56,15 +56,45 @@ def test_a_pack_of_4_matches_4_solo_runs_over_50_steps(tmp_path):
 
 
 def test_a_member_that_diverges_is_recorded_alone_and_the_others_go_on(tmp_path):
-    configs = [cfg(seed=0), cfg(seed=1, **{"train.lr": 1e4}), cfg(seed=2)]
+    """The first member diverges: the pack counts its own steps, so the others' records, evaluations
+    and probes stay at their steps."""
+    configs = [cfg(seed=0, **{"train.lr": 1e4}), cfg(seed=1), cfg(seed=2)]
     packed = train_pack(configs, [tmp_path / str(i) for i in range(3)])
-    assert packed[1]["status"] == "diverged" and packed[1]["diverged_step"] is not None
-    assert store.read_metrics(tmp_path / "1")[-1]["kind"] == "diverged"
-    for i in (0, 2):
+    assert packed[0]["status"] == "diverged" and packed[0]["diverged_step"] is not None
+    assert store.read_metrics(tmp_path / "0")[-1]["kind"] == "diverged"
+    for i in (1, 2):
         solo = train(configs[i], tmp_path / f"solo{i}")
         assert packed[i]["status"] == solo["status"] and packed[i]["steps_done"] == 50
+        assert packed[i]["val_acc"] == pytest.approx(solo["val_acc"], abs=2 / 64)
+        assert [m["step"] for m in store.read_metrics(tmp_path / str(i))] == \
+            [m["step"] for m in store.read_metrics(tmp_path / f"solo{i}")]
         assert losses(tmp_path / str(i)) == pytest.approx(losses(tmp_path / f"solo{i}"), rel=1e-4)
-        assert all(math.isfinite(v) for v in losses(tmp_path / str(i)))
+        assert probes(tmp_path / str(i)) == pytest.approx(probes(tmp_path / f"solo{i}"), rel=1e-3, abs=1e-6)
+
+
+def test_a_packed_checkpoint_resumes_solo_and_mixed_steps_pack_by_step(tmp_path):
+    """A member preempted inside a pack resumes as a solo run and ends as the run never stopped (its
+    checkpoint is the solo format, each AdamW step count its own); runs resumed from different
+    steps can be handed to one pack."""
+    from suite.engine.lifecycle import StopRun
+
+    configs = [cfg(seed=s, **{"train.steps": 20}) for s in range(2)]
+    full = [train(c, tmp_path / "full" / str(i)) for i, c in enumerate(configs)]
+
+    def preempt(step):
+        if step == 7:
+            raise StopRun("preempted", save=True)
+
+    dirs = [tmp_path / "p" / str(i) for i in range(2)]
+    with pytest.raises(StopRun):
+        train_pack(configs, dirs, on_step=preempt)
+    solo = train(configs[0], dirs[0])
+    assert solo["resumed_at"] == [7] and solo["status"] == full[0]["status"]
+    assert losses(dirs[0]) == pytest.approx(losses(tmp_path / "full" / "0"), rel=1e-4)
+    fresh = tmp_path / "p" / "fresh"
+    resumed = train_pack([configs[1], cfg(seed=5, **{"train.steps": 20})], [dirs[1], fresh])
+    assert resumed[0]["resumed_at"] == [7] and resumed[1]["steps_done"] == 20
+    assert losses(dirs[1]) == pytest.approx(losses(tmp_path / "full" / "1"), rel=1e-4)
 
 
 @pytest.mark.parametrize("how", ["killed", "preempted"])
