@@ -24,7 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from suite import store
     from suite.config import ConfigError, load_config
-    from suite.engine import train
 
     path, overrides = file_and_overrides(args.config, args.overrides)
     try:
@@ -32,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    from suite.engine import train  # torch and the engine: seconds, so after a config error is ruled out
+
     if args.device:  # after the overrides, so that `device=cpu --device cuda` is not a key given twice
         cfg.device = args.device
     from suite.engine.trackers import missing
