@@ -4,7 +4,8 @@ Each case sets up a folder, runs one `suite` command, and classifies what happen
 the command in this process through ``suite.cli.main`` (the entry point ``python -m suite`` calls),
 with stdout and stderr caught at the file-descriptor level so that worker processes' output counts
 too; a case whose point is a real process (a time limit on a hang, a worker that dies, a mounted
-disk) runs ``python -m suite`` in a fresh one. Either way the verdict is one of:
+disk, a memory limit) runs it in a process of its own, forked from a server that imported the suite
+once. Either way the verdict is one of:
 
 - ``clean error``: exit 2 and exactly one ``error:`` line on stderr, no traceback;
 - ``handled``: exit 0 (exit 1 for a case whose run is to end in status ``error``), no traceback, and
@@ -62,8 +63,8 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     needs_mount: bool = False  # mounts a tmpfs (root only); runs in its own process
     timeout: float = TIMEOUT
-    process: bool = False  # run `python -m suite` in a fresh process: a time limit, a dying worker
-    memory_mb: int | None = None  # cap the fresh process's address space: a blow-up ends, as a traceback
+    process: bool = False  # run in a process of its own: a time limit, a dying worker
+    memory_mb: int | None = None  # cap its own process's address space: a blow-up ends, as a traceback
 
     @property
     def own_process(self) -> bool:
@@ -520,7 +521,7 @@ def disk_full_check(d: Path, p: subprocess.CompletedProcess) -> str | None:
 def readonly_done_setup(d: Path) -> list[str]:
     mnt = mount_tmpfs(d, "20m")
     argv = first_smoke_run(mnt)
-    proc = in_process(argv, d)  # the run to find done; the case itself runs in a fresh process
+    proc = in_process(argv, d)  # the run to find done; the case itself runs in a process of its own
     if proc.returncode:
         raise RuntimeError(f"setup run failed: {proc.stderr[-500:]}")
     subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True, capture_output=True)
@@ -837,7 +838,7 @@ CASES: list[Case] = [
     Case("data.root that is a file", "late", "error",
          _file_then(["train", "data.name=cifar10", "model.patch_size=4", "data.root={f}", "--out", "{d}/run"], "a file",
                     name="file.txt"), _says("data.root")),
-    # round two: bounded work (fresh processes: before the fix they allocate gigabytes, hang or crash)
+    # round two: bounded work (own processes: before the fix they allocate gigabytes, hang or crash)
     Case("submission.json naming a pid another process holds now", "hang", "ok", stale_submission_setup, ran_check,
          process=True, timeout=120),
     *([Case("MLFLOW_TRACKING_URI at a closed port", "hang", "ok", mlflow_down_setup, mlflow_down_check, timeout=90)]
@@ -916,15 +917,7 @@ def in_process(argv: list[str], d: Path) -> subprocess.CompletedProcess:
             # Printed as the process would print them (pytest would record them instead).
             warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: \
                 sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
-            try:
-                code = main(argv)
-            except SystemExit as exit:  # argparse, or a command that exits
-                if isinstance(exit.code, str):
-                    print(exit.code, file=sys.stderr)
-                code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
-            except Exception:  # what the interpreter would print before exiting 1
-                traceback.print_exc()
-                code = 1
+            code = _exit_code(main, argv)
     finally:
         out.flush()
         err.flush()
@@ -942,14 +935,68 @@ def in_process(argv: list[str], d: Path) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(["suite", *argv], code, *texts)
 
 
+# What a fresh `python -m suite` would import for these cases: the fork server imports it once, and each
+# case's process starts from a copy of it instead of spending ~10 s of CPU on imports.
+PRELOAD = ["torch", "suite.cli", "suite.engine", "suite.sweep.sweep", "suite.sweep.preflight", "suite.cli.run",
+           "suite.cli.train", "suite.cli.bench", "suite.cli.analyze", "suite.cli.status", "suite.cli.validate"]
+
+
 def in_own_process(case: Case, argv: list[str], d: Path) -> subprocess.CompletedProcess:
-    """``python -m suite <argv>`` in a fresh process in ``d``; raises TimeoutExpired after the case's limit."""
-    env = {**os.environ, **case.env}
+    """``suite <argv>`` in a process of its own, in ``d``: its own pid, environment, umask and memory limit,
+    killed after the case's time limit (raises TimeoutExpired). The process is forked from a server that
+    imported the suite once (multiprocessing's forkserver), and runs what ``python -m suite`` runs."""
+    import multiprocessing
+
+    env = {**case.env, "PYTHONPATH": str(ROOT)}  # the workers it spawns import this checkout
     if (d / "env.json").exists():
         env.update(json.loads((d / "env.json").read_text()))
-    return subprocess.run([sys.executable, "-m", "suite", *argv], capture_output=True, text=True, cwd=d,
-                          env={**env, "PYTHONPATH": str(ROOT)}, timeout=case.timeout, stdin=subprocess.DEVNULL,
-                          preexec_fn=lambda: _limit(case.memory_mb))
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    with tempfile.TemporaryDirectory(prefix="hostile-io-") as io:
+        files = [os.path.join(io, "stdout"), os.path.join(io, "stderr")]
+        proc = ctx.Process(target=_child, args=(argv, str(d), env, case.memory_mb, files))
+        proc.start()
+        proc.join(case.timeout)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+            raise subprocess.TimeoutExpired(argv, case.timeout)
+        texts = [Path(f).read_text(errors="replace") if os.path.exists(f) else "" for f in files]
+    return subprocess.CompletedProcess(["suite", *argv], proc.exitcode, *texts)
+
+
+def _child(argv: list[str], d: str, env: dict[str, str], memory_mb: int | None, files: list[str]) -> None:
+    """The case's process: set up as ``python -m suite`` would find it, run, exit as the interpreter would."""
+    import atexit
+
+    os.environ.update(env)
+    _limit(memory_mb)
+    os.chdir(d)
+    sys.stdin = open(os.devnull)
+    for fd, name in zip((1, 2), files):
+        os.dup2(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), fd)
+    from suite.cli import main
+
+    try:
+        code = _exit_code(main, argv)
+    finally:
+        atexit._run_exitfuncs()  # as at a normal interpreter exit (multiprocessing ends with os._exit)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
+def _exit_code(main: Callable[[list[str]], int], argv: list[str]) -> int:
+    """``main(argv)``'s exit code as the interpreter would make it, printing what it would print."""
+    try:
+        return main(argv)
+    except SystemExit as exit:  # argparse, or a command that exits
+        if isinstance(exit.code, str):
+            print(exit.code, file=sys.stderr)
+        return exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+    except Exception:  # what the interpreter would print before exiting 1
+        traceback.print_exc()
+        return 1
 
 
 def _limit(memory_mb: int | None) -> None:

@@ -2,20 +2,20 @@
 (exit 2) or handled (exit 0, the case's check holds); never a traceback, a hang, a silent
 acceptance, a lost step or code run from a results folder. `.venv/bin/python scripts/hostile.py`
 prints the same cases as a table. Most cases run in this process through ``suite.cli.main``; those
-whose point is a real process (a time limit, a dying worker, a mounted disk) spawn ``python -m suite``."""
+whose point is a real process (a time limit, a dying worker, a mounted disk, a memory limit) run in a
+process of their own."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("hostile", Path(__file__).resolve().parents[1] / "scripts" / "hostile.py")
-hostile = importlib.util.module_from_spec(_spec)
-sys.modules["hostile"] = hostile  # dataclasses look their module up there
-_spec.loader.exec_module(hostile)
+# Importable by name: a case's own process is handed ``hostile._child`` by reference.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import hostile  # noqa: E402
+
 CAN_MOUNT = hostile.can_mount()
 
 
@@ -45,3 +45,15 @@ def test_the_campaign_can_fail(tmp_path, monkeypatch):
     crash = hostile.Case("a command that raises", "meta", "error", lambda d: ["validate", str(hostile.SMOKE)])
     outcome = hostile.run_case(crash, tmp_path)
     assert (outcome.verdict, outcome.code, outcome.detail) == ("traceback", 1, "RuntimeError: a bug")
+
+
+def test_a_case_in_its_own_process_is_killed_at_its_time_limit_and_keeps_its_exit_code(tmp_path):
+    """The time limit is what turns a hang into a verdict; the exit code and output come back from the process."""
+    hang = hostile.Case("watching forever", "hang", "error", lambda d: ["status", str(hostile._pending_sweep(d)),
+                                                                       "--watch", "0.1"], process=True, timeout=3)
+    outcome = hostile.run_case(hang, tmp_path / "hang")
+    assert (outcome.verdict, outcome.code) == ("hang", None)
+    error = hostile.Case("an error", "meta", "error", lambda d: ["status", str(d)], process=True, memory_mb=4096)
+    (tmp_path / "error").mkdir()
+    outcome = hostile.run_case(error, tmp_path / "error")
+    assert (outcome.verdict, outcome.code) == ("clean error", 2) and "no ablation.yaml" in outcome.detail

@@ -24,13 +24,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from suite import store
     from suite.config import ConfigError, load_config
-    from suite.engine import train
 
     path, overrides = file_and_overrides(args.config, args.overrides)
     try:
         cfg = load_config(path, overrides)
     except ConfigError as err:
         return fail(str(err))
+    from suite.engine import train  # torch and the engine: seconds, so after a config error is ruled out
+
     if args.device:  # after the overrides, so that `device=cpu --device cuda` is not a key given twice
         cfg.device = args.device
     from suite.engine.trackers import missing
