@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TOTAL_S = 450  # the budget of everything after the install; `make gpu-check` installs first (README)
 DRY_SLACK = 4  # dry runs start the same processes on a shared 2-core CPU, several times slower than a GPU box
-PROBE_S = 30  # nvidia-smi and torch's first CUDA call
+PROBE_S = int(os.environ.get("GPU_CHECK_PROBE_S", 30))  # nvidia-smi and torch's first CUDA call (tests on a loaded CPU: more)
 NOT_OURS = re.compile(r"torch|torchvision|triton|nvidia-.*|cuda-.*")  # what the machine's torch brings
 
 

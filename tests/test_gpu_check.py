@@ -68,6 +68,6 @@ def test_a_gpu_torch_cannot_use_fails_with_the_probes_error(tmp_path):
     smi = tmp_path / "nvidia-smi"  # what a machine with a driver answers; torch here has no CUDA device
     smi.write_text("#!/bin/sh\nexit 0\n")
     smi.chmod(0o755)
-    p = _run(tmp_path / "out", PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    p = _run(tmp_path / "out", PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}", GPU_CHECK_PROBE_S="180")
     assert p.returncode == 1 and "a GPU is present but torch cannot use it" in p.stderr
     assert "Traceback" in p.stderr and "cuda" in p.stderr.lower()  # the probe's own error, not a summary of it
