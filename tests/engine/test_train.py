@@ -477,7 +477,10 @@ def test_overrides_after_options_and_ctrl_c_without_a_traceback(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "suite", "train", "--out", str(out), "data.name=digits",
                              "model.patch_size=4", "model.depth=1", "model.dim=16", "model.heads=2",
                              "train.steps=1000000", "train.log_every=1", "train.eval_every=0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # as from a terminal: a test process may have come to ignore SIGINT (its
+                            # children would inherit that, and Python then installs no Ctrl-C handler)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not (out / "metrics.jsonl").exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
