@@ -219,21 +219,7 @@ class PackStream:
 
 class TrainStream:
     """Training batches for any range of steps, each depending only on (seed, step): the one-run
-    case of :class:`PackStream`.
-
-    Args:
-        bundle: the loaded dataset.
-        batch_size: samples per step.
-        seed: the run seed (order and augmentation).
-        device: where batches are delivered.
-        augment: random crop (zero padding 4) + horizontal flip, per sample.
-        max_device_mb: hold the dataset on the device if it takes at most this many MiB.
-        num_workers: DataLoader workers when the dataset is not held on the device.
-
-    Attributes:
-        steps_per_epoch: ``train_size // batch_size``, at least 1.
-        resident: whether the dataset is held on the device.
-    """
+    case of :class:`PackStream`, whose arguments and attributes it takes (``seed`` for ``seeds``)."""
 
     def __init__(self, bundle: DatasetBundle, batch_size: int, seed: int, device: torch.device | str,
                  augment: bool, max_device_mb: int, num_workers: int) -> None:
