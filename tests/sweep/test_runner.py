@@ -210,9 +210,15 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
 
 
-def _check_clean(out: Path) -> None:
-    """No half-written file: every summary is complete JSON with a final status, no temp files."""
-    assert not list(out.rglob("*.tmp"))
+def _check_clean(out: Path, killed: bool = False) -> None:
+    """No half-written file: every summary is complete JSON with a final status, no temp files.
+
+    After a SIGKILL a temp file may remain, but only in the folder of a run that did not finish: the
+    kill can land inside any write, and the run's next owner removes it when it opens the folder."""
+    temps = list(out.rglob("*.tmp"))
+    if killed:
+        temps = [t for t in temps if t.parent.parent != out / "runs" or (t.parent / store.SUMMARY).exists()]
+    assert not temps
     for s in summaries(out).values():
         assert s["status"] in store.STATUSES and s["wall_s"] is not None
 
@@ -242,7 +248,7 @@ def test_ctrl_c_then_sigkill_then_rerun_finishes_each_run_exactly_once(tmp_path)
         time.sleep(0.1)
     assert not [w for w in workers if _alive(w)], "workers outlived a SIGKILLed parent"
     with_kill = len(summaries(out))
-    _check_clean(out)
+    _check_clean(out, killed=True)
 
     proc = _start(out, tmp_path)
     stdout, err = proc.communicate(timeout=180)
