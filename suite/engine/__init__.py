@@ -10,6 +10,16 @@ model), ``propagation.py`` (``suite propagate``: signal propagation instead of t
 :func:`train`; nothing here parses arguments or prints.
 """
 
-from suite.engine.loop import train
+from typing import Any
 
 __all__ = ["train"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use, so that `suite.engine.resources` (the pre-flight's memory check) does not
+    # pay for the training loop's imports.
+    if name == "train":
+        from suite.engine.loop import train
+
+        return train
+    raise AttributeError(f"module 'suite.engine' has no attribute {name!r}")

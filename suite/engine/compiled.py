@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch._dynamo
 from torch import nn
 
 MODES = ("default", "reduce-overhead", "max-autotune")
@@ -37,6 +36,8 @@ def compile_for_run(model: nn.Module, mode: str = "default", regional: bool = Tr
     Raises (when called):
         torch._dynamo.exc.FailOnRecompileLimitHit: one run needed more recompilations than the limit.
     """
+    import torch._dynamo  # seconds to import: only runs that compile pay for it
+
     if mode not in MODES:
         raise ValueError(f"compile mode {mode!r}: expected one of {', '.join(MODES)}")
     torch._dynamo.reset()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scipy import stats as sps
+from scipy import special  # not scipy.stats: every run imports this, and scipy.stats takes seconds
 
 ALPHA = 0.01
 
@@ -30,7 +30,7 @@ def learned(acc: float, n: int, majority: float, alpha: float = ALPHA) -> bool:
     if n <= 0:
         return False
     correct = round(acc * n)
-    return bool(sps.binom.sf(correct - 1, n, majority) < alpha)
+    return bool(special.bdtrc(correct - 1, n, majority) < alpha)  # = P(X > correct - 1)
 
 
 def judge(history: Sequence[tuple[int, float]], n: int, majority: float) -> tuple[str, str | None, int | None]:

@@ -12,8 +12,9 @@ the hooks on its submodules would never fire.
 
 from __future__ import annotations
 
-import math
 import contextlib
+import math
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -132,7 +133,8 @@ def _hooked(model: nn.Module, on_output: Callable[[int, torch.Tensor], None] | N
     was_training = model.training
     model.eval()
     try:
-        with torch.compiler.set_stance("force_eager"):
+        # Without dynamo loaded nothing can be compiled, and the stance would import it (seconds).
+        with torch.compiler.set_stance("force_eager") if "torch._dynamo" in sys.modules else contextlib.nullcontext():
             yield got
     finally:
         for h in handles:

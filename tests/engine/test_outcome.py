@@ -12,6 +12,13 @@ def test_learned_is_a_one_sided_binomial_test_against_the_largest_class():
     assert not learned(0.9, 0, 0.1)
 
 
+def test_learned_agrees_with_scipys_binomtest_at_every_count():
+    for n, majority in ((1, 0.5), (20, 0.1), (450, 0.11), (1000, 0.5), (37, 1.0), (37, 0.0)):
+        for correct in range(n + 1):
+            p = sps.binomtest(correct, n, majority, alternative="greater").pvalue
+            assert learned(correct / n, n, majority) == (p < ALPHA), (n, majority, correct, p)
+
+
 def test_the_17_7_percent_ok_and_19_8_percent_failed_inversion_cannot_happen():
     """The old rule judged the training loss: a run at 17.7% validation accuracy was ok and two at 19.8%
     failed. Judged on held-out accuracy, the status is a monotone function of the final accuracy."""
