@@ -679,7 +679,7 @@ ALIAS_BOMB = "name: bomb\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
 
 CASES: list[Case] = [
     # security
-    # A sweep whose every run ends `error` exits 1 (issue 29): these sweeps run one run, which is refused.
+    # A sweep whose every run ends `error` exits 1: these sweeps run one run, which is refused.
     Case("planted checkpoint, run with checkpoints", "security", "run error", planted_checkpoint(2), no_code_ran("error")),
     Case("planted checkpoint, run without checkpoints", "security", "ok", planted_checkpoint(0), no_code_ran("final")),
     Case("planted checkpoint marked as preempted", "security", "run error", planted_checkpoint(0, True),
@@ -796,7 +796,7 @@ CASES: list[Case] = [
     Case("--only ','", "silent", "error", lambda d: ["run", str(SMOKE), "--only", ",", "--dry-run"]),
     Case("summary without model.depth", "silent", "ok", _missing_key("model.depth"), _depth_is_int),
     Case("summary without seed", "silent", "ok", _missing_key("seed"), _depth_is_int),
-    # round two (issue 27): tracebacks, late errors and silent acceptance -> one line, exit 2, before anything runs
+    # tracebacks, late errors and silent acceptance -> one line, exit 2, before anything runs
     *[Case(f"exclude matching every run: {cmd}", "traceback", "error",
            _file_then([cmd, "{f}", *([] if cmd == "validate" else ["--out", "{d}/out"])],
                       VALID_ABLATION + "exclude: [{variant: a}]\n"), _says("exclude", "removes all"))
