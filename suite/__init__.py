@@ -11,6 +11,12 @@ The Python API, for notebooks (the command line is ``suite``; both do the same w
 
 Names load on first use (module ``__getattr__``), so ``import suite`` and ``suite --help`` stay fast
 and do not import torch.
+
+Modules: ``config.py`` (the typed run config, every default in one place), ``registry.py`` (the names
+a user can choose: schemes, datasets), ``store.py`` (the results layout: run ids, statuses, atomic
+writes, provenance), ``files.py`` (reading and appending results files without trusting their names);
+packages ``data/``, ``models/``, ``engine/`` (one run), ``sweep/`` (many runs), ``analysis/``,
+``bench/`` and ``cli/`` (the ``suite`` command; ``__main__.py`` runs it as ``python -m suite``).
 """
 
 from __future__ import annotations

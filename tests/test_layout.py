@@ -91,6 +91,15 @@ def _defining(pattern: str) -> list[str]:
     return sorted(m for m, p in MODULES.items() if pattern in p.read_text())
 
 
+@pytest.mark.parametrize("init", sorted(SUITE.rglob("__init__.py")), ids=lambda p: str(p.parent.relative_to(ROOT)))
+def test_each_package_docstring_names_every_module_and_subpackage(init):
+    """A package's docstring is its map: a module added without a line there is a map that lies."""
+    doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+    here = [p.name for p in init.parent.glob("*.py") if p.name != "__init__.py"]
+    here += [f"{d.name}/" for d in init.parent.iterdir() if (d / "__init__.py").exists()]
+    assert not [name for name in sorted(here) if name not in doc], f"{init}: its docstring does not name these"
+
+
 def test_one_copy_of_each_shared_helper():
     assert _defining("get_close_matches") == ["suite.registry"]  # did-you-mean
     assert _defining('("ok", "diverged", "failed"') == ["suite.store"]  # the statuses

@@ -1,11 +1,16 @@
 """The analysis: a folder of finished runs -> comparison tables (md, tex, csv) and figures.
 
-``load.py`` (summaries and curves back from a results folder), ``grouping.py`` (which runs form a
-group, table sections), ``stats.py`` (pure statistical functions), ``summary.py`` (per-group rates,
-intervals, tests), ``lr.py`` (each scheme at its best learning rate, LR sensitivity, the stability
-frontier), ``regression.py`` and ``trends.py`` (trends with depth), ``robust.py`` (rliable-style
-aggregates across cells), ``propagation.py`` (``suite propagate`` runs), ``markup.py`` and
-``tables.py`` (Markdown / LaTeX / CSV tables), ``findings.py`` (``findings.md``, in words),
-``figures.py`` (matplotlib), and ``analyze.py`` (the driver, :func:`suite.analysis.analyze.analyze`). Nothing here parses arguments
+``load.py`` (summaries and curves back from a results folder), ``score.py`` (how every finished run
+scores: one rule), ``grouping.py`` (which runs form a group, table sections), ``stats.py`` (pure
+statistical functions), ``summary.py`` (per-group rates, intervals, tests), ``lr.py`` (each scheme at
+its best learning rate, LR sensitivity, the stability frontier), ``doseresponse.py`` (the frontier as
+a dose-response fit), ``primary.py`` (the ablation's declared comparison, tested alone),
+``sequential.py`` (group-sequential looks at it), ``survival.py`` (time to learn: Kaplan-Meier,
+log-rank), ``transfer.py`` (does the best rate transfer across depth), ``regression.py`` and
+``trends.py`` (trends with depth), ``robust.py`` (rliable-style aggregates across cells),
+``propagation.py`` (``suite propagate`` runs), ``plan.py`` (seeds needed: ``suite plan``),
+``markup.py`` and ``tables.py`` (Markdown / LaTeX / CSV tables), ``findings.py`` (``findings.md``, in
+words), ``figures.py`` (matplotlib), ``report.py`` (one HTML page: ``suite report``), and
+``analyze.py`` (the driver, :func:`suite.analysis.analyze.analyze`). Nothing here parses arguments
 or prints: ``suite analyze`` (``suite/cli/analyze.py``) does.
 """

@@ -4,7 +4,10 @@ spec (``validate``) -> runs (``run``) -> one run (``train``) -> results -> ``ana
 -> ``report`` (one HTML page; ``plan``: seeds needed);
 ``bench`` / ``bench-check`` measure what each residual scheme costs per step.
 
-Each subcommand lives in its own module of this package, exposing ``add_arguments(parser)`` and
+Each subcommand lives in its own module of this package (``validate.py``, ``config.py``,
+``run.py``, ``status.py``, ``train.py``, ``propagate.py``, ``analyze.py``, ``report.py``,
+``plan.py``, ``cost.py``, ``bench.py``, ``bench_check.py``, ``schemes.py``; ``checks.py`` holds the
+value checks and the one-line user error they share), exposing ``add_arguments(parser)`` and
 ``run(args) -> int``: argument parsing, printing and exit codes live here and nowhere else; the work
 is done by the library packages (``engine``, ``sweep``, ``analysis``, ``bench``). Modules are
 imported lazily so that ``suite --help`` stays fast.

@@ -2,7 +2,8 @@
 
 ``lifecycle.py`` (a run's folder, summary and error policy, for every kind of run), ``loop.py``
 (setup / step / evaluate / finish, divergence statuses, timing), ``steplog.py`` (the step's numbers
-kept on the device until read), ``optim.py`` (AdamW and the warmup + cosine schedule), ``probes.py``
+kept on the device until read), ``outcome.py`` (ok or failed, judged on held-out accuracy by an
+exact binomial test), ``optim.py`` (AdamW and the warmup + cosine schedule), ``probes.py``
 (per-block probes attached with forward hooks), ``checkpoint.py`` (save, resume), ``compiled.py``
 (``train.compile``), ``resources.py`` (device, peak memory), ``pack.py`` (several runs as one stacked
 model), ``propagation.py`` (``suite propagate``: signal propagation instead of training) and

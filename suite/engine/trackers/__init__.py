@@ -1,4 +1,5 @@
-"""Experiment trackers as optional sinks: TensorBoard, Weights & Biases, MLflow (``train.log_to``).
+"""Experiment trackers as optional sinks: TensorBoard, Weights & Biases, MLflow (``train.log_to``), one
+module each: ``tensorboard_sink.py``, ``wandb_sink.py``, ``mlflow_sink.py``.
 
 The run's own files stay the record (``metrics.jsonl``, ``summary.json``); a sink receives the very
 records written there, as scalars (:func:`scalars`, the same names in every sink), and the summary at
