@@ -101,7 +101,7 @@ class Worker:
             elsewhere) and ``disk_full`` (the path that had no space left, or None; the sweep stops).
         """
         self.index = index
-        os.environ["OMP_NUM_THREADS"] = str(self.threads)  # before torch loads
+        os.environ["OMP_NUM_THREADS"] = str(self.threads)  # for torch if not loaded yet, and for child processes
         if self.gpus is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = self.gpus[index % len(self.gpus)] if self.gpus else ""
         import torch

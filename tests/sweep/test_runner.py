@@ -146,6 +146,46 @@ def test_a_run_whose_workers_died_every_round_says_so(tmp_path):
     assert _lost_reason(tmp_path, launcher, "r").startswith("worker died 3 times on this run (last: exit code 3); see")
 
 
+class _Echo:
+    """A stand-in worker: says what it sees and where its output goes, then ends."""
+
+    grace_s = 1.0
+
+    def __call__(self, index: int) -> dict:
+        print(f"worker {index} sees {os.environ.get('SUITE_TEST_ECHO')} in pid {os.getpid()}", flush=True)
+        return {"disk_full": None}
+
+
+def _echo(tmp_path: Path, n: int) -> list[int]:
+    from suite.sweep.local import LocalLauncher
+
+    launcher = LocalLauncher(tmp_path)
+    launcher.start(_Echo(), n)
+    for p in launcher.procs:
+        p.join(60)
+    assert [p.exitcode for p in launcher.procs] == [0] * n
+    return [p.pid for p in launcher.procs]
+
+
+def test_a_worker_takes_the_environment_and_output_its_parent_has_when_it_starts(tmp_path, capfd, monkeypatch):
+    """Workers fork from a server started by the first sweep of a process; a later sweep's workers
+    still see the environment and write to the standard output of the moment they start."""
+    monkeypatch.delenv("SUITE_TEST_ECHO", raising=False)
+    first = _echo(tmp_path, 1)
+    assert f"worker 0 sees None in pid {first[0]}" in capfd.readouterr().out
+    monkeypatch.setenv("SUITE_TEST_ECHO", "later")
+    saved = os.dup(1)
+    with open(tmp_path / "later.txt", "w") as later:  # the output of this moment: a file the server never had
+        os.dup2(later.fileno(), 1)
+        try:
+            second = _echo(tmp_path, 2)
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+    out = (tmp_path / "later.txt").read_text()
+    assert all(f"worker {i} sees later in pid {pid}" in out for i, pid in enumerate(second)), out
+
+
 def test_runs_whose_data_goes_through_dataloader_workers_train_in_a_sweep(tmp_path, capsys):
     """Sweep workers may start children: data that is not held on the device is read by DataLoader
     worker processes (daemon workers could not start them: "daemonic processes are not allowed to have children")."""
@@ -196,9 +236,11 @@ def _in_flight(out: Path, proc: subprocess.Popen, timeout: float = 120) -> str:
         time.sleep(0.05)
 
 
-def _children(pid: int) -> list[int]:
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``: the workers are the fork server's children, not the sweep's."""
     path = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(x) for x in path.read_text().split()] if path.exists() else []
+    children = [int(x) for x in path.read_text().split()] if path.exists() else []
+    return children + [d for c in children for d in _descendants(c)]
 
 
 def _alive(pid: int) -> bool:
@@ -240,7 +282,8 @@ def test_ctrl_c_then_sigkill_then_rerun_finishes_each_run_exactly_once(tmp_path)
 
     proc = _start(out, tmp_path)
     _wait_for_summaries(out, n_first + 1, proc)
-    workers = _children(proc.pid)
+    workers = _descendants(proc.pid)
+    assert len(workers) >= 2  # the worker, and the fork server it came from (or Python's resource tracker)
     os.kill(proc.pid, signal.SIGKILL)  # the parent only: its workers must notice and exit by themselves
     proc.wait(timeout=30)
     deadline = time.monotonic() + 10
