@@ -1,8 +1,9 @@
 """Runs per hour: how many short training runs of one shape a machine finishes, solo or co-located.
 
-Each arm trains the same ``runs`` runs (seeds of one config, real data, the real engine, its
-start-up included) through :func:`suite.sweep.sweep.run_sweep` (local worker processes), and is timed from the
-sweep's start to its last summary:
+Each arm trains the same ``runs`` runs (seeds of one config, real data, the real engine, the
+workers' start-up included) through :func:`suite.sweep.sweep.run_sweep` (local worker processes), and is timed
+from the sweep's start to its last summary. The fork server the workers come from (it imports torch
+once per process, :mod:`suite.sweep.local`) is started by an untimed warm-up, so no arm pays for it:
 
 - ``solo``: one worker at a time (on a CPU with all the cores' threads);
 - ``co-located K``: K workers at once, sharing the device (on a CPU, cores // K threads each; on a
@@ -99,7 +100,8 @@ def measure_throughput(arms: list[Arm], *, runs: int, device: str, base: dict[st
     rows: list[dict[str, Any]] = []
     gpu = bench_gpu(device)
     with tempfile.TemporaryDirectory(prefix="suite-throughput-") as tmp, _only_gpu(gpu):
-        # Untimed: one short run first, so that no arm pays for a cold file cache or first data load.
+        # Untimed: one short run first, so that no arm pays for a cold file cache, the first data load or
+        # starting the workers' fork server.
         warm = {"name": "throughput", "base": {**base, "train": {**base["train"], "steps": 2}}, "variants": {"run": {}}}
         run_sweep(warm, Path(tmp) / "warm-up", SweepOptions(device=device, workers=1,
                                                               threads=arms[0].threads if arms else 1))
@@ -129,7 +131,8 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"`{meta['command']}`\n",
         f"{p['device_name']}; torch {p['torch_version']}; commit {p['git_commit']}; {p['started_at']}. Each arm "
         f"trains the same runs (the default ablation's shape at depth 12: "
-        f"{meta['shape']}) through the local backend's workers, start-up included; "
+        f"{meta['shape']}) through the local backend's workers, their start-up included (not their fork "
+        f"server's, started by an untimed warm-up); "
         f"speed-up is against `{rows[0]['arm']}` measured in the same command.\n",
         "| arm | workers x threads | runs per worker at once | runs | steps | wall (s) | runs / hour | speed-up |",
         "|---|---|---|---|---|---|---|---|",
