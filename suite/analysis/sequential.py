@@ -54,10 +54,6 @@ class Design:
     alpha: float
     bounds: tuple[float, ...]
 
-    @property
-    def looks(self) -> int:
-        return len(self.fractions)
-
 
 def _carry(density: np.ndarray, grid: np.ndarray, step: float, t_prev: float, t: float):
     """Tail function of B(t) given the continuation sub-density of B(t_prev) on ``grid``."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import nn
 
 MODES = ("default", "reduce-overhead", "max-autotune")

@@ -186,11 +186,6 @@ def try_claim(out: Path, run_id: str, lease_s: float, take_over: bool = True,
         mine.unlink(missing_ok=True)
 
 
-def holder(out: Path, run_id: str) -> str | None:
-    """The owner id in ``run_id``'s claim, or None when it is not claimed."""
-    return read(claim_path(out, run_id)).get("owner")
-
-
 def clear(out: Path, run_ids: list[str]) -> None:
     """Drop the claims of ``run_ids``: a new sweep starts counting attempts again."""
     for run_id in run_ids:

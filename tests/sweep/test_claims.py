@@ -16,13 +16,18 @@ def later(seconds: float):
     return lambda: time.time() + seconds
 
 
+def _holder(out, run_id: str) -> str | None:
+    """The owner id in ``run_id``'s claim file, or None when nobody holds it."""
+    return claims.read(claims.claim_path(out, run_id)).get("owner")
+
+
 def test_only_one_worker_holds_a_run(tmp_path):
     first = claims.try_claim(tmp_path, "abc", lease_s=60)
     assert first is not None and first.held() and first.attempt == 1
     assert claims.try_claim(tmp_path, "abc", lease_s=60) is None  # a live claim is respected
-    assert claims.holder(tmp_path, "abc") == claims.owner_id()
+    assert _holder(tmp_path, "abc") == claims.owner_id()
     first.release()
-    assert claims.holder(tmp_path, "abc") is None
+    assert _holder(tmp_path, "abc") is None
     assert claims.try_claim(tmp_path, "abc", lease_s=60) is not None
 
 
@@ -91,7 +96,7 @@ def test_a_damaged_claim_file_is_not_held_by_anyone(tmp_path):
     path = claims.claim_path(tmp_path, "abc")
     path.parent.mkdir(parents=True)
     path.write_bytes(b"\xff not json")
-    assert claims.holder(tmp_path, "abc") is None
+    assert _holder(tmp_path, "abc") is None
     assert claims.try_claim(tmp_path, "abc", lease_s=5) is None  # not known dead until its lease ends
     assert claims.try_claim(tmp_path, "abc", lease_s=5, now=later(100)) is not None
 
