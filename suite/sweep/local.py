@@ -3,8 +3,9 @@
 Workers are forked from a fork server that imported torch and the training loop once (Linux, macOS),
 so a worker starts in milliseconds where a fresh process spends seconds on imports (about 4 s on
 2 cores); the server itself starts clean (no threads, no CUDA) on the first sweep of a process and
-serves every later one. Each worker takes the parent's environment and standard output as they are
-when it starts, not as they were when the server started. Elsewhere workers are spawned.
+serves every later one, unless the suite's source changed in between (then a new server imports
+the new code). Each worker takes the parent's environment and standard output as they are when it
+starts, not as they were when the server started. Elsewhere workers are spawned.
 
 Workers ignore SIGINT (Ctrl-C reaches the whole process group; the parent decides how to stop)
 and die with the parent, even on SIGKILL. On Ctrl-C or SIGTERM the parent sends each worker
@@ -16,12 +17,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import multiprocessing
+import multiprocessing.forkserver
 import multiprocessing.reduction
 import os
 import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 from suite import store
 from suite.sweep.worker import Worker
@@ -88,11 +91,31 @@ class _Stdio:
         return tuple, (fds,)
 
 
+def source_stamp() -> int:
+    """The newest modification time (ns) of the suite's source files."""
+    return max(f.stat().st_mtime_ns for f in Path(__file__).resolve().parents[1].rglob("*.py"))
+
+
+_served_stamp: int | None = None  # source_stamp() when the fork server was last asked for
+
+
 def _context() -> multiprocessing.context.BaseContext:
+    """The fork server's context; spawn where there is no fork server.
+
+    A server outlives its sweep (a notebook's next sweep reuses it), so if the suite's source changed
+    since it imported it, it is stopped first and the next worker starts a new one with the new code;
+    where that cannot be done, workers are spawned instead: never old code."""
+    global _served_stamp
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
+    stamp, server = source_stamp(), multiprocessing.forkserver._forkserver
+    if _served_stamp not in (None, stamp) and getattr(server, "_forkserver_pid", None) is not None:
+        if not hasattr(server, "_stop"):  # a private method of CPython's (3.8 to 3.14)
+            return multiprocessing.get_context("spawn")
+        server._stop()
+    _served_stamp = stamp
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)  # takes effect when the server starts, the first time only
+    ctx.set_forkserver_preload(PRELOAD)  # takes effect when the server starts
     return ctx
 
 

@@ -152,7 +152,8 @@ class _Echo:
     grace_s = 1.0
 
     def __call__(self, index: int) -> dict:
-        print(f"worker {index} sees {os.environ.get('SUITE_TEST_ECHO')} in pid {os.getpid()}", flush=True)
+        print(f"worker {index} sees {os.environ.get('SUITE_TEST_ECHO')} in pid {os.getpid()} "
+              f"forked by {os.getppid()}", flush=True)
         return {"disk_full": None}
 
 
@@ -184,6 +185,22 @@ def test_a_worker_takes_the_environment_and_output_its_parent_has_when_it_starts
             os.close(saved)
     out = (tmp_path / "later.txt").read_text()
     assert all(f"worker {i} sees later in pid {pid}" in out for i, pid in enumerate(second)), out
+
+
+def test_a_sweep_after_the_suite_s_source_changed_gets_a_new_fork_server(tmp_path, capfd, monkeypatch):
+    """A notebook that edits the suite between two sweeps must not run the old code in the second."""
+    from suite.sweep import local
+
+    def servers(n: int) -> set[str]:
+        _echo(tmp_path, n)
+        return {line.rsplit(" ", 1)[1] for line in capfd.readouterr().out.splitlines() if "forked by" in line}
+
+    first = servers(1)
+    assert servers(2) == first and len(first) == 1  # the same server serves the next sweep
+    saved = local._served_stamp + 1  # as if a file of the suite was saved
+    monkeypatch.setattr(local, "source_stamp", lambda: saved)
+    after = servers(1)
+    assert after != first and servers(1) == after
 
 
 def test_runs_whose_data_goes_through_dataloader_workers_train_in_a_sweep(tmp_path, capsys):
