@@ -28,7 +28,10 @@ def parse(listing: str) -> dict[str, list[str]]:
         key, sep, value = line.partition("=")
         section, _, name = key.rpartition(".")
         if sep and name in OPTIONS and section in RANK:
-            found[section, name] = ast.literal_eval(value).split()
+            try:
+                found[section, name] = str(ast.literal_eval(value)).split()
+            except (ValueError, SyntaxError):  # not as pip prints it: uv is left on its default for this key
+                continue
     return {name: next(found[s, name] for s in RANK if (s, name) in found)
             for name in OPTIONS if any((s, name) in found for s in RANK)}
 

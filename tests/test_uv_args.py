@@ -42,4 +42,4 @@ def test_uv_gets_one_option_per_value_and_picks_the_best_version_across_indexes_
 
 def test_nothing_configured_leaves_uv_on_its_default_index():
     assert uv_args.uv_args(uv_args.parse("")) == ["--index-strategy", "unsafe-best-match"]
-    assert uv_args.parse("global.timeout='60'\nnot a line\n") == {}
+    assert uv_args.parse("global.timeout='60'\nnot a line\nglobal.index-url=unquoted (\n") == {}

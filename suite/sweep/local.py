@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from suite import store
+from suite.sweep import claims
 from suite.sweep.worker import Worker
 
 DISK_FULL_EXIT = 28  # a worker's exit status when it found no space left (ENOSPC)
@@ -58,18 +59,9 @@ def _die_with_parent(parent_pid: int) -> None:
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
-    def alive(pid: int) -> bool:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
-
     def watch() -> None:  # portable fallback, and covers a parent that died before prctl
         own_parent = os.getppid()
-        while os.getppid() == own_parent and alive(parent_pid):
+        while os.getppid() == own_parent and claims.alive(parent_pid):
             time.sleep(0.5)
         os._exit(1)
 
