@@ -23,8 +23,8 @@ install: $(STAMP)
 # Re-runs only when pyproject.toml changes: a second `make install` is a no-op.
 # The ray, slurm and trackers extras are installed too, so that the Ray backend's tests run against a
 # real local Ray, the Slurm backend's against submitit's local executor, and each tracker sink for real.
-# uv installs the same wheels as pip from the indexes pip is configured with (scripts/uv_args.py), in a
-# fifth of the time; INSTALLER=pip uses pip alone, and pip takes over if uv cannot be had or fails.
+# uv installs the same wheels as pip from the indexes pip is configured with (scripts/uv_args.py), much
+# faster; INSTALLER=pip uses pip alone, and pip takes over if uv cannot be had or fails.
 INSTALLER ?= uv
 EXTRAS := .[dev,ray,slurm,trackers]
 PIP_INSTALL = $(BIN)/python -m pip install -q $(TORCH_SPEC) && $(BIN)/python -m pip install -q -e '$(EXTRAS)'
@@ -36,7 +36,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The suite's modules are byte-compiled first: where PYTHONDONTWRITEBYTECODE is set, each of the
-# tests' hundreds of processes would otherwise compile them again (~0.7 s each).
+# tests' hundreds of processes would otherwise compile them again.
 test: install
 	$(BIN)/python -m compileall -q suite scripts
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)

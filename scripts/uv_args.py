@@ -1,7 +1,7 @@
 """Print the `uv pip install` options that make uv install from where pip is configured to.
 
-uv reads neither pip.conf nor PIP_* variables. `make install` runs uv (the same wheels as pip, in a
-fifth of the time), so this script turns what ``python -m pip config list`` reports (the index,
+uv reads neither pip.conf nor PIP_* variables. `make install` runs uv (the same wheels as pip, much
+faster), so this script turns what ``python -m pip config list`` reports (the index,
 extra indexes, find-links and constraint files of every pip.conf and PIP_* variable, the variables
 first, then ``[install]``, then ``[global]``, as pip ranks them) into uv's options. uv is also told
 to pick the best version across all indexes, which is what pip does.

@@ -1,10 +1,9 @@
 """The local launcher: N worker processes on this machine, each a :class:`~suite.sweep.worker.Worker`.
 
-Workers are forked from a fork server that imported torch and the training loop once (Linux, macOS),
-so a worker starts in milliseconds where a fresh process spends seconds on imports (about 4 s on
-2 cores); the server itself starts clean (no threads, no CUDA) on the first sweep of a process and
-serves every later one, unless the suite's source changed in between (then a new server imports
-the new code). Each worker takes the parent's environment and standard output as they are when it
+Workers are forked from a fork server that imported torch and the training loop once (Linux,
+macOS), so a worker starts in milliseconds where a fresh process spends seconds on imports; the
+server itself starts clean (no threads, no CUDA) on the first sweep of a process and serves every
+later one, unless the suite's source changed in between (then a new server imports the new code). Each worker takes the parent's environment and standard output as they are when it
 starts, not as they were when the server started. Elsewhere workers are spawned.
 
 Workers ignore SIGINT (Ctrl-C reaches the whole process group; the parent decides how to stop)
