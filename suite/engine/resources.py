@@ -28,7 +28,8 @@ def set_deterministic(on: bool) -> None:
     """
     if on:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(on)
+    if torch.are_deterministic_algorithms_enabled() != on:  # the call imports torch._inductor (seconds)
+        torch.use_deterministic_algorithms(on)
     torch.backends.cudnn.deterministic = on
     torch.backends.cudnn.benchmark = False
 

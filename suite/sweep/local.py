@@ -32,7 +32,9 @@ from suite.sweep.worker import Worker
 DISK_FULL_EXIT = 28  # a worker's exit status when it found no space left (ENOSPC)
 
 
-PRELOAD = ["suite.engine.loop"]  # what the fork server imports once: torch, the models, the data, the loop
+# What the fork server imports once: torch, the models, the data, the loop, and torch._dynamo, which
+# building an optimizer imports (seconds) even when nothing is compiled.
+PRELOAD = ["suite.engine.loop", "torch._dynamo"]
 
 
 def _main(worker: Worker, index: int, parent_pid: int, environ: dict[str, str], stdio: tuple) -> None:
