@@ -32,7 +32,7 @@ from torch import nn
 
 from suite.bench.arms import BenchShape, build_arm
 from suite.bench.measure import Timer, interleave, measure
-from suite.bench.stats import median_interval_ranks, round_ratios, summarize
+from suite.bench.stats import min_rounds, round_ratios, summarize
 
 # How the thresholds were chosen (2-core CPU, 1 thread; results/reference/bench/gate.md is the last
 # run, docs/benchmark.md the reference measurements):
@@ -61,14 +61,6 @@ ALPHA = 0.05
 
 class TooFewRounds(ValueError):
     """Too few rounds for the interval the gate decides on: it refuses to judge."""
-
-
-def min_rounds(alpha: float = ALPHA) -> int:
-    """The fewest rounds whose median has a distribution-free ``1 - alpha`` interval (6 at 95%)."""
-    n = 1
-    while median_interval_ranks(n, alpha) is None:
-        n += 1
-    return n
 
 
 def gate(ratios: np.ndarray, threshold: float, alpha: float = ALPHA, what: str = "overhead") -> tuple[bool, str]:

@@ -50,43 +50,6 @@ def round_ratios(candidate: np.ndarray, baseline: np.ndarray) -> np.ndarray:
     return c / b
 
 
-def median_interval_ranks(n: int, alpha: float = 0.05) -> tuple[int, int] | None:
-    """1-based ranks (k, n+1-k) of the order statistics that bound a median interval.
-
-    The interval ``[x_(k), x_(n+1-k)]`` covers the true median with probability
-    ``1 - 2 * P(Binomial(n, 1/2) <= k - 1)`` whatever the distribution (continuous data); ``k`` is
-    the largest rank whose coverage is still at least ``1 - alpha``.
-
-    Returns:
-        ``(k, n + 1 - k)``, or ``None`` when even ``[min, max]`` falls short of ``1 - alpha``
-        (n < 6 at 95%).
-    """
-    if n < 1:
-        return None
-    k = 0
-    while 2.0 * sps.binom.cdf(k, n, 0.5) <= alpha:  # cdf(k) = P(Bin <= k), the tail below rank k+1
-        k += 1
-    return None if k == 0 else (k, n + 1 - k)
-
-
-def median_interval(x: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
-    """Distribution-free ``1 - alpha`` interval for the median of ``x`` (order statistics).
-
-    Args:
-        x: (n,) observations, e.g. per-round ratios.
-        alpha: 1 - confidence level.
-
-    Returns:
-        (low, high); (nan, nan) when n is too small for the level (see :func:`median_interval_ranks`).
-    """
-    x = np.sort(np.asarray(x, dtype=float))
-    ranks = median_interval_ranks(x.size, alpha)
-    if ranks is None:
-        return (math.nan, math.nan)
-    lo, hi = ranks
-    return (float(x[lo - 1]), float(x[hi - 1]))
-
-
 @dataclass(frozen=True)
 class RatioSummary:
     """Median of per-round ratios with its interval; ``n`` is the number of rounds."""
@@ -95,15 +58,6 @@ class RatioSummary:
     low: float
     high: float
     n: int
-
-    @property
-    def overhead(self) -> float:
-        """The median as a relative overhead (0.02 = 2% slower than the baseline)."""
-        return self.median - 1.0
-
-    def excludes(self, value: float) -> bool:
-        """True if the whole interval lies above or below ``value`` (nan bounds exclude nothing)."""
-        return (self.low > value) or (self.high < value)
 
     def format(self) -> str:
         """E.g. ``+1.8% [+0.4, +3.1]`` (overhead in percent, interval bounds in percent)."""
@@ -114,9 +68,16 @@ class RatioSummary:
 
 
 def summarize(ratios: np.ndarray, alpha: float = 0.05) -> RatioSummary:
-    """Median and distribution-free interval of per-round ratios, shape (R,)."""
+    """Median of per-round ratios, shape (R,), with its distribution-free ``1 - alpha`` interval:
+    order statistics of the binomial (scipy's ``quantile_test``); nan when R < :func:`min_rounds`."""
     ratios = np.asarray(ratios, dtype=float)
-    if ratios.size == 0:
-        return RatioSummary(math.nan, math.nan, math.nan, 0)
-    low, high = median_interval(ratios, alpha)
-    return RatioSummary(float(np.median(ratios)), low, high, int(ratios.size))
+    if ratios.size < min_rounds(alpha):
+        return RatioSummary(float(np.median(ratios)) if ratios.size else math.nan, math.nan, math.nan, ratios.size)
+    ci = sps.quantile_test(ratios, p=0.5).confidence_interval(1 - alpha)
+    return RatioSummary(float(np.median(ratios)), float(ci.low), float(ci.high), int(ratios.size))
+
+
+def min_rounds(alpha: float = 0.05) -> int:
+    """The fewest rounds whose median has a distribution-free ``1 - alpha`` interval: ``[min, max]``
+    covers the median with probability ``1 - 2 / 2**n`` (6 rounds at 95%)."""
+    return math.ceil(math.log2(2 / alpha))
