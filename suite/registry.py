@@ -98,8 +98,8 @@ SCHEMES = Registry("model.residual", {
 DATASETS = Registry("data.name", {
     "mnist5k": "suite.data.embedded:load_mnist5k",
     "digits": "suite.data.embedded:load_digits",
-    "cifar10": "suite.data.cifar:load_cifar10",
-    "cifar100": "suite.data.cifar:load_cifar100",
+    "cifar10": "suite.data.cifar:load_cifar",
+    "cifar100": "suite.data.cifar:load_cifar",
     "imagefolder": "suite.data.imagefolder:load_imagefolder",
     "synthetic": "suite.data.synthetic:load_synthetic",
 }, {

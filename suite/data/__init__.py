@@ -25,7 +25,7 @@ def load_dataset(cfg: DataConfig) -> DatasetBundle:
     """Load the dataset named by ``cfg.name`` (a name in :data:`suite.registry.DATASETS`), with
     ``cfg.val_fraction`` of its training split held out as ``val`` (stratified, by ``cfg.split_seed``).
 
-    Loaders are imported on first use: torchvision costs ~2 s to import, and a sweep worker
+    Loaders are imported on first use: torchvision (ImageFolder) is slow to import, and a sweep worker
     training on the embedded data should not pay it.
 
     Raises:

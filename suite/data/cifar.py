@@ -1,4 +1,4 @@
-"""CIFAR-10 / CIFAR-100 from the python pickles, through torchvision, never downloaded."""
+"""CIFAR-10 / CIFAR-100 from the python pickles (the files torchvision downloads), never downloaded."""
 
 from __future__ import annotations
 
@@ -8,18 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torchvision.datasets import CIFAR10, CIFAR100
-from torchvision.datasets.vision import VisionDataset
 
 from suite.data.bundle import ENV_DATA_DIR, DataError, DatasetBundle, TensorSplit, data_root, one_line
 
 if TYPE_CHECKING:
     from suite.config import DataConfig
-
-# Standard per-channel statistics of the CIFAR training sets (0..1 scale).
-CIFAR10_MEAN, CIFAR10_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
-CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
-
 
 # Every global a CIFAR pickle names: numpy's array and dtype reconstructors (numpy 1 and 2 spell
 # the module differently; protocol 5 uses _frombuffer) and `_codecs.encode`, which protocol 2
@@ -61,86 +54,39 @@ def _unpickle(path: Path) -> dict[str, Any]:
     return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in entry.items()}
 
 
-class _PresenceCheckMixin:
-    """torchvision's CIFAR classes, checking that the files exist instead of their md5 sums.
-
-    Why: the md5 check rejects every file but the official ones, so a user cannot cut CIFAR down
-    to a quick subset and the tests cannot load tiny files written in the real format. Loading is
-    re-done here (same attributes as torchvision: ``data`` (N, 32, 32, 3) uint8 HWC, ``targets``,
-    ``classes``) because torchvision expects str keys, which only Python 2 pickles give.
-    """
-
-    base_folder: str
-    train_list: list[list[str]]
-    test_list: list[list[str]]
-    meta: dict[str, str]
-
-    def __init__(self, root: str | Path, train: bool = True) -> None:
-        VisionDataset.__init__(self, root)  # type: ignore[arg-type]
-        self.train = train
-        folder = Path(self.root) / self.base_folder
-        files = self.train_list if train else self.test_list
-        entries = [_unpickle(folder / name) for name, _md5 in files]
-        data = np.concatenate([np.asarray(e["data"], dtype=np.uint8) for e in entries])
-        self.data = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)  # rows are R, G, B planes
-        label_key = "labels" if "labels" in entries[0] else "fine_labels"
-        self.targets = [int(t) for e in entries for t in e[label_key]]
-        self._load_meta()
-
-    def _check_integrity(self) -> bool:
-        return not self.missing_files(Path(self.root))
-
-    def _load_meta(self) -> None:
-        meta = _unpickle(Path(self.root) / self.base_folder / self.meta["filename"])
-        self.classes = [c.decode() if isinstance(c, bytes) else c for c in meta[self.meta["key"]]]
-        self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
-
-    @classmethod
-    def missing_files(cls, root: Path) -> list[str]:
-        names = [n for n, _ in cls.train_list + cls.test_list] + [cls.meta["filename"]]
-        return [n for n in names if not (root / cls.base_folder / n).is_file()]
+# name -> (title, folder, tarball, train files, test files and meta, label key, classes, and the standard
+# per-channel mean and std of the training set on the 0..1 scale). Files are checked for presence, not
+# md5 sums as torchvision does, so a cut-down subset in the same format loads too (the tests').
+CIFAR = {
+    "cifar10": ("CIFAR-10", "cifar-10-batches-py", "cifar-10-python.tar.gz",
+                [f"data_batch_{i}" for i in range(1, 6)], ["test_batch", "batches.meta"], "labels", 10,
+                (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+    "cifar100": ("CIFAR-100", "cifar-100-python", "cifar-100-python.tar.gz", ["train"], ["test", "meta"],
+                 "fine_labels", 100, (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
+}
 
 
-class PresenceCIFAR10(_PresenceCheckMixin, CIFAR10):
-    """CIFAR-10 checked for presence only (see :class:`_PresenceCheckMixin`)."""
-
-
-class PresenceCIFAR100(_PresenceCheckMixin, CIFAR100):
-    """CIFAR-100 checked for presence only (see :class:`_PresenceCheckMixin`)."""
-
-
-def _load(cls: type, name: str, title: str, expected: str, num_classes: int,
-          mean: tuple[float, ...], std: tuple[float, ...], cfg: DataConfig) -> DatasetBundle:
-    tarball = cls.filename
-    root = data_root(cfg, title, f"{cls.base_folder}/ (extracted from {tarball})")
-    missing = cls.missing_files(root)
+def load_cifar(cfg: DataConfig) -> DatasetBundle:
+    """``cfg.name``: CIFAR-10 from ``<root>/cifar-10-batches-py/`` or CIFAR-100 (fine labels) from
+    ``<root>/cifar-100-python/`` (root = data.root or $SUITE_DATA_DIR)."""
+    name = cfg.name
+    title, base, tarball, train_files, test_files, label_key, num_classes, mean, std = CIFAR[name]
+    root = data_root(cfg, title, f"{base}/ (extracted from {tarball})")
+    folder = root / base
+    missing = [n for n in train_files + test_files if not (folder / n).is_file()]
     if missing:
-        folder = root / cls.base_folder
-        raise DataError(
-            f"{title} not found under {root}: extract {tarball} there so that {folder}/{expected} "
-            f"exist (missing: {', '.join(missing)}; set data.root or {ENV_DATA_DIR})"
-        )
+        raise DataError(f"{title} not found under {root}: extract {tarball} there, into {folder}/ (missing: "
+                        f"{', '.join(missing)}; set data.root or {ENV_DATA_DIR})")
 
-    def split(train: bool) -> TensorSplit:
-        ds = cls(root, train=train)
-        x = torch.from_numpy(np.ascontiguousarray(ds.data)).permute(0, 3, 1, 2).contiguous()
-        y = torch.tensor(ds.targets, dtype=torch.int64)
+    def split(names: list[str]) -> TensorSplit:
+        entries = [_unpickle(folder / n) for n in names]
+        data = np.concatenate([np.asarray(e["data"], dtype=np.uint8) for e in entries])
+        x = torch.from_numpy(data.reshape(-1, 3, 32, 32).copy())  # rows are R, G, B planes: (N, 3, 32, 32)
+        y = torch.tensor([int(t) for e in entries for t in e[label_key]], dtype=torch.int64)
         if len(y) and (y.min() < 0 or y.max() >= num_classes):
             raise DataError(f"{title} labels under {root} must be in 0..{num_classes - 1}, "
                             f"got {int(y.min())}..{int(y.max())}")
-        return TensorSplit(x, y)  # x: (N, 3, 32, 32) uint8
+        return TensorSplit(x, y)
 
     return DatasetBundle(name=name, num_classes=num_classes, in_chans=3, img_size=32,
-                         train=split(True), test=split(False), mean=mean, std=std)
-
-
-def load_cifar10(cfg: DataConfig) -> DatasetBundle:
-    """CIFAR-10 from ``<root>/cifar-10-batches-py/`` (root = data.root or $SUITE_DATA_DIR)."""
-    return _load(PresenceCIFAR10, "cifar10", "CIFAR-10",
-                 "data_batch_1..5, test_batch and batches.meta", 10, CIFAR10_MEAN, CIFAR10_STD, cfg)
-
-
-def load_cifar100(cfg: DataConfig) -> DatasetBundle:
-    """CIFAR-100 (fine labels) from ``<root>/cifar-100-python/``."""
-    return _load(PresenceCIFAR100, "cifar100", "CIFAR-100", "train, test and meta", 100,
-                 CIFAR100_MEAN, CIFAR100_STD, cfg)
+                         train=split(train_files), test=split(test_files[:1]), mean=mean, std=std)

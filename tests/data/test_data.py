@@ -314,7 +314,8 @@ def test_missing_cifar_names_the_path(tmp_path, monkeypatch):
         load_dataset(DataConfig(val_fraction=0, name="cifar10", root=str(tmp_path)))
     msg = str(err.value)
     assert str(tmp_path / "cifar-10-batches-py") in msg and "cifar-10-python.tar.gz" in msg
-    assert "data_batch_1..5" in msg and "SUITE_DATA_DIR" in msg and "\n" not in msg
+    assert "missing: data_batch_1, data_batch_2, data_batch_3, data_batch_4, data_batch_5, test_batch, batches.meta;" \
+        in msg and "SUITE_DATA_DIR" in msg and "\n" not in msg
     with pytest.raises(DataError, match="data.root"):
         load_dataset(DataConfig(val_fraction=0, name="cifar100"))  # neither data.root nor the env var
     write_cifar10(tmp_path)
