@@ -36,6 +36,7 @@ from suite import store  # noqa: E402
 from suite.analysis.grouping import DEPTH, LR, group_of, section_keys, sections, variant_order  # noqa: E402
 from suite.analysis.lr import lr_curves  # noqa: E402
 from suite.analysis.propagation import profiles  # noqa: E402
+from suite.analysis.score import selection_split  # noqa: E402
 from suite.analysis.load import read_curves  # noqa: E402
 from suite.analysis.markup import _section_title, fmt_value, safe, slug  # noqa: E402
 
@@ -311,7 +312,7 @@ def val_vs_lr_by_depth(runs: list[dict[str, Any]], colors: dict[str, Any], title
     mean the rate transfers."""
     from suite.analysis.score import score
 
-    split = "val" if all(r.get("val_acc") is not None for r in runs if r["status"] == "ok") else "test"
+    split = selection_split(runs)
     variants = [v for v in colors if any(r["variant"] == v for r in runs)]
     depths = sorted({float(r[DEPTH]) for r in runs})
     cols = min(4, len(variants))

@@ -135,6 +135,16 @@ def group_of(run: dict[str, Any], keys: list[str]) -> tuple:
     return tuple(hashable(run.get(k)) for k in keys)
 
 
+def ordered_groups(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> dict[tuple, list[dict[str, Any]]]:
+    """``runs`` grouped by ``keys`` (the first is ``variant``), in table order: the baseline variant
+    first (:func:`variant_order`), then the other keys' values (:func:`sort_value`)."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault(group_of(r, keys), []).append(r)
+    order = {v: i for i, v in enumerate(variant_order([g[0] for g in groups], baseline))}
+    return {g: groups[g] for g in sorted(groups, key=lambda g: (order[g[0]], [sort_value(v) for v in g[1:]]))}
+
+
 def choose_baseline(runs: list[dict[str, Any]], baseline: str | None) -> str:
     """The baseline variant: ``baseline`` if given, else ``preln`` if present.
 

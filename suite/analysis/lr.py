@@ -38,9 +38,9 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis import doseresponse, stats
-from suite.analysis.grouping import LR, adjust_family, group_of, sort_value, variant_order
+from suite.analysis.grouping import LR, adjust_family, group_of, ordered_groups, sort_value
 from suite.analysis.score import chance as chance_of
-from suite.analysis.score import score
+from suite.analysis.score import score, selection_split
 from suite.analysis.summary import compare_accuracy
 
 BOOTSTRAP_RESAMPLES = 2000  # seed resamples for the selection-inclusive interval (seeded: reruns agree)
@@ -179,13 +179,9 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
     if LR not in keys:
         return None
     rest = [k for k in keys if k != LR]
-    split = "val" if all(r.get("val_acc") is not None for r in runs if r["status"] == "ok") else "test"
-    groups: dict[tuple, list[dict[str, Any]]] = {}
-    for r in runs:
-        if r.get(LR) is not None:
-            groups.setdefault(group_of(r, rest), []).append(r)
-    order = {v: i for i, v in enumerate(variant_order([g[0] for g in groups], baseline))}
-    ordered = sorted(groups, key=lambda g: (order[g[0]], [sort_value(v) for v in g[1:]]))
+    split = selection_split(runs)
+    groups = ordered_groups([r for r in runs if r.get(LR) is not None], rest, baseline)
+    ordered = list(groups)
     cells = {g: _cell(groups[g], split) for g in ordered}
     rows, diffs = [], {"test": [], "sens": []}
     for g in ordered:

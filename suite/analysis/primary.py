@@ -34,7 +34,7 @@ from suite.analysis import sequential, stats
 from suite.analysis.grouping import LR
 from suite.analysis.load import AnalysisError
 from suite.analysis.markup import fmt_value
-from suite.analysis.score import score
+from suite.analysis.score import score, selection_split
 
 ENDPOINTS = ("best_lr_score", "score", "not_ok_rate")
 ALPHA = 0.05
@@ -216,7 +216,7 @@ def evaluate(runs: list[dict[str, Any]], primary: Primary, rounds: list[int] | N
         answer.decision = "difference" if answer.p < ALPHA else "undecided"
         return answer
     if primary.endpoint == "best_lr_score":
-        split = "val" if all(r.get("val_acc") is not None for r in a + b if r["status"] == "ok") else "test"
+        split = selection_split(a + b)
         ca, cb = _cell(a, split), _cell(b, split)
         pa, pb = ca["_test"], cb["_test"]
         answer.scheme_lr, answer.base_lr = ca["best_lr"], cb["best_lr"]

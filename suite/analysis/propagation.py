@@ -15,7 +15,7 @@ import pandas as pd
 
 from suite import store
 from suite.analysis import stats
-from suite.analysis.grouping import group_of, sort_value, variant_order
+from suite.analysis.grouping import group_of, ordered_groups
 
 KIND = "propagation"
 RECORDS = "propagation.jsonl"  # as suite.engine.propagation writes it (that module imports torch)
@@ -44,13 +44,8 @@ def summary_frame(runs: list[dict[str, Any]], keys: list[str], baseline: str) ->
     scale. ``n`` counts the runs that ended ``ok``; runs that diverged or errored are left out of
     the means and counted (``n_diverged``, ``n_error``).
     """
-    groups: dict[tuple, list[dict[str, Any]]] = {}
-    for r in runs:
-        groups.setdefault(group_of(r, keys), []).append(r)
-    order = {v: i for i, v in enumerate(variant_order([g[0] for g in groups], baseline))}
     rows = []
-    for g in sorted(groups, key=lambda g: (order[g[0]], [sort_value(v) for v in g[1:]])):
-        members = groups[g]
+    for g, members in ordered_groups(runs, keys, baseline).items():
         ok = [r for r in members if r["status"] == "ok"]
         row: dict[str, Any] = {**dict(zip(keys, g)), "n": len(ok),
                                "n_diverged": sum(r["status"] == "diverged" for r in members),

@@ -19,6 +19,12 @@ def chance(run: dict[str, Any]) -> float | None:
     return 1.0 / classes if isinstance(classes, int) and not isinstance(classes, bool) and classes > 0 else None
 
 
+def selection_split(runs: list[dict[str, Any]]) -> str:
+    """``val`` when every ``ok`` run measured a validation accuracy, else ``test``: the split a learning
+    rate (or any other setting) is chosen on."""
+    return "val" if all(r.get("val_acc") is not None for r in runs if r["status"] == "ok") else "test"
+
+
 def score(run: dict[str, Any], split: str = "test") -> float | None:
     """A run's ``test`` (or ``val``) score under the rule above; None for ``error`` or a missing value."""
     if run["status"] == "error":

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis import stats
-from suite.analysis.grouping import adjust_family, group_of, sort_value, variant_order
+from suite.analysis.grouping import adjust_family, group_of, ordered_groups, sort_value, variant_order
 from suite.analysis.score import chance, score
 from suite.store import STATUSES
 
@@ -115,11 +115,8 @@ def summarize(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.
         :data:`COLUMNS` (documented in docs/statistics.md). Accuracies are fractions; ``acc_*`` is
         the score (every run that did not error), ``ok_acc_*`` the survivors only.
     """
-    groups: dict[tuple, list[dict[str, Any]]] = {}
-    for r in runs:
-        groups.setdefault(group_of(r, keys), []).append(r)
-    order = {v: i for i, v in enumerate(variant_order([g[0] for g in groups], baseline))}
-    ordered = sorted(groups, key=lambda g: (order[g[0]], [sort_value(v) for v in g[1:]]))
+    groups = ordered_groups(runs, keys, baseline)
+    ordered = list(groups)
     rows = {g: _group_stats(groups[g]) for g in ordered}
     out, diffs = [], []
     for g in ordered:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from suite.analysis.grouping import adjust_family, group_of, sort_value, variant_order
+from suite.analysis.grouping import adjust_family, ordered_groups
 
 COLUMNS = ["is_baseline", "has_baseline", "n", "n_learned", "median", "median_ci_low", "median_ci_high",
            "logrank_chi2", "logrank_p", "logrank_p_adj", "logrank_p_m"]
@@ -80,13 +80,9 @@ def learn_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> p
     live = [r for r in runs if r["status"] != "error" and "steps_to_learn" in r]
     if not live:
         return None
-    groups: dict[tuple, list[dict[str, Any]]] = {}
-    for r in live:
-        groups.setdefault(group_of(r, keys), []).append(r)
-    order = {v: i for i, v in enumerate(variant_order([g[0] for g in groups], baseline))}
-    ordered = sorted(groups, key=lambda g: (order[g[0]], [sort_value(v) for v in g[1:]]))
+    groups = ordered_groups(live, keys, baseline)
     rows = []
-    for g in ordered:
+    for g in groups:
         base = groups.get((baseline,) + g[1:])
         is_base = g[0] == baseline
         chi2, p = logrank(groups[g], base) if base is not None and not is_base else (math.nan, math.nan)

@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from suite.analysis.grouping import DEPTH, LR, group_of, sort_value, variant_order
+from suite.analysis.grouping import DEPTH, LR, ordered_groups
+from suite.analysis.score import selection_split
 from suite.analysis.lr import _cell, _complete
 
 RESAMPLES = 2000  # bootstrap resamples (seeded: a rerun writes the same numbers)
@@ -190,17 +191,17 @@ def transfer_table(runs: list[dict[str, Any]], keys: list[str], baseline: str,
     if DEPTH not in keys or LR not in keys:
         return None
     rest = [k for k in keys if k not in (LR, DEPTH)]
-    split = "val" if all(r.get("val_acc") is not None for r in runs if r["status"] == "ok") else "test"
+    split = selection_split(runs)
     groups: dict[tuple, dict[float, list[dict[str, Any]]]] = {}
-    for r in runs:
-        if r.get(LR) is not None and r.get(DEPTH) is not None:
-            groups.setdefault(group_of(r, rest), {}).setdefault(float(r[DEPTH]), []).append(r)
+    for g, members in ordered_groups([r for r in runs if r.get(LR) is not None and r.get(DEPTH) is not None],
+                                     rest, baseline).items():
+        for r in members:
+            groups.setdefault(g, {}).setdefault(float(r[DEPTH]), []).append(r)
     if not any(len(by_depth) >= 2 for by_depth in groups.values()):
         return None
-    order = {v: i for i, v in enumerate(variant_order([g[0] for g in groups], baseline))}
     rng = np.random.default_rng(seed)
     rows = []
-    for g in sorted(groups, key=lambda g: (order[g[0]], [sort_value(v) for v in g[1:]])):
+    for g in groups:
         for row in _group(groups[g], split, resamples, rng):
             rows.append({**dict(zip(rest, g)), **row, "selected_on": split})
     frame = pd.DataFrame(rows)
