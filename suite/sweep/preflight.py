@@ -3,8 +3,9 @@
 ``suite validate`` checks each run's config alone (:func:`suite.config.validate`); this goes on to what
 needs the data or a model: once per distinct data config, the data are there and load (CIFAR's files
 through the allow-list unpickler, an ImageFolder's layout without scanning its images), and a batch
-fits in the training split; once per distinct model config, the model builds at the data's image
-size, channels and classes (on the CPU when small, else on PyTorch's ``meta`` device: no memory); and, for runs that
+fits in the training split; once per distinct model config but its depth, the model builds at the data's
+image size, channels and classes, with at most :data:`BUILD_DEPTH` blocks (on the CPU when small, else on
+PyTorch's ``meta`` device: no memory); and, for runs that
 execute here, the device exists and the largest run meant for it fits in its memory
 (:func:`suite.config.memory_estimate`, a lower bound). Every problem is reported, each one line naming the run and the fix.
 """
@@ -25,6 +26,10 @@ from suite.sweep.spec import Run
 # rounding (at most one image per class and split).
 SPLIT_MARGIN = 0.9
 SMALL_MODEL_PARAMS = 20e6  # built on the CPU (80 MB at most) rather than on the meta device
+# Every block of a model comes from one builder, whose code does not depend on the depth (only numbers
+# do: an init rule, DeepNorm's alpha, the drop-path schedule): two blocks run all of it, where 1,000 cost
+# seconds (config validation checks the depth itself).
+BUILD_DEPTH = 2
 
 
 def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: bool = True,
@@ -55,7 +60,8 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
             batches.add((data_key, cfg.train.batch_size))
             _batch(cfg, run, src, shape, problems)
         if shape is not None:
-            model_key = _key({"model": to_dict(cfg)["model"], "shape": {"data": shape[:3]}})
+            model_key = _key({"model": {**to_dict(cfg)["model"], "depth": min(cfg.model.depth, BUILD_DEPTH)},
+                              "shape": {"data": shape[:3]}})
             if model_key not in models:
                 models.add(model_key)
                 _model(cfg, run, src, shape, problems)
@@ -124,7 +130,8 @@ def _model(cfg: RunConfig, run: Run, src: str, shape: tuple, problems: list[str]
             problems.append(f"{src}: {_cell(run)}: model.{key} {mine} does not match {cfg.data.name} ({value}); "
                             f"leave it unset (it comes from the data)")
             return
-    filled = dataclasses.replace(m, **{k: (v if v is not None else getattr(m, k)) for k, v in found.items()})
+    filled = dataclasses.replace(m, depth=min(m.depth, BUILD_DEPTH),
+                                 **{k: (v if v is not None else getattr(m, k)) for k, v in found.items()})
     if filled.num_classes is None:  # an ImageFolder's classes are counted by the run
         filled = dataclasses.replace(filled, num_classes=2)
     # A small model is built for real (milliseconds); a large one on the meta device, which allocates
