@@ -155,6 +155,25 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def provenance_line(p: dict[str, Any]) -> str:
+    """The machine, torch, commit and start time of a bench file's header, from ``store.provenance``."""
+    return f"{p['device_name']}; torch {p['torch_version']}; commit {p['git_commit']}; {p['started_at']}"
+
+
+def write_results(out: Path, stem: str, rows: list[dict[str, Any]], md: str, record: dict[str, Any]) -> list[Path]:
+    """``<stem>.csv`` (``rows``, None as empty), ``<stem>.md`` and ``<stem>.json`` (``record``) under ``out``."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["label"])
+    writer.writeheader()
+    for r in to_json(rows):
+        writer.writerow({k: "" if v is None else v for k, v in r.items()})
+    paths = [Path(out) / f"{stem}.{ext}" for ext in ("csv", "md", "json")]
+    atomic_write_text(paths[0], buf.getvalue())
+    atomic_write_text(paths[1], md)
+    write_json(paths[2], record)
+    return paths
+
+
 def write_outputs(out: Path, results: dict[str, ArmResult], rows: list[dict[str, Any]],
                   meta: dict[str, Any], speed: list[dict[str, Any]] | None = None) -> list[Path]:
     """Write ``overhead.csv``, ``overhead.md`` and ``overhead.json`` (with raw times) under ``out``.
@@ -162,18 +181,11 @@ def write_outputs(out: Path, results: dict[str, ArmResult], rows: list[dict[str,
     Args:
         meta: ``command``, ``settings`` and ``provenance`` (recorded in the JSON and the Markdown).
     """
-    out = Path(out)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["label"])
-    writer.writeheader()
-    for r in to_json(rows):
-        writer.writerow({k: "" if v is None else v for k, v in r.items()})
-    atomic_write_text(out / "overhead.csv", buf.getvalue())
-    s, p = meta["settings"], meta["provenance"]
+    s = meta["settings"]
     md = [
         f"# Step-time overhead against `{BASELINE}`\n",
         f"`{meta['command']}`\n",
-        f"{p['device_name']}; torch {p['torch_version']}; commit {p['git_commit']}; {p['started_at']}. "
+        f"{provenance_line(meta['provenance'])}. "
         f"Shape: depth {s['depth']}, dim {s['dim']}, heads {s['heads']}, tokens {s['tokens']}, batch {s['batch']}; "
         f"{s['device']}, {s['dtype']}{', compiled' if s['compile'] else ', eager'}; {s['rounds']} interleaved rounds "
         f"of {s['steps']} step(s) per visit. Overhead = median of per-round ratios - 1; interval: distribution-free "
@@ -181,9 +193,8 @@ def write_outputs(out: Path, results: dict[str, ArmResult], rows: list[dict[str,
         markdown_table(rows),
     ]
     if speed:
-        md.append(efficiency_table(speed, meta["settings"].get("gemm", 0)))
-    atomic_write_text(out / "overhead.md", "\n".join(md))
+        md.append(efficiency_table(speed, s.get("gemm", 0)))
     arms = {n: {"train_s": r.train_s, "forward_s": r.forward_s, "params": r.params,
                 "saved_bytes": r.saved_bytes, "peak_bytes": r.peak_bytes} for n, r in results.items()}
-    write_json(out / "overhead.json", {**meta, "rows": rows, "efficiency": speed or [], "arms": arms})
-    return [out / "overhead.csv", out / "overhead.md", out / "overhead.json"]
+    return write_results(out, "overhead", rows, "\n".join(md),
+                         {**meta, "rows": rows, "efficiency": speed or [], "arms": arms})

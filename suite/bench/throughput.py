@@ -21,8 +21,6 @@ how long an ablation takes on a machine (``docs/benchmark.md``).
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import os
 import tempfile
 import time
@@ -31,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from suite import store
+from suite.bench.report import provenance_line, write_results
 
 # The default ablation's shape (ablations/default.yaml) at depth 12, for fewer steps.
 DEFAULT_BASE: dict[str, Any] = {
@@ -125,11 +123,10 @@ def measure_throughput(arms: list[Arm], *, runs: int, device: str, base: dict[st
 
 
 def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    p = meta["provenance"]
     lines = [
         "# Runs per hour: solo vs co-located\n",
         f"`{meta['command']}`\n",
-        f"{p['device_name']}; torch {p['torch_version']}; commit {p['git_commit']}; {p['started_at']}. Each arm "
+        f"{provenance_line(meta['provenance'])}. Each arm "
         f"trains the same runs (the default ablation's shape at depth 12: "
         f"{meta['shape']}) through the local backend's workers, their start-up included (not their fork "
         f"server's, started by an untimed warm-up); "
@@ -145,13 +142,4 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 
 def write_outputs(out: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[Path]:
     """``throughput.{csv,md,json}`` under ``out``."""
-    out = Path(out)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-    paths = [out / "throughput.csv", out / "throughput.md", out / "throughput.json"]
-    store.atomic_write_text(paths[0], buf.getvalue())
-    store.atomic_write_text(paths[1], markdown(rows, meta))
-    store.write_json(paths[2], {**meta, "rows": rows})
-    return paths
+    return write_results(out, "throughput", rows, markdown(rows, meta), {**meta, "rows": rows})

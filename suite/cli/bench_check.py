@@ -16,7 +16,8 @@ import torch
 from suite import store
 from suite.bench.arms import build_arm, slow_down_layerscale
 from suite.bench import gate
-from suite.bench.stats import RatioSummary, summarize
+from suite.bench.report import provenance_line
+from suite.bench.stats import summarize
 from suite.cli.checks import at_least, fail, writable_dir
 
 
@@ -62,27 +63,25 @@ def run(args: argparse.Namespace) -> int:
           f"batch {gate.ABLATION_SHAPE.batch}), "
           f"residual path batch {gate.RESIDUAL_BATCH} x {args.residual_rounds} rounds"
           + (f"; injected slowdown: {args.slowdown} extra pass(es)" if args.slowdown else ""), flush=True)
-    results = {}
-    for name, fn, threshold, rounds, at in (
-        ("step", gate.measure_step, args.step_threshold, args.step_rounds, shape),
-        ("ablation-step", gate.measure_step, args.ablation_step_threshold, args.step_rounds, gate.ABLATION_SHAPE),
-        ("residual", gate.measure_residual, args.residual_threshold, args.residual_rounds, shape),
+    results, table = {}, ["| check | overhead, median [95% interval] | threshold | verdict | time |",
+                          "|---|---|---:|---|---:|"]
+    for name, what, fn, threshold, rounds, at in (
+        ("step", "training-step overhead over preln (ViT-Ti)", gate.measure_step, args.step_threshold,
+         args.step_rounds, shape),
+        ("ablation-step", "training-step overhead over preln (default ablation's shape)", gate.measure_step,
+         args.ablation_step_threshold, args.step_rounds, gate.ABLATION_SHAPE),
+        ("residual", "residual-path cost over the update written out", gate.measure_residual,
+         args.residual_threshold, args.residual_rounds, shape),
     ):
-        what = {"step": "training-step overhead over preln (ViT-Ti)",
-                "ablation-step": "training-step overhead over preln (default ablation's shape)",
-                "residual": "residual-path cost over the update written out"}[name]
         t1 = time.perf_counter()
         passed, message, ratios = gate.check(fn, threshold, what, shape=at, rounds=rounds, candidate=candidate(at))
         s = summarize(ratios)
         results[name] = {"passed": passed, "message": message, "threshold": threshold, "median": s.median,
                          "low": s.low, "high": s.high, "rounds": s.n, "wall_s": round(time.perf_counter() - t1, 1),
                          "ratios": ratios.tolist()}
+        table.append(f"| {name} | {s.format()} | {100 * threshold:+.1f}% | {'PASS' if passed else 'FAIL'} "
+                     f"| {results[name]['wall_s']:.0f} s |")
     ok = all(r["passed"] for r in results.values())
-    table = ["| check | overhead, median [95% interval] | threshold | verdict | time |", "|---|---|---:|---|---:|"]
-    for name, r in results.items():
-        s = RatioSummary(r["median"], r["low"], r["high"], r["rounds"])
-        table.append(f"| {name} | {s.format()} | {100 * r['threshold']:+.1f}% | {'PASS' if r['passed'] else 'FAIL'} "
-                     f"| {r['wall_s']:.0f} s |")
     messages = [r["message"] for r in results.values()]
     print("\n" + "\n".join(table) + "\n\n" + "\n".join(messages))
     wall = time.perf_counter() - t0
@@ -96,8 +95,7 @@ def run(args: argparse.Namespace) -> int:
                f"--threads {args.threads}" + (f" --slowdown {args.slowdown}" if args.slowdown else ""))
     store.atomic_write_text(Path(args.out) / "gate.md", "\n".join([
         "# The CI gate on LayerScale's step-time cost\n", f"`{command}`\n",
-        f"{prov['device_name']}; torch {prov['torch_version']}; commit {prov['git_commit']}; {prov['started_at']}; "
-        f"{wall:.0f} s. Shape: depth {shape.depth}, dim {shape.dim}, heads {shape.heads}, tokens {shape.tokens}; "
+        f"{provenance_line(prov)}; {wall:.0f} s. Shape: depth {shape.depth}, dim {shape.dim}, heads {shape.heads}, tokens {shape.tokens}; "
         f"step batch {shape.batch}, residual-path batch {gate.RESIDUAL_BATCH}; the ablation-step check at depth "
         f"{gate.ABLATION_SHAPE.depth}, dim {gate.ABLATION_SHAPE.dim}, heads {gate.ABLATION_SHAPE.heads}, tokens "
         f"{gate.ABLATION_SHAPE.tokens}, batch {gate.ABLATION_SHAPE.batch}.\n", *table, "", *messages, ""]))
