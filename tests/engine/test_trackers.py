@@ -269,16 +269,15 @@ def test_a_sink_that_opens_after_its_time_is_up_is_not_used(tmp_path, monkeypatc
     from suite.engine.trackers import Trackers, tensorboard_sink
 
     release, opened = threading.Event(), threading.Event()
-    real = tensorboard_sink.open_sink
 
-    def late(run_dir, summary):
-        release.wait(30)
-        sink = real(run_dir, summary)
-        opened.set()
-        return sink
+    class Late(tensorboard_sink.TensorBoardSink):
+        def __init__(self, run_dir, summary):
+            release.wait(30)
+            super().__init__(run_dir, summary)
+            opened.set()
 
     monkeypatch.setattr(trackers, "CALL_TIMEOUT_S", 0.2)
-    monkeypatch.setattr(tensorboard_sink, "open_sink", late)
+    monkeypatch.setattr(tensorboard_sink, "TensorBoardSink", Late)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         sinks = Trackers(("tensorboard",), tmp_path, {"run_id": "r", "seed": 0})

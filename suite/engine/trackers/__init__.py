@@ -20,11 +20,12 @@ from typing import Any, Protocol
 
 from suite import store
 
-# name -> (module of the sink, the Python package it needs; the extra `trackers` brings them all)
+# name -> (module and class of the sink, built as cls(run_dir, summary); the Python package it needs, which
+# the extra `trackers` brings)
 SINKS: dict[str, tuple[str, str]] = {
-    "tensorboard": ("suite.engine.trackers.tensorboard_sink", "tensorboard"),
-    "wandb": ("suite.engine.trackers.wandb_sink", "wandb"),
-    "mlflow": ("suite.engine.trackers.mlflow_sink", "mlflow"),
+    "tensorboard": ("suite.engine.trackers.tensorboard_sink:TensorBoardSink", "tensorboard"),
+    "wandb": ("suite.engine.trackers.wandb_sink:WandbSink", "wandb"),
+    "mlflow": ("suite.engine.trackers.mlflow_sink:MlflowSink", "mlflow"),
 }
 EXTRA = "pip install -e '.[trackers]'"
 # Up to this many blocks, each block's probes are their own scalars (blocks/<key>/<block>); deeper
@@ -110,9 +111,10 @@ class Trackers:
             raise TrackerError(problem)
         self.sinks: dict[str, Sink] = {}
         for name in names:
-            module = importlib.import_module(SINKS[name][0])
+            module, cls = SINKS[name][0].split(":")
+            sink = getattr(importlib.import_module(module), cls)
             opened: list[Sink] = []  # a sink that opens only after its time is up stays out
-            self._call(name, lambda module=module, opened=opened: opened.append(module.open_sink(Path(run_dir), summary)))
+            self._call(name, lambda sink=sink, opened=opened: opened.append(sink(Path(run_dir), summary)))
             if opened:
                 self.sinks[name] = opened[0]
 

@@ -82,7 +82,3 @@ class MlflowSink:
 
     def abort(self) -> None:
         self.client.set_terminated(self.run_id, "KILLED")
-
-
-def open_sink(run_dir: Path, summary: dict[str, Any]) -> MlflowSink:
-    return MlflowSink(run_dir, summary)

@@ -41,7 +41,3 @@ class TensorBoardSink:
     def abort(self) -> None:
         self.writer.flush()
         self.writer.close()
-
-
-def open_sink(run_dir: Path, summary: dict[str, Any]) -> TensorBoardSink:
-    return TensorBoardSink(run_dir, summary)

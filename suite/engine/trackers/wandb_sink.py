@@ -58,7 +58,3 @@ class WandbSink:
 
     def abort(self) -> None:
         self.run.finish(exit_code=1)
-
-
-def open_sink(run_dir: Path, summary: dict[str, Any]) -> WandbSink:
-    return WandbSink(run_dir, summary)
