@@ -369,7 +369,10 @@ def device_name(device: str) -> str:
                 break
     except OSError:
         pass
-    return f"cpu: {cpu} ({os.cpu_count()} cores, {torch.get_num_threads()} threads)"
+    # The vector kernels torch picked (AVX512, AVX2...): the same code and seed give other floats under
+    # others, so a CPU run is bitwise repeatable only where this matches.
+    isa = torch.backends.cpu.get_cpu_capability()
+    return f"cpu: {cpu} ({os.cpu_count()} cores, {torch.get_num_threads()} threads, {isa})"
 
 
 def provenance(device: str, name: str | None = None) -> dict[str, str | None]:
