@@ -14,13 +14,12 @@ import contextlib
 import os
 import signal
 import socket
-import threading
 import warnings
 from typing import Mapping
 
 from suite import store
 from suite.sweep.folder import RunnerError
-from suite.sweep.worker import Worker
+from suite.sweep.worker import Worker, signal_handlers
 
 
 def init_address(address: str | None, environ: Mapping[str, str]) -> tuple[str, str | None]:
@@ -75,21 +74,19 @@ def connect(address: str | None, timeout: float = 30.0) -> None:
         raise TimeoutError
 
     # ray.init must run in the main thread (its node dies otherwise), so the time limit is an alarm.
-    alarm = threading.current_thread() is threading.main_thread()
-    if alarm:
-        previous = signal.signal(signal.SIGALRM, give_up)
-        signal.setitimer(signal.ITIMER_REAL, timeout)
-    try:
-        ray.init(address=target, log_to_driver=False, **({} if address else {"include_dashboard": False}))
-    except TimeoutError:
-        raise RunnerError(f"{where}: Ray did not connect within {timeout:g} s; {hint}") from None
-    except (ConnectionError, RuntimeError, ValueError) as err:
-        raise RunnerError(f"{where}: cannot connect to Ray ({str(err).splitlines()[0]}); {hint}, and set "
-                          f"RAY_AUTH_MODE=token here if the cluster uses token authentication") from None
-    finally:
+    with signal_handlers({signal.SIGALRM: give_up}) as alarm:
         if alarm:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            ray.init(address=target, log_to_driver=False, **({} if address else {"include_dashboard": False}))
+        except TimeoutError:
+            raise RunnerError(f"{where}: Ray did not connect within {timeout:g} s; {hint}") from None
+        except (ConnectionError, RuntimeError, ValueError) as err:
+            raise RunnerError(f"{where}: cannot connect to Ray ({str(err).splitlines()[0]}); {hint}, and set "
+                              f"RAY_AUTH_MODE=token here if the cluster uses token authentication") from None
+        finally:
+            if alarm:
+                signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def has_gpus() -> bool:

@@ -20,15 +20,14 @@ import importlib.util
 import shutil
 import signal
 import subprocess
-import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from suite import store
 from suite.sweep.claims import alive, process_start, same_process
 from suite.sweep.folder import RunnerError
-from suite.sweep.worker import Worker
+from suite.sweep.worker import Worker, signal_handlers
 
 SUBMISSION = "submission.json"
 MAX_TIMEOUTS = 100  # requeues after a time-out that submitit allows one worker job (preemptions are not counted)
@@ -126,8 +125,7 @@ class SlurmLauncher:
         return "scancel " + " ".join(sorted({j.job_id.split("_")[0] for j in self.jobs})[:8])
 
 
-@contextlib.contextmanager
-def _jobs_ignore_ctrl_c(local: bool) -> Iterator[None]:
+def _jobs_ignore_ctrl_c(local: bool) -> contextlib.AbstractContextManager[bool]:
     """Start the local executor's jobs with SIGINT ignored, as a cluster's jobs are out of reach of Ctrl-C.
 
     Ctrl-C in a terminal sends SIGINT to the whole foreground process group, and the local executor's
@@ -135,15 +133,7 @@ def _jobs_ignore_ctrl_c(local: bool) -> Iterator[None]:
     killed their workers, although ``suite run`` said the jobs go on. An ignored signal stays ignored
     across ``fork`` and ``exec``, down to the workers. Kill a job with ``kill PID`` (SIGTERM) instead.
     """
-    main = threading.current_thread() is threading.main_thread()  # handlers can only be set there
-    if not (local and main):
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    return signal_handlers({signal.SIGINT: signal.SIG_IGN} if local else {})
 
 
 def sbatch_options(items: list[str]) -> dict[str, str]:

@@ -14,17 +14,16 @@ import dataclasses
 import importlib.util
 import os
 import signal
-import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from suite import store
 from suite.sweep import claims, folder
 from suite.sweep.folder import RunnerError
 from suite.sweep.spec import MAX_RUNS, Ablation, Run, SpecError, load_ablation, parse_only, select
-from suite.sweep.worker import RESULT_KEYS, Worker, group, record_lost
+from suite.sweep.worker import RESULT_KEYS, Worker, group, record_lost, signal_handlers
 
 ROUNDS = 3  # rounds of workers in a row that finish no run before the runs left are recorded as error
 
@@ -365,15 +364,7 @@ def _lost_reason(out: Path, launcher: Any, head: str) -> str:
     return f"worker died {claim['attempt']} times on this run{f' (last: {how})' if how else ''}; see {out / 'workers'}"
 
 
-@contextlib.contextmanager
-def _interrupts() -> Iterator[None]:
+def _interrupts() -> contextlib.AbstractContextManager[bool]:
     """SIGTERM stops a sweep as Ctrl-C does; SIGINT raises KeyboardInterrupt even if the shell started
     us with it ignored (a background process of a non-interactive shell, POSIX)."""
-    main = threading.current_thread() is threading.main_thread()  # signals can only be set there
-    old = {signal.SIGTERM: signal.signal(signal.SIGTERM, signal.default_int_handler),
-           signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler)} if main else {}
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+    return signal_handlers({signal.SIGTERM: signal.default_int_handler, signal.SIGINT: signal.default_int_handler})

@@ -22,7 +22,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from suite import files, store
 from suite.sweep import claims
@@ -60,6 +60,19 @@ def group(todo: list[Run], size: int) -> list[list[Run]]:
             out.append(current)
         current.append(run)
     return out
+
+
+@contextlib.contextmanager
+def signal_handlers(handlers: dict[int, Any]) -> Iterator[bool]:
+    """``handlers`` ({signal: handler}) for the block, the previous ones restored after. Python sets
+    handlers only in the main thread: elsewhere nothing is set; yields whether they were."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()} if main else {}
+    try:
+        yield main
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def record_lost(run: Run, out: Path, message: str) -> dict[str, Any]:
