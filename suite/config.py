@@ -309,7 +309,7 @@ def read_yaml(path: str | Path) -> Any:
 
 
 MAX_YAML_NODES = 1_000_000  # values in a YAML file once its aliases are expanded (the default ablation: ~100)
-MAX_YAML_BYTES = 1 << 20  # 1 MiB of YAML is ~10 s of parsing; the largest shipped ablation is a few kB
+MAX_YAML_BYTES = 1 << 20  # 1 MiB of YAML takes seconds to parse; the largest shipped ablation is a few kB
 
 
 def expanded_size(root: yaml.Node | None) -> float:

@@ -12,7 +12,7 @@ import torch
 def pytest_configure(config: pytest.Config) -> None:
     """Test processes running side by side (pytest-xdist) share the cores: each one's torch gets its
     share of threads, not all of them, or the OpenMP threads of both wait on each other at every
-    operator (a 14 s training test took 66 s beside a busy neighbour)."""
+    operator, and a training test beside a busy neighbour takes several times as long."""
     processes = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if processes > 1:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
