@@ -38,7 +38,7 @@ from suite.analysis.lr import lr_curves  # noqa: E402
 from suite.analysis.propagation import profiles  # noqa: E402
 from suite.analysis.score import selection_split  # noqa: E402
 from suite.analysis.load import read_curves  # noqa: E402
-from suite.analysis.markup import _section_title, fmt_value, safe, slug  # noqa: E402
+from suite.analysis.markup import _section_title, fmt_rate, fmt_value, safe, slug  # noqa: E402
 
 
 def save(fig: plt.Figure, base: Path) -> list[Path]:
@@ -294,7 +294,7 @@ def best_lr_vs_depth(tr: pd.DataFrame, colors: dict[str, Any], title: str, rates
         ax.errorbar(x, y, yerr=[lo, hi], color=colors[v], marker="o", ms=4, capsize=2, lw=1.2, label=label)
     _depth_axis(ax, depths)
     ax.set_yscale("log")
-    ax.set_yticks(rates, [fmt_value(float(f"{r:.3g}")) for r in rates])
+    ax.set_yticks(rates, [fmt_rate(r) for r in rates])
     ax.minorticks_off()
     ax.set_ylim(min(rates) / 1.5, max(rates) * 1.5)
     ax.set_ylabel("best learning rate (validation)")

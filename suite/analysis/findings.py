@@ -19,7 +19,7 @@ import math
 import pandas as pd
 
 from suite.analysis.grouping import DEPTH, LR, sections, section_keys, variant_order
-from suite.analysis.markup import fmt_value
+from suite.analysis.markup import fmt_rate, fmt_value
 from suite.analysis.primary import Answer, paragraph
 from suite.analysis.stats import fisher_min_p
 from suite.analysis.transfer import TRANSFER_MARGIN, reading
@@ -174,14 +174,10 @@ def _lr_section(lr: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
     return lines + ["### At each learning rate", ""]
 
 
-def _rate(x: float) -> str:
-    return fmt_value(float(f"{x:.3g}"))
-
-
 def transfer_lines(rows: pd.DataFrame) -> list[str]:
     """One scheme's learning-rate transfer in words: its best rate by depth, the slope, the regret."""
     r0 = rows.iloc[0]
-    by_depth = ", ".join(f"{_rate(r['best_lr'])} at depth {fmt_value(r[DEPTH])}"
+    by_depth = ", ".join(f"{fmt_rate(r['best_lr'])} at depth {fmt_value(r[DEPTH])}"
                          + (f" ({r['best_lr_at_edge']} tested)" if r["best_lr_at_edge"] else "")
                          for _, r in rows.iterrows() if not math.isnan(r["best_lr"]))
     if not by_depth:
@@ -204,11 +200,11 @@ def transfer_lines(rows: pd.DataFrame) -> list[str]:
     deep = rows[rows[DEPTH] != r0["shallow_depth"]]
     for _, r in deep.iterrows():
         if math.isnan(r["regret"]):
-            out.append(f"depth {fmt_value(r[DEPTH])}: the shallow depth's rate ({_rate(r['shallow_lr'])}) was not run")
+            out.append(f"depth {fmt_value(r[DEPTH])}: the shallow depth's rate ({fmt_rate(r['shallow_lr'])}) was not run")
             continue
         ci = "" if math.isnan(r["regret_low"]) else f" [{100 * r['regret_low']:+.1f}, {100 * r['regret_high']:+.1f}]"
         out.append(f"depth {fmt_value(r[DEPTH])}: using depth {fmt_value(r['shallow_depth'])}'s best rate "
-                   f"({_rate(r['shallow_lr'])}) instead of this depth's own costs {100 * r['regret']:+.1f} points{ci}")
+                   f"({fmt_rate(r['shallow_lr'])}) instead of this depth's own costs {100 * r['regret']:+.1f} points{ci}")
     return out
 
 

@@ -109,18 +109,11 @@ def group_keys(runs: list[dict[str, Any]], by: list[str] | None = None) -> list[
             if key != "variant" and key not in keys:
                 keys.append(key)
     else:
-        keys = [k for k in columns if _is_config_key(k) and _varies_within_a_variant(runs, k)]
+        keys = [k for k in columns if _is_config_key(k) and _splits(runs, ["variant"], k)]
     keys = ["variant"] + sorted(keys)
     if DEPTH not in keys and any(DEPTH in r for r in runs) and not _splits(runs, keys, DEPTH):
         keys.insert(1, DEPTH)
     return keys
-
-
-def _varies_within_a_variant(runs: list[dict[str, Any]], key: str) -> bool:
-    values: dict[Any, set] = {}
-    for r in runs:
-        values.setdefault(r["variant"], set()).add(hashable(r.get(key)))
-    return any(len(v) > 1 for v in values.values())
 
 
 def _splits(runs: list[dict[str, Any]], keys: list[str], key: str) -> bool:

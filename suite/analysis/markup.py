@@ -92,6 +92,11 @@ def fmt_value(v: object) -> str:
     return str(v)
 
 
+def fmt_rate(x: float) -> str:
+    """A learning rate to 3 significant digits, in %g: 0.00316, 0.008."""
+    return fmt_value(float(f"{x:.3g}"))
+
+
 def _fmt_ms(x: float) -> str:
     return f"{x:.0f}" if x >= 99.95 else f"{x:#.3g}"  # 3 significant digits: 9.48, 12.0, 123
 

@@ -15,7 +15,7 @@ from suite.analysis import robust
 from suite.analysis.trends import MIN_PAIRS
 from suite.analysis.transfer import reading
 from suite.analysis.grouping import DEPTH, LR, section_keys, sections, sort_value, variant_order
-from suite.analysis.markup import (MD, TEX, Markup, Table, _fmt_ms, _section_title, fmt_value, missing,
+from suite.analysis.markup import (MD, TEX, Markup, Table, _fmt_ms, _section_title, fmt_rate, fmt_value, missing,
                                    render_md, render_tex, slug)
 
 ALPHA = 0.05  # marks: Bonferroni-adjusted p below this (the simultaneous interval excludes 0)
@@ -271,19 +271,16 @@ def transfer_tables(tr: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
     """Rows = scheme, columns = depth, cells = best rate [95% bootstrap] and transfer regret."""
     fkeys = [k for k in keys if k != LR]
 
-    def rate(x: float) -> str:
-        return fmt_value(float(f"{x:.3g}"))
-
     def cell(r: pd.Series, best: str | None) -> str:
         if missing(r["best_lr"]):
             return m.dash
-        lr = f"lr {rate(r['best_lr'])}"
-        lr += f" [{rate(r['best_lr_low'])}, {rate(r['best_lr_high'])}]" if not missing(r["best_lr_low"]) else ""
+        lr = f"lr {fmt_rate(r['best_lr'])}"
+        lr += f" [{fmt_rate(r['best_lr_low'])}, {fmt_rate(r['best_lr_high'])}]" if not missing(r["best_lr_low"]) else ""
         lr += f" ({r['best_lr_at_edge']} tested)" if r["best_lr_at_edge"] else ""
         if r[DEPTH] == r["shallow_depth"]:
             regret = "tuned here"
         elif missing(r["regret"]):
-            regret = f"regret: lr {rate(r['shallow_lr'])} not run"
+            regret = f"regret: lr {fmt_rate(r['shallow_lr'])} not run"
         else:
             regret = f"regret {_pct(r['regret'])} {_ci(m, r['regret_low'], r['regret_high'])}"
         return m.lines([m.esc(lr), m.esc(regret)])
