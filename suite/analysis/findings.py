@@ -200,11 +200,13 @@ def transfer_lines(rows: pd.DataFrame) -> list[str]:
     deep = rows[rows[DEPTH] != r0["shallow_depth"]]
     for _, r in deep.iterrows():
         if math.isnan(r["regret"]):
-            out.append(f"depth {fmt_value(r[DEPTH])}: the shallow depth's rate ({fmt_rate(r['shallow_lr'])}) was not run")
+            out.append(f"depth {fmt_value(r[DEPTH])}: the shallow depth's rate ({fmt_rate(r['shallow_lr'])}) "
+                       "was not run")
             continue
         ci = "" if math.isnan(r["regret_low"]) else f" [{100 * r['regret_low']:+.1f}, {100 * r['regret_high']:+.1f}]"
         out.append(f"depth {fmt_value(r[DEPTH])}: using depth {fmt_value(r['shallow_depth'])}'s best rate "
-                   f"({fmt_rate(r['shallow_lr'])}) instead of this depth's own costs {100 * r['regret']:+.1f} points{ci}")
+                   f"({fmt_rate(r['shallow_lr'])}) instead of this depth's own costs "
+                   f"{100 * r['regret']:+.1f} points{ci}")
     return out
 
 

@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
                f"--threads {args.threads}" + (f" --slowdown {args.slowdown}" if args.slowdown else ""))
     store.atomic_write_text(Path(args.out) / "gate.md", "\n".join([
         "# The CI gate on LayerScale's step-time cost\n", f"`{command}`\n",
-        f"{provenance_line(prov)}; {wall:.0f} s. Shape: depth {shape.depth}, dim {shape.dim}, heads {shape.heads}, tokens {shape.tokens}; "
+        f"{provenance_line(prov)}; {wall:.0f} s. Shape: depth {shape.depth}, dim {shape.dim}, heads {shape.heads}, "
+        f"tokens {shape.tokens}; "
         f"step batch {shape.batch}, residual-path batch {gate.RESIDUAL_BATCH}; the ablation-step check at depth "
         f"{gate.ABLATION_SHAPE.depth}, dim {gate.ABLATION_SHAPE.dim}, heads {gate.ABLATION_SHAPE.heads}, tokens "
         f"{gate.ABLATION_SHAPE.tokens}, batch {gate.ABLATION_SHAPE.batch}.\n", *table, "", *messages, ""]))
