@@ -109,8 +109,8 @@ def test_gate_cli_exit_codes(monkeypatch, tmp_path, capsys, one_thread):
     result = json.loads((tmp_path / "gate.json").read_text())
     assert result["passed"] is False and result["checks"]["step"]["passed"] is True
     report = (tmp_path / "gate.md").read_text()
-    assert f"`suite bench-check --step-rounds {bench_gate.STEP_ROUNDS} --residual-rounds {bench_gate.RESIDUAL_ROUNDS} "
-            "--threads 1`" in report
+    rounds = f"--step-rounds {bench_gate.STEP_ROUNDS} --residual-rounds {bench_gate.RESIDUAL_ROUNDS}"
+    assert f"`suite bench-check {rounds} --threads 1`" in report
     assert "| residual | +30.0% [+30.0, +30.0] | +10.0% | FAIL |" in report
     monkeypatch.setattr(bench_gate, "measure_residual", lambda **kw: np.full(20, 1.0))
     assert main(["bench-check", "--out", str(tmp_path)]) == 0
