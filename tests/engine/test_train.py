@@ -328,12 +328,12 @@ def test_lr_schedule_warmup_then_cosine():
 
 @pytest.mark.slow
 def test_embedded_mnist_learns_well_above_chance(tmp_path):
-    """The real check: a depth-6 Pre-LN ViT on the embedded MNIST subset, ~15 s of 2-core CPU (0.71 seen)."""
-    cfg = load_config(None, ["device=cpu", "model.depth=6", "train.steps=300", "train.lr=3e-3",
+    """The real check: a depth-4 Pre-LN ViT on the embedded MNIST subset, a few seconds of CPU."""
+    cfg = load_config(None, ["device=cpu", "model.depth=4", "train.steps=200", "train.lr=3e-3",
                              "train.batch_size=64", "train.eval_every=0"])
     s = train(cfg, tmp_path)
     assert s["status"] == "ok"
-    assert s["test_acc"] > 0.6, s["test_acc"]  # chance is 0.1
+    assert s["test_acc"] > 0.5, s["test_acc"]  # chance is 0.1
 
 
 def test_runs_record_how_contended_their_timing_was(tmp_path):
