@@ -333,7 +333,7 @@ def slurm_damaged_setup(d: Path) -> list[str]:
     old = time.time() - 3600  # an hour old: its lease is long gone
     os.utime(folder / "claims" / f"{run_id}.json", (old, old))
     return ["run", str(SMOKE), "--out", str(folder), "--backend", "slurm", "--slurm-cluster", "local",
-            "--slurm-poll", "0.3", "--device", "cpu", "--only", "seed=0,model.depth=1"]
+            "--slurm-poll", "0.3", "--device", "cpu", "--only", "seed=0,model.depth=1", "--workers", "1"]
 
 
 def slurm_damaged_check(d: Path, p: subprocess.CompletedProcess) -> str | None:

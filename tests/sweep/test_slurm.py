@@ -137,10 +137,10 @@ def test_a_preempted_worker_checkpoints_is_requeued_and_resumes_its_run(tmp_path
 def test_detach_then_run_again_attaches_and_collects(tmp_path, capsys):
     out = tmp_path / "out"
     ablation = slow_ablation(tmp_path, steps=60)
-    assert main(["run", str(ablation), "--out", str(out), "--workers", "2", "--slurm-detach", *SLURM, *ARGS]) == 0
+    assert main(["run", str(ablation), "--out", str(out), "--workers", "1", "--slurm-detach", *SLURM, *ARGS]) == 0
     err = capsys.readouterr().err
     assert "detached: the jobs go on" in err and f"suite status {out}" in err
-    assert main(["run", str(ablation), "--out", str(out), "--workers", "2", *SLURM, *ARGS]) == 0
+    assert main(["run", str(ablation), "--out", str(out), "--workers", "1", *SLURM, *ARGS]) == 0
     printed = capsys.readouterr().out
     assert "2 runs: 2 ok" in printed
     if "attached to" in printed:  # unless the workers had finished everything before we looked
@@ -156,7 +156,7 @@ def test_ctrl_c_in_a_terminal_stops_the_watching_and_the_local_jobs_go_on(tmp_pa
     err_path = tmp_path / "stderr.txt"  # a file, not a pipe: the jobs inherit it and outlive the parent
     with open(err_path, "w") as err, open(tmp_path / "stdout.txt", "w") as printed:
         proc = subprocess.Popen([sys.executable, "-m", "suite", "run", str(ablation), "--out", str(out), "--workers",
-                                 "2", *SLURM, *ARGS], env=env, stdout=printed, stderr=err, start_new_session=True)
+                                 "1", *SLURM, *ARGS], env=env, stdout=printed, stderr=err, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while not any(_steps_logged(m) >= 2 for m in out.glob("runs/*/metrics.jsonl")):
