@@ -96,11 +96,13 @@ def assert_same_as_here(ablation: Path, out: Path) -> None:
     (device,) = devices
     runs = resolve_runs(load_ablation(ablation).runs, device, device)
     assert set(found) == {r.run_id for r in runs}
+    def strip(summary: dict) -> dict:
+        return {k: v for k, v in summary.items() if k not in VOLATILE}
+
     for run in runs:
         cfg = copy.deepcopy(run.cfg)
         cfg.device, cfg.train.threads = device, 1
         (here,) = execute([dataclasses.replace(run, cfg=cfg)], out.parent / "here")
-        strip = lambda d: {k: v for k, v in d.items() if k not in VOLATILE}  # noqa: E731
         assert strip(found[run.run_id]) == strip(here), run.run_id
 
 

@@ -1,6 +1,7 @@
 """The CI gate on LayerScale's step-time cost (``suite bench-check``, ``make bench-check``).
 
-Three interleaved A/B checks on the CPU, single-threaded, under a minute in all on 2 cores:
+Three interleaved A/B checks on the CPU, single-threaded (the last run's time is in
+results/reference/bench/gate.md):
 
 * ``step``: LayerScale's training-step overhead against Pre-LN at the ViT-Ti shape; fails above
   :data:`STEP_THRESHOLD`.
@@ -45,7 +46,7 @@ from suite.bench.stats import min_rounds, round_ratios, summarize
 #   room and fails a LayerScale that makes several extra passes.
 # To update: rerun `suite bench-check` a few times and `suite bench-check --slowdown 1` (must FAIL),
 # then change the constant here and docs/benchmark.md together.
-# Rounds: 20 step rounds and 50 residual rounds keep the gate near 40 s of CI. Fewer rounds only widen
+# Rounds: half of what an earlier gate used, to keep CI short. Fewer rounds only widen
 # the intervals, which can pass a borderline regression but never fail a sound one; the residual check
 # still fails one extra pass over the activations (--slowdown 1) with its whole interval far above 10%.
 STEP_THRESHOLD = 0.05
