@@ -9,6 +9,7 @@ did-you-mean everywhere.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import math
 import re
@@ -22,11 +23,32 @@ from suite import store
 from suite.config import SEED_MAX, ConfigError, RunConfig, apply_dict, flatten, nest, read_yaml, to_dict, validate
 from suite.registry import did_you_mean
 
-FIELDS = ("name", "description", "extends", "base", "grid", "variants", "seeds", "exclude", "primary")
+FIELDS = ("name", "description", "extends", "base", "grid", "variants", "seeds", "exclude", "primary", "refine")
 RESERVED = ("variant", "seed")  # set by `variants:` / `seeds:`, never by a config key
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a folder name on every OS; use with fullmatch
 # (`$` also matches before a final newline, which would make "a\n" a folder name and break tables)
 MAX_RUNS = 100_000  # unless --max-runs: a typo in a grid can ask for millions of runs (minutes, gigabytes)
+MAX_ROUNDS = 4  # `refine.max_rounds` by default; why 4: Refine's docstring
+
+
+@dataclass(frozen=True)
+class Refine:
+    """The limits of ``suite run FILE --refine`` (:mod:`suite.sweep.refine`), the file's ``refine:`` field.
+
+    ``max_lr``: no rate above it is added. At 1 an AdamW step moves every weight by about 1, fifty
+    times the initial spread of a ViT's weights (std 0.02): an arm that survives that has no frontier
+    worth placing. ``max_rounds``: each round waits for its runs (one rate per arm still growing, for
+    every seed), so rounds are what makes ``--refine`` slow. 4 (one more than the edge-optimum rule had
+    alone) reach 16x past a grid's top rate at the usual 2x spacing (100x at half-decade spacing): an
+    arm still mostly ok 16x above a grid chosen around its optimum deserves a look by hand (raise
+    ``max_rounds`` or widen the grid) rather than an open-ended search.
+    """
+
+    max_lr: float = 1.0
+    max_rounds: int = MAX_ROUNDS
+
+
+REFINE_KEYS = tuple(f.name for f in dataclasses.fields(Refine))
 
 
 class SpecError(ConfigError):
@@ -70,6 +92,7 @@ class Ablation:
     seeds: list[int] = field(default_factory=list)
     excluded: int = 0
     primary: Any = None  # the declared primary comparison (suite.analysis.primary.Primary), if any
+    refine: Refine = field(default_factory=Refine)  # the limits of --refine
 
     def describe(self) -> str:
         """E.g. ``40 runs (5 variants x 4 grid points x 2 seeds - 0 excluded)``."""
@@ -135,8 +158,8 @@ def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...]) -> dict[s
     inherited = _resolve(parent, problems, here)
     if inherited is None:
         return data
-    merged = {**inherited, **data}  # base deep-merges, grid and variants replace per key, the rest replaces
-    for key in ("base", "grid", "variants"):
+    merged = {**inherited, **data}  # base deep-merges, grid, variants and refine replace per key, the rest replaces
+    for key in ("base", "grid", "variants", "refine"):
         if isinstance(inherited.get(key), dict) and isinstance(data.get(key), dict):
             merged[key] = {**inherited[key], **data[key]}
     return merged
@@ -170,10 +193,12 @@ def _duplicate_keys(path: Path) -> list[str]:
 
 
 def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
-    """Types and config keys of one file; normalises base / variants / grid to dotted keys."""
+    """Types and config keys of one file; normalises base / variants / grid to dotted keys (and
+    ``refine.max_lr`` to a float)."""
     for key in data:
         if key not in FIELDS:
-            problems.append(f"{src}: {key}: unknown field{did_you_mean(str(key), FIELDS)}; valid fields: {', '.join(FIELDS)}")
+            problems.append(f"{src}: {key}: unknown field{did_you_mean(str(key), FIELDS)}; "
+                            f"valid fields: {', '.join(FIELDS)}")
     if "name" in data and not (isinstance(data["name"], str) and NAME_RE.fullmatch(data["name"])):
         problems.append(f"{src}: name: {data['name']!r} is not a usable folder name; "
                         f"use letters, digits, '.', '_', '+' or '-'")
@@ -213,6 +238,8 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
             and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= SEED_MAX for s in seeds)):
         problems.append(f"{src}: seeds: expected a count >= 1 (seeds 0..N-1) or a list of distinct "
                         f"integers from 0 to 2**63 - 1, got {seeds!r}; e.g. `seeds: 3` or `seeds: [0, 7, 42]`")
+    if "refine" in data:
+        data["refine"] = _check_refine(data["refine"], src, problems)
     exclude = data.get("exclude", [])
     if not isinstance(exclude, list):
         problems.append(f"{src}: exclude: expected a list of conditions, e.g. "
@@ -225,6 +252,39 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
         for key, value in cond.items():
             for v in [] if key in RESERVED else value if isinstance(value, list) else [value]:
                 _check_value(str(key), v, f"{src}: exclude[{i}]", problems)
+
+
+def _check_refine(value: Any, src: str, problems: list[str]) -> dict[str, Any]:
+    """``refine: {max_lr: 0.5, max_rounds: 4}`` (either key optional; empty means the defaults) -> the
+    same mapping with ``max_lr`` a float (YAML 1.1 reads ``1e-1`` as a string)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        problems.append(f"{src}: refine: expected a mapping of {' / '.join(REFINE_KEYS)}, got {value!r}; "
+                        f"e.g. `refine: {{max_lr: 0.5, max_rounds: {MAX_ROUNDS}}}`")
+        return {}
+    out = dict(value)
+    for key in value:
+        if key not in REFINE_KEYS:
+            problems.append(f"{src}: refine.{key}: unknown key{did_you_mean(str(key), REFINE_KEYS)}; "
+                            f"valid keys: {', '.join(REFINE_KEYS)}")
+    if "max_lr" in value:
+        lr = value["max_lr"]
+        try:  # a number, or a string YAML 1.1 left unread ("1e-1"); not Python's "1_0", not a bool
+            lr = float(lr) if not isinstance(lr, bool) and (not isinstance(lr, str) or "_" not in lr) else None
+        except (TypeError, ValueError):
+            lr = None
+        if lr is None or not (math.isfinite(lr) and lr > 0):
+            problems.append(f"{src}: refine.max_lr: expected a number > 0 (the highest learning rate --refine may "
+                            f"add), got {value['max_lr']!r}; e.g. `max_lr: 0.5`")
+        else:
+            out["max_lr"] = lr
+    if "max_rounds" in value:
+        n = value["max_rounds"]
+        if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+            problems.append(f"{src}: refine.max_rounds: expected an integer >= 1 (rounds of added rates), got {n!r}; "
+                            f"e.g. `max_rounds: {MAX_ROUNDS}`")
+    return out
 
 
 def _overrides(value: Any, src: str, where: str, problems: list[str]) -> dict[str, Any]:
@@ -334,7 +394,8 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -
 
         primary = parse(raw["primary"], src, list(variants), dict(grid), problems)
     resolved = {k: (nest(base) if k == "base" else raw[k]) for k in FIELDS if k in raw}
-    return Ablation(name, Path(src), resolved, runs, dict(grid), list(variants), seeds, excluded, primary)
+    refine = Refine(**{k: v for k, v in (raw.get("refine") or {}).items() if k in REFINE_KEYS})
+    return Ablation(name, Path(src), resolved, runs, dict(grid), list(variants), seeds, excluded, primary, refine)
 
 
 def _normalise_condition(cond: dict[str, Any], src: str, where: str, variants: dict[str, Any],
