@@ -3,9 +3,9 @@
 ``sweep.py`` (:func:`run_sweep` and :class:`SweepOptions`: the sweep as a library call),
 ``spec.py`` (YAML ablation -> validated, expanded runs; ``--only`` filters), ``preflight.py`` (what
 would make runs error, found before any starts), ``refine.py`` (``--refine``: extend a learning-rate
-grid past an edge optimum), ``until.py`` (``--until-decided``: seeds in rounds), ``folder.py`` (the
-results folder: ownership, lock, which runs are done), ``plan.py`` (GPUs, ``device: auto``, precision
-per device), ``worker.py`` (the one pull-based worker every backend runs), ``claims.py`` (who trains
+grid past an edge optimum and up to each arm's failure), ``until.py`` (``--until-decided``: seeds in
+rounds), ``folder.py`` (the results folder: ownership, lock, which runs are done), ``plan.py`` (GPUs,
+``device: auto``, precision per device), ``worker.py`` (the one pull-based worker every backend runs), ``claims.py`` (who trains
 which run: leases, take-over, attempts), ``local.py`` / ``ray_backend.py`` / ``slurm_backend.py`` (the
 launchers: processes, Ray tasks, a Slurm array), ``status.py`` (``suite status``), ``results.py`` (a
 sweep's summaries and metrics as pandas DataFrames, for notebooks), ``cost.py`` (``suite cost``).

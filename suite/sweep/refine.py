@@ -1,12 +1,28 @@
-"""``suite run FILE --refine``: extend the learning-rate grid past any best rate that sits at its edge.
+"""``suite run FILE --refine``: grow each arm's learning-rate grid until its optimum is interior and its
+stability frontier is bracketed.
 
-A best learning rate at the smallest or largest rate tested says only that the optimum may lie
-outside the grid. After the ablation's runs are done, each cell (scheme x the other keys) whose best
-rate (chosen on validation, :mod:`suite.analysis.lr`) is at an edge gets one more rate past that
-edge, at the cell's own spacing there (rates 2x apart get the next 2x), for every seed of the cell;
-the runs train, the cells are judged again, and so on until every best rate is interior or
-:data:`MAX_ROUNDS` rounds have run. A cell that never beats chance is left alone (its "best" rate is
-a tie broken towards the smaller one, not an optimum). The tables mark any best rate still at an edge.
+An *arm* (a cell) is a scheme x the other keys that split the results (depth, ...), without the rate.
+After the ablation's runs are done, each round looks at the results and, per arm, adds:
+
+- **past an edge optimum**: a best rate (chosen on validation, :mod:`suite.analysis.lr`) at the
+  smallest or largest rate tested says only that the optimum may lie outside the grid; the arm gets
+  the next rate past that edge. An arm that never beats chance is left alone here (its "best" rate
+  is a tie broken towards the smaller one, not an optimum).
+- **up to failure**: while fewer than half of the arm's runs at its highest rate are not ok
+  (``diverged`` or ``failed``; runs that ended in ``error`` are not counted, and a rate where every
+  run errored is not its highest), the "frontier" is only the top of the grid, so the arm gets the
+  next rate up. At half or more the frontier is bracketed (docs/ablations.md: a study of stability
+  must reach failure).
+
+"The next rate" keeps the grid's spacing at that edge (rates 2x apart get the next 2x:
+:func:`past_edge`), for every seed of the arm; a rate both rules ask for is added once. Every added
+run is first validated like a grid cell (:func:`suite.config.validate`): a rate that makes an invalid
+config (e.g. below ``train.min_lr``) or lies above ``refine.max_lr`` is not added, and a line says
+which arm, which rate and why that side of it stops there. The round's runs train in the same
+results folder, and the next round judges again, until nothing is left to add or
+``refine.max_rounds`` rounds have run (the ablation file's ``refine:`` field,
+:class:`suite.sweep.spec.Refine`). Each round prints one line per arm it extends (what and why);
+at the end, the arms still at an edge or still unbracketed, and why they stopped.
 """
 
 from __future__ import annotations
@@ -17,11 +33,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from suite import store
+from suite.config import ConfigError, validate
 from suite.sweep.folder import RunnerError
-from suite.sweep.spec import Run, SpecError, load_ablation
+from suite.sweep.spec import MAX_ROUNDS, Ablation, Run, SpecError, load_ablation
 from suite.sweep.sweep import Report, SweepOptions, run_sweep
 
-MAX_ROUNDS = 3
+__all__ = ["MAX_ROUNDS", "past_edge", "edge_cells", "frontier_arms", "plan_round", "run_refine"]
+
 LR = "train.lr"
 
 
@@ -38,14 +56,27 @@ def past_edge(rates: list[float], side: str) -> float:
     return float(f"{value:.3g}")
 
 
-def edge_cells(out: Path) -> list[dict[str, Any]]:
-    """The cells of the results in ``out`` whose best learning rate is at an edge (and above chance):
-    ``{"variant", "keys": {key: value}, "lr": edge rate, "new": rate to add}``."""
+def _plain(value: Any) -> Any:
+    """A pandas/NumPy scalar as the Python value a summary holds (prints as ``6``, not ``np.int64(6)``)."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, (list, tuple)) else value
+
+
+def _arm_keys(runs: list[dict[str, Any]]) -> list[str]:
+    """The keys besides ``variant`` and the rate that split the runs into arms (as the tables group them)."""
+    from suite.analysis.grouping import group_keys
+
+    return [k for k in group_keys(runs) if k not in ("variant", LR)]
+
+
+def edge_cells(out: Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cells of the results in ``out`` (a folder, or its runs as :func:`suite.analysis.load.load_runs`
+    reads them) whose best learning rate is at an edge (and above chance):
+    ``{"variant", "keys": {key: value}, "lr": edge rate, "side": "lowest" | "highest", "new": rate to add}``."""
     from suite.analysis.grouping import group_keys
     from suite.analysis.load import load_runs
     from suite.analysis.lr import lr_table
 
-    runs = load_runs(out)
+    runs = load_runs(out) if isinstance(out, (str, Path)) else out
     keys = group_keys(runs)
     variants = sorted({r["variant"] for r in runs})
     table = lr_table(runs, keys, "preln" if "preln" in variants else variants[0])
@@ -56,34 +87,150 @@ def edge_cells(out: Path) -> list[dict[str, Any]]:
     for _, row in table.iterrows():
         if not row["best_lr_at_edge"] or not row["above_chance"]:
             continue
-        where = {k: row[k] for k in rest}
+        where = {k: _plain(row[k]) for k in rest}
         rates = sorted({float(r[LR]) for r in runs if r["variant"] == row["variant"] and r["status"] != "error"
                         and all(r.get(k) == v for k, v in where.items())})
         cells.append({"variant": row["variant"], "keys": where, "lr": float(row["best_lr"]),
-                      "new": past_edge(rates, row["best_lr_at_edge"])})
+                      "side": row["best_lr_at_edge"], "new": past_edge(rates, row["best_lr_at_edge"])})
     return cells
 
 
-def _extra_runs(ablation, cell: dict[str, Any]) -> list[Run]:
-    """The cell's runs at the edge rate, copied to the new rate (one per seed)."""
+def frontier_arms(runs: list[dict[str, Any]], keys: list[str] | None = None) -> list[dict[str, Any]]:
+    """Where each arm stands at its highest rate (the highest with a run that did not error).
+
+    Args:
+        runs: summary rows with ``variant``, ``train.lr``, ``status`` and the arm keys
+            (:func:`suite.analysis.load.load_runs`).
+        keys: the keys besides ``variant`` that split arms (default: those the tables group by).
+
+    Returns:
+        One dict per arm, sorted by variant then keys: ``variant``, ``keys`` ({key: value}), ``lr``
+        (its highest rate), ``n`` (runs there that did not error), ``not_ok`` (of those, diverged or
+        failed), ``errored`` (runs there that errored), ``bracketed`` (``n > 0`` and ``2 * not_ok >= n``:
+        at least half not ok) and ``new`` (the next rate up at the grid's spacing; None with fewer than
+        two rates judged). An arm whose every run errored is listed with ``n`` 0, unbracketed.
+    """
+    keys = _arm_keys(runs) if keys is None else keys
+    arms: dict[tuple, list[dict[str, Any]]] = {}
+    for r in runs:
+        if r.get(LR) is not None:
+            arms.setdefault((r["variant"],) + tuple(_hashable(r.get(k)) for k in keys), []).append(r)
     out = []
-    for run in ablation.runs:
-        summary = {"variant": run.variant, LR: run.cfg.train.lr, **dict(run.point)}
-        if run.variant != cell["variant"] or not math.isclose(run.cfg.train.lr, cell["lr"], rel_tol=1e-9):
+    for arm in sorted(arms, key=lambda a: [str(v) for v in a]):
+        members = arms[arm]
+        rates = sorted({float(r[LR]) for r in members if r["status"] != "error"})
+        highest = rates[-1] if rates else max(float(r[LR]) for r in members)  # every run errored: nothing judged
+        top = [r for r in members if math.isclose(float(r[LR]), highest, rel_tol=1e-9)]
+        live = [r for r in top if r["status"] != "error"]
+        not_ok = sum(r["status"] != "ok" for r in live)
+        out.append({"variant": arm[0], "keys": {k: members[0].get(k) for k in keys}, "lr": highest,
+                    "n": len(live), "not_ok": not_ok, "errored": len(top) - len(live),
+                    "bracketed": bool(live) and 2 * not_ok >= len(live),
+                    "new": past_edge(rates, "highest") if len(rates) >= 2 else None})
+    return out
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _arm_id(variant: str, keys: dict[str, Any]) -> tuple:
+    return (variant,) + tuple((k, _hashable(_plain(v))) for k, v in keys.items())
+
+
+def _arm_label(variant: str, keys: dict[str, Any]) -> str:
+    return variant + "".join(f" {k}={_plain(v)}" for k, v in keys.items())
+
+
+def plan_round(runs: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
+    """What one round asks for, per arm, from the results so far (nothing checked against limits yet).
+
+    Returns:
+        arm id -> ``{"variant", "keys", "label", "add": [{"from": rate whose runs are copied, "new": rate,
+        "why": [reasons]}]}``; only arms with something to add. A rate both rules ask for appears once,
+        with both reasons.
+    """
+    plans: dict[tuple, dict[str, Any]] = {}
+
+    def add(variant: str, keys: dict[str, Any], source: float, new: float, why: str) -> None:
+        keys = {k: _plain(v) for k, v in keys.items()}
+        entry = plans.setdefault(_arm_id(variant, keys), {"variant": variant, "keys": keys,
+                                                          "label": _arm_label(variant, keys), "add": []})
+        same = [a for a in entry["add"] if math.isclose(a["new"], new, rel_tol=1e-9)]
+        if same:
+            same[0]["why"].append(why)
+        else:
+            entry["add"].append({"from": source, "new": new, "why": [why]})
+
+    for cell in edge_cells(runs):
+        add(cell["variant"], cell["keys"], cell["lr"], cell["new"],
+            f"best rate {cell['lr']:g} is at the {'top' if cell['side'] == 'highest' else 'bottom'} edge")
+    for arm in frontier_arms(runs):
+        if not arm["bracketed"] and arm["new"] is not None:
+            errored = f" ({arm['errored']} errored)" if arm["errored"] else ""
+            add(arm["variant"], arm["keys"], arm["lr"], arm["new"],
+                f"{arm['not_ok']} of {arm['n']} seeds not ok at its highest rate {arm['lr']:g}{errored}")
+    return plans
+
+
+def _matches(run: Run, variant: str, keys: dict[str, Any], lr: float) -> bool:
+    if run.variant != variant or not math.isclose(run.cfg.train.lr, lr, rel_tol=1e-9):
+        return False
+    summary = {LR: run.cfg.train.lr, **dict(run.point)}
+    return all(k not in summary or _hashable(summary[k]) == _hashable(v) for k, v in keys.items())
+
+
+def _extra_runs(runs: list[Run], variant: str, keys: dict[str, Any], source: float, new: float) -> list[Run]:
+    """The arm's runs at rate ``source``, copied to rate ``new`` (one per seed)."""
+    out = []
+    for run in runs:
+        if not _matches(run, variant, keys, source):
             continue
-        if any(k in summary and summary[k] != v for k, v in cell["keys"].items()):
-            continue
-        cfg = dataclasses.replace(run.cfg, train=dataclasses.replace(run.cfg.train, lr=cell["new"]))
-        point = {**run.point, LR: cell["new"]}
-        label = run.label.replace(f"lr={run.point.get(LR)}", f"lr={cell['new']}")
+        cfg = dataclasses.replace(run.cfg, train=dataclasses.replace(run.cfg.train, lr=new))
+        point = {**run.point, LR: new}
+        label = run.label.replace(f"lr={run.point.get(LR)}", f"lr={new}")
         out.append(dataclasses.replace(run, cfg=cfg, run_id=store.run_id(cfg), point=point, label=label))
     return out
 
 
+def admit(ablation: Ablation, entry: dict[str, Any], add: dict[str, Any]) -> tuple[list[Run], str | None]:
+    """The runs of one planned rate (:func:`plan_round`), or none and why that side of the arm stops
+    (``not adding 0.016 above 0.008: ...``).
+
+    A rate above ``ablation.refine.max_lr``, a rate whose config :func:`suite.config.validate` refuses
+    (checked for every seed's run, as a grid cell is), or a rate the arm already has (runs that errored)
+    is not added."""
+    new, source = add["new"], add["from"]
+    stop = f"not adding {new:g} {'above' if new > source else 'below'} {source:g}:"
+    if new > ablation.refine.max_lr:
+        return [], (f"{stop} above refine.max_lr {ablation.refine.max_lr:g} (raise it in the ablation file's "
+                    f"`refine:` to go further)")
+    runs = _extra_runs(ablation.runs, entry["variant"], entry["keys"], source, new)
+    if not runs:
+        return [], f"{stop} the ablation file has no runs at {source:g} to copy (was it edited?)"
+    for run in runs:
+        try:
+            validate(run.cfg, source=run.label)
+        except ConfigError as err:
+            return [], f"{stop} not a valid run ({err})"
+    have = {r.run_id for r in ablation.runs}
+    if any(r.run_id in have for r in runs):
+        return [], f"{stop} its runs are in the results already and errored (--retry-errors reruns them)"
+    return runs, None
+
+
 def run_refine(path: str | Path, out: str | Path | None, options: SweepOptions, report: Report | None = None,
                notify: Callable[[str], None] = lambda line: None):
-    """Run the ablation, then refine its learning-rate grid (module docstring) for up to
-    :data:`MAX_ROUNDS` rounds. Returns the last sweep and the cells still at an edge."""
+    """Run the ablation, then grow its learning-rate grid (module docstring) for up to the file's
+    ``refine.max_rounds`` rounds.
+
+    Returns:
+        The last sweep, and what is left open: a dict per arm still at an edge (``kind`` "edge", as
+        :func:`edge_cells`) or still unbracketed (``kind`` "frontier", as :func:`frontier_arms`), with
+        ``stopped``: why (a limit, or the round limit).
+    """
+    from suite.analysis.load import load_runs
+
     ablation = load_ablation(path, max_runs=options.max_runs)
     if LR not in ablation.grid:
         raise SpecError([f"{path}: grid: --refine extends the {LR} axis, and this ablation has none; add "
@@ -92,23 +239,60 @@ def run_refine(path: str | Path, out: str | Path | None, options: SweepOptions, 
         raise RunnerError("--refine with --dry-run or --only: which rates it adds depends on the results; drop them")
     sweep = run_sweep(ablation, out, options, report=report, notify=notify)
     out = sweep.out
-    cells: list[dict[str, Any]] = []
-    for round_ in range(MAX_ROUNDS):
-        if sweep.stopped:
-            return sweep, cells
-        cells = edge_cells(out)
-        if not cells:
-            notify(f"refine: every best learning rate is interior (after {round_} round(s))")
-            return sweep, cells
-        extra = [run for cell in cells for run in _extra_runs(ablation, cell)]
-        for cell in cells:
-            keys = "".join(f" {k}={v}" for k, v in cell["keys"].items())
-            notify(f"refine round {round_ + 1}: {cell['variant']}{keys}: best rate {cell['lr']:g} is at an edge; "
-                   f"adding {cell['new']:g}")
+    limit = ablation.refine.max_rounds
+    stops: dict[tuple, str] = {}  # (arm id, side) -> why that side stopped, printed once
+    rounds = 0
+    while rounds < limit and not sweep.stopped:
+        extra: list[Run] = []
+        for arm_id, entry in plan_round(load_runs(out)).items():
+            added, why_added = [], []
+            for add in entry["add"]:
+                runs, why = admit(ablation, entry, add)
+                side = (arm_id, add["new"] > add["from"])
+                if why is not None:
+                    if stops.get(side) != why:
+                        notify(f"refine: {entry['label']}: {why}")
+                    stops[side] = why
+                    continue
+                stops.pop(side, None)
+                extra += runs
+                added.append(add["new"])
+                why_added += add["why"]
+            if added:
+                notify(f"refine round {rounds + 1}: {entry['label']}: {'; '.join(why_added)}; adding "
+                       f"{' and '.join(f'{x:g}' for x in added)}")
+        if not extra:
+            break
+        rounds += 1
         ablation = dataclasses.replace(ablation, runs=ablation.runs + extra)
         sweep = run_sweep(dataclasses.replace(ablation, runs=extra), out, options, report=report, notify=notify)
-    cells = [] if sweep.stopped else edge_cells(out)
-    if cells:
-        notify(f"refine: {len(cells)} cell(s) still at an edge after {MAX_ROUNDS} rounds (the limit); the tables "
-               f"mark them")
-    return sweep, cells
+    if sweep.stopped:
+        return sweep, []
+    return sweep, _report_open(load_runs(out), stops, rounds, limit, notify)
+
+
+def _report_open(runs: list[dict[str, Any]], stops: dict[tuple, str], rounds: int, limit: int,
+                 notify: Callable[[str], None]) -> list[dict[str, Any]]:
+    """One line per arm still at an edge or unbracketed, saying why it stopped; the list of them."""
+    left = []
+    at_limit = f"the round limit ({limit} rounds, refine.max_rounds) was reached"
+    for cell in edge_cells(runs):
+        arm_id = _arm_id(cell["variant"], cell["keys"])
+        why = stops.get((arm_id, cell["side"] == "highest"), at_limit)
+        notify(f"refine: {_arm_label(cell['variant'], cell['keys'])}: best rate {cell['lr']:g} is still at an edge "
+               f"(the tables mark it); {why}")
+        left.append({**cell, "kind": "edge", "stopped": why})
+    for arm in frontier_arms(runs):
+        if arm["bracketed"]:
+            continue
+        why = stops.get((_arm_id(arm["variant"], arm["keys"]), True), at_limit)
+        if arm["new"] is None:
+            why = ("every run errored, so nothing was judged (--retry-errors reruns them)" if not arm["n"] else
+                   "a single rate judged gives no spacing to step by; list two rates in the grid")
+        notify(f"refine: {_arm_label(arm['variant'], arm['keys'])}: frontier not bracketed: {arm['not_ok']} of "
+               f"{arm['n']} seeds not ok at its highest rate {arm['lr']:g}; {why}")
+        left.append({**arm, "kind": "frontier", "stopped": why})
+    if not left:
+        notify(f"refine: every best learning rate is interior and every arm's frontier bracketed (after {rounds} "
+               f"round(s))")
+    return left
