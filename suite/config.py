@@ -111,14 +111,25 @@ class TrainConfig:
     decay_1d: bool = False  # weight decay on 1-D params (norms, biases, LayerScale/ReZero scales)
     grad_clip: float | None = None  # max global grad norm; None = off
     label_smoothing: float = 0.0
-    spike_factor: float = 4.0  # diverged if loss > spike_factor * best smoothed loss (and > ln C)
+    # Divergence rules (suite/engine/divergence.py, docs/training.md), each a `diverged_reason`:
+    spike_factor: float = 4.0  # spike: loss > spike_factor x the best smoothed loss so far (and > ln C) ...
+    spike_after: int = 5  # ... once this many steps have been seen (warm-up included)
+    collapse_below: float = 0.8  # collapse: the smoothed loss came down to this x ln C, ...
+    collapse_within: float = 0.05  # ... later returned to within this share of ln C ...
+    collapse_window: int = 50  # ... and stayed there for this many steps
+    scale_max_skips: int = 20  # scale_collapse (fp16): the loss scaler skipped this many steps in a row, ...
+    scale_min: float = 1e-4  # ... or its scale fell below this (fairseq's minimum loss scale)
     log_every: int = 10  # metrics.jsonl cadence (with per-block probes)
     eval_every: int = 100  # held-out evaluation cadence: validation every N steps, test at the end (0 = only at the end)
+    # fixed: every eval_every steps; log: also at 5, 10, 20, 40, ... below eval_every, so that time to
+    # learn can tell apart runs that all learn before the first fixed evaluation (docs/training.md)
+    eval_schedule: Literal["fixed", "log"] = "fixed"
     timing_warmup_steps: int = 5  # steps excluded from step_time_ms
     checkpoint_every: int = 0  # 0 = no checkpoints; else save every N steps (resumable)
     # auto: bf16 autocast on CUDA, fp32 on CPU; resolved before the run id is computed, so a CUDA run
-    # and a CPU run of one config land in different folders (resolve_precision)
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    # and a CPU run of one config land in different folders (resolve_precision). fp16: autocast with
+    # dynamic loss scaling (torch.amp.GradScaler), DeiT's and CaiT's setting; CUDA only
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     # torch.compile each block (regional: compile time does not grow with depth): false, true (= the
     # default mode), or a mode: default | reduce-overhead (CUDA graphs) | max-autotune
     compile: bool | Literal["default", "reduce-overhead", "max-autotune"] = False
@@ -408,6 +419,12 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.grad_clip": (_optional(lambda v: _finite(v) and v > 0), "a number > 0 or null (off)"),
     "train.label_smoothing": (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1)"),
     "train.spike_factor": (lambda v: _finite(v) and v > 1, "a number > 1"),
+    "train.spike_after": (_between(0, 10**8), "an integer from 0 to 100000000"),
+    "train.collapse_below": (lambda v: _finite(v) and 0 < v < 1, "in (0, 1)"),
+    "train.collapse_within": (lambda v: _finite(v) and 0 < v < 1, "in (0, 1)"),
+    "train.collapse_window": (_between(1, 10**8), "an integer from 1 to 100000000"),
+    "train.scale_max_skips": (_between(1, 10**8), "an integer from 1 to 100000000"),
+    "train.scale_min": (lambda v: _finite(v) and v > 0, "a number > 0"),
     "train.log_every": (_between(1, 10**6), "an integer from 1 to 1000000"),
     "train.eval_every": (_at_least(0), ">= 0 (0 = only at the end)"),
     "train.timing_warmup_steps": (_at_least(0), ">= 0"),
@@ -423,6 +440,14 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
 DATA_SHAPES: dict[str, tuple[int, int, int | None, int | None]] = {
     "mnist5k": (28, 1, 10, 500), "digits": (8, 1, 10, 183), "cifar10": (32, 3, 10, None), "cifar100": (32, 3, 100, None),
 }
+# Images per class where they are known without the files: all of an embedded dataset's (its test split
+# is carved out of them, data.test_fraction), or a fixed (training, test) pair. tests/data checks them.
+CLASS_COUNTS: dict[str, list[int]] = {
+    "mnist5k": [500] * 10, "digits": [178, 182, 177, 183, 181, 182, 181, 179, 174, 180],
+}
+FIXED_SPLITS: dict[str, tuple[list[int], list[int]]] = {
+    "cifar10": ([5000] * 10, [1000] * 10), "cifar100": ([500] * 100, [100] * 100),
+}
 MAX_SYNTHETIC_PIXELS = 2**30  # data.synthetic_*: 1 GiB of uint8 images (generated through float32: 4 GiB)
 
 
@@ -434,6 +459,53 @@ def data_shape(data: DataConfig) -> tuple[int, int, int | None, int | None]:
     if data.name == "imagefolder":
         return data.img_size or 224, 3, None, None
     return DATA_SHAPES[data.name]
+
+
+def _held(count: int, fraction: float) -> int:
+    """Images of a class of ``count`` that a stratified split holds out (suite/data/split.py's rule)."""
+    return max(1, min(round(fraction * count), count - 1)) if count > 1 else 0
+
+
+def held_out_counts(data: DataConfig, val_fraction: float | None = None) -> tuple[str, list[int]] | None:
+    """The split a run is judged on (``val``, or ``test`` without a validation split) and its images per
+    class, where they are known without the files (None for an ImageFolder)."""
+    vf = data.val_fraction if val_fraction is None else val_fraction
+    if data.name == "synthetic":
+        c = data.synthetic_classes
+        per = lambda n: [n // c + (i < n % c) for i in range(c)]  # noqa: E731  (labels i % classes)
+        train, test = per(data.synthetic_train), per(data.synthetic_test)
+    elif data.name in CLASS_COUNTS:
+        test = [_held(n, data.test_fraction) for n in CLASS_COUNTS[data.name]]
+        train = [n - t for n, t in zip(CLASS_COUNTS[data.name], test)]
+    elif data.name in FIXED_SPLITS:
+        train, test = FIXED_SPLITS[data.name]
+    else:
+        return None
+    return ("val", [_held(n, vf) for n in train]) if vf > 0 else ("test", test)
+
+
+def _check_held_out(d: DataConfig, source: str) -> None:
+    """Refuse a held-out split too small for the learning test (suite/engine/outcome.py) to pass even at
+    100% accuracy: its runs could only ever be ``failed``."""
+    from suite.engine.outcome import ALPHA, can_pass, smallest_passing  # scipy.special: only when checked
+
+    found = held_out_counts(d)
+    if found is None:
+        return
+    split, counts = found
+    n = sum(counts)
+    if n and can_pass(n, max(counts) / n):
+        return
+    need = smallest_passing(max(counts) / n if n else 1.0)
+    if split == "val":
+        fix = next((f"raise data.val_fraction to {f:g} or more" for f in (k / 100 for k in range(1, 100))
+                    if (c := held_out_counts(d, f)[1]) and can_pass(sum(c), max(c) / sum(c))),
+                   "set data.val_fraction: 0 (judge on test) or use more data")
+    else:
+        fix = "raise data.test_fraction" + (" or data.synthetic_test" if d.name == "synthetic" else "")
+    raise ConfigError(f"{source}: data.val_fraction {d.val_fraction:g}: the {split} split that judges each run "
+                      f"would hold {n} images (largest class {max(counts, default=0)}), too few for the learning "
+                      f"test (alpha {ALPHA}) to pass even at 100% accuracy; it needs about {need} or more: {fix}")
 
 
 def _get(cfg: Any, dotted: str) -> Any:
@@ -465,6 +537,10 @@ def validate(cfg: RunConfig, source: str = "config") -> None:
         raise ConfigError(f"{source}: model.depth {m.depth} x model.dim {m.dim} x model.mlp_ratio {m.mlp_ratio:g} "
                           f"is about {params:.2g} parameters, more than {MAX_PARAMS:.0e} (no device holds it); "
                           f"make the model smaller")
+    if cfg.train.collapse_below >= 1 - cfg.train.collapse_within:
+        raise ConfigError(f"{source}: train.collapse_below ({cfg.train.collapse_below:g}) must be below 1 - "
+                          f"train.collapse_within ({1 - cfg.train.collapse_within:g}), or a run that learned would "
+                          f"count as back at chance at once; lower train.collapse_below")
     if cfg.train.min_lr > cfg.train.lr:
         raise ConfigError(f"{source}: train.min_lr ({cfg.train.min_lr:g}) must be <= train.lr ({cfg.train.lr:g}), "
                           f"the cosine schedule's floor; lower train.min_lr")
@@ -521,8 +597,13 @@ def _validate_data(cfg: RunConfig, source: str) -> None:
         what = f"data.test_fraction {d.test_fraction:g}" if left is not None else f"data.synthetic_train {d.synthetic_train}"
         raise ConfigError(f"{source}: {what} leaves no class of {d.name} with 2 training images, so the validation "
                           f"split (data.val_fraction {d.val_fraction:g}) would be empty; lower it or set data.val_fraction: 0")
+    _check_held_out(d, source)
     if d.root is not None and Path(d.root).expanduser().exists() and not Path(d.root).expanduser().is_dir():
         raise ConfigError(f"{source}: data.root {d.root}: is a file, not a folder; pass the folder that holds the data")
+
+
+# Where fp16 training (autocast with a loss scaler) is offered; elsewhere `train.precision: fp16` is refused.
+FP16_DEVICES: tuple[str, ...] = ("cuda",)
 
 
 def resolve_precision(cfg: RunConfig, device_type: str) -> RunConfig:
@@ -537,7 +618,13 @@ def resolve_precision(cfg: RunConfig, device_type: str) -> RunConfig:
 
     Returns:
         ``cfg`` itself when its precision is explicit, else a copy with ``bf16`` or ``fp32``.
+
+    Raises:
+        ConfigError: ``fp16`` on a device without fp16 training (:data:`FP16_DEVICES`).
     """
+    if cfg.train.precision == "fp16" and device_type not in FP16_DEVICES:
+        raise ConfigError(f"train.precision fp16: training in fp16 with loss scaling runs on "
+                          f"{' or '.join(FP16_DEVICES)} only, not on {device_type}; use bf16 or fp32")
     if cfg.train.precision != "auto":
         return cfg
     resolved = "bf16" if device_type == "cuda" else "fp32"

@@ -8,13 +8,13 @@ only by a run that asked for checkpoints, and only if it records that run's own 
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from suite import store
+from suite.engine.divergence import Watch
 
 
 @dataclasses.dataclass
@@ -22,8 +22,7 @@ class RunState:
     """Everything besides the weights and the optimizer that a checkpoint must restore."""
 
     step: int = 0
-    ema: float | None = None
-    best_ema: float = math.inf
+    watch: Watch = dataclasses.field(default_factory=Watch)  # the divergence rules' state (smoothed loss, ...)
     evals: list[list[float]] = dataclasses.field(default_factory=list)  # [step, held-out accuracy] per evaluation
     held_out_n: int = 0  # examples in the held-out split the outcome is judged on
     held_out_majority: float = 0.0  # its largest class share
@@ -40,9 +39,10 @@ class CheckpointError(Exception):
 
 
 PREEMPTED = "preempted.json"  # beside a checkpoint saved because the worker was preempted
-# 3: the run state keeps its held-out evaluations (the outcome is judged on them). 2: every LayerScale
+# 4: the run state keeps the divergence rules' state (suite.engine.divergence.Watch) instead of two
+# numbers of the spike rule. 3: the run state keeps its held-out evaluations (the outcome is judged on them). 2: every LayerScale
 # γ is its own parameter; format 1 (no "format" key) kept all γ of a model in one parameter.
-FORMAT = 3
+FORMAT = 4
 
 
 def preempted(run_dir: Path, clear: bool = False) -> bool:
@@ -123,6 +123,7 @@ def load(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optim
     if ckpt["cuda_rng"] is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in ckpt["cuda_rng"]])
     state = RunState(**ckpt["state"])
+    state.watch = Watch(**state.watch)
     state.step_times = []  # timings restart: the resumed process warms up again
     return state
 

@@ -26,11 +26,12 @@ import torch
 import torch.nn.functional as F
 
 from suite import files, store
-from suite.config import RunConfig, dump_yaml, flatten, to_dict
+from suite.config import ConfigError, RunConfig, dump_yaml, flatten, to_dict
 from suite.data import TrainStream, eval_batches, load_dataset
 from suite.data.bundle import DatasetBundle
 from suite.engine import checkpoint, outcome
 from suite.engine.checkpoint import RunState
+from suite.engine.divergence import SCALER, Rules, Verdict
 from suite.engine.compiled import compile_for_run
 from suite.engine.optim import build_optimizer, implementation, lr_at, set_lr
 from suite.engine.probes import probe
@@ -40,16 +41,19 @@ from suite.engine.lifecycle import RunFolder, StopRun
 from suite.engine.resources import peak_memory_mb, reset_peak_memory, set_deterministic
 from suite.models import build_model, count_params
 
-SPIKE_EMA = 0.9  # smoothing of the loss used for the spike rule and final_train_loss
 # A CPU run whose timed steps got less than this share of its threads' time was waiting for cores
 # (other runs, other jobs): its step time measures the machine's load, not the scheme.
 CONTENDED_BELOW = 0.85
+SKIPPED = -1.0  # the gradient norm logged for a step the fp16 loss scaler skipped
 
 
 class Diverged(Exception):
-    def __init__(self, step: int, reason: str) -> None:
-        super().__init__(f"diverged at step {step}: {reason}")
-        self.step, self.reason = step, reason
+    """A divergence rule fired (:mod:`suite.engine.divergence`)."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(f"diverged at step {verdict.step}: {verdict.reason} ({verdict.detail})")
+        self.verdict = verdict
+        self.step, self.reason = verdict.step, verdict.reason
 
 
 def train(
@@ -133,15 +137,21 @@ class Training:
             self.step_fn = compile_for_run(self.model, "default" if tc.compile is True else tc.compile)
         else:
             self.step_fn = self.model
-        self.use_bf16 = cfg.train.precision == "bf16"  # resolved by RunFolder.start
+        # resolved by RunFolder.start; fp16 (CUDA only) scales the loss (torch.amp.GradScaler)
+        self.amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(tc.precision)
+        self.use_bf16 = self.amp is torch.bfloat16  # a pack's stacked forward (suite.engine.pack)
+        self.scaler = torch.amp.GradScaler(self.device.type, **SCALER) if tc.precision == "fp16" else None
         self.chance = math.log(self.data.num_classes)
+        self.rules = Rules.of(tc, self.chance)
+        check_held_out(self.data)
         reset_peak_memory(self.device)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.clip = tc.grad_clip if tc.grad_clip is not None else math.inf
         self.timed_from = self.state.step + tc.timing_warmup_steps
         # Device-side step numbers (StepLog); the fused AdamW skips updates once one is non-finite.
         self.steps = StepLog(max(1, tc.log_every), self.device)
-        self.sync_free = implementation(self.optimizer) == "fused"
+        # Under fp16 the loss scaler hands the fused AdamW its own found_inf, and the host reads every step.
+        self.sync_free = implementation(self.optimizer) == "fused" and self.scaler is None
         if self.sync_free:
             self.optimizer.found_inf = self.steps.bad[0]
         self.read_at = self.state.step  # the step of the last read
@@ -181,7 +191,7 @@ class Training:
         """
         tc, state = self.tc, self.state
         step = state.step
-        evaluate = (tc.eval_every and step % tc.eval_every == 0) or step == self.total_steps
+        evaluate = eval_due(step, tc.eval_every, tc.eval_schedule) or step == self.total_steps
         save = tc.checkpoint_every and step % tc.checkpoint_every == 0 and step < self.total_steps
         if evaluate or save or self._read_due(step):
             self.read(x)
@@ -191,8 +201,8 @@ class Training:
             self.save()
         if bar is not None:
             bar.update(1)
-            if state.ema is not None:
-                bar.set_postfix(loss=f"{state.ema:.3f}", refresh=False)
+            if state.watch.ema is not None:
+                bar.set_postfix(loss=f"{state.watch.ema:.3f}", refresh=False)
 
     def save(self, preempted: bool = False) -> None:
         """Checkpoint the current step (``preempted``: marked so that the run resumes from it even
@@ -215,8 +225,8 @@ class Training:
         state = self.state
         _, _, first = outcome.judge([(int(s), a) for s, a in state.evals], state.held_out_n, state.held_out_majority)
         self.summary.update(status="diverged", diverged_step=stop.step, diverged_reason=stop.reason,
-                            steps_to_learn=first)
-        self.log({"kind": "diverged", "step": stop.step, "reason": stop.reason})
+                            diverged_detail=stop.verdict.detail, steps_to_learn=first)
+        self.log({"kind": "diverged", "step": stop.step, "reason": stop.reason, "detail": stop.verdict.detail})
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """One optimizer step on the batch ``(x, y)``, without waiting for the device.
@@ -226,10 +236,15 @@ class Training:
         finds the step. Without a fused AdamW (an older torch), the host checks every step instead.
         """
         lr, started = self.begin_step()
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
+        with torch.autocast(self.device.type, dtype=self.amp or torch.float32, enabled=self.amp is not None):
             loss = F.cross_entropy(self.step_fn(x), y, label_smoothing=self.tc.label_smoothing)
-        loss.backward()
-        self.end_step(loss, lr, started)
+        if self.scaler is None:
+            loss.backward()
+            self.end_step(loss, lr, started)
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.optimizer)  # clipping sees the true gradients
+            self.end_scaled_step(loss, lr, started)
 
     def begin_step(self) -> tuple[float, tuple[float, float]]:
         """Set this step's learning rate; returns it and the step's start (wall, process time)."""
@@ -250,6 +265,18 @@ class Training:
         self.optimizer.zero_grad(set_to_none=True)
         self.stepped(started)
 
+    def end_scaled_step(self, loss: torch.Tensor, lr: float, started: tuple[float, float]) -> None:
+        """:meth:`end_step` under fp16: the scaler skips a step whose gradients overflowed (and halves
+        its scale). Such a step is logged with gradient norm :data:`SKIPPED` (norms are >= 0), so the
+        host's replay counts it as skipped rather than as a non-finite gradient."""
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        norm = torch.where(torch.isfinite(grad_norm), grad_norm, torch.full_like(grad_norm, SKIPPED))
+        self.steps.record(self.state.step, lr, loss, norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.stepped(started)
+
     def stepped(self, started: tuple[float, float]) -> None:
         """Count the step just made (started at ``started``: wall, process time) and time it."""
         step = self.state.step
@@ -267,8 +294,8 @@ class Training:
         the divergence rules, and the train record at a log step (probes on ``x``).
 
         Raises:
-            Diverged: a non-finite loss or gradient norm, or a loss spike after the warmup, at the
-                exact step (later steps did not update the weights, or only after the spike).
+            Diverged: a rule of :mod:`suite.engine.divergence` fired, at the exact step (later steps did
+                not update the weights, or only after the spike).
         """
         tc, state = self.tc, self.state
         n = len(self.steps)
@@ -280,19 +307,16 @@ class Training:
             self._timed(t1 - t0, c1 - c0, n)
         self.read_at = state.step
         for step, lr, loss_v, grad_v in rows:
-            if not (math.isfinite(loss_v) and math.isfinite(grad_v)):
-                state.step = step
-                del state.step_times[max(0, step - self.timed_from):]  # steps after it did not update
-                raise Diverged(step, "nonfinite_loss" if not math.isfinite(loss_v) else "nonfinite_grad")
+            verdict = state.watch.observe(self.rules, step, loss_v, grad_v, skipped=self.scaler is not None
+                                          and grad_v == SKIPPED)
             done = step + 1
-            state.ema = loss_v if state.ema is None else SPIKE_EMA * state.ema + (1 - SPIKE_EMA) * loss_v
-            if done > tc.warmup_steps:
-                if loss_v > tc.spike_factor * state.best_ema and loss_v > self.chance:
-                    # Like a non-finite loss: the step of the loss, i.e. the count of updates behind it.
-                    state.step = done
-                    del state.step_times[max(0, done - self.timed_from):]  # the device went on; a host checking every step would not have
-                    raise Diverged(step, "loss_spike")
-                state.best_ema = min(state.best_ema, state.ema)
+            if verdict is not None:
+                # A non-finite value: the updates stopped at it (the fused AdamW skipped the rest). A
+                # spike or a collapse: the run ends at the step that decided it, as a host checking
+                # every step would have ended it; the device went on, so its later steps are dropped.
+                state.step = step if verdict.reason == "nonfinite" else done
+                del state.step_times[max(0, state.step - self.timed_from):]
+                raise Diverged(verdict)
             if done % tc.log_every == 0 or done == self.total_steps:  # only ever the last row: a read is due there
                 self.log({"kind": "train", "step": done, "loss": loss_v, "lr": lr, "grad_norm": grad_v,
                           "blocks": self.probes(x)})
@@ -353,7 +377,9 @@ class Training:
         """The summary's results: steps, final loss, accuracy, step time, throughput, memory."""
         state, summary = self.state, self.summary
         summary["steps_done"] = state.step
-        summary["final_train_loss"] = state.ema
+        summary["final_train_loss"] = state.watch.ema
+        if self.scaler is not None:
+            summary["scaler_skipped_steps"] = state.watch.skipped
         summary.update(val_acc=state.val_acc, best_val_acc=state.best_val_acc, test_acc=state.test_acc,
                        best_test_acc=state.best_test_acc)
         if state.step_times:
@@ -436,6 +462,36 @@ def timing_contention(cpu_s: float, wall_s: float, threads: int, device: torch.d
     contended = None if device.type != "cpu" or util is None else bool(util < CONTENDED_BELOW)
     return {"timing_cpu_util": None if util is None else round(util, 3), "timing_load1": load1,
             "timing_cores": os.cpu_count(), "timing_contended": contended}
+
+
+def eval_due(step: int, every: int, schedule: str) -> bool:
+    """Whether a held-out evaluation is due after ``step`` steps: every ``every`` steps (0: never, but
+    the last), and under the ``log`` schedule also at 5, 10, 20, 40, ... below ``every``."""
+    if every and step % every == 0:
+        return True
+    if schedule != "log" or step < 5 or (every and step >= every):
+        return False
+    k = step // 5
+    return step % 5 == 0 and k & (k - 1) == 0  # 5 x a power of two
+
+
+def check_held_out(data: DatasetBundle) -> None:
+    """Refuse a loaded held-out split too small for the learning test to pass even at 100% accuracy
+    (:func:`suite.config.validate` refuses it before the run where the class counts are known without
+    the files; an ImageFolder's are known only here)."""
+    split = data.val if data.val is not None else data.test
+    labels = getattr(split, "y", None)
+    if labels is None:
+        labels = getattr(split, "targets", None)
+    if labels is None:
+        return
+    counts = torch.bincount(torch.as_tensor(labels, dtype=torch.int64))
+    n = int(counts.sum())
+    if n and not outcome.can_pass(n, int(counts.max()) / n):
+        name = "val" if data.val is not None else "test"
+        raise ConfigError(f"data.val_fraction: the {name} split that judges each run holds {n} images (largest class "
+                          f"{int(counts.max())}), too few for the learning test to pass even at 100% accuracy; it "
+                          f"needs about {outcome.smallest_passing(int(counts.max()) / n)}: raise data.val_fraction")
 
 
 def fill_model_shape(cfg: RunConfig, data: DatasetBundle) -> RunConfig:

@@ -11,12 +11,18 @@ and a largest share of 0.11 that takes 14.7% or more (tests/engine/test_outcome.
 - ``steps_to_learn``: the step of the first evaluation at which it learned; ``None`` (censored at
   the last evaluation) when it never did. It tells "slow" from "unstable", which one status cannot.
 
+A run whose *training* loss went back to chance after it had learned is not judged here: it diverged
+(``collapse``, :mod:`suite.engine.divergence`). A held-out split too small for the test to pass even
+at 100% accuracy (:func:`can_pass`) is refused before any run (``suite.config.validate``), so no run is
+ever ``failed`` for that.
+
 The held-out split is the validation split; a run without one (``data.val_fraction: 0``) is judged
 on the test split, and its summary says so (``judged_on``). Pure functions of the evaluation history.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from scipy import special  # not scipy.stats: every run imports this, and scipy.stats takes seconds
@@ -31,6 +37,21 @@ def learned(acc: float, n: int, majority: float, alpha: float = ALPHA) -> bool:
         return False
     correct = round(acc * n)
     return bool(special.bdtrc(correct - 1, n, majority) < alpha)  # = P(X > correct - 1)
+
+
+def can_pass(n: int, majority: float, alpha: float = ALPHA) -> bool:
+    """Whether a held-out split of ``n`` examples (largest class share ``majority``) can show learning at
+    all: 100% accuracy passes only when ``majority ** n < alpha`` (two balanced classes at 0.01: n >= 7)."""
+    return learned(1.0, n, majority, alpha)
+
+
+def smallest_passing(majority: float, alpha: float = ALPHA) -> int:
+    """The fewest examples at largest class share ``majority`` with which 100% accuracy passes."""
+    if majority <= 0:
+        return 1
+    if majority >= 1:
+        return 0  # never: one class
+    return math.floor(math.log(alpha) / math.log(majority)) + 1
 
 
 def judge(history: Sequence[tuple[int, float]], n: int, majority: float) -> tuple[str, str | None, int | None]:

@@ -66,6 +66,8 @@ def packable(cfg: RunConfig) -> str | None:
         return "torch.compile is not applied to packed runs"
     if cfg.model.backend != "suite":
         return "only the suite's own ViT is packed"
+    if cfg.train.precision == "fp16":
+        return "fp16's loss scaler skips steps run by run, which a stacked update does not"
     return None
 
 

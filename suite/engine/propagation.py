@@ -206,7 +206,7 @@ def propagate(cfg: RunConfig, out_dir: str | Path, extra: dict[str, Any] | None 
                    None)
         if bad is not None or not math.isfinite(loss0):
             summary.update(status="diverged", diverged_step=0 if not math.isfinite(loss0) else bad,
-                           diverged_reason="nonfinite_loss")
+                           diverged_reason="nonfinite")
         else:
             summary["status"] = "ok"
     return run.summary

@@ -44,7 +44,7 @@ def resolve_runs(runs: list[Run], device: str | None, auto: str | Callable[[], s
     out, seen = [], {}
     for run in runs:
         where = "cpu" if run.kind == "propagation" else device or run.cfg.device  # propagation: fp32 everywhere
-        if run.cfg.train.precision == "auto" and where == "auto" and callable(auto):
+        if run.cfg.train.precision in ("auto", "fp16") and where == "auto" and callable(auto):  # fp16: CUDA only
             auto = auto()
         cfg = resolve_precision(run.cfg, auto if where == "auto" else where)
         rid = store.run_id(cfg)

@@ -36,7 +36,7 @@ def write_run(root: Path, variant: str, depth: int, seed: int, status: str = "ok
     summary = {
         "schema": 1, "run_id": run_id, "ablation": ablation, "variant": variant, **config, "status": status,
         "diverged_step": 20 if status == "diverged" else None,
-        "diverged_reason": "nonfinite_loss" if status == "diverged" else None,
+        "diverged_reason": "nonfinite" if status == "diverged" else None,
         "error": "RuntimeError: out of memory" if status == "error" else None, "steps_done": steps,
         "final_train_loss": 0.5, "test_acc": acc if status in ("ok", "failed") else None, "best_test_acc": acc,
         "val_acc": (acc if val_acc is None else val_acc) if status in ("ok", "failed") else None,

@@ -459,3 +459,18 @@ def test_the_shapes_validation_knows_are_the_loaders(name):
     synthetic = DataConfig(name="synthetic", synthetic_img_size=8, synthetic_channels=2, synthetic_classes=3)
     b = load_dataset(synthetic)
     assert data_shape(synthetic)[:3] == (b.img_size, b.in_chans, b.num_classes)
+
+
+@pytest.mark.parametrize("data", [DataConfig(name="mnist5k"), DataConfig(name="digits", val_fraction=0.15),
+                                  DataConfig(name="digits", val_fraction=0, test_fraction=0.3),
+                                  DataConfig(name="synthetic", synthetic_train=103, synthetic_classes=4)])
+def test_the_held_out_counts_validation_knows_are_the_loaders(data):
+    """suite.config.held_out_counts (the too-small-split check, before any run) counts the split the
+    loader makes, class by class."""
+    from suite.config import held_out_counts
+
+    b = load_dataset(data)
+    split, counts = held_out_counts(data)
+    held = b.val if split == "val" else b.test
+    assert (split == "val") == (b.val is not None)
+    assert counts == torch.bincount(held.y, minlength=b.num_classes).tolist()

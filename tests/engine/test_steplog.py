@@ -71,7 +71,7 @@ def test_reading_every_10_steps_gives_what_reading_every_step_gives(tmp_path, ca
     if case.startswith("nonfinite"):
         assert (every_10["diverged_step"], every_10["steps_done"]) == (13, 13)
     if case.startswith("loss spike"):
-        assert (every_10["diverged_step"], every_10["diverged_reason"]) == (17, "loss_spike")
+        assert (every_10["diverged_step"], every_10["diverged_reason"]) == (17, "spike")
 
 
 def test_no_update_after_a_nonfinite_step(tmp_path):

@@ -44,7 +44,7 @@ def test_scalars_name_each_record_as_every_sink_shows_it():
     assert values["blocks/scale_mean/001"] == pytest.approx(0.1) and "blocks/scale_max/000" not in values
     assert scalars({"kind": "eval", "step": 10, "val_loss": 1.0, "val_acc": 0.5, "test_loss": 2.0,
                     "test_acc": 0.25}) == (10, {"val/loss": 1.0, "val/acc": 0.5, "test/loss": 2.0, "test/acc": 0.25})
-    assert scalars({"kind": "diverged", "step": 7, "reason": "nonfinite_loss"}) == (7, {"run/diverged": 1.0})
+    assert scalars({"kind": "diverged", "step": 7, "reason": "nonfinite"}) == (7, {"run/diverged": 1.0})
 
 
 def test_deep_models_send_the_mean_and_max_over_blocks_not_a_series_per_block():

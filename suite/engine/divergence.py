@@ -1,0 +1,130 @@
+"""When a run has diverged: pure rules over its per-step training loss, fed one step at a time.
+
+The loop replays every optimizer step's numbers in order (:class:`~suite.engine.steplog.StepLog`)
+through :meth:`Watch.observe`, which returns a :class:`Verdict` the first time a rule fires. The
+rules, each with its ``train.*`` thresholds (docs/training.md has them with their defaults):
+
+- ``nonfinite``: the loss or the gradient norm is NaN or infinite (DeiT stops on a NaN loss). Under
+  fp16 a non-finite *gradient* is the loss scaler's business (the step is skipped), not this rule's.
+- ``spike``: once ``spike_after`` steps have been seen (the reference: the best smoothed loss so
+  far), a loss above ``spike_factor`` x that reference and above chance (ln C). It holds during the
+  warm-up too, where a too-high rate usually blows up.
+- ``collapse``: the smoothed loss came down to at most ``collapse_below`` x ln C (the run had
+  learned something), later returned to within ``collapse_within`` of ln C (at least
+  ``(1 - collapse_within)`` x ln C) and stayed there for ``collapse_window`` steps in a row. The
+  verdict's step is the step it returned, not the step the window closed. A loss that goes back to
+  chance has lost what it learned, whatever its last held-out accuracy happens to be.
+- ``scale_collapse`` (fp16 only): the loss scaler skipped ``scale_max_skips`` steps in a row, or its
+  scale fell below ``scale_min`` (fairseq's "minimum loss scale reached"). The scale is followed on
+  the host from the skips alone, with :class:`torch.amp.GradScaler`'s rule (:data:`SCALER`): halved at
+  every skipped step, doubled after ``growth_interval`` steps in a row without one.
+
+The smoothed loss is an exponential moving average, ``ema = 0.9 ema + 0.1 loss`` (:data:`EMA`). The
+watch's state is plain numbers, saved in checkpoints, so a resumed run judges exactly as an unbroken one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+EMA = 0.9  # smoothing of the loss for the spike and collapse rules (and the summary's final_train_loss)
+# torch.amp.GradScaler's defaults, passed to it explicitly (suite.engine.loop), so the host's copy
+# of the scale follows the device's exactly.
+SCALER = {"init_scale": 2.0**16, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2000}
+REASONS = ("nonfinite", "spike", "collapse", "scale_collapse")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The thresholds of the rules (the ``train.*`` keys of the same names); ``chance`` is ln C."""
+
+    chance: float
+    spike_factor: float = 4.0
+    spike_after: int = 5
+    collapse_below: float = 0.8
+    collapse_within: float = 0.05
+    collapse_window: int = 50
+    scale_max_skips: int = 20
+    scale_min: float = 1e-4
+
+    @classmethod
+    def of(cls, train_cfg, chance: float) -> "Rules":
+        """The rules of a run's ``train`` config."""
+        return cls(chance, **{k: getattr(train_cfg, k) for k in
+                              ("spike_factor", "spike_after", "collapse_below", "collapse_within", "collapse_window",
+                               "scale_max_skips", "scale_min")})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A rule fired: ``step`` is the step the run diverged at (for ``collapse``, the step it returned
+    to chance), ``detail`` says what was seen."""
+
+    reason: str
+    step: int
+    detail: str
+
+
+@dataclass
+class Watch:
+    """The rules' running state over the steps seen so far (every field a plain number or None)."""
+
+    seen: int = 0  # steps observed
+    ema: float | None = None
+    best_ema: float = math.inf  # the spike rule's reference
+    learned_at: int | None = None  # first step with ema <= collapse_below x ln C
+    returned_at: int | None = None  # first step of the current run of steps back near chance
+    skipped: int = 0  # fp16: steps the loss scaler skipped, in all
+    skip_run: int = 0  # ... in a row, up to now
+    good_run: int = 0  # ... steps in a row without a skip (the scaler grows its scale after enough)
+    scale: float = SCALER["init_scale"]
+
+    def observe(self, rules: Rules, step: int, loss: float, grad_norm: float, skipped: bool = False) -> Verdict | None:
+        """Feed step ``step`` (0-based: its loss was computed after ``step`` updates); the first rule
+        that fires, or None. ``skipped``: the fp16 loss scaler skipped this step's update."""
+        if not math.isfinite(loss) or (not math.isfinite(grad_norm) and not skipped):
+            what = "loss" if not math.isfinite(loss) else "gradient norm"
+            return Verdict("nonfinite", step, f"the {what} is {loss if what == 'loss' else grad_norm}")
+        if skipped:
+            return self._skip(rules, step)
+        self.skip_run = 0
+        self.good_run += 1
+        if self.good_run >= SCALER["growth_interval"]:
+            self.scale *= SCALER["growth_factor"]
+            self.good_run = 0
+        self.seen += 1
+        self.ema = loss if self.ema is None else EMA * self.ema + (1 - EMA) * loss
+        if self.seen > rules.spike_after and loss > rules.spike_factor * self.best_ema and loss > rules.chance:
+            return Verdict("spike", step, f"loss {loss:.4g} > {rules.spike_factor:g} x the best smoothed loss "
+                                          f"{self.best_ema:.4g}")
+        self.best_ema = min(self.best_ema, self.ema)
+        return self._collapse(rules, step)
+
+    def _skip(self, rules: Rules, step: int) -> Verdict | None:
+        self.skipped += 1
+        self.skip_run += 1
+        self.good_run = 0
+        self.scale *= SCALER["backoff_factor"]
+        if self.skip_run >= rules.scale_max_skips:
+            return Verdict("scale_collapse", step, f"the loss scaler skipped {self.skip_run} steps in a row")
+        if self.scale < rules.scale_min:
+            return Verdict("scale_collapse", step, f"the loss scale fell to {self.scale:.3g} < {rules.scale_min:g}")
+        return None
+
+    def _collapse(self, rules: Rules, step: int) -> Verdict | None:
+        if self.learned_at is None:
+            if self.ema <= rules.collapse_below * rules.chance:
+                self.learned_at = step
+            return None
+        if self.ema < (1 - rules.collapse_within) * rules.chance:
+            self.returned_at = None
+            return None
+        if self.returned_at is None:
+            self.returned_at = step
+        if step - self.returned_at + 1 >= rules.collapse_window:
+            return Verdict("collapse", self.returned_at,
+                           f"the smoothed loss reached {rules.collapse_below:g} x ln C by step {self.learned_at}, "
+                           f"then returned to within {rules.collapse_within:.0%} of ln C = {rules.chance:.3f} at step "
+                           f"{self.returned_at} and stayed there for {rules.collapse_window} steps")
+        return None
