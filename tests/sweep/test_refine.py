@@ -203,6 +203,11 @@ def test_refine_stops_at_max_lr_and_at_the_round_limit(tmp_path, monkeypatch):
 
     trained, lines, left = refined(tmp_path, monkeypatch, outcome, [1e-3, 2e-3], max_lr=1.0e-2)
     assert max(trained) == 8e-3  # 1.6e-2 is above the cap
+    assert lines[:2] == [  # as docs/ablations.md shows them
+        "refine round 1: preln model.depth=2: best rate 0.002 is at the top edge; 0 of 2 seeds not ok at its highest "
+        "rate 0.002; adding 0.004",
+        "refine round 2: preln model.depth=2: best rate 0.004 is at the top edge; 0 of 2 seeds not ok at its highest "
+        "rate 0.004; adding 0.008"]
     assert lines[2] == ("refine: preln model.depth=2: not adding 0.016 above 0.008: above refine.max_lr 0.01 (raise it "
                         "in the ablation file's `refine:` to go further)")
     assert [c["kind"] for c in left] == ["frontier"] and "refine.max_lr 0.01" in left[0]["stopped"]
