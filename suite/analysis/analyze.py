@@ -5,8 +5,8 @@ Flow: every ``summary.json`` under DIR (see results/README.md) -> one row per ru
 baseline (``summary.py``, statistics in ``stats.py``; ``tables/summary.csv``) -> paper-style
 tables (``tables.py``), each scheme at its best learning rate (``lr.py``), depth trends and
 aggregates (``trends.py``), time to learn (``survival.py``), learning-rate transfer across depth
-(``transfer.py``), the declared primary comparison
-(``primary.py``), ``findings.md``
+(``transfer.py``), the declared primary comparison(s)
+(``primary.py``, ``coprimary.py``), ``findings.md``
 (``findings.py``) and figures (``figures.py``). The rules are in ``docs/statistics.md``.
 """
 
@@ -19,7 +19,7 @@ import pandas as pd
 
 from suite import store
 from suite.analysis import markup as tables
-from suite.analysis import primary
+from suite.analysis import coprimary, primary
 from suite.analysis import tables as paper
 from suite.analysis.grouping import choose_baseline, group_keys
 from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
@@ -55,7 +55,8 @@ def analyze(
     Returns:
         The per-group summary (the content of ``tables/summary.csv``); ``attrs["written"]`` lists
         the files written, ``attrs["keys"]`` the group keys, ``attrs["baseline"]`` the baseline,
-        ``attrs["primary"]`` the primary comparison's :class:`~suite.analysis.primary.Answer` (or None).
+        ``attrs["primary"]`` the primary comparison's :class:`~suite.analysis.primary.Answer` (None when none
+        is declared; a list of answers when ``primary:`` is a list of co-primary comparisons).
 
     Raises:
         AnalysisError: on any user error (bad folder, mixed ablations, missing baseline, ...), or an
@@ -91,8 +92,7 @@ def analyze(
         "learn": learn_table(runs, keys, base),
         "transfer": transfer_table(runs, keys, base),
     }
-    declared = primary.read(root)
-    answer = primary.evaluate(runs, declared, primary.read_design(root)) if declared else None
+    answer = _primary(root, runs)
     title = str(runs[0].get("ablation") or root.resolve().name)
     intro = f"{len(runs)} runs in {len(summary)} groups."
     written = [tables.write_csv(runs_frame(runs, keys, base), root / "runs.csv")]
@@ -118,6 +118,20 @@ def analyze(
         written += fig.draw_all(root, runs, summary, keys, base, title, frames["lr"], frames["transfer"])
     summary.attrs.update(written=[str(p) for p in written], keys=keys, baseline=base, primary=answer)
     return summary
+
+
+def _primary(root: Path, runs: list[dict]) -> primary.Answer | list[primary.Answer] | None:
+    """The declared comparison's answer; a list of answers for a list of co-primary comparisons."""
+    declared = primary.read(root)
+    if declared is None:
+        return None
+    rounds = primary.read_design(root)
+    if rounds and len(primary.as_list(declared)) > 1:
+        raise AnalysisError(f"{root / primary.SEQUENTIAL}: a group-sequential design decides one primary comparison "
+                            f"and ablation.yaml declares {len(declared)}; delete {primary.SEQUENTIAL} to analyse "
+                            f"them as a fixed design")
+    answers = coprimary.evaluate_all(runs, declared, rounds)
+    return answers if isinstance(declared, list) else answers[0]
 
 
 OUTPUTS = ("findings.md", "runs.csv", "tables")  # what an analysis overwrites

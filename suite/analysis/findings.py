@@ -1,15 +1,16 @@
 """``findings.md``: the declared question's answer first, in words; then every other comparison as an
 exploratory estimate.
 
-The first paragraph answers the ablation's primary comparison (``primary:`` in the ablation file,
-:mod:`suite.analysis.primary`), tested alone at alpha = 0.05: a difference, no difference within the
-declared margin, or undecided with the seeds that would decide it. Without a declared primary the
-file says so. Everything after it is exploratory: each comparison of a scheme with the baseline
-(the score at each scheme's best learning rate, LR sensitivity and the stability frontier; per
-learning rate the score and the not-ok rate per depth, the depth interaction and the across-depth
-aggregate) is an estimate with its simultaneous 95% interval (Bonferroni over the comparisons of
-its table section) and its adjusted p, and no verdict words. The interval printed next to a p-value
-is always the one that agrees with it.
+The first block answers the ablation's primary comparison (``primary:`` in the ablation file,
+:mod:`suite.analysis.primary`), tested alone at alpha = 0.05, or its co-primary comparisons, one
+answer each, tested as one family with Holm (:mod:`suite.analysis.coprimary`): a difference, no
+difference within the declared margin, or undecided with the seeds that would decide it. Without a
+declared primary the file says so. Everything after it is exploratory: each comparison of a scheme
+with the baseline (the score at each scheme's best learning rate, LR sensitivity and the stability
+frontier; per learning rate the score, the not-ok rate and the time to learn per depth, the depth
+interaction and the across-depth aggregate) is an estimate with its simultaneous 95% interval
+(Bonferroni over the comparisons of its table section) and its adjusted p, and no verdict words. The
+interval printed next to a p-value is always the one that agrees with it.
 """
 
 from __future__ import annotations
@@ -238,12 +239,13 @@ def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[
 
 def findings(title: str, summary: pd.DataFrame, keys: list[str], baseline: str,
              trends: pd.DataFrame | None, aggregate: pd.DataFrame | None, lr: pd.DataFrame | None = None,
-             answer: Answer | None = None, learn: pd.DataFrame | None = None,
+             answer: Answer | list[Answer] | None = None, learn: pd.DataFrame | None = None,
              transfer: pd.DataFrame | None = None) -> str:
     """The text of ``findings.md`` (Markdown; deterministic, like the tables).
 
     Args:
-        answer: the primary comparison's result (:func:`suite.analysis.primary.evaluate`), if declared.
+        answer: the primary comparison's result (:func:`suite.analysis.primary.evaluate`), or the co-primary
+            comparisons' results (:func:`suite.analysis.coprimary.evaluate_all`), if declared.
         lr: with a learning-rate axis (:func:`suite.analysis.lr.lr_table`), the best-rate comparisons
             come first among the exploratory ones.
         transfer: with depth and learning-rate axes (:func:`suite.analysis.transfer.transfer_table`),
@@ -262,7 +264,7 @@ def findings(title: str, summary: pd.DataFrame, keys: list[str], baseline: str,
               f"chance; error runs left out. Each difference comes with a simultaneous 95% interval and a p-value, "
               f"both Bonferroni-adjusted over the comparisons of its table section (xm), so an interval excludes 0 "
               f"exactly when its adjusted p is below {ALPHA}. These are estimates to read, not verdicts: the "
-              f"question this ablation decides is the primary comparison above. Methods: docs/statistics.md.", ""]
+              f"questions this ablation decides are answered above, in its primary comparison. Methods: docs/statistics.md.", ""]
     if lr is not None and not lr.empty:
         lines += _lr_section(lr, keys, baseline)
     skeys = section_keys(keys)

@@ -4,11 +4,12 @@ Planning, not observed power (which only restates a p-value; Hoenig & Heisey 200
 comparison with the baseline: the SD of the seed-matched differences observed, its 80% upper
 confidence limit (an SD from 2 degrees of freedom is too small as often as not, so planning with the
 point estimate fails about half the time), the level the comparison is tested at (0.05 for the
-declared primary comparison; 0.05 / m for one of the m exploratory comparisons of its table
-section), and the seed pairs a two-sided paired t-test needs to detect ``effect`` with ``power``
+declared primary comparison; 0.05 / m, Holm's first step, for one of a family of m co-primary tests;
+0.05 / m for one of the m exploratory comparisons of its table section), and the seed pairs a two-sided paired t-test needs to detect ``effect`` with ``power``
 (noncentral t, :func:`suite.analysis.stats.paired_seeds_needed`). For not-ok rates: the smallest
 p-value Fisher's exact test can reach with the runs there (3 vs 3 can never go below 0.10), and the
-seeds per group needed to tell the observed rates apart.
+seeds per group needed to tell the observed rates apart. For a ``frontier`` endpoint: the seeds per rate
+that would detect an LR50 ratio of 2, scaled from the width of the ratio's interval.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from suite.analysis import primary, stats
+from suite.analysis import coprimary, primary, stats
 from suite.analysis.grouping import DEPTH, choose_baseline, group_keys
 from suite.analysis.load import load_runs
 from suite.analysis.lr import lr_table
@@ -43,6 +44,29 @@ def _row(comparison: str, endpoint: str, role: str, alpha: float, pairs: int, sd
             "planning_sd": planning, "effect": effect, "seeds_needed": need, "min_p": math.nan, "note": note}
 
 
+def _primary_row(answer: primary.Answer, effect: float, power: float) -> dict[str, Any]:
+    """A declared comparison's row: tested alone at 0.05, or planned at 0.05 / m in a Holm family of m."""
+    declared, m = answer.primary, answer.family
+    alpha = primary.ALPHA / m
+    role = "primary" if m == 1 else f"co-primary (Holm, {m} tests)"
+    if declared.endpoint == "not_ok_rate":
+        ka, na, kb, nb = answer.counts
+        need = stats.fisher_seeds_needed(ka / na, kb / nb, power, alpha) if na and nb else math.nan
+        return {"comparison": declared.describe(), "endpoint": "not_ok_rate", "role": role, "alpha": alpha,
+                "pairs": min(na, nb), "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
+                "seeds_needed": need, "min_p": answer.min_p, "note": f"observed not ok {ka}/{na} vs {kb}/{nb}"}
+    if declared.endpoint == "frontier":
+        need = primary.plan_frontier(answer.low, answer.high, answer.level, answer.seeds, primary.DEFAULT_RATIO,
+                                     power, alpha)
+        note = (f"seeds per rate to detect an LR50 ratio of {primary.DEFAULT_RATIO:g}, scaled from the ratio's "
+                f"interval" if math.isfinite(need) else "the ratio's interval is open or missing: extend the grid")
+        return {"comparison": declared.describe(), "endpoint": "frontier", "role": role, "alpha": alpha,
+                "pairs": answer.seeds, "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
+                "seeds_needed": need, "min_p": math.nan, "note": note}
+    return _row(declared.describe(), declared.endpoint, role, alpha, answer.n_pairs, answer.sd,
+                declared.margin or effect, power)
+
+
 def plan_table(root: str | Path, effect: float = 0.05, power: float = 0.8, baseline: str | None = None) -> pd.DataFrame:
     """One row per comparison: the seeds needed (see the module docstring).
 
@@ -58,18 +82,9 @@ def plan_table(root: str | Path, effect: float = 0.05, power: float = 0.8, basel
     keys = group_keys(runs)
     rows = []
     declared = primary.read(root)
-    if declared is not None:
-        answer = primary.evaluate(runs, declared)
-        if declared.endpoint == "not_ok_rate":
-            ka, na, kb, nb = answer.counts
-            need = stats.fisher_seeds_needed(ka / na, kb / nb, power) if na and nb else math.nan
-            rows.append({"comparison": declared.describe(), "endpoint": "not_ok_rate", "role": "primary",
-                         "alpha": primary.ALPHA, "pairs": min(na, nb), "sd": math.nan, "planning_sd": math.nan,
-                         "effect": math.nan, "seeds_needed": need, "min_p": answer.min_p,
-                         "note": f"observed not ok {ka}/{na} vs {kb}/{nb}"})
-        else:
-            rows.append(_row(declared.describe(), declared.endpoint, "primary", primary.ALPHA, answer.n_pairs,
-                             answer.sd, declared.margin or effect, power))
+    answers = coprimary.evaluate_all(runs, declared) if declared is not None else []
+    for answer in answers:
+        rows.append(_primary_row(answer, effect, power))
     lr = lr_table(runs, keys, base)
     if lr is not None:
         rest = [k for k in keys if k != "train.lr"]

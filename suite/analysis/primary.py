@@ -1,9 +1,10 @@
-"""The primary comparison an ablation declares, tested alone, and its answer in words.
+"""The primary comparison an ablation declares, its test and its answer in words.
 
 An ablation file may declare one question (``primary:``, docs/ablations.md): a scheme, a baseline,
 where (fixed values of grid keys, e.g. the deepest depth), an endpoint and optionally an
-equivalence margin. :func:`evaluate` tests that comparison alone at ``alpha`` = 0.05, with no
-family to share the level with, and decides one of three answers:
+equivalence margin; or a list of up to 3 such questions, tested as one family
+(:mod:`suite.analysis.coprimary`, Holm). :func:`evaluate` tests one comparison at ``alpha`` = 0.05
+and decides one of three answers:
 
 - ``difference``: the paired t-test (Welch's where seeds do not match) has p < alpha; the 95%
   interval printed beside it excludes 0, by construction.
@@ -14,9 +15,11 @@ family to share the level with, and decides one of three answers:
 Endpoints: ``best_lr_score`` (each scheme at its own best learning rate, chosen on validation,
 scored on test: :mod:`suite.analysis.lr`), ``score`` (one learning rate), ``not_ok_rate`` (Fisher's
 exact test on the share of runs that diverged or failed, all learning rates pooled; no equivalence
-test). With ``suite run --until-decided`` the folder holds ``sequential.json``, the group-sequential
-design of the looks so far (:mod:`suite.analysis.sequential`); the p-value and interval then
-account for every look.
+test), ``frontier`` (the ratio of the two schemes' LR50s, the rates where half of the runs end not
+ok, from one Firth logistic model with a common slope: :func:`suite.analysis.doseresponse.relative_potency`;
+the learning rate left free; no equivalence test). With ``suite run --until-decided`` the folder holds
+``sequential.json``, the group-sequential design of the looks so far (:mod:`suite.analysis.sequential`);
+the p-value and interval then account for every look.
 """
 
 from __future__ import annotations
@@ -28,18 +31,23 @@ from typing import Any
 
 import numpy as np
 import yaml
+from scipy import stats as sps
 
 from suite import store
 from suite.analysis import sequential, stats
+from suite.analysis.doseresponse import frontier, relative_potency
 from suite.analysis.grouping import LR
 from suite.analysis.load import AnalysisError
 from suite.analysis.markup import fmt_value
 from suite.analysis.score import score, selection_split
 
-ENDPOINTS = ("best_lr_score", "score", "not_ok_rate")
+ENDPOINTS = ("best_lr_score", "score", "not_ok_rate", "frontier")
+FREE_LR = ("best_lr_score", "frontier")  # endpoints that compare across the learning-rate axis
 ALPHA = 0.05
 POWER = 0.8
 DEFAULT_EFFECT = 0.05  # the difference planned for when no margin is declared: 5 points
+DEFAULT_RATIO = 2.0  # the frontier ratio planned for
+MAX_PRIMARY = 3  # co-primary comparisons at most: each one costs the others power
 SEQUENTIAL = "sequential.json"  # written by `suite run --until-decided` into the results folder
 
 
@@ -58,60 +66,96 @@ class Primary:
         return f"{self.scheme} vs {self.baseline}" + (f" at {where}" if where else "")
 
 
-def parse(raw: Any, src: str, variants: list[str], grid: dict[str, list[Any]], problems: list[str]) -> Primary | None:
-    """Check a ``primary:`` block against the ablation's variants and grid; one line per problem."""
-    from suite.registry import did_you_mean
+def parse(raw: Any, src: str, variants: list[str], grid: dict[str, list[Any]],
+          problems: list[str]) -> Primary | list[Primary] | None:
+    """Check a ``primary:`` block against the ablation's variants and grid; one line per problem.
 
+    Returns:
+        A :class:`Primary` for a mapping; a list of them for a list of up to ``MAX_PRIMARY`` mappings
+        (co-primary comparisons, one family: :mod:`suite.analysis.coprimary`); None when absent or wrong.
+    """
     if raw is None:
         return None
+    if not isinstance(raw, list):
+        return _parse_one(raw, src, "primary", variants, grid, problems)
+    start = len(problems)
+    if not raw or len(raw) > MAX_PRIMARY:
+        problems.append(f"{src}: primary: a list of 1 to {MAX_PRIMARY} comparisons, got {len(raw)}; keep the "
+                        f"questions that matter (each one costs the others power: they share alpha, Holm)")
+        return None
+    parsed = [_parse_one(item, src, f"primary[{i}]", variants, grid, problems) for i, item in enumerate(raw)]
+    seen: dict[tuple, int] = {}
+    for i, one in enumerate(parsed):
+        if one is None:
+            continue
+        key = (frozenset((one.scheme, one.baseline)), tuple(sorted(one.where.items())), one.endpoint)
+        if key in seen:
+            problems.append(f"{src}: primary[{i}]: the same comparison as primary[{seen[key]}] "
+                            f"({one.describe()}, {one.endpoint}); remove one")
+        seen.setdefault(key, i)
+    return None if len(problems) > start else parsed
+
+
+def _parse_one(raw: Any, src: str, name: str, variants: list[str], grid: dict[str, list[Any]],
+               problems: list[str]) -> Primary | None:
+    """One comparison (``name``: ``primary`` or ``primary[i]`` in the messages)."""
+    from suite.registry import did_you_mean
+
     fields = ("scheme", "baseline", "where", "endpoint", "margin")
     example = "e.g. `primary: {scheme: layerscale, baseline: preln, where: {model.depth: 48}}`"
     if not isinstance(raw, dict):
-        problems.append(f"{src}: primary: expected a mapping; {example}")
+        problems.append(f"{src}: {name}: expected a mapping (or a list of up to {MAX_PRIMARY}); {example}")
         return None
     start = len(problems)
     for key in raw:
         if key not in fields:
-            problems.append(f"{src}: primary.{key}: unknown field; valid fields: {', '.join(fields)}")
+            problems.append(f"{src}: {name}.{key}: unknown field; valid fields: {', '.join(fields)}")
     for key in ("scheme", "baseline"):
         if raw.get(key) not in variants:
-            problems.append(f"{src}: primary.{key}: {raw.get(key)!r} is not a variant of this ablation"
+            problems.append(f"{src}: {name}.{key}: {raw.get(key)!r} is not a variant of this ablation"
                             f"{did_you_mean(str(raw.get(key)), variants)}; use one of {', '.join(variants)}")
     if raw.get("scheme") == raw.get("baseline") and raw.get("scheme") is not None:
-        problems.append(f"{src}: primary: scheme and baseline are both {raw['scheme']!r}; compare two variants")
+        problems.append(f"{src}: {name}: scheme and baseline are both {raw['scheme']!r}; compare two variants")
     where = raw.get("where") or {}
     if not isinstance(where, dict):
-        problems.append(f"{src}: primary.where: expected a mapping of grid key -> value; {example}")
+        problems.append(f"{src}: {name}.where: expected a mapping of grid key -> value; {example}")
         where = {}
     for key, value in where.items():
         if key not in grid:
-            problems.append(f"{src}: primary.where.{key}: not a grid axis of this ablation; use one of "
+            problems.append(f"{src}: {name}.where.{key}: not a grid axis of this ablation; use one of "
                             f"{', '.join(grid) or '(no grid)'}")
         elif not any(_same(value, v) for v in grid[key]):
-            problems.append(f"{src}: primary.where.{key}: {value!r} is not in the grid "
+            problems.append(f"{src}: {name}.where.{key}: {value!r} is not in the grid "
                             f"({', '.join(map(str, grid[key]))}); use one of those values")
     endpoint = raw.get("endpoint", "best_lr_score" if LR in grid and LR not in where else "score")
     if endpoint not in ENDPOINTS:
-        problems.append(f"{src}: primary.endpoint: {endpoint!r} is not one of {', '.join(ENDPOINTS)}")
-    elif endpoint == "best_lr_score" and (LR not in grid or LR in where):
-        problems.append(f"{src}: primary.endpoint: best_lr_score needs a `{LR}` grid axis left free; use "
-                        f"`endpoint: score`")
+        problems.append(f"{src}: {name}.endpoint: {endpoint!r} is not one of {', '.join(ENDPOINTS)}")
+    elif endpoint in FREE_LR and (LR not in grid or LR in where):
+        problems.append(f"{src}: {name}.endpoint: {endpoint} needs a `{LR}` grid axis left free"
+                        + ("; use `endpoint: score`" if endpoint == "best_lr_score" else
+                           f"; add `{LR}` to the grid (rates from below the optimum until half of the runs fail)"
+                           f" and leave it out of `where`"))
     for key in grid:
         if key not in where and key != LR:
-            problems.append(f"{src}: primary.where: also fix {key} (one of {', '.join(map(str, grid[key]))}); "
+            problems.append(f"{src}: {name}.where: also fix {key} (one of {', '.join(map(str, grid[key]))}); "
                             f"the primary comparison is one cell")
     if endpoint == "score" and LR in grid and LR not in where:
-        problems.append(f"{src}: primary.where: fix {LR} for `endpoint: score`, or use `endpoint: best_lr_score`")
+        problems.append(f"{src}: {name}.where: fix {LR} for `endpoint: score`, or use `endpoint: best_lr_score`")
     margin = raw.get("margin")
     if margin is not None and not (isinstance(margin, (int, float)) and not isinstance(margin, bool)
                                    and 0 < margin < 100):
-        problems.append(f"{src}: primary.margin: expected points of accuracy in (0, 100), e.g. `margin: 5`; "
+        problems.append(f"{src}: {name}.margin: expected points of accuracy in (0, 100), e.g. `margin: 5`; "
                         f"got {margin!r}")
-    elif margin is not None and endpoint == "not_ok_rate":
-        problems.append(f"{src}: primary.margin: no equivalence test for not_ok_rate; remove margin")
+    elif margin is not None and endpoint in ("not_ok_rate", "frontier"):
+        problems.append(f"{src}: {name}.margin: no equivalence test for {endpoint}; remove margin")
     if len(problems) > start:
         return None
     return Primary(raw["scheme"], raw["baseline"], dict(where), endpoint, None if margin is None else margin / 100)
+
+
+def as_list(declared: Primary | list[Primary] | None) -> list[Primary]:
+    """The declared comparisons as a list: [] for none, [one] for a single mapping."""
+    return [] if declared is None else list(declared) if isinstance(declared, list) else [declared]
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -120,8 +164,9 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def read(folder: str | Path) -> Primary | None:
-    """The primary comparison declared in ``folder/ablation.yaml`` (written by ``suite run``), if any."""
+def read(folder: str | Path) -> Primary | list[Primary] | None:
+    """The primary comparison(s) declared in ``folder/ablation.yaml`` (written by ``suite run``), as
+    :func:`parse` returns them."""
     path = Path(folder) / "ablation.yaml"
     if not path.is_file():
         return None
@@ -183,6 +228,16 @@ class Answer:
     look: int = -1  # sequential: 0-based look, -1 for a fixed design
     rounds: list[int] = field(default_factory=list)
     note: str = ""
+    # a family of co-primary comparisons (suite.analysis.coprimary): Holm over `family` hypotheses
+    family: int = 1  # hypotheses tested in the family (1: this comparison alone)
+    p_adj: float = math.nan  # Holm-adjusted p of the difference test
+    tost_p_adj: float = math.nan  # Holm-adjusted p of the equivalence test
+    level: float = 1 - ALPHA  # of the printed interval (the level of the Holm step that decided it)
+    # endpoint frontier: estimate, low, high are the ratio LR50(scheme) / LR50(baseline)
+    censored: str = ""  # the interval's open ends: "low", "high" or "both"
+    lr50: tuple[float, float] = (math.nan, math.nan)  # each side's own frontier (scheme, baseline)
+    lr50_edge: tuple[str, str] = ("", "")  # "above" / "below" the rates tested, or ""
+    seeds: int = 0  # seeds per rate and scheme (frontier)
 
 
 def _runs(runs: list[dict[str, Any]], primary: Primary, variant: str) -> list[dict[str, Any]]:
@@ -190,13 +245,15 @@ def _runs(runs: list[dict[str, Any]], primary: Primary, variant: str) -> list[di
             and all(_same(r.get(k), v) for k, v in primary.where.items())]
 
 
-def evaluate(runs: list[dict[str, Any]], primary: Primary, rounds: list[int] | None = None) -> Answer:
-    """Test the primary comparison on ``runs`` (see the module docstring).
+def evaluate(runs: list[dict[str, Any]], primary: Primary, rounds: list[int] | None = None,
+             alpha: float = ALPHA) -> Answer:
+    """Test the primary comparison on ``runs`` (see the module docstring), alone at ``ALPHA``.
 
     Args:
         runs: as returned by :func:`suite.analysis.load.load_runs`.
         primary: the declared comparison.
         rounds: seed counts of a group-sequential design's looks (``sequential.json``), or None.
+        alpha: the printed interval's level is ``1 - alpha`` (a family prints each at its Holm step's).
     """
     from suite.analysis.lr import _cell
     from suite.analysis.summary import compare_accuracy
@@ -214,6 +271,9 @@ def evaluate(runs: list[dict[str, Any]], primary: Primary, rounds: list[int] | N
         answer.min_p = stats.fisher_min_p(len(a), len(b))
         answer.test = "Fisher's exact test"
         answer.decision = "difference" if answer.p < ALPHA else "undecided"
+        return answer
+    if primary.endpoint == "frontier":
+        _frontier(answer, a, b, alpha)
         return answer
     if primary.endpoint == "best_lr_score":
         split = selection_split(a + b)
@@ -233,7 +293,9 @@ def evaluate(runs: list[dict[str, Any]], primary: Primary, rounds: list[int] | N
     diff, sd = compare_accuracy(pa, pb)
     answer.scheme_mean = float(np.mean([x for _, x in pa]))
     answer.base_mean = float(np.mean([x for _, x in pb]))
-    answer.estimate, answer.low, answer.high, answer.p = diff.estimate, diff.low, diff.high, diff.p
+    answer.level = 1 - alpha
+    answer.estimate, answer.p = diff.estimate, diff.p
+    answer.low, answer.high = (diff.at(alpha).low, diff.at(alpha).high) if alpha != ALPHA else (diff.low, diff.high)
     answer.test, answer.n_pairs, answer.sd = diff.test, diff.n_pairs, sd
     if primary.margin is not None and diff.test == "paired t":
         by_b = dict(pb)
@@ -248,6 +310,39 @@ def evaluate(runs: list[dict[str, Any]], primary: Primary, rounds: list[int] | N
     if answer.decision == "undecided":
         answer.seeds_needed, answer.planning_sd = plan(sd, answer.n_pairs, answer.effect)
     return answer
+
+
+def _frontier(answer: Answer, a: list[dict[str, Any]], b: list[dict[str, Any]], alpha: float) -> None:
+    """The LR50 ratio scheme / baseline, its profile-likelihood interval at ``1 - alpha`` and its test."""
+    sides = [([float(r[LR]) for r in side], [int(r["status"] != "ok") for r in side]) for side in (a, b)]
+    fit = relative_potency(*sides[0], *sides[1], alpha)
+    own = [frontier(*side) for side in sides]
+    answer.counts = (sum(sides[0][1]), len(a), sum(sides[1][1]), len(b))
+    answer.estimate, answer.low, answer.high, answer.p = fit.ratio, fit.low, fit.high, fit.p
+    answer.level, answer.censored, answer.note = 1 - alpha, fit.censored, fit.note
+    answer.lr50 = (own[0].lr50, own[1].lr50)
+    answer.lr50_edge = (own[0].censored, own[1].censored)
+    answer.test = "penalised likelihood-ratio test"
+    answer.seeds = min(len({r.get("seed") for r in side}) for side in (a, b))
+    answer.effect = DEFAULT_RATIO
+    answer.decision = "difference" if fit.p < ALPHA else "undecided"
+    if answer.decision == "undecided":
+        answer.seeds_needed = plan_frontier(answer.low, answer.high, answer.level, answer.seeds)
+
+
+def plan_frontier(low: float, high: float, level: float, seeds: int, ratio: float = DEFAULT_RATIO,
+                  power: float = POWER, alpha: float = ALPHA) -> float:
+    """Seeds per rate and scheme for the frontier test to detect an LR50 ratio of ``ratio`` with ``power``.
+
+    Approximate: the interval [low, high] (at ``level``, from ``seeds`` seeds) read as a normal one on
+    log10(ratio), its width shrinking as 1 / sqrt(seeds). nan when an end is open (no width to scale:
+    the grid must first reach each scheme's failures)."""
+    if not (0 < low <= high < math.inf) or seeds < 1:
+        return math.nan
+    z = sps.norm.isf((1 - level) / 2)
+    se = math.log10(high / low) / (2 * z)
+    need = seeds * (se * (sps.norm.isf(alpha / 2) + sps.norm.ppf(power)) / math.log10(ratio)) ** 2
+    return float(max(math.ceil(need), 2))
 
 
 def plan(sd: float, n_pairs: int, effect: float, power: float = POWER, alpha: float = ALPHA) -> tuple[float, float]:
@@ -280,70 +375,9 @@ def _sequential(answer: Answer, diff: stats.Difference, rounds: list[int]) -> No
         answer.decision = "equivalent"
 
 
-def _pts(x: float) -> str:
-    return f"{100 * x:+.1f}"
+def paragraph(answer: Answer | list[Answer]) -> str:
+    """The answer(s) in plain words, the opening of ``findings.md`` (:mod:`suite.analysis.primary_text`):
+    one paragraph for one comparison tested alone, a list for a family of co-primary comparisons."""
+    from suite.analysis.primary_text import opening
 
-
-def _p(p: float) -> str:
-    return "no test" if math.isnan(p) else "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
-
-
-def paragraph(answer: Answer) -> str:
-    """The answer in plain words, the first paragraph of ``findings.md``."""
-    pr = answer.primary
-    what = {"best_lr_score": "each at its own best learning rate (chosen on validation), scored on test",
-            "score": "scored on test", "not_ok_rate": "the share of runs that diverged or failed"}[pr.endpoint]
-    head = (f"**Primary comparison** (declared in ablation.yaml, tested alone at alpha = {ALPHA}): "
-            f"{pr.describe()}, {what}.")
-    if answer.note and math.isnan(answer.estimate):
-        return f"{head} **Not tested**: {answer.note}."
-    if pr.endpoint == "not_ok_rate":
-        ka, na, kb, nb = answer.counts
-        body = (f"Not ok {ka}/{na} vs {kb}/{nb} ({_pts(answer.estimate)} points; {answer.test}, {_p(answer.p)}).")
-        if answer.decision == "difference":
-            word = "more" if answer.estimate > 0 else "less"
-            return f"{head} **{pr.scheme} ends not ok {word} often than {pr.baseline}.** {body}"
-        reach = (f" With {na} vs {nb} runs this test cannot reach p < {ALPHA} at all (its smallest p is "
-                 f"{answer.min_p:.3f}): add seeds." if answer.min_p >= ALPHA else "")
-        return f"{head} **Undecided.** {body}{reach}"
-    design = ""
-    if answer.look >= 0:
-        design = (f" Group-sequential design (O'Brien-Fleming-type alpha spending, Lan-DeMets) with looks at "
-                  f"{', '.join(map(str, answer.rounds))} seeds; this is look {answer.look + 1}: the p-value "
-                  f"(stage-wise ordering) and the repeated confidence interval account for every look.")
-    level = "95% repeated CI" if answer.look >= 0 else "95% CI"
-    rates = ""
-    if pr.endpoint == "best_lr_score":
-        edge = [f"{name}'s best rate ({fmt_value(lr)}) is the {e} tested, so a better one may lie outside the grid"
-                for name, lr, e in ((pr.scheme, answer.scheme_lr, answer.scheme_edge),
-                                    (pr.baseline, answer.base_lr, answer.base_edge)) if e]
-        rates = (f" Rates: {fmt_value(answer.scheme_lr)} vs {fmt_value(answer.base_lr)}"
-                 + (f"; {'; '.join(edge)}" if edge else "") + ".")
-    interval = (f"{level} [{_pts(answer.low)}, {_pts(answer.high)}]" if math.isfinite(answer.low) else "no interval")
-    body = (f"{100 * answer.scheme_mean:.1f}% vs {100 * answer.base_mean:.1f}%, a difference of "
-            f"{_pts(answer.estimate)} points ({interval}; {answer.test}"
-            + (f" on {answer.n_pairs} seed pairs" if answer.n_pairs else "") + f", {_p(answer.p)}).")
-    note = f" Note: {answer.note}." if answer.note else ""
-    if answer.decision == "difference":
-        word = "higher" if answer.estimate > 0 else "lower"
-        verdict = f"**{pr.scheme} scores {word} than {pr.baseline}.**"
-    elif answer.decision == "equivalent":
-        verdict = (f"**No difference larger than {100 * pr.margin:g} points** (the declared margin; TOST "
-                   f"{_p(answer.tost_p)}).")
-    else:
-        margin = (f"; nor does it lie within the declared margin of +/-{100 * pr.margin:g} points (TOST "
-                  f"{_p(answer.tost_p)})" if pr.margin is not None and math.isfinite(answer.tost_p) else "")
-        if math.isfinite(answer.seeds_needed):
-            need = (f" To detect a difference of {100 * answer.effect:g} points with {int(100 * POWER)}% power, "
-                    f"about {int(answer.seeds_needed)} seeds per scheme are needed (SD of the seed-matched "
-                    f"differences {100 * answer.sd:.1f} points, planned at its 80% upper limit "
-                    f"{100 * answer.planning_sd:.1f}): `suite plan`, or `suite run FILE --until-decided`.")
-        elif math.isinf(answer.seeds_needed):
-            need = f" More than 10,000 seeds would be needed to detect {100 * answer.effect:g} points."
-        elif answer.n_pairs >= 2:
-            need = " The seed-matched differences have no spread (e.g. every run at chance), so nothing can be planned."
-        else:
-            need = " Too few seed pairs to estimate the spread: run at least 2 seeds of both."
-        verdict = f"**Undecided**: the interval includes 0{margin}.{need}"
-    return f"{head} {verdict} {body}{rates}{design}{note}"
-
+    return opening(answer if isinstance(answer, list) else [answer])

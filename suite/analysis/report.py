@@ -103,12 +103,14 @@ def _runs_csv(root: Path) -> pd.DataFrame:
 
 
 def _split_answer(findings: str) -> tuple[str, str]:
-    """(the answer paragraph, the rest of findings.md without its title)."""
+    """(the answer block, the rest of findings.md without its title). The block is one paragraph for a
+    comparison tested alone (``**Primary comparison**``) or a header and a list for co-primary ones
+    (``**Primary comparisons**``), with no blank line inside."""
     lines = findings.strip().splitlines()
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
     paragraphs = "\n".join(lines).strip().split("\n\n")
-    if paragraphs and paragraphs[0].startswith("**Primary comparison**"):
+    if paragraphs and paragraphs[0].startswith(("**Primary comparison**", "**Primary comparisons**")):
         return paragraphs[0], "\n\n".join(paragraphs[1:])
     return ("No primary comparison is declared in `ablation.yaml` (its `primary:` key), so this ablation decides "
             "nothing by itself: the comparisons below are exploratory estimates. Declare one to get a tested "

@@ -7,7 +7,8 @@ is analysed as a look of a group-sequential design planned up front, O'Brien-Fle
 spending (:mod:`suite.analysis.sequential`): the sweep stops at the first look that crosses its
 boundary, or at the cap. The design is written to ``<out>/sequential.json`` before the first look,
 so ``suite analyze`` reports the final p-value and interval with the looks accounted for, and a rerun
-of the same command resumes where it stopped.
+of the same command resumes where it stopped. It decides exactly one comparison with a score endpoint:
+a list of co-primary comparisons, or a ``frontier`` or ``not_ok_rate`` endpoint, is refused in one line.
 """
 
 from __future__ import annotations
@@ -60,20 +61,24 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
         None when a round was interrupted).
 
     Raises:
-        ConfigError: no primary comparison, ``--only``, a cap below the ablation's seeds, or a folder
-            whose design differs.
+        ConfigError: no primary comparison or several (a co-primary list), a frontier or not-ok endpoint,
+            ``--only``, a cap below the ablation's seeds, or a folder whose design differs.
     """
     from suite.analysis.load import load_runs
-    from suite.analysis.primary import evaluate
+    from suite.analysis.primary import as_list, evaluate
 
     ablation = load_ablation(path, max_runs=options.max_runs)
-    primary = ablation.primary
-    if primary is None:
+    declared = as_list(ablation.primary)
+    if not declared:
         raise SpecError([f"{path}: primary: --until-decided needs the question it decides; declare one, e.g. "
                          f"`primary: {{scheme: layerscale, baseline: preln, where: {{model.depth: 48}}}}`"])
-    if primary.endpoint == "not_ok_rate":
+    if len(declared) > 1:
+        raise SpecError([f"{path}: primary: --until-decided decides one comparison and this file declares "
+                         f"{len(declared)}; keep one, or run the family without --until-decided"])
+    primary = declared[0]
+    if primary.endpoint in ("not_ok_rate", "frontier"):
         raise SpecError([f"{path}: primary.endpoint: --until-decided works with a score endpoint (best_lr_score or "
-                         f"score), not not_ok_rate"])
+                         f"score), not {primary.endpoint}"])
     if options.only:
         raise RunnerError("--only and --until-decided: the rounds choose the runs themselves; drop --only")
     if options.dry_run:

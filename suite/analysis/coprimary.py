@@ -1,0 +1,99 @@
+"""Co-primary comparisons: up to 3 declared questions tested as one family, Holm's step-down.
+
+An ablation's ``primary:`` may be a list of comparisons (:func:`suite.analysis.primary.parse`). The
+family is every hypothesis they test: each comparison's difference test, and for each with a margin
+its equivalence test (TOST) too. Holm's step-down correction over that family keeps the chance of
+any false claim at ``ALPHA`` (statsmodels ``multipletests(method="holm")``). A comparison is a
+``difference`` when its difference test's Holm-adjusted p is below alpha, ``equivalent`` when not
+and its TOST's adjusted p is, ``undecided`` otherwise. Each interval is printed at the level of the
+Holm step that decided its test (``alpha / (m - j)`` for the j-th smallest p when rejected,
+``alpha / (m - r)`` for every test left once r are rejected), so an interval excludes the null
+exactly when its verdict says so. One comparison alone is tested at alpha, as before.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from statsmodels.stats.multitest import multipletests
+
+from suite.analysis.primary import ALPHA, Answer, Primary, as_list, evaluate, plan, plan_frontier
+
+
+def holm(p: Sequence[float], alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
+    """Holm-adjusted p-values and the level each test is decided at.
+
+    Args:
+        p: (m,) p-values; nan for a test that could not be made: it still counts in m (its share of
+            alpha was spent by declaring it) and its adjusted p is nan.
+        alpha: the familywise error rate.
+
+    Returns:
+        (adjusted p (m,), step level (m,)): the j-th smallest p (0-based) is compared with
+        ``alpha / (m - j)``; a rejected test's level is that, every other's is ``alpha / (m - r)``
+        with r the number rejected.
+    """
+    p = np.asarray(p, float)
+    m = p.size
+    if m == 0:
+        return np.array([]), np.array([])
+    filled = np.where(np.isnan(p), 1.0, p)
+    adjusted = multipletests(filled, alpha=alpha, method="holm")[1]
+    order = np.argsort(filled, kind="stable")
+    rejected = int(np.sum(adjusted < alpha))
+    levels = np.empty(m)
+    for j, i in enumerate(order):
+        levels[i] = alpha / (m - j) if j < rejected else alpha / (m - rejected)
+    return np.where(np.isnan(p), math.nan, adjusted), levels
+
+
+def evaluate_all(runs: list[dict[str, Any]], declared: Primary | list[Primary],
+                 rounds: list[int] | None = None) -> list[Answer]:
+    """Answer every declared comparison: alone for one, as a Holm family for several (module docstring).
+
+    Args:
+        runs: as returned by :func:`suite.analysis.load.load_runs`.
+        declared: what :func:`suite.analysis.primary.parse` returned.
+        rounds: a group-sequential design's looks; only for a single comparison.
+    """
+    primaries = as_list(declared)
+    if len(primaries) == 1:
+        return [evaluate(runs, primaries[0], rounds)]
+    answers = [evaluate(runs, pr) for pr in primaries]
+    tests = [(i, "difference", a.p) for i, a in enumerate(answers)]
+    tests += [(i, "equivalent", a.tost_p) for i, a in enumerate(answers) if a.primary.margin is not None]
+    adjusted, levels = holm([p for _, _, p in tests])
+    m = len(tests)
+    for (i, kind, _), adj, level in zip(tests, adjusted, levels):
+        a = answers[i]
+        a.family = m
+        if kind == "equivalent":
+            a.tost_p_adj = float(adj)
+            continue
+        a.p_adj = float(adj)
+        if level != ALPHA and not math.isnan(a.low):  # the interval at its Holm step's level
+            again = evaluate(runs, a.primary, alpha=float(level))
+            a.low, a.high, a.level = again.low, again.high, again.level
+    for a in answers:
+        _decide(a, m)
+    return answers
+
+
+def _decide(a: Answer, m: int) -> None:
+    """The family's verdict for one comparison, and the seeds that would decide it at alpha / m."""
+    if a.p_adj < ALPHA:
+        a.decision = "difference"
+    elif a.tost_p_adj < ALPHA:
+        a.decision = "equivalent"
+    else:
+        a.decision = "undecided"
+    a.seeds_needed = math.nan
+    if a.decision != "undecided" or math.isnan(a.p):
+        return
+    if a.primary.endpoint == "frontier":
+        a.seeds_needed = plan_frontier(a.low, a.high, a.level, a.seeds, alpha=ALPHA / m)
+    elif a.primary.endpoint != "not_ok_rate":
+        a.seeds_needed, a.planning_sd = plan(a.sd, a.n_pairs, a.effect, alpha=ALPHA / m)

@@ -1,0 +1,164 @@
+"""The declared comparisons' answers in plain words: the opening of ``findings.md``.
+
+One comparison tested alone: one paragraph, ``**Primary comparison** (... tested alone ...)``. A family
+of co-primary comparisons (:mod:`suite.analysis.coprimary`): one line saying they are tested as one
+family with Holm, then one numbered answer per comparison, each with its p and its Holm-adjusted p,
+and its interval at the level of the Holm step that decided it. Pure functions of
+:class:`~suite.analysis.primary.Answer`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from suite.analysis.markup import fmt_rate, fmt_value
+from suite.analysis.primary import ALPHA, POWER, Answer
+
+WHAT = {
+    "best_lr_score": "each at its own best learning rate (chosen on validation), scored on test",
+    "score": "scored on test",
+    "not_ok_rate": "the share of runs that diverged or failed",
+    "frontier": "the learning rate where half of the runs end not ok (LR50), as the ratio scheme / baseline "
+                "(one Firth logistic model of not ok on log10(rate) with a common slope)",
+}
+
+
+def opening(answers: list[Answer]) -> str:
+    """The first block of ``findings.md``: a paragraph for one answer, a header and a list for several."""
+    if len(answers) == 1 and answers[0].family == 1:
+        a = answers[0]
+        return (f"**Primary comparison** (declared in ablation.yaml, tested alone at alpha = {ALPHA}): "
+                f"{a.primary.describe()}, {WHAT[a.primary.endpoint]}. {verdict(a)}")
+    m = answers[0].family
+    head = (f"**Primary comparisons** (declared in ablation.yaml): {len(answers)} comparisons tested as one "
+            f"family of {m} hypotheses (a difference test each, and an equivalence test for each with a margin), "
+            f"Holm's step-down correction at alpha = {ALPHA}; each p is shown with its Holm-adjusted p, each "
+            f"interval at the level of the Holm step that decided it.")
+    items = [f"{i}. {a.primary.describe()}, {WHAT[a.primary.endpoint]}: {verdict(a)}"
+             for i, a in enumerate(answers, 1)]
+    return "\n".join([head] + items)
+
+
+def _pts(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def _p(p: float) -> str:
+    return "no test" if math.isnan(p) else "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def _ps(p: float, adjusted: float, family: int) -> str:
+    """``p = 0.004`` alone; ``p = 0.004, Holm-adjusted p = 0.012`` in a family."""
+    if family == 1 or math.isnan(p):
+        return _p(p)
+    return f"{_p(p)}, Holm-adjusted {_p(adjusted)}"
+
+
+def _level(a: Answer) -> str:
+    return f"{100 * a.level:.3g}%"
+
+
+def _x(r: float) -> str:
+    """A ratio of learning rates: 2.7x; an open end: 0 or unbounded."""
+    return "unbounded" if math.isinf(r) else "0" if r == 0 else f"{r:.2g}"
+
+
+def verdict(a: Answer) -> str:
+    """The answer of one comparison: its verdict in bold, then the numbers behind it."""
+    if a.note and math.isnan(a.estimate) and math.isnan(a.low):
+        return f"**Not tested**: {a.note}."
+    if a.primary.endpoint == "not_ok_rate":
+        return _rate_text(a)
+    if a.primary.endpoint == "frontier":
+        return _frontier_text(a)
+    return _score_text(a)
+
+
+def _rate_text(a: Answer) -> str:
+    pr = a.primary
+    ka, na, kb, nb = a.counts
+    body = f"Not ok {ka}/{na} vs {kb}/{nb} ({_pts(a.estimate)} points; {a.test}, {_ps(a.p, a.p_adj, a.family)})."
+    if a.decision == "difference":
+        return f"**{pr.scheme} ends not ok {'more' if a.estimate > 0 else 'less'} often than {pr.baseline}.** {body}"
+    reach = (f" With {na} vs {nb} runs this test cannot reach p < {ALPHA} at all (its smallest p is "
+             f"{a.min_p:.3f}): add seeds." if a.min_p >= ALPHA else "")
+    return f"**Undecided.** {body}{reach}"
+
+
+def _own(lr50: float, edge: str) -> str:
+    return f"{edge} the rates tested" if edge else "not estimable" if math.isnan(lr50) else fmt_rate(lr50)
+
+
+def _frontier_text(a: Answer) -> str:
+    pr = a.primary
+    ka, na, kb, nb = a.counts
+    ratio = "not estimable (the likelihood rises to a ratio of 10^6)" if math.isnan(a.estimate) else _x(a.estimate)
+    body = (f"LR50 ratio {ratio} ({_level(a)} profile-likelihood CI [{_x(a.low)}, {_x(a.high)}]; {a.test}, "
+            f"{_ps(a.p, a.p_adj, a.family)}); each side's own LR50: {pr.scheme} {_own(a.lr50[0], a.lr50_edge[0])}, "
+            f"{pr.baseline} {_own(a.lr50[1], a.lr50_edge[1])}; not ok {ka}/{na} vs {kb}/{nb} runs.")
+    side = {"high": "above", "low": "below", "both": "at both ends"}.get(a.censored)
+    open_ = (f" The interval is open {side}: the runs do not reach far enough past a frontier to bound it; "
+             f"extend the grid until both schemes end not ok at their highest rates." if side else "")
+    if a.decision == "difference":
+        if a.estimate > 1 or (math.isnan(a.estimate) and a.low > 1):
+            how = f"at least {_x(a.low)}x" if a.censored in ("high", "both") else f"{_x(a.estimate)}x"
+            head = f"**{pr.scheme} tolerates {how} {pr.baseline}'s learning rate.**"
+        else:
+            how = f"at most {_x(a.high)}x" if a.censored in ("low", "both") else f"only {_x(a.estimate)}x"
+            head = f"**{pr.scheme} tolerates {how} {pr.baseline}'s learning rate.**"
+        return f"{head} {body}{open_}"
+    if math.isfinite(a.seeds_needed):
+        at = f" at alpha = {ALPHA / a.family:.3g} (Holm's first step)" if a.family > 1 else ""
+        need = (f" To detect a ratio of {a.effect:g} with {int(100 * POWER)}% power{at}, about "
+                f"{int(a.seeds_needed)} seeds per rate and scheme are needed (now {a.seeds}; approximate, from "
+                f"the interval's width).")
+    else:
+        need = " No number of seeds can be planned from an interval open at one end." if side else ""
+    return f"**Undecided**: the interval includes 1.{need} {body}{open_}"
+
+
+def _score_text(a: Answer) -> str:
+    pr = a.primary
+    design = ""
+    if a.look >= 0:
+        design = (f" Group-sequential design (O'Brien-Fleming-type alpha spending, Lan-DeMets) with looks at "
+                  f"{', '.join(map(str, a.rounds))} seeds; this is look {a.look + 1}: the p-value "
+                  f"(stage-wise ordering) and the repeated confidence interval account for every look.")
+    level = "95% repeated CI" if a.look >= 0 else f"{_level(a)} CI"
+    rates = ""
+    if pr.endpoint == "best_lr_score":
+        edge = [f"{name}'s best rate ({fmt_value(lr)}) is the {e} tested, so a better one may lie outside the grid"
+                for name, lr, e in ((pr.scheme, a.scheme_lr, a.scheme_edge), (pr.baseline, a.base_lr, a.base_edge))
+                if e]
+        rates = (f" Rates: {fmt_value(a.scheme_lr)} vs {fmt_value(a.base_lr)}" + (f"; {'; '.join(edge)}" if edge else "")
+                 + ".")
+    interval = f"{level} [{_pts(a.low)}, {_pts(a.high)}]" if math.isfinite(a.low) else "no interval"
+    body = (f"{100 * a.scheme_mean:.1f}% vs {100 * a.base_mean:.1f}%, a difference of {_pts(a.estimate)} points "
+            f"({interval}; {a.test}" + (f" on {a.n_pairs} seed pairs" if a.n_pairs else "")
+            + f", {_ps(a.p, a.p_adj, a.family)}).")
+    note = f" Note: {a.note}." if a.note else ""
+    tost = _ps(a.tost_p, a.tost_p_adj, a.family)
+    if a.decision == "difference":
+        head = f"**{pr.scheme} scores {'higher' if a.estimate > 0 else 'lower'} than {pr.baseline}.**"
+    elif a.decision == "equivalent":
+        head = f"**No difference larger than {100 * pr.margin:g} points** (the declared margin; TOST {tost})."
+    else:
+        margin = (f"; nor does it lie within the declared margin of +/-{100 * pr.margin:g} points (TOST {tost})"
+                  if pr.margin is not None and math.isfinite(a.tost_p) else "")
+        head = f"**Undecided**: the interval includes 0{margin}.{_need(a)}"
+    return f"{head} {body}{rates}{design}{note}"
+
+
+def _need(a: Answer) -> str:
+    """The seeds that would decide an undecided score comparison."""
+    if math.isfinite(a.seeds_needed):
+        at = f" at alpha = {ALPHA / a.family:.3g} (Holm's first step)" if a.family > 1 else ""
+        return (f" To detect a difference of {100 * a.effect:g} points with {int(100 * POWER)}% power{at}, "
+                f"about {int(a.seeds_needed)} seeds per scheme are needed (SD of the seed-matched "
+                f"differences {100 * a.sd:.1f} points, planned at its 80% upper limit "
+                f"{100 * a.planning_sd:.1f}): `suite plan`, or `suite run FILE --until-decided`.")
+    if math.isinf(a.seeds_needed):
+        return f" More than 10,000 seeds would be needed to detect {100 * a.effect:g} points."
+    if a.n_pairs >= 2:
+        return " The seed-matched differences have no spread (e.g. every run at chance), so nothing can be planned."
+    return " Too few seed pairs to estimate the spread: run at least 2 seeds of both."

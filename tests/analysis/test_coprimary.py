@@ -1,0 +1,157 @@
+"""The frontier endpoint (the LR50 ratio as the declared comparison) and co-primary comparisons: a list
+under `primary:`, tested as one family with Holm."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from suite.analysis import coprimary, primary
+from suite.analysis.analyze import analyze
+from suite.analysis.doseresponse import relative_potency
+from suite.analysis.load import load_runs
+from suite.analysis.plan import plan_table
+from suite.analysis.report import _split_answer
+from suite.sweep.spec import SpecError, load_ablation
+from suite.sweep.sweep import SweepOptions
+from suite.sweep.until import run_until_decided
+
+from test_analyze import write_run
+
+RATES = [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016]
+ABLATION = {
+    "name": "demo", "base": {"data": {"name": "digits"}, "model": {"patch_size": 4}},
+    "grid": {"model.depth": [6, 12], "train.lr": RATES},
+    "variants": {"preln": {"model.residual": "preln"}, "layerscale": {"model.residual": "layerscale"}},
+    "seeds": 4,
+}
+AT = {"scheme": "layerscale", "baseline": "preln", "where": {"model.depth": 12}}
+FRONTIER = {**AT, "endpoint": "frontier"}
+# runs not ok of 4 per rate: preln fails from 0.002 up, layerscale from 0.008: about 4x preln's rate
+NOT_OK = {"preln": [0, 0, 1, 3, 4, 4], "layerscale": [0, 0, 0, 0, 1, 3]}
+
+
+def folder(root: Path, block, not_ok=NOT_OK, acc=None) -> Path:
+    """Depth-12 runs at every rate, 4 seeds, with `not_ok[variant][i]` of the 4 diverged at RATES[i]."""
+    root.mkdir(parents=True)
+    (root / "ablation.yaml").write_text(yaml.safe_dump({**ABLATION, "primary": block}))
+    for variant, counts in not_ok.items():
+        for lr, k in zip(RATES, counts):
+            for seed in range(4):
+                score = (acc or {}).get(variant, 0.8) + 0.01 * ((3 * seed + len(variant)) % 4)  # seed-matched
+                write_run(root, variant, 12, seed, status="diverged" if seed < k else "ok", acc=score, lr=lr)
+    return root
+
+
+def test_the_frontier_endpoint_is_the_lr50_ratio_with_its_profile_interval(tmp_path):
+    root = folder(tmp_path / "f", FRONTIER)
+    answer = primary.evaluate(load_runs(root), primary.read(root))
+    bad = {v: [int(s < k) for k in c for s in range(4)] for v, c in NOT_OK.items()}
+    lrs = [lr for lr in RATES for _ in range(4)]
+    fit = relative_potency(lrs, bad["layerscale"], lrs, bad["preln"])
+    assert (answer.estimate, answer.low, answer.high, answer.p) == pytest.approx((fit.ratio, fit.low, fit.high, fit.p))
+    assert 2 < answer.estimate < 8 and answer.low > 1 and answer.decision == "difference"
+    assert answer.counts == (4, 24, 12, 24) and answer.seeds == 4
+    text = primary.paragraph(answer)
+    assert text.startswith("**Primary comparison** (declared in ablation.yaml, tested alone at alpha = 0.05)")
+    assert f"**layerscale tolerates {fit.ratio:.2g}x preln's learning rate.**" in text
+    assert f"[{fit.low:.2g}, {fit.high:.2g}]" in text and "penalised likelihood-ratio test" in text
+
+
+def test_an_undecided_frontier_names_the_seeds_and_an_open_interval_says_so(tmp_path):
+    close = {"preln": [0, 0, 1, 2, 3, 4], "layerscale": [0, 0, 1, 1, 3, 4]}
+    answer = primary.evaluate(load_runs(folder(tmp_path / "u", FRONTIER, close)), primary.Primary(**FRONTIER))
+    assert answer.decision == "undecided" and answer.low < 1 < answer.high and answer.seeds_needed > 4
+    text = primary.paragraph(answer)
+    assert "**Undecided**: the interval includes 1." in text
+    assert f"about {int(answer.seeds_needed)} seeds per rate" in text
+    never = {"preln": [0, 0, 1, 3, 4, 4], "layerscale": [0] * 6}  # layerscale never fails: no upper end
+    answer = primary.evaluate(load_runs(folder(tmp_path / "n", FRONTIER, never)), primary.Primary(**FRONTIER))
+    assert answer.censored == "high" and math.isinf(answer.high) and answer.decision == "difference"
+    text = primary.paragraph(answer)
+    assert f"tolerates at least {answer.low:.2g}x preln's" in text and "The interval is open above" in text
+
+
+def test_a_frontier_needs_the_rate_free_and_takes_no_margin(tmp_path):
+    path = tmp_path / "a.yaml"
+    path.write_text(yaml.safe_dump({**ABLATION, "primary": {**FRONTIER, "margin": 5}}))
+    with pytest.raises(SpecError, match=r"primary.margin: no equivalence test for frontier; remove margin"):
+        load_ablation(path)
+    fixed = {**FRONTIER, "where": {"model.depth": 12, "train.lr": 0.001}}
+    path.write_text(yaml.safe_dump({**ABLATION, "primary": fixed}))
+    with pytest.raises(SpecError, match=r"primary.endpoint: frontier needs a `train.lr` grid axis left free"):
+        load_ablation(path)
+
+
+def test_a_list_declares_co_primary_comparisons_checked_one_line_each(tmp_path):
+    path = tmp_path / "a.yaml"
+    two = [{**AT, "margin": 5}, FRONTIER]
+    path.write_text(yaml.safe_dump({**ABLATION, "primary": two}))
+    assert load_ablation(path).primary == [primary.Primary("layerscale", "preln", {"model.depth": 12}, margin=0.05),
+                                           primary.Primary("layerscale", "preln", {"model.depth": 12}, "frontier")]
+    swapped = {"scheme": "preln", "baseline": "layerscale", "where": {"model.depth": 12}}
+    bad = [AT, {**AT, "scheme": "layerscal"}, swapped]
+    path.write_text(yaml.safe_dump({**ABLATION, "primary": bad}))
+    with pytest.raises(SpecError) as err:
+        load_ablation(path)
+    assert len(err.value.problems) == 2  # the typo, and the same question asked twice (swapped sides)
+    assert any("primary[1].scheme: 'layerscal' is not a variant" in line for line in err.value.problems)
+    assert any("primary[2]: the same comparison as primary[0]" in line for line in err.value.problems)
+    path.write_text(yaml.safe_dump({**ABLATION, "primary": [AT, FRONTIER, AT, FRONTIER]}))
+    with pytest.raises(SpecError, match=r"primary: a list of 1 to 3 comparisons, got 4"):
+        load_ablation(path)
+
+
+def test_holm_by_hand_including_the_monotonicity_step():
+    # sorted 0.01, 0.03, 0.04 -> 3 x 0.01 = 0.03; 2 x 0.03 = 0.06; 1 x 0.04 = 0.04, raised to 0.06 (monotone)
+    adjusted, levels = coprimary.holm([0.01, 0.04, 0.03])
+    assert adjusted == pytest.approx([0.03, 0.06, 0.06])
+    # the first step rejects at 0.05 / 3; the other two are decided (not rejected) at the second step's 0.05 / 2
+    assert levels == pytest.approx([0.05 / 3, 0.025, 0.025])
+    adjusted, levels = coprimary.holm([0.001, 0.02, 0.04])  # all three rejected: 0.003, 0.04, 0.04
+    assert adjusted == pytest.approx([0.003, 0.04, 0.04]) and levels == pytest.approx([0.05 / 3, 0.025, 0.05])
+    adjusted, _ = coprimary.holm([0.01, math.nan])  # an untested comparison still counts in m
+    assert adjusted[0] == pytest.approx(0.02) and math.isnan(adjusted[1])
+
+
+def test_a_family_is_decided_by_holm_and_findings_open_with_one_answer_each(tmp_path):
+    acc = {"layerscale": 0.85, "preln": 0.70}
+    root = folder(tmp_path / "fam", [{**AT, "margin": 5}, FRONTIER], acc=acc)
+    summary = analyze(root, figures=False)
+    answers = summary.attrs["primary"]
+    assert isinstance(answers, list) and [a.primary.endpoint for a in answers] == ["best_lr_score", "frontier"]
+    m = 3  # a difference test each, and the score comparison's equivalence test
+    raw = [answers[0].p, answers[1].p, answers[0].tost_p]
+    adjusted, levels = coprimary.holm(raw)
+    assert all(a.family == m for a in answers)
+    assert (answers[0].p_adj, answers[1].p_adj, answers[0].tost_p_adj) == pytest.approx(tuple(adjusted))
+    for a in answers:
+        assert a.decision == ("difference" if a.p_adj < 0.05 else "undecided")
+    # each interval at its Holm step's level, so it excludes the null exactly when the verdict says so
+    assert answers[0].level == pytest.approx(1 - levels[0]) and answers[1].level == pytest.approx(1 - levels[1])
+    assert (answers[0].low > 0) == (answers[0].decision == "difference")
+    assert (answers[1].low > 1) == (answers[1].decision == "difference")
+    text = (root / "findings.md").read_text()
+    block = text.split("\n\n")[1]
+    assert block.startswith("**Primary comparisons** (declared in ablation.yaml): 2 comparisons tested as one "
+                            "family of 3 hypotheses")
+    assert "Holm's step-down correction at alpha = 0.05" in block and block.count("Holm-adjusted p") >= 2
+    assert "\n1. layerscale vs preln at model.depth = 12, each at its own best" in block
+    assert "\n2. layerscale vs preln at model.depth = 12, the learning rate where half" in block
+    assert _split_answer(text)[0] == block  # the report's answer box takes the whole block
+    rows = plan_table(root)
+    co = rows[rows["role"].str.startswith("co-primary")]
+    assert list(co["endpoint"]) == ["best_lr_score", "frontier"] and list(co["alpha"]) == pytest.approx([0.05 / 3] * 2)
+
+
+def test_until_decided_decides_one_comparison(tmp_path):
+    path = tmp_path / "a.yaml"
+    path.write_text(yaml.safe_dump({**ABLATION, "primary": [AT, FRONTIER]}))
+    with pytest.raises(SpecError, match=r"--until-decided decides one comparison and this file declares 2"):
+        run_until_decided(path, tmp_path / "o", SweepOptions(), 8)
+    path.write_text(yaml.safe_dump({**ABLATION, "primary": FRONTIER}))
+    with pytest.raises(SpecError, match=r"--until-decided works with a score endpoint .* not frontier"):
+        run_until_decided(path, tmp_path / "o", SweepOptions(), 8)
+    assert not (tmp_path / "o").exists()
