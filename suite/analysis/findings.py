@@ -23,6 +23,7 @@ from suite.analysis.grouping import DEPTH, LR, sections, section_keys, variant_o
 from suite.analysis.markup import fmt_rate, fmt_value
 from suite.analysis.primary import Answer, paragraph
 from suite.analysis.stats import fisher_min_p
+from suite.analysis.survival import first_eval_line, uninformative
 from suite.analysis.transfer import TRANSFER_MARGIN, reading
 
 ALPHA = 0.05
@@ -82,6 +83,16 @@ def learn_line(row: pd.Series, base: pd.Series) -> str:
     """Time to learn against the baseline's: Kaplan-Meier medians and the log-rank test."""
     return (f"{_where(row)}: median time to learn {_median(row)} vs {_median(base)} (log-rank "
             f"{_adj(row['logrank_p_adj'], row['logrank_p_m'])})")
+
+
+def _learn_pair(learn: pd.DataFrame | None, keys: list[str], row: pd.Series,
+                baseline: str) -> tuple[pd.Series, pd.Series] | None:
+    """The time-to-learn rows of a summary row's group and of the baseline's group at the same keys."""
+    if learn is None:
+        return None
+    match = learn[(learn[keys] == row[keys]).all(axis=1)]
+    base = learn[(learn[keys[1:]] == row[keys[1:]]).all(axis=1) & (learn["variant"] == baseline)]
+    return (match.iloc[0], base.iloc[0]) if len(match) and len(base) else None
 
 
 def trend_lines(row: pd.Series, baseline: str) -> list[str]:
@@ -264,7 +275,12 @@ def findings(title: str, summary: pd.DataFrame, keys: list[str], baseline: str,
               f"chance; error runs left out. Each difference comes with a simultaneous 95% interval and a p-value, "
               f"both Bonferroni-adjusted over the comparisons of its table section (xm), so an interval excludes 0 "
               f"exactly when its adjusted p is below {ALPHA}. These are estimates to read, not verdicts: the "
-              f"questions this ablation decides are answered above, in its primary comparison. Methods: docs/statistics.md.", ""]
+              f"questions this ablation decides are answered above, in its primary comparison. Methods: "
+              f"docs/statistics.md.", ""]
+    if learn is not None and not math.isnan(uninformative(learn)):  # one line instead of a row per cell
+        lines += [f"Time to learn: {first_eval_line(uninformative(learn))} (evaluate more often, `train.eval_every`, "
+                  f"to separate them).", ""]
+        learn = None
     if lr is not None and not lr.empty:
         lines += _lr_section(lr, keys, baseline)
     skeys = section_keys(keys)
@@ -280,15 +296,17 @@ def findings(title: str, summary: pd.DataFrame, keys: list[str], baseline: str,
                 continue
             rows = part[(part["variant"] == variant) & part["has_baseline"]]
             lines += [f"**{variant}** vs `{baseline}`:", ""]
-            for _, row in rows.iterrows():
+            learned = {i: _learn_pair(learn, keys, row, baseline) for i, row in rows.iterrows()}
+            found = [pair for pair in learned.values() if pair is not None]
+            same = uninformative(pd.DataFrame([r for pair in found for r in pair])) if found else math.nan
+            for i, row in rows.iterrows():
                 b = (base[base[DEPTH] == row[DEPTH]] if DEPTH in keys else base).iloc[0]
                 lines.append(f"- {score_line(row, b)}")
                 lines.append(f"- {rate_line(row, b)}")
-                if learn is not None:
-                    match = learn[(learn[keys] == row[keys]).all(axis=1)]
-                    base_match = learn[(learn[keys[1:]] == row[keys[1:]]).all(axis=1) & (learn["variant"] == baseline)]
-                    if len(match) and len(base_match):
-                        lines.append(f"- {learn_line(match.iloc[0], base_match.iloc[0])}")
+                if learned[i] is not None and math.isnan(same):
+                    lines.append(f"- {learn_line(*learned[i])}")
+            if not math.isnan(same):
+                lines.append(f"- time to learn: {first_eval_line(same)}")
             for frame, render in ((trends, trend_lines), (aggregate, lambda r, b: [aggregate_line(r, b)])):
                 if frame is None:
                     continue

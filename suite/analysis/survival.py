@@ -9,6 +9,10 @@ statsmodels ``SurvfuncRight``; "not reached" when fewer than half learned), and 
 against the baseline's cell (statsmodels ``survdiff``), exploratory: Bonferroni over a section.
 This tells a slow scheme (learns late) from an unstable one (diverges or collapses), which the
 status alone cannot. Runs made before ``steps_to_learn`` was recorded are left out.
+
+When every run of a group learned at its first evaluation (``first_eval``, ``all_first``), the times
+carry no information at this evaluation schedule: the findings and tables then say so in one line
+instead of printing medians without intervals.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import pandas as pd
 from suite.analysis.grouping import adjust_family, ordered_groups
 
 COLUMNS = ["is_baseline", "has_baseline", "n", "n_learned", "median", "median_ci_low", "median_ci_high",
-           "logrank_chi2", "logrank_p", "logrank_p_adj", "logrank_p_m"]
+           "logrank_chi2", "logrank_p", "logrank_p_adj", "logrank_p_m", "first_eval", "all_first"]
 
 
 def times(runs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
@@ -37,6 +41,24 @@ def times(runs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
             t.append(float(r.get("diverged_step") if r["status"] == "diverged" else r.get("steps_done") or 0))
             e.append(0)
     return np.array(t), np.array(e)
+
+
+def first_evaluation(run: dict[str, Any]) -> float:
+    """The step of a run's first evaluation: ``train.eval_every``, or its last step when it evaluates
+    only at the end (no ``eval_every``, or one longer than the run); nan when the run does not say."""
+    every = run.get("train.eval_every")
+    total = run.get("train.steps") or run.get("steps_done")
+    if every and total:
+        return float(min(every, total))
+    return float(every or total or math.nan)
+
+
+def all_first(runs: list[dict[str, Any]]) -> tuple[float, bool]:
+    """(the runs' common first evaluation step or nan, whether every one learned at it)."""
+    firsts = {first_evaluation(r) for r in runs}
+    step = firsts.pop() if len(firsts) == 1 else math.nan
+    same = not math.isnan(step) and all(r.get("steps_to_learn") == step for r in runs)
+    return step, bool(runs) and same
 
 
 def km(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -86,11 +108,27 @@ def learn_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> p
         base = groups.get((baseline,) + g[1:])
         is_base = g[0] == baseline
         chi2, p = logrank(groups[g], base) if base is not None and not is_base else (math.nan, math.nan)
+        step, first = all_first(groups[g])
         rows.append({**dict(zip(keys, g)), "is_baseline": is_base, "has_baseline": base is not None,
-                     **km(groups[g]), "logrank_chi2": chi2, "logrank_p": p})
+                     **km(groups[g]), "logrank_chi2": chi2, "logrank_p": p, "first_eval": step, "all_first": first})
     frame = pd.DataFrame(rows)
     adjust_family(frame, keys, "logrank_p")
     return frame[keys + COLUMNS]
+
+
+def uninformative(rows: pd.DataFrame) -> float:
+    """The first evaluation step when every run of every row learned at it (one step for all), else nan:
+    then time to learn cannot tell these groups apart at this evaluation schedule."""
+    steps = set(rows["first_eval"])
+    if rows.empty or not rows["all_first"].all() or len(steps) != 1:
+        return math.nan
+    return float(steps.pop())
+
+
+def first_eval_line(step: float) -> str:
+    """The one line that replaces rows of medians without intervals (:func:`uninformative`)."""
+    return (f"every run learned by its first evaluation (step {step:.0f}): time to learn cannot tell these "
+            f"schemes apart at this evaluation schedule")
 
 
 def curves(runs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:

@@ -13,6 +13,7 @@ import pandas as pd
 
 from suite.analysis import robust
 from suite.analysis.trends import MIN_PAIRS
+from suite.analysis.survival import first_eval_line, uninformative
 from suite.analysis.transfer import reading
 from suite.analysis.grouping import DEPTH, LR, section_keys, sections, sort_value, variant_order
 from suite.analysis.markup import (MD, TEX, Markup, Table, _fmt_ms, _section_title, fmt_rate, fmt_value, missing,
@@ -262,9 +263,19 @@ def learn_tables(learn: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
             f"its divergence). not reached: fewer than half learned. {m.dagger} time to learn differs from "
             f"{m.code(baseline)}: log-rank test, exploratory, Bonferroni-adjusted p {m.esc('<')} {ALPHA} over this "
             f"table. Curves: figures/time_to_learn*.",
-        ] + _missing_baseline_note(part, keys, baseline, m)
+        ] + _first_eval_note(part, m) + _missing_baseline_note(part, keys, baseline, m)
 
     return _section_tables(learn, keys, baseline, m, "Time to learn", "tab:learn", cell, notes)
+
+
+def _first_eval_note(part: pd.DataFrame, m: Markup) -> list[str]:
+    """One line when every run in the table learned at its first evaluation (the cells then have no interval)."""
+    step = uninformative(part)
+    if missing(step):
+        return []
+    line = first_eval_line(step)
+    return [m.esc(f"{line[0].upper()}{line[1:]}; evaluate more often (") + m.code("train.eval_every")
+            + m.esc(") to separate them.")]
 
 
 def transfer_tables(tr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:

@@ -57,3 +57,33 @@ def test_the_learn_table_and_findings(tmp_path):
     assert "- depth 12: median time to learn 60 steps [" in text and "(3/3 learned) vs 200 steps" in text
     assert "| layerscale | 60 [" in (tmp_path / "tables" / "learn.md").read_text()
     assert (tmp_path / "figures" / "time_to_learn.png").stat().st_size > 5_000
+
+
+def _learned_at(root, variant, lr, seed, first):
+    folder = write_run(root, variant, 12, seed, lr=lr)
+    s = json.loads((folder / "summary.json").read_text())
+    s.update({"steps_to_learn": first, "steps_done": 30, "train.eval_every": 10, "train.steps": 30})
+    (folder / "summary.json").write_text(json.dumps(s))
+
+
+def test_every_run_learning_at_its_first_evaluation_is_said_once(tmp_path):
+    for variant in ("preln", "layerscale"):
+        for seed in range(3):
+            _learned_at(tmp_path / "all", variant, 1e-3, seed, 10)
+            _learned_at(tmp_path / "all", variant, 1e-2, seed, 10)
+    analyze(tmp_path / "all", figures=False, formats=("md",))
+    text = (tmp_path / "all" / "findings.md").read_text()
+    line = ("every run learned by its first evaluation (step 10): time to learn cannot tell these schemes apart at "
+            "this evaluation schedule")
+    assert text.count(line) == 1 and "median time to learn" not in text
+    table = (tmp_path / "all" / "tables" / "learn.md").read_text()
+    assert "Every run learned by its first evaluation (step 10)" in table
+    # one rate where it tells nothing, one where it does: one line for the first, the medians for the second
+    for variant in ("preln", "layerscale"):
+        for seed in range(3):
+            _learned_at(tmp_path / "mix", variant, 1e-3, seed, 10)
+            _learned_at(tmp_path / "mix", variant, 1e-2, seed, 10 if variant == "layerscale" else 20 + 10 * (seed > 0))
+    analyze(tmp_path / "mix", figures=False, formats=("md",))
+    text = (tmp_path / "mix" / "findings.md").read_text()
+    assert text.count(f"- time to learn: {line}") == 1 and text.count("median time to learn") == 1
+    assert text.index(f"- time to learn: {line}") < text.index("train.lr = 0.01") < text.index("median time to learn")
