@@ -1,8 +1,8 @@
 """The declared comparisons' answers in plain words: the opening of ``findings.md``.
 
 One comparison tested alone: one paragraph, ``**Primary comparison** (... tested alone ...)``. A family
-of co-primary comparisons (:mod:`suite.analysis.coprimary`): one line saying they are tested as one
-family with Holm, then one numbered answer per comparison, each with its p and its Holm-adjusted p,
+of co-primary comparisons (:mod:`suite.analysis.coprimary`): one paragraph saying they are tested as
+one family with Holm (``**Primary comparisons** ...``), then a numbered list, one answer per comparison, each with its p and its Holm-adjusted p,
 and its interval at the level of the Holm step that decided it. Pure functions of
 :class:`~suite.analysis.primary.Answer`.
 """
@@ -36,7 +36,7 @@ def opening(answers: list[Answer]) -> str:
             f"interval at the level of the Holm step that decided it.")
     items = [f"{i}. {a.primary.describe()}, {WHAT[a.primary.endpoint]}: {verdict(a)}"
              for i, a in enumerate(answers, 1)]
-    return "\n".join([head] + items)
+    return head + "\n\n" + "\n".join(items)  # a blank line: every Markdown renders the list as one
 
 
 def _pts(x: float) -> str:

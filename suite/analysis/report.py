@@ -104,14 +104,17 @@ def _runs_csv(root: Path) -> pd.DataFrame:
 
 def _split_answer(findings: str) -> tuple[str, str]:
     """(the answer block, the rest of findings.md without its title). The block is one paragraph for a
-    comparison tested alone (``**Primary comparison**``) or a header and a list for co-primary ones
-    (``**Primary comparisons**``), with no blank line inside."""
+    comparison tested alone (``**Primary comparison**``), or a paragraph (``**Primary comparisons**``)
+    and a numbered list for co-primary ones."""
     lines = findings.strip().splitlines()
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
     paragraphs = "\n".join(lines).strip().split("\n\n")
-    if paragraphs and paragraphs[0].startswith(("**Primary comparison**", "**Primary comparisons**")):
+    if paragraphs and paragraphs[0].startswith("**Primary comparison**"):
         return paragraphs[0], "\n\n".join(paragraphs[1:])
+    if paragraphs and paragraphs[0].startswith("**Primary comparisons**"):
+        n = 2 if len(paragraphs) > 1 and paragraphs[1].startswith("1. ") else 1
+        return "\n\n".join(paragraphs[:n]), "\n\n".join(paragraphs[n:])
     return ("No primary comparison is declared in `ablation.yaml` (its `primary:` key), so this ablation decides "
             "nothing by itself: the comparisons below are exploratory estimates. Declare one to get a tested "
             "answer here (docs/statistics.md)."), "\n\n".join(paragraphs)
