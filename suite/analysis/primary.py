@@ -295,7 +295,8 @@ def evaluate(runs: list[dict[str, Any]], primary: Primary, rounds: list[int] | N
     answer.base_mean = float(np.mean([x for _, x in pb]))
     answer.level = 1 - alpha
     answer.estimate, answer.p = diff.estimate, diff.p
-    answer.low, answer.high = (diff.at(alpha).low, diff.at(alpha).high) if alpha != ALPHA else (diff.low, diff.high)
+    shown = diff.at(alpha) if alpha != ALPHA else diff  # a family's interval at its Holm step's level
+    answer.low, answer.high = shown.low, shown.high
     answer.test, answer.n_pairs, answer.sd = diff.test, diff.n_pairs, sd
     if primary.margin is not None and diff.test == "paired t":
         by_b = dict(pb)

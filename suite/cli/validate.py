@@ -41,7 +41,11 @@ def run(args: argparse.Namespace) -> int:
             continue
         print(f"{path}: ok: '{ablation.name}', {ablation.describe()} -> results/{ablation.name}")
         if ablation.primary is not None:
-            p = ablation.primary
-            margin = f", margin {100 * p.margin:g} points" if p.margin is not None else ""
-            print(f"  primary comparison: {p.describe()} ({p.endpoint}{margin}), tested alone at alpha 0.05")
+            from suite.analysis.primary import as_list
+
+            declared = as_list(ablation.primary)
+            how = "tested alone" if len(declared) == 1 else f"one of {len(declared)} tested as one family (Holm)"
+            for p in declared:
+                margin = f", margin {100 * p.margin:g} points" if p.margin is not None else ""
+                print(f"  primary comparison: {p.describe()} ({p.endpoint}{margin}), {how} at alpha 0.05")
     return status
