@@ -36,16 +36,16 @@ def test_counts_steps_and_flops_run_by_run(tmp_path):
     assert cost.hours(1.0) == pytest.approx(cost.flops / 1e12 / 3600)
 
 
-def test_the_paper_ablation_comment_states_what_suite_cost_computes():
-    path = ROOT / "ablations" / "paper.yaml"
+@pytest.mark.parametrize("name", ["paper", "cait_depth"])
+def test_the_gpu_ablations_comments_state_what_suite_cost_computes(name):
+    path = ROOT / "ablations" / f"{name}.yaml"
     text = path.read_text()
     ablation = load_ablation(path)
     cost = estimate(ablation)
-    runs = int(re.search(r"=\s*(?:#\s*)?([\d,]+) runs", text).group(1).replace(",", ""))
-    steps = int(re.search(r"([\d,]+) steps, about", text).group(1).replace(",", ""))
-    hours = float(re.search(r"about ([\d.]+) GPU-hours at an assumed 100 TFLOP/s", text).group(1))
+    found = re.search(r"([\d,]+) runs, ([\d,]+) steps, about ([\d.]+) GPU-hours at an assumed 100 TFLOP/s", text)
+    runs, steps = (int(found.group(i).replace(",", "")) for i in (1, 2))
     assert (runs, steps) == (len(ablation.runs), cost.steps)
-    assert hours == pytest.approx(cost.hours(100.0), abs=0.5)
+    assert float(found.group(3)) == pytest.approx(cost.hours(100.0), abs=0.5)
 
 
 def test_cli_prints_hours_and_rejects_bad_input(tmp_path, capsys):
@@ -71,10 +71,13 @@ def test_cait_depth_follows_the_recipe_its_comment_states():
     """Batch-scaled learning rate, 5 warm-up epochs counted on the split the runs train on, uniform drop-path."""
     from suite.sweep.cost import _shape, run_steps
 
-    for run in load_ablation(ROOT / "ablations" / "cait_depth.yaml").runs:
+    ablation = load_ablation(ROOT / "ablations" / "cait_depth.yaml")
+    base = ablation.resolved["base"]["train"]
+    assert base["lr"] == pytest.approx(5e-4 * base["batch_size"] / 512)  # the grid sweeps around it
+    assert any(lr == pytest.approx(base["lr"]) for lr in ablation.grid["train.lr"])
+    for run in ablation.runs:
         cfg, train_size = _shape(run.cfg)
         tc = cfg.train
-        assert tc.lr == pytest.approx(5e-4 * tc.batch_size / 512)
         per_epoch = -(-train_size // tc.batch_size)
         assert (train_size, tc.warmup_steps) == (45_000, 5 * per_epoch)
         assert run_steps(cfg, train_size) == 100 * 45_000 // 256 + 1  # ceil(100 epochs)
