@@ -188,6 +188,7 @@ def curves_differ(lrs_a: Sequence[float], bad_a: Sequence[int], lrs_b: Sequence[
 
 
 BOUND = 6.0  # decades: an interval end that has not closed by a ratio of 10^+-6 is reported unbounded
+MAX_STEP = 0.5  # decades: the longest step in search of an interval's end
 
 
 @dataclass(frozen=True)
@@ -224,8 +225,9 @@ def relative_potency(lrs_scheme: Sequence[float], bad_scheme: Sequence[int], lrs
     ``logit P = b0 + b1 (x - rho g)`` (g = 1 for the scheme's runs), so ``rho = log10(ratio)``
     (Finney's relative potency; it assumes parallel curves). For a fixed rho this is a 2-parameter
     Firth fit on ``x - rho g``; its penalised log-likelihood l(rho), profiled over rho, gives the
-    estimate (its maximum), the ``1 - alpha`` interval ``{rho: 2 (l(rho_hat) - l(rho)) <= chi2_1}`` and
-    the test of ratio = 1 (the same statistic at rho = 0, 1 df).
+    estimate (its maximum), the ``1 - alpha`` interval ``{rho: 2 (l(rho_hat) - l(rho)) <= chi2_1}`` (the
+    stretch around rho_hat; widened to rho = 0 when a second peak makes ratio 1 plausible, so that test
+    and interval agree) and the test of ratio = 1 (the same statistic at rho = 0, 1 df).
 
     Args:
         lrs_scheme: (n,) learning rate of each of the scheme's runs; bad_scheme: (n,) 1 if not ok.
@@ -269,12 +271,17 @@ def relative_potency(lrs_scheme: Sequence[float], bad_scheme: Sequence[int], lrs
         return 2 * (top - loglik(rho)) - crit
 
     ends = [_end(excess, rho_hat, direction) for direction in (-1, 1)]
-    censored = {(True, False): "low", (False, True): "high", (True, True): "both"}.get(
-        (ends[0] is None, ends[1] is None), "")
     p = float(sps.chi2.sf(max(2 * (top - loglik(0.0)), 0.0), 1))
     at_bound = abs(rho_hat) >= BOUND - 1e-3
-    note = ("the likelihood rises all the way to a ratio of 10^+-6: one side's frontier lies beyond its rates"
-            if at_bound else "")
+    notes = ["the likelihood rises all the way to a ratio of 10^+-6: one side's frontier lies beyond its rates"
+             ] if at_bound else []
+    outside = (ends[0] is not None and ends[0] > 0) or (ends[1] is not None and ends[1] < 0)
+    if outside and excess(0.0) <= 0:  # ratio 1 plausible on a second peak of the profile: keep test and interval
+        ends = [None if e is None else f(e, 0.0) for e, f in zip(ends, (min, max))]  # in agreement
+        notes.append("the profile likelihood has a second peak; the interval is widened to ratio 1, also plausible")
+    censored = {(True, False): "low", (False, True): "high", (True, True): "both"}.get(
+        (ends[0] is None, ends[1] is None), "")
+    note = "; ".join(notes)
     return Potency(math.nan if at_bound else 10 ** rho_hat, 0.0 if ends[0] is None else 10 ** ends[0],
                    math.inf if ends[1] is None else 10 ** ends[1], p, slope, censored, note)
 
@@ -305,7 +312,8 @@ def _maximise(f, low: float, high: float, step: float = 0.3) -> tuple[float, flo
 def _end(excess, rho_hat: float, direction: int) -> float | None:
     """Where ``excess`` (2 x the drop of the profile log-likelihood, minus the critical value) crosses 0
     going from rho_hat in ``direction``; None when it has not by the bound. The first step is where a
-    quadratic through rho_hat and one trial point says the crossing is; then it doubles."""
+    quadratic through rho_hat and one trial point says the crossing is; then it doubles, up to
+    ``MAX_STEP``: the end of the stretch around rho_hat, not of a second peak further out."""
     from scipy.optimize import brentq
 
     base = excess(rho_hat)  # -critical value
@@ -313,11 +321,11 @@ def _end(excess, rho_hat: float, direction: int) -> float | None:
     rise = excess(trial) - base
     if rise > -base:
         return brentq(excess, *sorted((rho_hat, trial)), xtol=1e-4)
-    inner, step = trial, (1.1 * 0.2 * math.sqrt(-base / rise) if rise > 0 else 0.4) - 0.2
+    inner, step = trial, min((1.1 * 0.2 * math.sqrt(-base / rise) if rise > 0 else 0.4) - 0.2, MAX_STEP)
     while True:
         outer = float(np.clip(inner + direction * step, -BOUND, BOUND))
         if excess(outer) > 0:
             return brentq(excess, *sorted((inner, outer)), xtol=1e-4)
         if outer == direction * BOUND:
             return None
-        inner, step = outer, 2 * step
+        inner, step = outer, min(2 * step, MAX_STEP)

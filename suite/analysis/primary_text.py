@@ -99,6 +99,7 @@ def _frontier_text(a: Answer) -> str:
     side = {"high": "above", "low": "below", "both": "at both ends"}.get(a.censored)
     open_ = (f" The interval is open {side}: the runs do not reach far enough past a frontier to bound it; "
              f"extend the grid until both schemes end not ok at their highest rates." if side else "")
+    open_ += f" Note: {a.note}." if a.note else ""
     if a.decision == "difference":
         if a.estimate > 1 or (math.isnan(a.estimate) and a.low > 1):
             how = f"at least {_x(a.low)}x" if a.censored in ("high", "both") else f"{_x(a.estimate)}x"

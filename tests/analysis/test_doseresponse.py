@@ -109,12 +109,26 @@ def test_scaling_one_arms_rates_by_k_scales_the_ratio_by_k(k):
 
 
 def test_the_test_of_ratio_one_agrees_with_the_interval():
-    """Both come from one profile: 1 lies outside the 95% interval exactly when p < 0.05."""
+    """Both come from one profile: 1 lies outside the 95% interval exactly when p < 0.05, also on ragged
+    designs (few runs, rates that differ by arm, outcomes unrelated to the rate) whose profile can have
+    two peaks, where the interval is widened to ratio 1 when the test finds it plausible."""
     rng = np.random.default_rng(3)
     for _ in range(20):
         fit = relative_potency(*_study(rng, 4, ratio=2.0))
         assert (fit.p < 0.05) == (not fit.low <= 1 <= fit.high)
         assert fit.low <= fit.ratio <= fit.high
+    grid = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
+    peaks = 0
+    for _ in range(150):
+        arms = []
+        for _ in range(2):
+            lrs = np.repeat(rng.choice(grid, size=rng.integers(1, 5), replace=False), rng.integers(1, 5))
+            arms += [lrs, (rng.random(lrs.size) < rng.random()).astype(int)]
+        fit = relative_potency(*arms)
+        peaks += "second peak" in fit.note
+        if not math.isnan(fit.p):
+            assert (fit.p < 0.05) == (not fit.low <= 1 <= fit.high) and fit.low <= fit.high
+    assert peaks  # the widening was exercised
 
 
 def test_a_side_that_never_fails_leaves_its_end_of_the_interval_open():
