@@ -4,8 +4,9 @@
 scores: one rule), ``grouping.py`` (which runs form a group, table sections), ``stats.py`` (pure
 statistical functions), ``summary.py`` (per-group rates, intervals, tests), ``lr.py`` (each scheme at
 its best learning rate, LR sensitivity, the stability frontier), ``doseresponse.py`` (the frontier as
-a dose-response fit), ``primary.py`` (the ablation's declared comparison, tested alone),
-``sequential.py`` (group-sequential looks at it), ``survival.py`` (time to learn: Kaplan-Meier,
+a dose-response fit, and two schemes' frontiers as a ratio), ``primary.py`` (the ablation's declared
+comparison, tested alone; its words in ``primary_text.py``), ``coprimary.py`` (several declared
+comparisons, one Holm family), ``sequential.py`` (group-sequential looks at it), ``survival.py`` (time to learn: Kaplan-Meier,
 log-rank), ``transfer.py`` (does the best rate transfer across depth), ``regression.py`` and
 ``trends.py`` (trends with depth), ``robust.py`` (rliable-style aggregates across cells),
 ``propagation.py`` (``suite propagate`` runs), ``plan.py`` (seeds needed: ``suite plan``),
