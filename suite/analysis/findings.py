@@ -21,7 +21,8 @@ import pandas as pd
 
 from suite.analysis.grouping import DEPTH, LR, sections, section_keys, variant_order
 from suite.analysis.markup import fmt_rate, fmt_value
-from suite.analysis.primary import Answer, paragraph
+from suite.analysis.primary import Answer
+from suite.analysis.primary_text import paragraph
 from suite.analysis.stats import fisher_min_p
 from suite.analysis.survival import first_eval_line, uninformative
 from suite.analysis.transfer import TRANSFER_MARGIN, reading

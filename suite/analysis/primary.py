@@ -374,11 +374,3 @@ def _sequential(answer: Answer, diff: stats.Difference, rounds: list[int]) -> No
         answer.decision = "difference"
     elif look == len(rounds) - 1 and answer.tost_p < ALPHA:
         answer.decision = "equivalent"
-
-
-def paragraph(answer: Answer | list[Answer]) -> str:
-    """The answer(s) in plain words, the opening of ``findings.md`` (:mod:`suite.analysis.primary_text`):
-    one paragraph for one comparison tested alone, a list for a family of co-primary comparisons."""
-    from suite.analysis.primary_text import opening
-
-    return opening(answer if isinstance(answer, list) else [answer])

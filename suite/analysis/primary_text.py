@@ -163,3 +163,9 @@ def _need(a: Answer) -> str:
     if a.n_pairs >= 2:
         return " The seed-matched differences have no spread (e.g. every run at chance), so nothing can be planned."
     return " Too few seed pairs to estimate the spread: run at least 2 seeds of both."
+
+
+def paragraph(answer: Answer | list[Answer]) -> str:
+    """The answer(s) in plain words, the opening of ``findings.md``: one paragraph for one comparison
+    tested alone, a list for a family of co-primary comparisons."""
+    return opening(answer if isinstance(answer, list) else [answer])

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     print(f"{len(summary)} groups by {', '.join(summary.attrs['keys'])}; baseline {summary.attrs['baseline']}")
     if summary.attrs.get("primary") is not None:
-        from suite.analysis.primary import paragraph
+        from suite.analysis.primary_text import paragraph
 
         print(paragraph(summary.attrs["primary"]).replace("**", ""))
     for path in summary.attrs["written"]:

@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
                   f"{(sweep.results.get(first.run_id) or {}).get('error') or 'no message'}", file=sys.stderr)
             return 1
     if answer is not None:
-        from suite.analysis.primary import paragraph
+        from suite.analysis.primary_text import paragraph
 
         print(paragraph(answer).replace("**", ""))
     return sweep.code

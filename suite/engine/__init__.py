@@ -1,7 +1,8 @@
 """The training engine: one run, from a resolved config to a run folder.
 
 ``lifecycle.py`` (a run's folder, summary and error policy, for every kind of run), ``loop.py``
-(setup / step / evaluate / finish, divergence statuses, timing), ``steplog.py`` (the step's numbers
+(setup / step / evaluate / finish, timing), ``divergence.py`` (when a run has diverged: pure rules over
+its loss history), ``steplog.py`` (the step's numbers
 kept on the device until read), ``outcome.py`` (ok or failed, judged on held-out accuracy by an
 exact binomial test), ``optim.py`` (AdamW and the warmup + cosine schedule), ``probes.py``
 (per-block probes attached with forward hooks), ``checkpoint.py`` (save, resume), ``compiled.py``

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from suite.analysis import coprimary, primary
+from suite.analysis import coprimary, primary, primary_text
 from suite.analysis.analyze import analyze
 from suite.analysis.doseresponse import relative_potency
 from suite.analysis.load import load_runs
@@ -54,7 +54,7 @@ def test_the_frontier_endpoint_is_the_lr50_ratio_with_its_profile_interval(tmp_p
     assert (answer.estimate, answer.low, answer.high, answer.p) == pytest.approx((fit.ratio, fit.low, fit.high, fit.p))
     assert 2 < answer.estimate < 8 and answer.low > 1 and answer.decision == "difference"
     assert answer.counts == (4, 24, 12, 24) and answer.seeds == 4
-    text = primary.paragraph(answer)
+    text = primary_text.paragraph(answer)
     assert text.startswith("**Primary comparison** (declared in ablation.yaml, tested alone at alpha = 0.05)")
     assert f"**layerscale tolerates {fit.ratio:.2g}x preln's learning rate.**" in text
     assert f"[{fit.low:.2g}, {fit.high:.2g}]" in text and "penalised likelihood-ratio test" in text
@@ -64,13 +64,13 @@ def test_an_undecided_frontier_names_the_seeds_and_an_open_interval_says_so(tmp_
     close = {"preln": [0, 0, 1, 2, 3, 4], "layerscale": [0, 0, 1, 1, 3, 4]}
     answer = primary.evaluate(load_runs(folder(tmp_path / "u", FRONTIER, close)), primary.Primary(**FRONTIER))
     assert answer.decision == "undecided" and answer.low < 1 < answer.high and answer.seeds_needed > 4
-    text = primary.paragraph(answer)
+    text = primary_text.paragraph(answer)
     assert "**Undecided**: the interval includes 1." in text
     assert f"about {int(answer.seeds_needed)} seeds per rate" in text
     never = {"preln": [0, 0, 1, 3, 4, 4], "layerscale": [0] * 6}  # layerscale never fails: no upper end
     answer = primary.evaluate(load_runs(folder(tmp_path / "n", FRONTIER, never)), primary.Primary(**FRONTIER))
     assert answer.censored == "high" and math.isinf(answer.high) and answer.decision == "difference"
-    text = primary.paragraph(answer)
+    text = primary_text.paragraph(answer)
     assert f"tolerates at least {answer.low:.2g}x preln's" in text and "The interval is open above" in text
 
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from scipy import stats as sps
 
-from suite.analysis import primary, sequential, stats
+from suite.analysis import primary, primary_text, sequential, stats
 from suite.analysis.analyze import analyze
 from suite.sweep.spec import SpecError, load_ablation
 
@@ -93,7 +93,7 @@ def test_equivalence_within_the_margin_and_undecided_with_the_seeds_to_decide(tm
     answer = primary.evaluate(load_runs(root), primary.read(root))
     d = np.array([0.001, -0.001, 0.002])
     assert answer.decision == "equivalent" and answer.tost_p == pytest.approx(stats.tost_p(d, 0.05))
-    assert "**No difference larger than 5 points**" in primary.paragraph(answer)
+    assert "**No difference larger than 5 points**" in primary_text.paragraph(answer)
     # a noisy difference, planned for a 19-point margin: neither a difference nor within the margin
     noisy = {("layerscale", 0.001): [0.70, 0.95, 0.60], ("layerscale", 0.01): [0.2] * 3,
              ("preln", 0.001): [0.72, 0.70, 0.71], ("preln", 0.01): [0.2] * 3}
@@ -105,7 +105,7 @@ def test_equivalence_within_the_margin_and_undecided_with_the_seeds_to_decide(tm
     assert answer.planning_sd == pytest.approx(planning)
     n = int(answer.seeds_needed)  # checked against the power integrated by hand
     assert power_by_integration(0.19, planning, n) >= 0.8 > power_by_integration(0.19, planning, n - 1)
-    text = primary.paragraph(answer)
+    text = primary_text.paragraph(answer)
     assert "**Undecided**: the interval includes 0" in text and f"about {n} seeds per scheme" in text
 
 
@@ -151,4 +151,4 @@ def test_a_sequential_look_reports_the_stagewise_p_and_the_repeated_interval(tmp
     assert answer.look == 0 and answer.p == pytest.approx(sequential.stagewise_p(plan, 0, z))
     assert answer.decision == ("difference" if abs(z) >= plan.bounds[0] else "undecided")
     assert answer.high - answer.low > 2 * sps.t.isf(0.025, 2) * d.std(ddof=1) / math.sqrt(3)  # wider than fixed
-    assert "look 1" in primary.paragraph(answer) and "O'Brien-Fleming" in primary.paragraph(answer)
+    assert "look 1" in primary_text.paragraph(answer) and "O'Brien-Fleming" in primary_text.paragraph(answer)
