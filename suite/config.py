@@ -502,7 +502,9 @@ def _check_held_out(d: DataConfig, source: str) -> None:
                     if (c := held_out_counts(d, f)[1]) and can_pass(sum(c), max(c) / sum(c))),
                    "set data.val_fraction: 0 (judge on test) or use more data")
     else:
-        fix = "raise data.test_fraction" + (" or data.synthetic_test" if d.name == "synthetic" else "")
+        more = {"synthetic": "raise data.synthetic_test"}.get(d.name, "raise data.test_fraction" if d.name in CLASS_COUNTS
+                                                               else "use more test data")
+        fix = f"{more}, or set data.val_fraction above 0 to judge on a validation split"
     raise ConfigError(f"{source}: data.val_fraction {d.val_fraction:g}: the {split} split that judges each run "
                       f"would hold {n} images (largest class {max(counts, default=0)}), too few for the learning "
                       f"test (alpha {ALPHA}) to pass even at 100% accuracy; it needs about {need} or more: {fix}")

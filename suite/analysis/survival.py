@@ -44,10 +44,12 @@ def times(runs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def first_evaluation(run: dict[str, Any]) -> float:
-    """The step of a run's first evaluation: ``train.eval_every``, or its last step when it evaluates
-    only at the end (no ``eval_every``, or one longer than the run); nan when the run does not say."""
+    """The step of a run's first evaluation: ``train.eval_every`` (5 under the log schedule), or its last
+    step when it evaluates only at the end (no ``eval_every``, or one longer than the run); nan when the run does not say."""
     every = run.get("train.eval_every")
     total = run.get("train.steps") or run.get("steps_done")
+    if every and run.get("train.eval_schedule") == "log":  # 5, 10, 20, ... below eval_every (docs/training.md)
+        every = min(every, 5)
     if every and total:
         return float(min(every, total))
     return float(every or total or math.nan)

@@ -75,6 +75,7 @@ class Watch:
     best_ema: float = math.inf  # the spike rule's reference
     learned_at: int | None = None  # first step with ema <= collapse_below x ln C
     returned_at: int | None = None  # first step of the current run of steps back near chance
+    near: int = 0  # steps seen in that run (fp16's skipped steps are not seen)
     skipped: int = 0  # fp16: steps the loss scaler skipped, in all
     skip_run: int = 0  # ... in a row, up to now
     good_run: int = 0  # ... steps in a row without a skip (the scaler grows its scale after enough)
@@ -118,11 +119,12 @@ class Watch:
                 self.learned_at = step
             return None
         if self.ema < (1 - rules.collapse_within) * rules.chance:
-            self.returned_at = None
+            self.returned_at, self.near = None, 0
             return None
         if self.returned_at is None:
             self.returned_at = step
-        if step - self.returned_at + 1 >= rules.collapse_window:
+        self.near += 1
+        if self.near >= rules.collapse_window:
             return Verdict("collapse", self.returned_at,
                            f"the smoothed loss reached {rules.collapse_below:g} x ln C by step {self.learned_at}, "
                            f"then returned to within {rules.collapse_within:.0%} of ln C = {rules.chance:.3f} at step "

@@ -156,6 +156,9 @@ class Training:
             self.optimizer.found_inf = self.steps.bad[0]
         self.read_at = self.state.step  # the step of the last read
         self.window = (0.0, 0.0)  # wall and process time when the current read window began
+        if self.scaler is not None and self.state.step:  # resumed: the scaler where the host's copy of it is
+            w = self.state.watch
+            self.scaler.load_state_dict({**SCALER, "scale": w.scale, "_growth_tracker": w.good_run})
         if tc.log_to:
             self.run.trackers = Trackers(tc.log_to, self.out, self.summary)  # the run closes them
 
@@ -267,13 +270,15 @@ class Training:
 
     def end_scaled_step(self, loss: torch.Tensor, lr: float, started: tuple[float, float]) -> None:
         """:meth:`end_step` under fp16: the scaler skips a step whose gradients overflowed (and halves
-        its scale). Such a step is logged with gradient norm :data:`SKIPPED` (norms are >= 0), so the
-        host's replay counts it as skipped rather than as a non-finite gradient."""
+        its scale; the host reads the scale, so fp16 steps wait for the device). Such a step is logged
+        with gradient norm :data:`SKIPPED` (norms are >= 0), so the host's replay counts it as skipped
+        rather than as a non-finite gradient."""
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-        norm = torch.where(torch.isfinite(grad_norm), grad_norm, torch.full_like(grad_norm, SKIPPED))
-        self.steps.record(self.state.step, lr, loss, norm)
+        before = self.scaler.get_scale()
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        skipped = self.scaler.get_scale() < before  # the scaler's own decision: it backs off only on a skip
+        self.steps.record(self.state.step, lr, loss, torch.full_like(grad_norm, SKIPPED) if skipped else grad_norm)
         self.optimizer.zero_grad(set_to_none=True)
         self.stepped(started)
 
@@ -318,7 +323,8 @@ class Training:
                 del state.step_times[max(0, state.step - self.timed_from):]
                 raise Diverged(verdict)
             if done % tc.log_every == 0 or done == self.total_steps:  # only ever the last row: a read is due there
-                self.log({"kind": "train", "step": done, "loss": loss_v, "lr": lr, "grad_norm": grad_v,
+                self.log({"kind": "train", "step": done, "loss": loss_v, "lr": lr,
+                          "grad_norm": None if grad_v == SKIPPED and self.scaler is not None else grad_v,
                           "blocks": self.probes(x)})
 
     def probes(self, x: torch.Tensor) -> list[dict[str, Any]]:
@@ -465,11 +471,14 @@ def timing_contention(cpu_s: float, wall_s: float, threads: int, device: torch.d
 
 
 def eval_due(step: int, every: int, schedule: str) -> bool:
-    """Whether a held-out evaluation is due after ``step`` steps: every ``every`` steps (0: never, but
-    the last), and under the ``log`` schedule also at 5, 10, 20, 40, ... below ``every``."""
-    if every and step % every == 0:
+    """Whether a held-out evaluation is due after ``step`` steps: every ``every`` steps, and under the
+    ``log`` schedule also at 5, 10, 20, 40, ... below ``every`` (``every`` 0: neither; the loop
+    evaluates at the last step whatever the schedule)."""
+    if not every:
+        return False
+    if step % every == 0:
         return True
-    if schedule != "log" or step < 5 or (every and step >= every):
+    if schedule != "log" or step < 5 or step >= every:
         return False
     k = step // 5
     return step % 5 == 0 and k & (k - 1) == 0  # 5 x a power of two
@@ -480,18 +489,20 @@ def check_held_out(data: DatasetBundle) -> None:
     (:func:`suite.config.validate` refuses it before the run where the class counts are known without
     the files; an ImageFolder's are known only here)."""
     split = data.val if data.val is not None else data.test
-    labels = getattr(split, "y", None)
-    if labels is None:
-        labels = getattr(split, "targets", None)
+    labels = getattr(split, "y", getattr(split, "targets", None))
+    if labels is None and isinstance(split, torch.utils.data.Subset):  # a validation split carved from a Dataset
+        targets = getattr(split.dataset, "targets", None)
+        labels = None if targets is None else torch.as_tensor(targets, dtype=torch.int64)[torch.as_tensor(split.indices)]
     if labels is None:
         return
     counts = torch.bincount(torch.as_tensor(labels, dtype=torch.int64))
     n = int(counts.sum())
     if n and not outcome.can_pass(n, int(counts.max()) / n):
         name = "val" if data.val is not None else "test"
+        fix = "raise data.val_fraction" if name == "val" else "set data.val_fraction above 0"
         raise ConfigError(f"data.val_fraction: the {name} split that judges each run holds {n} images (largest class "
                           f"{int(counts.max())}), too few for the learning test to pass even at 100% accuracy; it "
-                          f"needs about {outcome.smallest_passing(int(counts.max()) / n)}: raise data.val_fraction")
+                          f"needs about {outcome.smallest_passing(int(counts.max()) / n)}: {fix}")
 
 
 def fill_model_shape(cfg: RunConfig, data: DatasetBundle) -> RunConfig:

@@ -176,7 +176,7 @@ def propagate(cfg: RunConfig, out_dir: str | Path, extra: dict[str, Any] | None 
     with RunFolder(cfg, out_dir, extra) as run:
         summary = run.summary
         summary["kind"] = KIND
-        if cfg.train.precision == "bf16":
+        if cfg.train.precision in ("bf16", "fp16"):
             raise ValueError("propagation is measured in fp32; set train.precision to fp32 or auto")
         cfg, device = run.start(cfg, precision_on="cpu")  # `auto` is fp32 here, on every device
         if cfg.train.threads:

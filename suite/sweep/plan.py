@@ -46,7 +46,9 @@ def resolve_runs(runs: list[Run], device: str | None, auto: str | Callable[[], s
         where = "cpu" if run.kind == "propagation" else device or run.cfg.device  # propagation: fp32 everywhere
         if run.cfg.train.precision in ("auto", "fp16") and where == "auto" and callable(auto):  # fp16: CUDA only
             auto = auto()
-        cfg = resolve_precision(run.cfg, auto if where == "auto" else where)
+        # propagation is measured in fp32 (suite.engine.propagation refuses other precisions itself)
+        cfg = run.cfg if run.kind == "propagation" and run.cfg.train.precision != "auto" else \
+            resolve_precision(run.cfg, auto if where == "auto" else where)
         rid = store.run_id(cfg)
         if rid in seen:
             raise RunnerError(f"runs '{seen[rid]}' and '{run.label}' are the same run on this device "

@@ -115,3 +115,15 @@ def test_scale_collapse_at_the_scale_floor_and_the_scalers_growth():
 def test_skips_do_not_feed_the_smoothed_loss():
     _, watch = replay([2.0, 2.0, 9.0, 2.0], skipped={2})
     assert watch.seen == 3 and watch.ema == pytest.approx(2.0) and watch.skipped == 1
+
+
+
+def test_skipped_steps_do_not_count_towards_the_collapse_window():
+    """fp16's skipped steps update neither the smoothed loss nor the window: 80 steps back at chance
+    collapse, but not when every other one of the last 50 was skipped."""
+    history = learning(100, end=0.8) + [LN10] * 80
+    assert replay(history)[0].reason == "collapse"
+    no_floor = Rules(LN10, scale_max_skips=10**6, scale_min=0.0)
+    skipped = set(range(130, 180, 2))
+    verdict, watch = replay(history, no_floor, skipped=skipped)
+    assert verdict is None and watch.skipped == 25 and 0 < watch.near < 50

@@ -547,7 +547,7 @@ def test_the_log_evaluation_schedule():
     due = [s for s in range(1, 301) if eval_due(s, 50, "log")]
     assert due == [5, 10, 20, 40, 50, 100, 150, 200, 250, 300]
     assert [s for s in range(1, 301) if eval_due(s, 50, "fixed")] == [50, 100, 150, 200, 250, 300]
-    assert [s for s in range(1, 100) if eval_due(s, 0, "log")] == [5, 10, 20, 40, 80]
+    assert [s for s in range(1, 100) if eval_due(s, 0, "log")] == []  # 0: only at the end, either way
     assert [s for s in range(1, 100) if eval_due(s, 0, "fixed")] == []
 
 
@@ -589,3 +589,31 @@ def test_a_loaded_split_too_small_to_pass_is_refused_by_the_run(tmp_path):
         check_held_out(Bundle())
     Bundle.val = TensorSplit(torch.zeros(8, 1, 2, 2, dtype=torch.uint8), torch.tensor([0, 1, 0, 1, 0, 1, 0, 1]))
     check_held_out(Bundle())
+
+    class Folder(torch.utils.data.Dataset):  # an ImageFolder's validation split is a Subset of it
+        targets = [0, 1] * 10
+
+    Bundle.val = torch.utils.data.Subset(Folder(), [0, 1, 2, 3, 4, 5])
+    with pytest.raises(ConfigError, match="holds 6 images"):
+        check_held_out(Bundle())
+
+
+def test_a_killed_fp16_run_resumes_with_its_loss_scale(tmp_path, monkeypatch):
+    """The scaler's scale and growth counter come back from the checkpoint (the host's copy of them), so a
+    resumed fp16 run repeats the unbroken one, skipped steps included (the fp16 path run on the CPU)."""
+    import suite.config
+
+    monkeypatch.setattr(suite.config, "FP16_DEVICES", ("cuda", "cpu"))
+    cfg = tiny(**{"train.precision": "fp16", "train.checkpoint_every": 5, "train.steps": 20})
+    full = train(cfg, tmp_path / "full")
+
+    def kill(step):
+        if step == 12:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, tmp_path / "killed", on_step=kill)
+    resumed = train(cfg, tmp_path / "killed")
+    for key in ("status", "final_train_loss", "test_acc", "steps_done", "scaler_skipped_steps"):
+        assert resumed[key] == full[key], key
+    assert metrics(tmp_path / "killed") == metrics(tmp_path / "full")
