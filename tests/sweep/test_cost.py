@@ -51,7 +51,7 @@ def test_the_gpu_ablations_comments_state_what_suite_cost_computes(name):
 def test_cli_prints_hours_and_rejects_bad_input(tmp_path, capsys):
     assert main(["cost", str(ROOT / "ablations" / "default.yaml"), "--measured", "130@48"]) == 0
     out = capsys.readouterr().out
-    assert "60 runs" in out and "12,000 optimizer steps" in out and "derived from 130 ms per step at depth 48" in out
+    assert "63 runs" in out and "10,080 optimizer steps" in out and "derived from 130 ms per step at depth 48" in out
     for bad in ("fast", "1.2.3@12", ".@12", "5@"):
         assert main(["cost", str(ROOT / "ablations" / "default.yaml"), "--measured", bad]) == 2
         assert "expected MS@DEPTH" in capsys.readouterr().err
