@@ -41,6 +41,14 @@ from suite.analysis.load import read_curves  # noqa: E402
 from suite.analysis.markup import _section_title, fmt_rate, fmt_value, safe, slug  # noqa: E402
 
 
+def plain(text: Any) -> str:
+    """``text`` drawn as written. matplotlib reads a label with two unescaped ``$`` as mathtext, so a
+    variant named ``ls$\\frac{$`` (results folders travel: names are data) crashed the whole analysis;
+    ``\\$`` is a literal dollar, and a backslash outside ``$...$`` is drawn as itself. Every label, title
+    and legend entry built from data goes through here, once (twice would show the escape)."""
+    return str(text).replace("$", r"\$")
+
+
 def save(fig: plt.Figure, base: Path) -> list[Path]:
     """Save ``fig`` as ``base.png`` (150 dpi) and ``base.pdf``, atomically; close it."""
     store.no_link(base.parent).mkdir(parents=True, exist_ok=True)
@@ -83,10 +91,10 @@ def accuracy_vs_depth(part: pd.DataFrame, colors: dict[str, Any], title: str) ->
         x = rows[DEPTH].to_numpy(float) * 2 ** (0.03 * (i - len(colors) / 2))  # dodge overlapping bars
         y = 100 * rows["acc_mean"].to_numpy(float)
         err = np.nan_to_num(np.abs(100 * rows[["acc_ci_low", "acc_ci_high"]].to_numpy(float).T - y))
-        ax.errorbar(x, y, yerr=err, color=colors[v], marker="o", capsize=3, label=v)
+        ax.errorbar(x, y, yerr=err, color=colors[v], marker="o", capsize=3, label=plain(v))
     _depth_axis(ax, depths)
     ax.set_ylabel("score (%)")
-    ax.set_title(title)
+    ax.set_title(plain(title))
     fig.text(0.01, -0.02, "score: ok runs at their test accuracy, diverged and failed runs at chance; bars: 95% interval",
              fontsize="small", color="0.3")
     ax.grid(alpha=0.3)
@@ -103,12 +111,12 @@ def not_ok_vs_depth(part: pd.DataFrame, colors: dict[str, Any], title: str) -> p
         if rows.empty:
             continue
         x = rows[DEPTH].to_numpy(float)
-        ax.plot(x, rows["not_ok_rate"], color=colors[v], marker="o", label=v)
+        ax.plot(x, rows["not_ok_rate"], color=colors[v], marker="o", label=plain(v))
         ax.fill_between(x, rows["not_ok_ci_low"], rows["not_ok_ci_high"], color=colors[v], alpha=0.12)
     _depth_axis(ax, depths)
     ax.set_ylim(-0.03, 1.03)
     ax.set_ylabel("not-ok runs: diverged or failed (fraction, Wilson 95% band)")
-    ax.set_title(title)
+    ax.set_title(plain(title))
     ax.grid(alpha=0.3)
     ax.legend(title="scheme", fontsize="small")
     return fig
@@ -149,7 +157,7 @@ def scale_trajectories(curves: dict[float, pd.DataFrame], variant: str, title: s
         ax.set_ylabel("mean |scale| of the block")
     sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, 1))
     fig.colorbar(sm, ax=axes, label="block position (0 = first, 1 = last)", shrink=0.9)
-    fig.suptitle(f"{variant}: per-block scales over training" + (f" ({title})" if title else ""))
+    fig.suptitle(plain(f"{variant}: per-block scales over training" + (f" ({title})" if title else "")))
     return fig
 
 
@@ -171,7 +179,7 @@ def loss_curves(curves: dict[float, dict[str, list[tuple[pd.DataFrame, str]]]], 
         for v, runs in curves[depth].items():
             for i, (frame, status) in enumerate(runs):
                 loss = frame["loss"].to_numpy(float)
-                ax.plot(frame["step"], loss, color=colors[v], lw=1, alpha=0.7, label=v if i == 0 else None)
+                ax.plot(frame["step"], loss, color=colors[v], lw=1, alpha=0.7, label=plain(v) if i == 0 else None)
                 finite = np.isfinite(loss)
                 positive &= bool(np.all(loss[finite] > 0))
                 if status == "diverged" and finite.any():
@@ -187,9 +195,10 @@ def loss_curves(curves: dict[float, dict[str, list[tuple[pd.DataFrame, str]]]], 
     for ax in axes[:, 0]:
         ax.set_ylabel("training loss (EMA)")
     handles = {h.get_label(): h for ax in axes.flat[:len(depths)] for h in ax.get_legend_handles_labels()[0]}
-    fig.legend([handles[v] for v in colors if v in handles], [v for v in colors if v in handles],
+    shown = [plain(v) for v in colors if plain(v) in handles]
+    fig.legend([handles[v] for v in shown], shown,
                title="scheme (x: diverged)", fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.suptitle("training loss" + (f" ({title})" if title else ""))
+    fig.suptitle(plain("training loss" + (f" ({title})" if title else "")))
     fig.tight_layout()
     return fig
 
@@ -211,7 +220,7 @@ def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> 
                 continue
             x, y = rows[LR].to_numpy(float), 100 * rows["test_mean"].to_numpy(float)
             err = np.nan_to_num(np.abs(100 * rows[["test_ci_low", "test_ci_high"]].to_numpy(float).T - y))
-            ax.errorbar(x, y, yerr=err, color=colors[v], capsize=2, lw=1.2, label=v)
+            ax.errorbar(x, y, yerr=err, color=colors[v], capsize=2, lw=1.2, label=plain(v))
             bad = rows["n_not_ok"].to_numpy() > 0
             ax.scatter(x[~bad], y[~bad], color=colors[v], s=22, zorder=3)
             ax.scatter(x[bad], y[bad], facecolors="white", edgecolors=colors[v], s=30, zorder=3, linewidths=1.5)
@@ -223,7 +232,7 @@ def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> 
     # beside the last panel, not on it: "best" still covered points where the curves fill the panel
     axes[0][-1].legend(title="scheme", fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
                        borderaxespad=0)
-    fig.suptitle(title)
+    fig.suptitle(plain(title))
     fig.text(0.01, -0.03, "mean over seeds, diverged and failed runs at chance; bars: 95% t interval; "
              "open marker: at least one run not ok", fontsize="small", color="0.3")
     fig.tight_layout()
@@ -243,7 +252,7 @@ def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
             continue
         x = rows[DEPTH].to_numpy(float) * 2 ** (0.03 * (i - len(colors) / 2))
         y = rows["lr_stable_max"].to_numpy(float)
-        ax.plot(x, np.where(np.isnan(y), floor, y), color=colors[v], lw=1.2, label=v)
+        ax.plot(x, np.where(np.isnan(y), floor, y), color=colors[v], lw=1.2, label=plain(v))
         censored = rows["censored"].to_numpy(bool)
         ok = ~np.isnan(y)
         ax.scatter(x[ok & ~censored], y[ok & ~censored], color=colors[v], s=22, zorder=3)
@@ -263,7 +272,7 @@ def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
         ax.minorticks_off()
         ax.set_ylim(min(ticks) / 1.5, max(ticks) * 1.5)
     ax.set_ylabel("largest stable learning rate")
-    ax.set_title(title)
+    ax.set_title(plain(title))
     fig.text(0.01, -0.02, "line: largest rate with at most half of the seeds not ok (^: the largest tested; x: "
              "none); diamonds: rate where P(not ok) = 0.5 (Firth logistic fit, 95% CI)", fontsize="small",
              color="0.3")
@@ -290,7 +299,7 @@ def best_lr_vs_depth(tr: pd.DataFrame, colors: dict[str, Any], title: str, rates
         lo = np.maximum(0, np.nan_to_num(y - rows["best_lr_low"].to_numpy(float)))  # exp(log(x)) rounds
         hi = np.maximum(0, np.nan_to_num(rows["best_lr_high"].to_numpy(float) - y))
         slope = rows["slope"].iloc[0]
-        label = v if math.isnan(slope) else f"{v} (slope {slope:+.2f})"
+        label = plain(v if math.isnan(slope) else f"{v} (slope {slope:+.2f})")
         ax.errorbar(x, y, yerr=[lo, hi], color=colors[v], marker="o", ms=4, capsize=2, lw=1.2, label=label)
     _depth_axis(ax, depths)
     ax.set_yscale("log")
@@ -298,7 +307,7 @@ def best_lr_vs_depth(tr: pd.DataFrame, colors: dict[str, Any], title: str, rates
     ax.minorticks_off()
     ax.set_ylim(min(rates) / 1.5, max(rates) * 1.5)
     ax.set_ylabel("best learning rate (validation)")
-    ax.set_title(title)
+    ax.set_title(plain(title))
     fig.text(0.01, -0.02, "bars: 95% percentile bootstrap over seeds (choosing again); slope: of log(best rate) on "
              "log(depth), 0 = the rate transfers", fontsize="small", color="0.3")
     ax.grid(alpha=0.3, which="both")
@@ -335,7 +344,7 @@ def val_vs_lr_by_depth(runs: list[dict[str, Any]], colors: dict[str, Any], title
             best = int(np.argmax(means))
             ax.scatter([lrs[best]], [means[best]], color=shade, marker="*", s=90, zorder=3)
         ax.set_xscale("log")
-        ax.set_title(str(v), fontsize="medium")
+        ax.set_title(plain(v), fontsize="medium")
         ax.grid(alpha=0.3)
     for ax in axes.flat[len(variants):]:
         ax.set_visible(False)
@@ -344,7 +353,7 @@ def val_vs_lr_by_depth(runs: list[dict[str, Any]], colors: dict[str, Any], title
     for ax in axes[-1]:
         ax.set_xlabel("learning rate")
     axes.flat[0].legend(fontsize="x-small")
-    fig.suptitle(title)
+    fig.suptitle(plain(title))
     fig.text(0.01, -0.02, "mean over seeds, diverged and failed runs at chance; star: the best rate at that depth",
              fontsize="small", color="0.3")
     fig.tight_layout()
@@ -374,7 +383,7 @@ def block_profiles(profile: pd.DataFrame, column: str, ylabel: str, colors: dict
         ax.set_xscale("log")
         if log_y:
             ax.set_yscale("log")
-        ax.set_title(v)
+        ax.set_title(plain(v))
         ax.set_xlabel("block (1 = first)")
         ax.grid(alpha=0.3, which="both")
     for ax in axes.flat[len(variants):]:
@@ -382,7 +391,7 @@ def block_profiles(profile: pd.DataFrame, column: str, ylabel: str, colors: dict
     for ax in axes.flat[:len(variants)]:
         ax.set_ylabel(ylabel)
     axes.flat[0].legend(fontsize="small")
-    fig.suptitle(title)
+    fig.suptitle(plain(title))
     fig.tight_layout()
     return fig
 
@@ -433,7 +442,7 @@ def quantity_vs_depth(frame: pd.DataFrame, q: str, ylabel: str, colors: dict[str
         y = rows[f"{q}_mean"].to_numpy(float)
         ends = rows[[f"{q}_ci_low", f"{q}_ci_high"]].to_numpy(float).T
         err = np.nan_to_num(np.abs(ends - y))
-        ax.errorbar(x, y, yerr=err, color=colors[v], marker="o", capsize=3, label=v)
+        ax.errorbar(x, y, yerr=err, color=colors[v], marker="o", capsize=3, label=plain(v))
         drawn.append((y, *ends))
     _depth_axis(ax, depths)
     if log_y:
@@ -448,7 +457,7 @@ def quantity_vs_depth(frame: pd.DataFrame, q: str, ylabel: str, colors: dict[str
                 fig.text(0.01, -0.03, f"{outside} interval(s) reach beyond the axis and are cut at its edge "
                          f"(tables/propagation.csv has them)", fontsize="small", color="0.3")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(plain(title))
     ax.grid(alpha=0.3, which="both")
     ax.legend(title="scheme", fontsize="small")
     return fig
@@ -537,7 +546,7 @@ def time_to_learn(members: list[dict[str, Any]], colors: dict[str, Any], title: 
             runs = [r for r in members if r["variant"] == v and (math.isnan(depth) or float(r[DEPTH]) == depth)]
             steps, share = curves(runs)
             if steps.size:
-                ax.step(steps, 100 * share, where="post", color=color, label=f"{v} ({len(runs)})")
+                ax.step(steps, 100 * share, where="post", color=color, label=plain(f"{v} ({len(runs)})"))
         ax.set_title(f"depth {fmt_value(int(depth))}" if not math.isnan(depth) else "")
         ax.set_xlabel("step")
         ax.set_ylim(-2, 102)
