@@ -1,4 +1,5 @@
-"""The markup of the tables: Markdown and LaTeX cells, a table, its renderers, and the files.
+"""The markup of the tables: Markdown and LaTeX cells, a table, its renderers, and the files; and
+Markdown to HTML for the report, with the one check every link of the report goes through.
 
 Output is deterministic (sorted rows and columns, fixed float formats, no dates or absolute paths),
 so a rerun writes identical bytes.
@@ -7,10 +8,13 @@ so a rerun writes identical bytes.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import pandas as pd
+from markdown_it import MarkdownIt
 
 from suite import store
 
@@ -165,3 +169,60 @@ def standalone_latex(fragment: str) -> str:
         r"\end{document}",
         "",
     ])
+
+
+# ----------------------------------------------------------------------------- HTML (the report)
+# Results folders travel (a shared drive, a tarball), so every string read from one is untrusted: the
+# Markdown converter keeps no raw HTML, and one function decides what may be a link.
+
+DATA_PNG = re.compile(r"data:image/png;base64,[A-Za-z0-9+/]*={0,2}")
+
+
+def href_ok(url: str) -> bool:
+    """Whether ``url`` may be a link (or image source) in the report: a relative path that stays
+    inside the results folder (optionally with a ``#fragment``; a fragment alone is this page), or a
+    PNG as a ``data:image/png;base64,`` URI. Anything else (a scheme such as ``javascript:``, ``file:``
+    or another ``data:``, a leading ``/``, a ``..`` segment, a backslash, which browsers read as ``/``,
+    whitespace or a control character, which they strip, a query) is not.
+
+    Percent-escapes are decoded before the path is checked: browsers read ``%2e%2e`` as ``..``.
+    """
+    if DATA_PNG.fullmatch(url):
+        return True
+    path, _, fragment = url.partition("#")
+    if not url or url.startswith("#") and not fragment:
+        return False
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 or c in "\\?" for c in url):
+        return False
+    path = unquote(path)
+    if ":" in path:  # a scheme (javascript:, data:, C:), or a name a browser could take for one
+        return False
+    return not path.startswith("/") and ".." not in path.split("/")
+
+
+def link(path: str) -> str | None:
+    """The href of ``path`` (relative to the results folder, ``/``-separated), percent-encoded, or None
+    when :func:`href_ok` refuses it: then it is shown as text, not as a link."""
+    url = quote(path, safe="/#")
+    return url if href_ok(url) else None
+
+
+def _line_break(state, silent: bool) -> bool:
+    """``<br>``, the one tag the tables write (:meth:`Markup.lines`), as a line break; raw HTML is off."""
+    if not state.src.startswith("<br>", state.pos):
+        return False
+    if not silent:
+        state.push("hardbreak", "br", 0)
+    state.pos += 4
+    return True
+
+
+_MD = MarkdownIt("commonmark", {"html": False}).enable("table")
+_MD.validateLink = href_ok  # links and images: the same check as every other href of the page
+_MD.inline.ruler.before("html_inline", "line_break", _line_break)
+
+
+def md_html(text: str) -> str:
+    """Markdown (CommonMark and tables) as HTML: raw HTML is shown as text, a link :func:`href_ok`
+    refuses stays text, ``<br>`` is a line break."""
+    return _MD.render(text)

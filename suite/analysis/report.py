@@ -4,6 +4,10 @@ The page reads what ``suite analyze`` wrote (``findings.md``, ``tables/*.md``, `
 ``runs.csv``) and the run folders, and embeds everything (figures as data URIs, no script, no
 network at view time): the plain-language answer first, then the figures, tables, findings and
 every run with its status, a loss curve and links to its ``config.yaml`` and ``metrics.jsonl``.
+A results folder travels between people, so everything read from it is untrusted text: the page is a
+Jinja2 template with autoescape, Markdown is rendered without raw HTML (:func:`markup.md_html`), every
+href passes :func:`markup.href_ok` (a path inside the folder or a PNG data URI; anything else stays
+text), and a Content-Security-Policy forbids script, so an escape missed still runs nothing.
 With ``--compare``, two folders side by side: which keys of ``ablation.yaml`` changed and which
 cells of ``tables/summary.csv`` moved (Welch's t-test per cell, unadjusted: a screen).
 """
@@ -11,14 +15,14 @@ cells of ``tables/summary.csv`` moved (Welch's t-test per cell, unadjusted: a sc
 from __future__ import annotations
 
 import base64
-import html
 import math
 from pathlib import Path
 from typing import Any
 
-import markdown
+import jinja2
 import pandas as pd
 import yaml
+from markupsafe import Markup
 
 from suite import files, store
 from suite.analysis import markup
@@ -49,23 +53,17 @@ def build(root: Path, compare: str | Path | None = None) -> str:
     findings = _read(root / "findings.md")
     title = str(runs["ablation"].dropna().iloc[0]) if runs["ablation"].notna().any() else root.resolve().name
     answer, rest = _split_answer(findings)
-    parts = [f"<h1>{_e(title)}: report</h1>", _provenance(root, runs), '<section id="answer"><h2>Answer</h2>',
-             _md(answer), _completeness(root, runs), "</section>"]
-    if compare is not None:
-        parts.append(_compare(root, Path(compare)))
-    parts.append('<section id="figures"><h2>Figures</h2>')
+    figures = []
     for path in sorted((root / "figures").glob("*.png"), key=_figure_rank):
-        data = base64.b64encode(_read_bytes(path)).decode("ascii")
-        parts.append(f'<figure><img alt="{_e(path.stem)}" src="data:image/png;base64,{data}">'
-                     f"<figcaption>{_e(path.stem)} (<a href=\"figures/{_e(path.stem)}.pdf\">pdf</a>)</figcaption></figure>")
-    parts += ["</section>", '<section id="tables"><h2>Tables</h2>']
-    for path in sorted((root / "tables").glob("*.md"), key=_table_rank):
-        parts.append(f'<details open><summary>{_e(path.stem)} (<a href="tables/{_e(path.name)}">md</a>, '
-                     f'<a href="tables/{_e(path.stem)}.csv">csv</a>, <a href="tables/{_e(path.stem)}.tex">tex</a>)'
-                     f"</summary>{_md(_demote(_read(path), drop_title=True))}</details>")
-    parts += ["</section>", '<section id="findings"><h2>Findings</h2>', _md(_demote(rest)), "</section>"]
-    parts += ["</section>", _run_list(root, runs)]
-    return _page(title, "\n".join(parts))
+        src = "data:image/png;base64," + base64.b64encode(_read_bytes(path)).decode("ascii")
+        if markup.href_ok(src):
+            figures.append({"name": path.stem, "src": src, "pdf": markup.link(f"figures/{path.stem}.pdf")})
+    tables = [{"name": path.stem, "html": _md(_demote(_read(path), drop_title=True)),
+               "links": [(kind, markup.link(f"tables/{path.stem}.{kind}")) for kind in ("md", "csv", "tex")]}
+              for path in sorted((root / "tables").glob("*.md"), key=_table_rank)]
+    return PAGE.render(title=title, provenance=_provenance(root, runs), answer=_md(answer),
+                       incomplete=_completeness(root, runs), compare=None if compare is None else _compare(root, Path(compare)),
+                       figures=figures, tables=tables, findings=_md(_demote(rest)), runs=_run_list(root, runs), css=Markup(CSS))
 
 
 # ----------------------------------------------------------------------------- reading
@@ -132,7 +130,7 @@ def _table_rank(path: Path) -> tuple[int, str]:
 # ----------------------------------------------------------------------------- sections
 
 
-def _provenance(root: Path, runs: pd.DataFrame) -> str:
+def _provenance(root: Path, runs: pd.DataFrame) -> dict[str, Any]:
     from suite import __version__
 
     counts = runs["status"].value_counts()
@@ -140,46 +138,42 @@ def _provenance(root: Path, runs: pd.DataFrame) -> str:
     commits = sorted({str(c)[:12] + (" (dirty)" if "dirty" in str(c) else "")
                       for c in runs.get("git_commit", pd.Series(dtype=str)).dropna()})
     commit = ", ".join(commits[:3]) + (f" and {len(commits) - 3} more" if len(commits) > 3 else "") or "unknown"
-    return (f'<p class="meta">{len(runs)} runs ({_e(statuses)}) in <code>{_e(str(root))}</code>; '
-            f"code {_e(commit)}; suite {_e(__version__)}. Written by <code>suite report</code> from "
-            f"<code>findings.md</code>, <code>tables/</code>, <code>figures/</code> and <code>runs.csv</code>.</p>")
+    return {"n": len(runs), "statuses": statuses, "root": str(root), "commit": commit, "version": __version__}
 
 
-def _completeness(root: Path, runs: pd.DataFrame) -> str:
+def _completeness(root: Path, runs: pd.DataFrame) -> tuple[int, int] | None:
+    """(runs with a summary, runs planned) when the sweep is incomplete, else None."""
     try:
         ids = store.read_json(root / "run_ids.json")
     except (OSError, ValueError):
-        return ""
-    if isinstance(ids, list) and len(runs) < len(ids):
-        return (f'<p class="warn">Incomplete sweep: {len(runs)} of {len(ids)} runs have a summary. The answer '
-                f"above is provisional; run the same <code>suite run</code> again to finish.</p>")
-    return ""
+        return None
+    return (len(runs), len(ids)) if isinstance(ids, list) and len(runs) < len(ids) else None
 
 
-def _run_list(root: Path, runs: pd.DataFrame) -> str:
+def _run_list(root: Path, runs: pd.DataFrame) -> dict[str, Any]:
+    """The runs table: its head and one dict per run. A run folder is read (and linked) only when its
+    ``run_dir`` is a path inside ``root`` (:func:`markup.link`): ``runs.csv`` is data like the rest."""
     config_keys = [c for c in runs.columns if c.startswith(CONFIG_PREFIXES) and runs[c].nunique(dropna=False) > 1]
     head = ["run", "variant", *config_keys, "seed", "status", "test acc", "steps", "loss", "error"]
     rows = []
     order = runs.sort_values(["variant", *config_keys, "seed"], kind="stable")
     for _, r in order.iterrows():
-        folder = root / str(r["run_dir"])
-        rel = _e(str(r["run_dir"]))
-        run_id = _e(str(r["run_id"]))
-        link = (f'<a href="{rel}/config.yaml">{run_id}</a>' if (folder / "config.yaml").is_file() else run_id)
-        curve = _sparkline(folder)
-        if curve:
-            curve = f'<a href="{rel}/metrics.jsonl" title="metrics.jsonl">{curve}</a>'
+        rel = str(r["run_dir"]).strip("/") if not markup.missing(r["run_dir"]) else ""
+        inside = rel != "" and markup.link(rel) is not None
+        folder = root / rel
         acc = r.get("test_acc")
-        cells = [link, _e(str(r["variant"])), *(_e(markup.fmt_value(r[k])) for k in config_keys),
-                 _e(str(r.get("seed"))), f'<span class="st-{_e(str(r["status"]))}">{_e(str(r["status"]))}</span>',
-                 "" if markup.missing(acc) else f"{100 * float(acc):.1f}%",
-                 "" if markup.missing(r.get("steps_done")) else str(int(r["steps_done"])), curve,
-                 "" if markup.missing(r.get("error")) else _e(str(r["error"]))]
-        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    return ('<section id="runs"><h2>Runs</h2><p>Each run id links to its resolved <code>config.yaml</code>, each '
-            "curve (training loss by step) to its <code>metrics.jsonl</code>.</p><table><thead><tr>"
-            + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr></thead><tbody>" + "\n".join(rows)
-            + "</tbody></table></section>")
+        rows.append({
+            "id": str(r["run_id"]),
+            "href": markup.link(f"{rel}/config.yaml") if inside and (folder / "config.yaml").is_file() else None,
+            "curve": _sparkline(folder) if inside else "",
+            "curve_href": markup.link(f"{rel}/metrics.jsonl") if inside else None,
+            "cells": [str(r["variant"]), *(markup.fmt_value(r[k]) for k in config_keys), str(r.get("seed"))],
+            "status": str(r["status"]),
+            "tail": ["" if markup.missing(acc) else f"{100 * float(acc):.1f}%",
+                     "" if markup.missing(r.get("steps_done")) else str(int(r["steps_done"]))],
+            "error": "" if markup.missing(r.get("error")) else str(r["error"]),
+        })
+    return {"head": head, "rows": rows}
 
 
 def sparkline_points(losses: list[tuple[int, float]], width: int = 120, height: int = 24) -> str:
@@ -198,33 +192,24 @@ def sparkline_points(losses: list[tuple[int, float]], width: int = 120, height: 
 
 
 def _sparkline(folder: Path) -> str:
+    """The points of ``folder``'s training-loss sparkline ("" when it has none)."""
     try:
         records = store.read_metrics(folder)
     except (store.CorruptFile, OSError):
         return ""
     losses = [(int(r["step"]), float(r["loss"])) for r in records
               if r.get("kind") == "train" and isinstance(r.get("loss"), (int, float)) and isinstance(r.get("step"), int)]
-    points = sparkline_points(losses)
-    if not points:
-        return ""
-    return (f'<svg class="spark" width="120" height="24" viewBox="0 0 120 24" role="img" aria-label="loss">'
-            f'<polyline fill="none" stroke="#1f77b4" stroke-width="1.2" points="{points}"/></svg>')
+    return sparkline_points(losses)
 
 
-def _compare(root: Path, other: Path) -> str:
+def _compare(root: Path, other: Path) -> dict[str, Any]:
     """What changed in the ablation file, and which cells of the summary table moved."""
     _runs_csv(other)  # the same checks: an analysed folder
     mine, theirs = _ablation(root), _ablation(other)
-    changed = [(k, theirs.get(k, "(absent)"), mine.get(k, "(absent)"))
+    changed = [(k, _short(theirs.get(k, "(absent)")), _short(mine.get(k, "(absent)")))
                for k in sorted(set(mine) | set(theirs)) if mine.get(k, "(absent)") != theirs.get(k, "(absent)")]
-    rows = "".join(f"<tr><td><code>{_e(k)}</code></td><td>{_e(_short(b))}</td><td>{_e(_short(a))}</td></tr>"
-                   for k, b, a in changed) or '<tr><td colspan="3">no key differs</td></tr>'
-    parts = [f'<section id="compare"><h2>Compared with <code>{_e(str(other))}</code></h2>',
-             f"<h3>Ablation file</h3><table><thead><tr><th>key</th><th>{_e(str(other))}</th><th>{_e(str(root))}</th>"
-             f"</tr></thead><tbody>{rows}</tbody></table>", "<h3>Cells of tables/summary.csv</h3>"]
-    parts.append(moved_cells_html(_summary(root), _summary(other), str(root), str(other)))
-    parts.append("</section>")
-    return "\n".join(parts)
+    return {"root": str(root), "other": str(other), "changed": changed,
+            "cells": _moved_cells_view(_summary(root), _summary(other), str(root), str(other))}
 
 
 def _ablation(root: Path) -> dict[str, Any]:
@@ -275,36 +260,26 @@ def _welch(r: pd.Series) -> float:
     return float(sps.ttest_ind_from_stats(r["acc_mean"], s1, n1, r["acc_mean_other"], s2, n2, equal_var=False).pvalue)
 
 
-def moved_cells_html(mine: pd.DataFrame, theirs: pd.DataFrame, name: str, other: str) -> str:
+def _moved_cells_view(mine: pd.DataFrame, theirs: pd.DataFrame, name: str, other: str) -> dict[str, Any] | None:
+    """The compare table of :func:`moved_cells` as text cells (None without two summary tables)."""
     cells = moved_cells(mine, theirs)
     if cells.empty:
-        return "<p>No summary table to compare (run <code>suite analyze</code> on both folders).</p>"
+        return None
     keys = list(cells.columns[: list(cells.columns).index("acc_n")])
-    n_moved = int((cells["change"] == "moved").sum())
-    head = [*keys, f"score {other}", f"score {name}", "difference", "Welch p", "change"]
-    rows = []
-    for _, r in cells.iterrows():
-        def cell(m: Any, lo: Any, hi: Any) -> str:
-            return "" if markup.missing(m) else f"{100 * m:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
 
-        vals = [*(_e(markup.fmt_value(r[k])) for k in keys), cell(r["acc_mean_other"], r["acc_ci_low_other"],
-                r["acc_ci_high_other"]), cell(r["acc_mean"], r["acc_ci_low"], r["acc_ci_high"]),
-                "" if markup.missing(r["diff"]) else f"{100 * r['diff']:+.1f}",
-                "" if markup.missing(r["p"]) else f"{r['p']:.3f}", f'<span class="ch-{r["change"]}">'
-                f'{r["change"]}</span>']
-        rows.append("<tr>" + "".join(f"<td>{v}</td>" for v in vals) + "</tr>")
-    return (f"<p>{n_moved} of {len(cells)} cells moved: Welch's t-test between the two folders' runs of a cell, "
-            f"p < 0.05, not adjusted for the {len(cells)} cells (a screen for what to look at, not a verdict). "
-            f"Score: mean test score in percent [95% interval].</p><table><thead><tr>"
-            + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr></thead><tbody>" + "\n".join(rows)
-            + "</tbody></table>")
+    def score(m: Any, lo: Any, hi: Any) -> str:
+        return "" if markup.missing(m) else f"{100 * m:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+    rows = [([*(markup.fmt_value(r[k]) for k in keys),
+              score(r["acc_mean_other"], r["acc_ci_low_other"], r["acc_ci_high_other"]),
+              score(r["acc_mean"], r["acc_ci_low"], r["acc_ci_high"]),
+              "" if markup.missing(r["diff"]) else f"{100 * r['diff']:+.1f}",
+              "" if markup.missing(r["p"]) else f"{r['p']:.3f}"], str(r["change"])) for _, r in cells.iterrows()]
+    return {"n_moved": int((cells["change"] == "moved").sum()), "n": len(cells), "rows": rows,
+            "head": [*keys, f"score {other}", f"score {name}", "difference", "Welch p", "change"]}
 
 
 # ----------------------------------------------------------------------------- html
-
-
-def _e(text: str) -> str:
-    return html.escape(text, quote=True)
 
 
 def _short(value: Any) -> str:
@@ -320,8 +295,9 @@ def _demote(text: str, drop_title: bool = False) -> str:
     return "\n".join("##" + line if line.startswith("#") else line for line in lines)
 
 
-def _md(text: str) -> str:
-    return markdown.markdown(text, extensions=["tables"], output_format="html")
+def _md(text: str) -> Markup:
+    """Markdown as HTML that the template inserts as is: :func:`markup.md_html` keeps no raw HTML."""
+    return Markup(markup.md_html(text))
 
 
 CSS = """
@@ -336,7 +312,62 @@ figure{display:inline-block;margin:.5em;vertical-align:top} figure img{max-width
 """
 
 
-def _page(title: str, body: str) -> str:
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}: report</title>'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>'
-            f"<body>\n{body}\n</body></html>\n")
+# Autoescape: every {{ }} is escaped unless it is Markup (the Markdown above, the constant CSS). The CSP
+# is the first element of <head>: no script, no fetch; images only as data URIs, styles only inline.
+_ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+PAGE = _ENV.from_string("""<!DOCTYPE html>
+<html lang="en"><head><meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'">
+<meta charset="utf-8"><title>{{ title }}: report</title><meta name="viewport" content="width=device-width, initial-scale=1"><style>{{ css }}</style></head>
+<body>
+{% macro a(href, text) %}{% if href %}<a href="{{ href }}">{{ text }}</a>{% else %}{{ text }}{% endif %}{% endmacro %}
+<h1>{{ title }}: report</h1>
+<p class="meta">{{ provenance.n }} runs ({{ provenance.statuses }}) in <code>{{ provenance.root }}</code>; code {{ provenance.commit }}; suite {{ provenance.version }}. Written by <code>suite report</code> from <code>findings.md</code>, <code>tables/</code>, <code>figures/</code> and <code>runs.csv</code>.</p>
+<section id="answer"><h2>Answer</h2>
+{{ answer }}
+{% if incomplete %}
+<p class="warn">Incomplete sweep: {{ incomplete[0] }} of {{ incomplete[1] }} runs have a summary. The answer above is provisional; run the same <code>suite run</code> again to finish.</p>
+{% endif %}
+</section>
+{% if compare %}
+<section id="compare"><h2>Compared with <code>{{ compare.other }}</code></h2>
+<h3>Ablation file</h3><table><thead><tr><th>key</th><th>{{ compare.other }}</th><th>{{ compare.root }}</th></tr></thead><tbody>
+{%- for key, before, after in compare.changed %}<tr><td><code>{{ key }}</code></td><td>{{ before }}</td><td>{{ after }}</td></tr>{% else %}<tr><td colspan="3">no key differs</td></tr>{% endfor -%}
+</tbody></table>
+<h3>Cells of tables/summary.csv</h3>
+{% if compare.cells %}
+<p>{{ compare.cells.n_moved }} of {{ compare.cells.n }} cells moved: Welch's t-test between the two folders' runs of a cell, p < 0.05, not adjusted for the {{ compare.cells.n }} cells (a screen for what to look at, not a verdict). Score: mean test score in percent [95% interval].</p><table><thead><tr>
+{%- for h in compare.cells.head %}<th>{{ h }}</th>{% endfor %}</tr></thead><tbody>
+{% for values, change in compare.cells.rows %}
+<tr>{% for v in values %}<td>{{ v }}</td>{% endfor %}<td><span class="ch-{{ change }}">{{ change }}</span></td></tr>
+{% endfor %}
+</tbody></table>
+{% else %}
+<p>No summary table to compare (run <code>suite analyze</code> on both folders).</p>
+{% endif %}
+</section>
+{% endif %}
+<section id="figures"><h2>Figures</h2>
+{% for f in figures %}
+<figure><img alt="{{ f.name }}" src="{{ f.src }}"><figcaption>{{ f.name }}{% if f.pdf %} (<a href="{{ f.pdf }}">pdf</a>){% endif %}</figcaption></figure>
+{% endfor %}
+</section>
+<section id="tables"><h2>Tables</h2>
+{% for t in tables %}
+<details open><summary>{{ t.name }} (
+{%- for kind, href in t.links %}{{ a(href, kind) }}{{ ", " if not loop.last }}{% endfor %})</summary>{{ t.html }}</details>
+{% endfor %}
+</section>
+<section id="findings"><h2>Findings</h2>
+{{ findings }}
+</section>
+<section id="runs"><h2>Runs</h2><p>Each run id links to its resolved <code>config.yaml</code>, each curve (training loss by step) to its <code>metrics.jsonl</code>.</p><table><thead><tr>
+{%- for h in runs.head %}<th>{{ h }}</th>{% endfor %}</tr></thead><tbody>
+{% for r in runs.rows %}
+<tr><td>{{ a(r.href, r.id) }}</td>{% for c in r.cells %}<td>{{ c }}</td>{% endfor %}<td><span class="st-{{ r.status }}">{{ r.status }}</span></td>
+{%- for c in r.tail %}<td>{{ c }}</td>{% endfor %}<td>
+{%- if r.curve %}{% set svg %}<svg class="spark" width="120" height="24" viewBox="0 0 120 24" role="img" aria-label="loss"><polyline fill="none" stroke="#1f77b4" stroke-width="1.2" points="{{ r.curve }}"/></svg>{% endset %}{{ a(r.curve_href, svg) }}{% endif -%}
+</td><td>{{ r.error }}</td></tr>
+{% endfor %}
+</tbody></table></section>
+</body></html>
+""")
