@@ -335,6 +335,6 @@ def test_run_id_of_the_default_config_is_pinned_and_every_key_counts():
     from suite.config import RunConfig
 
     cfg = RunConfig()
-    assert store.run_id(cfg) == "c32b2f8c83e8"
+    assert store.run_id(cfg) == "130b2b54d744"
     cfg.model.weight_init = "xavier"
-    assert store.run_id(cfg) != "c32b2f8c83e8"
+    assert store.run_id(cfg) != "130b2b54d744"
