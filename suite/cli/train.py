@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     try:  # precision `auto` resolved once, for this machine, before the run id names the folder
         device = resolve_device(cfg.device)
         cfg = resolve_precision(cfg, device.type)
-    except RuntimeError as err:  # device cuda without a GPU
+    except (RuntimeError, ConfigError) as err:  # device cuda without a GPU; fp16 where it is not offered
         return fail(str(err))
     from suite.engine.resources import memory_problem
 

@@ -8,7 +8,7 @@ import os
 from typing import Callable
 
 from suite import store
-from suite.config import resolve_precision
+from suite.config import ConfigError, resolve_precision
 from suite.sweep.folder import RunnerError
 from suite.sweep.spec import Run
 
@@ -47,8 +47,11 @@ def resolve_runs(runs: list[Run], device: str | None, auto: str | Callable[[], s
         if run.cfg.train.precision in ("auto", "fp16") and where == "auto" and callable(auto):  # fp16: CUDA only
             auto = auto()
         # propagation is measured in fp32 (suite.engine.propagation refuses other precisions itself)
-        cfg = run.cfg if run.kind == "propagation" and run.cfg.train.precision != "auto" else \
-            resolve_precision(run.cfg, auto if where == "auto" else where)
+        try:
+            cfg = run.cfg if run.kind == "propagation" and run.cfg.train.precision != "auto" else \
+                resolve_precision(run.cfg, auto if where == "auto" else where)
+        except ConfigError as err:  # fp16 where it is not offered
+            raise RunnerError(f"run '{run.label}': {err}") from None
         rid = store.run_id(cfg)
         if rid in seen:
             raise RunnerError(f"runs '{seen[rid]}' and '{run.label}' are the same run on this device "

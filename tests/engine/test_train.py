@@ -617,3 +617,20 @@ def test_a_killed_fp16_run_resumes_with_its_loss_scale(tmp_path, monkeypatch):
     for key in ("status", "final_train_loss", "test_acc", "steps_done", "scaler_skipped_steps"):
         assert resumed[key] == full[key], key
     assert metrics(tmp_path / "killed") == metrics(tmp_path / "full")
+
+
+def test_fp16_on_a_cpu_is_one_line_from_the_cli(tmp_path, capsys):
+    from suite.cli import main
+
+    args = ["data.name=synthetic", "model.patch_size=4", "data.synthetic_img_size=8", "train.precision=fp16",
+            "train.steps=3", "device=cpu"]
+    assert main(["train", *args, "--out", str(tmp_path / "t")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "train.precision fp16" in err and "use bf16 or fp32" in err
+    ablation = tmp_path / "a.yaml"
+    ablation.write_text("name: a\nbase: {data: {name: synthetic, synthetic_img_size: 8}, model: {patch_size: 4, "
+                        "dim: 16, heads: 2, depth: 1}, train: {steps: 3, precision: fp16}}\n"
+                        "variants: {preln: {model.residual: preln}}\nseeds: 1\n")
+    assert main(["run", str(ablation), "--out", str(tmp_path / "r"), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "run 'preln seed=0': train.precision fp16" in err
