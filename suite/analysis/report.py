@@ -158,7 +158,7 @@ def _run_list(root: Path, runs: pd.DataFrame) -> dict[str, Any]:
     rows = []
     order = runs.sort_values(["variant", *config_keys, "seed"], kind="stable")
     for _, r in order.iterrows():
-        rel = str(r["run_dir"]).strip("/") if not markup.missing(r["run_dir"]) else ""
+        rel = str(r["run_dir"]).rstrip("/") if not markup.missing(r["run_dir"]) else ""
         inside = rel != "" and markup.link(rel) is not None
         folder = root / rel
         acc = r.get("test_acc")
