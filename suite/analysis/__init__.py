@@ -10,7 +10,8 @@ comparisons, one Holm family), ``sequential.py`` (group-sequential looks at it),
 log-rank), ``transfer.py`` (does the best rate transfer across depth), ``regression.py`` and
 ``trends.py`` (trends with depth), ``robust.py`` (rliable-style aggregates across cells),
 ``propagation.py`` (``suite propagate`` runs), ``plan.py`` (seeds needed: ``suite plan``),
-``markup.py`` and ``tables.py`` (Markdown / LaTeX / CSV tables), ``findings.py`` (``findings.md``, in
+``markup.py`` and ``tables.py`` (Markdown / LaTeX / CSV tables; markup also turns Markdown into the
+report's HTML and checks its links), ``findings.py`` (``findings.md``, in
 words), ``figures.py`` (matplotlib), ``report.py`` (one HTML page: ``suite report``), and
 ``analyze.py`` (the driver, :func:`suite.analysis.analyze.analyze`). Nothing here parses arguments
 or prints: ``suite analyze`` (``suite/cli/analyze.py``) does.
