@@ -34,6 +34,7 @@ import yaml
 from scipy import stats as sps
 
 from suite import store
+from suite.config import read_yaml
 from suite.analysis import sequential, stats
 from suite.analysis.doseresponse import frontier, relative_potency
 from suite.analysis.grouping import LR
@@ -171,7 +172,7 @@ def read(folder: str | Path) -> Primary | list[Primary] | None:
     if not path.is_file():
         return None
     try:
-        data = yaml.safe_load(store.read_text(path)) or {}
+        data = read_yaml(path)  # the alias-bomb and size guards of every ablation file
     except (OSError, ValueError, yaml.YAMLError) as err:
         raise AnalysisError(f"{path}: cannot read it ({err}); restore it or run `suite run` again") from None
     if not isinstance(data, dict) or data.get("primary") is None:

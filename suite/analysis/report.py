@@ -27,7 +27,7 @@ from markupsafe import Markup
 from suite import files, store
 from suite.analysis import markup
 from suite.analysis.load import AnalysisError
-from suite.config import flatten
+from suite.config import flatten, read_yaml
 
 REPORT = "report.html"
 TABLE_ORDER = ("summary", "lr", "trends", "aggregate", "learn", "transfer", "propagation")
@@ -214,8 +214,8 @@ def _compare(root: Path, other: Path) -> dict[str, Any]:
 
 def _ablation(root: Path) -> dict[str, Any]:
     try:
-        raw = yaml.safe_load(files.read_text(root / "ablation.yaml"))
-    except (OSError, yaml.YAMLError):
+        raw = read_yaml(root / "ablation.yaml")  # the alias-bomb and size guards of every ablation file
+    except (OSError, ValueError, yaml.YAMLError):
         return {}
     return {k: v for k, v in flatten(raw).items() if k != "description"} if isinstance(raw, dict) else {}
 

@@ -248,3 +248,30 @@ def test_6_run_dirs_that_leave_the_folder_are_not_links(analysed, tmp_path):
     text = assert_inert(write_report(root))
     assert "javascript:alert(1)" not in re.findall(r'href="([^"]*)"', text)
     assert text.count("<tr><td>") >= len(hostile)
+
+
+# ----------------------------------------------------------------------------- YAML read from a folder
+
+BOMB = "name: bomb\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]\n"
+    for i in range(1, 9)) + "primary: *a8\n"
+
+
+def test_an_alias_bomb_in_a_folders_ablation_yaml_is_refused_not_expanded(tmp_path):
+    """`suite analyze` and `suite report --compare` read a results folder's ablation.yaml through the same
+    guard as an ablation file: refused in one line (analyze) or left out (compare), never expanded."""
+    import time
+
+    from suite.analysis.load import AnalysisError
+    from suite.analysis.primary import read
+    from suite.analysis.report import _ablation
+
+    root = tmp_path / "shared"
+    write_run(root, "preln", 6, 0)
+    (root / "ablation.yaml").write_text(BOMB)
+    started = time.perf_counter()
+    with pytest.raises(AnalysisError, match="alias bomb") as err:
+        read(root)
+    assert "\n" not in str(err.value)
+    assert _ablation(root) == {}
+    assert time.perf_counter() - started < 5  # expanded, 10^9 values would take minutes and gigabytes
