@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import math
 import sys
 import time
 from typing import Any
@@ -120,14 +121,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _until_decided(args: argparse.Namespace, progress: "Progress"):
-    from suite.sweep.spec import load_ablation
+    from suite.sweep.spec import MAX_RUNS, load_ablation
     from suite.sweep.until import run_until_decided
 
+    ablation = load_ablation(args.ablation, max_runs=args.max_runs)
     max_seeds = args.max_seeds
     if max_seeds is None:
-        max_seeds = 4 * len(load_ablation(args.ablation, max_runs=args.max_runs).seeds)
+        max_seeds = 4 * len(ablation.seeds)
     if max_seeds < 2:
         raise RunnerError(f"--max-seeds {max_seeds}: a paired comparison needs at least 2; pass e.g. --max-seeds 12")
+    limit = MAX_RUNS if args.max_runs is None else args.max_runs  # the bound --max-runs puts on a file's grid
+    most = max_seeds * len(ablation.runs) / max(len(ablation.seeds), 1)
+    if most > limit:
+        raise RunnerError(f"--max-seeds {max_seeds}: up to {most:,.0f} runs, more than the limit of {limit:,}; "
+                          f"lower --max-seeds, or pass --max-runs {math.ceil(most)} if you mean it")
     return run_until_decided(args.ablation, args.out, options(args), max_seeds, report=progress,
                              notify=lambda line: print(line, flush=True))
 

@@ -47,6 +47,11 @@ def test_until_decided_needs_a_primary_and_a_sensible_cap(tmp_path, capsys):
     path.write_text(yaml.safe_dump(TINY))
     assert main(["run", str(path), "--out", str(tmp_path / "o"), "--until-decided", "--max-seeds", "1", *ARGS]) == 2
     assert "--max-seeds 1" in capsys.readouterr().err
+    # a cap bounded like a grid (--max-runs): 10^12 seeds was a MemoryError
+    assert main(["run", str(path), "--out", str(tmp_path / "o"), "--until-decided", "--max-seeds", "1000000000000",
+                 *ARGS]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "more than the limit of 100,000; lower --max-seeds" in err
     assert main(["run", str(path), "--out", str(tmp_path / "o"), "--max-seeds", "6", *ARGS]) == 2
     assert "--max-seeds: only with --until-decided" in capsys.readouterr().err
     assert main(["run", str(path), "--out", str(tmp_path / "o"), "--until-decided", "--only", "variant=preln",
