@@ -30,6 +30,7 @@ from suite.analysis.load import AnalysisError
 from suite.config import flatten, read_yaml
 
 REPORT = "report.html"
+COMPARE = "compare.html"  # --compare writes here: report.html stays the folder's own page
 TABLE_ORDER = ("summary", "lr", "trends", "aggregate", "learn", "transfer", "propagation")
 FIGURE_ORDER = ("accuracy_vs_lr", "accuracy_vs_depth", "best_lr_vs_depth", "frontier_vs_depth", "not_ok_vs_depth")
 CONFIG_PREFIXES = ("model.", "train.", "data.")
@@ -37,14 +38,15 @@ MAX_CURVE_POINTS = 200  # a sparkline needs no more
 
 
 def write_report(root: str | Path, compare: str | Path | None = None) -> Path:
-    """Write ``root/report.html`` (atomically, never through a link) and return its path.
+    """Write ``root/report.html`` (with ``compare``: ``root/compare.html``, the same page with the
+    comparison; atomically, never through a link) and return its path.
 
     Raises:
         AnalysisError: ``root`` (or ``compare``) is not an analysed results folder.
     """
     root = Path(root)
     page = build(root, compare)
-    return markup.write_text(page, root / REPORT)
+    return markup.write_text(page, root / (REPORT if compare is None else COMPARE))
 
 
 def build(root: Path, compare: str | Path | None = None) -> str:
@@ -205,19 +207,37 @@ def _sparkline(folder: Path) -> str:
 def _compare(root: Path, other: Path) -> dict[str, Any]:
     """What changed in the ablation file, and which cells of the summary table moved."""
     _runs_csv(other)  # the same checks: an analysed folder
+    warnings = []
     mine, theirs = _ablation(root), _ablation(other)
+    for folder, found in ((root, mine), (other, theirs)):
+        if found is None:
+            warnings.append(f"{folder}/ablation.yaml cannot be read (missing, damaged or too large): its keys are "
+                            f"not compared")
+    mine, theirs = mine or {}, theirs or {}
     changed = [(k, _short(theirs.get(k, "(absent)")), _short(mine.get(k, "(absent)")))
                for k in sorted(set(mine) | set(theirs)) if mine.get(k, "(absent)") != theirs.get(k, "(absent)")]
-    return {"root": str(root), "other": str(other), "changed": changed,
-            "cells": _moved_cells_view(_summary(root), _summary(other), str(root), str(other))}
+    a, b = _summary(root), _summary(other)
+    only = sorted(set(_cell_keys(a)) ^ set(_cell_keys(b)))
+    if only:
+        warnings.append(f"the two folders' cells are not the same kind: {', '.join(only)} splits the cells of one "
+                        f"folder only, so no cell is compared; compare folders of the same ablation")
+    return {"root": str(root), "other": str(other), "changed": changed, "warnings": warnings,
+            "cells": None if only else _moved_cells_view(a, b, str(root), str(other))}
 
 
-def _ablation(root: Path) -> dict[str, Any]:
+def _cell_keys(summary: pd.DataFrame) -> list[str]:
+    """The keys that name a cell of a summary table (its columns before ``is_baseline``)."""
+    cols = list(summary.columns)
+    return cols[: cols.index("is_baseline")] if "is_baseline" in cols else []
+
+
+def _ablation(root: Path) -> dict[str, Any] | None:
+    """The folder's ablation.yaml flattened (its description aside); None when it cannot be read."""
     try:
         raw = read_yaml(root / "ablation.yaml")  # the alias-bomb and size guards of every ablation file
     except (OSError, ValueError, yaml.YAMLError):
-        return {}
-    return {k: v for k, v in flatten(raw).items() if k != "description"} if isinstance(raw, dict) else {}
+        return None
+    return {k: v for k, v in flatten(raw).items() if k != "description"} if isinstance(raw, dict) else None
 
 
 def _summary(root: Path) -> pd.DataFrame:
@@ -232,8 +252,8 @@ def _summary(root: Path) -> pd.DataFrame:
 def moved_cells(mine: pd.DataFrame, theirs: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     """One row per cell (group) of either summary table: both mean scores, their difference, Welch's
     t-test between the two cells' runs (from their means, SDs and counts) and ``change``: ``moved``
-    (p < ``alpha``, unadjusted: a screen, not a verdict), ``same``, or ``new`` / ``gone`` for a cell on
-    one side only."""
+    (p < ``alpha``, unadjusted: a screen, not a verdict), ``not significant`` (which is not "the
+    same"), or ``new`` / ``gone`` for a cell on one side only."""
     need = {"is_baseline", "acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high"}
     if mine.empty or theirs.empty or not need <= set(mine.columns) or not need <= set(theirs.columns):
         return pd.DataFrame()
@@ -242,7 +262,7 @@ def moved_cells(mine: pd.DataFrame, theirs: pd.DataFrame, alpha: float = 0.05) -
     merged = mine[cols].merge(theirs[cols], on=keys, how="outer", suffixes=("", "_other"), indicator=True)
     merged["diff"] = merged["acc_mean"] - merged["acc_mean_other"]
     merged["p"] = [_welch(r) for _, r in merged.iterrows()]
-    merged["change"] = merged["_merge"].astype(str).map({"left_only": "new", "right_only": "gone", "both": "same"})
+    merged["change"] = merged["_merge"].astype(str).map({"left_only": "new", "right_only": "gone", "both": "not significant"})
     merged.loc[(merged["_merge"] == "both") & (merged["p"] < alpha), "change"] = "moved"
     return merged.drop(columns="_merge").reset_index(drop=True)
 
@@ -330,7 +350,8 @@ PAGE = _ENV.from_string("""<!DOCTYPE html>
 </section>
 {% if compare %}
 <section id="compare"><h2>Compared with <code>{{ compare.other }}</code></h2>
-<h3>Ablation file</h3><table><thead><tr><th>key</th><th>{{ compare.other }}</th><th>{{ compare.root }}</th></tr></thead><tbody>
+{% for w in compare.warnings %}<p class="warn">Warning: {{ w }}.</p>
+{% endfor %}<h3>Ablation file</h3><table><thead><tr><th>key</th><th>{{ compare.other }}</th><th>{{ compare.root }}</th></tr></thead><tbody>
 {%- for key, before, after in compare.changed %}<tr><td><code>{{ key }}</code></td><td>{{ before }}</td><td>{{ after }}</td></tr>{% else %}<tr><td colspan="3">no key differs</td></tr>{% endfor -%}
 </tbody></table>
 <h3>Cells of tables/summary.csv</h3>
@@ -341,7 +362,7 @@ PAGE = _ENV.from_string("""<!DOCTYPE html>
 <tr>{% for v in values %}<td>{{ v }}</td>{% endfor %}<td><span class="ch-{{ change }}">{{ change }}</span></td></tr>
 {% endfor %}
 </tbody></table>
-{% else %}
+{% elif not compare.warnings %}
 <p>No summary table to compare (run <code>suite analyze</code> on both folders).</p>
 {% endif %}
 </section>

@@ -11,15 +11,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``suite report`` arguments to ``parser``."""
     parser.add_argument("dir", help="a results folder `suite analyze` has written into, e.g. results/default")
     parser.add_argument("--compare", metavar="OTHER", default=None,
-                        help="a second analysed folder: show what changed in the ablation file and which cells moved")
+                        help="a second analysed folder: write DIR/compare.html, showing what changed in the ablation "
+                             "file and which cells moved (report.html is left as it is)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Write ``DIR/report.html``; exit 2 on a user error."""
+    """Write ``DIR/report.html`` (with ``--compare``: ``DIR/compare.html``, warning on stderr where the two
+    folders cannot be compared key by key or cell by cell); exit 2 on a user error."""
     from suite.analysis.load import AnalysisError
     from suite.analysis.report import write_report
 
+    import sys
+
     try:
+        if args.compare is not None:
+            from pathlib import Path
+
+            from suite.analysis.report import _compare
+
+            for line in _compare(Path(args.dir), Path(args.compare))["warnings"]:
+                print(f"warning: {line}", file=sys.stderr)
         path = write_report(args.dir, args.compare)
     except AnalysisError as err:
         return fail(str(err))

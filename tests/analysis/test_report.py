@@ -85,8 +85,10 @@ def test_compare_names_the_changed_keys_and_the_cells_that_moved(analysed, tmp_p
     (other / "ablation.yaml").write_text(yaml.safe_dump({**yaml.safe_load((other / "ablation.yaml").read_text()),
                                                           "seeds": 5}))
     analyze(other, figures=False)
+    before = (analysed / REPORT).read_bytes() if (analysed / REPORT).exists() else None
     assert main(["report", str(analysed), "--compare", str(other)]) == 0
-    page = (analysed / REPORT).read_text()
+    page = (analysed / "compare.html").read_text()  # report.html stays the folder's own page
+    assert ((analysed / REPORT).read_bytes() if (analysed / REPORT).exists() else None) == before
     part = page[page.index('id="compare"'):page.index('id="figures"')]
     assert "<code>seeds</code></td><td>5</td><td>3</td>" in part
     assert re.search(r"<td>layerscale</td><td>12</td><td>0.001</td><td>61.0 \[[^<]*</td><td>91.0 \[[^<]*</td>"
@@ -104,7 +106,8 @@ def test_moved_cells_is_welchs_test_per_cell():
     a = pd.DataFrame([row("x", 6, x6), row("x", 12, [0.4, 0.5, 0.6]), row("y", 6, [0.5, 0.6])], columns=cols)
     b = pd.DataFrame([row("x", 6, x6_other), row("x", 12, [0.35, 0.45, 0.55]), row("z", 6, [0.5, 0.6])], columns=cols)
     cells = moved_cells(a, b).set_index(["variant", "model.depth"])
-    assert cells["change"].to_dict() == {("x", 6): "moved", ("x", 12): "same", ("y", 6): "new", ("z", 6): "gone"}
+    assert cells["change"].to_dict() == {("x", 6): "moved", ("x", 12): "not significant", ("y", 6): "new",
+                                        ("z", 6): "gone"}
     assert cells.loc[("x", 6), "p"] == pytest.approx(sps.ttest_ind(x6, x6_other, equal_var=False).pvalue)
     assert cells.loc[("x", 12), "p"] == pytest.approx(sps.ttest_ind([0.4, 0.5, 0.6], [0.35, 0.45, 0.55],
                                                                      equal_var=False).pvalue)
@@ -163,3 +166,21 @@ def test_a_folder_it_cannot_write_is_one_line_exit_2(analysed, monkeypatch, caps
     assert main(["report", str(analysed)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot write" in err and "Permission denied" in err
+
+
+def test_compare_warns_when_the_folders_cannot_be_compared(analysed, tmp_path, capsys):
+    """Another ablation's cells (a key only one side splits on) are not matched on the rest, and an
+    unreadable ablation.yaml is said, not shown as every key "(absent)"."""
+    other = folder(tmp_path / "other", DECLARED, SCORES)
+    analyze(other, figures=False)
+    table = other / "tables" / "summary.csv"
+    frame = pd.read_csv(table)
+    frame.insert(0, "train.warmup_steps", 20)
+    frame.to_csv(table, index=False)
+    (other / "ablation.yaml").write_text("name: [unclosed\n")
+    assert main(["report", str(analysed), "--compare", str(other)]) == 0
+    err = capsys.readouterr().err
+    assert "ablation.yaml cannot be read" in err and "train.warmup_steps splits the cells of one folder only" in err
+    page = (analysed / "compare.html").read_text()
+    part = page[page.index('id="compare"'):page.index('id="figures"')]
+    assert part.count('class="warn"') == 2 and "cells moved" not in part
