@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import warnings
+from pathlib import Path
 
 from suite.cli.checks import fail
 
@@ -25,6 +26,9 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--effect {args.effect}: expected points in (0, 100), e.g. 5")
     if not 0 < args.power < 1:
         return fail(f"--power {args.power}: expected a probability in (0, 1), e.g. 0.8")
+    if args.dir.endswith((".yaml", ".yml")) and not Path(args.dir).is_dir():  # an ablation file, before any run
+        return fail(f"{args.dir}: suite plan plans from the runs of a results folder; before any run, `suite cost "
+                    f"{args.dir}` says what the file costs, and `suite run {args.dir}` makes the runs to plan from")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AnalysisWarning)  # `suite analyze` reports damaged summaries
         try:

@@ -152,3 +152,14 @@ def test_a_sequential_look_reports_the_stagewise_p_and_the_repeated_interval(tmp
     assert answer.decision == ("difference" if abs(z) >= plan.bounds[0] else "undecided")
     assert answer.high - answer.low > 2 * sps.t.isf(0.025, 2) * d.std(ddof=1) / math.sqrt(3)  # wider than fixed
     assert "look 1" in primary_text.paragraph(answer) and "O'Brien-Fleming" in primary_text.paragraph(answer)
+
+
+def test_plan_given_an_ablation_file_points_to_cost_and_run(tmp_path, capsys):
+    """Before any run there is nothing to plan from: `suite plan FILE.yaml` says what to do instead of
+    "no such folder"."""
+    from suite.cli import main
+
+    ablation = Path(__file__).resolve().parents[2] / "ablations" / "default.yaml"
+    assert main(["plan", str(ablation)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"`suite cost {ablation}`" in err and f"`suite run {ablation}`" in err
