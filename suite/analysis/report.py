@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import jinja2
 import pandas as pd
@@ -37,19 +37,21 @@ CONFIG_PREFIXES = ("model.", "train.", "data.")
 MAX_CURVE_POINTS = 200  # a sparkline needs no more
 
 
-def write_report(root: str | Path, compare: str | Path | None = None) -> Path:
+def write_report(root: str | Path, compare: str | Path | None = None,
+                 warn: Callable[[str], None] = lambda line: None) -> Path:
     """Write ``root/report.html`` (with ``compare``: ``root/compare.html``, the same page with the
-    comparison; atomically, never through a link) and return its path.
+    comparison; atomically, never through a link) and return its path. ``warn`` gets each line the
+    comparison warns with (also on the page).
 
     Raises:
         AnalysisError: ``root`` (or ``compare``) is not an analysed results folder.
     """
     root = Path(root)
-    page = build(root, compare)
+    page = build(root, compare, warn)
     return markup.write_text(page, root / (REPORT if compare is None else COMPARE))
 
 
-def build(root: Path, compare: str | Path | None = None) -> str:
+def build(root: Path, compare: str | Path | None = None, warn: Callable[[str], None] = lambda line: None) -> str:
     """The report of ``root`` as one HTML document."""
     runs = _runs_csv(root)
     findings = _read(root / "findings.md")
@@ -64,7 +66,7 @@ def build(root: Path, compare: str | Path | None = None) -> str:
                "links": [(kind, markup.link(f"tables/{path.stem}.{kind}")) for kind in ("md", "csv", "tex")]}
               for path in sorted((root / "tables").glob("*.md"), key=_table_rank)]
     return PAGE.render(title=title, provenance=_provenance(root, runs), answer=_md(answer),
-                       incomplete=_completeness(root, runs), compare=None if compare is None else _compare(root, Path(compare)),
+                       incomplete=_completeness(root, runs), compare=None if compare is None else _compare(root, Path(compare), warn),
                        figures=figures, tables=tables, findings=_md(_demote(rest)), runs=_run_list(root, runs), css=Markup(CSS))
 
 
@@ -204,7 +206,7 @@ def _sparkline(folder: Path) -> str:
     return sparkline_points(losses)
 
 
-def _compare(root: Path, other: Path) -> dict[str, Any]:
+def _compare(root: Path, other: Path, warn: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
     """What changed in the ablation file, and which cells of the summary table moved."""
     _runs_csv(other)  # the same checks: an analysed folder
     warnings = []
@@ -221,6 +223,8 @@ def _compare(root: Path, other: Path) -> dict[str, Any]:
     if only:
         warnings.append(f"the two folders' cells are not the same kind: {', '.join(only)} splits the cells of one "
                         f"folder only, so no cell is compared; compare folders of the same ablation")
+    for line in warnings:
+        warn(line)
     return {"root": str(root), "other": str(other), "changed": changed, "warnings": warnings,
             "cells": None if only else _moved_cells_view(a, b, str(root), str(other))}
 

@@ -24,14 +24,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     try:
-        if args.compare is not None:
-            from pathlib import Path
-
-            from suite.analysis.report import _compare
-
-            for line in _compare(Path(args.dir), Path(args.compare))["warnings"]:
-                print(f"warning: {line}", file=sys.stderr)
-        path = write_report(args.dir, args.compare)
+        path = write_report(args.dir, args.compare, warn=lambda line: print(f"warning: {line}", file=sys.stderr))
     except AnalysisError as err:
         return fail(str(err))
     except OSError as err:  # e.g. a read-only results folder (a full disk is DiskFull, handled by the CLI)
