@@ -6,8 +6,9 @@ baseline (``summary.py``, statistics in ``stats.py``; ``tables/summary.csv``) ->
 tables (``tables.py``), each scheme at its best learning rate (``lr.py``), depth trends and
 aggregates (``trends.py``), time to learn (``survival.py``), learning-rate transfer across depth
 (``transfer.py``), the declared primary comparison(s)
-(``primary.py``, ``coprimary.py``), ``findings.md``
-(``findings.py``) and figures (``figures.py``). The rules are in ``docs/statistics.md``.
+(``primary.py``, ``coprimary.py``), ``findings.md`` (``findings.py``) and figures (``figures.py``).
+What is written, under which title, is one registry: ``products.py``; :func:`study` computes it all
+(``suite report`` renders the same object). The rules are in ``docs/statistics.md``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pandas as pd
 
 from suite import store
 from suite.analysis import markup as tables
-from suite.analysis import coprimary, primary
+from suite.analysis import coprimary, primary, products
 from suite.analysis import tables as paper
 from suite.analysis.grouping import choose_baseline, group_keys
 from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
@@ -67,16 +68,70 @@ def analyze(
         if f not in FORMATS:
             raise AnalysisError(f"unknown table format '{f}'; use a comma list of {', '.join(FORMATS)}")
     root = Path(run_dir)
-    runs = load_runs(root)
-    _check_complete(root, runs, force)
+    result = study(root, baseline, by, force)
+    written = [tables.write_csv(runs_frame(result.runs, result.keys, result.baseline), root / "runs.csv")]
+    table_dir = store.no_link(root / "tables")
+    table_dir.mkdir(exist_ok=True)
+    for kind in products.TABLES.values():
+        frame = kind.frame(result)
+        if frame is None or frame.empty:
+            continue
+        for fmt in formats:
+            if fmt == "csv":
+                written.append(tables.write_csv(frame, table_dir / f"{kind.name}.csv"))
+            else:
+                doc = paper.document(fmt, kind, result.title, frame, result.keys, result.baseline, result.intro)
+                written.append(tables.write_text(doc, table_dir / f"{kind.name}.{fmt}"))
+    if not result.propagation:
+        written.append(tables.write_text(findings(result), root / "findings.md"))
+    n_error = sum(r["status"] == "error" for r in result.runs)
+    if figures and n_error == len(result.runs):
+        warnings.warn("no figures: every run ended in error (runs.csv has each one's error)", AnalysisWarning)
+    elif figures:
+        from suite.analysis import figures as fig  # matplotlib is slow to import: only when drawing
+
+        drawn = fig.draw(result)
+        _remove_stale_figures(root / "figures", drawn)
+        written += drawn
+    summary = result.summary
+    summary.attrs.update(written=[str(p) for p in written], keys=result.keys, baseline=result.baseline,
+                         **({} if result.propagation else {"primary": result.answer}))
+    return summary
+
+
+def _remove_stale_figures(folder: Path, drawn: list[Path]) -> None:
+    """Delete the figures an earlier analysis drew that this one did not (a "vs depth" figure once a
+    folder has one depth, a section that is gone), so ``figures/`` and the report show this analysis
+    only. Files no :data:`~suite.analysis.products.FIGURES` kind names are left alone."""
+    keep = {p.name for p in drawn}
+    for path in sorted(folder.glob("*")) if folder.is_dir() and not folder.is_symlink() else []:
+        if (path.suffix in (".png", ".pdf") and path.name not in keep and path.is_file()
+                and products.figure_kind(path.stem, None)[0] is not None):
+            path.unlink()
+
+
+def study(root: Path, baseline: str | None = None, by: list[str] | None = None, force: bool = False,
+          check_complete: bool = True) -> products.Analysis:
+    """Everything the products are drawn from (:class:`~suite.analysis.products.Analysis`), written
+    nowhere: ``analyze`` writes it, ``suite report`` renders it. Runs come from the folder's
+    ``summary.json`` files, or from its ``runs.csv`` when it has none (a folder shared without its runs).
+
+    Raises:
+        AnalysisError: as :func:`analyze`.
+    """
+    runs = load_runs(root, from_csv=True)
+    if check_complete:
+        _check_complete(root, runs, force)
     base = choose_baseline(runs, baseline)
     keys = group_keys(runs, by)
     n_error = sum(r["status"] == "error" for r in runs)
     if n_error:
         warnings.warn(f"{n_error} run(s) ended in error and are left out of all rates (see runs.csv: status, error)",
                       AnalysisWarning)
+    title = str(runs[0].get("ablation") or root.resolve().name)
     if is_propagation(runs):
-        return _analyze_propagation(root, runs, keys, base, formats, figures)
+        return products.Analysis(root, title, runs, keys, base, {"propagation": summary_frame(runs, keys, base)},
+                                 propagation=True)
     if any(r.get("kind") == KIND for r in runs):
         raise AnalysisError(f"{root}: mixes `suite propagate` runs with training runs; analyse them in separate folders")
     summary = summarize(runs, keys, base)
@@ -92,32 +147,7 @@ def analyze(
         "learn": learn_table(runs, keys, base),
         "transfer": transfer_table(runs, keys, base),
     }
-    answer = _primary(root, runs)
-    title = str(runs[0].get("ablation") or root.resolve().name)
-    intro = f"{len(runs)} runs in {len(summary)} groups."
-    written = [tables.write_csv(runs_frame(runs, keys, base), root / "runs.csv")]
-    table_dir = store.no_link(root / "tables")
-    table_dir.mkdir(exist_ok=True)
-    for kind, frame in frames.items():
-        if frame is None or frame.empty:
-            continue
-        for fmt in formats:
-            if fmt == "csv":
-                written.append(tables.write_csv(frame, table_dir / f"{kind}.csv"))
-            else:
-                doc = paper.document(fmt, kind, title, frame, keys, base, intro)
-                written.append(tables.write_text(doc, table_dir / f"{kind}.{fmt}"))
-    text = findings(title, summary, keys, base, frames["trends"], frames["aggregate"], frames["lr"], answer,
-                    frames["learn"], frames["transfer"])
-    written.append(tables.write_text(text, root / "findings.md"))
-    if figures and n_error == len(runs):
-        warnings.warn("no figures: every run ended in error (runs.csv has each one's error)", AnalysisWarning)
-    elif figures:
-        from suite.analysis import figures as fig  # matplotlib is slow to import: only when drawing
-
-        written += fig.draw_all(root, runs, summary, keys, base, title, frames["lr"], frames["transfer"])
-    summary.attrs.update(written=[str(p) for p in written], keys=keys, baseline=base, primary=answer)
-    return summary
+    return products.Analysis(root, title, runs, keys, base, frames, _primary(root, runs))
 
 
 def _primary(root: Path, runs: list[dict]) -> primary.Answer | list[primary.Answer] | None:
@@ -169,26 +199,3 @@ def _committed(root: Path) -> list[str]:
         return []
     tracked = done.stdout.split() if done.returncode == 0 else []
     return sorted({name for name in OUTPUTS if any(t == name or t.startswith(name + "/") for t in tracked)})
-
-
-def _analyze_propagation(root: Path, runs: list[dict], keys: list[str], base: str, formats: tuple[str, ...],
-                         figures: bool) -> pd.DataFrame:
-    """``runs.csv``, ``tables/propagation.*`` and the propagation figures of a ``suite propagate`` folder."""
-    frame = summary_frame(runs, keys, base)
-    title = str(runs[0].get("ablation") or root.resolve().name)
-    written = [tables.write_csv(runs_frame(runs, keys, base), root / "runs.csv")]
-    table_dir = store.no_link(root / "tables")
-    table_dir.mkdir(exist_ok=True)
-    for fmt in formats:
-        if fmt == "csv":
-            written.append(tables.write_csv(frame, table_dir / "propagation.csv"))
-        else:
-            doc = paper.document(fmt, "propagation", title, frame, keys, base,
-                                 f"{len(runs)} signal-propagation runs in {len(frame)} groups.")
-            written.append(tables.write_text(doc, table_dir / f"propagation.{fmt}"))
-    if figures:
-        from suite.analysis import figures as fig
-
-        written += fig.draw_propagation(root, runs, frame, keys, base, title)
-    frame.attrs.update(written=[str(p) for p in written], keys=keys, baseline=base)
-    return frame

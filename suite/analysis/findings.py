@@ -22,6 +22,7 @@ import pandas as pd
 from suite.analysis.grouping import DEPTH, LR, sections, section_keys, variant_order
 from suite.analysis.markup import fmt_rate, fmt_value
 from suite.analysis.primary import Answer
+from suite.analysis.products import FINDINGS, Analysis, FindingsSection
 from suite.analysis.primary_text import paragraph
 from suite.analysis.stats import fisher_min_p
 from suite.analysis.survival import first_eval_line, uninformative
@@ -249,35 +250,49 @@ def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[
     return lines[:4] + ([summary, ""] if summary else []) + lines[4:]
 
 
-def findings(title: str, summary: pd.DataFrame, keys: list[str], baseline: str,
-             trends: pd.DataFrame | None, aggregate: pd.DataFrame | None, lr: pd.DataFrame | None = None,
-             answer: Answer | list[Answer] | None = None, learn: pd.DataFrame | None = None,
-             transfer: pd.DataFrame | None = None) -> str:
-    """The text of ``findings.md`` (Markdown; deterministic, like the tables).
+def findings(analysis: Analysis) -> str:
+    """The text of ``findings.md`` (Markdown; deterministic, like the tables): a title, then each of
+    the :func:`parts` in order."""
+    lines = [f"# Findings: {analysis.title}", ""]
+    for _, part in parts(analysis):
+        lines += part
+    return "\n".join(lines).rstrip() + "\n"
 
-    Args:
-        answer: the primary comparison's result (:func:`suite.analysis.primary.evaluate`), or the co-primary
-            comparisons' results (:func:`suite.analysis.coprimary.evaluate_all`), if declared.
-        lr: with a learning-rate axis (:func:`suite.analysis.lr.lr_table`), the best-rate comparisons
-            come first among the exploratory ones.
-        transfer: with depth and learning-rate axes (:func:`suite.analysis.transfer.transfer_table`),
-            a section on learning-rate transfer across depth, before the comparisons.
-    """
-    lines = [f"# Findings: {title}", ""]
-    if answer is not None:
-        lines += [paragraph(answer), ""]
-    else:
-        lines += ["No primary comparison is declared (`primary:` in the ablation file, docs/ablations.md), so "
-                  "nothing below is a test of a hypothesis stated before the runs.", ""]
+
+def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:
+    """The parts of ``findings.md``, each a :data:`suite.analysis.products.FINDINGS` entry and its Markdown
+    lines (none for a part with nothing to say): the declared comparison's answer
+    (:func:`suite.analysis.primary_text.paragraph`), learning-rate transfer across depth (with depth and
+    rate axes), then every comparison with the baseline as an exploratory estimate (the best-rate
+    comparisons first, when there is a rate axis)."""
+    frames = analysis.frames
+    out = [(FINDINGS["answer"], answer_lines(analysis.answer))]
+    transfer = frames.get("transfer")
     if transfer is not None and not transfer.empty:
-        lines += _transfer_section(transfer, keys, baseline)
-    lines += ["## Exploratory comparisons", "",
-              f"Every scheme against `{baseline}`. Scores: an ok run at its accuracy, a diverged or failed run at "
-              f"chance; error runs left out. Each difference comes with a simultaneous 95% interval and a p-value, "
-              f"both Bonferroni-adjusted over the comparisons of its table section (xm), so an interval excludes 0 "
-              f"exactly when its adjusted p is below {ALPHA}. These are estimates to read, not verdicts: the "
-              f"questions this ablation decides are answered above, in its primary comparison. Methods: "
-              f"docs/statistics.md.", ""]
+        out.append((FINDINGS["transfer"], _transfer_section(transfer, analysis.keys, analysis.baseline)))
+    out.append((FINDINGS["exploratory"], _exploratory(analysis.summary, analysis.keys, analysis.baseline,
+                                                      frames.get("trends"), frames.get("aggregate"), frames.get("lr"),
+                                                      frames.get("learn"))))
+    return out
+
+
+def answer_lines(answer: Answer | list[Answer] | None) -> list[str]:
+    """The answer block: the declared comparison's paragraph, or why there is none."""
+    if answer is not None:
+        return [paragraph(answer), ""]
+    return ["No primary comparison is declared (`primary:` in the ablation file, docs/ablations.md), so "
+            "nothing below is a test of a hypothesis stated before the runs.", ""]
+
+
+def _exploratory(summary: pd.DataFrame, keys: list[str], baseline: str, trends: pd.DataFrame | None,
+                 aggregate: pd.DataFrame | None, lr: pd.DataFrame | None, learn: pd.DataFrame | None) -> list[str]:
+    lines = ["## Exploratory comparisons", "",
+             f"Every scheme against `{baseline}`. Scores: an ok run at its accuracy, a diverged or failed run at "
+             f"chance; error runs left out. Each difference comes with a simultaneous 95% interval and a p-value, "
+             f"both Bonferroni-adjusted over the comparisons of its table section (xm), so an interval excludes 0 "
+             f"exactly when its adjusted p is below {ALPHA}. These are estimates to read, not verdicts: the "
+             f"questions this ablation decides are answered above, in its primary comparison. Methods: "
+             f"docs/statistics.md.", ""]
     if learn is not None and not math.isnan(uninformative(learn)):  # one line instead of a row per cell
         lines += [f"Time to learn: {first_eval_line(uninformative(learn))} (evaluate more often, `train.eval_every`, "
                   f"to separate them).", ""]
@@ -317,4 +332,4 @@ def findings(title: str, summary: pd.DataFrame, keys: list[str], baseline: str,
                 for _, row in sel.iterrows():
                     lines += [f"- {text}" for text in render(row, baseline)]
             lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
+    return lines

@@ -24,11 +24,14 @@ class AnalysisWarning(store.SuiteWarning):
 # ----------------------------------------------------------------------------- loading
 
 
-def load_runs(run_dir: str | Path) -> list[dict[str, Any]]:
+def load_runs(run_dir: str | Path, from_csv: bool = False) -> list[dict[str, Any]]:
     """Read every ``summary.json`` under ``run_dir`` (recursively).
 
     Args:
         run_dir: a folder of runs, e.g. ``results/<ablation>``.
+        from_csv: when the folder holds no ``summary.json`` at all (a results folder shared or committed
+            without its run folders), read the runs from its ``runs.csv`` instead (:func:`runs_from_csv`):
+            ``runs.csv`` is then the source of truth. The analysis and the report pass True.
 
     Returns:
         One dict per run: the summary's fields plus ``run_dir`` (the run folder relative to
@@ -57,6 +60,8 @@ def load_runs(run_dir: str | Path) -> list[dict[str, Any]]:
             summary["variant"] = summary.get("model.residual")
         summary["run_dir"] = path.parent.relative_to(root).as_posix()
         runs.append(summary)
+    if not runs and from_csv and (root / RUNS_CSV).is_file():
+        runs = runs_from_csv(root / RUNS_CSV)
     if not runs:
         raise AnalysisError(f"{root}: no usable summary.json found; point at a folder of finished runs "
                             f"(results/<ablation>)")
@@ -89,19 +94,106 @@ def _read_summary(path: Path) -> tuple[dict[str, Any], str | None]:
         return {}, f"cannot read it ({reason})"
     if not isinstance(summary, dict):
         return {}, f"expected a JSON object, got a {type(summary).__name__}"
+    problem = _summary_problem(summary)
+    return ({}, problem) if problem else (summary, None)
+
+
+RUNS_CSV = "runs.csv"
+DERIVED = ("score", "val_score")  # columns runs.csv adds to the summaries' fields (recomputed when read back)
+TEXT_FIELDS = frozenset({  # summary fields that hold text even when it looks like a number (a run id "1234")
+    "run_id", "ablation", "variant", "run_dir", "status", "git_commit", "hostname", "device", "device_name",
+    "error", "failed_reason", "diverged_reason", "diverged_detail", "started_at", "suite_version",
+    "torch_version", "python_version", "judged_on", "optimizer_impl", "precision"})
+INT_FIELDS = frozenset({  # integer summary fields; a column with empty cells is written as floats ("40.0")
+    "seed", "steps_to_learn", "diverged_step", "steps_done", "num_params", "train_size", "val_size", "test_size",
+    "scaler_skipped_steps", "timing_cores", "schema"})
+
+
+def runs_from_csv(path: Path) -> list[dict[str, Any]]:
+    """The runs of a ``runs.csv`` written by ``suite analyze``, as the summaries they came from.
+
+    Every cell is read back to the type its summary held: text fields (:data:`TEXT_FIELDS` and the
+    configuration keys whose default is text) stay text, empty cells are null, ``True``/``False`` are
+    booleans, lists are lists, numbers are numbers (integers where written as integers). A row that
+    could not be a run's summary (the checks of :func:`load_runs`, e.g. a score ``abc`` or ``inf``) is
+    skipped with an :class:`AnalysisWarning` naming its line.
+
+    Raises:
+        AnalysisError: the file cannot be read as CSV, or has no ``run_id`` / ``variant`` / ``status`` column.
+    """
+    import csv
+    import io
+
+    from suite import files
+    from suite.config import RunConfig, flatten, to_dict
+
+    try:
+        rows = list(csv.DictReader(io.StringIO(files.read_text(path), newline="")))
+    except (OSError, ValueError, csv.Error) as err:
+        raise AnalysisError(f"{path}: cannot be read ({str(err).splitlines()[0]}); run `suite analyze` on the "
+                            f"folder with its run folders to write it again") from None
+    need = {"run_id", "variant", "status"}
+    if rows and not need <= set(rows[0]):
+        raise AnalysisError(f"{path}: no {', '.join(sorted(need - set(rows[0])))} column; it was not written by "
+                            f"`suite analyze`")
+    defaults = flatten(to_dict(RunConfig()))
+    text = set(TEXT_FIELDS) | {k for k, v in defaults.items() if isinstance(v, str)}
+    ints = set(INT_FIELDS) | {k for k, v in defaults.items() if isinstance(v, int) and not isinstance(v, bool)}
+    runs = []
+    for line, row in enumerate(rows, start=2):
+        summary = {k: _cell(v, k in text, k in ints) for k, v in row.items() if k is not None and k not in DERIVED}
+        problem = (None if None not in row else "more cells than columns") or _summary_problem(summary)
+        if problem:
+            warnings.warn(f"{path}, line {line}: skipped: {problem}", AnalysisWarning)
+            continue
+        runs.append(summary)
+    return sorted(runs, key=lambda r: str(r.get("run_dir")))  # the order of the summaries' paths, so sums agree to the bit
+
+
+def _cell(value: str | None, text: bool, integer: bool) -> Any:
+    """One CSV cell as the value its summary held (see :func:`runs_from_csv`)."""
+    import ast
+
+    if value is None or value == "":
+        return None
+    if text:
+        return value
+    if value in ("True", "False"):
+        return value == "True"
+    if value[:1] in "[{(":
+        try:
+            return ast.literal_eval(value)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return value
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    if math.isnan(number):
+        return None
+    return int(number) if integer and number.is_integer() else number
+
+
+def _summary_problem(summary: dict[str, Any]) -> str | None:
+    """Why a summary cannot be a run's (see :func:`_read_summary`), or None."""
     if summary.get("status") not in store.STATUSES:
-        return {}, f"status {summary.get('status')!r} is not one of {', '.join(store.STATUSES)}"
+        return f"status {summary.get('status')!r} is not one of {', '.join(store.STATUSES)}"
     if summary.get("variant") is None and summary.get("model.residual") is None:
-        return {}, "neither 'variant' nor 'model.residual' is set, so the scheme is unknown"
+        return "neither 'variant' nor 'model.residual' is set, so the scheme is unknown"
     for key in ("seed", "model.depth"):
         if not _is_int(summary.get(key)):
-            return {}, f"'{key}' is {summary.get(key)!r}, not an integer"
+            return f"'{key}' is {summary.get(key)!r}, not an integer"
     for key in NUMERIC:
         value = summary.get(key)
         if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)):
-            return {}, f"'{key}' is {value!r}, not a number"
-    problem = store.summary_problem(summary)
-    return ({}, problem) if problem else (summary, None)
+            return f"'{key}' is {value!r}, not a number"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"'{key}' is {value!r}, not a finite number"
+    return store.summary_problem(summary)
 
 
 def _is_int(value: Any) -> bool:

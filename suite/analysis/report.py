@@ -1,9 +1,12 @@
 """``suite report DIR [--compare OTHER]``: one self-contained HTML page of an analysed results folder.
 
-The page reads what ``suite analyze`` wrote (``findings.md``, ``tables/*.md``, ``figures/*.png``,
-``runs.csv``) and the run folders, and embeds everything (figures as data URIs, no script, no
-network at view time): the plain-language answer first, then the figures, tables, findings and
-every run with its status, a loss curve and links to its ``config.yaml`` and ``metrics.jsonl``.
+The page renders the analysis itself (:func:`suite.analysis.analyze.study`: the same objects
+``suite analyze`` writes, listed once in :mod:`suite.analysis.products`), from the run folders or,
+for a folder shared without them, from its ``runs.csv``; the figures are the ``figures/*.png`` that
+``suite analyze`` drew. Everything is embedded (figures as data URIs, no script, no network at view
+time): a table of contents, the ablation's description and variants, the plain-language answer,
+then the figures, the tables (each kind's legend once), the findings and every run with its status,
+a loss curve and links to its ``config.yaml`` and ``metrics.jsonl``.
 A results folder travels between people, so everything read from it is untrusted text: the page is a
 Jinja2 template with autoescape, Markdown is rendered without raw HTML (:func:`markup.md_html`), every
 href passes :func:`markup.href_ok` (a path inside the folder or a PNG data URI; anything else stays
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import math
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,8 +29,8 @@ import yaml
 from markupsafe import Markup
 
 from suite import files, store
-from suite.analysis import markup
-from suite.analysis.load import AnalysisError
+from suite.analysis import findings, markup, products
+from suite.analysis.load import AnalysisError, AnalysisWarning
 from suite.config import flatten, read_yaml
 
 REPORT = "report.html"
@@ -53,21 +57,42 @@ def write_report(root: str | Path, compare: str | Path | None = None,
 
 def build(root: Path, compare: str | Path | None = None, warn: Callable[[str], None] = lambda line: None) -> str:
     """The report of ``root`` as one HTML document."""
-    runs = _runs_csv(root)
-    findings = _read(root / "findings.md")
-    title = str(runs["ablation"].dropna().iloc[0]) if runs["ablation"].notna().any() else root.resolve().name
-    answer, rest = _split_answer(findings)
-    figures = []
-    for path in sorted((root / "figures").glob("*.png"), key=_figure_rank):
-        src = "data:image/png;base64," + base64.b64encode(_read_bytes(path)).decode("ascii")
-        if markup.href_ok(src):
-            figures.append({"name": path.stem, "src": src, "pdf": markup.link(f"figures/{path.stem}.pdf")})
-    tables = [{"name": path.stem, "html": _md(_demote(_read(path), drop_title=True)),
-               "links": [(kind, markup.link(f"tables/{path.stem}.{kind}")) for kind in ("md", "csv", "tex")]}
-              for path in sorted((root / "tables").glob("*.md"), key=_table_rank)]
-    return PAGE.render(title=title, provenance=_provenance(root, runs), answer=_md(answer),
-                       incomplete=_completeness(root, runs), compare=None if compare is None else _compare(root, Path(compare), warn),
-                       figures=figures, tables=tables, findings=_md(_demote(rest)), runs=_run_list(root, runs), css=Markup(CSS))
+    if not root.is_dir():
+        raise AnalysisError(f"{root}: no such folder; pass a results folder, e.g. results/default")
+    analysis = _study(root)
+    ablation = _ablation_file(root)
+    figures = _figures(root, analysis)
+    tables = _tables(root, analysis)
+    found = [(part, _md(_demote("\n".join(_untitled(lines))))) for part, lines in findings.parts(analysis)
+             if part.name != "answer" and lines]
+    toc = [("design", "Design"), ("answer", "Answer")] + ([("compare", "Comparison")] if compare else [])
+    toc += [("figures", "Figures")] * bool(figures) + [("tables", "Tables")] * bool(tables)
+    toc += [(f"findings-{part.name}", part.title) for part, _ in found] + [("runs", "Runs")]
+    return PAGE.render(title=analysis.title, provenance=_provenance(root, analysis.runs), toc=toc,
+                       design=_design(ablation, analysis), answer=_md("\n".join(findings.answer_lines(analysis.answer))),
+                       incomplete=_completeness(root, analysis.runs),
+                       compare=None if compare is None else _compare(root, Path(compare), warn),
+                       figures=figures, tables=tables, findings=found, docs=products.doc_link,
+                       runs=_run_list(root, analysis.runs), css=Markup(CSS))
+
+
+def _untitled(lines: list[str]) -> list[str]:
+    """A findings part without its own ``##`` heading (the page gives each part its heading)."""
+    return lines[1:] if lines and lines[0].startswith("## ") else lines
+
+
+def _study(root: Path) -> products.Analysis:
+    """The analysis of ``root``, computed again (seconds; nothing written); its warnings are ``suite
+    analyze``'s to print, and an unfinished sweep is said on the page."""
+    import warnings
+
+    from suite.analysis.analyze import study
+
+    if not (root / "runs.csv").is_file():  # not analysed: no figures, no table files to link
+        raise AnalysisError(f"{root / 'runs.csv'}: missing; run `suite analyze {root}` first, then `suite report`")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AnalysisWarning)
+        return study(root, check_complete=False, **_options(root))
 
 
 # ----------------------------------------------------------------------------- reading
@@ -104,48 +129,105 @@ def _runs_csv(root: Path) -> pd.DataFrame:
     return frame
 
 
-def _split_answer(findings: str) -> tuple[str, str]:
-    """(the answer block, the rest of findings.md without its title). The block is one paragraph for a
-    comparison tested alone (``**Primary comparison**``), or a paragraph (``**Primary comparisons**``)
-    and a numbered list for co-primary ones."""
-    lines = findings.strip().splitlines()
-    if lines and lines[0].startswith("# "):
-        lines = lines[1:]
-    paragraphs = "\n".join(lines).strip().split("\n\n")
-    if paragraphs and paragraphs[0].startswith("**Primary comparison**"):
-        return paragraphs[0], "\n\n".join(paragraphs[1:])
-    if paragraphs and paragraphs[0].startswith("**Primary comparisons**"):
-        n = 2 if len(paragraphs) > 1 and paragraphs[1].startswith("1. ") else 1
-        return "\n\n".join(paragraphs[:n]), "\n\n".join(paragraphs[n:])
-    return ("No primary comparison is declared in `ablation.yaml` (its `primary:` key), so this ablation decides "
-            "nothing by itself: the comparisons below are exploratory estimates. Declare one to get a tested "
-            "answer here (docs/statistics.md)."), "\n\n".join(paragraphs)
-
-
-def _figure_rank(path: Path) -> tuple[int, str]:
-    """The figures that answer the question first (accuracy at each scheme's rates, best rate by depth)."""
-    return (FIGURE_ORDER.index(path.stem) if path.stem in FIGURE_ORDER else len(FIGURE_ORDER), path.stem)
-
-
-def _table_rank(path: Path) -> tuple[int, str]:
-    return (TABLE_ORDER.index(path.stem) if path.stem in TABLE_ORDER else len(TABLE_ORDER), path.stem)
-
-
 # ----------------------------------------------------------------------------- sections
 
 
-def _provenance(root: Path, runs: pd.DataFrame) -> dict[str, Any]:
+def _options(root: Path) -> dict[str, Any]:
+    """The baseline and group keys ``suite analyze`` used (``--baseline``, ``--by``), read back from its
+    ``tables/summary.csv`` (the key columns before ``is_baseline``; the variant of the baseline rows);
+    nothing when that table cannot be read, so the analysis picks them as ``suite analyze`` does by default."""
+    summary = _summary(root)
+    keys = _cell_keys(summary)
+    if not keys or "variant" not in keys:
+        return {}
+    base = summary.loc[summary["is_baseline"].astype(str) == "True", "variant"].dropna().astype(str).unique()
+    return {"by": [k for k in keys if k != "variant"], **({"baseline": base[0]} if len(base) == 1 else {})}
+
+
+def _ablation_file(root: Path) -> dict[str, Any]:
+    """The folder's ``ablation.yaml`` as read by every ablation reader (size and alias-bomb guards); {}
+    when it is missing or cannot be read."""
+    try:
+        raw = read_yaml(root / "ablation.yaml")
+    except (OSError, ValueError, yaml.YAMLError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _design(ablation: dict[str, Any], analysis: products.Analysis) -> dict[str, Any]:
+    """The top of the page: the ablation's description, and what each variant sets (its overrides)."""
+    variants = ablation.get("variants") if isinstance(ablation.get("variants"), dict) else {}
+    ran = {str(r["variant"]) for r in analysis.runs}
+    rows = []
+    for name in [v for v in variants if str(v) in ran] + sorted(ran - {str(v) for v in variants}):
+        sets = variants.get(name)
+        flat = flatten(sets) if isinstance(sets, dict) else {}
+        text = ", ".join(f"{k} = {_short(v)}" for k, v in flat.items()) or ("(nothing: the base)" if name in variants
+                                                                            else "(not in ablation.yaml)")
+        rows.append((str(name), str(name) == analysis.baseline, text))
+    grid = ablation.get("grid") if isinstance(ablation.get("grid"), dict) else {}
+    return {"description": _short(ablation.get("description", ""), 2000) if ablation.get("description") else "",
+            "variants": rows, "grid": [(str(k), _short(v)) for k, v in grid.items()],
+            "seeds": _short(ablation["seeds"]) if "seeds" in ablation else "",
+            "depths": ", ".join(markup.fmt_value(d) for d in analysis.depths) or "not recorded"}
+
+
+def _figures(root: Path, analysis: products.Analysis) -> list[dict[str, Any]]:
+    """The drawn figures grouped by kind, in the registry's order: each kind's title, caption and method,
+    then one item per figure with the section it shows in words (from the analysis's groups, not the
+    file name), its PNG as a data URI and its PDF's link (when there is one)."""
+    groups: dict[str, dict[str, Any]] = {}
+    for path in sorted((root / "figures").glob("*.png")):
+        kind, part = products.figure_kind(path.stem, analysis)
+        src = "data:image/png;base64," + base64.b64encode(_read_bytes(path)).decode("ascii")
+        if not markup.href_ok(src):
+            continue
+        name = kind.name if kind else "other"
+        group = groups.setdefault(name, {
+            "id": "fig-" + markup.safe(name), "title": kind.title if kind else "Other figures",
+            "caption": kind.caption if kind else "", "doc": products.doc_link(kind.anchor) if kind else None,
+            "members": [], "order": list(products.FIGURES).index(name) if kind else len(products.FIGURES)})
+        pdf = path.with_suffix(".pdf")
+        group["members"].append({"part": part if kind else path.stem, "src": src,
+                               "pdf": markup.link(f"figures/{pdf.name}") if pdf.is_file() else None})
+    return sorted(groups.values(), key=lambda g: g["order"])
+
+
+def _tables(root: Path, analysis: products.Analysis) -> list[dict[str, Any]]:
+    """One entry per table kind with rows, in the registry's order: its tables as HTML without their
+    legends, and the legends once (each distinct note once, in order)."""
+    from suite.analysis.markup import MD, Table, render_md
+
+    out = []
+    for kind in products.TABLES.values():
+        frame = kind.frame(analysis)
+        if frame is None or frame.empty:
+            continue
+        built = [t for make in kind.tables for t in make(frame, analysis.keys, analysis.baseline, MD)]
+        if not built:
+            continue
+        notes = list(dict.fromkeys(n for t in built for n in t.notes))
+        html = [_md(_demote(render_md(Table(t.caption, t.label, t.corner, t.columns, t.rows)))) for t in built]
+        links = [(ext, markup.link(f"tables/{kind.name}.{ext}")) for ext in ("csv", "md", "tex")
+                 if (root / "tables" / f"{kind.name}.{ext}").is_file()]
+        out.append({"id": "tab-" + kind.name, "title": kind.title, "caption": kind.caption,
+                    "doc": products.doc_link(kind.anchor), "tables": html, "legend": _md("\n\n".join(notes)),
+                    "links": links})
+    return out
+
+
+def _provenance(root: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
     from suite import __version__
 
-    counts = runs["status"].value_counts()
-    statuses = ", ".join(f"{int(counts.get(s, 0))} {s}" for s in store.STATUSES)
+    counts = {s: sum(r["status"] == s for r in runs) for s in store.STATUSES}
+    statuses = ", ".join(f"{counts[s]} {s}" for s in store.STATUSES)
     commits = sorted({str(c)[:12] + (" (dirty)" if "dirty" in str(c) else "")
-                      for c in runs.get("git_commit", pd.Series(dtype=str)).dropna()})
+                      for c in (r.get("git_commit") for r in runs) if c is not None})
     commit = ", ".join(commits[:3]) + (f" and {len(commits) - 3} more" if len(commits) > 3 else "") or "unknown"
     return {"n": len(runs), "statuses": statuses, "root": str(root), "commit": commit, "version": __version__}
 
 
-def _completeness(root: Path, runs: pd.DataFrame) -> tuple[int, int] | None:
+def _completeness(root: Path, runs: list[dict[str, Any]]) -> tuple[int, int] | None:
     """(runs with a summary, runs planned) when the sweep is incomplete, else None."""
     try:
         ids = store.read_json(root / "run_ids.json")
@@ -154,30 +236,39 @@ def _completeness(root: Path, runs: pd.DataFrame) -> tuple[int, int] | None:
     return (len(runs), len(ids)) if isinstance(ids, list) and len(runs) < len(ids) else None
 
 
-def _run_list(root: Path, runs: pd.DataFrame) -> dict[str, Any]:
+def _run_list(root: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The runs table: its head and one dict per run. A run folder is read (and linked) only when its
     ``run_dir`` is a path inside ``root`` (:func:`markup.link`): ``runs.csv`` is data like the rest."""
-    config_keys = [c for c in runs.columns if c.startswith(CONFIG_PREFIXES) and runs[c].nunique(dropna=False) > 1]
+    config_keys = sorted(k for k in {k for r in runs for k in r} if k.startswith(CONFIG_PREFIXES)
+                         and len({markup.fmt_value(r.get(k)) for r in runs}) > 1)
     head = ["run", "variant", *config_keys, "seed", "status", "test acc", "steps", "loss", "error"]
     rows = []
-    order = runs.sort_values(["variant", *config_keys, "seed"], kind="stable")
-    for _, r in order.iterrows():
-        rel = str(r["run_dir"]).rstrip("/") if not markup.missing(r["run_dir"]) else ""
+    order = sorted(runs, key=lambda r: (str(r["variant"]), *(_sortable(r.get(k)) for k in config_keys),
+                                        _sortable(r.get("seed"))))
+    for r in order:
+        rel = str(r.get("run_dir") or "").rstrip("/")
         inside = rel != "" and markup.link(rel) is not None
         folder = root / rel
-        acc = r.get("test_acc")
+        acc, steps = r.get("test_acc"), r.get("steps_done")
         rows.append({
-            "id": str(r["run_id"]),
+            "id": str(r.get("run_id")),
             "href": markup.link(f"{rel}/config.yaml") if inside and (folder / "config.yaml").is_file() else None,
             "curve": _sparkline(folder) if inside else "",
-            "curve_href": markup.link(f"{rel}/metrics.jsonl") if inside else None,
-            "cells": [str(r["variant"]), *(markup.fmt_value(r[k]) for k in config_keys), str(r.get("seed"))],
+            "curve_href": markup.link(f"{rel}/metrics.jsonl") if inside and (folder / "metrics.jsonl").is_file() else None,
+            "cells": [str(r["variant"]), *(markup.fmt_value(r.get(k)) for k in config_keys), str(r.get("seed"))],
             "status": str(r["status"]),
             "tail": ["" if markup.missing(acc) else f"{100 * float(acc):.1f}%",
-                     "" if markup.missing(r.get("steps_done")) else str(int(r["steps_done"]))],
+                     "" if markup.missing(steps) else str(int(steps))],
             "error": "" if markup.missing(r.get("error")) else str(r["error"]),
         })
     return {"head": head, "rows": rows}
+
+
+def _sortable(value: Any) -> tuple[int, float, str]:
+    """A sort key that orders numbers by value, then text, then missing values, without comparing types."""
+    if isinstance(value, (int, float)) and math.isfinite(float(value)):
+        return (0, float(value), "")
+    return (2, 0.0, "") if value is None else (1, 0.0, str(value))
 
 
 def sparkline_points(losses: list[tuple[int, float]], width: int = 120, height: int = 24) -> str:
@@ -195,15 +286,39 @@ def sparkline_points(losses: list[tuple[int, float]], width: int = 120, height: 
     return " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys))
 
 
+SPARK_READ_ALL = 4 << 20  # a metrics.jsonl up to this size is read whole; a larger one is sampled
+
+
 def _sparkline(folder: Path) -> str:
-    """The points of ``folder``'s training-loss sparkline ("" when it has none)."""
+    """The points of ``folder``'s training-loss sparkline ("" when it has none), in bounded time and
+    memory: a ``metrics.jsonl`` over :data:`SPARK_READ_ALL` bytes is read at about 2 x
+    :data:`MAX_CURVE_POINTS` evenly spaced offsets, one record at each, not whole."""
     try:
-        records = store.read_metrics(folder)
-    except (store.CorruptFile, OSError):
+        with files.open_regular(folder / store.METRICS, max_bytes=None) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size <= SPARK_READ_ALL:
+                lines = f.read().split(b"\n")
+            else:
+                lines = []
+                for offset in range(0, size, size // (2 * MAX_CURVE_POINTS) + 1):
+                    f.seek(offset)
+                    if offset:
+                        f.readline(1 << 20)  # the rest of the line the offset fell in
+                    lines.append(f.readline(1 << 20))
+    except (OSError, files.UnsafeFile):
         return ""
-    losses = [(int(r["step"]), float(r["loss"])) for r in records
-              if r.get("kind") == "train" and isinstance(r.get("loss"), (int, float)) and isinstance(r.get("step"), int)]
-    return sparkline_points(losses)
+    losses = []
+    for line in lines:
+        if b'"train"' not in line:
+            continue
+        try:
+            r = store.loads(line.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if (isinstance(r, dict) and r.get("kind") == "train" and isinstance(r.get("loss"), (int, float))
+                and isinstance(r.get("step"), int)):
+            losses.append((int(r["step"]), float(r["loss"])))
+    return sparkline_points(sorted(losses))
 
 
 def _compare(root: Path, other: Path, warn: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
@@ -244,13 +359,32 @@ def _ablation(root: Path) -> dict[str, Any] | None:
     return {k: v for k, v in flatten(raw).items() if k != "description"} if isinstance(raw, dict) else None
 
 
+NUMBERS = ("acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high")  # the summary cells a comparison reads
+
+
 def _summary(root: Path) -> pd.DataFrame:
+    """``tables/summary.csv`` (empty when there is none or it is not a table).
+
+    Raises:
+        AnalysisError: a cell a comparison reads holds no finite number (``abc``, ``inf``): names the
+            file, the column and the line.
+    """
     from io import StringIO
 
+    path = root / "tables" / "summary.csv"
     try:
-        return pd.read_csv(StringIO(files.read_text(root / "tables" / "summary.csv")))
-    except (OSError, ValueError):
+        frame = pd.read_csv(StringIO(files.read_text(path)), dtype={"variant": str})
+    except (OSError, ValueError, pd.errors.ParserError):
         return pd.DataFrame()
+    for col in [c for c in NUMBERS if c in frame.columns]:
+        values = pd.to_numeric(frame[col], errors="coerce")
+        bad = (values.isna() & frame[col].notna()) | values.isin([math.inf, -math.inf])
+        if bad.any():
+            line = int(bad.to_numpy().nonzero()[0][0]) + 2
+            raise AnalysisError(f"{path}, line {line}: '{col}' is {_short(frame[col][bad].iloc[0], 40)!r}, not a "
+                                f"number; run `suite analyze {root}` again to rewrite it")
+        frame[col] = values
+    return frame
 
 
 def moved_cells(mine: pd.DataFrame, theirs: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
@@ -306,9 +440,9 @@ def _moved_cells_view(mine: pd.DataFrame, theirs: pd.DataFrame, name: str, other
 # ----------------------------------------------------------------------------- html
 
 
-def _short(value: Any) -> str:
+def _short(value: Any, limit: int = 200) -> str:
     text = markup.fmt_value(value) if not isinstance(value, (list, dict)) else yaml.safe_dump(value, default_flow_style=True).strip()
-    return text if len(text) <= 200 else text[:197] + "..."
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _demote(text: str, drop_title: bool = False) -> str:
@@ -326,11 +460,16 @@ def _md(text: str) -> Markup:
 
 CSS = """
 body{font:15px/1.45 system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
-h1{font-size:1.6em} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+h1{font-size:1.6em} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em} h3{margin-top:1.4em}
 table{border-collapse:collapse;margin:.6em 0;font-size:13px} td,th{border:1px solid #ddd;padding:2px 6px;text-align:left}
-th{background:#f4f4f4} .meta{color:#555} .warn{background:#fff3cd;padding:.4em .6em}
+th{background:#f4f4f4} .meta,.caption{color:#555} .warn{background:#fff3cd;padding:.4em .6em}
+nav{background:#f7f7f7;padding:.3em 1em;border-radius:6px} nav ol{margin:.3em 0;columns:2}
 #answer{background:#eef5ff;padding:.2em 1em 1em;border-radius:6px}
-figure{display:inline-block;margin:.5em;vertical-align:top} figure img{max-width:540px;border:1px solid #eee}
+.legend{font-size:13px;color:#444;border-left:3px solid #ddd;padding-left:.8em}
+figure{margin:.6em 0} figcaption{color:#555;font-size:13px} details{margin:.8em 0}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:.5em}
+.zoom input{display:none} .zoom img{max-width:100%;box-sizing:border-box;border:1px solid #eee;cursor:zoom-in}
+.zoom input:checked+img{max-width:none;cursor:zoom-out}
 .st-ok{color:#1a7f37} .st-diverged,.st-error{color:#b42318;font-weight:600} .st-failed{color:#b54708}
 .ch-moved{color:#b42318;font-weight:600} .spark{vertical-align:middle}
 """
@@ -345,7 +484,17 @@ PAGE = _ENV.from_string("""<!DOCTYPE html>
 <body>
 {% macro a(href, text) %}{% if href %}<a href="{{ href }}">{{ text }}</a>{% else %}{{ text }}{% endif %}{% endmacro %}
 <h1>{{ title }}: report</h1>
-<p class="meta">{{ provenance.n }} runs ({{ provenance.statuses }}) in <code>{{ provenance.root }}</code>; code {{ provenance.commit }}; suite {{ provenance.version }}. Written by <code>suite report</code> from <code>findings.md</code>, <code>tables/</code>, <code>figures/</code> and <code>runs.csv</code>.</p>
+<p class="meta">{{ provenance.n }} runs ({{ provenance.statuses }}) in <code>{{ provenance.root }}</code>; code {{ provenance.commit }}; suite {{ provenance.version }}. Written by <code>suite report</code> from the analysis of these runs (the objects <code>suite analyze</code> writes to <code>findings.md</code>, <code>tables/</code> and <code>runs.csv</code>) and <code>figures/</code>.</p>
+<nav><strong>Contents</strong><ol>
+{% for id, name in toc %}<li><a href="#{{ id }}">{{ name }}</a></li>
+{% endfor %}</ol></nav>
+<section id="design"><h2>Design</h2>
+{% if design.description %}<p>{{ design.description }}</p>{% endif %}
+<p>Depths: {{ design.depths }}{% if design.seeds %}; seeds per cell: {{ design.seeds }}{% endif %}{% for key, values in design.grid %}; <code>{{ key }}</code>: {{ values }}{% endfor %}.</p>
+<table><thead><tr><th>variant</th><th>sets (over the ablation's base)</th></tr></thead><tbody>
+{% for name, is_base, sets in design.variants %}<tr><td>{{ name }}{% if is_base %} (baseline){% endif %}</td><td>{{ sets }}</td></tr>
+{% endfor %}</tbody></table>
+</section>
 <section id="answer"><h2>Answer</h2>
 {{ answer }}
 {% if incomplete %}
@@ -371,21 +520,35 @@ PAGE = _ENV.from_string("""<!DOCTYPE html>
 {% endif %}
 </section>
 {% endif %}
-<section id="figures"><h2>Figures</h2>
-{% for f in figures %}
-<figure><img alt="{{ f.name }}" src="{{ f.src }}"><figcaption>{{ f.name }}{% if f.pdf %} (<a href="{{ f.pdf }}">pdf</a>){% endif %}</figcaption></figure>
+{% if figures %}
+<section id="figures"><h2>Figures</h2><p class="caption">Click a figure to see it at full size; click again to make it fit. Kinds with several figures (one per section of the runs) start folded after the first two kinds.</p>
+{% for g in figures %}
+<details id="{{ g.id }}"{% if loop.index <= 2 %} open{% endif %}><summary><strong>{{ g.title }}</strong> ({{ g.members|length }} figure{{ "s" if g.members|length != 1 }})</summary>
+<p class="caption">{{ g.caption }}{% if g.doc %} (method: <code>{{ g.doc }}</code>){% endif %}</p><div class="{{ 'grid' if g.members|length > 1 else 'one' }}">
+{% for f in g.members %}
+<figure><label class="zoom"><input type="checkbox"><img alt="{{ g.title }} {{ f.part }}" src="{{ f.src }}"></label>
+<figcaption>{{ f.part or g.title }}{% if f.pdf %} ({{ a(f.pdf, "PDF") }}){% endif %}</figcaption></figure>
+{% endfor %}
+</div></details>
 {% endfor %}
 </section>
+{% endif %}
+{% if tables %}
 <section id="tables"><h2>Tables</h2>
 {% for t in tables %}
-<details open><summary>{{ t.name }} (
-{%- for kind, href in t.links %}{{ a(href, kind) }}{{ ", " if not loop.last }}{% endfor %})</summary>{{ t.html }}</details>
+<section id="{{ t.id }}"><h3>{{ t.title }}</h3><p class="caption">{{ t.caption }} (method: <code>{{ t.doc }}</code>; files:
+{%- for kind, href in t.links %} {{ a(href, kind) }}{{ "," if not loop.last }}{% endfor %})</p>
+{% for html in t.tables %}{{ html }}{% endfor %}
+<div class="legend"><p><strong>How to read these tables</strong></p>{{ t.legend }}</div></section>
 {% endfor %}
 </section>
-<section id="findings"><h2>Findings</h2>
-{{ findings }}
+{% endif %}
+{% for part, html in findings %}
+<section id="findings-{{ part.name }}"><h2>{{ part.title }}</h2>
+{{ html }}
 </section>
-<section id="runs"><h2>Runs</h2><p>Each run id links to its resolved <code>config.yaml</code>, each curve (training loss by step) to its <code>metrics.jsonl</code>.</p><table><thead><tr>
+{% endfor %}
+<section id="runs"><h2>Runs</h2><p>Each run id links to its resolved <code>config.yaml</code>, each curve (training loss by step) to its <code>metrics.jsonl</code>, where the run folders are present.</p><table><thead><tr>
 {%- for h in runs.head %}<th>{{ h }}</th>{% endfor %}</tr></thead><tbody>
 {% for r in runs.rows %}
 <tr><td>{{ a(r.href, r.id) }}</td>{% for c in r.cells %}<td>{{ c }}</td>{% endfor %}<td><span class="st-{{ r.status }}">{{ r.status }}</span></td>

@@ -8,6 +8,7 @@ row per scheme. Cell formats are spelled out in a legend under each table and in
 
 from __future__ import annotations
 
+from typing import Any
 
 import pandas as pd
 
@@ -460,24 +461,13 @@ def _section_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mark
     return out
 
 
-KINDS = {  # file stem under tables/ -> the tables it holds
-    "summary": (accuracy_tables, step_time_tables),
-    "trends": (trend_tables,),
-    "aggregate": (aggregate_tables,),
-    "lr": (best_lr_tables, sensitivity_tables, frontier_tables),
-    "learn": (learn_tables,),
-    "transfer": (transfer_tables, slope_tables),
-    "propagation": (propagation_tables,),
-}
-
-
-def document(fmt: str, kind: str, title: str, frame: pd.DataFrame, keys: list[str], baseline: str,
+def document(fmt: str, kind: Any, title: str, frame: pd.DataFrame, keys: list[str], baseline: str,
              intro: str) -> str:
     """One ``tables/<kind>.{md,tex}``: a header and the tables of that kind.
 
     Args:
         fmt: ``md`` or ``tex``.
-        kind: a key of :data:`KINDS` (``summary``, ``trends``, ``aggregate``, ``lr``).
+        kind: a :class:`suite.analysis.products.TableKind` (its ``name`` and ``tables`` builders).
         title: the ablation's name.
         frame: the frame those tables are drawn from (e.g. :func:`suite.analysis.summary.summarize`).
         keys: the group keys.
@@ -488,14 +478,14 @@ def document(fmt: str, kind: str, title: str, frame: pd.DataFrame, keys: list[st
         Markdown, or a LaTeX fragment (needs ``\\usepackage{booktabs,graphicx}``).
     """
     m = MD if fmt == "md" else TEX
-    tables = [t for build in KINDS[kind] for t in build(frame, keys, baseline, m)]
+    tables = [t for build in kind.tables for t in build(frame, keys, baseline, m)]
     keys_text = ", ".join(m.code(k) for k in keys)
-    if kind == "propagation":
-        intro = (f"{m.esc(intro)} Grouped by {keys_text}. Every number at full precision: tables/{kind}.csv; "
+    if kind.name == "propagation":
+        intro = (f"{m.esc(intro)} Grouped by {keys_text}. Every number at full precision: tables/{kind.name}.csv; "
                  f"the quantities: docs/propagation.md.")
     else:
         intro = (f"{m.esc(intro)} Grouped by {keys_text}; baseline {m.code(baseline)}. Accuracy in percent. Every "
-                 f"number at full precision: tables/{kind}.csv; in words: findings.md.")
+                 f"number at full precision: tables/{kind.name}.csv; in words: findings.md.")
     if fmt == "md":
         return "\n".join([f"# Analysis: {m.esc(title)}", "", intro, "", *[render_md(t) for t in tables]])
     head = [f"% Analysis: {title}. Written by suite analyze; needs \\usepackage{{booktabs,graphicx}}.",

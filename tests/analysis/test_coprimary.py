@@ -13,7 +13,7 @@ from suite.analysis.analyze import analyze
 from suite.analysis.doseresponse import relative_potency
 from suite.analysis.load import load_runs
 from suite.analysis.plan import plan_table
-from suite.analysis.report import _split_answer
+from suite.analysis.findings import answer_lines
 from suite.sweep.spec import SpecError, load_ablation
 from suite.sweep.sweep import SweepOptions
 from suite.sweep.until import run_until_decided
@@ -140,7 +140,7 @@ def test_a_family_is_decided_by_holm_and_findings_open_with_one_answer_each(tmp_
     assert items.startswith("1. layerscale vs preln at model.depth = 12, each at its own best")
     assert "\n2. layerscale vs preln at model.depth = 12, the learning rate where half" in items
     assert items.count("Holm-adjusted p") == 2
-    assert _split_answer(text)[0] == f"{head}\n\n{items}"  # the report's answer box takes both
+    assert "\n".join(answer_lines(answers)).strip() == f"{head}\n\n{items}"  # the report's answer box: both
     rows = plan_table(root)
     co = rows[rows["role"].str.startswith("co-primary")]
     assert list(co["endpoint"]) == ["best_lr_score", "frontier"] and list(co["alpha"]) == pytest.approx([0.05 / 3] * 2)

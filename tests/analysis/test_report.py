@@ -44,7 +44,11 @@ def test_the_page_answers_first_and_embeds_everything(analysed):
     page = write_report(analysed).read_text()
     answer = page.index('id="answer"')
     assert "<strong>Primary comparison</strong>" in page[answer:page.index('id="figures"')]
-    assert answer < page.index("<img") < page.index('id="tables"') < page.index('id="findings"') < page.index('id="runs"')
+    assert (page.index('id="design"') < answer < page.index("<img") < page.index('id="tables"')
+            < page.index('id="findings-exploratory"') < page.index('id="runs"'))
+    toc = page[page.index("<nav>"):page.index("</nav>")]
+    assert all(f'href="#{part}"' in toc for part in ("design", "answer", "figures", "tables", "findings-exploratory",
+                                                     "runs"))
     n_png = len(list((analysed / "figures").glob("*.png")))
     assert n_png >= 2 and page.count('src="data:image/png;base64,') == n_png
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched at view time
@@ -62,7 +66,7 @@ def test_a_folder_without_a_primary_says_it_decides_nothing(tmp_path):
         write_run(root, "layerscale", 6, seed, acc=0.95)
     analyze(root, figures=False)
     page = write_report(root).read_text()
-    assert "No primary comparison is declared" in page[page.index('id="answer"'):page.index('id="figures"')]
+    assert "No primary comparison is declared" in page[page.index('id="answer"'):page.index('</section>', page.index('id="answer"'))]
 
 
 def test_an_incomplete_sweep_is_flagged(analysed, tmp_path):

@@ -225,20 +225,30 @@ def test_4_html_in_the_folders_primary_where(analysed, tmp_path):
 
 @needs_chromium
 def test_5_a_script_appended_to_a_table_and_to_findings(analysed, tmp_path):
+    """The page renders the analysis, not the Markdown files: what is appended to them never reaches it;
+    and the Markdown renderer the page uses for the analysis's text keeps the same input inert."""
+    from suite.analysis.markup import md_html
+
     root = copy(analysed, tmp_path)
+    table = f"\n{SCRIPT}\n\n| a | {IMG} |\n|--|--|\n| {SVG} | [x](javascript:document.title='own'+'ed') |\n"
+    prose = (f"\n\n{SCRIPT}\n\n<iframe src=\"javascript:parent.document.title='own'+'ed'\"></iframe>\n\n"
+             "[click](javascript:alert(1)) [up](../../secret) <file:///etc/passwd> "
+             "![x](data:text/html;base64,PHNjcmlwdD4=) [home](/etc/passwd)\n")
     with open(root / "tables" / "summary.md", "a") as f:
-        f.write(f"\n{SCRIPT}\n\n| a | {IMG} |\n|--|--|\n| {SVG} | [x](javascript:document.title='own'+'ed') |\n")
+        f.write(table)
     with open(root / "findings.md", "a") as f:
-        f.write(f"\n\n{SCRIPT}\n\n<iframe src=\"javascript:parent.document.title='own'+'ed'\"></iframe>\n\n"
-                "[click](javascript:alert(1)) [up](../../secret) <file:///etc/passwd> "
-                "![x](data:text/html;base64,PHNjcmlwdD4=) [home](/etc/passwd)\n")
+        f.write(prose)
     text = assert_inert(write_report(root))
-    assert text.count("&lt;script&gt;") >= 2 and "[click](javascript:alert(1))" in text
+    assert "&lt;script&gt;" not in text and "javascript:" not in text and "iframe" not in text
+    rendered = md_html(table + prose)
+    assert "<script" not in rendered and "<iframe" not in rendered and rendered.count("&lt;script&gt;") >= 2
+    assert not re.search(r'(href|src)="(javascript:|\.\./|/|file:|data:text)', rendered)
 
 
 @needs_chromium
 def test_6_run_dirs_that_leave_the_folder_are_not_links(analysed, tmp_path):
     root = copy(analysed, tmp_path)
+    shutil.rmtree(root / "runs")  # a folder shared without its runs: runs.csv is the source of truth
     runs = pd.read_csv(root / "runs.csv")
     hostile = ["javascript:alert(1)", "../../etc", "/etc", "runs/../../x", "data:text/html,x", IMG]
     runs.loc[: len(hostile) - 1, "run_dir"] = hostile

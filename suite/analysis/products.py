@@ -1,0 +1,185 @@
+"""What an analysis produces, in one registry: each table kind, figure and findings section, with its
+title, its one-line caption and where ``docs/statistics.md`` explains it.
+
+``suite analyze`` writes ``tables/<name>.{md,tex,csv}`` for each :data:`TABLES` entry whose frame is
+not empty, ``findings.md`` from the :data:`FINDINGS` sections and the :data:`FIGURES`; ``suite report``
+renders the same objects (:class:`Analysis`), in the same order, under the same titles. A new product
+is one entry here and its builder; nothing else lists them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from suite.analysis import tables as paper
+from suite.analysis.grouping import DEPTH, LR, section_keys, sections
+from suite.analysis.markup import _section_title, safe, slug
+
+DOCS = "docs/statistics.md"
+
+
+@dataclass(frozen=True)
+class TableKind:
+    """One file stem under ``tables/``: the frame it is drawn from and the tables drawn from it."""
+
+    name: str
+    title: str
+    caption: str
+    anchor: str  # a heading anchor of docs/statistics.md (or of the page named before '#')
+    frame: Callable[["Analysis"], pd.DataFrame | None]
+    tables: tuple[Callable[..., list[paper.Table]], ...]
+
+
+@dataclass(frozen=True)
+class FigureKind:
+    """One figure (a file stem prefix under ``figures/``, one file per section of the analysis)."""
+
+    name: str
+    title: str
+    caption: str
+    anchor: str
+
+
+@dataclass(frozen=True)
+class FindingsSection:
+    """One part of ``findings.md`` (the answer first, then the exploratory estimates)."""
+
+    name: str
+    title: str
+    anchor: str
+
+
+@dataclass
+class Analysis:
+    """An analysed results folder: its runs, its groups and every frame the products are drawn from.
+
+    ``frames`` maps a :data:`TABLES` name to its frame (None or empty: that product is not written);
+    ``answer`` is the declared primary comparison's answer (a list for co-primary ones, None when none
+    is declared).
+    """
+
+    root: Path
+    title: str
+    runs: list[dict[str, Any]]
+    keys: list[str]
+    baseline: str
+    frames: dict[str, pd.DataFrame | None] = field(default_factory=dict)
+    answer: Any = None
+    propagation: bool = False
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        return self.frames["propagation" if self.propagation else "summary"]
+
+    @property
+    def intro(self) -> str:
+        what = "signal-propagation runs" if self.propagation else "runs"
+        return f"{len(self.runs)} {what} in {len(self.summary)} groups."
+
+    @property
+    def depths(self) -> list[float]:
+        return sorted({float(r[DEPTH]) for r in self.runs if r.get(DEPTH) is not None})
+
+
+def _frame(name: str) -> Callable[[Analysis], pd.DataFrame | None]:
+    return lambda a: a.frames.get(name)
+
+
+TABLES: dict[str, TableKind] = {t.name: t for t in (
+    TableKind("summary", "Score, stability and step time per cell",
+              "each scheme against the baseline at every learning rate and depth: the score, the runs not ok, "
+              "the median step time", "intervals-and-tests", _frame("summary"),
+              (paper.accuracy_tables, paper.step_time_tables)),
+    TableKind("lr", "Each scheme at its own best learning rate",
+              "the score at each scheme's best rate, how much an untuned rate loses, and the rate where runs "
+              "stop learning", "learning-rates-each-scheme-at-its-best-and-how-wide-a-range-trains", _frame("lr"),
+              (paper.best_lr_tables, paper.sensitivity_tables, paper.frontier_tables)),
+    TableKind("transfer", "Learning-rate transfer across depth",
+              "each scheme's best rate at each depth and how it moves per doubling of depth",
+              "learning-rate-transfer-across-depth", _frame("transfer"),
+              (paper.transfer_tables, paper.slope_tables)),
+    TableKind("trends", "Depth trends", "how each score difference changes with depth", "intervals-and-tests",
+              _frame("trends"), (paper.trend_tables,)),
+    TableKind("aggregate", "Across depths", "each scheme's difference pooled over depths", "intervals-and-tests",
+              _frame("aggregate"), (paper.aggregate_tables,)),
+    TableKind("learn", "Time to learn", "the step at which half of the runs have learned (Kaplan-Meier)",
+              "time-to-learn", _frame("learn"), (paper.learn_tables,)),
+    TableKind("propagation", "Signal propagation at initialisation", "forward and backward signal by depth",
+              "docs/propagation.md#the-quantities", _frame("propagation"), (paper.propagation_tables,)),
+)}
+
+FIGURES: dict[str, FigureKind] = {f.name: f for f in (
+    FigureKind("accuracy_vs_lr", "Score against learning rate",
+               "each scheme over its own rates: the mean score with its 95% interval; an open marker where at "
+               "least one run was not ok", "learning-rates-each-scheme-at-its-best-and-how-wide-a-range-trains"),
+    FigureKind("best_lr_vs_depth", "Best learning rate against depth", "each scheme's best rate at each depth",
+               "learning-rate-transfer-across-depth"),
+    FigureKind("frontier_vs_depth", "Stability frontier against depth",
+               "the highest rate at which most seeds were ok, and the fitted rate where half are not",
+               "learning-rates-each-scheme-at-its-best-and-how-wide-a-range-trains"),
+    FigureKind("val_vs_lr_by_depth", "Validation score against learning rate, by depth",
+               "one panel per scheme, one curve per depth", "learning-rate-transfer-across-depth"),
+    FigureKind("accuracy_vs_depth", "Score against depth", "each scheme's score at each depth", "intervals-and-tests"),
+    FigureKind("not_ok_vs_depth", "Runs not ok against depth", "the share of runs that diverged or failed",
+               "intervals-and-tests"),
+    FigureKind("time_to_learn", "Time to learn", "the share of runs that have learned by each step (Kaplan-Meier)",
+               "time-to-learn"),
+    FigureKind("loss_vs_step", "Training loss", "every run's training loss by step", "one-score"),
+    FigureKind("scales", "LayerScale γ per block", "the mean |γ| of each block by step", "docs/schemes.md#per-block-probes"),
+    FigureKind("stream_rms_vs_block", "Residual stream RMS per block", "the forward signal at initialisation",
+               "docs/propagation.md#the-quantities"),
+    FigureKind("grad_norm_vs_block", "Gradient norm per block", "the backward signal at initialisation",
+               "docs/propagation.md#the-quantities"),
+    FigureKind("rank_collapse_vs_block", "Rank collapse per block", "the mean cosine between images' tokens",
+               "docs/propagation.md#the-quantities"),
+    FigureKind("rank_collapse_vs_depth", "Rank collapse against depth", "the cosine after the last block",
+               "docs/propagation.md#the-quantities"),
+    FigureKind("grad_ratio_vs_depth", "Gradient ratio against depth", "first over last block",
+               "docs/propagation.md#the-quantities"),
+)}
+
+FINDINGS: dict[str, FindingsSection] = {s.name: s for s in (
+    FindingsSection("answer", "Answer", "the-primary-comparison-and-everything-else"),
+    FindingsSection("transfer", "Learning-rate transfer across depth", "learning-rate-transfer-across-depth"),
+    FindingsSection("exploratory", "Exploratory comparisons", "intervals-and-tests"),
+)}
+
+
+def doc_link(anchor: str) -> str:
+    """``docs/statistics.md#anchor``, or the page the anchor names (``docs/x.md#y``) as is."""
+    return anchor if anchor.startswith("docs/") else f"{DOCS}#{anchor}"
+
+
+def figure_kind(stem: str, analysis: Analysis | None) -> tuple[FigureKind | None, str]:
+    """The figure kind a file stem belongs to and the section it shows, in words (``train.lr = 0.002``,
+    or ``layerscale-cait, train.lr = 0.002`` for a per-scheme figure); (None, stem) for a stem no kind
+    names. The section comes from the analysis's own groups, not from the file name."""
+    kind = max((k for k in FIGURES.values() if stem == k.name or stem.startswith(k.name + "-")
+                or stem.startswith(k.name + "_")), key=lambda k: len(k.name), default=None)
+    if kind is None:
+        return None, stem
+    rest = stem[len(kind.name):]
+    names = _section_names(analysis) if analysis is not None else {"": ""}
+    if kind.name == "scales" and analysis is not None:
+        for v in sorted({str(r["variant"]) for r in analysis.runs}, key=len, reverse=True):
+            head = "_" + safe(v)
+            if rest.startswith(head) and rest[len(head):] in names:
+                part = names[rest[len(head):]]
+                return kind, v + (f", {part}" if part else "")
+    return kind, names.get(rest, rest.strip("-_"))
+
+
+def _section_names(analysis: Analysis) -> dict[str, str]:
+    """File suffix -> section in words, for the sections of every key set the figures split by."""
+    out = {"": ""}
+    for keys in (analysis.keys, [k for k in analysis.keys if k != LR]):
+        skeys = section_keys(keys)
+        if not skeys or not set(skeys) <= set(analysis.summary.columns):
+            continue
+        for label, _ in sections(analysis.summary, keys):
+            out[slug(label, skeys)] = _section_title(label, skeys)
+    return out
