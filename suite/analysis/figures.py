@@ -49,8 +49,34 @@ def plain(text: Any) -> str:
     return str(text).replace("$", r"\$")
 
 
+def readable_log_ticks(fig: plt.Figure) -> None:
+    """Log axes whose tick labels do not run into each other: matplotlib labels the minor ticks of an
+    axis spanning less than a decade ("3×10⁻³4×10⁻³"). Major ticks at 1 (and 2, 5 when the axis spans
+    under 2.5 decades; every digit under 0.7), in plain %g; minor ticks unlabelled. Axes given fixed
+    ticks (the tested rates, the depths) keep them."""
+    from matplotlib import ticker
+
+    for ax in fig.axes:
+        for axis, (a, b) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            lo, hi = min(a, b), max(a, b)
+            if axis.get_scale() != "log" or isinstance(axis.get_major_locator(), ticker.FixedLocator) or lo <= 0:
+                continue
+            decades = math.log10(hi / lo)
+            subs = (1.0,) if decades >= 2.5 else (1.0, 2.0, 5.0) if decades >= 0.7 else tuple(range(1, 10))
+            axis.set_major_locator(ticker.LogLocator(base=10, subs=subs, numticks=9))
+            axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(ticker.NullFormatter())
+
+
+def dodge(x: np.ndarray, index: int, count: int, decades: float = 0.035) -> np.ndarray:
+    """``x`` (on a log axis) shifted a little per scheme, so that schemes at the same rate do not hide each
+    other: scheme ``index`` of ``count`` moves by ``(index - (count - 1) / 2) * decades`` decades."""
+    return np.asarray(x, float) * 10 ** ((index - (count - 1) / 2) * decades)
+
+
 def save(fig: plt.Figure, base: Path) -> list[Path]:
     """Save ``fig`` as ``base.png`` (150 dpi) and ``base.pdf``, atomically; close it."""
+    readable_log_ticks(fig)
     store.no_link(base.parent).mkdir(parents=True, exist_ok=True)
     paths = [base.with_name(base.name + ".png"), base.with_name(base.name + ".pdf")]
     store.atomic_write(paths[0], lambda f: fig.savefig(f, format="png", dpi=150, bbox_inches="tight"))
@@ -211,14 +237,15 @@ def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> 
             train.lr, n, n_not_ok, test_mean, test_ci_low/high).
     """
     depths = sorted({float(d) for d in curves[DEPTH]}) if DEPTH in curves else [None]
-    fig, axes = plt.subplots(1, len(depths), figsize=(3.2 * len(depths) + 0.8, 3.6), sharey=True, squeeze=False)
+    width = 5.5 if len(depths) == 1 else 4.2 if len(depths) == 2 else 3.4
+    fig, axes = plt.subplots(1, len(depths), figsize=(width * len(depths) + 1.0, 4.0), sharey=True, squeeze=False)
     for ax, depth in zip(axes[0], depths):
         part = curves if depth is None else curves[curves[DEPTH].astype(float) == depth]
-        for v in colors:
+        for i, v in enumerate(colors):
             rows = part[(part["variant"] == v) & part["test_mean"].notna()].sort_values(LR)
             if rows.empty:
                 continue
-            x, y = rows[LR].to_numpy(float), 100 * rows["test_mean"].to_numpy(float)
+            x, y = dodge(rows[LR].to_numpy(float), i, len(colors)), 100 * rows["test_mean"].to_numpy(float)
             err = np.nan_to_num(np.abs(100 * rows[["test_ci_low", "test_ci_high"]].to_numpy(float).T - y))
             ax.errorbar(x, y, yerr=err, color=colors[v], capsize=2, lw=1.2, label=plain(v))
             bad = rows["n_not_ok"].to_numpy() > 0
@@ -234,7 +261,8 @@ def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> 
                        borderaxespad=0)
     fig.suptitle(plain(title))
     fig.text(0.01, -0.03, "mean over seeds, diverged and failed runs at chance; bars: 95% t interval; "
-             "open marker: at least one run not ok", fontsize="small", color="0.3")
+             "open marker: at least one run not ok; schemes at one rate are drawn a little apart",
+             fontsize="small", color="0.3")
     fig.tight_layout()
     return fig
 
@@ -491,6 +519,16 @@ def _heading(label: tuple, skeys: list[str], title: str) -> tuple[str, str, str]
     return name, slug(label, skeys), title + (f" ({name})" if name else "")
 
 
+def draw(analysis: Any) -> list[Path]:
+    """Draw every figure of an :class:`~suite.analysis.products.Analysis` into ``root/figures`` (the
+    :data:`~suite.analysis.products.FIGURES` that apply); returns the files written."""
+    a = analysis
+    if a.propagation:
+        return draw_propagation(a.root, a.runs, a.summary, a.keys, a.baseline, a.title)
+    return draw_all(a.root, a.runs, a.summary, a.keys, a.baseline, a.title, a.frames.get("lr"),
+                    a.frames.get("transfer"))
+
+
 def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys: list[str], baseline: str,
              title: str, lr: pd.DataFrame | None = None, transfer: pd.DataFrame | None = None) -> list[Path]:
     """Draw every figure of the analysis into ``root/figures``; returns the files written."""
@@ -510,7 +548,7 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
             if members.empty:  # every run of this section ended in error
                 continue
             written += save(accuracy_vs_lr(members, colors, head), out / f"accuracy_vs_lr{suffix}")
-            if DEPTH in rest:
+            if DEPTH in rest and part[DEPTH].nunique() >= 2:  # a "vs depth" figure needs two depths
                 rates = sorted({float(v) for v in members[LR]})
                 written += save(frontier_vs_depth(part, colors, head, rates), out / f"frontier_vs_depth{suffix}")
     if transfer is not None and not transfer.empty:
@@ -520,14 +558,15 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
             members = [r for r in runs if r["status"] != "error" and r.get(LR) is not None and r.get(DEPTH) is not None
                        and group_of(r, section_keys(rest)) == label]
             rates = sorted({float(r[LR]) for r in members})
-            written += save(best_lr_vs_depth(part, colors, head, rates), out / f"best_lr_vs_depth{suffix}")
+            if part[DEPTH].nunique() >= 2:
+                written += save(best_lr_vs_depth(part, colors, head, rates), out / f"best_lr_vs_depth{suffix}")
             written += save(val_vs_lr_by_depth(members, colors, head), out / f"val_vs_lr_by_depth{suffix}")
     for label, part in sections(summary, keys):
         name, suffix, head = _heading(label, skeys, title)
         members = [r for r in runs if r["status"] != "error" and group_of(r, skeys) == label]
         if any("steps_to_learn" in r for r in members):
             written += save(time_to_learn(members, colors, head), out / f"time_to_learn{suffix}")
-        if DEPTH in keys:
+        if DEPTH in keys and part[DEPTH].nunique() >= 2:
             written += save(accuracy_vs_depth(part, colors, head), out / f"accuracy_vs_depth{suffix}")
             written += save(not_ok_vs_depth(part, colors, head), out / f"not_ok_vs_depth{suffix}")
         written += _scale_figures(root, members, keys, out, suffix, name)
