@@ -52,6 +52,9 @@ def write_report(root: str | Path, compare: str | Path | None = None,
     """
     root = Path(root)
     page = build(root, compare, warn)
+    # Paths from argv or the file system hold undecodable bytes as surrogates (a non-ASCII name under the
+    # C locale, a name that is not UTF-8): back to their bytes, read as UTF-8 (U+FFFD where they are not).
+    page = page.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
     return markup.write_text(page, root / (REPORT if compare is None else COMPARE))
 
 

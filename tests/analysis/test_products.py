@@ -1,0 +1,220 @@
+"""One registry of analysis products (suite/analysis/products.py), the report built from the analysis
+itself, runs.csv as the source of truth for a folder without run folders, and the report's readability
+and hostile-input rules of issue 40 (legends once, titles from keys, a table of contents, bounded
+sparklines, damaged CSV cells in one line, a non-ASCII path under the C locale)."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pytest
+
+from suite.analysis import products
+from suite.analysis.analyze import analyze, study
+from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
+from suite.analysis.report import MAX_CURVE_POINTS, SPARK_READ_ALL, _sparkline, write_report
+from suite.cli import main
+
+from test_analyze import write_run
+from test_primary import DECLARED, folder
+
+REPO = Path(__file__).resolve().parents[2]
+SCORES = {("layerscale", 0.001): [0.90, 0.91, 0.92], ("layerscale", 0.01): [0.5, 0.52, 0.51],
+          ("preln", 0.001): [0.70, 0.72, 0.71], ("preln", 0.01): [0.3, 0.31, 0.29]}
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory) -> Path:
+    root = folder(tmp_path_factory.mktemp("products") / "demo", DECLARED, SCORES)
+    analyze(root)
+    return root
+
+
+def _outputs(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes()
+            for p in [root / "findings.md", *sorted((root / "tables").iterdir())]}
+
+
+def test_runs_csv_alone_reproduces_every_table_and_the_findings(analysed, tmp_path):
+    """A folder shared without its run folders (the committed results/default) is analysed from its
+    runs.csv to the same bytes: types come back as the summaries held them."""
+    root = shutil.copytree(analysed, tmp_path / "shared")
+    shutil.rmtree(root / "runs")
+    before = _outputs(root)
+    runs = load_runs(root, from_csv=True)
+    assert len(runs) == len(load_runs(analysed))
+    first = runs[0]
+    assert isinstance(first["seed"], int) and isinstance(first["train.betas"], list)
+    assert isinstance(first["run_id"], str) and first["diverged_step"] is None
+    with pytest.raises(AnalysisError, match="no usable summary.json"):
+        load_runs(root)  # the notebook loader reads run folders only
+    analyze(root, figures=False)
+    assert _outputs(root) == before
+    assert write_report(root).is_file()
+
+
+def test_the_committed_default_is_reproduced_from_its_runs_csv(tmp_path):
+    """`make tables` on results/default as cloned: its committed tables and findings.md are what the
+    analysis of its committed runs.csv writes."""
+    src = REPO / "results" / "default"
+    tracked = subprocess.run(["git", "-C", str(REPO), "ls-files", "results/default"], capture_output=True,
+                             text=True, check=False).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    root = tmp_path / "default"
+    for name in tracked:
+        rel = Path(name).relative_to("results/default")
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src / rel, root / rel)
+    before = _outputs(root)
+    analyze(root, figures=False)
+    after = _outputs(root)
+    assert sorted(after) == sorted(before)
+    assert [k for k in before if before[k] != after[k]] == []
+
+
+def test_every_product_analyze_writes_is_in_the_registry(analysed):
+    stems = {p.stem for p in (analysed / "tables").iterdir()}
+    assert stems <= set(products.TABLES)
+    for path in (analysed / "figures").glob("*.png"):
+        kind, _ = products.figure_kind(path.stem, None)
+        assert kind is not None, path.name
+
+
+def test_every_registry_entry_points_at_a_heading_that_exists():
+    def anchors(page: Path) -> set[str]:
+        heads = re.findall(r"^#+ (.+)$", page.read_text(), flags=re.M)
+        return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+    entries = [*products.TABLES.values(), *products.FIGURES.values(), *products.FINDINGS.values()]
+    for entry in entries:
+        page, _, anchor = products.doc_link(entry.anchor).partition("#")
+        assert anchor in anchors(REPO / page), f"{entry.name}: {page}#{anchor}"
+
+
+def test_the_page_has_contents_the_design_and_each_legend_once(analysed):
+    page = write_report(analysed).read_text()
+    toc = page[page.index("<nav>"):page.index("</nav>")]
+    for target in re.findall(r'href="#([^"]+)"', toc):
+        assert f'id="{target}"' in page
+    design = page[page.index('id="design"'):page.index('id="answer"')]
+    assert "model.residual = layerscale" in design or "layerscale" in design
+    # the score tables come one per learning rate; their legend is printed once
+    n_tables = page.count("Accuracy and stability (train.lr")
+    assert n_tables >= 2
+    assert page.count("Cell: the score, the mean test score") == 1
+    assert page.count("How to read these tables") == len(re.findall(r'<section id="tab-', page))
+
+
+def test_figure_titles_come_from_the_grouping_keys(analysed):
+    page = write_report(analysed).read_text()
+    captions = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<figcaption>(.*?)</figcaption>", page, flags=re.S)]
+    assert any(c.startswith("train.lr = 0.001") for c in captions)
+    assert not any("-train.lr-" in c for c in captions)
+
+
+def test_vs_depth_figures_need_two_depths(tmp_path):
+    one = tmp_path / "one"
+    for seed in range(2):
+        for lr in (1e-3, 1e-2):
+            write_run(one, "preln", 12, seed, lr=lr)
+            write_run(one, "layerscale", 12, seed, acc=0.95, lr=lr)
+    analyze(one)
+    assert not [p for p in (one / "figures").glob("*vs_depth*")]
+    two = tmp_path / "two"
+    for depth in (6, 12):
+        for seed in range(2):
+            write_run(two, "preln", depth, seed)
+            write_run(two, "layerscale", depth, seed, acc=0.95)
+    analyze(two)
+    assert list((two / "figures").glob("accuracy_vs_depth*.png"))
+
+
+def test_log_axes_label_no_minor_tick():
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from suite.analysis.figures import readable_log_ticks
+
+    fig, ax = plt.subplots()
+    ax.plot([3e-3, 4.5e-3], [1, 2])
+    ax.set_xscale("log")
+    fig.canvas.draw()
+    readable_log_ticks(fig)
+    fig.canvas.draw()
+    minor = [t.get_text() for t in ax.get_xticklabels(minor=True)]
+    major = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    plt.close(fig)
+    assert all(m == "" for m in minor) and major and all("10^" not in m and "times" not in m for m in major)
+
+
+def test_a_sparkline_of_a_huge_metrics_file_reads_a_bounded_sample(tmp_path):
+    line = ('{"kind": "train", "step": %d, "loss": %.4f, "blocks": [' + ", ".join(['{"block": 0}'] * 60) + "]}\n")
+    with open(tmp_path / "metrics.jsonl", "w") as f:
+        step = 0
+        while f.tell() < 3 * SPARK_READ_ALL:
+            f.write(line % (step, 2.3 / (1 + step / 100)))
+            step += 1
+    tracemalloc.start()
+    points = _sparkline(tmp_path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert 20 <= len(points.split()) <= MAX_CURVE_POINTS + 1
+    assert peak < SPARK_READ_ALL / 2  # a sample, not the file
+    ys = [float(p.split(",")[1]) for p in points.split()]
+    assert ys[0] < ys[-1]  # the loss falls: y grows down
+
+
+def test_damaged_runs_csv_cells_are_one_warning_each(analysed, tmp_path):
+    root = shutil.copytree(analysed, tmp_path / "shared")
+    shutil.rmtree(root / "runs")
+    lines = (root / "runs.csv").read_text().splitlines()
+    head = lines[0].split(",")
+    col = head.index("test_acc")
+    for i, bad in ((1, "abc"), (2, "inf")):
+        cells = lines[i].split(",")
+        cells[col] = bad
+        lines[i] = ",".join(cells)
+    (root / "runs.csv").write_text("\n".join(lines) + "\n")
+    with pytest.warns(AnalysisWarning) as seen:
+        runs = load_runs(root, from_csv=True)
+    said = [str(w.message) for w in seen]
+    assert any("line 2: skipped: 'test_acc' is 'abc', not a number" in s for s in said)
+    assert any("line 3: skipped: 'test_acc' is inf, not a finite number" in s for s in said)
+    assert len(runs) == len(lines) - 3
+
+
+def test_a_damaged_summary_csv_cell_in_compare_is_one_line_exit_2(analysed, tmp_path, capsys):
+    other = shutil.copytree(analysed, tmp_path / "other")
+    text = (other / "tables" / "summary.csv").read_text().splitlines()
+    head = text[0].split(",")
+    cells = text[1].split(",")
+    cells[head.index("acc_mean")] = "abc"
+    text[1] = ",".join(cells)
+    (other / "tables" / "summary.csv").write_text("\n".join(text) + "\n")
+    assert main(["report", str(analysed), "--compare", str(other)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "summary.csv, line 2: 'acc_mean' is 'abc', not a number" in err
+
+
+def test_the_report_of_a_non_ascii_folder_under_the_c_locale(analysed, tmp_path):
+    root = shutil.copytree(analysed, tmp_path / "résultats-α")
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONIOENCODING": "", "PYTHONUTF8": "0"}
+    done = subprocess.run([sys.executable, "-m", "suite", "report", str(root)], capture_output=True, env=env,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert "résultats-α" in (root / "report.html").read_text(encoding="utf-8")
+
+
+def test_study_is_what_analyze_wrote(analysed):
+    result = study(analysed)
+    assert result.title == "demo" and result.baseline == "preln"
+    assert {k for k, f in result.frames.items() if f is not None and not f.empty} >= {"summary", "lr"}
+    assert result.answer is not None
+    assert np.isfinite(result.summary["acc_mean"]).any()
