@@ -1,9 +1,14 @@
 """Group-sequential testing of one comparison: look after each round of seeds, stop once decided.
 
-Pure functions. The design is a two-sided test at overall level ``alpha`` with ``K`` planned looks at
-information fractions ``t_1 < ... < t_K = 1`` (here: seeds so far / the most seeds allowed). Alpha is
-spent by the Lan-DeMets O'Brien-Fleming-type function (Lan & DeMets 1983; :func:`obf_spent`): almost nothing at the first looks, nearly all of it at the last, so stopping
-early takes a large effect and a study that runs to the end loses little power.
+Pure functions. The design is a two-sided test at overall level ``alpha``. Each look is placed at the information it
+actually reached, ``t_k`` = seed pairs at look k / the most pairs the study allows (its last round of
+seeds), not at the fraction it was planned for: a run that errored leaves a look with fewer pairs, and
+its boundary is computed for the pairs it has (Lan & DeMets 1983). Alpha is spent by the Lan-DeMets
+O'Brien-Fleming-type function (:func:`obf_spent`) evaluated at ``t_k``: almost nothing at the first
+looks, nearly all of it at the last, so stopping early takes a large effect and a study that runs to
+the end loses little power. The last planned look spends whatever alpha is left, even when errors kept
+it below ``t = 1``. There is no fixed-level fallback: every look, planned or not, is tested at its
+own boundary (:class:`Looks` places it).
 
 The boundaries ``c_k`` on the z scale solve ``P(no crossing before k, |Z_k| >= c_k) = a(t_k) - a(t_{k-1})``
 under the null. With ``Z_k = B(t_k) / sqrt(t_k)`` for a Brownian motion B, the increments are
@@ -23,12 +28,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
-from scipy import optimize
+from scipy import optimize, special
 from scipy import stats as sps
 
-GRID = 801  # points of the grid that carries the continuation density (odd: Simpson's rule)
+GRID = 201  # points of the grid that carries the continuation density (odd: Simpson's rule); bounds agree with
+# 801 points to 1e-8 (a simulation asks for hundreds of designs)
+EDGE = 12.0  # |B(t)| beyond this (t <= 1: 12 SD) carries no probability worth a grid point
+_ROOT2PI = math.sqrt(2 * math.pi)
 
 
 def obf_spent(t: float, alpha: float = 0.05) -> float:
@@ -48,11 +57,13 @@ def _simpson(n: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Design:
-    """A planned group-sequential test: information fractions, alpha, and the z boundaries."""
+    """A group-sequential test: information fractions, alpha, the z boundaries, and the alpha spent
+    by each look (cumulative)."""
 
     fractions: tuple[float, ...]
     alpha: float
     bounds: tuple[float, ...]
+    spent: tuple[float, ...]
 
 
 def _carry(density: np.ndarray, grid: np.ndarray, step: float, t_prev: float, t: float):
@@ -61,20 +72,40 @@ def _carry(density: np.ndarray, grid: np.ndarray, step: float, t_prev: float, t:
     weights = density * _simpson(grid.size) * step
 
     def tail(x: float) -> float:  # P(continued so far and |B(t)| >= x)
-        return float(np.sum(weights * (sps.norm.sf((x - grid) / sd) + sps.norm.cdf((-x - grid) / sd))))
+        return float(np.sum(weights * (special.ndtr((grid - x) / sd) + special.ndtr((-x - grid) / sd))))
 
     def at(points: np.ndarray) -> np.ndarray:  # sub-density of B(t) at points
-        return (weights[None, :] * sps.norm.pdf((points[:, None] - grid[None, :]) / sd) / sd).sum(axis=1)
+        u = (points[:, None] - grid[None, :]) / sd
+        return (np.exp(-0.5 * u * u) @ weights) / (sd * _ROOT2PI)
 
     return tail, at
 
 
-def design(fractions: Sequence[float], alpha: float = 0.05) -> Design:
+def _spent(t: Sequence[float], alpha: float, final: bool) -> list[float]:
+    """Cumulative alpha spent by each look; the final look spends what is left."""
+    spent = [obf_spent(x, alpha) for x in t]
+    if final:
+        spent[-1] = alpha
+    return spent
+
+
+def _start(bound: float, t0: float) -> tuple[np.ndarray, np.ndarray]:
+    """Grid and continuation density of B(t0) after the first look."""
+    half = min(bound * math.sqrt(t0), EDGE)
+    grid = np.linspace(-half, half, GRID)
+    return grid, np.exp(-0.5 * grid * grid / t0) / math.sqrt(t0) / _ROOT2PI
+
+
+def design(fractions: Sequence[float], alpha: float = 0.05, final: bool = True) -> Design:
     """Boundaries of a two-sided group-sequential test with O'Brien-Fleming-type alpha spending.
 
     Args:
-        fractions: information fraction at each look, increasing, the last 1.
+        fractions: information fraction at each look (information reached / the most planned),
+            increasing, in (0, 1].
         alpha: overall two-sided level.
+        final: the last look is the study's last: it spends all the alpha left, whatever its fraction
+            (a final look short of 1 because runs errored still tests at level alpha overall). False
+            for a look with more to come: it spends ``obf_spent(t)``.
 
     Returns:
         The :class:`Design`; ``bounds[k]`` is the |z| that stops at look k. One look gives the
@@ -82,22 +113,89 @@ def design(fractions: Sequence[float], alpha: float = 0.05) -> Design:
         (4.877, 3.357, 2.680, 2.290, 2.031) as in gsDesign.
     """
     t = [float(f) for f in fractions]
-    if not t or any(b <= a for a, b in zip(t, t[1:])) or t[0] <= 0 or abs(t[-1] - 1) > 1e-12:
-        raise ValueError(f"fractions must increase from above 0 to 1, got {list(fractions)}")
-    bounds = [float(sps.norm.isf(obf_spent(t[0], alpha) / 2))]
-    if len(t) == 1:
-        return Design(tuple(t), alpha, tuple(bounds))
-    half = bounds[0] * math.sqrt(t[0])
-    grid = np.linspace(-half, half, GRID)
-    density = sps.norm.pdf(grid / math.sqrt(t[0])) / math.sqrt(t[0])
-    for k in range(1, len(t)):
-        tail, at = _carry(density, grid, grid[1] - grid[0], t[k - 1], t[k])
-        spend = obf_spent(t[k], alpha) - obf_spent(t[k - 1], alpha)
-        x = optimize.brentq(lambda x: tail(x) - spend, 1e-6, 40.0, xtol=1e-10)
-        bounds.append(x / math.sqrt(t[k]))
-        grid = np.linspace(-x, x, GRID)
-        density = at(grid)
-    return Design(tuple(t), alpha, tuple(bounds))
+    if not t or any(b <= a for a, b in zip(t, t[1:])) or t[0] <= 0 or t[-1] > 1 + 1e-12:
+        raise ValueError(f"fractions must increase from above 0 to at most 1, got {list(fractions)}")
+    spent = _spent(t, alpha, final)
+    bounds = [float(sps.norm.isf(spent[0] / 2))]
+    if len(t) > 1:
+        grid, density = _start(bounds[0], t[0])
+        for k in range(1, len(t)):
+            tail, at = _carry(density, grid, grid[1] - grid[0], t[k - 1], t[k])
+            spend = spent[k] - spent[k - 1]
+            if spend <= 0 or tail(40.0) >= spend:  # nothing left to spend at this look
+                x = math.inf
+            else:
+                x = optimize.brentq(lambda x: tail(x) - spend, 1e-6, 40.0, xtol=1e-10)
+            bounds.append(x / math.sqrt(t[k]))
+            grid = np.linspace(-min(x, EDGE), min(x, EDGE), GRID)
+            density = at(grid)
+    return Design(tuple(t), alpha, tuple(bounds), tuple(spent))
+
+
+@lru_cache(maxsize=8192)
+def _cached(fractions: tuple[float, ...], alpha: float, final: bool) -> Design:
+    return design(fractions, alpha, final)
+
+
+def at_information(pairs: Sequence[int], maximum: int, final: bool, alpha: float = 0.05) -> Design:
+    """The design of the looks taken so far, each at the information it reached.
+
+    Args:
+        pairs: seed pairs at each look that added pairs, increasing; the last is this look's.
+        maximum: the most pairs the study allows (the seeds of its last round).
+        final: this look is the study's last planned one (it spends the alpha left).
+        alpha: overall two-sided level.
+
+    Returns:
+        The :class:`Design` at fractions ``pairs / maximum`` (cached: a simulation asks for the same
+        few designs thousands of times).
+    """
+    return _cached(tuple(min(p / maximum, 1.0) for p in pairs), float(alpha), bool(final))
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where an analysis falls in a study: ``look`` (0-based), the pairs of every look that added
+    information up to it (``information``, the last this one's), and whether it is the last planned."""
+
+    look: int
+    information: tuple[int, ...]
+    final: bool
+
+
+@dataclass(frozen=True)
+class Looks:
+    """A study's planned rounds of seeds and the looks taken so far (``sequential.json``).
+
+    ``rounds``: the seeds planned at each look, increasing; the last is the cap, and the most pairs the
+    study allows. ``taken``: (seeds, pairs) at each look already taken, in order.
+    """
+
+    rounds: tuple[int, ...]
+    taken: tuple[tuple[int, int], ...] = ()
+
+    def place(self, pairs: int, seeds: int) -> Placed | str:
+        """Place an analysis of ``pairs`` seed pairs from ``seeds`` seeds run (errored runs included).
+
+        The same pairs as the last look taken: that look again (nothing new to test). More: a new look,
+        the last planned one when ``seeds`` reached the cap. Fewer: no look at all (a string saying why):
+        runs were removed after a look, and its data are gone.
+        """
+        info: list[int] = []
+        for k, (s, p) in enumerate(self.taken):
+            if info and p == info[-1] or p < 1:
+                continue
+            if info and p < info[-1]:
+                return f"look {k + 1} recorded {p} seed pairs, fewer than look {k}'s {info[-1]}"
+            info.append(p)
+            if p == pairs:
+                return Placed(k, tuple(info), s >= self.rounds[-1])
+        if pairs < 1:
+            return "no seed pairs to test yet"
+        if info and pairs < info[-1]:
+            return (f"{pairs} seed pairs, fewer than the {info[-1]} of look {len(self.taken)}: runs were removed "
+                    f"after that look; restore them, or start a new study with --out")
+        return Placed(len(self.taken), tuple(info) + (pairs,), seeds >= self.rounds[-1])
 
 
 def stagewise_p(plan: Design, look: int, z: float) -> float:
@@ -111,23 +209,23 @@ def stagewise_p(plan: Design, look: int, z: float) -> float:
     z = abs(z)
     if look == 0:
         return float(2 * sps.norm.sf(z))
-    half = plan.bounds[0] * math.sqrt(t[0])
-    grid = np.linspace(-half, half, GRID)
-    density = sps.norm.pdf(grid / math.sqrt(t[0])) / math.sqrt(t[0])
+    grid, density = _start(plan.bounds[0], t[0])
     for k in range(1, look + 1):
         tail, at = _carry(density, grid, grid[1] - grid[0], t[k - 1], t[k])
         if k == look:
-            return float(obf_spent(t[k - 1], plan.alpha) + tail(z * math.sqrt(t[k])))
-        x = plan.bounds[k] * math.sqrt(t[k])
+            return float(min(1.0, plan.spent[k - 1] + tail(z * math.sqrt(t[k]))))
+        x = min(plan.bounds[k] * math.sqrt(t[k]), EDGE)
         grid = np.linspace(-x, x, GRID)
         density = at(grid)
     raise AssertionError("unreachable")
 
 
-def t_to_z(t_stat: float, df: float) -> float:
-    """The z with the same two-sided p-value as a t statistic with ``df`` degrees of freedom (sign kept)."""
-    p = 2 * sps.t.sf(abs(t_stat), df)
-    return float(math.copysign(sps.norm.isf(p / 2), t_stat))
+def t_to_z(t_stat, df):
+    """The z with the same two-sided p-value as a t statistic with ``df`` degrees of freedom (sign kept).
+    Scalars give a float; arrays (any shape, broadcast) an array."""
+    p = 2 * sps.t.sf(np.abs(t_stat), df)
+    z = np.copysign(sps.norm.isf(p / 2), t_stat)
+    return float(z) if np.ndim(z) == 0 else z
 
 
 def repeated_interval(estimate: float, se: float, df: float, bound: float) -> tuple[float, float]:
