@@ -5,7 +5,11 @@ where that group does not exist the tests are ``nan`` and the tables say so. Run
 ``error`` are left out of everything (``n`` counts the other runs) and counted in ``n_error``. The
 score is :func:`suite.analysis.score.score` (``acc_*``); survivors' accuracy stays as ``ok_acc_*``.
 Every test here is exploratory: Bonferroni over the groups of a table section, with simultaneous
-intervals that agree with it (:func:`suite.analysis.grouping.adjust_family`).
+intervals that agree with it (:func:`suite.analysis.grouping.adjust_family`). A score comparison with
+fewer than :data:`suite.analysis.pooled.MIN_SEEDS` seed pairs takes its SD pooled over the section's
+comparisons (:mod:`suite.analysis.pooled`) instead of its own from one or two degrees of freedom;
+every difference's interval is kept within what two scores can differ by (``acc_diff_ci_clipped``
+says when it was cut), and ``acc_verdict`` gives a word only from 4 seeds per arm.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from suite.analysis import stats
-from suite.analysis.grouping import adjust_family, group_of, ordered_groups, sort_value, variant_order
+from suite.analysis import pooled, stats
+from suite.analysis.grouping import (adjust_family, group_of, ordered_groups, section_keys, sort_value,
+                                     variant_order)
 from suite.analysis.score import chance, score
 from suite.store import STATUSES
 
@@ -61,37 +66,53 @@ def _group_stats(runs: list[dict[str, Any]]) -> dict[str, Any]:
     steps = _finite([r["step_time_ms"] for r in timed])
     out.update({"step_time_ms": float(np.median(steps)) if steps.size else math.nan, "n_timed": len(timed),
                 "n_contended": sum(r.get("timing_contended") is True for r in timed),
-                "_acc": [(seed, v) for seed, v, _ in scored]})
+                "_acc": [(seed, v) for seed, v, _ in scored], "_chance": floor})
     return out
 
 
-def compare_accuracy(scheme: list[tuple[Any, float]], baseline: list[tuple[Any, float]]) -> tuple[stats.Difference, float]:
+def paired_differences(scheme: list[tuple[Any, float]], baseline: list[tuple[Any, float]]) -> np.ndarray | None:
+    """Seed-matched differences ``scheme - baseline`` over the shared seeds, ordered by seed, when each
+    seed appears once per side and at least 2 are shared (runs with the same seed share initial
+    weights and batch order); else None (the comparison is unpaired)."""
+    a_by, b_by = dict(scheme), dict(baseline)
+    common = sorted(set(a_by) & set(b_by), key=sort_value)
+    if len(a_by) == len(scheme) and len(b_by) == len(baseline) and len(common) >= 2:
+        return np.array([a_by[s] - b_by[s] for s in common], dtype=float)
+    return None
+
+
+def compare_accuracy(scheme: list[tuple[Any, float]], baseline: list[tuple[Any, float]],
+                     pool: tuple[float, float] = (math.nan, 0)) -> tuple[stats.Difference, float]:
     """The score of a scheme against the baseline in one cell.
 
     Args:
         scheme: (seed, score) of the scheme's runs in the cell.
         baseline: the same for the baseline.
+        pool: (sd, df) of the seed-matched differences pooled over the family
+            (:func:`suite.analysis.pooled.pooled_sd`), used below :data:`~suite.analysis.pooled.MIN_SEEDS`
+            pairs; without one, a comparison's own SD whatever its pairs.
 
     Returns:
-        (difference, sd of the seed-matched differences). Runs with the same seed share initial
-        weights and batch order, so when each seed appears once per side and at least 2 seeds are
-        shared, the test is the paired t-test on the shared seeds; otherwise Welch's t-test on all
-        runs (and the sd is nan).
+        (difference, sd of the seed-matched differences). Paired (:func:`paired_differences`): the
+        paired t-test from :data:`~suite.analysis.pooled.MIN_SEEDS` pairs, below that the paired t with
+        the pooled SD where there is one; unpaired: Welch's t-test on all runs (and the sd is nan).
     """
+    d = paired_differences(scheme, baseline)
+    if d is None:
+        return stats.welch_difference([x for _, x in scheme], [x for _, x in baseline]), math.nan
+    own_sd = float(np.std(d, ddof=1))
+    if d.size < pooled.MIN_SEEDS and math.isfinite(pool[0]):
+        return pooled.pooled_difference(d, *pool), own_sd
     a_by, b_by = dict(scheme), dict(baseline)
     common = sorted(set(a_by) & set(b_by), key=sort_value)
-    if len(a_by) == len(scheme) and len(b_by) == len(baseline) and len(common) >= 2:
-        a = np.array([a_by[s] for s in common])
-        b = np.array([b_by[s] for s in common])
-        return stats.paired_difference(a, b), float(np.std(a - b, ddof=1))
-    return stats.welch_difference([x for _, x in scheme], [x for _, x in baseline]), math.nan
+    return stats.paired_difference([a_by[s] for s in common], [b_by[s] for s in common]), own_sd
 
 
 COLUMNS = [
     "is_baseline", "has_baseline", "n", "n_ok", "n_error",
     "acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high", "acc_median",
     "acc_test", "acc_pairs", "acc_diff", "acc_diff_ci_low", "acc_diff_ci_high", "acc_diff_sd", "acc_p", "acc_p_adj",
-    "acc_p_m",
+    "acc_p_m", "acc_diff_df", "acc_diff_ci_clipped", "acc_verdict",
     "n_not_ok", "not_ok_rate", "not_ok_ci_low", "not_ok_ci_high", "not_ok_p", "not_ok_p_adj", "not_ok_p_m",
     "n_diverged", "diverged_rate", "diverged_ci_low", "diverged_ci_high", "diverged_step_median", "diverged_p",
     "diverged_p_adj",
@@ -118,23 +139,39 @@ def summarize(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.
     groups = ordered_groups(runs, keys, baseline)
     ordered = list(groups)
     rows = {g: _group_stats(groups[g]) for g in ordered}
+    skeys = [i for i, k in enumerate(keys) if k in section_keys(keys)]
+    strata: dict[tuple, dict[tuple, dict[str, dict]]] = {}  # section -> stratum -> arm -> {seed: score}
+    for g in ordered:
+        base = rows.get((baseline,) + g[1:])
+        if base is not None and (g[0] == baseline or paired_differences(rows[g]["_acc"], base["_acc"]) is not None):
+            strata.setdefault(tuple(g[i] for i in skeys), {}).setdefault(g[1:], {})[g[0]] = dict(rows[g]["_acc"])
+    pools = {label: pooled.pooled_sd([pooled.fitted_arms(arms, baseline) for arms in by_stratum.values()])
+             for label, by_stratum in strata.items()}
     out, diffs = [], []
     for g in ordered:
         row, base = rows[g], rows.get((baseline,) + g[1:])
         is_base = g[0] == baseline
         tests: dict[str, Any] = {f"{rate}_p": math.nan for rate in RATES}
-        diff, sd = stats.NO_DIFFERENCE, math.nan
+        diff, sd, seeds = stats.NO_DIFFERENCE, math.nan, 0
         if not is_base and base is not None:
-            diff, sd = compare_accuracy(row["_acc"], base["_acc"])
+            diff, sd = compare_accuracy(row["_acc"], base["_acc"], pools.get(tuple(g[i] for i in skeys), (math.nan, 0)))
+            seeds = diff.n_pairs or min(len(row["_acc"]), len(base["_acc"]))
             for rate in RATES:
                 tests[f"{rate}_p"] = stats.fisher_exact_p(row[f"n_{rate}"], row["n"], base[f"n_{rate}"], base["n"])
         tests.update(acc_test=diff.test, acc_pairs=diff.n_pairs, acc_diff=diff.estimate, acc_diff_ci_low=diff.low,
-                     acc_diff_ci_high=diff.high, acc_diff_sd=sd, acc_p=diff.p)
+                     acc_diff_ci_high=diff.high, acc_diff_sd=sd, acc_p=diff.p, acc_diff_df=diff.df,
+                     _seeds=seeds, _bound=1.0 - row["_chance"])
         out.append({**dict(zip(keys, g)), "is_baseline": is_base, "has_baseline": base is not None,
                     **{k: v for k, v in row.items() if not k.startswith("_")}, **tests})
         diffs.append(diff if diff.test else None)
     frame = pd.DataFrame(out)
     adjust_family(frame, keys, "acc_p", diffs, "acc_diff")
+    clipped = [pooled.clip(lo, hi, bound) for lo, hi, bound in
+               zip(frame["acc_diff_ci_low"], frame["acc_diff_ci_high"], frame["_bound"])]
+    frame["acc_diff_ci_low"] = [c[0] for c in clipped]
+    frame["acc_diff_ci_high"] = [c[1] for c in clipped]
+    frame["acc_diff_ci_clipped"] = [c[2] for c in clipped]
+    frame["acc_verdict"] = [pooled.verdict(e, p, n) for e, p, n in zip(frame["acc_diff"], frame["acc_p_adj"], frame["_seeds"])]
     for rate in RATES:
         adjust_family(frame, keys, f"{rate}_p")
     return frame[keys + COLUMNS]
