@@ -1,9 +1,13 @@
 """``suite plan DIR``: how many seeds each comparison needs, from the spread the runs so far show.
 
 Planning, not observed power (which only restates a p-value; Hoenig & Heisey 2001). For each
-comparison with the baseline: the SD of the seed-matched differences observed, its 80% upper
-confidence limit (an SD from 2 degrees of freedom is too small as often as not, so planning with the
-point estimate fails about half the time), the level the comparison is tested at (0.05 for the
+comparison with the baseline: the SD of the seed-matched differences observed and its 80% upper
+confidence limit, and the seeds needed planned with each (two columns): the point SD is as likely too
+small as too large, so planning with it fails about half the time, while the upper limit from 1
+degree of freedom is 3.9 times the point SD and asks for up to 15 times the seeds (3.9 squared); the truth is
+usually between, and more seeds narrow the gap. A zero SD (every seed pair differs by the same
+amount: often two arms that are the same model, or both at chance in every run) plans nothing, and
+says so. The level the comparison is tested at (0.05 for the
 declared primary comparison; 0.05 / m, Holm's first step, for one of a family of m co-primary tests;
 0.05 / m for one of the m exploratory comparisons of its table section), and the seed pairs a two-sided paired t-test needs to detect ``effect`` with ``power``
 (noncentral t, :func:`suite.analysis.stats.paired_seeds_needed`). For not-ok rates: the smallest
@@ -27,8 +31,8 @@ from suite.analysis.lr import lr_table
 from suite.analysis.markup import fmt_value
 from suite.analysis.summary import summarize
 
-COLUMNS = ["comparison", "endpoint", "role", "alpha", "pairs", "sd", "planning_sd", "effect", "seeds_needed",
-           "min_p", "note"]
+COLUMNS = ["comparison", "endpoint", "role", "alpha", "pairs", "sd", "planning_sd", "effect", "seeds_needed_point",
+           "seeds_needed", "min_p", "note"]
 
 
 def _where(row: pd.Series, keys: list[str]) -> str:
@@ -37,11 +41,21 @@ def _where(row: pd.Series, keys: list[str]) -> str:
 
 def _row(comparison: str, endpoint: str, role: str, alpha: float, pairs: int, sd: float, effect: float,
          power: float) -> dict[str, Any]:
+    """A score comparison's row: seeds from the point SD (``seeds_needed_point``) and from its 80% upper
+    limit (``seeds_needed``)."""
     planning = stats.sd_upper(sd, pairs - 1) if pairs >= 2 else math.nan
+    point = stats.paired_seeds_needed(effect, sd, power, alpha)
     need = stats.paired_seeds_needed(effect, planning, power, alpha)
-    note = "" if math.isfinite(need) else ("fewer than 2 seed pairs: no SD" if math.isnan(need) else "> 10,000")
+    if pairs < 2 or math.isnan(sd):
+        note = "fewer than 2 seed pairs: no SD"
+    elif sd == 0:
+        note = ("every seed pair differs by the same amount (SD 0: the same model twice, or both at chance in "
+                "every run?): nothing to plan from")
+    else:
+        note = "" if math.isfinite(need) else "> 10,000"
     return {"comparison": comparison, "endpoint": endpoint, "role": role, "alpha": alpha, "pairs": pairs, "sd": sd,
-            "planning_sd": planning, "effect": effect, "seeds_needed": need, "min_p": math.nan, "note": note}
+            "planning_sd": planning, "effect": effect, "seeds_needed_point": point, "seeds_needed": need,
+            "min_p": math.nan, "note": note}
 
 
 def _primary_row(answer: primary.Answer, effect: float, power: float) -> dict[str, Any]:
@@ -54,7 +68,7 @@ def _primary_row(answer: primary.Answer, effect: float, power: float) -> dict[st
         need = stats.fisher_seeds_needed(ka / na, kb / nb, power, alpha) if na and nb else math.nan
         return {"comparison": declared.describe(), "endpoint": "not_ok_rate", "role": role, "alpha": alpha,
                 "pairs": min(na, nb), "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
-                "seeds_needed": need, "min_p": answer.min_p, "note": f"observed not ok {ka}/{na} vs {kb}/{nb}"}
+                "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": answer.min_p, "note": f"observed not ok {ka}/{na} vs {kb}/{nb}"}
     if declared.endpoint == "frontier":
         need = primary.plan_frontier(answer.low, answer.high, answer.level, answer.seeds, primary.DEFAULT_RATIO,
                                      power, alpha)
@@ -62,7 +76,7 @@ def _primary_row(answer: primary.Answer, effect: float, power: float) -> dict[st
                 f"interval" if math.isfinite(need) else "the ratio's interval is open or missing: extend the grid")
         return {"comparison": declared.describe(), "endpoint": "frontier", "role": role, "alpha": alpha,
                 "pairs": answer.seeds, "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
-                "seeds_needed": need, "min_p": math.nan, "note": note}
+                "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": math.nan, "note": note}
     return _row(declared.describe(), declared.endpoint, role, alpha, answer.n_pairs, answer.sd,
                 declared.margin or effect, power)
 
@@ -104,7 +118,7 @@ def plan_table(root: str | Path, effect: float = 0.05, power: float = 0.8, basel
         need = stats.fisher_seeds_needed(rate_a, rate_b, power, 0.05 / m_rate)
         rows.append({"comparison": where, "endpoint": "not_ok_rate", "role": "exploratory", "alpha": 0.05 / m_rate,
                      "pairs": int(min(r["n"], b["n"])), "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
-                     "seeds_needed": need, "min_p": stats.fisher_min_p(int(r["n"]), int(b["n"])),
+                     "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": stats.fisher_min_p(int(r["n"]), int(b["n"])),
                      "note": (f"observed not ok {r['n_not_ok']}/{r['n']} vs {b['n_not_ok']}/{b['n']}"
                               + ("; equal rates: nothing to detect" if rate_a == rate_b else ""))})
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -116,15 +130,19 @@ def render(frame: pd.DataFrame, power: float) -> str:
         return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else (
             "> 10,000" if math.isinf(x) else format(x, spec))
 
-    lines = ["| comparison | endpoint | role | alpha | pairs now | sd | planning sd | seeds needed | min p now | note |",
-             "|:--|:--|:--|--:|--:|--:|--:|--:|--:|:--|"]
+    lines = ["| comparison | endpoint | role | alpha | pairs now | sd | 80% upper sd | seeds (point sd) | "
+             "seeds (upper sd) | min p now | note |",
+             "|:--|:--|:--|--:|--:|--:|--:|--:|--:|--:|:--|"]
     for _, r in frame.iterrows():
         lines.append(f"| {r['comparison']} | {r['endpoint']} | {r['role']} | {r['alpha']:.4f} | {r['pairs']} | "
                      f"{num(100 * r['sd'], '.1f')} | {num(100 * r['planning_sd'], '.1f')} | "
-                     f"{num(r['seeds_needed'], '.0f')} | {num(r['min_p'], '.3f')} | {r['note']} |")
+                     f"{num(r['seeds_needed_point'], '.0f')} | {num(r['seeds_needed'], '.0f')} | "
+                     f"{num(r['min_p'], '.3f')} | {r['note']} |")
     lines += ["", f"Seeds needed: per scheme, for a two-sided paired t-test at the row's alpha to detect the effect "
-              f"with {int(100 * power)}% power (noncentral t), planned with the 80% upper confidence limit of the "
-              f"observed SD of seed-matched differences (points); for not_ok_rate rows, Fisher's exact test telling "
-              f"the observed rates apart (exact enumeration). min p now: the smallest p Fisher's test can reach with "
-              f"the runs there; above alpha, no rate difference can show however large."]
+              f"with {int(100 * power)}% power (noncentral t), planned with the observed SD of seed-matched "
+              f"differences (points) and, to hold with 80% confidence, with its 80% upper confidence limit: the "
+              f"point SD is too small about half the time, the upper limit from few pairs is far above it (3.9x "
+              f"at 2 pairs, 1.7x at 4), and the truth usually lies between; for not_ok_rate rows, Fisher's exact "
+              f"test telling the observed rates apart (exact enumeration). min p now: the smallest p Fisher's test "
+              f"can reach with the runs there; above alpha, no rate difference can show however large."]
     return "\n".join(lines)

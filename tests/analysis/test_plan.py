@@ -1,0 +1,28 @@
+"""suite plan: seeds from the point SD and from its upper limit; a zero SD said as such."""
+
+import math
+
+from suite.analysis import stats
+from suite.analysis.plan import COLUMNS, _row, render
+
+import pandas as pd
+
+
+def test_seeds_from_the_point_sd_and_from_its_upper_limit():
+    """The mechanisms primary: SD 5.1 points from 2 pairs (1 df). Planned at the upper limit (20.1
+    points) it asked for 129 seeds (130 from the rounded SD); at the point SD 11; both are printed."""
+    row = _row("ls vs preln", "best_lr_score", "primary", 0.05, 2, 0.051, 0.05, 0.8)
+    assert row["planning_sd"] == stats.sd_upper(0.051, 1) and round(100 * row["planning_sd"], 1) == 20.1
+    assert row["seeds_needed_point"] == stats.paired_seeds_needed(0.05, 0.051) == 11
+    assert row["seeds_needed"] == stats.paired_seeds_needed(0.05, stats.sd_upper(0.051, 1)) == 130
+    assert row["note"] == "" and set(row) == set(COLUMNS)
+    text = render(pd.DataFrame([row], columns=COLUMNS), 0.8)
+    assert "| seeds (point sd) | seeds (upper sd) |" in text and "| 5.1 | 20.1 | 11 | 130 |" in text
+
+
+def test_a_zero_sd_is_not_called_fewer_than_two_pairs():
+    row = _row("completep vs preln, depth 12", "score", "exploratory", 0.05 / 19, 3, 0.0, 0.05, 0.8)
+    assert math.isnan(row["seeds_needed"]) and math.isnan(row["seeds_needed_point"])
+    assert row["note"].startswith("every seed pair differs by the same amount (SD 0")
+    one = _row("x vs preln", "score", "exploratory", 0.05, 1, math.nan, 0.05, 0.8)
+    assert one["note"] == "fewer than 2 seed pairs: no SD"
