@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 from statsmodels.stats.multitest import multipletests
 
-from suite.analysis.primary import ALPHA, Answer, Primary, as_list, evaluate, plan, plan_frontier
+from suite.analysis.sequential import Looks
+from suite.analysis.primary import ALPHA, Answer, Primary, as_list, evaluate, plan_answer, plan_frontier
 
 
 def holm(p: Sequence[float], alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
@@ -51,13 +52,14 @@ def holm(p: Sequence[float], alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarr
 
 
 def evaluate_all(runs: list[dict[str, Any]], declared: Primary | list[Primary],
-                 rounds: list[int] | None = None) -> list[Answer]:
+                 rounds: Looks | list[int] | None = None) -> list[Answer]:
     """Answer every declared comparison: alone for one, as a Holm family for several (module docstring).
 
     Args:
         runs: as returned by :func:`suite.analysis.load.load_runs`.
         declared: what :func:`suite.analysis.primary.parse` returned.
-        rounds: a group-sequential design's looks; only for a single comparison.
+        rounds: a group-sequential design (:func:`suite.analysis.primary.read_design`); only for a
+            single comparison.
     """
     primaries = as_list(declared)
     if len(primaries) == 1:
@@ -96,4 +98,4 @@ def _decide(a: Answer, m: int) -> None:
     if a.primary.endpoint == "frontier":
         a.seeds_needed = plan_frontier(a.low, a.high, a.level, a.seeds, alpha=ALPHA / m)
     elif a.primary.endpoint != "not_ok_rate":
-        a.seeds_needed, a.planning_sd = plan(a.sd, a.n_pairs, a.effect, alpha=ALPHA / m)
+        plan_answer(a, alpha=ALPHA / m)

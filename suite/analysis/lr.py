@@ -6,20 +6,25 @@ without the learning rate: scheme x depth x the other keys. In a cell:
 - **score** of a run: :func:`suite.analysis.score.score` (accuracy if ``ok``, chance if not ok).
 - **best learning rate**: the rate with the highest mean *validation* score (ties: the smaller
   rate). Nothing is selected on test accuracy; the test score at the selected rate is reported with
-  its interval (:func:`suite.analysis.stats.score_interval`), and compared with the baseline's at
-  *its* best rate (paired by seed; Bonferroni over the section, simultaneous interval). The choice is
-  itself noisy: resampling the seeds (shared by both cells) and choosing again gives how often the
-  same rate wins (``best_lr_agree``) and a selection-inclusive percentile interval of the difference
-  (``test_diff_boot_*``). Runs without a validation split (``data.val_fraction: 0``) are selected on
-  test and say so (``selected_on``), an optimistic choice.
+  its interval (:func:`suite.analysis.stats.score_interval`). The comparison with the baseline is
+  *cross-fitted* (:mod:`suite.analysis.crossfit`): each half of the seeds is scored at the rate the
+  other half chose, for both schemes, and the seed-matched differences are tested with the standard
+  error of half the seeds (Bonferroni over the section, simultaneous interval); choosing and testing
+  on the same seeds favoured a scheme with a flat curve. ``test_xfit_*`` say which rates each half was
+  scored at and the two cross-fitted means the difference is made of. How often resampling the seeds
+  picks the same rate again is ``best_lr_agree``. Runs without a validation split
+  (``data.val_fraction: 0``) are selected on test and say so (``selected_on``); cross-fitted, the
+  comparison still never scores a seed at a rate its own test score chose.
 - **LR sensitivity** (after Wortsman et al. 2023, "Small-scale proxies for large-scale Transformer
-  training instabilities", with accuracy for loss), normalised: the mean over the rates tested of
+  training instabilities", with accuracy for loss), normalised: the mean over the rates of
   (best mean validation score - mean validation score at that rate) / (best mean - chance), the
   share of what the scheme can gain over chance that an untuned rate loses, 0 (every rate as good as
   the best) to 1 (only the best rate learns anything). Unnormalised, a scheme with a higher peak looks
-  more sensitive for having more to lose. It depends on the grid, so compare schemes on one grid; a
-  scheme that trains at no rate has none (``above_chance`` False). Per seed, the same mean gives the
-  interval and the paired test against the baseline.
+  more sensitive for having more to lose. It depends on the grid, so every scheme of a stratum (a
+  depth and the other keys) is measured over the same rates: those every scheme there ran
+  (``sens_lr_min`` to ``sens_lr_max``, ``sens_n_lr`` rates; the best is the best among them), none
+  with fewer than 2 in common. A scheme that trains at no rate has none (``above_chance`` False). Per
+  seed, the same mean gives the interval and the paired test against the baseline.
 - **stability frontier**: a dose-response estimate (:mod:`suite.analysis.doseresponse`): the rate
   where P(not ok) = 0.5 from a Firth logistic regression of not ok on log10(rate), with a 95%
   interval, ``above`` / ``below`` the rates tested when the data cannot place it, and a test of
@@ -37,13 +42,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from suite.analysis import doseresponse, stats
+from suite.analysis import crossfit, doseresponse, stats
 from suite.analysis.grouping import LR, adjust_family, group_of, ordered_groups, sort_value
 from suite.analysis.score import chance as chance_of
 from suite.analysis.score import score, selection_split
 from suite.analysis.summary import compare_accuracy
 
-BOOTSTRAP_RESAMPLES = 2000  # seed resamples for the selection-inclusive interval (seeded: reruns agree)
+AGREE_RESAMPLES = 2000  # seed resamples for best_lr_agree (seeded: reruns agree)
+MIN_SENS_RATES = 2  # rates in common that a sensitivity is measured over, at least
 
 MAX_NOT_OK = 0.5  # the frontier: the largest rate with at most this share of not-ok runs
 
@@ -52,9 +58,9 @@ COLUMNS = [
     "best_lr", "best_lr_at_edge", "val_at_best", "above_chance",
     "test_n", "test_mean", "test_ci_low", "test_ci_high",
     "test_pairs", "test_diff", "test_diff_ci_low", "test_diff_ci_high", "test_diff_sd", "test_p", "test_p_adj",
-    "test_p_m",
+    "test_p_m", "test_xfit_mean", "test_xfit_base_mean", "test_xfit_lrs", "test_xfit_base_lrs",
     "best_lr_agree", "test_diff_boot_low", "test_diff_boot_high",
-    "sens_n", "sens_mean", "sens_ci_low", "sens_ci_high",
+    "sens_lr_min", "sens_lr_max", "sens_n_lr", "sens_n", "sens_mean", "sens_ci_low", "sens_ci_high",
     "sens_diff", "sens_diff_ci_low", "sens_diff_ci_high", "sens_p", "sens_p_adj", "sens_p_m",
     "lr_stable_max", "censored", "lr50", "lr50_ci_low", "lr50_ci_high", "lr50_censored", "frontier_p",
     "frontier_p_adj", "frontier_p_m",
@@ -70,7 +76,8 @@ def _cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
     val = {lr: [(r.get("seed"), score(r, split)) for r in by_lr[lr]] for lr in lrs}
     val = {lr: [(s, x) for s, x in pairs if x is not None] for lr, pairs in val.items()}
     means = {lr: float(np.mean([x for _, x in pairs])) for lr, pairs in val.items() if pairs}
-    out: dict[str, Any] = {"n_lr": len(lrs), "lr_tested_min": lrs[0], "lr_tested_max": lrs[-1]}
+    out: dict[str, Any] = {"n_lr": len(lrs), "lr_tested_min": lrs[0], "lr_tested_max": lrs[-1],
+                           "_seeds": sorted({r.get("seed") for r in runs}, key=sort_value)}
 
     live = {lr: [r for r in by_lr[lr] if r["status"] != "error"] for lr in lrs}
     stable = [lr for lr in lrs if live[lr] and sum(r["status"] != "ok" for r in live[lr]) <= MAX_NOT_OK * len(live[lr])]
@@ -81,11 +88,12 @@ def _cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
     f = doseresponse.frontier([d for d, _ in doses], [b for _, b in doses])
     out.update(lr50=f.lr50, lr50_ci_low=f.low, lr50_ci_high=f.high, lr50_censored=f.censored)
     if not means:
-        out.update(best_lr=math.nan, best_lr_at_edge="", val_at_best=math.nan, above_chance=False, _test=[], _sens=[])
+        out.update(best_lr=math.nan, best_lr_at_edge="", val_at_best=math.nan, above_chance=False, _test=[])
         return out
     best_mean = max(means.values())
     chance = next((c for c in map(chance_of, runs) if c is not None), 0.0)
     out["above_chance"] = bool(best_mean > chance + 1e-9)
+    out["_chance"] = chance
     best = min(lr for lr, m in means.items() if m == best_mean)
     edge = "lowest" if best == lrs[0] and len(lrs) > 1 else "highest" if best == lrs[-1] and len(lrs) > 1 else ""
     test = [(r.get("seed"), score(r, "test"), r["status"] == "ok") for r in by_lr[best]]
@@ -93,17 +101,32 @@ def _cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
     out.update(best_lr=best, best_lr_at_edge=edge, val_at_best=best_mean, _test=[(s, x) for s, x, _ in test],
                _test_interval=stats.score_interval([x for _, x, _ in test], [ok for *_, ok in test], chance),
                _val=val, _test_by_lr={lr: {r.get("seed"): score(r, "test") for r in by_lr[lr]} for lr in lrs})
-    # Per seed: the mean shortfall from the cell's best mean, over every rate (a seed needs a scored run at each).
-    per_seed: dict[Any, dict[float, float]] = {}
-    for lr, pairs in val.items():
-        for seed, x in pairs:
-            per_seed.setdefault(seed, {})[lr] = x
-    complete = [s for s, xs in per_seed.items() if len(xs) == len(lrs) and
-                all(len([1 for t, _ in val[lr] if t == s]) == 1 for lr in lrs)]
-    gain = best_mean - chance
-    out["_sens"] = [] if gain <= 1e-9 else [(s, float(np.mean([(best_mean - per_seed[s][lr]) / gain for lr in lrs])))
-                                            for s in sorted(complete, key=sort_value)]
     return out
+
+
+def sensitivity(cell: dict[str, Any], rates: list[float]) -> list[tuple[Any, float]]:
+    """Per seed, the normalised LR sensitivity of a cell over ``rates`` (module docstring): the mean over
+    those rates of (best mean - the seed's score) / (best mean - chance), the best mean among ``rates``.
+
+    Returns:
+        (seed, sensitivity) for each seed scored once at every one of ``rates``; [] with fewer than
+        :data:`MIN_SENS_RATES` rates, or when no rate of them beats chance.
+    """
+    val = cell.get("_val") or {}
+    if len(rates) < MIN_SENS_RATES or any(not val.get(lr) for lr in rates):
+        return []
+    best_mean = max(float(np.mean([x for _, x in val[lr]])) for lr in rates)
+    gain = best_mean - cell["_chance"]
+    if gain <= 1e-9:
+        return []
+    per_seed: dict[Any, dict[float, float]] = {}
+    for lr in rates:
+        for seed, x in val[lr]:
+            per_seed.setdefault(seed, {})[lr] = x
+    complete = [s for s, xs in per_seed.items() if len(xs) == len(rates) and
+                all(len([1 for t, _ in val[lr] if t == s]) == 1 for lr in rates)]
+    return [(s, float(np.mean([(best_mean - per_seed[s][lr]) / gain for lr in rates])))
+            for s in sorted(complete, key=sort_value)]
 
 
 def _best_rate(val: dict[float, dict[Any, float]], seeds: list[Any]) -> float:
@@ -121,7 +144,7 @@ def _complete(cell: dict[str, Any]) -> tuple[dict[float, dict[Any, float]], list
     return val, sorted(seeds, key=sort_value)
 
 
-def choice_agreement(cell: dict[str, Any], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> float:
+def choice_agreement(cell: dict[str, Any], resamples: int = AGREE_RESAMPLES, seed: int = 0) -> float:
     """How often resampling the cell's seeds (with replacement) and choosing again picks the same best
     rate as all seeds do; nan with fewer than 3 seeds scored at every rate."""
     val, seeds = _complete(cell)
@@ -132,28 +155,14 @@ def choice_agreement(cell: dict[str, Any], resamples: int = BOOTSTRAP_RESAMPLES,
     return float(np.mean([_best_rate(val, [seeds[j] for j in pick]) == cell["best_lr"] for pick in picks]))
 
 
-def selection_bootstrap(cell: dict[str, Any], base: dict[str, Any], resamples: int = BOOTSTRAP_RESAMPLES,
-                        seed: int = 0) -> tuple[float, float]:
-    """Selection-inclusive interval of the best-rate difference: resample the seeds both cells share
-    (with replacement), choose each scheme's best rate again on the resampled validation means, and
-    take the test difference there.
+def common_rates(cells: list[dict[str, Any]]) -> list[float]:
+    """The rates every one of ``cells`` scored a run at (on the selection split), ascending."""
+    sets = [{lr for lr, pairs in (c.get("_val") or {}).items() if pairs} for c in cells]
+    return sorted(set.intersection(*sets)) if sets else []
 
-    Returns:
-        The 2.5% and 97.5% percentiles of the difference; nan without at least 3 shared seeds scored
-        at every rate.
-    """
-    (va, sa), (vb, sb) = _complete(cell), _complete(base)
-    seeds = sorted(set(sa) & set(sb), key=sort_value)
-    if len(seeds) < 3:
-        return (math.nan, math.nan)
-    rng = np.random.default_rng(seed)
-    diffs = np.empty(resamples)
-    for i in range(resamples):
-        pick = [seeds[j] for j in rng.integers(0, len(seeds), len(seeds))]
-        ra, rb = _best_rate(va, pick), _best_rate(vb, pick)
-        diffs[i] = np.mean([cell["_test_by_lr"][ra][s] - base["_test_by_lr"][rb][s] for s in pick])
-    low, high = np.quantile(diffs, [0.025, 0.975])
-    return (float(low), float(high))
+
+def _rates(rates: list[float]) -> str:
+    return " / ".join("nan" if math.isnan(r) else f"{r:g}" for r in rates)
 
 
 def _interval(values: list[float], clip: bool) -> tuple[int, float, float, float]:
@@ -183,6 +192,14 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
     groups = ordered_groups([r for r in runs if r.get(LR) is not None], rest, baseline)
     ordered = list(groups)
     cells = {g: _cell(groups[g], split) for g in ordered}
+    strata: dict[tuple, list[dict[str, Any]]] = {}
+    for g in ordered:
+        strata.setdefault(g[1:], []).append(cells[g])
+    common = {k: common_rates(v) for k, v in strata.items()}
+    for g in ordered:  # every scheme of a stratum over the same rates: those all of them ran
+        rates = common[g[1:]]
+        cells[g]["_sens"] = sensitivity(cells[g], rates) if len(rates) >= MIN_SENS_RATES else []
+        cells[g]["_sens_rates"] = rates if len(rates) >= MIN_SENS_RATES else []
     rows, diffs = [], {"test": [], "sens": []}
     for g in ordered:
         cell, base = cells[g], cells.get((baseline,) + g[1:])
@@ -190,28 +207,40 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
         row: dict[str, Any] = {**dict(zip(rest, g)), "is_baseline": is_base, "has_baseline": base is not None,
                                "selected_on": split}
         row.update({k: v for k, v in cell.items() if not k.startswith("_")})
+        sens_rates = cell["_sens_rates"]
+        row.update(sens_lr_min=sens_rates[0] if sens_rates else math.nan,
+                   sens_lr_max=sens_rates[-1] if sens_rates else math.nan, sens_n_lr=len(sens_rates))
         for name, values, clip in (("test", cell["_test"], True), ("sens", cell["_sens"], False)):
             n, mean, low, high = _interval([x for _, x in values], clip)
             if name == "test" and "_test_interval" in cell:
                 low, high = cell["_test_interval"]
             row.update({f"{name}_n": n, f"{name}_mean": mean, f"{name}_ci_low": low, f"{name}_ci_high": high})
             diff, sd = stats.NO_DIFFERENCE, math.nan
+            fit = None
             if not is_base and base is not None and values and base[f"_{name}"]:
-                diff, sd = compare_accuracy(values, base[f"_{name}"])
+                if name == "test":
+                    fit = crossfit.compare(cell, base)
+                    if fit is not None:
+                        diff, sd = fit.diff, fit.sd
+                else:
+                    diff, sd = compare_accuracy(values, base[f"_{name}"])
             row.update({f"{name}_diff": diff.estimate, f"{name}_diff_ci_low": diff.low,
                         f"{name}_diff_ci_high": diff.high, f"{name}_p": diff.p})
             diffs[name].append(diff if diff.test else None)
             if name == "test":
-                row.update(test_pairs=diff.n_pairs, test_diff_sd=sd)
+                row.update(test_pairs=diff.n_pairs, test_diff_sd=sd,
+                           test_xfit_mean=fit.scheme_mean if fit else math.nan,
+                           test_xfit_base_mean=fit.base_mean if fit else math.nan,
+                           test_xfit_lrs=_rates(list(fit.scheme_lrs)) if fit else "",
+                           test_xfit_base_lrs=_rates(list(fit.base_lrs)) if fit else "")
         row["frontier_p"] = math.nan
         if not is_base and base is not None:
             (la, ba), (lb, bb) = (zip(*c["_doses"]) if c["_doses"] else ((), ()) for c in (cell, base))
             row["frontier_p"] = doseresponse.curves_differ(la, ba, lb, bb)
         agree = choice_agreement(cell) if "_val" in cell else math.nan
-        boot_low = boot_high = math.nan
-        if not is_base and base is not None and "_val" in cell and "_val" in base:
-            boot_low, boot_high = selection_bootstrap(cell, base)
-        row.update(best_lr_agree=agree, test_diff_boot_low=boot_low, test_diff_boot_high=boot_high)
+        # test_diff_boot_*: the selection-inclusive bootstrap is gone (it covered 70-93%); always nan, kept
+        # only while findings.py still reads them
+        row.update(best_lr_agree=agree, test_diff_boot_low=math.nan, test_diff_boot_high=math.nan)
         rows.append(row)
     frame = pd.DataFrame(rows)
     adjust_family(frame, rest, "test_p", diffs["test"], "test_diff")

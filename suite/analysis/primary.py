@@ -13,13 +13,17 @@ and decides one of three answers:
 - ``undecided``: neither; the answer names the seeds that would decide it (:func:`plan`).
 
 Endpoints: ``best_lr_score`` (each scheme at its own best learning rate, chosen on validation,
-scored on test: :mod:`suite.analysis.lr`), ``score`` (one learning rate), ``not_ok_rate`` (Fisher's
+scored on test, cross-fitted: each half of the seeds is scored at the rates the other half chose, and
+the difference tested with the standard error of half the seeds, :mod:`suite.analysis.crossfit`;
+choosing and testing on the same seeds favoured a scheme with a flat curve), ``score`` (one learning rate), ``not_ok_rate`` (Fisher's
 exact test on the share of runs that diverged or failed, all learning rates pooled; no equivalence
 test), ``frontier`` (the ratio of the two schemes' LR50s, the rates where half of the runs end not
 ok, from one Firth logistic model with a common slope: :func:`suite.analysis.doseresponse.relative_potency`;
 the learning rate left free; no equivalence test). With ``suite run --until-decided`` the folder holds
-``sequential.json``, the group-sequential design of the looks so far (:mod:`suite.analysis.sequential`);
-the p-value and interval then account for every look.
+``sequential.json``, the group-sequential design and the looks taken so far
+(:mod:`suite.analysis.sequential`); each look is tested at the boundary of the information it reached
+(seed pairs / the most the study allows), never at a fixed p < 0.05, and its p-value and interval
+account for every look.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from scipy import stats as sps
 
 from suite import store
 from suite.config import read_yaml
-from suite.analysis import sequential, stats
+from suite.analysis import crossfit, sequential, stats
 from suite.analysis.doseresponse import frontier, relative_potency
 from suite.analysis.grouping import LR
 from suite.analysis.load import AnalysisError
@@ -185,20 +189,34 @@ def read(folder: str | Path) -> Primary | list[Primary] | None:
     return parsed
 
 
-def read_design(folder: str | Path) -> list[int] | None:
-    """The planned seed counts of each look (``sequential.json``), or None for a fixed design."""
+def read_design(folder: str | Path) -> sequential.Looks | None:
+    """The planned seed counts of each look and the looks taken (``sequential.json``), or None for a
+    fixed design."""
     path = Path(folder) / SEQUENTIAL
     if not path.is_file():
         return None
     try:
-        rounds = store.read_json(path)["rounds"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
+        data = store.read_json(path)
+        rounds, looks = data["rounds"], data.get("looks") or []
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise AnalysisError(f"{path}: not a sequential design ({err}); delete it to analyse as a fixed design") from None
     if not (isinstance(rounds, list) and rounds and all(isinstance(n, int) and n >= 2 for n in rounds)
             and rounds == sorted(set(rounds))):
         raise AnalysisError(f"{path}: rounds: expected increasing seed counts >= 2; delete it to analyse as a "
                             f"fixed design")
-    return rounds
+    return sequential.Looks(tuple(rounds), taken_looks(looks, path))
+
+
+def taken_looks(looks: Any, src: Path | str) -> tuple[tuple[int, int], ...]:
+    """(seeds, pairs) of the looks recorded in ``sequential.json``, in the order they were taken."""
+    def whole(x: Any) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+    if not isinstance(looks, list) or not all(isinstance(x, dict) and whole(x.get("look")) and whole(x.get("seeds"))
+                                              and whole(x.get("pairs")) for x in looks):
+        raise AnalysisError(f"{src}: looks: expected a list of {{look, seeds, pairs, ...}} records; delete the file "
+                            f"to analyse as a fixed design")
+    return tuple((x["seeds"], x["pairs"]) for x in sorted(looks, key=lambda x: x["look"]))
 
 
 @dataclass
@@ -217,8 +235,11 @@ class Answer:
     tost_p: float = math.nan
     scheme_mean: float = math.nan
     base_mean: float = math.nan
-    scheme_lr: float = math.nan
+    scheme_lr: float = math.nan  # best_lr_score: each side's best rate on all seeds (described, not tested)
     base_lr: float = math.nan
+    scheme_lrs: tuple[float, float] = (math.nan, math.nan)  # the rate each half of the seeds was scored at
+    base_lrs: tuple[float, float] = (math.nan, math.nan)  # (cross-fitting: chosen on the other half)
+    selection: str = ""  # best_lr_score: how the rates were chosen and what that costs (crossfit.SENTENCE)
     scheme_edge: str = ""
     base_edge: str = ""
     counts: tuple[int, int, int, int] = (0, 0, 0, 0)  # not ok k/n scheme, baseline
@@ -241,25 +262,28 @@ class Answer:
     seeds: int = 0  # seeds per rate and scheme (frontier)
 
 
-def _runs(runs: list[dict[str, Any]], primary: Primary, variant: str) -> list[dict[str, Any]]:
-    return [r for r in runs if r.get("variant") == variant and r["status"] != "error"
+def _runs(runs: list[dict[str, Any]], primary: Primary, variant: str, errors: bool = False) -> list[dict[str, Any]]:
+    return [r for r in runs if r.get("variant") == variant and (errors or r["status"] != "error")
             and all(_same(r.get(k), v) for k, v in primary.where.items())]
 
 
-def evaluate(runs: list[dict[str, Any]], primary: Primary, rounds: list[int] | None = None,
-             alpha: float = ALPHA) -> Answer:
+def evaluate(runs: list[dict[str, Any]], primary: Primary,
+             rounds: sequential.Looks | list[int] | None = None, alpha: float = ALPHA) -> Answer:
     """Test the primary comparison on ``runs`` (see the module docstring), alone at ``ALPHA``.
 
     Args:
         runs: as returned by :func:`suite.analysis.load.load_runs`.
         primary: the declared comparison.
-        rounds: seed counts of a group-sequential design's looks (``sequential.json``), or None.
+        rounds: a group-sequential design (``sequential.json`` as :func:`read_design` reads it: the
+            planned rounds and the looks taken), its planned seed counts alone (no look taken yet), or
+            None for a fixed design.
         alpha: the printed interval's level is ``1 - alpha`` (a family prints each at its Holm step's).
     """
     from suite.analysis.lr import _cell
     from suite.analysis.summary import compare_accuracy
 
-    answer = Answer(primary, rounds=list(rounds or []))
+    looks = rounds if isinstance(rounds, sequential.Looks) else sequential.Looks(tuple(rounds)) if rounds else None
+    answer = Answer(primary, rounds=list(looks.rounds) if looks else [])
     a, b = _runs(runs, primary, primary.scheme), _runs(runs, primary, primary.baseline)
     if not a or not b:
         answer.note = f"no runs of {primary.scheme if not a else primary.baseline} there"
@@ -276,42 +300,64 @@ def evaluate(runs: list[dict[str, Any]], primary: Primary, rounds: list[int] | N
     if primary.endpoint == "frontier":
         _frontier(answer, a, b, alpha)
         return answer
+    everyone = _runs(runs, primary, primary.scheme, True) + _runs(runs, primary, primary.baseline, True)
     if primary.endpoint == "best_lr_score":
         split = selection_split(a + b)
-        ca, cb = _cell(a, split), _cell(b, split)
-        pa, pb = ca["_test"], cb["_test"]
+        ca, cb = (_cell(_runs(runs, primary, v, True), split) for v in (primary.scheme, primary.baseline))
         answer.scheme_lr, answer.base_lr = ca["best_lr"], cb["best_lr"]
         answer.scheme_edge, answer.base_edge = ca["best_lr_at_edge"], cb["best_lr_at_edge"]
+        answer.selection = crossfit.SENTENCE
         if split == "test":
-            answer.note = "no validation split: the best rates were chosen on test, an optimistic choice"
+            answer.note = ("no validation split: each half of the seeds chose its rates on the other half's test "
+                           "scores")
+        fit = crossfit.compare(ca, cb)
+        if fit is None or fit.diff.n_pairs == 0:
+            answer.note = "no runs to score on one side" if fit is None else "no seed scored on both sides"
+            return answer
+        diff, sd, information = fit.diff, fit.sd, fit.diff.n_pairs
+        answer.scheme_lrs, answer.base_lrs = fit.scheme_lrs, fit.base_lrs
+        answer.scheme_mean, answer.base_mean = fit.scheme_mean, fit.base_mean
+        if primary.margin is not None:
+            answer.tost_p = crossfit.tost_p(diff, primary.margin)
     else:
         pa = [(r.get("seed"), score(r)) for r in a]
         pb = [(r.get("seed"), score(r)) for r in b]
         pa, pb = [(s, x) for s, x in pa if x is not None], [(s, x) for s, x in pb if x is not None]
-    if not pa or not pb:
-        answer.note = "no runs to score on one side"
-        return answer
-    diff, sd = compare_accuracy(pa, pb)
-    answer.scheme_mean = float(np.mean([x for _, x in pa]))
-    answer.base_mean = float(np.mean([x for _, x in pb]))
+        if not pa or not pb:
+            answer.note = "no runs to score on one side"
+            return answer
+        diff, sd = compare_accuracy(pa, pb)
+        information = diff.n_pairs or min(len(pa), len(pb))  # Welch's (seeds do not match): the smaller side
+        answer.scheme_mean = float(np.mean([x for _, x in pa]))
+        answer.base_mean = float(np.mean([x for _, x in pb]))
+        if primary.margin is not None and diff.test == "paired t":
+            by_b = dict(pb)
+            answer.tost_p = stats.tost_p([x - by_b[s] for s, x in pa if s in by_b], primary.margin)
     answer.level = 1 - alpha
     answer.estimate, answer.p = diff.estimate, diff.p
     shown = diff.at(alpha) if alpha != ALPHA else diff  # a family's interval at its Holm step's level
     answer.low, answer.high = shown.low, shown.high
     answer.test, answer.n_pairs, answer.sd = diff.test, diff.n_pairs, sd
-    if primary.margin is not None and diff.test == "paired t":
-        by_b = dict(pb)
-        answer.tost_p = stats.tost_p([x - by_b[s] for s, x in pa if s in by_b], primary.margin)
     answer.effect = primary.margin or DEFAULT_EFFECT
-    if rounds:
-        _sequential(answer, diff, rounds)
+    if looks:
+        seeds = len({r.get("seed") for r in everyone})
+        _sequential(answer, diff, looks, information, seeds)
     elif diff.p < ALPHA:
         answer.decision = "difference"
     elif answer.tost_p < ALPHA:
         answer.decision = "equivalent"
     if answer.decision == "undecided":
-        answer.seeds_needed, answer.planning_sd = plan(sd, answer.n_pairs, answer.effect)
+        plan_answer(answer)
     return answer
+
+
+def plan_answer(answer: Answer, alpha: float = ALPHA) -> None:
+    """Set ``seeds_needed`` and ``planning_sd`` of an undecided score comparison tested at ``alpha``:
+    :func:`plan`'s paired seeds, twice as many for a cross-fitted test (it has the precision of half its
+    seeds)."""
+    halves = answer.test == crossfit.TEST  # its SD has n - 2 degrees of freedom, its se that of n/2 pairs
+    seeds, answer.planning_sd = plan(answer.sd, answer.n_pairs - halves, answer.effect, alpha=alpha)
+    answer.seeds_needed = 2 * seeds if halves else seeds
 
 
 def _frontier(answer: Answer, a: list[dict[str, Any]], b: list[dict[str, Any]], alpha: float) -> None:
@@ -354,24 +400,27 @@ def plan(sd: float, n_pairs: int, effect: float, power: float = POWER, alpha: fl
     return stats.paired_seeds_needed(effect, planning, power, alpha), planning
 
 
-def _sequential(answer: Answer, diff: stats.Difference, rounds: list[int]) -> None:
-    """Decide at this look of a group-sequential design; p-value and interval account for the looks."""
-    n = answer.n_pairs
-    if n not in rounds:
-        answer.note = (f"{n} seed pairs is not one of the planned looks ({', '.join(map(str, rounds))}): "
-                       f"analysed as a fixed design")
-        answer.decision = "difference" if diff.p < ALPHA else "undecided"
+def _sequential(answer: Answer, diff: stats.Difference, looks: sequential.Looks, information: int,
+                seeds: int) -> None:
+    """Decide at this look of a group-sequential design: the boundary of the information reached (seed
+    pairs over the most the study allows, :func:`suite.analysis.sequential.at_information`); p-value
+    and interval account for the looks. An analysis that is no look (fewer pairs than an earlier look)
+    decides nothing: never a fixed-level test."""
+    answer.p = answer.low = answer.high = math.nan  # nothing from the fixed-sample test survives
+    placed = looks.place(information, seeds)
+    if isinstance(placed, str):
+        answer.note = f"not a look of the sequential design ({placed}), so no test"
         return
-    look = rounds.index(n)
-    answer.look = look
-    if not math.isfinite(diff.se):
+    answer.look = placed.look
+    if not (math.isfinite(diff.se) and diff.se > 0 and math.isfinite(diff.df)):
         answer.note = "every seed-matched difference is the same, so there is no spread to test against"
         return
-    plan_ = sequential.design([k / rounds[-1] for k in rounds], ALPHA)
+    plan_ = sequential.at_information(placed.information, looks.rounds[-1], placed.final, ALPHA)
+    k = len(placed.information) - 1
     z = sequential.t_to_z(diff.estimate / diff.se, diff.df)
-    answer.p = sequential.stagewise_p(plan_, look, z)
-    answer.low, answer.high = sequential.repeated_interval(diff.estimate, diff.se, diff.df, plan_.bounds[look])
-    if abs(z) >= plan_.bounds[look]:
+    answer.p = sequential.stagewise_p(plan_, k, z)
+    answer.low, answer.high = sequential.repeated_interval(diff.estimate, diff.se, diff.df, plan_.bounds[k])
+    if abs(z) >= plan_.bounds[k]:
         answer.decision = "difference"
-    elif look == len(rounds) - 1 and answer.tost_p < ALPHA:
+    elif placed.final and answer.tost_p < ALPHA:
         answer.decision = "equivalent"

@@ -3,11 +3,15 @@
 The first round is the ablation as written (every cell, its ``seeds``). Each later round adds as many
 seeds again, only to the primary comparison's cells (its scheme and baseline where it says; every
 learning rate for ``best_lr_score``), up to ``--max-seeds``. After each round the primary comparison
-is analysed as a look of a group-sequential design planned up front, O'Brien-Fleming-type alpha
-spending (:mod:`suite.analysis.sequential`): the sweep stops at the first look that crosses its
-boundary, or at the cap. The design is written to ``<out>/sequential.json`` before the first look,
-so ``suite analyze`` reports the final p-value and interval with the looks accounted for, and a rerun
-of the same command resumes where it stopped. It decides exactly one comparison with a score endpoint:
+is analysed as a look of a group-sequential design, O'Brien-Fleming-type alpha spending
+(:mod:`suite.analysis.sequential`) at the information the look reached: the seed pairs it has over the
+most the study allows, so a look that lost pairs to errored runs is tested at its own boundary, never
+at a fixed p < 0.05. Before each look, the compared cells' errored runs are run once more
+(:data:`RETRIES`): an error says nothing about a scheme, and a pair lost to a transient failure is
+information the look need not lack. The sweep stops at the first look that crosses its boundary, or
+at the cap. The design is written to ``<out>/sequential.json`` before the first look and each look
+(seeds, pairs, p, decision) after it, so ``suite analyze`` reports the final p-value and interval with
+the looks accounted for, and a rerun of the same command resumes where it stopped. It decides exactly one comparison with a score endpoint:
 a list of co-primary comparisons, or a ``frontier`` or ``not_ok_rate`` endpoint, is refused in one line.
 """
 
@@ -23,6 +27,9 @@ from suite.sweep.spec import SpecError, load_ablation
 from suite.sweep.sweep import Report, SweepOptions, run_sweep
 
 
+RETRIES = 1  # reruns of the compared cells' errored runs before each look (an error that repeats is the run's)
+
+
 def rounds_for(initial: int, max_seeds: int) -> list[int]:
     """Seed counts at each look: the ablation's seeds, then that many more each round, up to the cap
     (which is always the last look). E.g. 3 and 10 -> [3, 6, 9, 10]."""
@@ -30,18 +37,32 @@ def rounds_for(initial: int, max_seeds: int) -> list[int]:
     return rounds if rounds[-1] == max_seeds else rounds + [max_seeds]
 
 
+def errored_runs(runs: list[dict[str, Any]], primary: Any, seeds: list[int]) -> int:
+    """Runs of the compared cells (both sides, ``seeds`` only) whose status is ``error``."""
+    from suite.analysis.primary import _same
+
+    return sum(r["status"] == "error" and r.get("variant") in (primary.scheme, primary.baseline)
+               and r.get("seed") in seeds and all(_same(r.get(k), v) for k, v in primary.where.items()) for r in runs)
+
+
 def _design_file(out: Path, rounds: list[int], seeds: list[int]) -> dict[str, Any]:
     """Read the folder's design, or write this one; refuse a different design for the same folder."""
-    from suite.analysis.primary import ALPHA, SEQUENTIAL
+    from suite.analysis.load import AnalysisError
+    from suite.analysis.primary import ALPHA, SEQUENTIAL, taken_looks
 
     path = out / SEQUENTIAL
-    design = {"design": "group-sequential, two-sided, O'Brien-Fleming-type alpha spending (Lan-DeMets)",
+    design = {"design": "group-sequential, two-sided, O'Brien-Fleming-type alpha spending (Lan-DeMets) at the "
+                        "information each look reached (seed pairs / the cap's)",
               "alpha": ALPHA, "rounds": rounds, "seeds": seeds, "looks": []}
     if path.is_file():
         try:
             old = store.read_json(path)
         except (OSError, ValueError) as err:
             raise RunnerError(f"{path}: unreadable ({err}); delete it to start the design again") from None
+        try:
+            taken_looks(old.setdefault("looks", []) if isinstance(old, dict) else None, path)
+        except AnalysisError as err:
+            raise RunnerError(str(err).replace("to analyse as a fixed design", "to start the design again")) from None
         if old.get("rounds") != rounds or old.get("seeds") != seeds:
             raise RunnerError(f"{path}: planned looks at {old.get('rounds')} seeds, not {rounds}; the looks of a "
                               f"sequential design are fixed before the first one: pass the same --max-seeds, or "
@@ -65,7 +86,8 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
             ``--only``, a cap below the ablation's seeds, or a folder whose design differs.
     """
     from suite.analysis.load import load_runs
-    from suite.analysis.primary import as_list, evaluate
+    from suite.analysis.primary import SEQUENTIAL, as_list, evaluate, taken_looks
+    from suite.analysis.sequential import Looks
 
     ablation = load_ablation(path, max_runs=options.max_runs)
     declared = as_list(ablation.primary)
@@ -103,13 +125,24 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
         raw = {**ablation.resolved, "seeds": seeds[:n]}
         opts = dataclasses.replace(options, only=[] if look == 0 else cells)
         sweep = run_sweep(raw, out, opts, report=report, notify=notify)
+        for _ in range(RETRIES):
+            if sweep.stopped:
+                break
+            errored = errored_runs(load_runs(out), primary, seeds[:n])
+            if not errored:
+                break
+            notify(f"look {look + 1}: {errored} run{'s' if errored > 1 else ''} of the compared cells errored; "
+                   f"running {'them' if errored > 1 else 'it'} once more before the look")
+            sweep = run_sweep(raw, out, dataclasses.replace(options, only=cells, retry_errors=True), report=report,
+                              notify=notify)
         if sweep.stopped:
             return sweep, None
-        answer = evaluate(load_runs(out), primary, rounds)
+        before = Looks(tuple(rounds), taken_looks([x for x in design["looks"] if x["look"] <= look], out / SEQUENTIAL))
+        answer = evaluate(load_runs(out), primary, before)
         record = {"look": look + 1, "seeds": n, "pairs": answer.n_pairs, "estimate": answer.estimate,
                   "p": answer.p, "decision": answer.decision}
         design["looks"] = [x for x in design["looks"] if x["look"] != look + 1] + [record]
-        store.write_json(out / "sequential.json", design)
+        store.write_json(out / SEQUENTIAL, design)
         notify(f"look {look + 1} of {len(rounds)} at {n} seeds: {answer.decision} "
                f"({100 * answer.estimate:+.1f} points, p = {answer.p:.3f})")
         if answer.decision != "undecided":

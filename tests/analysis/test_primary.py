@@ -10,7 +10,7 @@ import pytest
 import yaml
 from scipy import stats as sps
 
-from suite.analysis import primary, primary_text, sequential, stats
+from suite.analysis import crossfit, primary, primary_text, sequential, stats
 from suite.analysis.analyze import analyze
 from suite.sweep.spec import SpecError, load_ablation
 
@@ -42,6 +42,18 @@ def folder(root: Path, primary_block: dict, test: dict, val: dict | None = None,
 
 
 DECLARED = {"scheme": "layerscale", "baseline": "preln", "where": {"model.depth": 12}}
+AT_RATE = {**DECLARED, "where": {"model.depth": 12, "train.lr": 0.001}, "endpoint": "score"}
+
+
+def crossfitted(d: list[float]) -> tuple[float, float, float, float]:
+    """The cross-fitted test by hand (crossfit's docstring): halves by position, the mean of all
+    differences, the pooled within-half SD on n - 2 df, se = sum_h (n_h / n) sd / sqrt(n_h).
+    Returns (estimate, se, df, sd)."""
+    halves = [np.array(d[0::2]), np.array(d[1::2])]
+    n = len(d)
+    sd = math.sqrt(sum(((h - h.mean()) ** 2).sum() for h in halves) / (n - 2))
+    se = sum(len(h) / n * sd / math.sqrt(len(h)) for h in halves)
+    return float(np.mean(d)), se, n - 2, sd
 
 
 def test_the_block_is_checked_against_the_ablation(tmp_path):
@@ -65,48 +77,79 @@ def test_the_block_is_checked_against_the_ablation(tmp_path):
     assert declared == primary.Primary("layerscale", "preln", {"model.depth": 12}, "best_lr_score", 0.05)
 
 
-def test_a_difference_is_decided_by_the_paired_t_test_at_the_best_rates(tmp_path):
+def test_a_difference_at_the_best_rates_is_decided_by_the_cross_fitted_test(tmp_path):
     # layerscale is best at 0.01, preln at 0.001 (chosen on validation); test scores at those rates
-    ls, pre = [0.80, 0.84, 0.83], [0.60, 0.66, 0.61]
-    root = folder(tmp_path / "r", DECLARED, {("layerscale", 0.001): [0.5, 0.5, 0.5], ("layerscale", 0.01): ls,
-                                             ("preln", 0.001): pre, ("preln", 0.01): [0.2, 0.2, 0.3]})
+    ls, pre = [0.80, 0.84, 0.83, 0.82], [0.60, 0.66, 0.61, 0.63]
+    root = folder(tmp_path / "r", DECLARED, {("layerscale", 0.001): [0.5] * 4, ("layerscale", 0.01): ls,
+                                             ("preln", 0.001): pre, ("preln", 0.01): [0.2, 0.2, 0.3, 0.2]})
     answer = primary.evaluate(__import__("suite.analysis.load", fromlist=["x"]).load_runs(root), primary.read(root))
-    res = sps.ttest_rel(ls, pre)
+    # every half chooses the same rates here, so the differences are the paired ones; the test is not
+    estimate, se, df, sd = crossfitted(list(np.array(ls) - np.array(pre)))
+    p = 2 * sps.t.sf(estimate / se, df)
     assert (answer.scheme_lr, answer.base_lr) == (0.01, 0.001)
-    assert answer.p == pytest.approx(res.pvalue) and answer.decision == "difference"
-    assert (answer.low, answer.high) == pytest.approx(tuple(res.confidence_interval()))
+    assert answer.scheme_lrs == (0.01, 0.01) and answer.base_lrs == (0.001, 0.001)
+    assert answer.test == crossfit.TEST and answer.n_pairs == 4 and answer.sd == pytest.approx(sd)
+    assert answer.estimate == pytest.approx(estimate) and answer.p == pytest.approx(p)
+    assert answer.decision == "difference" and answer.selection == crossfit.SENTENCE
+    half = sps.t.isf(0.025, df) * se
+    assert (answer.low, answer.high) == pytest.approx((estimate - half, estimate + half))
     summary = analyze(root, figures=False)
     text = (root / "findings.md").read_text()
     first = text.split("\n\n")[1]
     assert first.startswith("**Primary comparison** (declared in ablation.yaml, tested alone at alpha = 0.05)")
-    assert "**layerscale scores higher than preln.**" in first and f"p = {res.pvalue:.3f}" in first
+    assert "**layerscale scores higher than preln.**" in first and f"p = {p:.3f}" in first
     assert "preln's best rate (0.001) is the lowest tested" in first  # the grid's edge is named
     assert summary.attrs["primary"].decision == "difference"
 
 
+def test_a_rate_that_looks_best_by_luck_is_scored_on_seeds_that_did_not_choose_it(tmp_path):
+    """Layerscale's 0.01 wins on validation over all seeds only through seed 2 (0.95), whose test score
+    there is high too (0.94): chosen and tested on the same seeds, layerscale would be 2 points ahead.
+    Cross-fitted, seeds 0 and 2 are scored at the rate seeds 1 and 3 chose (0.001), seeds 1 and 3 at the
+    rate seeds 0 and 2 chose (0.01), where they score what 0.01 is worth without luck."""
+    val = {("layerscale", 0.001): [0.80] * 4, ("layerscale", 0.01): [0.78, 0.78, 0.95, 0.78],
+           ("preln", 0.001): [0.80] * 4, ("preln", 0.01): [0.2] * 4}
+    test = {("layerscale", 0.001): [0.81, 0.79, 0.80, 0.80], ("layerscale", 0.01): [0.78, 0.78, 0.94, 0.78],
+            ("preln", 0.001): [0.80, 0.80, 0.81, 0.79], ("preln", 0.01): [0.2] * 4}
+    from suite.analysis.load import load_runs
+
+    root = folder(tmp_path / "luck", DECLARED, test, val)
+    answer = primary.evaluate(load_runs(root), primary.read(root))
+    assert answer.scheme_lr == 0.01 and answer.scheme_lrs == (0.001, 0.01) and answer.base_lrs == (0.001, 0.001)
+    scheme, base = [0.81, 0.78, 0.80, 0.78], [0.80, 0.80, 0.81, 0.79]
+    assert answer.scheme_mean == pytest.approx(np.mean(scheme)) and answer.base_mean == pytest.approx(np.mean(base))
+    assert answer.estimate == pytest.approx(-0.0075)  # not the +2.0 points of the rates chosen on all seeds
+    estimate, se, df, _ = crossfitted(list(np.array(scheme) - np.array(base)))
+    assert answer.p == pytest.approx(2 * sps.t.sf(abs(estimate) / se, df))
+
+
 def test_equivalence_within_the_margin_and_undecided_with_the_seeds_to_decide(tmp_path):
-    close = {("layerscale", 0.001): [0.801, 0.799, 0.803], ("layerscale", 0.01): [0.2] * 3,
-             ("preln", 0.001): [0.80, 0.80, 0.801], ("preln", 0.01): [0.2] * 3}
+    close = {("layerscale", 0.001): [0.801, 0.799, 0.803, 0.800], ("layerscale", 0.01): [0.2] * 4,
+             ("preln", 0.001): [0.80, 0.80, 0.801, 0.801], ("preln", 0.01): [0.2] * 4}
     root = folder(tmp_path / "eq", {**DECLARED, "margin": 5}, close)
     from suite.analysis.load import load_runs
 
     answer = primary.evaluate(load_runs(root), primary.read(root))
-    d = np.array([0.001, -0.001, 0.002])
-    assert answer.decision == "equivalent" and answer.tost_p == pytest.approx(stats.tost_p(d, 0.05))
+    estimate, se, df, _ = crossfitted([0.001, -0.001, 0.002, -0.001])
+    tost = max(sps.t.sf((estimate + 0.05) / se, df), sps.t.sf((0.05 - estimate) / se, df))
+    assert answer.decision == "equivalent" and answer.tost_p == pytest.approx(tost)
     assert "**No difference larger than 5 points**" in primary_text.paragraph(answer)
     # a noisy difference, planned for a 19-point margin: neither a difference nor within the margin
-    noisy = {("layerscale", 0.001): [0.70, 0.95, 0.60], ("layerscale", 0.01): [0.2] * 3,
-             ("preln", 0.001): [0.72, 0.70, 0.71], ("preln", 0.01): [0.2] * 3}
+    noisy = {("layerscale", 0.001): [0.70, 0.95, 0.60, 0.80], ("layerscale", 0.01): [0.2] * 4,
+             ("preln", 0.001): [0.72, 0.70, 0.71, 0.69], ("preln", 0.01): [0.2] * 4}
     root = folder(tmp_path / "un", {**DECLARED, "margin": 19}, noisy)
     answer = primary.evaluate(load_runs(root), primary.read(root))
-    sd = np.std(np.array([0.70, 0.95, 0.60]) - np.array([0.72, 0.70, 0.71]), ddof=1)
+    *_, sd = crossfitted(list(np.array([0.70, 0.95, 0.60, 0.80]) - np.array([0.72, 0.70, 0.71, 0.69])))
     assert answer.decision == "undecided" and answer.sd == pytest.approx(sd)
-    planning = stats.sd_upper(sd, 2)
+    planning = stats.sd_upper(sd, 2)  # the pooled within-half SD has n - 2 = 2 degrees of freedom
     assert answer.planning_sd == pytest.approx(planning)
-    n = int(answer.seeds_needed)  # checked against the power integrated by hand
-    assert power_by_integration(0.19, planning, n) >= 0.8 > power_by_integration(0.19, planning, n - 1)
+    # cross-fitted, the test has the precision of half the seeds: twice the pairs a paired t would need,
+    # checked against the power integrated by hand
+    pairs = int(answer.seeds_needed) // 2
+    assert answer.seeds_needed == 2 * pairs
+    assert power_by_integration(0.19, planning, pairs) >= 0.8 > power_by_integration(0.19, planning, pairs - 1)
     text = primary_text.paragraph(answer)
-    assert "**Undecided**: the interval includes 0" in text and f"about {n} seeds per scheme" in text
+    assert "**Undecided**: the interval includes 0" in text and f"about {2 * pairs} seeds per scheme" in text
 
 
 def test_the_planner_gives_3_seeds_where_3_suffice(tmp_path):
@@ -114,7 +157,7 @@ def test_the_planner_gives_3_seeds_where_3_suffice(tmp_path):
     even at the SD's 80% upper limit (integrated by hand), 2 do not."""
     big = {("layerscale", 0.001): [0.80, 0.82, 0.84], ("layerscale", 0.01): [0.2] * 3,
            ("preln", 0.001): [0.63, 0.63, 0.63], ("preln", 0.01): [0.2] * 3}
-    root = folder(tmp_path / "p", {**DECLARED, "margin": 19}, big)
+    root = folder(tmp_path / "p", {**AT_RATE, "margin": 19}, big)  # one rate: the paired t
     from suite.analysis.plan import plan_table
 
     row = plan_table(root).iloc[0]
@@ -137,21 +180,53 @@ def test_a_not_ok_rate_endpoint_says_when_the_design_cannot_decide(tmp_path):
 
 
 def test_a_sequential_look_reports_the_stagewise_p_and_the_repeated_interval(tmp_path):
-    ls, pre = [0.80, 0.84, 0.83], [0.60, 0.66, 0.61]
-    root = folder(tmp_path / "s", DECLARED, {("layerscale", 0.001): [0.5] * 3, ("layerscale", 0.01): ls,
-                                             ("preln", 0.001): pre, ("preln", 0.01): [0.2] * 3})
-    (root / primary.SEQUENTIAL).write_text(json.dumps({"rounds": [3, 6, 9, 12]}))
+    ls, pre = [0.80, 0.84, 0.83, 0.82], [0.60, 0.66, 0.61, 0.63]
+    root = folder(tmp_path / "s", DECLARED, {("layerscale", 0.001): [0.5] * 4, ("layerscale", 0.01): ls,
+                                             ("preln", 0.001): pre, ("preln", 0.01): [0.2] * 4})
+    (root / primary.SEQUENTIAL).write_text(json.dumps({"rounds": [4, 8, 12, 16]}))
     from suite.analysis.load import load_runs
 
     answer = primary.evaluate(load_runs(root), primary.read(root), primary.read_design(root))
-    plan = sequential.design([0.25, 0.5, 0.75, 1.0])
-    d = np.array(ls) - np.array(pre)
-    t = d.mean() / (d.std(ddof=1) / math.sqrt(3))
-    z = sequential.t_to_z(t, 2)
+    plan = sequential.design([0.25, 0.5, 0.75, 1.0], final=False)
+    estimate, se, df, _ = crossfitted(list(np.array(ls) - np.array(pre)))  # the best-rate endpoint: cross-fitted
+    z = sequential.t_to_z(estimate / se, df)
     assert answer.look == 0 and answer.p == pytest.approx(sequential.stagewise_p(plan, 0, z))
     assert answer.decision == ("difference" if abs(z) >= plan.bounds[0] else "undecided")
-    assert answer.high - answer.low > 2 * sps.t.isf(0.025, 2) * d.std(ddof=1) / math.sqrt(3)  # wider than fixed
+    assert answer.high - answer.low > 2 * sps.t.isf(0.025, df) * se  # wider than fixed
     assert "look 1" in primary_text.paragraph(answer) and "O'Brien-Fleming" in primary_text.paragraph(answer)
+
+
+def test_a_look_short_of_its_planned_pairs_is_tested_at_the_information_it_reached(tmp_path):
+    """A run errored, so look 2 has 5 pairs, not the planned 6: its boundary is the one for 5 of 12 pairs
+    after a look at 3, never a fixed p < 0.05 (which leaked: 10% type I error with 5% errored runs)."""
+    from suite.analysis.load import load_runs
+
+    ls, pre = [0.80, 0.76, 0.79, 0.83, 0.84, 0.76], [0.70, 0.74, 0.71, 0.72, 0.70, 0.73]
+    root = folder(tmp_path / "e", AT_RATE, {("layerscale", 0.001): ls, ("preln", 0.001): pre},
+                  status={("layerscale", 0.001): ["ok", "ok", "ok", "ok", "error", "ok"]})
+    looks = {"rounds": [3, 6, 9, 12], "looks": [{"look": 1, "seeds": 3, "pairs": 3, "p": 0.2}]}
+    (root / primary.SEQUENTIAL).write_text(json.dumps(looks))
+    answer = primary.evaluate(load_runs(root), primary.read(root), primary.read_design(root))
+    d = np.delete(np.array(ls) - np.array(pre), 4)
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(5))
+    plan = sequential.design([3 / 12, 5 / 12], final=False)
+    z = sequential.t_to_z(t, 4)
+    assert answer.look == 1 and answer.n_pairs == 5 and not answer.note
+    assert answer.p == pytest.approx(sequential.stagewise_p(plan, 1, z))
+    assert 2 * sps.t.sf(t, 4) < 0.05 and abs(z) < plan.bounds[1] and answer.decision == "undecided"
+    # the same look read back after it was recorded: the same answer
+    looks["looks"].append({"look": 2, "seeds": 6, "pairs": 5, "p": answer.p})
+    (root / primary.SEQUENTIAL).write_text(json.dumps(looks))
+    again = primary.evaluate(load_runs(root), primary.read(root), primary.read_design(root))
+    assert (again.look, again.p, again.decision) == (1, pytest.approx(answer.p), "undecided")
+    # runs removed after a look: no test at all
+    looks["looks"].append({"look": 3, "seeds": 9, "pairs": 8, "p": 0.01})
+    (root / primary.SEQUENTIAL).write_text(json.dumps(looks))
+    gone = primary.evaluate(load_runs(root), primary.read(root), primary.read_design(root))
+    assert gone.decision == "undecided" and math.isnan(gone.p) and "not a look of the sequential design" in gone.note
+    (root / primary.SEQUENTIAL).write_text(json.dumps({"rounds": [3, 6], "looks": [{"look": "one"}]}))
+    with pytest.raises(primary.AnalysisError, match="looks: expected a list of"):
+        primary.read_design(root)
 
 
 def test_plan_given_an_ablation_file_points_to_cost_and_run(tmp_path, capsys):

@@ -57,3 +57,52 @@ def test_until_decided_needs_a_primary_and_a_sensible_cap(tmp_path, capsys):
     assert main(["run", str(path), "--out", str(tmp_path / "o"), "--until-decided", "--only", "variant=preln",
                  *ARGS]) == 2
     assert "drop --only" in capsys.readouterr().err
+
+
+class _FakeSweep:
+    """What run_until_decided reads of a sweep."""
+
+    stopped = None
+
+
+def test_errored_runs_are_run_again_before_a_look_and_each_look_is_recorded(tmp_path, monkeypatch):
+    """A run of the compared cells errors; before the look it is run once more (retry_errors, only the
+    compared cells), so the look has every pair. A run that errors again is left out, and the look is
+    tested at the pairs it has (sequential.json records them)."""
+    from suite.sweep import until
+    from suite.sweep.sweep import SweepOptions
+
+    calls, flaky = [], {("layerscale", 1): 1, ("preln", 4): 2}  # errors before succeeding (2: never, here)
+
+    def fake_sweep(raw, out, opts, report=None, notify=None):
+        calls.append((list(raw["seeds"]), list(opts.only), opts.retry_errors))
+        for variant in raw["variants"]:
+            if opts.only and not any(f"variant={variant}" == c for c in opts.only):
+                continue
+            for seed in raw["seeds"]:
+                path = out / "runs" / f"{variant}-{seed}" / "summary.json"
+                if path.exists() and not (opts.retry_errors and json.loads(path.read_text())["status"] == "error"):
+                    continue
+                left = flaky.get((variant, seed), 0)
+                flaky[(variant, seed)] = left - 1
+                path.parent.mkdir(parents=True, exist_ok=True)
+                acc = 0.6 + 0.01 * seed + (0.05 if variant == "layerscale" else 0.0) * (seed % 2)
+                path.write_text(json.dumps({
+                    "schema": 1, "run_id": f"{variant}-{seed}", "ablation": "until", "variant": variant,
+                    "seed": seed, "model.depth": 1, "model.num_classes": 4, "status": "error" if left > 0 else "ok",
+                    "test_acc": None if left > 0 else acc, "val_acc": None if left > 0 else acc}))
+        return _FakeSweep()
+
+    monkeypatch.setattr(until, "run_sweep", fake_sweep)
+    path = tmp_path / "until.yaml"
+    path.write_text(yaml.safe_dump({**TINY, "seeds": 3}))
+    lines: list[str] = []
+    until.run_until_decided(path, tmp_path / "out", SweepOptions(device="cpu"), 6, notify=lines.append)
+    cells = ["variant=layerscale", "variant=preln"]
+    assert calls[:3] == [([0, 1, 2], [], False), ([0, 1, 2], cells, True), ([0, 1, 2, 3, 4, 5], cells, False)]
+    assert "look 1: 1 run of the compared cells errored; running it once more before the look" in lines
+    design = json.loads((tmp_path / "out" / "sequential.json").read_text())
+    # look 1 (differences 0, 5, 0 points) is undecided; look 2 has 5 pairs: (preln, 4) errored twice
+    assert [(x["seeds"], x["pairs"], x["decision"]) for x in design["looks"]][0] == (3, 3, "undecided")
+    assert calls[3:] == [([0, 1, 2, 3, 4, 5], cells, True)] and design["looks"][1]["pairs"] == 5
+    assert design["looks"][1]["p"] is not None  # tested at the 5 pairs it has, not skipped
