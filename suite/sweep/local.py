@@ -6,9 +6,13 @@ server itself starts clean (no threads, no CUDA) on the first sweep of a process
 later one, unless the suite's source changed in between (then a new server imports the new code). Each worker takes the parent's environment and standard output as they are when it
 starts, not as they were when the server started. Elsewhere workers are spawned.
 
-Workers ignore SIGINT (Ctrl-C reaches the whole process group; the parent decides how to stop)
-and die with the parent, even on SIGKILL. On Ctrl-C or SIGTERM the parent sends each worker
-SIGTERM: a worker's run checkpoints at its next step and the next ``suite run`` resumes it.
+Workers and the fork server ignore SIGINT (Ctrl-C reaches the whole process group; the parent
+decides how to stop) and die with the parent, even on SIGKILL. On Ctrl-C or SIGTERM the parent sends
+each worker SIGTERM: a worker's run checkpoints at its next step and the next ``suite run`` resumes it;
+a Ctrl-C while the workers are still starting stops those already started.
+
+:class:`LocalBackend` owns the local checks: GPUs for ``cuda`` and ``--runs-per-gpu``, and a script
+that calls ``run_sweep`` outside ``if __name__ == "__main__":`` (:mod:`suite.sweep.guard`).
 """
 
 from __future__ import annotations
@@ -24,10 +28,16 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from suite import store
 from suite.sweep import claims
-from suite.sweep.worker import Worker
+from suite.sweep.folder import RunnerError
+from suite.sweep.launcher import Backend, Placement, devices
+from suite.sweep.worker import Worker, signal_handlers
+
+if TYPE_CHECKING:
+    from suite.sweep.sweep import Sweep, SweepOptions
 
 DISK_FULL_EXIT = 28  # a worker's exit status when it found no space left (ENOSPC)
 
@@ -39,6 +49,8 @@ PRELOAD = ["suite.engine.loop", "torch._dynamo"]
 
 def _main(worker: Worker, index: int, parent_pid: int, environ: dict[str, str], stdio: tuple) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # blocked in the fork server (_start_server): not in what a run starts
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _die_with_parent(parent_pid)
     os.environ.clear()
     os.environ.update(environ)
@@ -84,6 +96,25 @@ class _Stdio:
         return tuple, (fds,)
 
 
+def _start_server() -> None:
+    """Start the fork server (if it is not running) with SIGINT ignored and blocked, which it keeps:
+    a Ctrl-C in a terminal reaches the whole process group, and the server, importing torch for
+    seconds before it ignores SIGINT itself, died of it with a KeyboardInterrupt traceback of its own.
+    Here SIGINT is blocked for those milliseconds, not lost: it is delivered once the server is started."""
+    import multiprocessing.resource_tracker
+
+    multiprocessing.resource_tracker.ensure_running()  # first: it unblocks SIGINT when it has started its own
+    if not hasattr(signal, "pthread_sigmask"):
+        multiprocessing.forkserver.ensure_running()
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        with signal_handlers({signal.SIGINT: signal.SIG_IGN}):  # an ignored signal stays ignored across exec
+            multiprocessing.forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def source_stamp() -> int:
     """The newest modification time (ns) of the suite's source files."""
     return max(f.stat().st_mtime_ns for f in Path(__file__).resolve().parents[1].rglob("*.py"))
@@ -123,12 +154,14 @@ class LocalLauncher:
 
     def start(self, worker: Worker, n: int) -> str | None:
         ctx = _context()  # never a plain fork of this process: it would copy its threads and locks
+        if ctx.get_start_method() == "forkserver":
+            _start_server()
         # Not daemons: a daemon may not start children, and a run's DataLoader workers are children.
         self.procs = [ctx.Process(target=_main, args=(worker, i, os.getpid(), dict(os.environ), _Stdio()))
                       for i in range(n)]
-        for p in self.procs:
-            p.start()
         self.grace_s = worker.grace_s
+        for p in self.procs:  # a Ctrl-C here leaves the rest unstarted: stop() skips them
+            p.start()
         return None
 
     def running(self) -> bool:
@@ -143,14 +176,55 @@ class LocalLauncher:
 
     def stop(self) -> None:
         """SIGTERM (each run checkpoints at its next step), then SIGKILL for a worker stuck past its grace time."""
-        for p in self.procs:
+        started = [p for p in self.procs if p.pid is not None]  # not those a Ctrl-C kept from starting
+        for p in started:
             if p.is_alive():
                 p.terminate()
         deadline = time.monotonic() + getattr(self, "grace_s", 0) + 5
-        for p in self.procs:
+        for p in started:
             p.join(max(0.1, deadline - time.monotonic()))
             if p.is_alive():
                 p.kill()
                 p.join()
 
     close = stop
+
+
+class LocalBackend(Backend):
+    """``--backend local``: worker processes on this machine, one per GPU by default (else 1)."""
+
+    name = "local"
+
+    def check(self, opts: SweepOptions) -> None:
+        if opts.runs_per_gpu is not None and opts.workers is not None:
+            raise RunnerError("--runs-per-gpu and --workers: pass one of them (--runs-per-gpu K starts K workers "
+                              "per GPU)")
+
+    def auto_device(self, opts: SweepOptions) -> str:
+        from suite.sweep import plan
+
+        return "cuda" if plan.visible_gpus() else "cpu"
+
+    def runs_here(self, opts: SweepOptions) -> bool:
+        return True
+
+    def place(self, sweep: Sweep, opts: SweepOptions) -> Placement:
+        """Raises RunnerError: ``cuda`` or ``--runs-per-gpu`` without a GPU here, or a calling script that
+        each worker would run again."""
+        from suite.sweep import plan
+        from suite.sweep.guard import unguarded_call
+
+        where = unguarded_call()
+        if where:
+            raise RunnerError(f"run_sweep: called by {where} outside `if __name__ == \"__main__\":`; each local "
+                              f"worker imports that script again, which would start the sweep again; put the call "
+                              f"under `if __name__ == \"__main__\":` (docs/ablations.md#from-python-run_sweep)")
+        wanted = devices(sweep, opts)
+        gpus = plan.visible_gpus() if wanted != {"cpu"} else []
+        if "cuda" in wanted and not gpus:
+            raise RunnerError("--device cuda: torch sees no CUDA device; use --device cpu or auto")
+        if opts.runs_per_gpu and not gpus:
+            raise RunnerError("--runs-per-gpu: torch sees no GPU here (or --device cpu); use --workers N for runs "
+                              "on the CPU")
+        workers = opts.workers or max(1, len(gpus)) * (opts.runs_per_gpu or 1)
+        return Placement(LocalLauncher(sweep.out), workers, opts.threads, "cuda" if gpus else "cpu", gpus)

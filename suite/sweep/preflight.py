@@ -39,8 +39,8 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
     Args:
         runs: the runs about to be made (their configs resolved, ``--device`` applied).
         src: the ablation file, to prefix each line with.
-        check_device: also check that each run's device exists on this machine (not for runs that
-            execute on other machines: Ray and Slurm workers).
+        check_device: also check that each run's device exists on this machine and the largest run
+            fits in its memory (where the backend's workers run here: not on a Ray or Slurm cluster).
         check_data: also check that the data are there (off: a file meant for another machine's data);
             the models are then built at the dataset's registered shape.
         device: ``--device``, which overrides every run's ``device``.
@@ -71,7 +71,7 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
             if where not in largest or need > largest[where][0]:
                 largest[where] = (need, run)
     for where, (_, run) in largest.items():
-        _device(run, where, src, problems)
+        _device(run, where, src, problems, flag=device is not None)
     return list(dict.fromkeys(problems))
 
 
@@ -147,13 +147,18 @@ def _model(cfg: RunConfig, run: Run, src: str, shape: tuple, problems: list[str]
                         f"change the model keys of this variant")
 
 
-def _device(run: Run, where: str, src: str, problems: list[str]) -> None:
-    """The device exists here, and the largest run meant for it fits in its memory (a lower bound)."""
+def _device(run: Run, where: str, src: str, problems: list[str], flag: bool = False) -> None:
+    """The device exists here, and the largest run meant for it fits in its memory (a lower bound);
+    ``flag``: the device is ``--device``'s, which the problem then names."""
     from suite.engine.resources import memory_problem, resolve_device
 
     try:
         problem = memory_problem(run.cfg, resolve_device(where))
     except RuntimeError as err:  # device cuda without a GPU
+        if flag:  # the flag's fault, not the file's: one line for the whole sweep
+            problems.append(f"--device {where}: torch sees no CUDA device on this machine, where the workers "
+                            f"would run; use --device cpu or auto")
+            return
         problem = str(err)
     if problem:
         problems.append(f"{src}: {_cell(run)}: {problem}")

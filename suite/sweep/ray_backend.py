@@ -6,20 +6,28 @@ leaves a dead claim that another worker takes over; Ctrl-C cancels the tasks.
 
 Ray pickles the worker and its results between this process and the cluster; those pickles never touch
 the results folder, and are the cluster's own (results/README.md, Security).
+
+:class:`RayBackend` owns the Ray checks: Ray installed, the cluster reachable, GPUs for ``cuda``. Without
+``--ray-address`` the private instance runs on this machine, so the pre-flight checks its device and memory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 import socket
 import warnings
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from suite import store
 from suite.sweep.folder import RunnerError
+from suite.sweep.launcher import Backend, Placement, devices
 from suite.sweep.worker import Worker, signal_handlers
+
+if TYPE_CHECKING:
+    from suite.sweep.sweep import Sweep, SweepOptions
 
 
 def init_address(address: str | None, environ: Mapping[str, str]) -> tuple[str, str | None]:
@@ -146,3 +154,34 @@ class RayLauncher:
 
         self.stop()
         ray.shutdown()
+
+    def exit_of(self, pid: int | None) -> str | None:
+        return None  # a task's process is the cluster's
+
+
+class RayBackend(Backend):
+    """``--backend ray``: Ray tasks on a private instance here, or on the cluster ``--ray-address`` names."""
+
+    name = "ray"
+
+    def check(self, opts: SweepOptions) -> None:
+        if importlib.util.find_spec("ray") is None:  # fail before writing anything
+            raise RunnerError("--backend ray needs Ray: pip install -e '.[ray]'")
+
+    def auto_device(self, opts: SweepOptions) -> str:
+        connect(opts.ray_address, opts.ray_timeout)
+        return "cuda" if has_gpus() else "cpu"
+
+    def runs_here(self, opts: SweepOptions) -> bool:
+        return opts.ray_address is None  # the private instance's tasks are processes of this machine
+
+    def place(self, sweep: Sweep, opts: SweepOptions) -> Placement:
+        """Raises RunnerError: Ray does not connect, or ``cuda`` on a cluster without GPUs."""
+        connect(opts.ray_address, opts.ray_timeout)
+        wanted = devices(sweep, opts)
+        if "cuda" in wanted and not has_gpus():
+            raise RunnerError("--device cuda: the Ray cluster has no GPUs; use --device cpu or auto")
+        threads = opts.threads or 1
+        gpu = has_gpus() and wanted != {"cpu"}
+        launcher = RayLauncher({"num_gpus": 1 / (opts.runs_per_gpu or 1)} if gpu else {"num_cpus": threads})
+        return Placement(launcher, opts.workers or launcher.capacity(), threads, "cuda" if gpu else "cpu")

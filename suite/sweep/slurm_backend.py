@@ -11,36 +11,37 @@ submitit unpickles what it finds under ``<out>/slurm/`` (the submitted worker, i
 result, in a ``suite run`` that attaches) with a plain ``pickle.load``: the one pickle the suite does
 not restrict (results/README.md, Security). Do not run ``--backend slurm`` on a results folder that
 someone you do not trust can write to.
+
+:class:`SlurmBackend` owns the Slurm checks: submitit and ``sbatch`` here, ``--slurm-opt``, GPUs per job
+for ``cuda``. With ``--slurm-cluster local`` the jobs run on this machine, so the pre-flight checks its
+device and memory; on a cluster the nodes decide them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import shutil
 import signal
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from suite import store
 from suite.sweep.claims import alive, process_start, same_process
 from suite.sweep.folder import RunnerError
+from suite.sweep.launcher import Backend, Detached, Placement, devices
 from suite.sweep.worker import Worker, signal_handlers
+
+if TYPE_CHECKING:
+    from suite.sweep.sweep import Sweep, SweepOptions
 
 SUBMISSION = "submission.json"
 MAX_TIMEOUTS = 100  # requeues after a time-out that submitit allows one worker job (preemptions are not counted)
 LIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING",
                "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "UNKNOWN"}
-
-
-class Detached(Exception):
-    """The parent stops watching; the jobs go on. ``str()`` says how to follow them; ``code`` is the exit status."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def check_available(cluster: str) -> None:
@@ -119,10 +120,58 @@ class SlurmLauncher:
     def close(self) -> None:
         pass
 
+    def exit_of(self, pid: int | None) -> str | None:
+        return None  # sacct knows, per job: `suite status` shows it
+
     def _cancel_hint(self) -> str:
         if self.opts.slurm_cluster == "local":
             return "kill " + " ".join(j.job_id for j in self.jobs[:8])
         return "scancel " + " ".join(sorted({j.job_id.split("_")[0] for j in self.jobs})[:8])
+
+
+class SlurmBackend(Backend):
+    """``--backend slurm``: a job array through submitit; ``--slurm-cluster local``: the same on this machine."""
+
+    name = "slurm"
+
+    def check(self, opts: SweepOptions) -> None:
+        sbatch_options(opts.slurm_opt)
+        check_available(opts.slurm_cluster)
+        if opts.runs_per_gpu is not None:
+            raise RunnerError("--runs-per-gpu: not for --backend slurm (each worker job holds its own GPU); "
+                              "use --slurm-gpus-per-job and --workers")
+
+    def settle(self, opts: SweepOptions) -> SweepOptions:
+        """GPUs per job: 1 unless ``--device cpu``; the local executor's jobs get this machine's, if any."""
+        if opts.slurm_gpus_per_job is not None:
+            return opts
+        from suite.sweep import plan
+
+        gpus = opts.device != "cpu" and (opts.slurm_cluster != "local" or bool(plan.visible_gpus()))
+        return dataclasses.replace(opts, slurm_gpus_per_job=int(gpus))
+
+    def auto_device(self, opts: SweepOptions) -> str:
+        return "cuda" if opts.slurm_gpus_per_job else "cpu"  # the workers' nodes, not this login node, decide
+
+    def runs_here(self, opts: SweepOptions) -> bool:
+        return opts.slurm_cluster == "local"
+
+    def refuse_beside(self, out: Path) -> None:
+        pass  # the Slurm backend attaches to its own live jobs
+
+    def place(self, sweep: Sweep, opts: SweepOptions) -> Placement:
+        """Raises RunnerError: ``cuda`` for jobs given no GPU (``--slurm-gpus-per-job 0``)."""
+        if "cuda" in devices(sweep, opts) and not opts.slurm_gpus_per_job:
+            what = "--device cuda" if opts.device else "device cuda"
+            raise RunnerError(f"{what}: --slurm-gpus-per-job 0 gives the worker jobs no GPU; pass "
+                              f"--slurm-gpus-per-job 1 or --device cpu")
+        threads = opts.threads or 1
+        local = opts.slurm_cluster == "local"
+        # A cluster's shared file system and sacct are looked at every 10 s; the local executor's local disk at once.
+        return Placement(SlurmLauncher(sweep.out, opts, threads, opts.slurm_gpus_per_job),
+                         opts.workers or opts.slurm_array_parallelism, threads,
+                         "cuda" if opts.slurm_gpus_per_job else "cpu", None, poll_s=0.5 if local else 10.0,
+                         grace_s=max(5.0, opts.slurm_signal_delay - 30.0))
 
 
 def _jobs_ignore_ctrl_c(local: bool) -> contextlib.AbstractContextManager[bool]:

@@ -1,8 +1,10 @@
 """The sweep as a library call: :func:`run_sweep` brings every run of an ablation to a summary.
 
-``suite run`` and ``suite bench --throughput`` call it. A dead worker's run is taken over by another
-(:mod:`suite.sweep.worker`); when every worker has ended and runs are left, new workers start, up to
-:data:`ROUNDS` rounds in a row that finish no run.
+``suite run`` and ``suite bench --throughput`` call it. Where the workers run is the business of the
+backend ``--backend`` names (:mod:`suite.sweep.backends`): it checks what it needs and places the workers
+(:mod:`suite.sweep.launcher`); this module does the same for every backend. A dead worker's run is
+taken over by another (:mod:`suite.sweep.worker`); when every worker has ended and runs are left, new
+workers start, up to :data:`ROUNDS` rounds in a row that finish no run.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import collections
 import contextlib
 import copy
 import dataclasses
-import importlib.util
 import os
 import signal
 import time
@@ -21,7 +22,9 @@ from typing import Any, Callable
 
 from suite import store
 from suite.sweep import claims, folder
+from suite.sweep.backends import BACKENDS, backend as get_backend
 from suite.sweep.folder import RunnerError
+from suite.sweep.launcher import Detached, Launcher, Placement
 from suite.sweep.spec import MAX_RUNS, Ablation, Run, SpecError, load_ablation, parse_only, select
 from suite.sweep.worker import RESULT_KEYS, Worker, group, record_lost, signal_handlers
 
@@ -43,7 +46,7 @@ class SweepOptions:
     described once here; a field without help is not a flag."""
 
     backend: str = _opt("local", "the same workers as local processes, Ray tasks (pip install -e '.[ray]') or a Slurm "
-                        "job array (pip install -e '.[slurm]'); docs/backends/", choices=["local", "ray", "slurm"])
+                        "job array (pip install -e '.[slurm]'); docs/backends/", choices=list(BACKENDS))
     workers: int | None = _opt(None, "workers, each training one run (or pack) at a time (default: one per GPU, "
                                "else 1, locally; as many as fit on Ray; one per run up to "
                                "--slurm-array-parallelism on Slurm)", min=1)
@@ -132,24 +135,20 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
     """
     opts = options or SweepOptions()
     _check(opts)
+    backend = get_backend(opts.backend)
+    backend.check(opts)
     if not isinstance(ablation, Ablation):
         ablation = load_ablation(ablation, max_runs=opts.max_runs)
     filters = parse_only(opts.only, ablation)
     out = Path(out) if out else Path("results") / ablation.name
     folder.check_out(out, ablation)
-    from suite.sweep.plan import auto_device, resolve_runs
+    from suite.sweep.plan import resolve_runs
 
     every = [dataclasses.replace(r, kind=opts.kind) for r in ablation.runs]
-    if opts.backend == "slurm" and not opts.dry_run:  # the workers' nodes, not this login node, decide `auto`
-        if opts.slurm_gpus_per_job is None:  # the local executor's jobs get this machine's GPUs, if any
-            from suite.sweep.plan import visible_gpus
-
-            gpus = opts.device != "cpu" and (opts.slurm_cluster != "local" or bool(visible_gpus()))
-            opts = dataclasses.replace(opts, slurm_gpus_per_job=int(gpus))
-        every = resolve_runs(every, opts.device, "cuda" if opts.slurm_gpus_per_job else "cpu")
-    else:  # a dry run asks no Ray cluster
-        backend = "local" if opts.dry_run else opts.backend
-        every = resolve_runs(every, opts.device, lambda: auto_device(backend, opts.ray_address, opts.ray_timeout))
+    if not opts.dry_run:
+        opts = backend.settle(opts)
+    where = get_backend("local") if opts.dry_run else backend  # a dry run asks no Ray cluster
+    every = resolve_runs(every, opts.device, lambda: where.auto_device(opts))
     runs = [r for r, raw in zip(every, ablation.runs) if select([raw], filters)]
     if not runs:
         raise SpecError([f"--only: {' | '.join(opts.only)}: matches none of the {len(ablation.runs)} runs; "
@@ -158,8 +157,9 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
     sweep = Sweep(ablation.name, out, ablation, runs, todo, done, other)
     from suite.sweep.preflight import preflight
 
-    # Ray's and Slurm's workers run elsewhere: their nodes decide the device and its memory.
-    problems = preflight(todo, str(ablation.path), check_device=opts.backend == "local" and not opts.dry_run,
+    # The device and its memory are checked where the workers run on this machine (local, a private
+    # Ray instance, Slurm's local executor); a cluster's nodes decide them there.
+    problems = preflight(todo, str(ablation.path), check_device=not opts.dry_run and backend.runs_here(opts),
                          device=opts.device)
     if problems:  # every run that would only end in `error`, before any starts
         raise SpecError(problems)
@@ -174,16 +174,11 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
     if not todo:  # nothing to run: write nothing (a read-only results folder is fine), unless the file changed
         _record_ablation(out, ablation, [r.run_id for r in every])
         return sweep
-    from suite.sweep.slurm_backend import Detached, live_jobs
-
-    busy = [] if opts.backend == "slurm" else [j.job_id for j in live_jobs(out)]
-    if busy:
-        raise RunnerError(f"{out}: Slurm jobs {', '.join(busy[:4])} are still working on these runs; "
-                          f"wait for them, cancel them, or pass --backend slurm to attach to them")
-    worker, launcher, n = _plan(sweep, opts)
+    backend.refuse_beside(out)
+    worker, placement, n = _plan(sweep, opts)
     with folder.prepare_out(out, ablation, [r.run_id for r in every]), _interrupts():
         try:
-            _drive(sweep, worker, launcher, n, report, notify)
+            _drive(sweep, worker, placement, n, report, notify)
         except Detached as left:
             sweep.stopped, sweep.code = str(left), left.code
         except KeyboardInterrupt:
@@ -222,69 +217,29 @@ def _check(opts: SweepOptions) -> None:
                    or "max" in f.metadata and at_most(opts, f.metadata["max"], f.name))
         if problem:
             raise SpecError([problem])
-    if opts.backend == "slurm":
-        from suite.sweep.slurm_backend import check_available, sbatch_options
-
-        sbatch_options(opts.slurm_opt)
-        check_available(opts.slurm_cluster)
-    if opts.backend == "ray" and importlib.util.find_spec("ray") is None:  # fail before writing anything
-        raise RunnerError("--backend ray needs Ray: pip install -e '.[ray]'")
-    if opts.runs_per_gpu is not None and opts.backend == "slurm":
-        raise RunnerError("--runs-per-gpu: not for --backend slurm (each worker job holds its own GPU); "
-                          "use --slurm-gpus-per-job and --workers")
-    if opts.runs_per_gpu is not None and opts.backend == "local" and opts.workers is not None:
-        raise RunnerError("--runs-per-gpu and --workers: pass one of them (--runs-per-gpu K starts K workers per GPU)")
 
 
-def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Any, int]:
-    """The worker (its packs with device and threads set), the launcher and the number of workers.
+def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Placement, int]:
+    """The worker (its packs with device and threads set), where the backend places it, and the number
+    of workers.
 
     Raises:
-        RunnerError: a tracker is missing, ``cuda`` was asked for where there is no GPU.
+        RunnerError: a tracker is missing; the backend's own checks (:meth:`Backend.place`).
     """
     from suite.engine.trackers import missing
-    from suite.sweep.plan import visible_gpus
 
     todo = sweep.todo
     problem = missing(sorted({name for r in todo for name in r.cfg.train.log_to}))
     if problem:  # before anything is written or submitted
         raise RunnerError(problem)
-    devices = {opts.device or r.cfg.device for r in todo}
-    gpus = None  # local workers only: Ray and Slurm set CUDA_VISIBLE_DEVICES themselves
-    workers, threads, backend = opts.workers, opts.threads, opts.backend
-    if backend == "local":
-        from suite.sweep.local import LocalLauncher
-
-        gpus = visible_gpus() if devices != {"cpu"} else []
-        if "cuda" in devices and not gpus:
-            raise RunnerError("--device cuda: torch sees no CUDA device; use --device cpu or auto")
-        if opts.runs_per_gpu and not gpus:
-            raise RunnerError("--runs-per-gpu: torch sees no GPU here (or --device cpu); use --workers N for runs "
-                              "on the CPU")
-        workers = workers or max(1, len(gpus)) * (opts.runs_per_gpu or 1)
-        launcher: Any = LocalLauncher(sweep.out)
-    elif backend == "ray":
-        from suite.sweep.ray_backend import RayLauncher, connect, has_gpus
-
-        connect(opts.ray_address, opts.ray_timeout)
-        if "cuda" in devices and not has_gpus():
-            raise RunnerError("--device cuda: the Ray cluster has no GPUs; use --device cpu or auto")
-        threads = threads or 1
-        launcher = RayLauncher({"num_gpus": 1 / (opts.runs_per_gpu or 1)} if has_gpus() and devices != {"cpu"}
-                               else {"num_cpus": threads})
-        workers = workers or launcher.capacity()
-    else:
-        from suite.sweep.slurm_backend import SlurmLauncher
-
-        threads = threads or 1
-        workers = workers or opts.slurm_array_parallelism
-        launcher = SlurmLauncher(sweep.out, opts, threads, opts.slurm_gpus_per_job)
+    placement = get_backend(opts.backend).place(sweep, opts)
     packs = group(todo, opts.pack)
-    n = max(1, min(workers, len(packs)))  # fewer packs than workers: start fewer
+    n = max(1, min(placement.workers, len(packs)))  # fewer packs than workers: start fewer
     # Threads as the whole selection would get them, not only what is left: a run resumed after a kill
     # trains with the settings it would have had (a different thread count changes the last digits).
-    whole = max(1, min(workers, len(group(sweep.runs, opts.pack))))
-    threads = threads or max(1, (os.cpu_count() or 1) // whole)
+    whole = max(1, min(placement.workers, len(group(sweep.runs, opts.pack))))
+    threads = placement.threads or max(1, (os.cpu_count() or 1) // whole)
+    placement.threads = threads
 
     def prepared(run: Run) -> Run:  # execution-only keys: the run id (and so the folder) does not change
         cfg = copy.deepcopy(run.cfg)
@@ -292,19 +247,18 @@ def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Any, int]:
         cfg.train.threads = cfg.train.threads or threads
         return dataclasses.replace(run, cfg=cfg)
 
-    slurm = backend == "slurm"
-    # A cluster's shared file system and sacct are looked at every 10 s; the local executor's local disk at once.
-    poll = opts.poll or (10.0 if slurm and opts.slurm_cluster != "local" else 0.5)
     worker = Worker(str(sweep.out.resolve()), [[prepared(r) for r in pack] for pack in packs], lease_s=opts.lease,
-                    attempts=opts.attempts, threads=threads, gpus=gpus, poll_s=poll,
-                    grace_s=max(5.0, opts.slurm_signal_delay - 30.0) if slurm else 90.0)
-    return worker, launcher, n
+                    attempts=opts.attempts, threads=threads, gpus=placement.gpus,
+                    poll_s=opts.poll or placement.poll_s, grace_s=placement.grace_s)
+    return worker, placement, n
 
 
-def _drive(sweep: Sweep, worker: Worker, launcher: Any, n: int, report: Report | None,
+def _drive(sweep: Sweep, worker: Worker, placement: Placement, n: int, report: Report | None,
            notify: Callable[[str], None]) -> None:
     """Start workers whenever none is left and runs are; report each summary as it appears."""
-    out = sweep.out
+    from suite.sweep.eta import starting_line
+
+    out, launcher = sweep.out, placement.launcher
     pending = {r.run_id: r for r in sweep.todo}
 
     def collect() -> None:
@@ -339,6 +293,9 @@ def _drive(sweep: Sweep, worker: Worker, launcher: Any, n: int, report: Report |
                     return
                 packs = [p for p in worker.packs if any(r.run_id in pending for r in p)]
                 claims.expire(out, [p[0].run_id for p in packs])  # every worker has ended: their claims are dead
+                if not started:  # what the sweep is doing, before its first run ends
+                    notify(starting_line(sweep.ablation, [r for p in packs for r in p], min(n, len(packs)),
+                                         worker.threads, placement.device))
                 line = launcher.start(dataclasses.replace(worker, packs=packs), min(n, len(packs)))
                 started, left_at_start = True, len(pending)
                 if line:
@@ -354,13 +311,13 @@ def _drive(sweep: Sweep, worker: Worker, launcher: Any, n: int, report: Report |
         launcher.close()
 
 
-def _lost_reason(out: Path, launcher: Any, head: str) -> str:
+def _lost_reason(out: Path, launcher: Launcher, head: str) -> str:
     """Why a run no round of workers finished: its workers died on it, or none could start."""
     claim = claims.read(claims.claim_path(out, head))
     if not isinstance(claim.get("attempt"), int):
         return (f"no worker finished any run in {ROUNDS} rounds of workers in a row (each failed or was killed); "
                 f"see {out / 'workers'}")
-    how = getattr(launcher, "exit_of", lambda pid: None)(claim.get("pid"))
+    how = launcher.exit_of(claim.get("pid"))
     return f"worker died {claim['attempt']} times on this run{f' (last: {how})' if how else ''}; see {out / 'workers'}"
 
 

@@ -87,3 +87,56 @@ def test_a_resumed_sweep_gives_a_run_the_threads_it_would_have_had(tmp_path, mon
     again = run_sweep(TINY, tmp_path / "out", SweepOptions(device="cpu", workers=2))
     assert [r.run_id for r in again.todo] == [victim]
     assert json.loads((tmp_path / "out" / "runs" / victim / "summary.json").read_text())["train.threads"] == 2
+
+
+def _script(tmp_path, guarded: bool):
+    """A script that calls run_sweep on TINY, at module level or under the __main__ guard."""
+    import json
+    import os
+    from pathlib import Path
+
+    call = (f"sweep = run_sweep(json.loads({json.dumps(json.dumps(TINY))}), {str(tmp_path / 'out')!r}, "
+            f"SweepOptions(device='cpu', workers=1, threads=1))\nprint('counts', sum(sweep.counts().values()))\n")
+    body = "if __name__ == '__main__':\n" + "".join(f"    {line}\n" for line in call.splitlines()) if guarded else call
+    path = tmp_path / "my_sweep.py"
+    path.write_text(f"import json\n\nfrom suite import SweepOptions, run_sweep\n\n{body}")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    return path, subprocess.run([sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=300)
+
+
+def test_a_script_without_the_main_guard_is_refused_before_any_run(tmp_path):
+    """Each local worker imports the script again: it ran the sweep again in every worker, which found the
+    folder locked and died, and run_sweep returned with every run recorded as error."""
+    path, done = _script(tmp_path, guarded=False)
+    assert done.returncode == 1 and "counts" not in done.stdout
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == (f"suite.sweep.folder.RunnerError: run_sweep: called by {path}:5 outside "
+                    f"`if __name__ == \"__main__\":`; each local worker imports that script again, which would "
+                    f"start the sweep again; put the call under `if __name__ == \"__main__\":` "
+                    f"(docs/ablations.md#from-python-run_sweep)")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_same_script_under_the_main_guard_runs(tmp_path):
+    _, done = _script(tmp_path, guarded=True)
+    assert done.returncode == 0 and "counts 2" in done.stdout, done.stderr
+    assert len(list((tmp_path / "out" / "runs").glob("*/summary.json"))) == 2
+
+
+def test_where_a_call_runs_only_as_main():
+    import ast
+
+    from suite.sweep.guard import _only_as_main
+
+    def first(src: str) -> ast.stmt:
+        return ast.parse(src).body[0]
+
+    guarded = first("if __name__ == '__main__':\n    run()\n")
+    assert _only_as_main(guarded, 2) and not _only_as_main(first("run()\n"), 1)
+    assert _only_as_main(first("if '__main__' == __name__:\n    run()\n"), 2)
+    negated = first("if __name__ != '__main__':\n    pass\nelse:\n    run()\n")
+    assert _only_as_main(negated, 4) and not _only_as_main(negated, 2)
+    assert not _only_as_main(first("if debug:\n    run()\n"), 2)
+    assert not _only_as_main(first("if __name__ == 'other':\n    run()\n"), 2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import os
@@ -64,7 +65,8 @@ def test_rerun_skips_everything_and_writes_nothing(smoke_out, capsys):
     t0 = time.perf_counter()
     assert main(["run", str(SMOKE), "--out", str(smoke_out), *ARGS]) == 0
     assert time.perf_counter() - t0 < 5  # no worker is even started
-    assert "8 runs: 8 ok, 0 diverged, 0 failed, 0 error (skipped 8 already done)" in capsys.readouterr().out
+    assert ("8 runs: 0 ok, 0 diverged, 0 failed, 0 error this call; 8 skipped (already done: 8 ok) in"
+            in capsys.readouterr().out)
     assert snapshot(smoke_out) == before
 
 
@@ -101,7 +103,10 @@ def test_worker_death_is_an_error_run_and_retry_errors_reruns_only_it(tmp_path, 
     assert main(["run", str(SMOKE), "--out", str(out), "--only", "seed=0", "--workers", "1", "--attempts", "1",
                  *ARGS]) == 0
     captured = capsys.readouterr()
-    assert "3 ok, 0 diverged, 0 failed, 1 error" in captured.out and "--retry-errors" in captured.err
+    assert "3 ok, 0 diverged, 0 failed, 1 error this call; 0 skipped" in captured.out and "--retry-errors" in captured.err
+    # what it is doing, before the first run ends
+    assert captured.out.startswith("starting 1 worker; 4 runs, about "), captured.out
+    assert "of training by suite cost's estimate (" in captured.out.splitlines()[0]
     found = summaries(out)
     assert set(found) == {r.run_id for r in runs}
     dead = found[victim.run_id]
@@ -120,7 +125,8 @@ def test_worker_death_is_an_error_run_and_retry_errors_reruns_only_it(tmp_path, 
     assert snapshot(out) == before  # error runs are not retried by default
 
     assert main(["run", str(SMOKE), "--out", str(out), "--only", "seed=0", "--retry-errors", *ARGS]) == 0
-    assert "4 runs: 4 ok" in capsys.readouterr().out
+    assert "4 runs: 1 ok, 0 diverged, 0 failed, 0 error this call; 3 skipped (already done: 3 ok)" in \
+        capsys.readouterr().out
     after = snapshot(out)
     changed = {Path(p).parent.name for p in after if after[p] != before.get(p)} - {"out", "workers"}
     assert changed == {victim.run_id}
@@ -306,7 +312,7 @@ def test_ctrl_c_then_sigkill_then_rerun_finishes_each_run_exactly_once(tmp_path,
 
     # The rerun is the point, not its process: this one finishes what is left.
     assert main(["run", str(tmp_path / "slow.yaml"), "--out", str(out), "--workers", "1", *ARGS]) == 0
-    assert f"(skipped {with_kill} already done)" in capsys.readouterr().out
+    assert f"error this call; {with_kill} skipped (already done: {with_kill} ok)" in capsys.readouterr().out
     _check_clean(out)
     assert len(summaries(out)) == 4 and summaries(out)[victim]["resumed_at"]
     final = snapshot(out)
@@ -314,6 +320,48 @@ def test_ctrl_c_then_sigkill_then_rerun_finishes_each_run_exactly_once(tmp_path,
     for run_dir in (out / "runs").iterdir():
         steps = [m["step"] for m in store.read_metrics(run_dir) if m["kind"] == "train"]
         assert steps == sorted(set(steps)) and steps[-1] == STEPS  # one clean log per run, no repeats
+
+
+def _group_alive(pgid: int) -> list[int]:
+    """The processes of process group ``pgid`` that are not zombies."""
+    alive = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(int(stat.parent.name))
+    return alive
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.parametrize("to", ["group", "parent"])
+def test_ctrl_c_while_the_workers_start_is_one_line_and_exit_130(tmp_path, to):
+    """Ctrl-C (a terminal signals the whole process group; `kill -INT` the parent) as soon as `suite run`
+    says it starts its workers, while their fork server imports torch: it was a KeyboardInterrupt
+    traceback from the server and `AssertionError: can only join a started process` from the parent."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env.pop(CRASH_ENV, None)
+    proc = subprocess.Popen([sys.executable, "-m", "suite", "run", str(SMOKE), "--out", str(tmp_path / "out"),
+                             "--workers", "2", *ARGS], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        first = proc.stdout.readline()
+        assert first.startswith("starting 2 workers; 8 runs, about "), first + proc.stderr.read()
+        (os.killpg if to == "group" else os.kill)(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err
+        assert err.startswith("interrupted: ") and err.count("\n") == 1 and "Traceback" not in err, err
+        assert "error this call; 0 skipped; " in err and "run the same command again to finish them" in err
+        deadline = time.monotonic() + 15  # the fork server and any worker end with the parent
+        while _group_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _group_alive(proc.pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def test_runs_made_by_another_commit_are_reported_and_rerun_on_request(smoke_out, tmp_path, capsys):

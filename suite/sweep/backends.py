@@ -1,0 +1,26 @@
+"""The backends by name: ``--backend NAME`` / ``SweepOptions(backend=NAME)`` picks one of :data:`BACKENDS`.
+
+Each is a :class:`~suite.sweep.launcher.Backend` that owns its checks and its launcher
+(:mod:`suite.sweep.launcher` says what run_sweep asks of them, in which order).
+"""
+
+from __future__ import annotations
+
+from suite.sweep.folder import RunnerError
+from suite.sweep.launcher import Backend
+from suite.sweep.local import LocalBackend
+from suite.sweep.ray_backend import RayBackend
+from suite.sweep.slurm_backend import SlurmBackend
+
+BACKENDS: dict[str, type[Backend]] = {b.name: b for b in (LocalBackend, RayBackend, SlurmBackend)}
+
+
+def backend(name: str) -> Backend:
+    """The backend called ``name``.
+
+    Raises:
+        RunnerError: no backend has that name.
+    """
+    if name not in BACKENDS:
+        raise RunnerError(f"--backend {name}: unknown; use {', '.join(BACKENDS)}")
+    return BACKENDS[name]()

@@ -1,0 +1,75 @@
+"""The line a sweep says as it starts its workers: how many, for how many runs, and about how long
+their training takes by ``suite cost``'s estimate (:mod:`suite.sweep.cost`).
+
+The estimate is ``suite cost --measure --workers N``'s: every run's training FLOPs at the throughput of a
+few steps of the first run's shape timed on this machine's CPU with the workers' threads, when the
+workers train on the CPU; at ``suite cost``'s assumed :data:`ASSUMED_TFLOPS` on GPUs. Like ``suite cost``
+it leaves out start-up, data loading and evaluation, and runs that end early.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from suite.sweep.spec import Ablation, Run
+from suite.sweep.status import format_duration
+
+ASSUMED_TFLOPS = 100.0  # `suite cost`'s default
+MEASURE_PARAMS = 20e6  # a larger model is not timed here: its few steps on the CPU would hold up the start
+
+
+def starting_line(ablation: Ablation, todo: list[Run], n: int, threads: int, device: str) -> str:
+    """E.g. ``starting 2 workers; 63 runs, about 11m10s of training by suite cost's estimate (...)``.
+
+    Args:
+        ablation: the sweep's ablation.
+        todo: the runs the workers are to bring to a summary.
+        n: workers starting.
+        threads: torch CPU threads per worker.
+        device: what the workers train on, ``cpu`` or ``cuda``.
+    """
+    line = f"starting {n} worker{'s' if n != 1 else ''}; {len(todo)} run{'s' if len(todo) != 1 else ''}"
+    about = estimate_text(ablation, todo, n, threads, device)
+    return f"{line}, {about}" if about else line
+
+
+def estimate_text(ablation: Ablation, todo: list[Run], n: int, threads: int, device: str) -> str | None:
+    """``about DURATION of training by suite cost's estimate (how)``, or None where there is none (a
+    propagation sweep, a dataset of unknown size, a model too large to time here)."""
+    from suite.config import approx_params
+    from suite.models.flops import train_step_flops
+    from suite.sweep.cost import CostError, _shape, estimate
+
+    if not todo or any(r.kind != "train" for r in todo):
+        return None
+    try:
+        cost = estimate(dataclasses.replace(ablation, runs=todo))
+        cfg, _ = _shape(todo[0].cfg)
+    except CostError:
+        return None
+    if device == "cpu":
+        if approx_params(cfg.model) > MEASURE_PARAMS:
+            return None
+        ms = _measure(cfg, threads)
+        if ms is None:
+            return None
+        tflops = train_step_flops(cfg.model, cfg.train.batch_size) / (ms / 1e3) / 1e12
+        how = f"{ms:.1f} ms per step of the first run's shape, measured here"
+    else:
+        tflops, how = ASSUMED_TFLOPS, f"at an assumed {ASSUMED_TFLOPS:g} TFLOP/s"
+    wall = cost.hours(tflops) * 3600 / min(n, len(todo))
+    return f"about {format_duration(max(wall, 1.0))} of training by suite cost's estimate ({how})"
+
+
+def _measure(cfg, threads: int) -> float | None:
+    """Milliseconds per step (:func:`suite.sweep.cost.measure_step_ms`, 3 timed steps), leaving the
+    caller's random state as it was; None when the step fails (the runs will say why)."""
+    import torch
+
+    from suite.sweep.cost import measure_step_ms
+
+    with torch.random.fork_rng(devices=[]):
+        try:
+            return measure_step_ms(cfg, threads, steps=3, warmup=1)
+        except (RuntimeError, ValueError):  # an estimate must not stop the sweep
+            return None

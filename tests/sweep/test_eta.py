@@ -1,0 +1,61 @@
+"""The line `suite run` says as it starts its workers, with suite cost's estimate of the training time."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from suite.models.flops import train_step_flops
+from suite.sweep import eta
+from suite.sweep.cost import _shape, estimate
+from suite.sweep.spec import load_ablation
+
+from test_runner import SMOKE
+
+
+def test_on_gpus_the_estimate_is_suite_cost_s_at_its_assumed_throughput():
+    ablation = load_ablation(SMOKE)
+    todo = ablation.runs[:6]
+    hours = estimate(dataclasses.replace(ablation, runs=todo)).hours(100.0)
+    line = eta.starting_line(ablation, todo, 4, 1, "cuda")
+    # 6 runs on 4 workers: the wall clock is the device time over 4; under a second says 0m01s
+    assert hours * 3600 / 4 < 1
+    assert line == ("starting 4 workers; 6 runs, about 0m01s of training by suite cost's estimate "
+                    "(at an assumed 100 TFLOP/s)")
+
+
+def test_on_the_cpu_the_throughput_is_measured_here(monkeypatch):
+    ablation = load_ablation(SMOKE)
+    seen = []
+    monkeypatch.setattr(eta, "_measure", lambda cfg, threads: seen.append(threads) or 250.0)
+    cfg, _ = _shape(ablation.runs[0].cfg)
+    tflops = train_step_flops(cfg.model, cfg.train.batch_size) / 0.25 / 1e12
+    wall = estimate(ablation).hours(tflops) * 3600 / 2  # 8 runs, 2 workers
+    minutes, seconds = divmod(round(wall), 60)
+    assert eta.starting_line(ablation, ablation.runs, 2, 3, "cpu") == (
+        f"starting 2 workers; 8 runs, about {minutes}m{seconds:02d}s of training by suite cost's estimate "
+        f"(250.0 ms per step of the first run's shape, measured here)")
+    assert seen == [3]  # with the workers' threads
+    assert eta.starting_line(ablation, ablation.runs[:1], 1, 1, "cpu").startswith("starting 1 worker; 1 run, about")
+
+
+def test_no_estimate_where_suite_cost_has_none(monkeypatch):
+    ablation = load_ablation(SMOKE)
+    propagation = [dataclasses.replace(r, kind="propagation") for r in ablation.runs]
+    assert eta.starting_line(ablation, propagation, 2, 1, "cpu") == "starting 2 workers; 8 runs"
+    monkeypatch.setattr(eta, "MEASURE_PARAMS", 10)  # too large to time here
+    assert eta.starting_line(ablation, ablation.runs, 2, 1, "cpu") == "starting 2 workers; 8 runs"
+
+
+def test_measuring_leaves_the_caller_s_random_state_and_threads_alone():
+    ablation = load_ablation(SMOKE)
+    cfg, _ = _shape(ablation.runs[0].cfg)
+    torch.manual_seed(1234)
+    expected = torch.rand(3)
+    torch.manual_seed(1234)
+    threads = torch.get_num_threads()
+    ms = eta._measure(cfg, 1)
+    assert ms is not None and ms > 0
+    assert torch.equal(torch.rand(3), expected) and torch.get_num_threads() == threads
+
