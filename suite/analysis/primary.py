@@ -6,24 +6,24 @@ equivalence margin; or a list of up to 3 such questions, tested as one family
 (:mod:`suite.analysis.coprimary`, Holm). :func:`evaluate` tests one comparison at ``alpha`` = 0.05
 and decides one of three answers:
 
-- ``difference``: the paired t-test (Welch's where seeds do not match) has p < alpha; the 95%
-  interval printed beside it excludes 0, by construction.
+- ``difference``: the test has p < alpha (the paired t-test, Welch's where seeds do not match; the
+  cross-fitted t for ``best_lr_score``); the 95% interval printed beside it excludes 0, by construction.
 - ``equivalent``: not a difference, and the two one-sided tests (TOST) put the difference within
   ``+/- margin`` (its 90% interval lies inside the margin).
-- ``undecided``: neither; the answer names the seeds that would decide it (:func:`plan`).
+- ``undecided``: neither; the answer names the seeds that would decide it (:func:`plan_answer`).
 
-Endpoints: ``best_lr_score`` (each scheme at its own best learning rate, chosen on validation,
-scored on test, cross-fitted: each half of the seeds is scored at the rates the other half chose, and
-the difference tested with the standard error of half the seeds, :mod:`suite.analysis.crossfit`;
-choosing and testing on the same seeds favoured a scheme with a flat curve), ``score`` (one learning rate), ``not_ok_rate`` (Fisher's
-exact test on the share of runs that diverged or failed, all learning rates pooled; no equivalence
-test), ``frontier`` (the ratio of the two schemes' LR50s, the rates where half of the runs end not
-ok, from one Firth logistic model with a common slope: :func:`suite.analysis.doseresponse.relative_potency`;
-the learning rate left free; no equivalence test). With ``suite run --until-decided`` the folder holds
-``sequential.json``, the group-sequential design and the looks taken so far
-(:mod:`suite.analysis.sequential`); each look is tested at the boundary of the information it reached
-(seed pairs / the most the study allows), never at a fixed p < 0.05, and its p-value and interval
-account for every look.
+Endpoints: ``best_lr_score`` (each scheme at its own best learning rate, chosen on validation, scored
+on test, cross-fitted: each half of the seeds is scored at the rates the other half chose, and the
+difference is tested with the standard error of half the seeds, :mod:`suite.analysis.crossfit`;
+choosing and testing on the same seeds favoured a scheme with a flat curve), ``score`` (one learning
+rate), ``not_ok_rate`` (Fisher's exact test on the share of runs that diverged or failed, all learning
+rates pooled; no equivalence test), ``frontier`` (the ratio of the two schemes' LR50s, the rates where
+half of the runs end not ok, from one Firth logistic model with a common slope:
+:func:`suite.analysis.doseresponse.relative_potency`; the learning rate left free; no equivalence
+test). With ``suite run --until-decided`` the folder holds ``sequential.json``, the group-sequential
+design and the looks taken so far (:mod:`suite.analysis.sequential`); each look is tested at the
+boundary of the information it reached (seed pairs / the most the study allows), never at a fixed
+p < 0.05, and its p-value and interval account for every look.
 """
 
 from __future__ import annotations
