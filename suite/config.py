@@ -356,7 +356,7 @@ def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] 
     if overrides:
         apply_dict(cfg, parse_overrides(overrides), "command line")
     source = "command line" if path is None else str(path) + (" with command-line overrides" if overrides else "")
-    validate(cfg, source)
+    validate(cfg, source, reference=RunConfig())  # every key the file and the overrides set is the user's
     return cfg
 
 
@@ -516,9 +516,17 @@ def _get(cfg: Any, dotted: str) -> Any:
     return cfg
 
 
-def validate(cfg: RunConfig, source: str = "config") -> None:
+def validate(cfg: RunConfig, source: str = "config", reference: RunConfig | None = None) -> None:
     """Cross-field checks that a type alone cannot express: names resolved against the registries,
-    the ranges in :data:`RANGES`, and the shape constraints between keys.
+    the ranges in :data:`RANGES`, the shape constraints between keys, and the scheme's options.
+
+    Args:
+        cfg: the config to check.
+        source: where it came from (a file, "command line"), for messages.
+        reference: the config the user's own settings were laid over (the typed defaults for a run
+            config, an ablation's ``base`` for its variants and grid): a scheme option the run's scheme
+            does not read is refused where it differs from this (:func:`check_scheme_options`). None:
+            not checked (the caller cannot tell what the user set).
 
     Raises:
         ConfigError: the first problem, naming the source, the dotted key, the valid range and the value.
@@ -532,6 +540,9 @@ def validate(cfg: RunConfig, source: str = "config") -> None:
         value = _get(cfg, key)
         if not check(value):
             raise ConfigError(f"{source}: {key} must be {what}, got {value!r}")
+    if reference is not None:
+        check_scheme_options(cfg, reference, source)
+    _check_frozen_zero(cfg, source)
     if m.dim % m.heads:
         raise ConfigError(f"{source}: model.dim ({m.dim}) must be divisible by model.heads ({m.heads})")
     params = approx_params(m)
@@ -553,6 +564,48 @@ def validate(cfg: RunConfig, source: str = "config") -> None:
     if m.backend == "timm" and m.residual not in ("preln", "layerscale"):
         raise ConfigError(f"{source}: model.residual {m.residual}: timm's ViT has only preln and layerscale; "
                           f"use model.backend: suite")
+
+
+# Why a scheme does not read an option, where "it does not read it" alone would puzzle (model.depth_alpha on
+# depth-mup was recorded as 0.9 and trained at 1/2).
+_NOT_READ_BECAUSE = {("depth-mup", "model.depth_alpha"): "fixes alpha at 1/2",
+                     ("completep", "model.depth_alpha"): "fixes alpha at 1"}
+
+
+def check_scheme_options(cfg: RunConfig, reference: RunConfig, source: str = "config") -> None:
+    """Refuse a scheme option (:data:`suite.registry.SCHEME_OPTIONS`) that the run's scheme does not read
+    but the user set: it would give the same computation a second run id (``model.layerscale.init`` on
+    ``preln``), or record a value the run does not train with (``model.depth_alpha`` 0.9 on ``depth-mup``,
+    which trains at 1/2).
+
+    What the user set is what differs from ``reference``, the config their settings were laid over: the
+    typed defaults for ``suite train`` and ``suite config``, an ablation's ``base`` for its variants and
+    grid (a base shared by every variant, such as ``model.base_depth`` for the depth-scaled arms, renames
+    no run twice). Defaults are present in every config and never refused, nor is a key set to its
+    reference value.
+
+    Raises:
+        ConfigError: naming the key, its value, the scheme and the schemes that read the key.
+    """
+    scheme = cfg.model.residual
+    for key in SCHEMES.options():
+        value, default = _get(cfg, key), _get(reference, key)
+        if key in SCHEMES.reads(scheme) or value == default:
+            continue
+        why = _NOT_READ_BECAUSE.get((scheme, key), "does not read it")
+        raise ConfigError(f"{source}: {key} {value!r}: model.residual {scheme} {why}, so the setting would only "
+                          f"rename the run; remove it (or set it back to {default!r}), or use a scheme that reads "
+                          f"it: {', '.join(SCHEMES.readers(key))}")
+
+
+def _check_frozen_zero(cfg: RunConfig, source: str) -> None:
+    """Refuse a frozen LayerScale at init 0: it multiplies its branches by a fixed 0 for good."""
+    ls = cfg.model.layerscale
+    if cfg.model.residual == "layerscale" and not ls.learnable and not isinstance(ls.init, str) and ls.init == 0:
+        branches = {"both": "attention and MLP branch", "attn": "attention branch", "mlp": "MLP branch"}[ls.placement]
+        raise ConfigError(f"{source}: model.layerscale.init 0 with model.layerscale.learnable false multiplies every "
+                          f"block's {branches} by a fixed 0, so those branches never contribute; make it learnable "
+                          f"(init 0 is a real init then) or freeze it above 0 (e.g. rsqrt_depth)")
 
 
 def memory_estimate(cfg: RunConfig) -> tuple[float, str]:

@@ -28,12 +28,19 @@ class Registry:
         key: the config key that picks a name (``model.residual``), for messages.
         entries: name -> ``"package.module:attribute"``, in the order they are listed.
         descriptions: name -> one line saying what it is (``suite schemes`` prints them).
+        options: name -> the dotted config keys it reads of those that only some names read (its
+            *options*); a name not listed reads none. See :meth:`reads` and :data:`SCHEME_OPTIONS`.
     """
 
-    def __init__(self, key: str, entries: dict[str, str], descriptions: dict[str, str] | None = None) -> None:
+    def __init__(self, key: str, entries: dict[str, str], descriptions: dict[str, str] | None = None,
+                 options: dict[str, tuple[str, ...]] | None = None) -> None:
         self.key = key
         self._targets = dict(entries)
         self._descriptions = dict(descriptions or {})
+        self._options = {name: tuple(keys) for name, keys in (options or {}).items()}
+        unknown = set(self._options) - set(self._targets)
+        if unknown:
+            raise ValueError(f"{key}: options declared for unregistered names {sorted(unknown)}")
         self._loaded: dict[str, Any] = {}
 
     def __contains__(self, name: object) -> bool:
@@ -53,6 +60,18 @@ class Registry:
         """The one-line description of ``name`` ("" when it has none)."""
         return self._descriptions.get(name, "")
 
+    def reads(self, name: str) -> tuple[str, ...]:
+        """The options (dotted config keys) that ``name`` reads; ``()`` for a name that reads none."""
+        return self._options.get(name, ())
+
+    def options(self) -> list[str]:
+        """Every option some name reads, in the order first declared."""
+        return list(dict.fromkeys(key for keys in self._options.values() for key in keys))
+
+    def readers(self, key: str) -> list[str]:
+        """The names that read option ``key``, in registry order."""
+        return [name for name in self._targets if key in self.reads(name)]
+
     def unknown(self, name: object) -> str:
         """The message for a name that is not registered: did-you-mean and the valid names."""
         return f"{self.key} '{name}' is unknown{did_you_mean(str(name), self._targets)}; valid: {', '.join(self.names())}"
@@ -70,6 +89,26 @@ class Registry:
             self._loaded[name] = getattr(importlib.import_module(module), attr)
         return self._loaded[name]
 
+
+# The model keys that only some residual schemes read, and which scheme reads which: one table, read by
+# suite.config.validate. A key a scheme does not read, set away from its default, would rename the run
+# without changing its computation (a second run id for the same run), so it is refused. "Reads" is
+# what the model and its optimiser do with the key (suite/models/residual.py, depth_scaled.py,
+# timm_bridge.py); tests/models/test_scheme_options.py builds every scheme with every option changed and
+# checks that the model or its optimiser changes exactly where this table says the scheme reads it.
+LAYERSCALE_OPTIONS = ("model.layerscale.placement", "model.layerscale.granularity", "model.layerscale.init",
+                      "model.layerscale.learnable")
+SCHEME_OPTIONS: dict[str, tuple[str, ...]] = {
+    "preln": (),
+    "postln": (),
+    "layerscale": LAYERSCALE_OPTIONS,
+    "rezero": (),
+    "deepnorm": (),
+    "sandwich": (),
+    "depth_scaled": ("model.depth_alpha", "model.base_depth"),
+    "depth-mup": ("model.base_depth",),  # alpha fixed at 1/2: model.depth_alpha is not read
+    "completep": ("model.base_depth",),  # alpha fixed at 1
+}
 
 # Residual schemes (model.residual): each target builds one block, see suite/models/residual.py.
 SCHEMES = Registry("model.residual", {
@@ -90,9 +129,9 @@ SCHEMES = Registry("model.residual", {
     "deepnorm": "LN(alpha * x + F(x)), alpha = (2N)^1/4, DeepNet's init (DeepNet)",
     "sandwich": "x + LN(F(LN(x))) (CogView's Sandwich-LN)",
     "depth_scaled": "x + (L/L_base)^-alpha * F(LN(x)) with its AdamW rules; model.depth_alpha, model.base_depth",
-    "depth-mup": "depth_scaled at alpha 1/2 (Depth-muP, Tensor Programs VI)",
-    "completep": "depth_scaled at alpha 1 (CompleteP, Dey et al. 2025)",
-})
+    "depth-mup": "depth_scaled at alpha 1/2 (Depth-muP, Tensor Programs VI); model.base_depth",
+    "completep": "depth_scaled at alpha 1 (CompleteP, Dey et al. 2025); model.base_depth",
+}, SCHEME_OPTIONS)
 
 # Datasets (data.name): each target maps a DataConfig to a DatasetBundle, see suite/data/.
 DATASETS = Registry("data.name", {
