@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import fcntl
+import os
 import sys
 from pathlib import Path
 
@@ -21,10 +23,57 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="progress bar (default: when stderr is a terminal)")
 
 
+def sweep_owner(out: str | Path) -> str | None:
+    """Why ``suite train`` must not write into ``out``, a run folder of a sweep's results folder
+    (``<root>/runs/<run_id>``, :mod:`suite.sweep.folder`), or None when it is not one.
+
+    A sweep is training there while ``suite run`` holds the lock on ``<root>/.lock`` or a worker holds a
+    live claim on the run (``<root>/claims/<run_id>.json``, :mod:`suite.sweep.claims`): two processes
+    would train one run in one folder. Idle, the folder still belongs to the sweep: a summary written by
+    ``suite train`` would lack the run's ``variant`` and ``ablation``, which the analysis groups by.
+    Reads only: creates nothing.
+    """
+    from suite.sweep import claims
+    from suite.sweep.sweep import SweepOptions
+
+    out = Path(os.path.abspath(out))
+    if out.parent.name != "runs":
+        return None
+    root = out.parent.parent
+    claim = claims.claim_path(root, out.name)
+    if _locked(root / ".lock") or claims.dead(claim, SweepOptions().lease) is False:
+        return (f"--out {out}: a sweep is training this run (a `suite run` or one of its workers holds {root}); "
+                f"wait for it to finish (`suite status {root}`) or pass another --out")
+    if (root / "ablation.yaml").exists():
+        return (f"--out {out}: is a run folder of the sweep in {root}; `suite run` trains it there and records its "
+                f"variant and ablation (--only, --retry-errors), or pass another --out")
+    return None
+
+
+def _locked(path: Path) -> bool:
+    """Whether another process holds an exclusive ``flock`` on ``path`` (a running ``suite run``'s
+    ``.lock``); False when there is no such file. Only looks: the lock is taken shared and let go at once."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock we took
+    return False
+
+
 def run(args: argparse.Namespace) -> int:
     from suite import store
     from suite.config import ConfigError, load_config
 
+    if args.out:  # before the folder is created, and before torch
+        problem = sweep_owner(args.out)
+        if problem:
+            return fail(problem)
     path, overrides = file_and_overrides(args.config, args.overrides)
     try:
         cfg = load_config(path, overrides)
