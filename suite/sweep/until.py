@@ -11,8 +11,9 @@ at a fixed p < 0.05. Before each look, the compared cells' errored runs are run 
 information the look need not lack. The sweep stops at the first look that crosses its boundary, or
 at the cap. The design is written to ``<out>/sequential.json`` before the first look and each look
 (seeds, pairs, p, decision) after it, so ``suite analyze`` reports the final p-value and interval with
-the looks accounted for, and a rerun of the same command resumes where it stopped. It decides exactly one comparison with a score endpoint:
-a list of co-primary comparisons, or a ``frontier`` or ``not_ok_rate`` endpoint, is refused in one line.
+the looks accounted for, and a rerun of the same command resumes where it stopped. It decides exactly
+one comparison with a score endpoint: a list of co-primary comparisons, or a ``frontier`` or
+``not_ok_rate`` endpoint, is refused in one line.
 """
 
 from __future__ import annotations

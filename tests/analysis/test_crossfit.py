@@ -59,7 +59,8 @@ def test_the_halves_combine_with_the_standard_error_of_half_the_seeds():
     diff, _ = crossfit.difference(d)
     t = estimate / se
     assert diff.p == pytest.approx(2 * sps.t.sf(t, 2)) and diff.test == crossfit.TEST and diff.n_pairs == 4
-    assert (diff.low, diff.high) == pytest.approx((estimate - sps.t.isf(0.025, 2) * se, estimate + sps.t.isf(0.025, 2) * se))
+    half = sps.t.isf(0.025, 2) * se
+    assert (diff.low, diff.high) == pytest.approx((estimate - half, estimate + half))
     same = crossfit.difference([0.1, 0.1, 0.1])[0]  # no spread: an estimate, no test
     assert same.estimate == pytest.approx(0.1) and math.isnan(same.p) and math.isnan(same.low)
     assert math.isnan(crossfit.difference([0.1, 0.2])[0].p)  # one seed per half: no degree of freedom

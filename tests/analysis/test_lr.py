@@ -62,6 +62,7 @@ def test_the_best_rate_difference_is_cross_fitted(tmp_path):
     assert row["best_lr"] == 4e-3 and row["test_mean"] == pytest.approx((0.78 + 0.78 + 0.95) / 3)
     assert row["test_xfit_lrs"] == "0.002 / 0.004" and row["test_xfit_base_lrs"] == "0.002 / 0.002"
     scheme, base = np.array([0.80, 0.78, 0.80]), np.array([0.80, 0.81, 0.82])
-    assert row["test_xfit_mean"] == pytest.approx(scheme.mean()) and row["test_xfit_base_mean"] == pytest.approx(base.mean())
+    assert row["test_xfit_mean"] == pytest.approx(scheme.mean())
+    assert row["test_xfit_base_mean"] == pytest.approx(base.mean())
     assert row["test_diff"] == pytest.approx((scheme - base).mean()) and row["test_pairs"] == 3
     assert not math.isnan(row["test_p"]) and math.isnan(row["test_diff_boot_low"])  # the bootstrap is gone
