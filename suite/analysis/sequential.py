@@ -177,25 +177,26 @@ class Looks:
     def place(self, pairs: int, seeds: int) -> Placed | str:
         """Place an analysis of ``pairs`` seed pairs from ``seeds`` seeds run (errored runs included).
 
-        The same pairs as the last look taken: that look again (nothing new to test). More: a new look,
-        the last planned one when ``seeds`` reached the cap. Fewer: no look at all (a string saying why):
-        runs were removed after a look, and its data are gone.
+        The same pairs as the last look taken: that look again (nothing new to test; a round whose runs
+        all errored adds no look, and when it is the cap's, the alpha left stays unspent). More: a new
+        look, the last planned one when ``seeds`` reached the cap. Fewer: no look at all (a string saying
+        why): runs were removed after a look, and its data are gone.
         """
-        info: list[int] = []
+        info: list[tuple[int, int, int]] = []  # (look, seeds, pairs) of the looks that added pairs
         for k, (s, p) in enumerate(self.taken):
-            if info and p == info[-1] or p < 1:
+            if p < 1 or info and p == info[-1][2]:
                 continue
-            if info and p < info[-1]:
-                return f"look {k + 1} recorded {p} seed pairs, fewer than look {k}'s {info[-1]}"
-            info.append(p)
-            if p == pairs:
-                return Placed(k, tuple(info), s >= self.rounds[-1])
+            if info and p < info[-1][2]:
+                return f"look {k + 1} recorded {p} seed pairs, fewer than look {info[-1][0] + 1}'s {info[-1][2]}"
+            info.append((k, s, p))
         if pairs < 1:
             return "no seed pairs to test yet"
-        if info and pairs < info[-1]:
-            return (f"{pairs} seed pairs, fewer than the {info[-1]} of look {len(self.taken)}: runs were removed "
+        if info and pairs < info[-1][2]:
+            return (f"{pairs} seed pairs, fewer than the {info[-1][2]} of look {info[-1][0] + 1}: runs were removed "
                     f"after that look; restore them, or start a new study with --out")
-        return Placed(len(self.taken), tuple(info) + (pairs,), seeds >= self.rounds[-1])
+        if info and pairs == info[-1][2]:  # that look again
+            return Placed(info[-1][0], tuple(x[2] for x in info), info[-1][1] >= self.rounds[-1])
+        return Placed(len(self.taken), tuple(x[2] for x in info) + (pairs,), seeds >= self.rounds[-1])
 
 
 def stagewise_p(plan: Design, look: int, z: float) -> float:
