@@ -6,8 +6,11 @@ would make runs error, found before any starts), ``refine.py`` (``--refine``: ex
 grid past an edge optimum and up to each arm's failure), ``until.py`` (``--until-decided``: seeds in
 rounds), ``folder.py`` (the results folder: ownership, lock, which runs are done), ``plan.py`` (GPUs,
 ``device: auto``, precision per device), ``worker.py`` (the one pull-based worker every backend runs), ``claims.py`` (who trains
-which run: leases, take-over, attempts), ``local.py`` / ``ray_backend.py`` / ``slurm_backend.py`` (the
-launchers: processes, Ray tasks, a Slurm array), ``status.py`` (``suite status``), ``results.py`` (a
+which run: leases, take-over, attempts), ``launcher.py`` (what a backend is: the checks it owns and
+its launcher) and ``backends.py`` (the backends by name), ``local.py`` / ``ray_backend.py`` /
+``slurm_backend.py`` (the backends: processes, Ray tasks, a Slurm array), ``guard.py`` (a script that
+calls ``run_sweep`` outside ``if __name__ == "__main__":``), ``eta.py`` (the line a sweep says as it
+starts its workers), ``status.py`` (``suite status``), ``results.py`` (a
 sweep's summaries and metrics as pandas DataFrames, for notebooks), ``cost.py`` (``suite cost``).
 Nothing here parses arguments or prints: ``suite run`` (``suite/cli/run.py``) does.
 """
