@@ -78,6 +78,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _dispatch(argv)
+    except KeyboardInterrupt:  # Ctrl-C, also while a subcommand's libraries load: finished work is kept
+        command = next((a for a in argv if a in COMMANDS), None)
+        print(f"\ninterrupted: suite {command} stopped (Ctrl-C)" if command else "\ninterrupted: suite stopped (Ctrl-C)",
+              file=sys.stderr)
+        return 130
+
+
+def _dispatch(argv: list[str]) -> int:
+    """Parse ``argv``, import the subcommand's module (seconds for ``analyze``: pandas, scipy, matplotlib)
+    and run it; the user errors every subcommand shares become one line here."""
     parser = build_parser()
     # Two passes: find the subcommand, then let its module add its own arguments.
     known, _ = parser.parse_known_args(argv)
@@ -98,9 +110,6 @@ def main(argv: list[str] | None = None) -> int:
     except store.UnsafeFile as err:  # a link where the suite writes, a FIFO or device where it reads
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: what was finished is kept; the same command resumes
-        print(f"\ninterrupted: suite {known.command} stopped (Ctrl-C)", file=sys.stderr)
-        return 130
     except BrokenPipeError:  # `suite status DIR | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 0
