@@ -12,7 +12,6 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 from suite.analysis.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 
@@ -28,9 +27,15 @@ def iqm(x: Sequence[float]) -> float:
 
     Returns:
         The IQM; nan for no observations. E.g. ``iqm([1, 2, 3, 4, 100, 6, 7, 8]) == 5.0`` (the mean of 3, 4, 6, 7).
+        ``scipy.stats.trim_mean(x, 0.25)`` computes the same (int(n / 4) cut from each end; the test
+        checks it), at about a hundredth of the cost, which the 10,000 resamples of
+        :func:`stratified_bootstrap` pay (one analysis spent 200 s there).
     """
-    x = np.asarray(x, dtype=float)
-    return float(sps.trim_mean(x, 0.25)) if x.size else math.nan
+    x = np.sort(np.asarray(x, dtype=float))
+    if not x.size:
+        return math.nan
+    cut = int(0.25 * x.size)
+    return float(x[cut:x.size - cut].mean())
 
 
 def probability_of_improvement(xs: Sequence[Sequence[float]], ys: Sequence[Sequence[float]]) -> float:

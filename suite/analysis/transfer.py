@@ -6,20 +6,28 @@ the other keys), at every depth:
 - **best rate**: the rate with the highest mean validation score (:mod:`suite.analysis.lr`'s rule:
   ties go to the smaller rate; the score is :func:`suite.analysis.score.score`), with a percentile
   bootstrap interval: resample the depth's seeds with replacement and choose again; its ends are
-  tested rates (the 2.5% and 97.5% order statistics of the choices).
+  tested rates (the 2.5% and 97.5% order statistics of the choices). **peak rate**: where a quadratic
+  in log(rate) fitted around the best rate peaks (:func:`suite.analysis.lrpeak.peak`), between tested
+  rates.
 - **transfer regret**: the mean test score at the depth's own best rate minus the mean test score
   at the rate that was best at the *shallowest* depth (both chosen on validation), in the same
   bootstrap (each depth's seeds resampled independently, both choices made again). 0 = the
   shallow rate transfers; positive = tuning again at this depth pays. Empty where the shallow
   rate was not run at this depth.
-- **transfer slope**: least-squares slope of log(best rate) on log(depth) over the depths, with its
-  bootstrap interval. 0 = the rate transfers; -1 = the best rate halves when the depth doubles.
-  :func:`reading` words it; "transfers" needs the whole interval within +/- 0.5, not only 0 inside it.
+- **transfer slope**: least-squares slope of log(peak rate) on log(depth), with a delete-one-seed
+  jackknife t interval (:mod:`suite.analysis.lrpeak`, where the simulated error rates are). 0 = the
+  rate transfers; -1 = the best rate halves when the depth doubles. :func:`reading` words it.
+- **against the baseline**: the scheme's slope minus the baseline's, with its jackknife interval (a
+  seed left out of both), and :func:`drift` in words: "drifts less with depth than preln's" when
+  ``|slope| < |baseline's slope|`` is shown (both the difference and the sum of the two slopes have
+  intervals that exclude 0, with opposite signs: an intersection-union test, so each claim keeps 5%).
 
-Seeds at one depth are resampled together across rates (a seed scored at every rate of that depth
-counts), so a rate's seeds stay paired. A percentile bootstrap over few seeds under-covers
-(docs/statistics.md): read these intervals as exploratory, and a 2-seed interval as a range of what
-was seen.
+Verdict words need :data:`suite.analysis.pooled.MIN_SEEDS` seeds scored at every rate at every depth,
+no best rate at the grid's edge, and for "transfers" a margin wider than one grid step
+(:data:`TRANSFER_MARGIN`, :func:`suite.analysis.lrpeak.grid_step`). Seeds at one depth are resampled
+together across rates (a seed scored at every rate of that depth counts), so a rate's seeds stay
+paired. The best-rate and regret bootstraps are descriptions (a percentile bootstrap over few seeds
+under-covers, docs/statistics.md); the slope's interval is the one the words come from.
 """
 
 from __future__ import annotations
@@ -30,25 +38,32 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from suite.analysis import lrpeak
 from suite.analysis.grouping import DEPTH, LR, ordered_groups
-from suite.analysis.score import selection_split
 from suite.analysis.lr import _cell, _complete
+from suite.analysis.pooled import MIN_SEEDS
+from suite.analysis.score import selection_split
 
 RESAMPLES = 2000  # bootstrap resamples (seeded: a rerun writes the same numbers)
-# A slope whose whole interval lies within +/- this reads "transfers": the best rate moves by less than
-# a factor 2^0.5 per doubling of depth. An interval that merely contains 0 is not evidence of transfer.
-TRANSFER_MARGIN = 0.5
+# A slope whose whole interval lies strictly within +/- this reads "transfers": the best rate moves by
+# less than a factor 2^0.75 = 1.68 per doubling of depth. It must be wider than one grid step (0.5 on
+# rates 2x apart over three doublings of depth: there a margin of 0.5 let a best rate that doubled read
+# "transfers"), and below 1 so that a best rate halving per doubling (slope -1) cannot read
+# "transfers" while the interval covers. Where the grid step is not below it, no "transfers".
+# An interval that merely contains 0 is not evidence of transfer.
+TRANSFER_MARGIN = 0.75
 
 COLUMNS = [
     "n_seeds", "n_lr", "best_lr", "best_lr_low", "best_lr_high", "best_lr_at_edge", "test_at_best",
     "shallow_depth", "shallow_lr", "test_at_shallow_lr", "regret", "regret_low", "regret_high",
     "slope", "slope_low", "slope_high", "slope_depths",
+    "peak_lr", "n_seeds_min", "slope_step", "slope_vs_base", "slope_vs_base_low", "slope_vs_base_high", "drift_vs_base",
 ]
 
 
-def _arrays(cell: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Rates (ascending) and validation / test scores as (rates x seeds) arrays, over the seeds scored
-    at every rate; None without such a seed."""
+def _arrays(cell: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list] | None:
+    """Rates (ascending), validation / test scores as (rates x seeds) arrays over the seeds scored at
+    every rate, and those seeds; None without such a seed."""
     if "_val" not in cell:
         return None
     val, seeds = _complete(cell)
@@ -57,7 +72,7 @@ def _arrays(cell: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray] |
     rates = np.array(sorted(val))
     v = np.array([[val[lr][s] for s in seeds] for lr in rates], dtype=float)
     t = np.array([[cell["_test_by_lr"][lr][s] for s in seeds] for lr in rates], dtype=float)
-    return rates, v, t
+    return rates, v, t, seeds
 
 
 def _choose(v: np.ndarray, picks: np.ndarray) -> np.ndarray:
@@ -67,14 +82,6 @@ def _choose(v: np.ndarray, picks: np.ndarray) -> np.ndarray:
     return np.argmax(means, axis=0)
 
 
-def _slope(depths: np.ndarray, rates: np.ndarray) -> np.ndarray:
-    """Least-squares slope of log(rate) on log(depth); ``rates`` is (..., depths)."""
-    x = np.log(depths)
-    x = x - x.mean()
-    y = np.log(rates)
-    return (y - y.mean(axis=-1, keepdims=True)) @ x / (x @ x)
-
-
 def _edge(index: int, n: int) -> str:
     if n < 2:
         return ""
@@ -82,19 +89,21 @@ def _edge(index: int, n: int) -> str:
 
 
 def _group(by_depth: dict[float, list[dict[str, Any]]], split: str, resamples: int,
-           rng: np.random.Generator) -> list[dict[str, Any]]:
-    """The rows of one scheme (one value of the other keys): one per depth."""
+           rng: np.random.Generator) -> tuple[list[dict[str, Any]], list[lrpeak.Curve]]:
+    """The rows of one scheme (one value of the other keys), one per depth, and its validation curves."""
     depths = sorted(by_depth)
     data = {d: _arrays(_cell(by_depth[d], split)) for d in depths}
     rows: list[dict[str, Any]] = []
     boots: dict[float, np.ndarray] = {}  # depth -> best-rate index per resample
     tests: dict[float, np.ndarray] = {}  # depth -> mean test score per rate per resample
+    curves: list[lrpeak.Curve] = []
     for d in depths:
-        row: dict[str, Any] = {DEPTH: d, **{c: math.nan for c in COLUMNS}, "best_lr_at_edge": "", "slope_depths": 0}
+        row: dict[str, Any] = {DEPTH: d, **{c: math.nan for c in COLUMNS}, "best_lr_at_edge": "", "slope_depths": 0,
+                               "drift_vs_base": ""}
         if data[d] is None:
             rows.append(row)
             continue
-        rates, v, t = data[d]
+        rates, v, t, seeds = data[d]
         n = v.shape[1]
         best = int(_choose(v, np.arange(n)[None, :])[0])
         picks = rng.integers(0, n, (resamples, n))
@@ -103,13 +112,14 @@ def _group(by_depth: dict[float, list[dict[str, Any]]], split: str, resamples: i
         chosen = np.sort(boots[d])  # the interval's ends are rates that were tested (outward rounding)
         low, high = (rates[chosen[int(0.025 * resamples)]], rates[chosen[int(np.ceil(0.975 * resamples)) - 1]]) \
             if n > 1 else (math.nan, math.nan)
+        curves.append(lrpeak.Curve(float(d), rates, v, tuple(seeds)))
         row.update(n_seeds=n, n_lr=len(rates), best_lr=float(rates[best]), best_lr_low=float(low),
                    best_lr_high=float(high), best_lr_at_edge=_edge(best, len(rates)),
-                   test_at_best=float(t[best].mean()))
+                   test_at_best=float(t[best].mean()), peak_lr=math.exp(lrpeak.peak(rates, v.mean(axis=1))))
         rows.append(row)
     scored = [d for d in depths if data[d] is not None]
     if not scored:
-        return rows
+        return rows, curves
     shallow = scored[0]
     s_rates = data[shallow][0]
     s_best = s_rates[int(_choose(data[shallow][1], np.arange(data[shallow][1].shape[1])[None, :])[0])]
@@ -118,7 +128,7 @@ def _group(by_depth: dict[float, list[dict[str, Any]]], split: str, resamples: i
         row.update(shallow_depth=shallow, shallow_lr=float(s_best))
         if data.get(d) is None:
             continue
-        rates, v, t = data[d]
+        rates, v, t, _ = data[d]
         where = np.flatnonzero(np.isclose(rates, s_best, rtol=1e-9))
         if not where.size:
             continue
@@ -134,34 +144,56 @@ def _group(by_depth: dict[float, list[dict[str, Any]]], split: str, resamples: i
         diff = (own - other)[ok]
         if row["n_seeds"] > 1 and diff.size:
             row["regret_low"], row["regret_high"] = (float(q) for q in np.quantile(diff, [0.025, 0.975]))
-    if len(scored) >= 2:
-        dep = np.array(scored, dtype=float)
-        point = float(_slope(dep, np.array([rows[depths.index(d)]["best_lr"] for d in scored])))
-        sampled = np.stack([data[d][0][boots[d]] for d in scored], axis=-1)  # (resamples, depths)
-        slopes = _slope(dep, sampled)
-        low, high = np.quantile(slopes, [0.025, 0.975])
-        if min(data[d][1].shape[1] for d in scored) < 2:  # one seed somewhere: nothing to resample
-            low = high = math.nan
+    if len(curves) >= 2:
+        point, low, high = lrpeak.jackknife(lambda s: lrpeak.slope(curves, s), _seeds(curves))
         for row in rows:
-            row.update(slope=point, slope_low=float(low), slope_high=float(high), slope_depths=len(scored))
-    return rows
+            row.update(slope=point, slope_low=low, slope_high=high, slope_depths=len(curves),
+                       n_seeds_min=min(c.val.shape[1] for c in curves), slope_step=lrpeak.grid_step(curves))
+    return rows, curves
+
+
+def _seeds(curves: list[lrpeak.Curve]) -> list:
+    """Every seed of any curve, once (the jackknife leaves each out of every curve it is in)."""
+    return list(dict.fromkeys(s for c in curves for s in c.seeds))
+
+
+READINGS = {
+    "falls with depth": "the best rate falls with depth",
+    "rises with depth": "the best rate rises with depth",
+    "transfers": f"within +/-{TRANSFER_MARGIN}: the rate transfers (it moves by less than a factor "
+                 f"{2 ** TRANSFER_MARGIN:.2f} per doubling of depth)",
+    "undecided": "undecided: the interval contains 0 but allows a larger shift; more seeds or depths decide it",
+    "grid too coarse": f"no transfer verdict: one grid step moves the slope by at least the +/-{TRANSFER_MARGIN} "
+                       "margin (a finer grid of rates, or depths further apart)",
+    "at the grid's edge": "no verdict: a best rate is at the edge of the grid, so the slope is bounded by it "
+                          "(`suite run --refine` extends the grid)",
+    "too few seeds": f"no verdict: fewer than {MIN_SEEDS} seeds scored at every rate at some depth",
+    "no interval": "no interval: the seeds agree exactly, or a depth has one seed",
+}  # what each reading says, for findings.md and the tables
 
 
 def reading(rows: pd.DataFrame) -> str:
-    """One scheme's transfer in a few words, from its rows of :func:`transfer_table`:
+    """One scheme's transfer in a few words (a key of :data:`READINGS`), from its rows of :func:`transfer_table`:
 
-    - ``falls with depth`` / ``rises with depth``: the slope's interval excludes 0;
-    - ``transfers``: the interval lies within +/- :data:`TRANSFER_MARGIN`;
-    - ``undecided``: it contains 0 but allows a larger shift (more seeds, or more depths);
+    - ``""``: fewer than two depths;
     - ``at the grid's edge``: a best rate is the smallest or largest rate tested, so the slope is
       bounded by the grid (``suite run --refine`` extends it); no verdict;
-    - ``no interval``: a depth has one seed; ``""``: fewer than two depths.
+    - ``too few seeds``: a depth has fewer than :data:`~suite.analysis.pooled.MIN_SEEDS` seeds scored at
+      every rate;
+    - ``no interval``: the jackknife has no spread (or a depth has one seed);
+    - ``falls with depth`` / ``rises with depth``: the slope's 95% interval excludes 0;
+    - ``transfers``: the interval lies strictly within +/- :data:`TRANSFER_MARGIN`, and one grid step
+      moves the slope by less than that;
+    - ``grid too coarse``: it contains 0, but one grid step is as wide as the margin;
+    - ``undecided``: it contains 0 but allows a larger shift (more seeds, or more depths).
     """
     r = rows.iloc[0]
     if math.isnan(r["slope"]):
         return ""
     if (rows["best_lr_at_edge"] != "").any():
         return "at the grid's edge"
+    if r["n_seeds_min"] < MIN_SEEDS:
+        return "too few seeds"
     low, high = r["slope_low"], r["slope_high"]
     if math.isnan(low):
         return "no interval"
@@ -169,8 +201,50 @@ def reading(rows: pd.DataFrame) -> str:
         return "falls with depth"
     if low > 0:
         return "rises with depth"
-    near = TRANSFER_MARGIN + 1e-9  # slopes of rates on a 2x grid land on multiples of 0.5, up to rounding
-    return "transfers" if -near <= low and high <= near else "undecided"
+    if r["slope_step"] >= TRANSFER_MARGIN:
+        return "grid too coarse"
+    return "transfers" if -TRANSFER_MARGIN < low and high < TRANSFER_MARGIN else "undecided"
+
+
+DRIFT = {
+    "less": "its best rate drifts less with depth than {base}'s",
+    "more": "its best rate drifts more with depth than {base}'s",
+    "undecided": "its drift with depth is not distinguishable from {base}'s",
+    "at the grid's edge": "not compared with {base}'s: a best rate at the grid's edge",
+    "too few seeds": f"not compared with {{base}}'s: fewer than {MIN_SEEDS} seeds at some depth",
+    "no interval": "not compared with {base}'s: no interval",
+}  # what each drift comparison says; format with base=the baseline
+
+
+def drift(scheme: list[lrpeak.Curve], base: list[lrpeak.Curve], alpha: float = 0.05) -> tuple[float, float, float, str]:
+    """The scheme's slope minus the baseline's over the depths both have, its jackknife interval, and
+    whether the scheme's best rate drifts less or more with depth (a key of :data:`DRIFT`).
+
+    ``|s| < |b|`` holds exactly when ``s - b`` and ``s + b`` have opposite signs: "less" needs both
+    intervals to exclude 0 with opposite signs, "more" with the same sign (each an intersection-union
+    test at level alpha); otherwise "undecided".
+
+    Returns:
+        (difference, low, high, word); all nan and ``""`` with fewer than two shared depths.
+    """
+    shared = sorted({c.depth for c in scheme} & {c.depth for c in base})
+    if len(shared) < 2:
+        return (math.nan, math.nan, math.nan, "")
+    s = [c for c in scheme if c.depth in shared]
+    b = [c for c in base if c.depth in shared]
+    seeds = _seeds(s + b)
+    diff = lrpeak.jackknife(lambda k: lrpeak.slope(s, k) - lrpeak.slope(b, k), seeds, alpha)
+    if any(_edge(lrpeak.best_index(c.val.mean(axis=1)), len(c.rates)) for c in s + b):
+        return (*diff, "at the grid's edge")
+    if min(c.val.shape[1] for c in s + b) < MIN_SEEDS:
+        return (*diff, "too few seeds")
+    total = lrpeak.jackknife(lambda k: lrpeak.slope(s, k) + lrpeak.slope(b, k), seeds, alpha)
+    if math.isnan(diff[1]) or math.isnan(total[1]):
+        return (*diff, "no interval")
+    d_sign = 1 if diff[1] > 0 else -1 if diff[2] < 0 else 0
+    t_sign = 1 if total[1] > 0 else -1 if total[2] < 0 else 0
+    word = "undecided" if not (d_sign and t_sign) else ("less" if d_sign != t_sign else "more")
+    return (*diff, word)
 
 
 def transfer_table(runs: list[dict[str, Any]], keys: list[str], baseline: str,
@@ -201,9 +275,16 @@ def transfer_table(runs: list[dict[str, Any]], keys: list[str], baseline: str,
         return None
     rng = np.random.default_rng(seed)
     rows = []
+    curves = {}
     for g in groups:
-        for row in _group(groups[g], split, resamples, rng):
-            rows.append({**dict(zip(rest, g)), **row, "selected_on": split})
+        group_rows, curves[g] = _group(groups[g], split, resamples, rng)
+        rows += [{**dict(zip(rest, g)), **row, "selected_on": split} for row in group_rows]
+    for row in rows:
+        g = tuple(row[k] for k in rest)
+        base = (baseline,) + g[1:]
+        if g[0] != baseline and base in curves:
+            diff, low, high, word = drift(curves[g], curves[base])
+            row.update(slope_vs_base=diff, slope_vs_base_low=low, slope_vs_base_high=high, drift_vs_base=word)
     frame = pd.DataFrame(rows)
     frame[DEPTH] = [int(d) if float(d).is_integer() else d for d in frame[DEPTH]]
     cols = [k for k in keys if k != LR]

@@ -63,3 +63,10 @@ def test_logistic_slope_difference_equals_separate_fits_and_refuses_separation()
     assert math.isnan(regression.logistic_slope_difference(x, never, x, k2).estimate)
     separated = (x >= 2).astype(float)  # not ok exactly from depth 2 on: the MLE runs off to infinity
     assert math.isnan(regression.logistic_slope_difference(x, separated, x, k2).estimate)
+
+
+def test_iqm_equals_scipys_trimmed_mean():
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 3, 5, 7, 10, 13):
+        x = rng.normal(size=n)
+        assert robust.iqm(x) == pytest.approx(float(sps.trim_mean(x, 0.25)))
