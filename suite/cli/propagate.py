@@ -2,19 +2,47 @@
 
 The runs of an ablation file, each measured by :func:`suite.engine.propagation.propagate` instead
 of trained (``train.steps`` is the number of optimizer steps followed, 5 in
-``ablations/propagation.yaml``); the same options, resuming and exit codes as ``suite run``. Then
-``suite analyze DIR`` draws the propagation tables and figures. See docs/propagation.md.
+``ablations/propagation.yaml``); the options, resuming and exit codes of ``suite run``, less those
+that only a training sweep honours (:data:`TRAINING_ONLY`). Then ``suite analyze DIR`` draws the
+propagation tables and figures. See docs/propagation.md.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from suite.cli import run as run_cli
 
-add_arguments = run_cli.add_arguments  # the options of `suite run`
+# `suite run` options that a propagation sweep would ignore: they are not offered (an argparse error,
+# not a silent no-op). Packs stack training runs; --until-decided, --max-seeds and --refine act on the
+# primary comparison's scores and best learning rates, which propagation runs do not have.
+TRAINING_ONLY = {"--pack": ("pack", 1), "--until-decided": ("until_decided", False),
+                 "--max-seeds": ("max_seeds", None), "--refine": ("refine", False)}
+
+
+class _Without:
+    """``parser`` (or one of its groups) that drops the arguments named in :data:`TRAINING_ONLY`."""
+
+    def __init__(self, parser: Any) -> None:
+        self.parser = parser
+
+    def add_argument(self, *names: str, **kw: Any) -> Any:
+        if any(name in TRAINING_ONLY for name in names):
+            return None
+        return self.parser.add_argument(*names, **kw)
+
+    def add_argument_group(self, *args: Any, **kw: Any) -> "_Without":
+        return _Without(self.parser.add_argument_group(*args, **kw))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``suite run`` that a propagation sweep honours."""
+    run_cli.add_arguments(_Without(parser))
 
 
 def run(args: argparse.Namespace) -> int:
+    for dest, default in TRAINING_ONLY.values():  # what `suite run` reads of them: their defaults
+        setattr(args, dest, default)
     args.kind = "propagation"
     return run_cli.run(args)
