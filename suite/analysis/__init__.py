@@ -6,13 +6,16 @@ statistical functions), ``summary.py`` (per-group rates, intervals, tests), ``lr
 its best learning rate, LR sensitivity, the stability frontier), ``doseresponse.py`` (the frontier as
 a dose-response fit, and two schemes' frontiers as a ratio), ``primary.py`` (the ablation's declared
 comparison, tested alone; its words in ``primary_text.py``), ``coprimary.py`` (several declared
-comparisons, one Holm family), ``sequential.py`` (group-sequential looks at it), ``survival.py`` (time to learn: Kaplan-Meier,
-log-rank), ``transfer.py`` (does the best rate transfer across depth), ``regression.py`` and
+comparisons, one Holm family), ``sequential.py`` (group-sequential looks at it), ``crossfit.py``
+(best-rate comparisons cross-fitted over halves of the seeds), ``survival.py`` (time to learn:
+Kaplan-Meier, log-rank), ``transfer.py`` (does the best rate transfer across depth), ``regression.py`` and
 ``trends.py`` (trends with depth), ``robust.py`` (rliable-style aggregates across cells),
 ``propagation.py`` (``suite propagate`` runs), ``plan.py`` (seeds needed: ``suite plan``),
 ``markup.py`` and ``tables.py`` (Markdown / LaTeX / CSV tables; markup also turns Markdown into the
-report's HTML and checks its links), ``findings.py`` (``findings.md``, in
+report's HTML and checks its links), ``products.py`` (the one registry of what an analysis writes:
+tables, figures, findings sections), ``findings.py`` (``findings.md``, in
 words), ``figures.py`` (matplotlib), ``report.py`` (one HTML page: ``suite report``), and
-``analyze.py`` (the driver, :func:`suite.analysis.analyze.analyze`). Nothing here parses arguments
+``analyze.py`` (the driver, :func:`suite.analysis.analyze.analyze`, and :func:`~suite.analysis.analyze.study`,
+what it computes). Nothing here parses arguments
 or prints: ``suite analyze`` (``suite/cli/analyze.py``) does.
 """

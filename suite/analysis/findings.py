@@ -19,6 +19,7 @@ import math
 
 import pandas as pd
 
+from suite.analysis import crossfit
 from suite.analysis.grouping import DEPTH, LR, sections, section_keys, variant_order
 from suite.analysis.markup import fmt_rate, fmt_value
 from suite.analysis.primary import Answer
@@ -139,18 +140,20 @@ def lr_lines(row: pd.Series, base: pd.Series, baseline: str) -> list[str]:
     if math.isnan(row["best_lr"]) or math.isnan(base["best_lr"]):
         out.append(f"{where}: best learning rate not compared (no runs to score on one side)")
     else:
-        test = "paired t" + (f" on {row['test_pairs']} seed pairs" if row["test_pairs"] else "")
+        test = "cross-fitted paired t" + (f" on {row['test_pairs']} seed pairs" if row["test_pairs"] else "")
         test = test if row["test_pairs"] else "Welch t"
         agree = ""
         if not math.isnan(row["best_lr_agree"]) and not math.isnan(base["best_lr_agree"]):
             agree = (f"; resampling the seeds, the same rate wins {100 * row['best_lr_agree']:.0f}% of the time "
                      f"({baseline}'s: {100 * base['best_lr_agree']:.0f}%)")
-        if not math.isnan(row["test_diff_boot_low"]):
-            agree += (f"; selection-inclusive bootstrap 95% interval [{_points(row['test_diff_boot_low'])}, "
-                      f"{_points(row['test_diff_boot_high'])}]")
+        xfit = ""
+        if isinstance(row.get("test_xfit_lrs"), str) and not math.isnan(row.get("test_xfit_mean", math.nan)):
+            xfit = (f"; cross-fitted (each half of the seeds at the rate the other half chose: "
+                    f"{row['test_xfit_lrs']} vs {row['test_xfit_base_lrs']}) {100 * row['test_xfit_mean']:.1f}% vs "
+                    f"{100 * row['test_xfit_base_mean']:.1f}%")
         out.append(f"{where}: at its best learning rate ({fmt_value(row['best_lr'])}, selected on {on}) test "
                    f"{100 * row['test_mean']:.1f}% vs {100 * base['test_mean']:.1f}% at {baseline}'s "
-                   f"({fmt_value(base['best_lr'])}): {_points(row['test_diff'])} points "
+                   f"({fmt_value(base['best_lr'])}){xfit}: {_points(row['test_diff'])} points "
                    f"({_interval(row['test_diff_ci_low'], row['test_diff_ci_high'], row['test_p_m'])}; {test}, "
                    f"{_adj(row['test_p_adj'], row['test_p_m'])}{agree})")
     never = [name for name, r in ((row["variant"], row), (baseline, base)) if not r["above_chance"]]
@@ -172,7 +175,8 @@ def _lr_section(lr: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
     rest = [k for k in keys if k != LR]
     skeys = section_keys(rest)
     lines = ["### Each scheme at its own best learning rate", "",
-             "Selected on validation accuracy; reported on test. Not-ok runs score chance. Tables: tables/lr.md.", ""]
+             f"Selected on validation accuracy; reported on test. Not-ok runs score chance. {crossfit.SENTENCE} "
+             f"Tables: tables/lr.md.", ""]
     for label, part in sections(lr, rest):
         if skeys:
             lines += [f"#### {', '.join(f'{k} = {fmt_value(v)}' for k, v in zip(skeys, label))}", ""]

@@ -59,7 +59,7 @@ COLUMNS = [
     "test_n", "test_mean", "test_ci_low", "test_ci_high",
     "test_pairs", "test_diff", "test_diff_ci_low", "test_diff_ci_high", "test_diff_sd", "test_p", "test_p_adj",
     "test_p_m", "test_xfit_mean", "test_xfit_base_mean", "test_xfit_lrs", "test_xfit_base_lrs",
-    "best_lr_agree", "test_diff_boot_low", "test_diff_boot_high",
+    "best_lr_agree",
     "sens_lr_min", "sens_lr_max", "sens_n_lr", "sens_n", "sens_mean", "sens_ci_low", "sens_ci_high",
     "sens_diff", "sens_diff_ci_low", "sens_diff_ci_high", "sens_p", "sens_p_adj", "sens_p_m",
     "lr_stable_max", "censored", "lr50", "lr50_ci_low", "lr50_ci_high", "lr50_censored", "frontier_p",
@@ -238,9 +238,7 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
             (la, ba), (lb, bb) = (zip(*c["_doses"]) if c["_doses"] else ((), ()) for c in (cell, base))
             row["frontier_p"] = doseresponse.curves_differ(la, ba, lb, bb)
         agree = choice_agreement(cell) if "_val" in cell else math.nan
-        # test_diff_boot_*: the selection-inclusive bootstrap is gone (it covered 70-93%); always nan, kept
-        # only while findings.py still reads them
-        row.update(best_lr_agree=agree, test_diff_boot_low=math.nan, test_diff_boot_high=math.nan)
+        row.update(best_lr_agree=agree)
         rows.append(row)
     frame = pd.DataFrame(rows)
     adjust_family(frame, rest, "test_p", diffs["test"], "test_diff")

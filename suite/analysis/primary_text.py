@@ -15,7 +15,8 @@ from suite.analysis.markup import fmt_rate, fmt_value
 from suite.analysis.primary import ALPHA, POWER, Answer
 
 WHAT = {
-    "best_lr_score": "each at its own best learning rate (chosen on validation), scored on test",
+    "best_lr_score": "each at its own best learning rate (chosen on validation, cross-fitted over halves of the "
+                     "seeds), scored on test",
     "score": "scored on test",
     "not_ok_rate": "the share of runs that diverged or failed",
     "frontier": "the learning rate where half of the runs end not ok (LR50), as the ratio scheme / baseline "
@@ -122,17 +123,22 @@ def _score_text(a: Answer) -> str:
     pr = a.primary
     design = ""
     if a.look >= 0:
-        design = (f" Group-sequential design (O'Brien-Fleming-type alpha spending, Lan-DeMets) with looks at "
-                  f"{', '.join(map(str, a.rounds))} seeds; this is look {a.look + 1}: the p-value "
-                  f"(stage-wise ordering) and the repeated confidence interval account for every look.")
+        design = (f" Group-sequential design (O'Brien-Fleming-type alpha spending, Lan-DeMets) with looks planned "
+                  f"at {', '.join(map(str, a.rounds))} seeds, each look tested at the seed pairs it reached (of "
+                  f"{a.rounds[-1]}); this is look {a.look + 1}: the p-value (stage-wise ordering) and the repeated "
+                  f"confidence interval account for every look.")
     level = "95% repeated CI" if a.look >= 0 else f"{_level(a)} CI"
     rates = ""
     if pr.endpoint == "best_lr_score":
         edge = [f"{name}'s best rate ({fmt_value(lr)}) is the {e} tested, so a better one may lie outside the grid"
                 for name, lr, e in ((pr.scheme, a.scheme_lr, a.scheme_edge), (pr.baseline, a.base_lr, a.base_edge))
                 if e]
-        rates = (f" Rates: {fmt_value(a.scheme_lr)} vs {fmt_value(a.base_lr)}" + (f"; {'; '.join(edge)}" if edge else "")
-                 + ".")
+        halves = ""
+        if all(math.isfinite(x) for x in (*a.scheme_lrs, *a.base_lrs)):
+            halves = (f"; each half of the seeds was scored at the rate the other half chose: "
+                      f"{' / '.join(fmt_value(x) for x in a.scheme_lrs)} vs {' / '.join(fmt_value(x) for x in a.base_lrs)}")
+        rates = (f" Best rates on all seeds: {fmt_value(a.scheme_lr)} vs {fmt_value(a.base_lr)}{halves}"
+                 + (f"; {'; '.join(edge)}" if edge else "") + "." + (f" {a.selection}" if a.selection else ""))
     interval = f"{level} [{_pts(a.low)}, {_pts(a.high)}]" if math.isfinite(a.low) else "no interval"
     body = (f"{100 * a.scheme_mean:.1f}% vs {100 * a.base_mean:.1f}%, a difference of {_pts(a.estimate)} points "
             f"({interval}; {a.test}" + (f" on {a.n_pairs} seed pairs" if a.n_pairs else "")

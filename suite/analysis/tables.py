@@ -163,10 +163,10 @@ def best_lr_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) 
             f"(ties: the smaller rate); the mean test score ({m.esc('%')}) of its seeds there [95{m.esc('%')} "
             f"mixture interval], diverged and failed runs scored at chance. lowest / highest tested: the "
             f"best rate is at the edge of the grid, so a better one may lie outside it. {m.dagger} differs from "
-            f"{m.code(baseline)} at its own best rate: paired t-test over seeds (Welch's where seeds do not "
-            f"match), exploratory, Bonferroni-adjusted p {m.esc('<')} {ALPHA} over this table. Bold: best per "
-            f"column. tables/lr.csv also has how often the same rate wins when the seeds are resampled "
-            f"(best_lr_agree) and a selection-inclusive bootstrap interval of each difference.",
+            f"{m.code(baseline)} at its own best rate: cross-fitted paired t (each half of the seeds scored at "
+            f"the rate the other half chose; standard error of half the seeds), exploratory, Bonferroni-adjusted "
+            f"p {m.esc('<')} {ALPHA} over this table. Bold: best per column. tables/lr.csv also has how often "
+            f"the same rate wins when the seeds are resampled (best_lr_agree); test_xfit_* give each half's rate.",
         ]
 
     return _section_tables(lr, fkeys, baseline, m, "At the best learning rate", "tab:bestlr", cell, notes, best_of)
@@ -190,14 +190,17 @@ def sensitivity_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Mark
         return sens if r["above_chance"] else m.lines([sens, m.esc("never above chance")])
 
     def notes(part: pd.DataFrame) -> list[str]:
-        lrs = f"{fmt_value(float(part['lr_tested_min'].min()))} to {fmt_value(float(part['lr_tested_max'].max()))}"
+        spans = sorted({(float(lo), float(hi)) for lo, hi in zip(part["sens_lr_min"], part["sens_lr_max"])
+                        if not missing(lo) and not missing(hi)})
+        lrs = "; ".join(f"{fmt_value(lo)} to {fmt_value(hi)}" for lo, hi in spans) or "none in common"
         on = _selected_on(part)
         return [
             f"Cell: normalised LR sensitivity (after Wortsman et al. 2023), the mean over the learning rates "
-            f"tested ({lrs}) of (best mean {on} score - mean {on} score at that rate) / (best mean - chance), "
-            f"in {m.esc('%')}: the share of the scheme's gain over chance that an untuned rate loses; 0 = as "
-            f"good at every rate as at the best, 100 = only the best rate learns. [95{m.esc('%')} Student-t "
-            f"interval over seeds with a run at every rate.] It depends on the grid: compare schemes on one grid. "
+            f"every scheme of the column ran ({lrs}) of (best mean {on} score - mean {on} score at that rate) / "
+            f"(best mean - chance), in {m.esc('%')}: the share of the scheme's gain over chance that an untuned "
+            f"rate loses; 0 = as good at every rate as at the best, 100 = only the best rate learns. "
+            f"[95{m.esc('%')} Student-t interval over seeds with a run at every rate.] Only rates all schemes ran "
+            f"count, so a column's rows share one range. "
             f"{m.dash}: never above chance, no gain to lose. "
             f"{m.dagger} differs from {m.code(baseline)}: paired t-test over seeds, exploratory, "
             f"Bonferroni-adjusted p {m.esc('<')} {ALPHA} over this table. Bold: lowest per column.",
@@ -227,7 +230,9 @@ def frontier_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
         return m.lines([dose, m.esc(f"step: {step}")])
 
     def notes(part: pd.DataFrame) -> list[str]:
-        lrs = f"{fmt_value(float(part['lr_tested_min'].min()))} to {fmt_value(float(part['lr_tested_max'].max()))}"
+        spans = sorted({(float(lo), float(hi)) for lo, hi in zip(part["sens_lr_min"], part["sens_lr_max"])
+                        if not missing(lo) and not missing(hi)})
+        lrs = "; ".join(f"{fmt_value(lo)} to {fmt_value(hi)}" for lo, hi in spans) or "none in common"
         return [
             f"Cell: the learning rate at which half of the runs end not ok (diverged or failed), from a Firth "
             f"logistic regression of not ok on log10({m.code(LR)}) over the cell's runs [95{m.esc('%')} interval, "
