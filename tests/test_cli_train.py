@@ -56,3 +56,76 @@ def test_an_idle_sweeps_run_folder_is_refused_too(tmp_path, capsys):
 def test_other_folders_are_not_a_sweeps(tmp_path, monkeypatch, out):
     monkeypatch.chdir(tmp_path)
     assert sweep_owner(out) is None
+
+
+# ----------------------------------------------------------------------------- what `suite train` alone trains
+
+
+def fake_train(seen):
+    def train(cfg, out, progress=None, on_step=None, **kw):
+        seen.update(cfg=cfg, progress=progress, on_step=on_step)
+        return {"status": "ok", "test_acc": 0.5, "diverged_step": None, "step_time_ms": 1.0}
+    return train
+
+
+def test_no_config_and_no_override_trains_the_cpu_sized_demo_not_the_typed_defaults(tmp_path, monkeypatch, capsys):
+    import suite.engine
+    from suite.cli.train import DEMO
+    from suite.config import RunConfig, load_config
+
+    seen = {}
+    monkeypatch.setattr(suite.engine, "train", fake_train(seen))
+    assert main(["train", "--out", str(tmp_path / "demo"), "--device", "cpu"]) == 0
+    cfg = seen["cfg"]
+    assert (cfg.model.residual, cfg.model.depth, cfg.train.steps, cfg.train.threads) == ("layerscale", 12, 200, 1)
+    assert cfg.model == load_config(None, list(DEMO)).model  # nothing else changed
+    assert "training the CPU-sized demo run" in capsys.readouterr().out
+    # The typed defaults, which sweeps' run ids depend on, are not the demo's.
+    assert (RunConfig().model.depth, RunConfig().model.residual, RunConfig().train.steps) == (6, "preln", 300)
+    assert main(["train", "--out", str(tmp_path / "typed"), "seed=0"]) == 0  # any key=value: the typed defaults
+    assert (seen["cfg"].model.depth, seen["cfg"].train.steps, seen["cfg"].train.threads) == (6, 300, None)
+    assert "demo" not in capsys.readouterr().out
+
+
+def test_help_says_what_suite_train_alone_trains_and_how_long(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "With no CONFIG and no key=value, suite train trains a CPU-sized demo run, not the typed defaults" in text
+    assert "model.residual=layerscale model.depth=12 train.steps=200 train.threads=1" in text
+    assert "results/reference/train_demo.txt" in text
+
+
+def test_without_a_terminal_progress_is_lines_with_a_bar_on_request(tmp_path, monkeypatch, capsys):
+    import suite.engine
+    from suite.cli.progress_lines import ProgressLines
+
+    seen = {}
+    monkeypatch.setattr(suite.engine, "train", fake_train(seen))
+    main(["train", "--out", str(tmp_path / "a"), "seed=1"])  # pytest's stderr is no terminal
+    assert isinstance(seen["on_step"], ProgressLines) and seen["progress"] is False
+    assert capsys.readouterr().out.startswith("training run ")
+    main(["train", "--out", str(tmp_path / "b"), "seed=1", "--progress"])
+    assert seen["on_step"] is None and seen["progress"] is True
+    main(["train", "--out", str(tmp_path / "c"), "seed=1", "--no-progress"])
+    assert seen["on_step"] is None and seen["progress"] is False
+    assert main(["train", "--out", str(tmp_path / "d"), "seed=1", "--progress-every", "0"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: --progress-every 0: must be a number of seconds above 0"]
+
+
+def test_suite_train_piped_prints_progress_lines_with_the_loss(tmp_path):
+    """A real run with stdout and stderr piped (a log file, a batch job): lines, not silence."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "suite", "train", "--out", str(tmp_path / "run"), "--progress-every",
+                           "0.001", "data.name=digits", "model.patch_size=4", "model.depth=2", "model.dim=16",
+                           "model.heads=2", "train.steps=40", "train.log_every=1", "train.eval_every=0", "device=cpu"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("training run ") and lines[-1].startswith("ok: ")
+    progress = [line for line in lines if line.startswith("step ")]
+    assert progress[-1].startswith("step 40/40 (100%)") and "steps/s  eta 0m00s" in progress[-1]
+    assert any(" loss " in line for line in progress)  # once metrics.jsonl has a logged loss on disk

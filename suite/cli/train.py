@@ -1,4 +1,9 @@
-"""``suite train CONFIG.yaml [--out DIR] [--device ...] [key=value ...]``: one run, one folder."""
+"""``suite train [CONFIG.yaml] [--out DIR] [--device ...] [key=value ...]``: one run, one folder.
+
+With neither a file nor an override it trains :data:`DEMO`, a CPU-sized first run, not the typed
+defaults of ``suite/config.py`` (which sweeps' run ids depend on and which are unchanged). Progress: tqdm's
+bar on a terminal, else a line every ``--progress-every`` seconds (:mod:`suite.cli.progress_lines`).
+"""
 
 from __future__ import annotations
 
@@ -13,14 +18,30 @@ INTERMIXED = True  # key=value overrides may follow the options
 from suite.cli.checks import fail, file_and_overrides, writable_dir
 
 
+# What `suite train` alone trains: a first run sized for a CPU. LayerScale (CaiT's init) at depth 12 on the
+# embedded MNIST-5k, 200 steps, one CPU thread (torch's threads spin-wait for each other on a busy machine:
+# 2 threads took 4-8x longer than 1 on this project's shared 2-core machine). docs/training.md has its time.
+DEMO = ("model.residual=layerscale", "model.depth=12", "train.steps=200", "train.threads=1")
+DEMO_TIME = "about 1-2 minutes on 2 CPU cores (results/reference/train_demo.txt)"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", nargs="?", help="run config YAML (omit to use the typed defaults)")
+    parser.add_argument("config", nargs="?", help="run config YAML (omit: the typed defaults of suite/config.py, "
+                                                  "or the demo run below when no key=value is given either)")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="dotted overrides applied after the file, e.g. model.depth=24 train.lr=1e-3")
     parser.add_argument("--out", help="run folder (default: results/train/<run_id>)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="overrides the config's device")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                        help="progress bar (default: when stderr is a terminal)")
+                        help="--progress: tqdm's bar on stderr; --no-progress: nothing; default: the bar when "
+                             "stderr is a terminal, else a line on stdout (step, loss, steps/s, eta) every "
+                             "--progress-every seconds")
+    parser.add_argument("--progress-every", type=float, default=10.0, metavar="S",
+                        help="seconds between progress lines (default: %(default)s)")
+    parser.epilog = (f"With no CONFIG and no key=value, suite train trains a CPU-sized demo run, not the typed "
+                     f"defaults: {' '.join(DEMO)} on the default data (embedded MNIST-5k), {DEMO_TIME}. "
+                     f"Give a file or any key=value to start from the typed defaults instead (`suite config` "
+                     f"prints them).")
 
 
 def sweep_owner(out: str | Path) -> str | None:
@@ -74,7 +95,13 @@ def run(args: argparse.Namespace) -> int:
         problem = sweep_owner(args.out)
         if problem:
             return fail(problem)
+    if not (args.progress_every > 0 and args.progress_every < float("inf")):
+        return fail(f"--progress-every {args.progress_every:g}: must be a number of seconds above 0")
     path, overrides = file_and_overrides(args.config, args.overrides)
+    if path is None and not overrides:
+        overrides = list(DEMO)
+        print(f"suite train: no config and no key=value: training the CPU-sized demo run ({' '.join(DEMO)}; "
+              f"{DEMO_TIME.split(' (')[0]}); see `suite train --help`", flush=True)
     try:
         cfg = load_config(path, overrides)
     except ConfigError as err:
@@ -110,7 +137,14 @@ def run(args: argparse.Namespace) -> int:
     if held:  # a finished result of another experiment is not overwritten silently
         return fail(f"--out {out}: holds the finished {held} of another config; pass another --out, or delete "
                     f"the folder to reuse it")
-    summary = train(cfg, out, progress=args.progress)
+    on_step = None
+    if args.progress is None and not sys.stderr.isatty():  # a log file, a pipe, a batch job: lines, not a bar
+        from suite.cli.progress_lines import ProgressLines
+
+        total = cfg.train.steps if cfg.train.epochs is None else None  # epochs: the data's size decides
+        print(f"training run {store.run_id(cfg)} ({total or 'epochs of'} steps, {device}) -> {out}", flush=True)
+        on_step = ProgressLines(out, total, args.progress_every)
+    summary = train(cfg, out, progress=bool(args.progress) if on_step else args.progress, on_step=on_step)
     line = f"{summary['status']}: {out}"
     if summary["status"] == "error":
         print(f"{line}\n  {summary['error']}", file=sys.stderr)

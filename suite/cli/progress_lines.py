@@ -1,0 +1,85 @@
+"""Progress of one training run as plain lines, for ``suite train`` without a terminal (a log file, a
+pipe, a Slurm job): the step, the last logged loss, the rate and the time left, every few seconds.
+
+On a terminal ``suite train`` shows tqdm's bar instead (``suite/engine/loop.py``). The lines come from
+the run's ``on_step`` callback (the step number) and the tail of its ``metrics.jsonl`` (the loss the
+run last logged, every ``train.log_every`` steps), so the training loop needs no second channel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable, TextIO
+
+from suite import store
+from suite.sweep.status import format_duration
+
+TAIL_BYTES = 1 << 20  # the loss is looked for in the last MiB of metrics.jsonl (a record is ~150 bytes a block)
+
+
+def last_loss(path: Path) -> tuple[int, float] | None:
+    """``(step, loss)`` of the last training record with a loss in ``metrics.jsonl`` at ``path`` (its last
+    :data:`TAIL_BYTES`); None when there is none yet, or the file cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - TAIL_BYTES))
+            tail = f.read()
+    except OSError:
+        return None
+    for line in reversed(tail.split(b"\n")):
+        try:
+            record = json.loads(line)
+        except ValueError:  # a partial first or last line
+            continue
+        if isinstance(record, dict) and record.get("kind") == "train" and isinstance(record.get("loss"), (int, float)):
+            return int(record.get("step", 0)), float(record["loss"])
+    return None
+
+
+def line(step: int, total: int | None, rate: float | None, loss: tuple[int, float] | None) -> str:
+    """One progress line, e.g. ``step 120/200 (60%)  loss 1.234 (step 110)  5.2 steps/s  eta 0m15s`` (the loss
+    of the last logged step, named when it is not this one)."""
+    parts = [f"step {step}/{total} ({100 * step // total}%)" if total else f"step {step}"]
+    if loss is not None:
+        parts.append(f"loss {loss[1]:.4g}" + (f" (step {loss[0]})" if loss[0] != step else ""))
+    if rate:
+        parts.append(f"{rate:.3g} steps/s")
+        if total:
+            parts.append(f"eta {format_duration((total - step) / rate)}")
+    return "  ".join(parts)
+
+
+class ProgressLines:
+    """An ``on_step`` callback that prints a :func:`line` every ``every_s`` seconds and at the last step.
+
+    Args:
+        run_dir: the run folder (its ``metrics.jsonl`` gives the loss).
+        total: the run's number of steps, or None when not known in advance (``train.epochs``).
+        every_s: seconds between lines.
+        out: where the lines go (flushed at once: a pipe or a file buffers otherwise).
+        clock: seconds, monotonic (tests pass their own).
+    """
+
+    def __init__(self, run_dir: Path, total: int | None, every_s: float = 10.0, out: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.metrics, self.total, self.every_s = Path(run_dir) / store.METRICS, total, every_s
+        self.out, self.clock = out, clock
+        self.first: tuple[int, float] | None = None  # the first step this process saw, and when
+        self.last = 0.0
+
+    def __call__(self, step: int) -> None:
+        now = self.clock()
+        if self.first is None:  # a resumed run starts at its checkpoint's step: the rate counts from here
+            self.first, self.last = (step, now), now
+            return
+        if now - self.last < self.every_s and step != self.total:
+            return
+        self.last = now
+        done, spent = step - self.first[0], now - self.first[1]
+        rate = done / spent if done > 0 and spent > 0 else None
+        print(line(step, self.total, rate, last_loss(self.metrics)), file=self.out or sys.stdout, flush=True)
