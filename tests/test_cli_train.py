@@ -50,6 +50,8 @@ def test_an_idle_sweeps_run_folder_is_refused_too(tmp_path, capsys):
     (root / "ablation.yaml").write_text("name: demo\n")
     err = refused(capsys, root / "runs" / "0123456789ab")
     assert "is a run folder of the sweep in" in err and "records its variant and ablation" in err
+    (tmp_path / "mine").symlink_to(root / "runs" / "0123456789ab")  # a link to it is it
+    assert "is a run folder of the sweep in" in refused(capsys, tmp_path / "mine")
 
 
 @pytest.mark.parametrize("out", ["results/train/abc", "runs", "my/runs/x"])

@@ -57,7 +57,7 @@ def sweep_owner(out: str | Path) -> str | None:
     from suite.sweep import claims
     from suite.sweep.sweep import SweepOptions
 
-    out = Path(os.path.abspath(out))
+    out = Path(os.path.realpath(out))  # a link to a sweep's run folder is that folder
     if out.parent.name != "runs":
         return None
     root = out.parent.parent
