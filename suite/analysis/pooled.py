@@ -15,10 +15,14 @@ it counts the degrees of freedom right when several schemes share one baseline's
 differences of 6 schemes x 3 depths at 2 seeds and counting 18 df rejected a true null 6.5% of the
 time; this, with its 18 df, 5%: tests/analysis/test_pooled.py).
 
-Arms whose scores are all equal (every run at chance) or whose differences from the baseline are all
-equal (the same model twice) carry no noise and are left out of the fit. The pooled SD assumes one
-error spread for the family; where a comparison has :data:`MIN_SEEDS` pairs or more it keeps its own
-paired t-test, and below that :func:`verdict` gives no word.
+Only arms whose runs all ended ok are fitted, and only comparisons between two such arms use the pooled
+SD: a cell with a run at chance is a mixture, whose spread (tens of points between a failed and an ok
+run) is not the spread of ok runs, and pooling it either way would make one side's interval wrong (a
+scheme with one failed run of 3 got p < 0.001 from the quiet cells' SD). Such a comparison keeps its
+own paired t. Arms whose scores are all equal or whose differences from the baseline are all equal (the
+same model twice) carry no noise and are left out of the fit (:func:`fitted_arms`). The pooled SD
+assumes one error spread for the family's ok runs; where a comparison has :data:`MIN_SEEDS` pairs or
+more it keeps its own paired t-test, and below that :func:`verdict` gives no word.
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ where that group does not exist the tests are ``nan`` and the tables say so. Run
 score is :func:`suite.analysis.score.score` (``acc_*``); survivors' accuracy stays as ``ok_acc_*``.
 Every test here is exploratory: Bonferroni over the groups of a table section, with simultaneous
 intervals that agree with it (:func:`suite.analysis.grouping.adjust_family`). A score comparison with
-fewer than :data:`suite.analysis.pooled.MIN_SEEDS` seed pairs takes its SD pooled over the section's
-comparisons (:mod:`suite.analysis.pooled`) instead of its own from one or two degrees of freedom;
+fewer than :data:`suite.analysis.pooled.MIN_SEEDS` seed pairs, every run of both arms ok, takes its SD
+pooled over the section's arms whose runs are all ok (:mod:`suite.analysis.pooled`) instead of its own
+from one or two degrees of freedom (a comparison with a run at chance keeps its own: the spread of a
+mixture is not the spread of ok runs);
 every difference's interval is kept within what two scores can differ by (``acc_diff_ci_clipped``
 says when it was cut), and ``acc_verdict`` gives a word only from 4 seeds per arm.
 """
@@ -66,7 +68,8 @@ def _group_stats(runs: list[dict[str, Any]]) -> dict[str, Any]:
     steps = _finite([r["step_time_ms"] for r in timed])
     out.update({"step_time_ms": float(np.median(steps)) if steps.size else math.nan, "n_timed": len(timed),
                 "n_contended": sum(r.get("timing_contended") is True for r in timed),
-                "_acc": [(seed, v) for seed, v, _ in scored], "_chance": floor})
+                "_acc": [(seed, v) for seed, v, _ in scored], "_chance": floor,
+                "_all_ok": bool(scored) and all(ok for *_, ok in scored)})
     return out
 
 
@@ -143,7 +146,9 @@ def summarize(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.
     strata: dict[tuple, dict[tuple, dict[str, dict]]] = {}  # section -> stratum -> arm -> {seed: score}
     for g in ordered:
         base = rows.get((baseline,) + g[1:])
-        if base is not None and (g[0] == baseline or paired_differences(rows[g]["_acc"], base["_acc"]) is not None):
+        if base is None or not rows[g]["_all_ok"]:  # a mixture's spread is not the spread of ok runs
+            continue
+        if g[0] == baseline or paired_differences(rows[g]["_acc"], base["_acc"]) is not None:
             strata.setdefault(tuple(g[i] for i in skeys), {}).setdefault(g[1:], {})[g[0]] = dict(rows[g]["_acc"])
     pools = {label: pooled.pooled_sd([pooled.fitted_arms(arms, baseline) for arms in by_stratum.values()])
              for label, by_stratum in strata.items()}
@@ -154,7 +159,9 @@ def summarize(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.
         tests: dict[str, Any] = {f"{rate}_p": math.nan for rate in RATES}
         diff, sd, seeds = stats.NO_DIFFERENCE, math.nan, 0
         if not is_base and base is not None:
-            diff, sd = compare_accuracy(row["_acc"], base["_acc"], pools.get(tuple(g[i] for i in skeys), (math.nan, 0)))
+            pool = pools.get(tuple(g[i] for i in skeys), (math.nan, 0)) if row["_all_ok"] and base["_all_ok"] \
+                else (math.nan, 0)
+            diff, sd = compare_accuracy(row["_acc"], base["_acc"], pool)
             seeds = diff.n_pairs or min(len(row["_acc"]), len(base["_acc"]))
             for rate in RATES:
                 tests[f"{rate}_p"] = stats.fisher_exact_p(row[f"n_{rate}"], row["n"], base[f"n_{rate}"], base["n"])

@@ -101,32 +101,29 @@ def _run(variant, depth, seed, acc, status="ok"):
 
 def test_two_seed_cells_get_a_pooled_interval_within_the_range_and_no_verdict():
     """The mechanisms study's case: 2 seeds per cell. Paired t at 1 df with Bonferroni x4 printed
-    +/-200 points; pooled over the table's arms (2 depths x 3 arms x 2 seeds: 4 df) it is finite, within
-    +/-(1 - chance), and carries no verdict word."""
+    +/-200 points; pooled over the table's all-ok arms (depth 4: 3 arms x 2 seeds, 2 df; depth 8: 2 arms,
+    1 df) it is finite, within +/-(1 - chance), and carries no verdict word. A comparison with a run at
+    chance keeps its own paired t (1 df), and its interval is clipped to +/-90 points."""
     runs = []
     accs = {("preln", 4): [0.50, 0.55], ("a", 4): [0.53, 0.56], ("b", 4): [0.40, 0.62],
             ("preln", 8): [0.48, 0.50], ("a", 8): [0.52, 0.51], ("b", 8): [0.10, 0.55]}
     for (v, depth), xs in accs.items():
         runs += [_run(v, depth, s, x, "ok" if x > 0.1 else "diverged") for s, x in enumerate(xs)]
     t = summarize(runs, ["variant", "model.depth"], "preln").set_index(["variant", "model.depth"])
-    diffs = {k: np.subtract(accs[k], accs[("preln", k[1])]) for k in [("a", 4), ("b", 4), ("a", 8), ("b", 8)]}
-    sd, df = pooled.pooled_sd([{v: dict(enumerate(accs[(v, depth)])) for v in ("preln", "a", "b")} for depth in (4, 8)])
-    assert df == 4
-    for k, d in diffs.items():
+    sd, df = pooled.pooled_sd([{v: dict(enumerate(accs[(v, 4)])) for v in ("preln", "a", "b")},
+                               {v: dict(enumerate(accs[(v, 8)])) for v in ("preln", "a")}])
+    assert df == 3
+    for k in [("a", 4), ("b", 4), ("a", 8)]:
+        d = np.subtract(accs[k], accs[("preln", k[1])])
         r = t.loc[k]
-        assert r["acc_test"] == "paired t, pooled SD (4 df)" and r["acc_diff_df"] == 4 and r["acc_pairs"] == 2
+        assert r["acc_test"] == "paired t, pooled SD (3 df)" and r["acc_diff_df"] == 3 and r["acc_pairs"] == 2
         assert r["acc_diff_sd"] == pytest.approx(np.std(d, ddof=1))  # the comparison's own SD, for the planner
-        half = sps.t.isf(0.05 / 8, 4) * sd
-        low, high = max(d.mean() - half, -0.9), min(d.mean() + half, 0.9)
-        assert (r["acc_diff_ci_low"], r["acc_diff_ci_high"]) == pytest.approx((low, high))
-        assert r["acc_diff_ci_clipped"] == (low != d.mean() - half or high != d.mean() + half)
-        assert -0.9 <= r["acc_diff_ci_low"] <= r["acc_diff_ci_high"] <= 0.9
-        assert r["acc_verdict"] == "too few seeds"
-    # one scheme, one depth, 2 seeds: 1 df, t = 12.7; the interval would reach past +/-90 points
-    alone = [_run(v, 4, s, x, "ok" if x > 0.1 else "diverged") for v, xs in (("preln", [0.5, 0.55]), ("b", [0.1, 0.9]))
-             for s, x in enumerate(xs)]
-    r = summarize(alone, ["variant", "model.depth"], "preln").set_index("variant").loc["b"]
-    assert r["acc_diff_ci_clipped"] and (r["acc_diff_ci_low"], r["acc_diff_ci_high"]) == (-0.9, 0.9)
+        half = sps.t.isf(0.05 / 8, 3) * sd
+        assert (r["acc_diff_ci_low"], r["acc_diff_ci_high"]) == pytest.approx((d.mean() - half, d.mean() + half))
+        assert not r["acc_diff_ci_clipped"] and r["acc_verdict"] == "too few seeds"
+    mixed = t.loc[("b", 8)]
+    assert mixed["acc_test"] == "paired t" and mixed["acc_diff_df"] == 1 and mixed["acc_verdict"] == "too few seeds"
+    assert mixed["acc_diff_ci_clipped"] and (mixed["acc_diff_ci_low"], mixed["acc_diff_ci_high"]) == (-0.9, 0.9)
     assert t.loc[("preln", 4), "acc_verdict"] == ""
 
 
