@@ -7,7 +7,8 @@ spec (``validate``) -> runs (``run``) -> one run (``train``) -> results -> ``ana
 Each subcommand lives in its own module of this package (``validate.py``, ``config.py``,
 ``run.py``, ``status.py``, ``train.py``, ``propagate.py``, ``analyze.py``, ``report.py``,
 ``plan.py``, ``cost.py``, ``bench.py``, ``bench_check.py``, ``schemes.py``; ``checks.py`` holds the
-value checks and the one-line user error they share), exposing ``add_arguments(parser)`` and
+value checks and the one-line user error they share, ``progress_lines.py`` what ``suite train`` prints
+without a terminal), exposing ``add_arguments(parser)`` and
 ``run(args) -> int``: argument parsing, printing and exit codes live here and nowhere else; the work
 is done by the library packages (``engine``, ``sweep``, ``analysis``, ``bench``). Modules are
 imported lazily so that ``suite --help`` stays fast.

@@ -8,14 +8,13 @@ run last logged, every ``train.log_every`` steps), so the training loop needs no
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Callable, TextIO
 
-from suite import store
+from suite import files, store
 from suite.sweep.status import format_duration
 
 TAIL_BYTES = 1 << 20  # the loss is looked for in the last MiB of metrics.jsonl (a record is ~150 bytes a block)
@@ -25,16 +24,16 @@ def last_loss(path: Path) -> tuple[int, float] | None:
     """``(step, loss)`` of the last training record with a loss in ``metrics.jsonl`` at ``path`` (its last
     :data:`TAIL_BYTES`); None when there is none yet, or the file cannot be read."""
     try:
-        with open(path, "rb") as f:
+        with files.open_regular(path, max_bytes=None) as f:  # the run's own file, growing: no size cap
             size = f.seek(0, os.SEEK_END)
             f.seek(max(0, size - TAIL_BYTES))
             tail = f.read()
-    except OSError:
+    except OSError:  # not there yet; UnsafeFile is an OSError too
         return None
     for line in reversed(tail.split(b"\n")):
         try:
-            record = json.loads(line)
-        except ValueError:  # a partial first or last line
+            record = store.loads(line.decode("utf-8"))
+        except ValueError:  # a partial first or last line (UnicodeDecodeError is a ValueError)
             continue
         if isinstance(record, dict) and record.get("kind") == "train" and isinstance(record.get("loss"), (int, float)):
             return int(record.get("step", 0)), float(record["loss"])
