@@ -30,7 +30,8 @@ class ConfigError(ValueError):
 
 @dataclass
 class LayerScaleConfig:
-    """Options of the ``layerscale`` residual scheme (ignored by the other schemes).
+    """Options of the ``layerscale`` residual scheme (set away from their defaults on another scheme: a
+    :class:`ConfigError`, see :data:`suite.registry.SCHEME_OPTIONS`).
 
     ``init`` is a float (``0.0`` is a real init, distinct from "no LayerScale", which is the
     ``preln`` scheme), ``"cait"``: 0.1 for total depth <= 18, 1e-5 for depth <= 24, 1e-6 deeper, or
@@ -64,7 +65,8 @@ class ModelConfig:
     qkv_bias: bool = True
     qk_norm: bool = False  # LayerNorm on each head's queries and keys (ViT-22B; timm's qk_norm)
     # depth_scaled scheme: branches x (depth / base_depth)^-depth_alpha, with the AdamW rules of
-    # suite/models/depth_scaled.py; depth-mup and completep fix depth_alpha at 0.5 and 1
+    # suite/models/depth_scaled.py; depth-mup and completep fix depth_alpha at 0.5 and 1 (and refuse it
+    # set, as every scheme refuses an option it does not read: suite.registry.SCHEME_OPTIONS)
     depth_alpha: float = 0.5
     base_depth: int = 12  # the depth a learning rate is tuned at (depth-scaled schemes only)
     drop_path: float = 0.0
