@@ -12,14 +12,13 @@ from __future__ import annotations
 import dataclasses
 
 from suite.sweep.spec import Ablation, Run
-from suite.sweep.status import format_duration
 
 ASSUMED_TFLOPS = 100.0  # `suite cost`'s default
 MEASURE_PARAMS = 20e6  # a larger model is not timed here: its few steps on the CPU would hold up the start
 
 
 def starting_line(ablation: Ablation, todo: list[Run], n: int, threads: int, device: str) -> str:
-    """E.g. ``starting 2 workers; 63 runs, about 11m10s of training by suite cost's estimate (...)``.
+    """E.g. ``starting 2 workers; 63 runs, about 12 min of training by suite cost's estimate (...)``.
 
     Args:
         ablation: the sweep's ablation.
@@ -29,12 +28,12 @@ def starting_line(ablation: Ablation, todo: list[Run], n: int, threads: int, dev
         device: what the workers train on, ``cpu`` or ``cuda``.
     """
     line = f"starting {n} worker{'s' if n != 1 else ''}; {len(todo)} run{'s' if len(todo) != 1 else ''}"
-    about = estimate_text(ablation, todo, n, threads, device)
-    return f"{line}, {about}" if about else line
+    how_long = estimate_text(ablation, todo, n, threads, device)
+    return f"{line}, {how_long}" if how_long else line
 
 
 def estimate_text(ablation: Ablation, todo: list[Run], n: int, threads: int, device: str) -> str | None:
-    """``about DURATION of training by suite cost's estimate (how)``, or None where there is none (a
+    """``about 12 min of training by suite cost's estimate (how)``, or None where there is none (a
     propagation sweep, a dataset of unknown size, a model too large to time here)."""
     from suite.config import approx_params
     from suite.models.flops import train_step_flops
@@ -58,7 +57,16 @@ def estimate_text(ablation: Ablation, todo: list[Run], n: int, threads: int, dev
     else:
         tflops, how = ASSUMED_TFLOPS, f"at an assumed {ASSUMED_TFLOPS:g} TFLOP/s"
     wall = cost.hours(tflops) * 3600 / min(n, len(todo))
-    return f"about {format_duration(max(wall, 1.0))} of training by suite cost's estimate ({how})"
+    return f"{about(wall)} of training by suite cost's estimate ({how})"
+
+
+def about(seconds: float) -> str:
+    """A rough duration, as precise as an estimate is: ``under a minute``, ``about 12 min``, ``about 3.5 h``."""
+    if seconds < 60:
+        return "under a minute"
+    if seconds < 90 * 60:
+        return f"about {round(seconds / 60)} min"
+    return f"about {seconds / 3600:.1f} h"
 
 
 def _measure(cfg, threads: int) -> float | None:

@@ -22,13 +22,12 @@ from __future__ import annotations
 import abc
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from suite.sweep.folder import RunnerError
-
-if TYPE_CHECKING:
-    from suite.sweep.sweep import Sweep, SweepOptions
-    from suite.sweep.worker import Worker
+from suite.sweep.options import SweepOptions
+from suite.sweep.spec import Run
+from suite.sweep.worker import Worker
 
 
 class Detached(Exception):
@@ -99,7 +98,7 @@ class Backend(abc.ABC):
 
     def refuse_beside(self, out: Path) -> None:
         """Refuse to run beside Slurm jobs still working on ``out``'s runs (the Slurm backend attaches to them)."""
-        from suite.sweep.slurm_backend import live_jobs
+        from suite.sweep.slurm_jobs import live_jobs
 
         busy = [j.job_id for j in live_jobs(out)]
         if busy:
@@ -107,14 +106,15 @@ class Backend(abc.ABC):
                               f"wait for them, cancel them, or pass --backend slurm to attach to them")
 
     @abc.abstractmethod
-    def place(self, sweep: Sweep, opts: SweepOptions) -> Placement:
-        """The launcher and the workers for ``sweep.todo``, after this backend's checks that need the runs.
+    def place(self, out: Path, todo: list[Run], opts: SweepOptions) -> Placement:
+        """The launcher and the workers for the runs ``todo`` of the results folder ``out``, after this
+        backend's checks that need the runs.
 
         Raises:
             RunnerError: the runs cannot execute where this backend would put them.
         """
 
 
-def devices(sweep: Sweep, opts: SweepOptions) -> set[str]:
-    """The devices the runs left ask for (``--device`` over each run's ``device``)."""
-    return {opts.device or r.cfg.device for r in sweep.todo}
+def devices(todo: list[Run], opts: SweepOptions) -> set[str]:
+    """The devices the runs ``todo`` ask for (``--device`` over each run's ``device``)."""
+    return {opts.device or r.cfg.device for r in todo}

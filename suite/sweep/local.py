@@ -28,16 +28,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from suite import store
 from suite.sweep import claims
 from suite.sweep.folder import RunnerError
 from suite.sweep.launcher import Backend, Placement, devices
+from suite.sweep.options import SweepOptions
+from suite.sweep.spec import Run
 from suite.sweep.worker import Worker, signal_handlers
-
-if TYPE_CHECKING:
-    from suite.sweep.sweep import Sweep, SweepOptions
 
 DISK_FULL_EXIT = 28  # a worker's exit status when it found no space left (ENOSPC)
 
@@ -208,7 +206,7 @@ class LocalBackend(Backend):
     def runs_here(self, opts: SweepOptions) -> bool:
         return True
 
-    def place(self, sweep: Sweep, opts: SweepOptions) -> Placement:
+    def place(self, out: Path, todo: list[Run], opts: SweepOptions) -> Placement:
         """Raises RunnerError: ``cuda`` or ``--runs-per-gpu`` without a GPU here, or a calling script that
         each worker would run again."""
         from suite.sweep import plan
@@ -219,7 +217,7 @@ class LocalBackend(Backend):
             raise RunnerError(f"run_sweep: called by {where} outside `if __name__ == \"__main__\":`; each local "
                               f"worker imports that script again, which would start the sweep again; put the call "
                               f"under `if __name__ == \"__main__\":` (docs/ablations.md#from-python-run_sweep)")
-        wanted = devices(sweep, opts)
+        wanted = devices(todo, opts)
         gpus = plan.visible_gpus() if wanted != {"cpu"} else []
         if "cuda" in wanted and not gpus:
             raise RunnerError("--device cuda: torch sees no CUDA device; use --device cpu or auto")
@@ -227,4 +225,4 @@ class LocalBackend(Backend):
             raise RunnerError("--runs-per-gpu: torch sees no GPU here (or --device cpu); use --workers N for runs "
                               "on the CPU")
         workers = opts.workers or max(1, len(gpus)) * (opts.runs_per_gpu or 1)
-        return Placement(LocalLauncher(sweep.out), workers, opts.threads, "cuda" if gpus else "cpu", gpus)
+        return Placement(LocalLauncher(out), workers, opts.threads, "cuda" if gpus else "cpu", gpus)

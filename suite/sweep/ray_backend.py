@@ -19,15 +19,15 @@ import os
 import signal
 import socket
 import warnings
-from typing import TYPE_CHECKING, Mapping
+from pathlib import Path
+from typing import Mapping
 
 from suite import store
 from suite.sweep.folder import RunnerError
 from suite.sweep.launcher import Backend, Placement, devices
+from suite.sweep.options import SweepOptions
+from suite.sweep.spec import Run
 from suite.sweep.worker import Worker, signal_handlers
-
-if TYPE_CHECKING:
-    from suite.sweep.sweep import Sweep, SweepOptions
 
 
 def init_address(address: str | None, environ: Mapping[str, str]) -> tuple[str, str | None]:
@@ -175,10 +175,10 @@ class RayBackend(Backend):
     def runs_here(self, opts: SweepOptions) -> bool:
         return opts.ray_address is None  # the private instance's tasks are processes of this machine
 
-    def place(self, sweep: Sweep, opts: SweepOptions) -> Placement:
+    def place(self, out: Path, todo: list[Run], opts: SweepOptions) -> Placement:
         """Raises RunnerError: Ray does not connect, or ``cuda`` on a cluster without GPUs."""
         connect(opts.ray_address, opts.ray_timeout)
-        wanted = devices(sweep, opts)
+        wanted = devices(todo, opts)
         if "cuda" in wanted and not has_gpus():
             raise RunnerError("--device cuda: the Ray cluster has no GPUs; use --device cpu or auto")
         threads = opts.threads or 1

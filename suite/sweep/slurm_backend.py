@@ -27,21 +27,18 @@ import signal
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from suite import store
-from suite.sweep.claims import alive, process_start, same_process
+from suite.sweep.claims import process_start
 from suite.sweep.folder import RunnerError
 from suite.sweep.launcher import Backend, Detached, Placement, devices
+from suite.sweep.options import SweepOptions
+from suite.sweep.spec import Run
+from suite.sweep.slurm_jobs import SUBMISSION, ended, live_jobs, read_submission  # noqa: F401 (read from here too)
 from suite.sweep.worker import Worker, signal_handlers
 
-if TYPE_CHECKING:
-    from suite.sweep.sweep import Sweep, SweepOptions
-
-SUBMISSION = "submission.json"
 MAX_TIMEOUTS = 100  # requeues after a time-out that submitit allows one worker job (preemptions are not counted)
-LIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING",
-               "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "UNKNOWN"}
 
 
 def check_available(cluster: str) -> None:
@@ -64,7 +61,7 @@ class SlurmLauncher:
         return len(self.jobs)
 
     def running(self) -> bool:
-        return any(not _ended(j) for j in self.jobs)
+        return any(not ended(j) for j in self.jobs)
 
     def start(self, worker: Worker, n: int) -> str:
         """Submit ``n`` array tasks; the line to show (job ids, where the logs are).
@@ -159,16 +156,16 @@ class SlurmBackend(Backend):
     def refuse_beside(self, out: Path) -> None:
         pass  # the Slurm backend attaches to its own live jobs
 
-    def place(self, sweep: Sweep, opts: SweepOptions) -> Placement:
+    def place(self, out: Path, todo: list[Run], opts: SweepOptions) -> Placement:
         """Raises RunnerError: ``cuda`` for jobs given no GPU (``--slurm-gpus-per-job 0``)."""
-        if "cuda" in devices(sweep, opts) and not opts.slurm_gpus_per_job:
+        if "cuda" in devices(todo, opts) and not opts.slurm_gpus_per_job:
             what = "--device cuda" if opts.device else "device cuda"
             raise RunnerError(f"{what}: --slurm-gpus-per-job 0 gives the worker jobs no GPU; pass "
                               f"--slurm-gpus-per-job 1 or --device cpu")
         threads = opts.threads or 1
         local = opts.slurm_cluster == "local"
         # A cluster's shared file system and sacct are looked at every 10 s; the local executor's local disk at once.
-        return Placement(SlurmLauncher(sweep.out, opts, threads, opts.slurm_gpus_per_job),
+        return Placement(SlurmLauncher(out, opts, threads, opts.slurm_gpus_per_job),
                          opts.workers or opts.slurm_array_parallelism, threads,
                          "cuda" if opts.slurm_gpus_per_job else "cpu", None, poll_s=0.5 if local else 10.0,
                          grace_s=max(5.0, opts.slurm_signal_delay - 30.0))
@@ -200,63 +197,6 @@ def sbatch_options(items: list[str]) -> dict[str, str]:
                               f"e.g. --slurm-opt account=myproj")
         sbatch[key.replace("-", "_")] = value
     return sbatch
-
-
-def live_jobs(out: Path) -> list[Any]:
-    """The jobs of the last submission into ``out`` still queued or running (another backend must not
-    run the same runs beside them)."""
-    record = read_submission(out)
-    if record is None:
-        return []
-    if record["cluster"] == "local":  # the local executor's job id is the pid of its process
-        started = record.get("started") if isinstance(record.get("started"), dict) else {}
-        jobs = [_Pid(j, started.get(j)) for j in record["jobs"] if j.isdigit()]
-        return [j for j in jobs if not j.done()]
-    if shutil.which("sacct") is None and shutil.which("squeue") is None:
-        return []
-    import submitit
-
-    jobs = [submitit.SlurmJob(folder=Path(out) / "slurm" / j.split("_")[0], job_id=j) for j in record["jobs"]]
-    return [j for j in jobs if not _ended(j)]
-
-
-def read_submission(out: Path) -> dict[str, Any] | None:
-    """``slurm/submission.json`` of ``out`` (``cluster``, ``jobs`` as strings, ``lease_s``,
-    ``submitted_at``), or None when there is none or it cannot be read."""
-    try:
-        record = store.read_json(Path(out) / "slurm" / SUBMISSION)
-        record["cluster"], record["jobs"] = str(record["cluster"]), [str(j) for j in record["jobs"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return record
-
-
-class _Pid:
-    """A job of the local executor: a process of this host, the job only while it is the process that
-    was started (a pid reused by another process, e.g. after a reboot, is not the job)."""
-
-    def __init__(self, job_id: str, started: str | None = None) -> None:
-        self.job_id, self.started = job_id, started
-
-    def done(self) -> bool:
-        pid = int(self.job_id)
-        if self.started is not None:
-            return not same_process(pid, self.started)
-        if not alive(pid):
-            return True
-        try:  # a submission.json written without start times: the job runs submitit's local runner
-            return b"submitit" not in Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            return False
-
-
-def _ended(job: Any) -> bool:
-    try:
-        if isinstance(job, _Pid) or type(job).__name__ == "LocalJob":
-            return job.done()
-        return job.state.split()[0].upper() not in LIVE_STATES
-    except Exception:  # noqa: BLE001  (sacct unreachable for a moment: count the job as live)
-        return False
 
 
 def _ids(jobs: list[Any]) -> str:

@@ -18,26 +18,30 @@ def test_on_gpus_the_estimate_is_suite_cost_s_at_its_assumed_throughput():
     ablation = load_ablation(SMOKE)
     todo = ablation.runs[:6]
     hours = estimate(dataclasses.replace(ablation, runs=todo)).hours(100.0)
-    line = eta.starting_line(ablation, todo, 4, 1, "cuda")
-    # 6 runs on 4 workers: the wall clock is the device time over 4; under a second says 0m01s
-    assert hours * 3600 / 4 < 1
-    assert line == ("starting 4 workers; 6 runs, about 0m01s of training by suite cost's estimate "
-                    "(at an assumed 100 TFLOP/s)")
+    assert hours * 3600 / 4 < 60  # 6 tiny runs on 4 workers
+    assert eta.starting_line(ablation, todo, 4, 1, "cuda") == (
+        "starting 4 workers; 6 runs, under a minute of training by suite cost's estimate "
+        "(at an assumed 100 TFLOP/s)")
 
 
 def test_on_the_cpu_the_throughput_is_measured_here(monkeypatch):
     ablation = load_ablation(SMOKE)
     seen = []
-    monkeypatch.setattr(eta, "_measure", lambda cfg, threads: seen.append(threads) or 250.0)
     cfg, _ = _shape(ablation.runs[0].cfg)
-    tflops = train_step_flops(cfg.model, cfg.train.batch_size) / 0.25 / 1e12
-    wall = estimate(ablation).hours(tflops) * 3600 / 2  # 8 runs, 2 workers
-    minutes, seconds = divmod(round(wall), 60)
+    flops = train_step_flops(cfg.model, cfg.train.batch_size)
+    ms = 1e3 * 12 * 60 * 2 * flops / estimate(ablation).flops  # the step time that makes 12 min on 2 workers
+    monkeypatch.setattr(eta, "_measure", lambda cfg, threads: seen.append(threads) or ms)
     assert eta.starting_line(ablation, ablation.runs, 2, 3, "cpu") == (
-        f"starting 2 workers; 8 runs, about {minutes}m{seconds:02d}s of training by suite cost's estimate "
-        f"(250.0 ms per step of the first run's shape, measured here)")
+        f"starting 2 workers; 8 runs, about 12 min of training by suite cost's estimate "
+        f"({ms:.1f} ms per step of the first run's shape, measured here)")
     assert seen == [3]  # with the workers' threads
-    assert eta.starting_line(ablation, ablation.runs[:1], 1, 1, "cpu").startswith("starting 1 worker; 1 run, about")
+    assert eta.starting_line(ablation, ablation.runs[:1], 1, 1, "cpu").startswith("starting 1 worker; 1 run, ")
+
+
+def test_a_rough_duration():
+    assert [eta.about(s) for s in (0, 59, 60, 89, 91, 5399, 5400, 12_600)] == [
+        "under a minute", "under a minute", "about 1 min", "about 1 min", "about 2 min", "about 90 min",
+        "about 1.5 h", "about 3.5 h"]
 
 
 def test_no_estimate_where_suite_cost_has_none(monkeypatch):

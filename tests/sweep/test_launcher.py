@@ -15,7 +15,7 @@ from suite.cli import main
 from suite.sweep.backends import BACKENDS, backend
 from suite.sweep.folder import RunnerError
 from suite.sweep.launcher import Backend, Launcher
-from suite.sweep.sweep import Sweep, SweepOptions
+from suite.sweep.sweep import SweepOptions
 
 from test_runner import SMOKE, cpu_runs
 
@@ -82,14 +82,13 @@ def test_cuda_on_a_private_ray_instance_without_a_gpu_fails_before_ray_starts(tm
 def test_cuda_for_slurm_jobs_given_no_gpu_is_refused_without_submitting(tmp_path):
     """A cluster's nodes decide their devices, but jobs asked for with 0 GPUs cannot train on cuda."""
     runs = cpu_runs(SMOKE)
-    sweep = Sweep("smoke", tmp_path, None, runs, runs, {}, {})
     slurm = BACKENDS["slurm"]()
     opts = slurm.settle(SweepOptions(backend="slurm", device="cuda", slurm_gpus_per_job=0))
     with pytest.raises(RunnerError, match=r"^--device cuda: --slurm-gpus-per-job 0 gives the worker jobs no GPU; "
                                           r"pass --slurm-gpus-per-job 1 or --device cpu$"):
-        slurm.place(sweep, opts)
+        slurm.place(tmp_path, runs, opts)
     assert not (tmp_path / "slurm").exists()  # nothing submitted
-    placed = slurm.place(sweep, dataclasses.replace(opts, device="cpu"))
+    placed = slurm.place(tmp_path, runs, dataclasses.replace(opts, device="cpu"))
     assert (placed.workers, placed.threads, placed.device, placed.poll_s) == (64, 1, "cpu", 10.0)
     assert slurm.settle(SweepOptions(backend="slurm", device="cpu")).slurm_gpus_per_job == 0
     assert slurm.settle(SweepOptions(backend="slurm")).slurm_gpus_per_job == 1  # a cluster's nodes have GPUs
