@@ -9,7 +9,8 @@ usually between, and more seeds narrow the gap. A zero SD (every seed pair diffe
 amount: often two arms that are the same model, or both at chance in every run) plans nothing, and
 says so. The level the comparison is tested at (0.05 for the
 declared primary comparison; 0.05 / m, Holm's first step, for one of a family of m co-primary tests;
-0.05 / m for one of the m exploratory comparisons of its table section), and the seed pairs a two-sided paired t-test needs to detect ``effect`` with ``power``
+0.05 / m for one of the m exploratory comparisons of its table section), and the seed pairs a two-sided
+paired t-test needs to detect ``effect`` with ``power``
 (noncentral t, :func:`suite.analysis.stats.paired_seeds_needed`). For not-ok rates: the smallest
 p-value Fisher's exact test can reach with the runs there (3 vs 3 can never go below 0.10), and the
 seeds per group needed to tell the observed rates apart. For a ``frontier`` endpoint: the seeds per rate
@@ -68,7 +69,8 @@ def _primary_row(answer: primary.Answer, effect: float, power: float) -> dict[st
         need = stats.fisher_seeds_needed(ka / na, kb / nb, power, alpha) if na and nb else math.nan
         return {"comparison": declared.describe(), "endpoint": "not_ok_rate", "role": role, "alpha": alpha,
                 "pairs": min(na, nb), "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
-                "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": answer.min_p, "note": f"observed not ok {ka}/{na} vs {kb}/{nb}"}
+                "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": answer.min_p,
+                "note": f"observed not ok {ka}/{na} vs {kb}/{nb}"}
     if declared.endpoint == "frontier":
         need = primary.plan_frontier(answer.low, answer.high, answer.level, answer.seeds, primary.DEFAULT_RATIO,
                                      power, alpha)
@@ -118,7 +120,8 @@ def plan_table(root: str | Path, effect: float = 0.05, power: float = 0.8, basel
         need = stats.fisher_seeds_needed(rate_a, rate_b, power, 0.05 / m_rate)
         rows.append({"comparison": where, "endpoint": "not_ok_rate", "role": "exploratory", "alpha": 0.05 / m_rate,
                      "pairs": int(min(r["n"], b["n"])), "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
-                     "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": stats.fisher_min_p(int(r["n"]), int(b["n"])),
+                     "seeds_needed_point": math.nan, "seeds_needed": need,
+                     "min_p": stats.fisher_min_p(int(r["n"]), int(b["n"])),
                      "note": (f"observed not ok {r['n_not_ok']}/{r['n']} vs {b['n_not_ok']}/{b['n']}"
                               + ("; equal rates: nothing to detect" if rate_a == rate_b else ""))})
     return pd.DataFrame(rows, columns=COLUMNS)

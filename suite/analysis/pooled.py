@@ -69,7 +69,8 @@ def pooled_sd(strata: Sequence[dict[Hashable, dict[Hashable, float]]]) -> tuple[
     return (math.sqrt(rss / dof), float(dof))
 
 
-def fitted_arms(arms: dict[Hashable, dict[Hashable, float]], baseline: Hashable) -> dict[Hashable, dict[Hashable, float]]:
+def fitted_arms(arms: dict[Hashable, dict[Hashable, float]],
+                baseline: Hashable) -> dict[Hashable, dict[Hashable, float]]:
     """The arms of one stratum that carry noise: without arms whose scores are all equal (e.g. every run
     at chance) or whose seed-matched differences from ``baseline`` are all equal (the same model twice)."""
     base = arms.get(baseline, {})

@@ -178,7 +178,8 @@ def summarize(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.
     frame["acc_diff_ci_low"] = [c[0] for c in clipped]
     frame["acc_diff_ci_high"] = [c[1] for c in clipped]
     frame["acc_diff_ci_clipped"] = [c[2] for c in clipped]
-    frame["acc_verdict"] = [pooled.verdict(e, p, n) for e, p, n in zip(frame["acc_diff"], frame["acc_p_adj"], frame["_seeds"])]
+    frame["acc_verdict"] = [pooled.verdict(e, p, n)
+                            for e, p, n in zip(frame["acc_diff"], frame["acc_p_adj"], frame["_seeds"])]
     for rate in RATES:
         adjust_family(frame, keys, f"{rate}_p")
     return frame[keys + COLUMNS]

@@ -256,7 +256,8 @@ def test_score_interval_by_hand():
     p_low, p_high = stats.wilson_interval(2, 3)
     m_low, m_high = stats.t_interval([0.6, 0.7])
     low, high = stats.score_interval([0.6, 0.7, 0.1], [True, True, False], 0.1)
-    assert low == pytest.approx(0.1 + p_low * (max(m_low, 0.1) - 0.1)) and high == pytest.approx(0.1 + p_high * (1.0 - 0.1))
+    assert low == pytest.approx(0.1 + p_low * (max(m_low, 0.1) - 0.1))
+    assert high == pytest.approx(0.1 + p_high * (1.0 - 0.1))
     assert m_low < 0.1  # the ok runs' lower limit is clipped at chance
     assert stats.score_interval([0.1, 0.1], [False, False], 0.1)[0] == pytest.approx(0.1)
     # one ok run of 4: its mean is unknown within [chance, 1]
