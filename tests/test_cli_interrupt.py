@@ -61,3 +61,31 @@ def test_ctrl_c_while_suite_analyze_analyses(folder):
     code, err = interrupt([sys.executable, "-c", script], lambda p: p.stdout.readline())
     assert code == 130 and "Traceback" not in err, err
     assert err.strip().splitlines() == [LAST]
+
+
+def test_sigterm_while_suite_analyze_draws_leaves_no_temp_file(folder):
+    """SIGTERM (a scheduler's kill, `timeout`) unwinds `suite analyze` like Ctrl-C: every atomic write on
+    the way out removes its temp file, so figures/ holds no .*.tmp; one line, exit 143."""
+    from suite.analysis.analyze import analyze
+
+    analyze(folder, figures=False)  # runs.csv and tables first: the second analysis spends its time drawing
+    figures = folder / "figures"
+
+    def drawing(proc: subprocess.Popen) -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if figures.is_dir() and any(figures.iterdir()):
+                return
+            time.sleep(0.01)
+
+    proc = subprocess.Popen([sys.executable, "-m", "suite", "analyze", str(folder)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    drawing(proc)
+    if proc.poll() is not None:
+        pytest.skip("the analysis finished before the signal could be sent")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1].startswith("terminated: suite analyze stopped (SIGTERM)")
+    assert "Traceback" not in err
+    assert not [p.name for p in figures.glob(".*")]

@@ -468,6 +468,7 @@ table{border-collapse:collapse;margin:.6em 0;font-size:13px} td,th{border:1px so
 th{background:#f4f4f4} .meta,.caption{color:#555} .warn{background:#fff3cd;padding:.4em .6em}
 nav{background:#f7f7f7;padding:.3em 1em;border-radius:6px} nav ol{margin:.3em 0;columns:2}
 #answer{background:#eef5ff;padding:.2em 1em 1em;border-radius:6px}
+.tables{display:flex;flex-wrap:wrap;gap:0 1.5em;align-items:flex-start} .tbl h4{margin:.8em 0 .2em;font-size:14px}
 .legend{font-size:13px;color:#444;border-left:3px solid #ddd;padding-left:.8em}
 figure{margin:.6em 0} figcaption{color:#555;font-size:13px} details{margin:.8em 0}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:.5em}
@@ -541,17 +542,17 @@ PAGE = _ENV.from_string("""<!DOCTYPE html>
 {% for t in tables %}
 <section id="{{ t.id }}"><h3>{{ t.title }}</h3><p class="caption">{{ t.caption }} (method: <code>{{ t.doc }}</code>; files:
 {%- for kind, href in t.links %} {{ a(href, kind) }}{{ "," if not loop.last }}{% endfor %})</p>
-{% for html in t.tables %}{{ html }}{% endfor %}
+<div class="tables">{% for html in t.tables %}<div class="tbl">{{ html }}</div>{% endfor %}</div>
 <div class="legend"><p><strong>How to read these tables</strong></p>{{ t.legend }}</div></section>
 {% endfor %}
 </section>
 {% endif %}
 {% for part, html in findings %}
 <section id="findings-{{ part.name }}"><h2>{{ part.title }}</h2>
-{{ html }}
+{% if part.name == "exploratory" %}<details><summary>Every scheme against the baseline, cell by cell: estimates with simultaneous intervals, not verdicts (click to show)</summary>{{ html }}</details>{% else %}{{ html }}{% endif %}
 </section>
 {% endfor %}
-<section id="runs"><h2>Runs</h2><p>Each run id links to its resolved <code>config.yaml</code>, each curve (training loss by step) to its <code>metrics.jsonl</code>, where the run folders are present.</p><table><thead><tr>
+<section id="runs"><h2>Runs</h2><details><summary>{{ provenance.n }} runs ({{ provenance.statuses }}): click to list them</summary><p>Each run id links to its resolved <code>config.yaml</code>, each curve (training loss by step) to its <code>metrics.jsonl</code>, where the run folders are present.</p><table><thead><tr>
 {%- for h in runs.head %}<th>{{ h }}</th>{% endfor %}</tr></thead><tbody>
 {% for r in runs.rows %}
 <tr><td>{{ a(r.href, r.id) }}</td>{% for c in r.cells %}<td>{{ c }}</td>{% endfor %}<td><span class="st-{{ r.status }}">{{ r.status }}</span></td>
@@ -559,6 +560,6 @@ PAGE = _ENV.from_string("""<!DOCTYPE html>
 {%- if r.curve %}{% set svg %}<svg class="spark" width="120" height="24" viewBox="0 0 120 24" role="img" aria-label="loss"><polyline fill="none" stroke="#1f77b4" stroke-width="1.2" points="{{ r.curve }}"/></svg>{% endset %}{{ a(r.curve_href, svg) }}{% endif -%}
 </td><td>{{ r.error }}</td></tr>
 {% endfor %}
-</tbody></table></section>
+</tbody></table></details></section>
 </body></html>
 """)

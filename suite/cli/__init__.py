@@ -20,6 +20,7 @@ import argparse
 import importlib
 import os
 import re
+import signal
 import sys
 
 # name -> (module, one-line help)
@@ -77,10 +78,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(BaseException):
+    """SIGTERM in a command that writes its files in this process (:data:`CLEAN_ON_TERM`): raised from
+    the signal handler so that every ``atomic_write`` on the way out removes its temp file."""
+
+
+CLEAN_ON_TERM = ("analyze", "report")  # one process, no workers: a SIGTERM unwinds it like Ctrl-C
+
+
+def _on_term(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         return _dispatch(argv)
+    except Terminated:
+        command = next((a for a in argv if a in COMMANDS), "")
+        print(f"\nterminated: suite {command} stopped (SIGTERM); no half-written file is left", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:  # Ctrl-C, also while a subcommand's libraries load: finished work is kept
         command = next((a for a in argv if a in COMMANDS), None)
         print(f"\ninterrupted: suite {command} stopped (Ctrl-C)" if command else "\ninterrupted: suite stopped (Ctrl-C)",
@@ -97,6 +114,8 @@ def _dispatch(argv: list[str]) -> int:
     if known.command is None:
         parser.print_help()
         return 0
+    if known.command in CLEAN_ON_TERM and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_term)
     module = importlib.import_module(known._module)
     sub = Parser(prog=f"suite {known.command}", description=COMMANDS[known.command][1])
     module.add_arguments(sub)
