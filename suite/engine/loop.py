@@ -397,6 +397,8 @@ class Training:
 
     def log(self, record: dict[str, Any]) -> None:
         self.metrics.write(store.metrics_line(record))
+        if record.get("kind") == "train":  # every log_every steps: progress lines (and a killed run) see it
+            self.metrics.flush()
         if self.run.trackers is not None:
             self.run.trackers.log(record)
 

@@ -13,20 +13,6 @@ from suite.sweep.folder import RunnerError
 from suite.sweep.spec import Run
 
 
-def auto_device(backend: str, ray_address: str | None = None, ray_timeout: float = 30.0) -> str:
-    """``cuda`` when the runs will get GPUs (torch sees one here; the Ray cluster has some), else ``cpu``.
-
-    Raises:
-        RunnerError: Ray is not installed or does not connect.
-    """
-    if backend == "ray":
-        from suite.sweep.ray_backend import connect, has_gpus
-
-        connect(ray_address, ray_timeout)
-        return "cuda" if has_gpus() else "cpu"
-    return "cuda" if visible_gpus() else "cpu"
-
-
 def resolve_runs(runs: list[Run], device: str | None, auto: str | Callable[[], str]) -> list[Run]:
     """Each run with ``train.precision: auto`` made concrete for where it executes, its run id computed
     from that (:func:`suite.config.resolve_precision`); everything downstream takes this id as given.
@@ -34,7 +20,7 @@ def resolve_runs(runs: list[Run], device: str | None, auto: str | Callable[[], s
     Args:
         runs: as expanded from the ablation.
         device: ``--device`` (overrides every run's), or None.
-        auto: the device type ``auto`` resolves to (:func:`auto_device`), or a function giving it,
+        auto: the device type ``auto`` resolves to (each backend's ``auto_device``), or a function giving it,
             called only if some run needs it.
 
     Raises:

@@ -352,13 +352,18 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -
 
     # Each cell (variant x grid point) is built and validated once; its seeds only copy it.
     cells = []
+    reference: RunConfig | None = RunConfig()  # what every variant shares: a scheme option set here is allowed
+    try:
+        apply_dict(reference, nest(base), src)
+    except ConfigError:
+        reference = None  # reported with the base's own problems
     for vname, over in variants.items():
         for values in itertools.product(*grid.values()):
             point = dict(zip(grid, values))
             cfg = RunConfig()
             apply_dict(cfg, nest({**base, **point, **over}), src)
             try:
-                validate(cfg, source=src)
+                validate(cfg, source=f"{src}: variants.{vname}", reference=reference)
             except ConfigError as err:
                 problems.append(str(err))
                 continue

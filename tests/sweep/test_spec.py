@@ -265,3 +265,24 @@ def test_suite_config_prints_the_resolved_run_config_that_suite_run_would_make(t
         assert main(["config", *argv]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, err
+
+
+def test_a_variant_setting_an_option_its_scheme_ignores_is_refused(tmp_path):
+    """model.layerscale.init on a preln variant would be a second run id for the same computation; set in the
+    base, shared by every variant (mechanisms.yaml's model.base_depth), it is allowed."""
+    path = tmp_path / "a.yaml"
+    path.write_text(textwrap.dedent("""\
+        name: a
+        base: {data: {name: mnist5k}, model: {depth: 2, dim: 16, heads: 2, patch_size: 7}, train: {steps: 2}}
+        grid: {train.lr: [0.001]}
+        variants:
+          preln: {model.residual: preln, model.layerscale.init: 0.1}
+          ls: {model.residual: layerscale}
+        seeds: 1
+    """))
+    with pytest.raises(SpecError) as err:
+        load_ablation(path)
+    assert any("variants.preln" in line and "model.layerscale.init" in line for line in err.value.problems)
+    path.write_text(path.read_text().replace("model.layerscale.init: 0.1}", "}").replace(
+        "model: {depth: 2,", "model: {layerscale: {init: 0.1}, depth: 2,"))
+    assert len(load_ablation(path).runs) == 2
