@@ -2,13 +2,16 @@
 
 ``load.py`` (summaries and curves back from a results folder), ``score.py`` (how every finished run
 scores: one rule), ``grouping.py`` (which runs form a group, table sections), ``stats.py`` (pure
-statistical functions), ``summary.py`` (per-group rates, intervals, tests), ``lr.py`` (each scheme at
+statistical functions), ``summary.py`` (per-group rates, intervals, tests), ``pooled.py``
+(comparisons with few seeds: a pooled SD, intervals within a score's range, verdict words from 4
+seeds), ``lr.py`` (each scheme at
 its best learning rate, LR sensitivity, the stability frontier), ``doseresponse.py`` (the frontier as
 a dose-response fit, and two schemes' frontiers as a ratio), ``primary.py`` (the ablation's declared
 comparison, tested alone; its words in ``primary_text.py``), ``coprimary.py`` (several declared
 comparisons, one Holm family), ``sequential.py`` (group-sequential looks at it), ``crossfit.py``
 (best-rate comparisons cross-fitted over halves of the seeds), ``survival.py`` (time to learn:
-Kaplan-Meier, log-rank), ``transfer.py`` (does the best rate transfer across depth), ``regression.py`` and
+Kaplan-Meier, log-rank), ``transfer.py`` (does the best rate transfer across depth; ``lrpeak.py``:
+where a validation curve peaks and the jackknife of that peak's slope over depth), ``regression.py`` and
 ``trends.py`` (trends with depth), ``robust.py`` (rliable-style aggregates across cells),
 ``propagation.py`` (``suite propagate`` runs), ``plan.py`` (seeds needed: ``suite plan``),
 ``markup.py`` and ``tables.py`` (Markdown / LaTeX / CSV tables; markup also turns Markdown into the

@@ -27,7 +27,7 @@ from suite.analysis.products import FINDINGS, Analysis, FindingsSection
 from suite.analysis.primary_text import paragraph
 from suite.analysis.stats import fisher_min_p
 from suite.analysis.survival import first_eval_line, uninformative
-from suite.analysis.transfer import TRANSFER_MARGIN, reading
+from suite.analysis.transfer import DRIFT, READINGS, TRANSFER_MARGIN, reading
 
 ALPHA = 0.05
 
@@ -59,9 +59,12 @@ def score_line(row: pd.Series, base: pd.Series) -> str:
     if not row["acc_test"]:
         return f"{_where(row)}: score not compared (no runs to score on one side)"
     test = row["acc_test"] + (f" on {row['acc_pairs']} seed pairs" if row["acc_pairs"] else "")
+    clipped = ", clipped to what two scores can differ by" if row.get("acc_diff_ci_clipped") is True else ""
+    few = "; fewer than 4 seeds per arm: an estimate, no verdict" if row.get("acc_verdict") == "too few seeds" else ""
+    interval = _interval(row['acc_diff_ci_low'], row['acc_diff_ci_high'], row['acc_p_m'])
     return (f"{_where(row)}: score {100 * row['acc_mean']:.1f}% vs {100 * base['acc_mean']:.1f}%, difference "
-            f"{_points(row['acc_diff'])} points ({_interval(row['acc_diff_ci_low'], row['acc_diff_ci_high'], row['acc_p_m'])}; "
-            f"{test}, {_adj(row['acc_p_adj'], row['acc_p_m'])})")
+            f"{_points(row['acc_diff'])} points ({interval}{clipped}; {test}, "
+            f"{_adj(row['acc_p_adj'], row['acc_p_m'])}{few})")
 
 
 def rate_line(row: pd.Series, base: pd.Series) -> str:
@@ -192,7 +195,7 @@ def _lr_section(lr: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
     return lines + ["### At each learning rate", ""]
 
 
-def transfer_lines(rows: pd.DataFrame) -> list[str]:
+def transfer_lines(rows: pd.DataFrame, baseline: str = "the baseline") -> list[str]:
     """One scheme's learning-rate transfer in words: its best rate by depth, the slope, the regret."""
     r0 = rows.iloc[0]
     by_depth = ", ".join(f"{fmt_rate(r['best_lr'])} at depth {fmt_value(r[DEPTH])}"
@@ -201,20 +204,15 @@ def transfer_lines(rows: pd.DataFrame) -> list[str]:
     if not by_depth:
         return ["no depth has a seed scored at every rate"]
     out = [f"best rate {by_depth}"]
-    words = {
-        "falls with depth": "the best rate falls with depth",
-        "rises with depth": "the best rate rises with depth",
-        "transfers": f"within +/-{TRANSFER_MARGIN}: the rate transfers (it moves by less than a factor "
-                     f"{2 ** TRANSFER_MARGIN:.2f} per doubling of depth)",
-        "undecided": "undecided: the interval contains 0 but allows a larger shift; more seeds or depths decide it",
-        "at the grid's edge": "no verdict: a best rate is at the edge of the grid, so the slope is bounded by it "
-                              "(`suite run --refine` extends the grid)",
-        "no interval": "no interval: a depth has one seed",
-    }
     verdict = reading(rows)
     if verdict:
         ci = "" if math.isnan(r0["slope_low"]) else f" [{r0['slope_low']:+.2f}, {r0['slope_high']:+.2f}]"
-        out.append(f"slope of log(best rate) on log(depth) {r0['slope']:+.2f}{ci}: {words[verdict]}")
+        out.append(f"slope of log(peak rate) on log(depth) {r0['slope']:+.2f}{ci}: {READINGS[verdict]}")
+    if isinstance(r0.get("drift_vs_base"), str) and r0["drift_vs_base"]:
+        ci = ("" if math.isnan(r0["slope_vs_base_low"])
+              else f" [{r0['slope_vs_base_low']:+.2f}, {r0['slope_vs_base_high']:+.2f}]")
+        out.append(f"slope minus the baseline's {r0['slope_vs_base']:+.2f}{ci}: "
+                   f"{DRIFT[r0['drift_vs_base']].format(base=baseline)}")
     deep = rows[rows[DEPTH] != r0["shallow_depth"]]
     for _, r in deep.iterrows():
         if math.isnan(r["regret"]):
@@ -233,23 +231,27 @@ def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[
     skeys = section_keys(rest)
     lines = ["## Learning-rate transfer across depth", "",
              "Does the rate tuned at the shallowest depth stay best when the network is deeper? Best rates chosen on "
-             "validation, regret on test; 95% percentile-bootstrap intervals over seeds (exploratory; with few seeds "
-             "they under-cover). Tables: tables/transfer.md; figures: best_lr_vs_depth, val_vs_lr_by_depth.", ""]
+             "validation, regret on test, each with a 95% percentile-bootstrap interval over seeds (descriptions: with "
+             "few seeds they under-cover); the slope of the peak rate on depth with a 95% jackknife interval over "
+             "seeds, read only from 4 seeds (docs/statistics.md gives its simulated error rates). Tables: "
+             "tables/transfer.md; figures: best_lr_vs_depth, val_vs_lr_by_depth.", ""]
     verdicts: dict[str, list[str]] = {}
     for label, part in sections(tr, [k for k in keys if k != LR]):
         if skeys:
             lines += [f"### {', '.join(f'{k} = {fmt_value(v)}' for k, v in zip(skeys, label))}", ""]
         for variant in variant_order(list(part["variant"]), baseline):
             rows = part[part["variant"] == variant]
-            lines += [f"**{variant}**:", ""] + [f"- {t}" for t in transfer_lines(rows)] + [""]
+            lines += [f"**{variant}**:", ""] + [f"- {t}" for t in transfer_lines(rows, baseline)] + [""]
             verdicts.setdefault(reading(rows), []).append(str(variant))
     said = {"transfers": f"Best rate within a factor {2 ** TRANSFER_MARGIN:.2f} per doubling of depth over the whole "
-                         f"bootstrap interval (exploratory)",
+                         f"jackknife interval (exploratory)",
             "falls with depth": "Best rate falls with depth (retune when deeper)",
             "rises with depth": "Best rate rises with depth (retune when deeper)",
             "undecided": "Undecided (the slope's interval contains 0 but allows a larger shift)",
             "at the grid's edge": "No verdict, a best rate at the grid's edge",
-            "no interval": "No interval (one seed)"}
+            "no interval": "No interval",
+            "too few seeds": "No verdict, fewer than 4 seeds at some depth",
+            "grid too coarse": "No transfer verdict, the grid of rates too coarse for the margin"}
     summary = " ".join(f"{text}: {', '.join(verdicts[key])}." for key, text in said.items() if verdicts.get(key))
     return lines[:4] + ([summary, ""] if summary else []) + lines[4:]
 

@@ -15,7 +15,7 @@ import pandas as pd
 from suite.analysis import robust
 from suite.analysis.trends import MIN_PAIRS
 from suite.analysis.survival import first_eval_line, uninformative
-from suite.analysis.transfer import reading
+from suite.analysis.transfer import DRIFT, reading
 from suite.analysis.grouping import DEPTH, LR, section_keys, sections, sort_value, variant_order
 from suite.analysis.markup import (MD, TEX, Markup, Table, _fmt_ms, _section_title, fmt_rate, fmt_value, missing,
                                    render_md, render_tex, slug)
@@ -77,7 +77,7 @@ def accuracy_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: Ma
             acc = _pct(r["acc_mean"])
             acc = m.bold(acc) if acc == best else acc
             acc += " " + (m.esc("[no interval: 1 run]") if r["acc_n"] == 1 else _ci(m, r["acc_ci_low"], r["acc_ci_high"]))
-            acc += m.dagger if r["acc_p_adj"] < ALPHA else ""
+            acc += m.dagger if r.get("acc_verdict") in ("higher", "lower") else ""
         counts = f"not ok {r['n_not_ok']}/{r['n']}" + (m.ddagger if r["not_ok_p_adj"] < ALPHA else "")
         counts += f"{m.sep}err {r['n_error']}" if r["n_error"] else ""
         return m.lines([acc, counts])
@@ -87,13 +87,14 @@ def accuracy_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: Ma
         return [
             f"Cell: the score, the mean test score ({m.esc('%')}) of every run that did not error: an "
             f"{m.code('ok')} run at its test accuracy, a {m.code('diverged')} or {m.code('failed')} run at chance "
-            f"(1/classes) [95{m.esc('%')} interval for a mixture with runs at chance: Wilson for P(ok) times "
-            f"Student-t for the ok runs, each at 97.5{m.esc('%')}]; not ok k/n: runs that diverged "
-            f"or failed among the n that did not error; err k: runs that raised an error, left out. "
+            f"(1/classes) [95{m.esc('%')} interval: Student-t when every run is ok; for a mixture with runs at "
+            f"chance, Wilson for P(ok) times Student-t for the ok runs, each at 95{m.esc('%')}]; not ok k/n: runs "
+            f"that diverged or failed among the n that did not error; err k: runs that raised an error, left out. "
             f"tables/summary.csv also has the survivors-only accuracy (ok_acc_*) and the diverged and failed "
             f"rates separately.",
             f"{m.dagger} accuracy differs from {b} in the same column: paired t-test on seed-matched "
-            f"differences (Welch's t-test where the seeds do not match); {m.ddagger} not-ok rate differs "
+            f"differences (Welch's t-test where the seeds do not match; below 4 seed pairs with the section's pooled "
+            f"SD, and no mark: too few seeds for a verdict); {m.ddagger} not-ok rate differs "
             f"(Fisher's exact test, two-sided); both exploratory, at Bonferroni-adjusted p {m.esc('<')} {ALPHA} "
             f"over this table's score tests and, separately, its rate tests. Bold: best score per column. "
             f"{m.dash}: no run to score.",
@@ -321,23 +322,29 @@ def slope_tables(tr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) ->
 
     def cells(r: pd.Series, is_base: bool) -> list[str]:
         if missing(r["slope"]):
-            return [m.dash, m.dash]
+            return [m.dash, m.dash, m.dash]
         rows = tr[tr["variant"] == r["variant"]]
         for k in fkeys:
             if k not in ("variant", DEPTH):
                 rows = rows[rows[k] == r[k]]
         ci = "[no interval]" if missing(r["slope_low"]) else f"[{r['slope_low']:+.2f}, {r['slope_high']:+.2f}]"
-        return [m.esc(f"{r['slope']:+.2f} {ci}"), m.esc(f"{reading(rows)} ({int(r['slope_depths'])} depths)")]
+        vs = m.dash
+        if not is_base and isinstance(r.get("drift_vs_base"), str) and r["drift_vs_base"]:
+            vci = ("" if missing(r["slope_vs_base_low"])
+                   else f" [{r['slope_vs_base_low']:+.2f}, {r['slope_vs_base_high']:+.2f}]")
+            vs = m.esc(f"{r['slope_vs_base']:+.2f}{vci}: " + DRIFT[r["drift_vs_base"]].format(base=baseline))
+        return [m.esc(f"{r['slope']:+.2f} {ci}"), m.esc(f"{reading(rows)} ({int(r['slope_depths'])} depths)"), vs]
 
     notes = [
-        f"Slope: least-squares slope of log(best rate) on log(depth) [95{m.esc('%')} percentile bootstrap over seeds]; "
+        f"Slope: least-squares slope of log(peak rate) on log(depth) [95{m.esc('%')} jackknife interval over seeds]; "
         f"0 = the best rate does not move with depth, -1 = it halves when the depth doubles. transfers: the whole "
-        f"interval within {m.esc('+/-')}0.5; falls / rises: it excludes 0; undecided: it contains 0 but allows more; "
-        f"at the grid's edge: a best rate is the smallest or largest tested, so the grid bounds the slope. "
-        f"Exploratory.",
+        f"interval strictly within {m.esc('+/-')}0.75; falls / rises: it excludes 0; undecided: it contains 0 but "
+        f"allows more; grid too coarse: one grid step moves the slope by 0.75 or more; too few seeds: fewer than 4 "
+        f"at some depth; at the grid's edge: a best rate is the smallest or largest tested, so the grid bounds the "
+        f"slope. Exploratory.",
     ]
     return _row_tables(first, fkeys, baseline, m, "Best-rate slope over depth", "tab:slope",
-                       ["slope [95% CI]", "reading"], cells, notes)
+                       ["slope [95% CI]", "reading", "minus the baseline's slope [95% CI]"], cells, notes)
 
 
 def propagation_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:

@@ -124,16 +124,18 @@ def test_summary_values(grid):
     assert list(summary["variant"]) == ["preln", "preln", "layerscale", "layerscale", "rezero", "rezero"]
     assert (ls6["n"], ls6["n_ok"], ls6["n_error"]) == (3, 3, 1)  # the error run is out of the rates
     assert base6["acc_mean"] == pytest.approx(0.91) and base6["acc_std"] == pytest.approx(0.01)
-    # the interval for a mixture: Wilson P(ok) at 97.5% times the ok runs' t interval at 97.5%
-    assert (base6["acc_ci_low"], base6["acc_ci_high"]) == pytest.approx(
-        stats.score_interval([0.90, 0.91, 0.92], [True] * 3, 0.1))
+    # every run ok: the t interval of the scores
+    assert (base6["acc_ci_low"], base6["acc_ci_high"]) == pytest.approx(stats.t_interval([0.90, 0.91, 0.92]))
     # One score: diverged and failed runs at chance (1/10), ok runs as measured; survivors apart.
     assert base12["acc_mean"] == pytest.approx(0.1) and base12["acc_n"] == 3 and base12["ok_acc_n"] == 0
     assert ls12["acc_mean"] == pytest.approx((0.92 + 0.93 + 0.1) / 3)
     assert ls12["ok_acc_mean"] == pytest.approx(0.925) and ls12["ok_acc_n"] == 2
     # Paired t-tests on seed-matched differences, not Welch.
     ls6_acc, base6_acc = [0.93, 0.95, 0.95], [0.90, 0.91, 0.92]
-    assert ls6["acc_test"] == "paired t" and ls6["acc_pairs"] == 3
+    # 3 pairs, every run ok: the SD pooled over the table's all-ok arms (here only depth 6's two: 2 df, the
+    # paired t's own); layerscale at 12 has a failed run and keeps its own paired t
+    assert ls6["acc_test"] == "paired t, pooled SD (2 df)" and ls6["acc_pairs"] == 3 and ls6["acc_diff_df"] == 2
+    assert ls12["acc_test"] == "paired t" and ls6["acc_verdict"] == ls12["acc_verdict"] == "too few seeds"
     assert ls6["acc_p"] == pytest.approx(sps.ttest_rel(ls6_acc, base6_acc).pvalue)
     # the printed interval is simultaneous over the table's 2 score tests: 97.5%, which agrees with Bonferroni
     ci = sps.ttest_rel(ls6_acc, base6_acc).confidence_interval(1 - 0.05 / 2)
@@ -202,7 +204,7 @@ def test_markdown_cells(grid):
     floor_high = 100 * stats.score_interval([0.1] * 3, [False] * 3, 0.1)[1]
     assert (f"| preln (baseline) | 91.0 [{low:.1f}, {high:.1f}]<br>not ok 0/3 | 10.0 [10.0, {floor_high:.1f}]<br>"
             f"not ok 3/3 | not run |") in md
-    assert "**94.3** [" in md and "]†<br>not ok 0/3 · err 1" in md  # best at depth 6, Bonferroni p < 0.05
+    assert "**94.3** [" in md and "]<br>not ok 0/3 · err 1" in md  # best at depth 6; 3 seeds: no mark
     assert "**65.0** [" in md and "<br>not ok 1/3" in md  # a failed run scores chance
     assert "85.0 [no interval: 1 run]<br>not ok 0/1" in md
     assert "No `preln` runs at depth 24: no tests there." in md
@@ -213,7 +215,7 @@ def test_latex_is_escaped_and_compiles(grid, tmp_path):
     quiet_analyze(grid)
     tex = (grid / "tables" / "summary.tex").read_text()
     assert r"\toprule" in tex and r"\textbf{94.3}" in tex and r"$^{\dagger}$" in tex
-    assert "---" in tex and r"score (\%)" in tex and r"[95\% interval for a mixture" in tex
+    assert "---" in tex and r"score (\%)" in tex and r"[95\% interval: Student-t when every run is ok" in tex
     if shutil.which("pdflatex") is None:
         pytest.skip("pdflatex not installed")
     (tmp_path / "doc.tex").write_text(report.standalone_latex(tex))
@@ -327,8 +329,9 @@ def test_findings_without_a_primary_are_estimates_without_verdicts(grid):
     summary = pd.read_csv(grid / "tables" / "summary.csv")
     ls6 = summary[(summary["variant"] == "layerscale") & (summary["model.depth"] == 6)].iloc[0]
     assert (f"- depth 6: score 94.3% vs 91.0%, difference +3.3 points (simultaneous 95% CI "
-            f"[{100 * ls6['acc_diff_ci_low']:+.1f}, {100 * ls6['acc_diff_ci_high']:+.1f}]; paired t on 3 seed pairs, "
-            f"adjusted p = 0.020, Bonferroni x2)") in text
+            f"[{100 * ls6['acc_diff_ci_low']:+.1f}, {100 * ls6['acc_diff_ci_high']:+.1f}]; paired t, pooled SD (2 df) "
+            f"on 3 seed pairs, adjusted p = 0.020, Bonferroni x2; fewer than 4 seeds per arm: an estimate, "
+            f"no verdict)") in text
     assert ("- depth 12: not ok 1/3 vs 3/3 (Fisher's exact test, adjusted p = 1.000, Bonferroni x3; 3 vs 3 runs can "
             "reach p = 0.10 at best, so no rate difference can show here)") in text
     assert "- depth 6: score 85.0% vs 91.0%, difference -6.0 points (no interval; Welch t, no test)" in text
