@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from suite.analysis import crossfit, doseresponse, stats
+from suite.analysis import crossfit, doseresponse, pooled, stats
 from suite.analysis.grouping import LR, adjust_family, group_of, ordered_groups, sort_value
 from suite.analysis.score import chance as chance_of
 from suite.analysis.score import score, selection_split
@@ -58,10 +58,10 @@ COLUMNS = [
     "best_lr", "best_lr_at_edge", "val_at_best", "above_chance",
     "test_n", "test_mean", "test_ci_low", "test_ci_high",
     "test_pairs", "test_diff", "test_diff_ci_low", "test_diff_ci_high", "test_diff_sd", "test_p", "test_p_adj",
-    "test_p_m", "test_xfit_mean", "test_xfit_base_mean", "test_xfit_lrs", "test_xfit_base_lrs",
+    "test_p_m", "test_diff_ci_clipped", "test_verdict", "test_xfit_mean", "test_xfit_base_mean", "test_xfit_lrs", "test_xfit_base_lrs",
     "best_lr_agree",
     "sens_lr_min", "sens_lr_max", "sens_n_lr", "sens_n", "sens_mean", "sens_ci_low", "sens_ci_high",
-    "sens_diff", "sens_diff_ci_low", "sens_diff_ci_high", "sens_p", "sens_p_adj", "sens_p_m",
+    "sens_diff", "sens_diff_ci_low", "sens_diff_ci_high", "sens_diff_ci_clipped", "sens_p", "sens_p_adj", "sens_p_m",
     "lr_stable_max", "censored", "lr50", "lr50_ci_low", "lr50_ci_high", "lr50_censored", "frontier_p",
     "frontier_p_adj", "frontier_p_m",
 ]
@@ -244,6 +244,13 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
     adjust_family(frame, rest, "test_p", diffs["test"], "test_diff")
     adjust_family(frame, rest, "sens_p", diffs["sens"], "sens_diff")
     adjust_family(frame, rest, "frontier_p")
+    for name in ("test", "sens"):  # no interval past what a difference can be: +/-1 (100 points, 100%)
+        ends = [pooled.clip(lo, hi, 1.0) for lo, hi in zip(frame[f"{name}_diff_ci_low"], frame[f"{name}_diff_ci_high"])]
+        frame[f"{name}_diff_ci_low"] = [e[0] for e in ends]
+        frame[f"{name}_diff_ci_high"] = [e[1] for e in ends]
+        frame[f"{name}_diff_ci_clipped"] = [e[2] for e in ends]
+    seeds = [int(pairs) if pairs == pairs and pairs > 0 else int(n) for pairs, n in zip(frame["test_pairs"], frame["test_n"])]
+    frame["test_verdict"] = [pooled.verdict(d, p, k) for d, p, k in zip(frame["test_diff"], frame["test_p_adj"], seeds)]
     return frame[rest + COLUMNS]
 
 

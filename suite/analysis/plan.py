@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from suite.analysis import coprimary, primary, stats
+from suite.analysis import coprimary, crossfit, primary, stats
 from suite.analysis.grouping import DEPTH, choose_baseline, group_keys
 from suite.analysis.load import load_runs
 from suite.analysis.lr import lr_table
@@ -79,8 +79,15 @@ def _primary_row(answer: primary.Answer, effect: float, power: float) -> dict[st
         return {"comparison": declared.describe(), "endpoint": "frontier", "role": role, "alpha": alpha,
                 "pairs": answer.seeds, "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
                 "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": math.nan, "note": note}
-    return _row(declared.describe(), declared.endpoint, role, alpha, answer.n_pairs, answer.sd,
-                declared.margin or effect, power)
+    row = _row(declared.describe(), declared.endpoint, role, alpha, answer.n_pairs, answer.sd,
+               declared.margin or effect, power)
+    if answer.test == crossfit.TEST:  # each half chooses for the other: the SD of n - 2 df, the power of n / 2
+        n = answer.n_pairs
+        row["planning_sd"] = stats.sd_upper(answer.sd, n - 2) if n >= 3 else math.nan
+        row["seeds_needed_point"] = 2 * stats.paired_seeds_needed(row["effect"], answer.sd, power, alpha)
+        row["seeds_needed"] = 2 * stats.paired_seeds_needed(row["effect"], row["planning_sd"], power, alpha)
+        row["note"] = (row["note"] + "; " if row["note"] else "") + "cross-fitted: twice the seeds of a paired t"
+    return row
 
 
 def plan_table(root: str | Path, effect: float = 0.05, power: float = 0.8, baseline: str | None = None) -> pd.DataFrame:

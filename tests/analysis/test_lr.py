@@ -66,3 +66,15 @@ def test_the_best_rate_difference_is_cross_fitted(tmp_path):
     assert row["test_xfit_base_mean"] == pytest.approx(base.mean())
     assert row["test_diff"] == pytest.approx((scheme - base).mean()) and row["test_pairs"] == 3
     assert not math.isnan(row["test_p"]) and "test_diff_boot_low" not in row  # the selection bootstrap is gone
+    assert row["test_verdict"] == "too few seeds"  # 3 seed pairs: an estimate, no verdict word
+
+
+def test_no_best_rate_interval_reaches_past_100_points(tmp_path):
+    """Four seeds that disagree within each half (seeds 0, 2 and 1, 3): on 2 degrees of freedom the t interval
+    of the cross-fitted difference runs past +/-1; it is clipped there, and the clip is recorded."""
+    for seed, (a, b) in enumerate([(0.95, 0.10), (0.90, 0.10), (0.10, 0.95), (0.10, 0.90)]):
+        write_run(tmp_path, "layerscale", 6, seed, lr=2e-3, acc=a)
+        write_run(tmp_path, "preln", 6, seed, lr=2e-3, acc=b)
+    row = lr_table(load_runs(tmp_path), KEYS, "preln").set_index("variant").loc["layerscale"]
+    assert -1.0 <= row["test_diff_ci_low"] and row["test_diff_ci_high"] <= 1.0
+    assert bool(row["test_diff_ci_clipped"])
