@@ -19,8 +19,10 @@ Sources: Dey et al. 2025, "Don't be lazy: CompleteP enables compute-efficient de
 ``completep``: ``model.py`` ``Block.forward`` and ``configure_optimizers``, at width multiplier 1, so
 the μP width terms are 1); α = 1/2 is the Depth-μP setting of Yang, Yu, Zhu and Hayou 2023
 ("Tensor Programs VI", arXiv:2310.02244: branch multiplier 1/√L and Adam learning rate η/√L) and
-Bordelon et al. 2023. The reference code scales ε for every parameter group alike; so do we. The
-suite does not scale width, so these are the depth rules alone.
+Bordelon et al. 2023. The suite scales ε for every parameter group alike; the reference code now
+scales it for the hidden groups only (docs/schemes.md says why the suite keeps its rule: the steps
+differ by a few parts in 100,000 at depth 48). The suite does not scale width, so these are the
+depth rules alone.
 """
 
 from __future__ import annotations
