@@ -9,8 +9,8 @@ its best learning rate, LR sensitivity, the stability frontier), ``doseresponse.
 a dose-response fit, and two schemes' frontiers as a ratio), ``primary.py`` (the ablation's declared
 comparison, tested alone; its words in ``primary_text.py``), ``coprimary.py`` (several declared
 comparisons, one Holm family), ``sequential.py`` (group-sequential looks at it), ``crossfit.py``
-(best-rate comparisons cross-fitted over halves of the seeds), ``survival.py`` (time to learn:
-Kaplan-Meier, log-rank), ``transfer.py`` (does the best rate transfer across depth; ``lrpeak.py``:
+(best-rate comparisons cross-fitted over halves of the seeds), ``gamma.py`` (LayerScale's γ per block
+over training), ``survival.py`` (time to learn: Kaplan-Meier, log-rank), ``transfer.py`` (does the best rate transfer across depth; ``lrpeak.py``:
 where a validation curve peaks and the jackknife of that peak's slope over depth), ``regression.py`` and
 ``trends.py`` (trends with depth), ``robust.py`` (rliable-style aggregates across cells),
 ``propagation.py`` (``suite propagate`` runs), ``plan.py`` (seeds needed: ``suite plan``),

@@ -20,7 +20,7 @@ import pandas as pd
 
 from suite import store
 from suite.analysis import markup as tables
-from suite.analysis import coprimary, primary, products
+from suite.analysis import coprimary, gamma, primary, products
 from suite.analysis import tables as paper
 from suite.analysis.grouping import choose_baseline, group_keys
 from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
@@ -75,8 +75,13 @@ def analyze(
     for kind in products.TABLES.values():
         frame = kind.frame(result)
         if frame is None or frame.empty:
+            for stale in (table_dir / f"{kind.name}.{fmt}" for fmt in FORMATS):  # an earlier analysis's
+                if stale.is_file() and not stale.is_symlink():
+                    stale.unlink()
             continue
         for fmt in formats:
+            if fmt != "csv" and not kind.tables:  # a table too long to typeset (gamma): CSV only
+                continue
             if fmt == "csv":
                 written.append(tables.write_csv(frame, table_dir / f"{kind.name}.csv"))
             else:
@@ -97,6 +102,11 @@ def analyze(
     summary.attrs.update(written=[str(p) for p in written], keys=result.keys, baseline=result.baseline,
                          **({} if result.propagation else {"primary": result.answer}))
     return summary
+
+
+def _has_run_folders(root: Path, runs: list[dict]) -> bool:
+    """Whether the runs were read from their run folders (not from ``runs.csv`` alone)."""
+    return any((root / str(r.get("run_dir") or "") / "summary.json").is_file() for r in runs[:50])
 
 
 def _remove_stale_figures(folder: Path, drawn: list[Path]) -> None:
@@ -146,6 +156,7 @@ def study(root: Path, baseline: str | None = None, by: list[str] | None = None, 
         "lr": lr_table(runs, keys, base),
         "learn": learn_table(runs, keys, base),
         "transfer": transfer_table(runs, keys, base),
+        "gamma": gamma.gamma_table(root, runs, keys) if _has_run_folders(root, runs) else gamma.read_back(root),
     }
     return products.Analysis(root, title, runs, keys, base, frames, _primary(root, runs))
 

@@ -147,7 +147,8 @@ def runs_from_csv(path: Path) -> list[dict[str, Any]]:
             warnings.warn(f"{path}, line {line}: skipped: {problem}", AnalysisWarning)
             continue
         runs.append(summary)
-    return sorted(runs, key=lambda r: str(r.get("run_dir")))  # the order of the summaries' paths, so sums agree to the bit
+    # the order of the summaries' paths, so that every sum agrees to the bit with the run folders' analysis
+    return sorted(runs, key=lambda r: str(r.get("run_dir")))
 
 
 def _cell(value: str | None, text: bool, integer: bool) -> Any:

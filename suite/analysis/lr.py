@@ -58,7 +58,8 @@ COLUMNS = [
     "best_lr", "best_lr_at_edge", "val_at_best", "above_chance",
     "test_n", "test_mean", "test_ci_low", "test_ci_high",
     "test_pairs", "test_diff", "test_diff_ci_low", "test_diff_ci_high", "test_diff_sd", "test_p", "test_p_adj",
-    "test_p_m", "test_diff_ci_clipped", "test_verdict", "test_xfit_mean", "test_xfit_base_mean", "test_xfit_lrs", "test_xfit_base_lrs",
+    "test_p_m", "test_diff_ci_clipped", "test_verdict", "test_xfit_mean", "test_xfit_base_mean", "test_xfit_lrs",
+    "test_xfit_base_lrs",
     "best_lr_agree",
     "sens_lr_min", "sens_lr_max", "sens_n_lr", "sens_n", "sens_mean", "sens_ci_low", "sens_ci_high",
     "sens_diff", "sens_diff_ci_low", "sens_diff_ci_high", "sens_diff_ci_clipped", "sens_p", "sens_p_adj", "sens_p_m",
@@ -249,7 +250,8 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
         frame[f"{name}_diff_ci_low"] = [e[0] for e in ends]
         frame[f"{name}_diff_ci_high"] = [e[1] for e in ends]
         frame[f"{name}_diff_ci_clipped"] = [e[2] for e in ends]
-    seeds = [int(pairs) if pairs == pairs and pairs > 0 else int(n) for pairs, n in zip(frame["test_pairs"], frame["test_n"])]
+    seeds = [int(pairs) if pairs == pairs and pairs > 0 else int(n)
+             for pairs, n in zip(frame["test_pairs"], frame["test_n"])]
     frame["test_verdict"] = [pooled.verdict(d, p, k) for d, p, k in zip(frame["test_diff"], frame["test_p_adj"], seeds)]
     return frame[rest + COLUMNS]
 

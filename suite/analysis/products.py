@@ -108,6 +108,9 @@ TABLES: dict[str, TableKind] = {t.name: t for t in (
               _frame("aggregate"), (paper.aggregate_tables,)),
     TableKind("learn", "Time to learn", "the step at which half of the runs have learned (Kaplan-Meier)",
               "time-to-learn", _frame("learn"), (paper.learn_tables,)),
+    TableKind("gamma", "LayerScale γ per block over training",
+              "the mean |γ| of each block at log-spaced steps, averaged over each group's seeds (CSV only)",
+              "docs/schemes.md#per-block-probes", _frame("gamma"), ()),
     TableKind("propagation", "Signal propagation at initialisation", "forward and backward signal by depth",
               "docs/propagation.md#the-quantities", _frame("propagation"), (paper.propagation_tables,)),
 )}

@@ -218,3 +218,32 @@ def test_study_is_what_analyze_wrote(analysed):
     assert {k for k, f in result.frames.items() if f is not None and not f.empty} >= {"summary", "lr"}
     assert result.answer is not None
     assert np.isfinite(result.summary["acc_mean"]).any()
+
+
+def test_gamma_is_kept_at_log_spaced_steps():
+    from suite.analysis.gamma import log_steps
+
+    assert log_steps(list(range(0, 161, 10))) == [0, 10, 20, 30, 60, 100, 160]
+    assert log_steps([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]) == [1, 2, 3, 6, 10]
+    assert log_steps([]) == []
+
+
+def test_gamma_trajectories_are_a_csv_product_read_back_without_run_folders(tmp_path):
+    root = tmp_path / "g"
+    for seed in range(2):
+        write_run(root, "preln", 4, seed)
+        write_run(root, "layerscale", 4, seed, scales=True, steps=100)
+    analyze(root, figures=False)
+    table = (root / "tables" / "gamma.csv").read_text()
+    assert not (root / "tables" / "gamma.md").exists()  # too long to typeset
+    import pandas as pd
+
+    frame = pd.read_csv(root / "tables" / "gamma.csv")
+    assert set(frame["variant"]) == {"layerscale"} and set(frame["block"]) == {0, 1, 2, 3}
+    assert sorted(set(frame["step"])) == [0, 10, 20, 30, 60, 100] and (frame["n_runs"] == 2).all()
+    # write_run's scale: 1e-5 (1 + step) (1 + block), the same for both seeds
+    row = frame[(frame["step"] == 60) & (frame["block"] == 2)].iloc[0]
+    assert row["scale_mean"] == pytest.approx(1e-5 * 61 * 3)
+    shutil.rmtree(root / "runs")
+    analyze(root, figures=False)
+    assert (root / "tables" / "gamma.csv").read_text() == table

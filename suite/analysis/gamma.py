@@ -1,0 +1,76 @@
+"""LayerScale's γ over training, block by block: ``tables/gamma.csv``.
+
+The per-block probes (:mod:`suite.engine.probes`) log each block's mean |γ| (``scale_mean``) in every
+training record of ``metrics.jsonl`` (every ``train.log_every`` steps). This table keeps them at
+log-spaced steps (the logged step nearest to each of 1, 1.8, 3.2, 5.6, 10, 18, ... : four per decade,
+and the last), averaged over the seeds of a group, so that what γ does early (it leaves a 1e-6 init
+within tens of steps) and where it settles are both in a file small enough to commit. A folder shared
+without its run folders keeps the table it was analysed with (:func:`read_back`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from suite.analysis.grouping import group_of
+from suite.analysis.load import read_curves
+
+COLUMNS = ["step", "block", "scale_mean", "n_runs"]
+PER_DECADE = 4  # log-spaced steps kept per decade
+
+
+def log_steps(steps: list[int], per_decade: int = PER_DECADE) -> list[int]:
+    """The logged ``steps`` nearest (in log) to 10^(k/per_decade), k = 0, 1, ..., and the last: each once,
+    in order. Step 0 (before any update) is kept when it was logged."""
+    have = sorted({int(s) for s in steps})
+    if not have:
+        return []
+    positive = [s for s in have if s > 0]
+    keep = {have[0]} if have[0] == 0 else set()
+    if positive:
+        logs = np.log10(positive)
+        for k in range(int(math.ceil(logs[-1] * per_decade)) + 1):
+            keep.add(positive[int(np.argmin(np.abs(logs - k / per_decade)))])
+        keep.add(positive[-1])
+    return sorted(keep)
+
+
+def gamma_table(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame | None:
+    """One row per group, step and block: the mean over the group's runs of the block's mean |γ|, and how
+    many runs it averages. None when no run folder logged a γ (no LayerScale run, or no run folders)."""
+    parts = []
+    for r in runs:
+        if r["status"] == "error" or not r.get("run_dir"):
+            continue
+        blocks = read_curves(root / str(r["run_dir"]))[1]
+        if blocks.empty:
+            continue
+        blocks = blocks[blocks["step"].isin(log_steps(blocks["step"].astype(int).tolist()))]
+        blocks = blocks.assign(**dict(zip(keys, group_of(r, keys))))
+        parts.append(blocks)
+    if not parts:
+        return None
+    frame = pd.concat(parts, ignore_index=True)
+    frame["step"], frame["block"] = frame["step"].astype(int), frame["block"].astype(int)
+    out = (frame.groupby([*keys, "step", "block"], sort=True, dropna=False)["scale_mean"]
+           .agg(scale_mean="mean", n_runs="count").reset_index())
+    return out[[*keys, *COLUMNS]]
+
+
+def read_back(root: Path) -> pd.DataFrame | None:
+    """``tables/gamma.csv`` as a previous analysis wrote it (None when absent or unreadable): the table of
+    a folder whose run folders are not here."""
+    from io import StringIO
+
+    from suite import files
+
+    try:
+        frame = pd.read_csv(StringIO(files.read_text(root / "tables" / "gamma.csv")))
+    except (OSError, ValueError, pd.errors.ParserError):
+        return None
+    return frame if set(COLUMNS) <= set(frame.columns) else None
