@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from suite.analysis import crossfit
 from suite.analysis.markup import fmt_rate, fmt_value
 from suite.analysis.primary import ALPHA, POWER, Answer
 
@@ -166,6 +167,9 @@ def _need(a: Answer) -> str:
                 f"{100 * a.planning_sd:.1f}): `suite plan`, or `suite run FILE --until-decided`.")
     if math.isinf(a.seeds_needed):
         return f" More than 10,000 seeds would be needed to detect {100 * a.effect:g} points."
+    if a.test == crossfit.TEST and a.n_pairs < 3:
+        return (f" Cross-fitting needs at least 3 seed pairs (two halves, and a spread within one); with "
+                f"{a.n_pairs} there is no test: run more seeds (`suite run FILE --until-decided`).")
     if a.n_pairs >= 2:
         return " The seed-matched differences have no spread (e.g. every run at chance), so nothing can be planned."
     return " Too few seed pairs to estimate the spread: run at least 2 seeds of both."

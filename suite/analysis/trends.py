@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from suite.analysis import regression, robust, stats
+from suite.analysis import pooled, regression, robust, stats
 from suite.analysis.grouping import DEPTH, adjust_family, group_of, section_keys, sort_value, variant_order
 from suite.analysis.score import chance, score
 
@@ -126,6 +126,13 @@ def depth_trends(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> 
     family = skeys + ["variant"]  # sections as in the other tables: every key but variant (and depth)
     adjust_family(frame, family, "acc_interaction_p", diffs, "acc_interaction")
     adjust_family(frame, family, "not_ok_slope_diff_p")
+    # No interval past what a slope can be: a score difference moves by at most 2 (from -1 to +1) over the
+    # depths' doublings, so per doubling by at most 2 / log2(deepest / shallowest), and never by more than 1.
+    depths = sorted(float(r[DEPTH]) for r in runs if r.get(DEPTH) is not None)
+    bound = min(1.0, 2.0 / math.log2(depths[-1] / depths[0])) if depths[0] > 0 and depths[-1] > depths[0] else 1.0
+    for col in ("acc_slope", "acc_interaction"):
+        ends = [pooled.clip(lo, hi, bound) for lo, hi in zip(frame[f"{col}_ci_low"], frame[f"{col}_ci_high"])]
+        frame[f"{col}_ci_low"], frame[f"{col}_ci_high"] = [e[0] for e in ends], [e[1] for e in ends]
     return frame[skeys + ["variant"] + TREND_COLUMNS]
 
 

@@ -70,3 +70,22 @@ def test_iqm_equals_scipys_trimmed_mean():
     for n in (1, 2, 3, 5, 7, 10, 13):
         x = rng.normal(size=n)
         assert robust.iqm(x) == pytest.approx(float(sps.trim_mean(x, 0.25)))
+
+
+def test_no_depth_interaction_interval_reaches_past_what_a_slope_can_be(tmp_path):
+    """Two noisy seeds at depths 4, 8, 16: the paired t on 1 degree of freedom gives intervals of hundreds of
+    points per doubling; a difference can move by at most 2 over 2 doublings, so they stop at +/-1."""
+    from suite.analysis.load import load_runs
+    from suite.analysis.trends import depth_trends
+
+    from test_analyze import write_run
+
+    accs = {4: (0.9, 0.4), 8: (0.3, 0.8), 16: (0.2, 0.9)}
+    for depth, (a, b) in accs.items():
+        for seed in range(2):
+            write_run(tmp_path, "layerscale", depth, seed, acc=a if seed == 0 else b)
+            write_run(tmp_path, "preln", depth, seed, acc=0.5 + 0.01 * seed)
+    frame = depth_trends(load_runs(tmp_path), ["variant", "model.depth"], "preln").set_index("variant")
+    row = frame.loc["layerscale"]
+    assert -1.0 <= row["acc_interaction_ci_low"] and row["acc_interaction_ci_high"] <= 1.0
+    assert -1.0 <= row["acc_slope_ci_low"] and row["acc_slope_ci_high"] <= 1.0
