@@ -35,8 +35,6 @@ from suite.config import flatten, read_yaml
 
 REPORT = "report.html"
 COMPARE = "compare.html"  # --compare writes here: report.html stays the folder's own page
-TABLE_ORDER = ("summary", "lr", "trends", "aggregate", "learn", "transfer", "propagation")
-FIGURE_ORDER = ("accuracy_vs_lr", "accuracy_vs_depth", "best_lr_vs_depth", "frontier_vs_depth", "not_ok_vs_depth")
 CONFIG_PREFIXES = ("model.", "train.", "data.")
 MAX_CURVE_POINTS = 200  # a sparkline needs no more
 
@@ -75,7 +73,7 @@ def build(root: Path, compare: str | Path | None = None, warn: Callable[[str], N
                        design=_design(ablation, analysis), answer=_md("\n".join(findings.answer_lines(analysis.answer))),
                        incomplete=_completeness(root, analysis.runs),
                        compare=None if compare is None else _compare(root, Path(compare), warn),
-                       figures=figures, tables=tables, findings=found, docs=products.doc_link,
+                       figures=figures, tables=tables, findings=found,
                        runs=_run_list(root, analysis.runs), css=Markup(CSS))
 
 
@@ -448,12 +446,9 @@ def _short(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _demote(text: str, drop_title: bool = False) -> str:
-    """Markdown headings one level down (the page has its own h1 and h2), the first ``#`` title dropped."""
-    lines = text.splitlines()
-    if drop_title and lines and lines[0].startswith("# "):
-        lines = lines[1:]
-    return "\n".join("##" + line if line.startswith("#") else line for line in lines)
+def _demote(text: str) -> str:
+    """Markdown headings one level down (the page has its own h1 and h2)."""
+    return "\n".join("##" + line if line.startswith("#") else line for line in text.splitlines())
 
 
 def _md(text: str) -> Markup:
