@@ -22,7 +22,8 @@ def chromium() -> str | None:
 
 def open_page(html: Path, png: Path | None) -> dict:
     """Load ``html`` in headless Chromium; return the problems it logged, whether each image decoded,
-    the boxes of the answer and of the first figure, the answer's text; save a first-screen ``png``."""
+    the boxes of the answer and of the first figure, the answer's text, the page's height in pixels (as
+    opened: folded sections folded); save a first-screen ``png``."""
     from playwright.sync_api import sync_playwright
 
     problems: list[str] = []
@@ -39,6 +40,7 @@ def open_page(html: Path, png: Path | None) -> dict:
             "answer": page.locator("#answer").bounding_box(),
             "figure": page.locator("figure img").first.bounding_box() if page.locator("figure img").count() else None,
             "answer_text": page.locator("#answer").inner_text(),
+            "height": page.evaluate("document.documentElement.scrollHeight"),
         }
         if png is not None:
             page.screenshot(path=str(png))
@@ -59,7 +61,8 @@ def main(argv: list[str]) -> int:
     bad = seen["problems"] + [f"image {i} did not decode" for i, ok in enumerate(seen["decoded"]) if not ok]
     for line in bad:
         print(f"problem: {line}", file=sys.stderr)
-    print(f"wrote {png}" + ("" if not bad else f" ({len(bad)} problems)"))
+    print(f"wrote {png}; the page is {seen['height']} px tall at {VIEWPORT['width']} px wide"
+          + ("" if not bad else f" ({len(bad)} problems)"))
     return 1 if bad else 0
 
 
