@@ -143,3 +143,23 @@ def test_probes_read_every_block_in_one_transfer(monkeypatch):
     assert probe(model, x) == expected
     assert calls == {"item": 0, "tolist": 1}
     assert len(expected) == 4 and all(r["scale_mean"] is not None and r["attn_ratio"] is not None for r in expected)
+
+
+def test_step_s_goes_to_row_s_mod_capacity_and_a_window_may_wrap_around():
+    """A window that starts mid-buffer (a read before an evaluation) wraps; a step past the capacity
+    without a read is refused instead of overwriting the window's first step; a compiled step's
+    tensor row writes where the host's int row does."""
+    from suite.engine.steplog import write
+
+    log = StepLog(4, torch.device("cpu"), members=2)
+    for step in range(6, 10):  # rows 2, 3, 0, 1
+        log.record(step, [0.5 * step, 0.25 * step], torch.tensor([step, -step]).float(), torch.tensor([1.0, 2.0]))
+    assert log.read(0) == [(s, 0.5 * s, float(s), 1.0) for s in range(6, 10)]
+    assert log.read(1) == [(s, 0.25 * s, float(-s), 2.0) for s in range(6, 10)]
+    for step in range(10, 14):
+        log.record(step, [0.0, 0.0], torch.zeros(2), torch.zeros(2))
+    with pytest.raises(RuntimeError, match="at most 4 fit"):
+        log.note(14, [0.0, 0.0])
+    values, bad = torch.zeros(4, 2, 2), torch.zeros(2)
+    write(values, bad, torch.tensor(7) % 4, torch.tensor([1.0, math.nan]), torch.tensor([2.0, 3.0]))
+    assert values[3].tolist()[0] == [1.0, 2.0] and bad.tolist() == [0.0, 1.0] and not values[:3].any()
