@@ -1,4 +1,5 @@
-"""AdamW with a visible weight-decay policy, and the warmup + cosine learning-rate schedule."""
+"""AdamW with a visible weight-decay policy, the warmup + cosine learning-rate schedule, and the
+stacked AdamW of a pack (:func:`stacked_adamw_`, its schedule as a device table: :func:`lr_table`)."""
 
 from __future__ import annotations
 
@@ -84,3 +85,57 @@ def lr_at(step: int, total_steps: int, tc: TrainConfig) -> float:
     progress = min(1.0, (step - tc.warmup_steps) / span)
     floor = min(tc.min_lr, tc.lr)
     return floor + 0.5 * (tc.lr - floor) * (1 + math.cos(math.pi * progress))
+
+
+def lr_table(total_steps: int, tcs: list[TrainConfig]) -> torch.Tensor:
+    """Every step's learning rate of each schedule, ``[total_steps, len(tcs)]`` float32: column ``i``
+    is :func:`lr_at` of ``tcs[i]`` at steps ``0 .. total_steps - 1`` (computed in float64, as
+    :func:`lr_at`, then rounded once). A pack keeps it on the device and indexes it with its step
+    count, so no learning rate crosses from the host during training, and each member has its own
+    ``lr``, ``warmup_steps`` and ``min_lr``."""
+    step = torch.arange(total_steps, dtype=torch.float64)[:, None]  # [T, 1]
+    lr, warm, low = (torch.tensor([getattr(tc, k) for tc in tcs], dtype=torch.float64)[None, :]
+                     for k in ("lr", "warmup_steps", "min_lr"))  # [1, N] each
+    span = (total_steps - warm - 1).clamp(min=1)
+    progress = ((step - warm) / span).clamp(max=1.0)
+    floor = torch.minimum(low, lr)
+    cosine = floor + 0.5 * (lr - floor) * (1 + torch.cos(math.pi * progress))
+    warmup = lr * (step + 1) / warm.clamp(min=1)
+    return torch.where((warm > 0) & (step < warm), warmup, cosine).float()
+
+
+def stacked_adamw_(flat: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor,
+                   lr: torch.Tensor, keep: torch.Tensor, step: torch.Tensor, weight_decay: torch.Tensor,
+                   decay: torch.Tensor, lr_scale: torch.Tensor, betas: tuple[float, float], eps: float) -> None:
+    """One AdamW update of N models held as rows of ``[N, P]`` tensors, in place.
+
+    Per member the update of ``torch.optim.AdamW`` (decoupled weight decay, bias-corrected moments)
+    with its own learning rate and weight decay; per parameter the policy of :func:`build_optimizer`
+    (which parameters decay, each group's ``lr_scale``) as ``[P]`` columns. A member whose ``keep``
+    is false neither moves nor updates its moments (its gradient may be non-finite).
+
+    Every operand that is not ``[N, P]`` stays small: the weight decay is an ``[N, 1]`` factor times
+    the ``[P]`` mask ``decay`` (no stored ``[N, P]`` decay), the bias corrections are computed from
+    the device's ``step``. Eager, it allocates two ``[N, P]`` temporaries (the denominator and the
+    scaled numerator) and the decay factor; compiled (a pack's whole step is,
+    :mod:`suite.engine.packstep`), it is one loop over the four ``[N, P]`` tensors with no temporary.
+
+    Args:
+        flat, exp_avg, exp_avg_sq: ``[N, P]`` parameters and moments, updated in place.
+        grad: ``[N, P]`` gradients (already clipped); rows of members not kept are ignored (zeroed in place).
+        lr: ``[N]`` this step's learning rates. keep: ``[N]`` bool.
+        step: ``[]`` the step being taken, counted from 1 (the bias corrections, in float64).
+        weight_decay: ``[N, 1]``. decay: ``[P]``, 1.0 where a parameter decays. lr_scale: ``[P]``.
+    """
+    b1, b2 = betas
+    k = keep[:, None]  # [N, 1]
+    grad.masked_fill_(~k, 0.0)  # a skipped member's gradient may be NaN: it must not reach its moments
+    kf = k.to(flat.dtype)
+    exp_avg.lerp_(grad, kf * (1 - b1))
+    exp_avg_sq.mul_(1 - kf * (1 - b2)).addcmul_(grad, grad, value=1 - b2)
+    t = step.double()  # as torch's fused AdamW: 1 - 0.999 ** t loses 5 digits in float32
+    bc1, bc2 = (1 - b1**t).to(flat.dtype), (1 - b2**t).to(flat.dtype)
+    lr_k = lr[:, None] * kf  # [N, 1]: 0 for a member not kept
+    flat.mul_(1 - (lr_k * weight_decay) * (decay * lr_scale))
+    denom = (exp_avg_sq.sqrt() / bc2.sqrt()).add_(eps)
+    flat.addcdiv_(exp_avg * ((lr_k / bc1) * lr_scale), denom, value=-1.0)
