@@ -62,14 +62,16 @@ bench-check: install
 	$(BIN)/suite bench-check
 
 # USE_SYSTEM_TORCH=1: $(PYTHON) already has torch (a cluster module, an image; offline, say). A venv
-# beside it gets only the suite's other dependencies, and only those missing, from wheelhouse/ when
-# that folder exists. The .pth file shows it $(PYTHON)'s packages even when $(PYTHON) is itself a
-# venv's, which --system-site-packages alone does not; $(PYTHON)'s pip installs (no ensurepip needed).
+# beside it gets only the suite's other dependencies, and only those missing (torchvision too, the release
+# built for that torch), from wheelhouse/ when that folder exists (make wheelhouse). The .pth file shows it
+# $(PYTHON)'s packages even when $(PYTHON) is itself a venv's, which --system-site-packages alone does not;
+# $(PYTHON)'s pip installs (no ensurepip needed). A Python older than 3.11 is refused in one line first.
 GPU_VENV := .venv-gpu
 gpu-check: $(if $(USE_SYSTEM_TORCH),$(GPU_VENV)/.installed,install)
 	$(if $(USE_SYSTEM_TORCH),$(GPU_VENV),$(VENV))/bin/python scripts/gpu_check.py $(OUT)
 
 $(GPU_VENV)/.installed: pyproject.toml
+	$(PYTHON) scripts/gpu_check.py --check-python
 	$(PYTHON) -m venv --system-site-packages --without-pip $(GPU_VENV)
 	$(PYTHON) -c 'import site; print(*site.getsitepackages(), sep="\n")' \
 	    > "$$($(GPU_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/system.pth"
@@ -77,13 +79,16 @@ $(GPU_VENV)/.installed: pyproject.toml
 	    $(if $(wildcard wheelhouse),--no-index --find-links wheelhouse) $$($(PYTHON) scripts/gpu_check.py --needs)
 	touch $@
 
-# Wheels of what gpu-check needs beside torch, at the versions installed here (torch, torchvision and
-# CUDA's packages left out), to copy with the checkout to an offline machine. WHEELS="name==version ..."
-# fetches only those; WHEEL_ARGS="--python-version 3.12 --only-binary=:all: --platform ..." for another Python.
+# Wheels for an offline GPU machine whose Python has torch, to copy with the checkout (scripts/wheelhouse.py):
+# torchvision built for its torch (BOX_TORCH; timm needs it) and what gpu-check needs beside torch at the
+# versions installed here, all for its Python (BOX_PYTHON, manylinux x86-64). The defaults are this project's
+# H200 image's. WHEELS="name==version ..." fetches only those beside torchvision; BOX_TORCH= leaves torchvision
+# out; TORCHVISION_INDEX=https://download.pytorch.org/whl/cuNNN when PyPI's is built for another CUDA.
+BOX_PYTHON ?= 3.12
+BOX_TORCH  ?= 2.11.0+cu130
 wheelhouse: install
-	$(BIN)/python -m pip download -q --no-deps -d wheelhouse $(WHEEL_ARGS) \
-	    $(or $(WHEELS),$$($(BIN)/python scripts/gpu_check.py --wheels))
-	du -sh wheelhouse
+	$(BIN)/python scripts/wheelhouse.py --python $(BOX_PYTHON) --torch '$(BOX_TORCH)' \
+	    $(if $(TORCHVISION_INDEX),--index $(TORCHVISION_INDEX)) $(WHEELS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .benchmarks build *.egg-info
