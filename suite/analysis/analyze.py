@@ -95,6 +95,7 @@ def analyze(
     elif figures:
         from suite.analysis import figures as fig  # matplotlib is slow to import: only when drawing
 
+        store.no_link(root / "figures")  # refused before drawing, even when no figure applies
         drawn = fig.draw(result)
         _remove_stale_figures(root / "figures", drawn)
         written += drawn
