@@ -12,15 +12,54 @@ process, so each new model shape is a recompilation of the same code; past ``rec
 them dynamo stops compiling and runs that code eagerly, without an error, and whether a run was
 compiled would then depend on what its worker ran before. Each run therefore starts from empty
 caches, and hitting the limit inside one run is an error instead of a fall-back.
+
+A pack (:mod:`suite.engine.packstep`) compiles its whole step as one program whose tensors are its
+arguments, so the next pack of the same shape in this process runs the same compiled graph
+(:func:`reuse`): the caches are cleared only when the shape changes.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Callable, Hashable, Iterator, TypeVar
 
 from torch import nn
 
 MODES = ("default", "reduce-overhead", "max-autotune")
+T = TypeVar("T")
+_kept: dict[Hashable, Any] = {}  # the last compiled program kept for reuse, by its key
+_packing = [False]  # inside pack_members(): a pack's members are set up, and the pack compiles its step
+
+
+@contextlib.contextmanager
+def pack_members() -> Iterator[None]:
+    """Within this block :func:`compile_for_run` compiles nothing and clears nothing: a pack's members
+    are set up here (their ``train.compile`` is the pack's, which compiles its whole step as one
+    program, :mod:`suite.engine.packstep`, and keeps it for the next pack of its shape)."""
+    _packing[0] = True
+    try:
+        yield
+    finally:
+        _packing[0] = False
+
+
+def reuse(key: Hashable, build: Callable[[], T]) -> T:
+    """What ``build()`` made for ``key``, kept from the last call when that was for ``key`` too and
+    nothing was compiled since (its compiled graphs are still in dynamo's caches); otherwise the caches
+    are cleared, as for any new run, and ``build()`` is called and kept.
+
+    ``key`` must name everything the compiled code holds as a constant (for a pack: its config
+    without the members' own keys, its size, device and mode)."""
+    import torch._dynamo
+
+    if key in _kept:
+        return _kept[key]
+    _kept.clear()
+    torch._dynamo.reset()
+    torch._dynamo.config.fail_on_recompile_limit_hit = True
+    torch._dynamo.config.recompile_limit = 8
+    value = _kept[key] = build()
+    return value
 
 
 def compile_for_run(model: nn.Module, mode: str = "default", regional: bool = True, **options: Any) -> nn.Module:
@@ -32,14 +71,19 @@ def compile_for_run(model: nn.Module, mode: str = "default", regional: bool = Tr
             than the whole model; a model without ``blocks`` is compiled whole.
         options: more ``torch.compile`` arguments (the tests pass ``backend="eager"``).
 
+    Inside :func:`pack_members` it returns ``model`` as it is.
+
     Raises (when called):
         torch._dynamo.exc.FailOnRecompileLimitHit: one run needed more recompilations than the limit.
     """
-    import torch._dynamo  # seconds to import: only runs that compile pay for it
-
     if mode not in MODES:
         raise ValueError(f"compile mode {mode!r}: expected one of {', '.join(MODES)}")
+    if _packing[0]:
+        return model
+    import torch._dynamo  # seconds to import: only runs that compile pay for it
+
     torch._dynamo.reset()
+    _kept.clear()  # a pack's kept program is gone with the caches
     torch._dynamo.config.fail_on_recompile_limit_hit = True
     options = {**options, "mode": None if mode == "default" else mode}
     blocks = getattr(model, "blocks", None)

@@ -20,7 +20,7 @@ BASE = {
 }
 # Differ between a packed and a solo run by design (timing, how it ran) or by float rounding.
 VOLATILE = {"wall_s", "step_time_ms", "throughput", "peak_mem_mb", "started_at", "timing_cpu_util", "timing_load1",
-            "timing_cores", "timing_contended", "pack_size", "final_train_loss"}
+            "timing_cores", "timing_contended", "packed", "pack_size", "final_train_loss"}
 ACCURACIES = ("val_acc", "best_val_acc", "test_acc", "best_test_acc")  # a borderline image may flip
 
 
@@ -43,7 +43,7 @@ def test_a_pack_of_4_matches_4_solo_runs_over_50_steps(tmp_path):
     packed = train_pack(configs, [tmp_path / "pack" / str(i) for i in range(4)])
     for i, c in enumerate(configs):
         solo = train(c, tmp_path / "solo" / str(i))
-        assert packed[i]["pack_size"] == 4 and packed[i]["run_id"] == solo["run_id"]
+        assert packed[i]["pack_size"] == 4 and packed[i]["packed"] is True and packed[i]["run_id"] == solo["run_id"]
         assert losses(tmp_path / "pack" / str(i)) == pytest.approx(losses(tmp_path / "solo" / str(i)), rel=1e-4)
         assert probes(tmp_path / "pack" / str(i)) == pytest.approx(probes(tmp_path / "solo" / str(i)), rel=1e-3, abs=1e-6)
         assert packed[i]["final_train_loss"] == pytest.approx(solo["final_train_loss"], rel=1e-4)
@@ -164,7 +164,7 @@ def test_a_pack_of_one_is_exactly_a_solo_run(tmp_path):
         packed = tmp_path / "pack" / "runs" / summary.parent.name
         assert (packed / "metrics.jsonl").read_text() == (summary.parent / "metrics.jsonl").read_text()
         solo_s, pack_s = json.loads(summary.read_text()), json.loads((packed / "summary.json").read_text())
-        assert "pack_size" not in pack_s
+        assert "pack_size" not in pack_s and "packed" not in pack_s
         assert {k: v for k, v in pack_s.items() if k not in VOLATILE} == \
             {k: v for k, v in solo_s.items() if k not in VOLATILE}
 

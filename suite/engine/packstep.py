@@ -1,0 +1,273 @@
+"""A pack's training step as one program over device tensors, which ``torch.compile`` makes one graph.
+
+Forward, loss, backward, per-member clipping, the step log and the stacked AdamW read and write only
+tensors that live on the device for the whole pack (:class:`PackState`): the step count, each
+member's learning-rate table, the skip mask, the step log. No Python number that changes from step
+to step enters the step, so the compiled graph is the same at every step (no recompilation) and a
+CUDA graph can replay it.
+
+* **Backward without ``.backward()``**: ``torch.func.grad`` of the summed member losses with respect
+  to the ``[N, P]`` parameter stack. The members' parameters are the stack split once into views, so
+  the gradient comes back as one ``[N, P]`` tensor (the backward of the split is one concatenation),
+  with no per-parameter accumulation, and dynamo traces the whole of it into one graph (where
+  ``loss.backward()`` would break the graph).
+* **Precision**: under bf16 the stacked forward runs under autocast like a solo run; vmap splits a
+  linear into a matmul, which autocast casts, and a bias add, which it does not, and runs the
+  patch-embedding convolution as a grouped convolution that autocast misses: so the linears'
+  biases, the convolution's weights and its input are cast to bf16 explicitly (:func:`cast_names`),
+  and the step computes what a solo run computes. The loss is taken on fp32 logits.
+
+Compilation (:func:`program`): ``fullgraph=True`` (a graph break is an error, not a silent split);
+on CUDA, ``train.compile: true`` captures the step as a CUDA graph (``mode="reduce-overhead"``): the
+state's tensors are marked static so the graph updates them in place. Where capture is not possible,
+the pack says why in one line and runs the compiled step without it. The compiled program is kept
+for the next pack of the same shape in this process (:func:`suite.engine.compiled.reuse`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, vmap
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from suite.engine import steplog
+from suite.engine.optim import stacked_adamw_
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class StepSpec:
+    """What a packed step's code depends on besides its tensors: the constants of its graph.
+
+    Attributes:
+        base: the model's code (on the meta device: none of its tensors).
+        names, shapes: the parameters in stack order, each ``[N, *shape]`` in the step.
+        casts: parameters cast to bf16 before the forward (:func:`cast_names`); empty in fp32.
+    """
+
+    base: nn.Module
+    names: tuple[str, ...]
+    shapes: tuple[torch.Size, ...]
+    bf16: bool
+    casts: frozenset[str]
+    device_type: str
+    betas: tuple[float, float]
+    eps: float
+    clip: float  # inf: no clipping
+    label_smoothing: float
+
+    @property
+    def sizes(self) -> list[int]:
+        return [s.numel() for s in self.shapes]
+
+
+@dataclasses.dataclass
+class PackState:
+    """Every tensor a packed step reads or writes, on the pack's device; none is ever replaced, so a
+    CUDA graph keeps their addresses. ``N`` members, ``P`` parameters each, ``T`` steps, ``W`` rows of
+    step log."""
+
+    flat: torch.Tensor  # [N, P] parameters (each member's parameters are views of its row)
+    exp_avg: torch.Tensor  # [N, P]
+    exp_avg_sq: torch.Tensor  # [N, P]
+    step: torch.Tensor  # [] int64: the pack's optimizer steps done
+    lrs: torch.Tensor  # [T, N] each member's learning rate at every step (suite.engine.optim.lr_table)
+    weight_decay: torch.Tensor  # [N, 1]
+    decay: torch.Tensor  # [P] 1.0 where a parameter decays
+    lr_scale: torch.Tensor  # [P] the learning-rate factor of each parameter's group
+    live: torch.Tensor  # [N] bool: the member is still training
+    log: torch.Tensor  # [W, N, 2] the step log's values (suite.engine.steplog)
+    bad: torch.Tensor  # [N] the step log's sticky non-finite flags
+    buffers: dict[str, torch.Tensor]  # the model's buffers, stacked [N, ...]
+
+    def args(self) -> tuple[Any, ...]:
+        return (self.flat, self.exp_avg, self.exp_avg_sq, self.step, self.lrs, self.weight_decay, self.decay,
+                self.lr_scale, self.live, self.log, self.bad, self.buffers)
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [t for t in self.args() if isinstance(t, torch.Tensor)] + list(self.buffers.values())
+
+
+def cast_names(base: nn.Module) -> frozenset[str]:
+    """Parameters a bf16 pack casts itself, because autocast does not see them under vmap: linear
+    biases (vmap adds them after the matmul) and convolutions' weights and biases (vmap runs a
+    grouped convolution)."""
+    names = set()
+    for mod, module in base.named_modules():
+        prefix = f"{mod}." if mod else ""
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            names.add(f"{prefix}bias")
+        if isinstance(module, nn.Conv2d):
+            names.update(f"{prefix}{k}" for k in ("weight", "bias") if getattr(module, k) is not None)
+    return frozenset(names)
+
+
+def unflatten(spec: StepSpec, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The ``[N, P]`` stack as the members' parameters, ``name -> [N, *shape]`` views (one split)."""
+    n = flat.shape[0]
+    return {k: t.view(n, *s) for k, t, s in zip(spec.names, flat.split(spec.sizes, dim=1), spec.shapes)}
+
+
+def forward(spec: StepSpec, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], x: torch.Tensor,
+            shared_input: bool = False) -> torch.Tensor:
+    """Logits ``[N, B, classes]`` of every member on its own ``x[i]`` (or all on one ``x``)."""
+    if spec.bf16:
+        params = {k: v.to(torch.bfloat16) if k in spec.casts else v for k, v in params.items()}
+        x = x.to(torch.bfloat16)  # the convolution's input, as autocast gives a solo run's
+
+    def one(p: dict, b: dict, xi: torch.Tensor) -> torch.Tensor:
+        return functional_call(spec.base, (p, b), (xi,))
+
+    with torch.autocast(spec.device_type, dtype=torch.bfloat16, enabled=spec.bf16):
+        return vmap(one, in_dims=(0, 0, None if shared_input else 0), randomness="error")(params, buffers, x)
+
+
+def attention(device_type: str) -> contextlib.AbstractContextManager:
+    """torch has no vmap rule for the CPU's fused attention (it would loop over the members): on a
+    CPU a pack takes the math attention, which vmaps into batched matmuls."""
+    return sdpa_kernel(SDPBackend.MATH) if device_type == "cpu" else contextlib.nullcontext()
+
+
+def make_step(spec: StepSpec) -> Callable[..., None]:
+    """The packed step as a function of :meth:`PackState.args` and the batch ``(x [N, B, ...], y [N, B])``.
+
+    It computes each member's loss and gradient, clips per member, writes the step log at row
+    ``step % W``, skips (on the device) a member that went non-finite or has ended, makes one
+    stacked AdamW update with each member's learning rate of this step, and counts the step.
+    Everything happens in place; it returns nothing (a CUDA graph's outputs would be overwritten
+    by its next replay)."""
+    b1, b2 = spec.betas
+
+    def losses(flat: torch.Tensor, buffers: dict, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = forward(spec, unflatten(spec, flat), buffers, x).float()
+        n, b = y.shape
+        loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none",
+                               label_smoothing=spec.label_smoothing).view(n, b).mean(1)
+        return loss.sum(), loss  # each member's rows get the gradient of its own loss
+
+    def step(flat: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor, count: torch.Tensor,
+             lrs: torch.Tensor, weight_decay: torch.Tensor, decay: torch.Tensor, lr_scale: torch.Tensor,
+             live: torch.Tensor, log: torch.Tensor, bad: torch.Tensor, buffers: dict, x: torch.Tensor,
+             y: torch.Tensor) -> None:
+        grad, loss = torch.func.grad(losses, has_aux=True)(flat, buffers, x, y)  # [N, P], [N]
+        norm = torch.linalg.vector_norm(grad, dim=1)
+        grad.mul_((spec.clip / (norm + 1e-6)).clamp(max=1.0)[:, None])  # as clip_grad_norm_, per member
+        steplog.write(log, bad, count % log.shape[0], loss, norm)
+        lr = lrs.index_select(0, count.clamp(max=lrs.shape[0] - 1).reshape(1))[0]  # [N]
+        count.add_(1)
+        stacked_adamw_(flat, grad, exp_avg, exp_avg_sq, lr, live & (bad == 0), count, weight_decay, decay,
+                       lr_scale, (b1, b2), spec.eps)
+
+    return step
+
+
+def compile_mode(setting: bool | str, device_type: str) -> str | None:
+    """The ``torch.compile`` mode of a pack's ``train.compile`` (None: eager). ``true`` is CUDA-graph
+    capture on CUDA (``reduce-overhead``) and the default mode elsewhere."""
+    if setting is False:
+        return None
+    if setting is True:
+        return "reduce-overhead" if device_type == "cuda" else "default"
+    return str(setting)
+
+
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+NO_CUDA_GRAPHS = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
+
+
+class Program:
+    """The packed step of ``spec``, eager or compiled with ``mode``; called with a :class:`PackState`
+    and a batch. A compiled one that cannot capture CUDA graphs says why in one line (to ``warn``) and
+    recompiles without them, at its first calls."""
+
+    def __init__(self, spec: StepSpec, mode: str | None, warn: Callable[[str], None] | None = None,
+                 **options: Any) -> None:
+        self.spec, self.calls, self.options = spec, 0, options  # options: the tests' backend
+        self.warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
+        if mode in CUDA_GRAPH_MODES and spec.device_type != "cuda":
+            self.warn(f"pack: train.compile {mode} captures CUDA graphs, which exist on CUDA only; on "
+                      f"{spec.device_type} the step is compiled without them")
+            mode = NO_CUDA_GRAPHS[mode]
+        self.mode = mode
+        self.fn = self._build(mode)
+
+    def _build(self, mode: str | None) -> Callable[..., None]:
+        step = make_step(self.spec)
+        if mode is None:
+            return step
+        import torch._dynamo  # noqa: F401  (seconds to import: only compiled packs pay for it)
+
+        options: dict[str, Any] = {"fullgraph": True, "dynamic": False, **self.options}
+        if mode in CUDA_GRAPH_MODES:
+            # Capture must succeed or raise (not skip silently), so that the fallback can say why.
+            inductor = {"triton.cudagraphs": True, "triton.cudagraph_or_error": True}
+            if mode == "max-autotune":
+                inductor.update({"max_autotune": True, "coordinate_descent_tuning": True})
+            return torch.compile(step, options=inductor, **options)
+        if "backend" in options:  # a test's backend takes no inductor mode
+            return torch.compile(step, **options)
+        return torch.compile(step, mode=None if mode == "default" else mode, **options)
+
+    def uses_cuda_graphs(self) -> bool:
+        return self.mode in CUDA_GRAPH_MODES
+
+    def __call__(self, state: PackState, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.calls += 1
+        with attention(self.spec.device_type):
+            if self.uses_cuda_graphs() and self.spec.device_type == "cuda":
+                torch.compiler.cudagraph_mark_step_begin()  # a new step: no output of the last one is kept
+            if not self.uses_cuda_graphs() or self.calls > 3:  # cudagraph trees warm up, then record
+                return self.fn(*state.args(), x, y)
+            try:
+                return self.fn(*state.args(), x, y)
+            except Exception as err:  # noqa: BLE001  (any failure to capture: the reason is in its message)
+                if not _capture_failure(err):
+                    raise
+                reason = _first_line(err)
+            self.warn(f"pack: the compiled step runs without CUDA graphs ({reason}); its host time per step "
+                      f"is that of the compiled graph's kernel launches")
+            import torch._dynamo
+
+            torch._dynamo.reset()
+            self.mode = NO_CUDA_GRAPHS[self.mode]
+            self.fn = self._build(self.mode)
+            return self.fn(*state.args(), x, y)
+
+
+def _capture_failure(err: BaseException) -> bool:
+    """Whether ``err`` says a CUDA graph could not be captured (skipped under ``cudagraph_or_error``,
+    or a capture error), rather than a failure of the step itself."""
+    text = " ".join(str(e) for e in _chain(err)).lower()
+    return any(k in text for k in ("cudagraph", "cuda graph", "capturing", "capture"))
+
+
+def _chain(err: BaseException | None) -> list[BaseException]:
+    seen: list[BaseException] = []
+    while err is not None and err not in seen:
+        seen.append(err)
+        err = err.__cause__ or err.__context__
+    return seen
+
+
+def _first_line(err: BaseException) -> str:
+    """The innermost cause's message, first line, without dynamo's wrapping."""
+    for e in reversed(_chain(err)):
+        line = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
+        if line:
+            return line[:200]
+    return type(err).__name__
+
+
+def mark_static(state: PackState) -> None:
+    """Tell the compiler that the state's tensors keep their addresses across steps (a CUDA graph then
+    updates them in place instead of copying them in and out at every replay)."""
+    import torch._dynamo
+
+    for t in state.tensors():
+        torch._dynamo.mark_static_address(t)
