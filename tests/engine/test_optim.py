@@ -101,3 +101,27 @@ def test_the_stacked_update_equals_the_one_it_replaced():
         for key in old:
             scale = old[key].abs().max()
             assert (new[key] - old[key]).abs().max() <= 1e-6 * scale, (step, key, (new[key] - old[key]).abs().max() / scale)
+
+
+def test_compiled_the_stacked_update_is_one_kernel_with_no_temporary_and_equals_eager():
+    """What a compiled pack's step runs: inductor fuses the update into one loop over the [N, P]
+    tensors that allocates nothing (no buffer in its code), with the values of the eager update."""
+    import re
+
+    from torch._inductor.utils import run_and_get_code
+
+    n, p, betas, eps = 4, 50, (0.9, 0.999), 1e-8
+    flat, decay, lr_scale, lr, wd, gen = _members(n, p, seed=2)
+    grad, m, v = torch.randn(n, p, generator=gen), torch.rand(n, p, generator=gen), torch.rand(n, p, generator=gen)
+    keep, step = torch.tensor([True, False, True, True]), torch.tensor(3)
+    eager = [t.clone() for t in (flat, grad, m, v)]
+    stacked_adamw_(*eager, lr, keep, step, wd[:, None], decay, lr_scale, betas, eps)
+    compiled = [t.clone() for t in (flat, grad, m, v)]
+    fn = torch.compile(stacked_adamw_, fullgraph=True, dynamic=False)
+    _, code = run_and_get_code(fn, *compiled, lr, keep, step, wd[:, None], decay, lr_scale, betas, eps)
+    source = "\n".join(code)
+    calls = re.findall(r"^\s+(cpp_fused_\w+)\(", source, flags=re.M)
+    buffers = re.findall(r"^\s+(buf\d+) = empty_strided", source, flags=re.M)
+    assert len(calls) == 1 and not buffers, (calls, buffers)
+    for got, want in zip(compiled, eager):
+        assert torch.allclose(got, want, rtol=1e-6, atol=1e-7)
