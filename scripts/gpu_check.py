@@ -222,7 +222,7 @@ def probe(env: dict[str, str]) -> tuple[bool, str]:
 
 def plan(out: Path, mode: str) -> list[tuple[object, int, tuple[float, float]]]:
     """(step, limit, estimate) of every step in ``mode``: on the GPU the limit is scripts/gpu_check_budget.py's
-    (from the measured dry run, or 1.5 x the estimate's high end for a step never measured)."""
+    (from the measured dry run, or FACTOR x the estimate's high end for a step never measured)."""
     import gpu_check_budget as budget
     from gpu_check_steps import steps
 
@@ -242,31 +242,35 @@ def plan(out: Path, mode: str) -> list[tuple[object, int, tuple[float, float]]]:
     return found
 
 
+def starting_line(mode: str, planned: list, on_gpu: list) -> str:
+    """What the check says before its first step: the steps, the sum of the GPU's limits with the probe
+    against the budget, and the estimates' sums."""
+    import gpu_check_budget as budget
+
+    total = sum(limit for _, limit, _ in on_gpu) + PROBE_S
+    low, high = sum(e[0] for *_, e in on_gpu), sum(e[1] for *_, e in on_gpu)
+    where = "on the GPU" if mode == "gpu" else f"dry run on the CPU ({mode}; every limit {DRY_LIMIT_S} s)"
+    return (f"gpu-check, {where}: {len(planned)} steps; on an H200 the time limits sum to "
+            f"{total - PROBE_S} s, {total} s with the {PROBE_S} s CUDA probe (budget {budget.BUDGET_S} s); "
+            f"estimated {low:.0f}-{high:.0f} s")
+
+
 def normalized(command: list[str], out: Path) -> list[str]:
     """``command`` with this Python, ``out`` and the checkout spelled ``python``, ``OUT``, ``ROOT``."""
     return ["python" if c == sys.executable else c.replace(str(out), "OUT").replace(str(ROOT), "ROOT") for c in command]
 
 
 def calibration(out: Path, planned: list, seconds: dict[str, tuple[float, float | None]],
-                load: tuple[float, float], before: dict[str, dict] | None = None) -> dict:
+                load: tuple[float, float]) -> dict:
     """What ``--calibrate`` records: each step's CPU seconds (``dry_s``: user + system of all its
-    processes, which neighbours on a shared machine stretch far less than the wall time, also kept),
-    its normalised command, the machine and the commit. A step whose command is unchanged since
-    ``before`` keeps the smaller of the two measurements (``passes`` counts them)."""
+    processes, which neighbours on a shared machine stretch less than the wall time, also kept), its
+    normalised command, the machine and the commit."""
     from suite import store
 
     prov = store.provenance("cpu")
-    steps = {}
-    for s, _, _ in planned:
-        wall, cpu = seconds[s.name]
-        entry = {"dry_s": round(cpu if cpu is not None else wall, 1), "wall_s": round(wall, 1),
-                 "command": normalized(s.command, out), "passes": 1}
-        old = (before or {}).get(s.name)
-        if old and old["command"] == entry["command"] and old["dry_s"] <= entry["dry_s"]:
-            entry = {**old, "passes": old.get("passes", 1) + 1}
-        elif old and old["command"] == entry["command"]:
-            entry["passes"] = old.get("passes", 1) + 1
-        steps[s.name] = entry
+    steps = {s.name: {"dry_s": round(cpu if cpu is not None else wall, 1), "wall_s": round(wall, 1),
+                      "command": normalized(s.command, out)}
+             for s, _, _ in planned for wall, cpu in [seconds[s.name]]}
     return {"measured_with": "python scripts/gpu_check.py --calibrate (GPU_CHECK_DRY=full)",
             "machine": prov.get("device_name"), "torch": prov.get("torch_version"), "commit": prov.get("git_commit"),
             "date": prov.get("started_at"), "load_average_1min": {"before": load[0], "after": load[1]},
@@ -297,6 +301,14 @@ def main(argv: list[str]) -> int:
     elif not gpu_present():
         print("gpu-check: no GPU here (no working nvidia-smi, no /dev/nvidia0): nothing run")
         return 0
+    from gpu_check_steps import steps
+
+    known = [s.name for s in steps(out, mode)]
+    unknown = [n for n in os.environ.get("GPU_CHECK_ONLY", "").split(",") if n and n not in known]
+    if unknown:
+        print(f"gpu-check: GPU_CHECK_ONLY names {', '.join(unknown)}, not a step; the steps: {','.join(known)}",
+              file=sys.stderr)
+        return 2
     problems = gpu_prechecks.problems(out, Path(tempfile.gettempdir()))
     if problems:
         print("\n".join(f"gpu-check: {p}" for p in problems), file=sys.stderr)
@@ -307,14 +319,11 @@ def main(argv: list[str]) -> int:
             print(f"gpu-check: a GPU is present but torch cannot use it:\n{said}", file=sys.stderr)
             return 1
         print(f"gpu-check: {said}")
-    planned = plan(out, mode)
-    total = sum(limit for _, limit, _ in planned) + (PROBE_S if mode == "gpu" else 0)
-    print(f"gpu-check ({mode}): {len(planned)} steps; limits sum to {total} s with the probe"
-          + (" (dry run: every limit is " + f"{DRY_LIMIT_S} s)" if mode != "gpu" else "")
-          + f"; estimated {sum(e[0] for *_, e in planned):.0f}-{sum(e[1] for *_, e in planned):.0f} s on an H200; "
-          f"compile caches in {env['TORCHINDUCTOR_CACHE_DIR']}, {env['TRITON_CACHE_DIR']}", flush=True)
+    planned, on_gpu = plan(out, mode), plan(out, "gpu")
+    print(starting_line(mode, planned, on_gpu) + f"; compile caches in {env['TORCHINDUCTOR_CACHE_DIR']}, "
+          f"{env['TRITON_CACHE_DIR']}", flush=True)
     for step, limit, est in planned:
-        print(f"  {step.name}: limit {limit} s, estimate {est[0]:.0f}-{est[1]:.0f} s", flush=True)
+        print(f"  {step.name}: limit {limit} s, estimate {est[0]:.0f}-{est[1]:.0f} s on an H200", flush=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / "tables.md").write_text(f"# gpu-check{'' if mode == 'gpu' else f' (dry run on the CPU: {mode})'}\n\n")
     (out / "summary.md").write_text("| step | result | exit | s | CPU s | limit s | table |\n"
@@ -330,7 +339,7 @@ def main(argv: list[str]) -> int:
     if calibrate and not failed:
         import gpu_check_budget
 
-        record = calibration(out, planned, seconds, (load0, os.getloadavg()[0]), gpu_check_budget.load_dry_times())
+        record = calibration(out, planned, seconds, (load0, os.getloadavg()[0]))
         gpu_check_budget.DRY_TIMES.write_text(json.dumps(record, indent=2) + "\n")
         print(f"gpu-check: wrote {gpu_check_budget.DRY_TIMES}")
     return 1 if failed else 0

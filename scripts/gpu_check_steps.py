@@ -30,7 +30,7 @@ DEEP_STEP_TFLOP = 2.2
 THROUGHPUT_ARMS = (("solo", 8), ("co-located-4", 8), ("packed-16", 16), ("packed-64", 64))  # (arm, runs)
 SMOKE_ARMS = (("solo", 2), ("co-located-2", 2), ("packed-2", 2))  # one of each code path
 RUN_STEPS, DEEP_STEPS = 100, 40
-BENCH_ROUNDS, BENCH_STEPS, BENCH_WARMUP = 20, 5, 5
+BENCH_ROUNDS, BENCH_STEPS, BENCH_WARMUP = 10, 5, 5  # suite bench on cuda defaults to 20 rounds: 10 fit the budget
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ on a GPU one worker per run at a time, K workers sharing the GPU, or N runs pack
 model). The arm trains ``--runs`` runs of the default ablation's shape (``DEFAULT_BASE``) through
 :func:`suite.bench.throughput.measure_throughput`, after its untimed warm-up, and writes
 ``DIR/ARM.json``: the row (wall time, runs per hour, statuses) with the command, shape and
-provenance. ``--tiny`` trains the same runs, steps and packs at width 8 and batch 8, one thread per
+provenance. ``--tiny`` trains the same runs, steps and packs at width 8 and batch 2, one thread per
 worker as on a GPU (gpu-check's dry runs on the CPU: the same processes, runs and operators per step,
 tiny tensors). Exit 1 and one
 ``error:`` line if a run ended in error; 2 for bad arguments.
@@ -24,7 +24,7 @@ from typing import Any
 
 ARM = re.compile(r"solo|co-located-(\d+)|packed-(\d+)")
 LIMITS = {"co-located": 64, "packed": 1024}  # what `suite bench --throughput` accepts
-TINY = {"model": {"dim": 8, "heads": 2}, "train": {"batch_size": 8}}
+TINY = {"model": {"dim": 8, "heads": 2}, "train": {"batch_size": 2}}
 
 
 def base(tiny: bool) -> dict[str, dict[str, Any]]:
@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--run-steps", type=int, default=100, metavar="S")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
     parser.add_argument("--out", required=True, help="folder for ARM.json")
-    parser.add_argument("--tiny", action="store_true", help="width 8, batch 8 (dry runs on the CPU)")
+    parser.add_argument("--tiny", action="store_true", help="width 8, batch 2 (dry runs on the CPU)")
     args = parser.parse_args(argv)
     if parse_arm(args.arm) is None:
         parser.error(f"ARM {args.arm!r}: expected solo, co-located-K (K 2..64) or packed-N (N 2..1024)")

@@ -61,8 +61,11 @@ def test_dry_run_takes_every_step_and_writes_every_table(tmp_path):
     assert [line.split(" | ")[0] for line in gathered.splitlines() if line.startswith("| ") and "x |" in line] == \
         ["| solo", "| co-located 2", "| packed 2"]
     assert "| 1.00x |" in gathered
-    # the compile caches were set once for every step, under OUT
-    assert f"compile caches in {tmp_path / 'cache' / 'inductor'}, {tmp_path / 'cache' / 'triton'}" in p.stdout
+    # the compile caches were set once for every step, under OUT; the GPU's limits were said first
+    first = p.stdout.splitlines()[0]
+    assert f"compile caches in {tmp_path / 'cache' / 'inductor'}, {tmp_path / 'cache' / 'triton'}" in first
+    total = sum(limit for _, limit, _ in gpu_check.plan(tmp_path, "gpu")) + gpu_check.PROBE_S
+    assert f"on an H200 the time limits sum to {total - gpu_check.PROBE_S} s, {total} s with the" in first
 
 
 def test_the_smoke_and_full_dry_runs_are_the_gpu_steps_on_the_cpu(tmp_path):
@@ -110,6 +113,11 @@ def test_each_throughput_arms_limit_is_above_its_own_estimate(tmp_path):
         assert 0 < low < high < limit, (step.name, low, high, limit)
 
 
+def test_no_steps_limit_is_below_its_own_estimate(tmp_path):
+    for step, limit, (low, high) in gpu_check.plan(tmp_path, "gpu"):
+        assert high <= limit, (step.name, high, limit)
+
+
 def test_the_deep_steps_are_short():
     assert gpu_check_steps.DEEP_STEPS <= 50
     deep = [(s, limit) for s, limit, _ in gpu_check.plan(Path("OUT"), "gpu") if s.kind == "deep"]
@@ -127,8 +135,8 @@ def test_estimate_and_limit_arithmetic_by_hand():
             + 4 * budget.MEMBER_S[1])
     assert budget.estimate(work) == pytest.approx((low, high))
     assert budget.gpu_only_s(work) == pytest.approx(gpu_only)
-    assert budget.limit(10.0, work) == int(-(-(1.5 * 10.0 + gpu_only) // 1))
-    assert budget.limit(10.0, work, factor=2.0) == budget.limit(10.0, work) + 5
+    assert budget.limit(10.0, work) == int(-(-(budget.FACTOR * 10.0 + gpu_only) // 1))
+    assert budget.limit(10.0, work, factor=budget.FACTOR + 0.5) == budget.limit(10.0, work) + 5
 
 
 # ----------------------------------------------------------------------------- rows as each arm ends
@@ -177,24 +185,36 @@ def test_a_step_past_its_limit_is_killed_with_its_children_and_fails(tmp_path):
     assert "started" in (tmp_path / "throughput-solo.log").read_text()
 
 
+def _kill_everything_under(tmp_path: Path) -> None:
+    """SIGKILL every process group whose command line names ``tmp_path`` (the check's steps run in
+    sessions of their own)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if str(tmp_path) in cmdline.read_bytes().decode(errors="replace"):
+                os.killpg(os.getpgid(int(cmdline.parent.name)), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            pass
+
+
 @pytest.mark.slow
 def test_a_killed_check_keeps_the_rows_of_the_arms_that_ended(tmp_path):
-    """SIGKILL to the whole check (a lease running out) after its first arm: that arm's row is on disk."""
+    """SIGKILL to the whole check (a lease running out) during its second arm: the first arm's row is on disk."""
     env = {**os.environ, "GPU_CHECK_DRY": "1", "GPU_CHECK_ONLY": "throughput-solo,throughput-packed-2"}
     proc = subprocess.Popen([sys.executable, str(SCRIPT), str(tmp_path)], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 600
-        while not (tmp_path / "throughput" / "solo.json").exists() and proc.poll() is None:
+        while not (tmp_path / "throughput-packed-2.log").exists() and proc.poll() is None:
             assert time.monotonic() < deadline
             time.sleep(0.2)
-        time.sleep(1)  # gpu-check writes the tables when the arm's process has exited
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        _kill_everything_under(tmp_path)
     assert "| throughput-solo | ok | 0 |" in (tmp_path / "summary.md").read_text()
     assert "| solo | " in (tmp_path / "throughput" / "throughput.md").read_text()
     assert "## throughput-solo\n" in (tmp_path / "tables.md").read_text()
+    assert "throughput-packed-2" not in (tmp_path / "summary.md").read_text()
     assert not (tmp_path / "throughput" / "packed-2.json").exists()
 
 
@@ -271,7 +291,15 @@ def test_every_failing_check_says_its_own_line(tmp_path, monkeypatch, capsys, dr
     assert rc == 2 and [line.split(":")[1].strip() for line in err] == ["torchvision", "C compiler", "disk"]
 
 
-@pytest.mark.parametrize("argv", [[], ["--needs"]])
+def test_gpu_check_only_names_steps(tmp_path, monkeypatch, capsys, dry):
+    monkeypatch.setenv("GPU_CHECK_ONLY", "deep-preln,deep-nothing")
+    rc, err = _main(capsys, str(tmp_path / "out"))
+    assert rc == 2 and len(err) == 1 and "GPU_CHECK_ONLY names deep-nothing, not a step" in err[0]
+    monkeypatch.setenv("GPU_CHECK_ONLY", "deep-preln,throughput-solo")
+    assert [s.name for s, _, _ in gpu_check.plan(tmp_path, "gpu")] == ["throughput-solo", "deep-preln"]
+
+
+@pytest.mark.parametrize("argv", [[], ["--needs"], ["--check-python"]])
 def test_a_python_older_than_3_11_is_one_line(tmp_path, monkeypatch, capsys, dry, argv):
     monkeypatch.setattr(sys, "version_info", (3, 10, 14, "final", 0))
     rc, err = _main(capsys, *(argv or [str(tmp_path)]))
