@@ -55,7 +55,8 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 import gpu_prechecks  # noqa: E402  (importable on any Python 3: it says when this one is too old)
 
 ROOT = Path(__file__).resolve().parents[1]
-PROBE_S = int(os.environ.get("GPU_CHECK_PROBE_S", 30))  # nvidia-smi and torch's first CUDA call (tests on a loaded CPU: more)
+# nvidia-smi and torch's first CUDA call (tests on a loaded CPU: more)
+PROBE_S = int(os.environ.get("GPU_CHECK_PROBE_S", 30))
 DRY_LIMIT_S = 900  # a step's limit on the CPU (dry runs measure; they are not what the budget is for)
 NOT_OURS = re.compile(r"torch|torchvision|triton|nvidia-.*|cuda-.*")  # what the machine's torch brings
 
@@ -322,8 +323,8 @@ def main(argv: list[str]) -> int:
     planned, on_gpu = plan(out, mode), plan(out, "gpu")
     print(starting_line(mode, planned, on_gpu) + f"; compile caches in {env['TORCHINDUCTOR_CACHE_DIR']}, "
           f"{env['TRITON_CACHE_DIR']}", flush=True)
-    for step, limit, est in planned:
-        print(f"  {step.name}: limit {limit} s, estimate {est[0]:.0f}-{est[1]:.0f} s on an H200", flush=True)
+    for step, limit, est in on_gpu:  # in a dry run too: what the check would allow on the GPU
+        print(f"  {step.name}: limit {limit} s on an H200, estimate {est[0]:.0f}-{est[1]:.0f} s", flush=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / "tables.md").write_text(f"# gpu-check{'' if mode == 'gpu' else f' (dry run on the CPU: {mode})'}\n\n")
     (out / "summary.md").write_text("| step | result | exit | s | CPU s | limit s | table |\n"

@@ -87,13 +87,15 @@ def steps(out: Path, mode: str) -> list[Step]:
         n = int(arm.rsplit("-", 1)[1]) if arm != "solo" else 1
         packed = arm.startswith("packed")
         work = Work(imports=2, contexts=2 + (n - 1 if arm.startswith("co-located") else 0),  # step, fork server
-                    steps=(("solo d12", 2),) + ((("pack d12", RUN_STEPS),) if packed else (("solo d12", runs * RUN_STEPS),)),
+                    steps=(("solo d12", 2),) + ((("pack d12", RUN_STEPS),) if packed
+                                                else (("solo d12", runs * RUN_STEPS),)),
                     runs=1 + (1 if packed else runs), members=runs if packed else 0)
         cmd = [py, str(ROOT / "scripts" / "throughput_arm.py"), arm, "--runs", str(runs), "--run-steps",
                str(RUN_STEPS if mode != "smoke" else 2), "--device", device, "--out", str(out / "throughput")]
         out_steps.append(Step(f"throughput-{arm}", cmd + (["--tiny"] if mode != "gpu" else []), "throughput", work))
-    deep = [py, "-m", "suite", "train", "--device", device, "data.name=synthetic", "model.heads=3", "model.patch_size=4",
-            "train.eval_every=0", "train.log_every=10", f"train.steps={DEEP_STEPS if mode != 'smoke' else 2}"]
+    deep = [py, "-m", "suite", "train", "--device", device, "data.name=synthetic", "model.heads=3",
+            "model.patch_size=4", "train.eval_every=0", "train.log_every=10",
+            f"train.steps={DEEP_STEPS if mode != 'smoke' else 2}"]
     if mode == "gpu":
         deep += ["model.depth=96", "model.dim=192"]
     else:
@@ -103,6 +105,6 @@ def steps(out: Path, mode: str) -> list[Step]:
     work = Work(imports=1, contexts=1, steps=(("solo d96", DEEP_STEPS + DEEP_STEPS // 10),), runs=1,
                 tflop=(DEEP_STEPS + DEEP_STEPS // 10) * DEEP_STEP_TFLOP)  # + a probe pass every 10 steps
     for scheme in ("preln", "layerscale"):
-        out_steps.append(Step(f"deep-{scheme}", [*deep, f"model.residual={scheme}", "--out", str(out / f"deep-{scheme}")],
-                              "deep", work))
+        cmd = [*deep, f"model.residual={scheme}", "--out", str(out / f"deep-{scheme}")]
+        out_steps.append(Step(f"deep-{scheme}", cmd, "deep", work))
     return out_steps

@@ -38,7 +38,8 @@ def base(tiny: bool) -> dict[str, dict[str, Any]]:
 
 
 def parse_arm(name: str) -> tuple[str, int] | None:
-    """(kind, K or N) of ``solo`` (1), ``co-located-K`` (2 <= K <= 64) or ``packed-N`` (2 <= N <= 1024); None otherwise."""
+    """(kind, K or N) of ``solo`` (1), ``co-located-K`` (2 <= K <= 64) or ``packed-N`` (2 <= N <= 1024);
+    None for anything else."""
     m = ARM.fullmatch(name)
     if m is None:
         return None

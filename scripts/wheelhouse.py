@@ -53,16 +53,18 @@ def cuda_mismatch(torch_version: str, torchvision_version: str | None) -> str | 
     want, got = cuda_tag(torch_version), cuda_tag(torchvision_version or "")
     if want is None or got is None or want[2:-1] == got[2:-1]:
         return None
-    return (f"wheelhouse: torchvision {torchvision_version} is built for CUDA {got[2:-1]}.{got[-1]}, the machine's torch "
-            f"{torch_version} for {want[2:-1]}.{want[-1]}, and torchvision refuses to import across CUDA majors. "
+    return (f"wheelhouse: torchvision {torchvision_version} is built for CUDA {got[2:-1]}.{got[-1]}, "
+            f"the machine's torch {torch_version} for {want[2:-1]}.{want[-1]}, and torchvision refuses to import "
+            f"across CUDA majors. "
             f"Fix: make wheelhouse TORCHVISION_INDEX=https://download.pytorch.org/whl/{want}")
 
 
 def download(specs: list[str], python: str, dest: Path, index: str | None = None) -> None:
     """``pip download`` of ``specs`` (no dependencies: each is named) for CPython ``python`` on x86-64 Linux."""
     platforms = [a for p in PLATFORMS for a in ("--platform", p)]
-    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", python,
-           "--implementation", "cp", *platforms, "-d", str(dest), *(["--index-url", index] if index else []), *specs]
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+           "--python-version", python, "--implementation", "cp", *platforms, "-d", str(dest),
+           *(["--index-url", index] if index else []), *specs]
     subprocess.run(cmd, check=True)
 
 

@@ -163,7 +163,8 @@ def test_a_step_past_its_limit_loses_only_its_own_row(tmp_path):
     assert time.monotonic() - t0 < 40
     assert [r[0] for r in results] == [True, False, True]
     summary = (tmp_path / "summary.md").read_text().splitlines()
-    assert summary[1].startswith("| throughput-packed-16 | FAILED | -9 (timed out) |") and summary[1].endswith("MISSING |")
+    assert summary[1].startswith("| throughput-packed-16 | FAILED | -9 (timed out) |")
+    assert summary[1].endswith("MISSING |")
     gathered = (tmp_path / "throughput" / "throughput.md").read_text()
     assert "| solo | 1 | 1 | 2 | 2 | 1.0 | 7200 | 1.00x | ok |" in gathered
     assert "| packed 64 | 1 | 1 | 2 | 2 | 1.0 | 14400 | 2.00x | ok |" in gathered and "packed 16" not in gathered
