@@ -3,8 +3,9 @@
 A group is ``variant`` plus every config key (``model.*``, ``data.*``, ``train.*``) that varies
 *within* some variant; keys that only say how a run was executed (``device``, ``train.threads``, ...)
 never do, as they are not part of the run id either. A key that varies only across variants (``model.residual``) is
-implied by the variant and left out; the seed is never a key; provenance and results never are.
-``--by KEY ...`` replaces the automatic keys (``variant`` is always kept). ``model.depth`` is
+implied by the variant and left out; the seed is never a key; provenance and results never are,
+except ``packed``: a folder that holds packed and solo runs of one cell keeps them apart (a bf16 pack
+is not bit for bit its solo runs). ``--by KEY ...`` replaces the automatic keys (``variant`` is always kept). ``model.depth`` is
 added whenever that does not split a group, so tables can show depth as columns. Keys other than
 ``variant`` and ``model.depth`` (e.g. ``train.lr``) split the tables into sections, one per
 combination of their values; each section is one exploratory family per p-value column
@@ -84,6 +85,9 @@ def _is_config_key(key: str) -> bool:
     return key.startswith(CONFIG_PREFIXES) and key not in EXECUTION_KEYS
 
 
+PACKED = "packed"  # set by a pack (suite/engine/pack.py); part of the cell when a folder mixes packed and solo runs
+
+
 def group_keys(runs: list[dict[str, Any]], by: list[str] | None = None) -> list[str]:
     """The keys that define a group: ``variant`` first, then sorted other keys.
 
@@ -110,6 +114,8 @@ def group_keys(runs: list[dict[str, Any]], by: list[str] | None = None) -> list[
                 keys.append(key)
     else:
         keys = [k for k in columns if _is_config_key(k) and _splits(runs, ["variant"], k)]
+        if _splits(runs, ["variant"], PACKED):  # a packed run is not pooled with solo runs of its cell
+            keys.append(PACKED)
     keys = ["variant"] + sorted(keys)
     if DEPTH not in keys and any(DEPTH in r for r in runs) and not _splits(runs, keys, DEPTH):
         keys.insert(1, DEPTH)

@@ -66,6 +66,9 @@ def load_runs(run_dir: str | Path, from_csv: bool = False) -> list[dict[str, Any
         raise AnalysisError(f"{root}: no usable summary.json found; point at a folder of finished runs "
                             f"(results/<ablation>)")
     _check_one_ablation(runs, root)
+    if any(r.get("packed") for r in runs):  # a solo run records nothing: packed is then False, so that
+        for r in runs:                      # solo and packed runs of one cell are told apart (grouping)
+            r["packed"] = bool(r.get("packed"))
     seen: dict[str, str] = {}
     for r in runs:
         rid = r.get("run_id")

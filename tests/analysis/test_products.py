@@ -247,3 +247,24 @@ def test_gamma_trajectories_are_a_csv_product_read_back_without_run_folders(tmp_
     shutil.rmtree(root / "runs")
     analyze(root, figures=False)
     assert (root / "tables" / "gamma.csv").read_text() == table
+
+
+def test_packed_and_solo_runs_of_one_cell_are_not_pooled(tmp_path):
+    import json
+
+    from suite.analysis.grouping import group_keys
+
+    root = tmp_path / "p"
+    for seed in range(2):
+        write_run(root, "preln", 6, seed)
+        packed = write_run(root, "preln", 6, seed + 10, acc=0.5)
+        summary = json.loads((packed / "summary.json").read_text())
+        (packed / "summary.json").write_text(json.dumps({**summary, "packed": True, "pack_size": 2}))
+    runs = load_runs(root)
+    assert group_keys(runs) == ["variant", "model.depth", "packed"]
+    assert sorted({r["packed"] for r in runs}) == [False, True]
+    assert group_keys([r for r in runs if not r["packed"]]) == ["variant", "model.depth"]
+    for run in (root / "runs").iterdir():  # no packed run at all: nothing added to the summaries
+        if json.loads((run / "summary.json").read_text()).get("packed"):
+            shutil.rmtree(run)
+    assert all("packed" not in r for r in load_runs(root))
