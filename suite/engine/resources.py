@@ -49,17 +49,24 @@ def available_memory(device: torch.device) -> float | None:
     return ram if limit == resource.RLIM_INFINITY else min(ram, float(limit))
 
 
-def memory_problem(cfg, device: torch.device) -> str | None:
-    """The one-line refusal when ``cfg``'s run cannot fit in ``device``'s memory, before anything is
+def memory_problem(cfg, device: torch.device, pack: int = 1) -> str | None:
+    """The one-line refusal when ``cfg``'s run (with ``pack`` > 1: a pack of that many runs of its shape,
+    :func:`suite.engine.pack.pack_memory_mb`) cannot fit in ``device``'s memory, before anything is
     allocated (:func:`suite.config.memory_estimate`, a lower bound); else None."""
     from suite.config import memory_estimate
 
     need, how = memory_estimate(cfg)
+    if pack > 1:
+        from suite.engine.pack import pack_memory_mb
+
+        need = pack_memory_mb(cfg, pack) * 2**20
+        how = f"{need / 2**30:.3g} GiB for a pack of {pack} (--pack)"
     have = available_memory(device)
     if have is None or need <= have:
         return None
-    return (f"this run needs at least {how}; {device.type} has {have / 2**30:.3g} GiB; lower train.batch_size, "
-            f"model.dim or model.depth")
+    fix = "lower --pack, train.batch_size, model.dim or model.depth" if pack > 1 else \
+        "lower train.batch_size, model.dim or model.depth"
+    return f"this run needs at least {how}; {device.type} has {have / 2**30:.3g} GiB; {fix}"
 
 
 def reset_peak_memory(device: torch.device) -> None:

@@ -33,7 +33,7 @@ BUILD_DEPTH = 2
 
 
 def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: bool = True,
-              device: str | None = None) -> list[str]:
+              device: str | None = None, pack: int = 1) -> list[str]:
     """The problems that would make any of ``runs`` error (``[]`` when there are none).
 
     Args:
@@ -44,11 +44,15 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
         check_data: also check that the data are there (off: a file meant for another machine's data);
             the models are then built at the dataset's registered shape.
         device: ``--device``, which overrides every run's ``device``.
+        pack: ``--pack``: a run that can be packed is checked as a pack of that many runs of its shape
+            (:func:`suite.engine.pack.pack_memory_mb`: every member's state and the [N, P] stacks).
     """
+    if pack > 1:
+        from suite.engine.pack import pack_memory_mb, packable
     problems: list[str] = []
     shapes: dict[str, tuple[int, int, int | None, int | None] | None] = {}
     models: set[str] = set()
-    largest: dict[str, tuple[float, Run]] = {}  # device -> its run needing the most memory (for the device checks)
+    largest: dict[str, tuple[float, Run, int]] = {}  # device -> the run (or pack) needing the most memory
     batches: set[tuple[str, int]] = set()
     for run in runs:
         cfg = run.cfg
@@ -67,11 +71,12 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
                 _model(cfg, run, src, shape, problems)
         where = device or cfg.device
         if check_device and run.kind == "train":
-            need = memory_estimate(cfg)[0]
+            n = pack if pack > 1 and packable(cfg) is None else 1
+            need = pack_memory_mb(cfg, n) * 2**20 if n > 1 else memory_estimate(cfg)[0]
             if where not in largest or need > largest[where][0]:
-                largest[where] = (need, run)
-    for where, (_, run) in largest.items():
-        _device(run, where, src, problems, flag=device is not None)
+                largest[where] = (need, run, n)
+    for where, (_, run, n) in largest.items():
+        _device(run, where, src, problems, flag=device is not None, pack=n)
     return list(dict.fromkeys(problems))
 
 
@@ -147,13 +152,13 @@ def _model(cfg: RunConfig, run: Run, src: str, shape: tuple, problems: list[str]
                         f"change the model keys of this variant")
 
 
-def _device(run: Run, where: str, src: str, problems: list[str], flag: bool = False) -> None:
-    """The device exists here, and the largest run meant for it fits in its memory (a lower bound);
-    ``flag``: the device is ``--device``'s, which the problem then names."""
+def _device(run: Run, where: str, src: str, problems: list[str], flag: bool = False, pack: int = 1) -> None:
+    """The device exists here, and the largest run (or pack of ``pack`` runs) meant for it fits in its
+    memory (a lower bound); ``flag``: the device is ``--device``'s, which the problem then names."""
     from suite.engine.resources import memory_problem, resolve_device
 
     try:
-        problem = memory_problem(run.cfg, resolve_device(where))
+        problem = memory_problem(run.cfg, resolve_device(where), pack)
     except RuntimeError as err:  # device cuda without a GPU
         if flag:  # the flag's fault, not the file's: one line for the whole sweep
             problems.append(f"--device {where}: torch sees no CUDA device on this machine, where the workers "

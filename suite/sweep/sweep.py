@@ -105,7 +105,7 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
     # The device and its memory are checked where the workers run on this machine (local, a private
     # Ray instance, Slurm's local executor); a cluster's nodes decide them there.
     problems = preflight(todo, str(ablation.path), check_device=not opts.dry_run and backend.runs_here(opts),
-                         device=opts.device)
+                         device=opts.device, pack=opts.pack or 1)
     if problems:  # every run that would only end in `error`, before any starts
         raise SpecError(problems)
     if other:

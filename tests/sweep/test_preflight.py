@@ -115,3 +115,22 @@ def test_device_override_is_what_the_device_check_sees(tmp_path, capsys):
     assert preflight(runs, str(path), device="cpu") == []
     if not torch.cuda.is_available():
         assert "sees no CUDA device" in preflight(runs, str(path))[0]
+
+
+def test_the_memory_check_counts_the_pack(tmp_path, monkeypatch):
+    """A run that fits alone may not fit as a pack of 64: --pack multiplies the estimate (every member's
+    state and the [N, P] stacks, suite.engine.pack.pack_memory_mb) before any run starts."""
+    from suite.config import memory_estimate
+    from suite.engine import resources
+    from suite.engine.pack import pack_memory_mb
+    from suite.sweep.preflight import preflight
+    from suite.sweep.spec import load_ablation
+
+    path = write(tmp_path, {"ls": {"model.residual": "layerscale"}})
+    runs = load_ablation(path).runs
+    one = memory_estimate(runs[0].cfg)[0]
+    assert pack_memory_mb(runs[0].cfg, 64) * 2**20 > 64 * one
+    monkeypatch.setattr(resources, "available_memory", lambda device: 4 * one)  # room for one run, not 64
+    assert preflight(runs, str(path), check_data=False) == []
+    problems = preflight(runs, str(path), check_data=False, pack=64)
+    assert len(problems) == 1 and "for a pack of 64 (--pack)" in problems[0] and "lower --pack" in problems[0]
