@@ -22,8 +22,8 @@ what an earlier one compiled for the same shapes.
 
 With no GPU at all (no working nvidia-smi, no /dev/nvidia0) it prints one line and exits 0; with a GPU
 that torch cannot use it prints the probe's error and exits 1; else it exits 1 if any step failed,
-timed out or wrote no table. ``GPU_CHECK_ONLY=STEP,STEP`` runs only those (a rerun of what a lease
-cut short). ``GPU_CHECK_DRY=1`` runs every step on the CPU at the smallest counts
+timed out or wrote no table. ``GPU_CHECK_ONLY=STEP,STEP`` runs only those, adding their rows to what
+DIR holds (a rerun of what a lease cut short, or the check split over two commands). ``GPU_CHECK_DRY=1`` runs every step on the CPU at the smallest counts
 (tests/test_gpu_check.py); ``GPU_CHECK_DRY=full`` at the GPU's counts with tiny tensors, and
 ``--calibrate [DIR]`` does that and records each step's seconds in scripts/gpu_check_dry.json, from
 which the limits are set (scripts/gpu_check_budget.py).
@@ -326,10 +326,16 @@ def main(argv: list[str]) -> int:
     for step, limit, est in on_gpu:  # in a dry run too: what the check would allow on the GPU
         print(f"  {step.name}: limit {limit} s on an H200, estimate {est[0]:.0f}-{est[1]:.0f} s", flush=True)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "tables.md").write_text(f"# gpu-check{'' if mode == 'gpu' else f' (dry run on the CPU: {mode})'}\n\n")
-    (out / "summary.md").write_text("| step | result | exit | s | CPU s | limit s | table |\n"
-                                    "|---|---|---|---:|---:|---:|---|\n")
-    arms = [s.name.removeprefix("throughput-") for s, _, _ in planned if s.kind == "throughput"]
+    fresh = not os.environ.get("GPU_CHECK_ONLY")  # a rerun of some steps adds to what DIR holds
+    if fresh or not (out / "tables.md").exists():
+        (out / "tables.md").write_text(f"# gpu-check{'' if mode == 'gpu' else f' (dry run on the CPU: {mode})'}\n\n")
+    if fresh or not (out / "summary.md").exists():
+        (out / "summary.md").write_text("| step | result | exit | s | CPU s | limit s | table |\n"
+                                        "|---|---|---|---:|---:|---:|---|\n")
+    arms = [s.name.removeprefix("throughput-") for s in steps(out, mode) if s.kind == "throughput"]
+    if fresh:  # rows of an earlier check in DIR are not this one's
+        for arm in arms:
+            (out / "throughput" / f"{arm}.json").unlink(missing_ok=True)
     reaping = calibrate and become_subreaper()
     load0, failed, seconds = os.getloadavg()[0], [], {}
     for step, limit, _ in planned:

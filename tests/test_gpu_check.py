@@ -186,6 +186,25 @@ def test_a_step_past_its_limit_is_killed_with_its_children_and_fails(tmp_path):
     assert "started" in (tmp_path / "throughput-solo.log").read_text()
 
 
+def test_a_rerun_of_some_steps_adds_to_what_out_holds_and_a_full_check_starts_over(tmp_path, monkeypatch, dry):
+    out, work = tmp_path / "out", budget.Work(imports=1, contexts=1)
+    fakes = [_arm("solo", 0, out)._replace(work=work), _arm("packed-16", 0, out)._replace(work=work)]
+    monkeypatch.setattr(gpu_check_steps, "steps", lambda out, mode: fakes)
+    for only in ("throughput-solo", "throughput-packed-16"):  # the check split over two commands
+        monkeypatch.setenv("GPU_CHECK_ONLY", only)
+        assert gpu_check.main([str(out)]) == 0
+    summary = (out / "summary.md").read_text()
+    assert "| throughput-solo | ok |" in summary and "| throughput-packed-16 | ok |" in summary
+    gathered = (out / "throughput" / "throughput.md").read_text()
+    assert "| solo | " in gathered and "| 14400 | 2.00x | ok |" in gathered
+    assert (out / "tables.md").read_text().count("## throughput-") == 2
+    monkeypatch.delenv("GPU_CHECK_ONLY")
+    fakes.pop()  # a whole check that runs solo alone: the earlier packed row is not this check's
+    assert gpu_check.main([str(out)]) == 0
+    assert "packed" not in (out / "throughput" / "throughput.md").read_text()
+    assert "packed" not in (out / "summary.md").read_text() and "packed" not in (out / "tables.md").read_text()
+
+
 def _kill_everything_under(tmp_path: Path) -> None:
     """SIGKILL every process group whose command line names ``tmp_path`` (the check's steps run in
     sessions of their own)."""
