@@ -257,3 +257,64 @@ def test_a_member_gone_non_finite_is_skipped_on_the_device_and_the_others_move_o
     assert torch.equal(after[1], before[1])  # not moved since, and finite
     assert not torch.equal(after[0], before[0]) and not torch.equal(after[2], before[2])
     assert all(torch.isfinite(a).all() for a in after)
+
+
+def test_a_bf16_pack_runs_the_patch_convolution_in_bf16_as_a_solo_run_does(tmp_path):
+    """Under vmap autocast misses the patch embedding's (grouped) convolution: the pack casts it, so
+    every convolution and matmul of a bf16 pack's forward takes bf16 operands, as a solo run's
+    autocast gives them; an fp32 pack's take fp32."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from suite.data import PackStream
+
+    class Dtypes(TorchDispatchMode):
+        seen: dict[str, set] = {}
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = str(func.overloadpacket).split(".")[-1]
+            if name in ("convolution", "bmm", "mm", "addmm"):
+                Dtypes.seen.setdefault(name, set()).update(a.dtype for a in args if isinstance(a, torch.Tensor))
+            return func(*args, **(kwargs or {}))
+
+    for precision, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+        pack = _pack(tmp_path / precision, [cfg(seed=s, **{"train.precision": precision}) for s in range(2)])
+        x, _ = next(PackStream(pack.members[0].data, 32, [0, 1], "cpu", False, 512, 0).batches(0, 1))
+        Dtypes.seen = {}
+        with Dtypes():
+            pack.forward(x)
+        assert "convolution" in Dtypes.seen and "bmm" in Dtypes.seen
+        assert all(kinds == {dtype} for kinds in Dtypes.seen.values()), (precision, Dtypes.seen)
+
+
+def test_the_default_ablation_forms_one_pack_per_model():
+    """Each member has its own schedule, so the Pre-LN arms with a 20- and a 100-step warm-up share a
+    pack: 2 packs (Pre-LN, LayerScale) where there were 3."""
+    from pathlib import Path
+
+    from suite.sweep.spec import load_ablation
+    from suite.sweep.worker import group
+
+    default = load_ablation(Path(__file__).resolve().parents[2] / "ablations" / "default.yaml")
+    packs = group(default.runs, 64)
+    assert len(packs) == 2 and sum(map(len, packs)) == len(default.runs) == 63
+    assert [sorted({r.variant for r in p}) for p in packs] == [["preln", "preln-warmup100"], ["layerscale-cait"]]
+    assert pack_key(cfg(**{"train.warmup_steps": 100, "train.min_lr": 0.0})) == pack_key(cfg())
+
+
+def test_a_packs_memory_estimate_is_its_members_and_its_stack(tmp_path):
+    """n runs' memory (weights, gradients, moments, activations, step log), the eager update's two
+    [N, P] temporaries (none compiled) and the [T, N] learning-rate table: linear in n, and at least
+    what the stack a pack builds holds."""
+    from suite.config import memory_estimate
+    from suite.engine.pack import pack_memory_mb
+
+    c = cfg()
+    one = memory_estimate(c)[0] / 2**20
+    assert pack_memory_mb(c, 1) > one
+    assert pack_memory_mb(c, 8) == pytest.approx(8 * pack_memory_mb(c, 1))
+    assert pack_memory_mb(cfg(**{"train.compile": True}), 8) < pack_memory_mb(c, 8)
+    pack = _pack(tmp_path, [cfg(seed=s) for s in range(4)])
+    state = pack.state
+    held = sum(t.numel() * t.element_size() for t in (state.flat, state.exp_avg, state.exp_avg_sq, state.lrs))
+    assert pack_memory_mb(c, 4) * 2**20 >= held
