@@ -47,7 +47,9 @@ def _run(out: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_dry_run_takes_every_step_and_writes_every_table(tmp_path):
+def test_dry_run_takes_every_step_and_writes_every_table(tmp_path, monkeypatch):
+    for var in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):  # inductor sets its default into os.environ
+        monkeypatch.delenv(var, raising=False)                    # when an earlier test compiled something
     p = _run(tmp_path, GPU_CHECK_DRY="1")
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
     names = [s.name for s in gpu_check_steps.steps(tmp_path, "smoke")]

@@ -7,7 +7,8 @@ kept on the device until read), ``outcome.py`` (ok or failed, judged on held-out
 exact binomial test), ``optim.py`` (AdamW and the warmup + cosine schedule), ``probes.py``
 (per-block probes attached with forward hooks), ``checkpoint.py`` (save, resume), ``compiled.py``
 (``train.compile``), ``resources.py`` (device, peak memory), ``pack.py`` (several runs as one stacked
-model), ``propagation.py`` (``suite propagate``: signal propagation instead of training) and
+model; its step as one program of device tensors in ``packstep.py``), ``precision.py`` (what
+``train.precision`` sets on the device: TF32 matmuls for fp32 on CUDA), ``propagation.py`` (``suite propagate``: signal propagation instead of training) and
 ``trackers/`` (TensorBoard, W&B, MLflow sinks). The sweep's worker and ``suite train`` call
 :func:`train`; nothing here parses arguments or prints.
 """

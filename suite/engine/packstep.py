@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import sys
+import warnings
 from typing import Any, Callable
 
 import torch
@@ -37,6 +37,7 @@ from torch import nn
 from torch.func import functional_call, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from suite import store
 from suite.engine import steplog
 from suite.engine.optim import stacked_adamw_
 
@@ -189,7 +190,7 @@ class Program:
     def __init__(self, spec: StepSpec, mode: str | None, warn: Callable[[str], None] | None = None,
                  **options: Any) -> None:
         self.spec, self.calls, self.options = spec, 0, options  # options: the tests' backend
-        self.warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.warn = warn or (lambda line: warnings.warn(line, store.SuiteWarning, stacklevel=2))
         if mode in CUDA_GRAPH_MODES and spec.device_type != "cuda":
             self.warn(f"pack: train.compile {mode} captures CUDA graphs, which exist on CUDA only; on "
                       f"{spec.device_type} the step is compiled without them")

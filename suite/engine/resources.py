@@ -49,22 +49,20 @@ def available_memory(device: torch.device) -> float | None:
     return ram if limit == resource.RLIM_INFINITY else min(ram, float(limit))
 
 
-def memory_problem(cfg, device: torch.device, pack: int = 1) -> str | None:
-    """The one-line refusal when ``cfg``'s run (with ``pack`` > 1: a pack of that many runs of its shape,
-    :func:`suite.engine.pack.pack_memory_mb`) cannot fit in ``device``'s memory, before anything is
-    allocated (:func:`suite.config.memory_estimate`, a lower bound); else None."""
+def memory_problem(cfg, device: torch.device, pack: tuple[int, float] | None = None) -> str | None:
+    """The one-line refusal when ``cfg``'s run cannot fit in ``device``'s memory, before anything is
+    allocated (:func:`suite.config.memory_estimate`, a lower bound); else None. ``pack``: (N, bytes) of a
+    pack of N runs of its shape (:func:`suite.engine.pack.pack_memory_mb`, which the caller computes)."""
     from suite.config import memory_estimate
 
     need, how = memory_estimate(cfg)
-    if pack > 1:
-        from suite.engine.pack import pack_memory_mb
-
-        need = pack_memory_mb(cfg, pack) * 2**20
-        how = f"{need / 2**30:.3g} GiB for a pack of {pack} (--pack)"
+    if pack is not None:
+        need = pack[1]
+        how = f"{need / 2**30:.3g} GiB for a pack of {pack[0]} (--pack)"
     have = available_memory(device)
     if have is None or need <= have:
         return None
-    fix = "lower --pack, train.batch_size, model.dim or model.depth" if pack > 1 else \
+    fix = "lower --pack, train.batch_size, model.dim or model.depth" if pack is not None else \
         "lower train.batch_size, model.dim or model.depth"
     return f"this run needs at least {how}; {device.type} has {have / 2**30:.3g} GiB; {fix}"
 

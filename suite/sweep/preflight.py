@@ -75,8 +75,8 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
             need = pack_memory_mb(cfg, n) * 2**20 if n > 1 else memory_estimate(cfg)[0]
             if where not in largest or need > largest[where][0]:
                 largest[where] = (need, run, n)
-    for where, (_, run, n) in largest.items():
-        _device(run, where, src, problems, flag=device is not None, pack=n)
+    for where, (need, run, n) in largest.items():
+        _device(run, where, src, problems, flag=device is not None, pack=n, need=need)
     return list(dict.fromkeys(problems))
 
 
@@ -152,13 +152,14 @@ def _model(cfg: RunConfig, run: Run, src: str, shape: tuple, problems: list[str]
                         f"change the model keys of this variant")
 
 
-def _device(run: Run, where: str, src: str, problems: list[str], flag: bool = False, pack: int = 1) -> None:
+def _device(run: Run, where: str, src: str, problems: list[str], flag: bool = False, pack: int = 1,
+            need: float = 0.0) -> None:
     """The device exists here, and the largest run (or pack of ``pack`` runs) meant for it fits in its
     memory (a lower bound); ``flag``: the device is ``--device``'s, which the problem then names."""
     from suite.engine.resources import memory_problem, resolve_device
 
     try:
-        problem = memory_problem(run.cfg, resolve_device(where), pack)
+        problem = memory_problem(run.cfg, resolve_device(where), (pack, need) if pack > 1 else None)
     except RuntimeError as err:  # device cuda without a GPU
         if flag:  # the flag's fault, not the file's: one line for the whole sweep
             problems.append(f"--device {where}: torch sees no CUDA device on this machine, where the workers "

@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from suite import store
-from suite.config import RunConfig, flatten, load_config, resolve_precision, to_dict
+from suite.config import BF16_MIN_WIDTH, RunConfig, flatten, load_config, resolve_precision, to_dict
 from suite.engine import train
 
 
@@ -137,7 +137,9 @@ def test_precision_auto_is_resolved_into_the_run_id(tmp_path):
     auto = tiny()
     assert auto.train.precision == "auto"
     fp32 = resolve_precision(auto, "cpu")
-    bf16 = resolve_precision(auto, "cuda")
+    assert resolve_precision(auto, "cuda").train.precision == "fp32"  # narrow: on CUDA bf16 would only add casts
+    wide = dataclasses.replace(auto, model=dataclasses.replace(auto.model, dim=BF16_MIN_WIDTH))
+    bf16 = resolve_precision(wide, "cuda")
     assert (fp32.train.precision, bf16.train.precision) == ("fp32", "bf16")
     assert store.run_id(fp32) == store.run_id(tiny(**{"train.precision": "fp32"}))
     assert len({store.run_id(auto), store.run_id(fp32), store.run_id(bf16)}) == 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import textwrap
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from suite import store
+from suite.config import BF16_MIN_WIDTH
 from suite.cli import main
 from suite.sweep.folder import RunnerError
 from suite.sweep.plan import resolve_runs
@@ -205,18 +207,20 @@ def test_bad_only_is_a_one_line_user_error(capsys):
 
 def test_resolving_precision_renames_runs_by_device_and_refuses_collisions(tmp_path):
     ab = load_ablation(SMOKE)
-    cpu = resolve_runs(ab.runs, None, "cpu")
-    gpu = resolve_runs(ab.runs, None, "cuda")
+    wide = [dataclasses.replace(r, cfg=dataclasses.replace(r.cfg, model=dataclasses.replace(
+        r.cfg.model, dim=BF16_MIN_WIDTH, heads=2))) for r in ab.runs]  # narrower models stay fp32 on CUDA
+    cpu = resolve_runs(wide, None, "cpu")
+    gpu = resolve_runs(wide, None, "cuda")
     assert all(r.cfg.train.precision == "fp32" for r in cpu) and all(r.cfg.train.precision == "bf16" for r in gpu)
     assert not {r.run_id for r in cpu} & {r.run_id for r in gpu}
-    assert [r.run_id for r in resolve_runs(ab.runs, "cpu", "cuda")] == [r.run_id for r in cpu]  # --device wins
+    assert [r.run_id for r in resolve_runs(wide, "cpu", "cuda")] == [r.run_id for r in cpu]  # --device wins
     asked = []
     resolve_runs(ab.runs, "cpu", lambda: asked.append(1) or "cuda")
     assert not asked  # the auto device is looked up only when a run needs it
     path = tmp_path / "twice.yaml"
     path.write_text(textwrap.dedent("""
         name: twice
-        base: {data: {name: synthetic, synthetic_train: 32, synthetic_test: 8}, model: {dim: 16, heads: 2, depth: 1, patch_size: 4}}
+        base: {data: {name: synthetic, synthetic_train: 32, synthetic_test: 8}, model: {dim: 128, heads: 2, depth: 1, patch_size: 4}}
         variants:
           auto: {train.precision: auto}
           fp32: {train.precision: fp32}
