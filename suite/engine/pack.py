@@ -54,7 +54,8 @@ from suite.engine.compiled import pack_members, reuse
 from suite.engine.lifecycle import RunFolder
 from suite.engine.loop import Training, run_steps
 from suite.engine.optim import is_no_decay, lr_table
-from suite.engine.packstep import PackState, Program, StepSpec, attention, cast_names, compile_mode, mark_static, unflatten
+from suite.engine.packstep import (PackState, Program, StepSpec, attention, cast_names, compile_mode, mark_static,
+                                   unflatten)
 from suite.engine.precision import set_matmul_precision
 from suite.engine.probes import probe_stacked
 from suite.engine.steplog import StepLog

@@ -145,7 +145,8 @@ def make_step(spec: StepSpec) -> Callable[..., None]:
     by its next replay)."""
     b1, b2 = spec.betas
 
-    def losses(flat: torch.Tensor, buffers: dict, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def losses(flat: torch.Tensor, buffers: dict, x: torch.Tensor,
+               y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         logits = forward(spec, unflatten(spec, flat), buffers, x).float()
         n, b = y.shape
         loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none",
