@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
             cfg = resolve_precision(cfg, resolve_device(cfg.device).type)
             header += f"\n# train.precision auto resolved for this machine: {cfg.train.precision}"
         except RuntimeError:  # device cuda here without one: left as written
-            header += "\n# train.precision auto: resolved where the run executes (fp32 on CPU, bf16 on CUDA)"
+            header += "\n# train.precision auto: resolved where the run executes (fp32 on CPU; on CUDA bf16 from model.dim 128, fp32 below)"
     header += f"\n# run id {store.run_id(cfg)}"
     print(header + "\n" + dump_yaml(cfg), end="")
     return 0

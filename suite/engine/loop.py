@@ -109,6 +109,9 @@ class Training:
         if tc.threads:
             torch.set_num_threads(tc.threads)
         set_deterministic(tc.deterministic)
+        from suite.engine.precision import set_matmul_precision
+
+        set_matmul_precision(tc.precision, self.device)  # TF32 matmuls for fp32 on CUDA, as a pack does
         self.data = self.data or load_dataset(self.cfg.data)
         self.cfg = cfg = fill_model_shape(self.cfg, self.data)
         self.summary.update({k: v for k, v in flatten(to_dict(cfg)).items() if k.startswith("model.")})
