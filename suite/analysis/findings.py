@@ -154,11 +154,15 @@ def lr_lines(row: pd.Series, base: pd.Series, baseline: str) -> list[str]:
             xfit = (f"; cross-fitted (each half of the seeds at the rate the other half chose: "
                     f"{row['test_xfit_lrs']} vs {row['test_xfit_base_lrs']}) {100 * row['test_xfit_mean']:.1f}% vs "
                     f"{100 * row['test_xfit_base_mean']:.1f}%")
+        if math.isnan(row["test_diff"]):  # cross-fitting needs seeds scored on both sides in each half
+            diff = "difference not estimated (too few seeds scored on both sides to cross-fit)"
+        else:
+            diff = (f"{_points(row['test_diff'])} points "
+                    f"({_interval(row['test_diff_ci_low'], row['test_diff_ci_high'], row['test_p_m'])}; {test}, "
+                    f"{_adj(row['test_p_adj'], row['test_p_m'])}{agree})")
         out.append(f"{where}: at its best learning rate ({fmt_value(row['best_lr'])}, selected on {on}) test "
                    f"{100 * row['test_mean']:.1f}% vs {100 * base['test_mean']:.1f}% at {baseline}'s "
-                   f"({fmt_value(base['best_lr'])}){xfit}: {_points(row['test_diff'])} points "
-                   f"({_interval(row['test_diff_ci_low'], row['test_diff_ci_high'], row['test_p_m'])}; {test}, "
-                   f"{_adj(row['test_p_adj'], row['test_p_m'])}{agree})")
+                   f"({fmt_value(base['best_lr'])}){xfit}: {diff}")
     never = [name for name, r in ((row["variant"], row), (baseline, base)) if not r["above_chance"]]
     if never:
         out.append(f"{where}: LR sensitivity not compared ({' and '.join(never)} never beat chance at any rate)")

@@ -78,3 +78,17 @@ def test_no_best_rate_interval_reaches_past_100_points(tmp_path):
     row = lr_table(load_runs(tmp_path), KEYS, "preln").set_index("variant").loc["layerscale"]
     assert -1.0 <= row["test_diff_ci_low"] and row["test_diff_ci_high"] <= 1.0
     assert bool(row["test_diff_ci_clipped"])
+
+
+def test_one_seed_a_side_prints_no_nan_difference(tmp_path):
+    """Cross-fitting needs seeds on both sides in each half: with one seed a side the findings say the
+    difference is not estimated, not '+nan points'."""
+    from suite.analysis.findings import lr_lines
+
+    table = lr_table(_grid(tmp_path, {"preln": dict(zip(PRELN, [0.8, 0.9, 0.7, 0.5, 0.3])),
+                                      "layerscale": dict(zip(LAYERSCALE, [0.6, 0.9, 0.8, 0.5, 0.2]))}, seeds=1),
+                     KEYS, "preln").set_index("variant", drop=False)
+    assert math.isnan(table.loc["layerscale", "test_diff"])
+    lines = lr_lines(table.loc["layerscale"], table.loc["preln"], "preln")
+    assert "difference not estimated (too few seeds scored on both sides to cross-fit)" in lines[0]
+    assert not any("nan" in line for line in lines)
