@@ -106,7 +106,7 @@ def test_a_frozen_layerscale_at_init_0_is_refused(placement, branches):
 
 
 def test_a_base_shared_by_every_variant_is_the_reference_not_the_defaults():
-    """An ablation's base applies to every variant (mechanisms.yaml sets model.base_depth 4 for its depth-scaled
+    """An ablation's base applies to every variant (mechanisms.yaml sets model.base_depth 12 for its depth-scaled
     arms, and its preln arm carries it too): against the base, only what a variant or the grid sets counts."""
     base = RunConfig()
     apply_dict(base, nest({"model.base_depth": 4}), "test")
