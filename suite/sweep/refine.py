@@ -44,8 +44,9 @@ LR = "train.lr"
 
 
 def past_edge(rates: list[float], side: str) -> float:
-    """The next rate past the ``lowest`` / ``highest`` tested one, at the grid's spacing there (3
-    significant digits). E.g. ([1e-3, 2e-3, 4e-3], "highest") -> 8e-3."""
+    """The next rate past the ``lowest`` / ``highest`` tested one, at the grid's spacing there (6
+    significant digits, so that a 4x grid from 1.25e-4 down meets 3.125e-5 and 7.8125e-6 exactly). E.g.
+    ([1e-3, 2e-3, 4e-3], "highest") -> 8e-3."""
     rates = sorted(rates)
     if len(rates) < 2:
         raise ValueError("an edge needs at least 2 rates")
@@ -53,7 +54,7 @@ def past_edge(rates: list[float], side: str) -> float:
         value = rates[0] * rates[0] / rates[1]
     else:
         value = rates[-1] * rates[-1] / rates[-2]
-    return float(f"{value:.3g}")
+    return float(f"{value:.6g}")
 
 
 def _plain(value: Any) -> Any:

@@ -259,3 +259,11 @@ def test_a_bad_refine_field_is_one_line_per_problem_in_validate(tmp_path, capsys
     assert main(["validate", str(path)]) == 2
     printed = capsys.readouterr().err.splitlines()
     assert len(printed) == len(problems) and all(": refine" in line for line in printed)
+
+
+def test_past_edge_meets_a_4x_grid_exactly():
+    """The mechanisms study's refine added 3.13e-05 beside the grid's 3.125e-05 (3 significant digits): two
+    rates where one was meant, so the arm shared no rate there with the others."""
+    assert past_edge([1.25e-4, 5e-4], "lowest") == 3.125e-05
+    assert past_edge([3.125e-5, 1.25e-4], "lowest") == 7.8125e-06
+    assert past_edge([3.2e-2, 1.28e-1], "highest") == 0.512
