@@ -167,10 +167,13 @@ def _rates(rates: list[float]) -> str:
 
 
 def _interval(values: list[float], clip: bool) -> tuple[int, float, float, float]:
+    """n, mean and t interval, kept within what the values can be: [0, 1] for scores (``clip``); for an LR
+    sensitivity, [0, 1] widened to any seed's value past it (a score below chance is a loss above 100%)."""
     x = np.array(values, dtype=float)
     low, high = stats.t_interval(x)
-    if clip and x.size > 1:
-        low, high = max(low, 0.0), min(high, 1.0)
+    if x.size > 1 and not math.isnan(low):
+        lo, hi = (0.0, 1.0) if clip else (min(0.0, float(x.min())), max(1.0, float(x.max())))
+        low, high = max(low, lo), min(high, hi)
     return int(x.size), float(x.mean()) if x.size else math.nan, low, high
 
 

@@ -92,3 +92,14 @@ def test_one_seed_a_side_prints_no_nan_difference(tmp_path):
     lines = lr_lines(table.loc["layerscale"], table.loc["preln"], "preln")
     assert "difference not estimated (too few seeds scored on both sides to cross-fit)" in lines[0]
     assert not any("nan" in line for line in lines)
+
+
+def test_no_sensitivity_interval_reaches_past_its_range():
+    """Two seeds give a t interval on 1 df (x12.7): the mechanisms study's depth-96 sensitivities printed
+    [-130, 218] %. A sensitivity lies in [0, 100] % unless a seed scored below chance."""
+    from suite.analysis.lr import _interval
+
+    assert _interval([0.1, 0.9], clip=False)[2:] == (0.0, 1.0)
+    n, mean, low, high = _interval([0.2, 1.3], clip=False)  # a seed below chance: up to its own value
+    assert (n, low, high) == (2, 0.0, 1.3)
+    assert _interval([0.4, 0.5, 0.45], clip=False)[2:] == pytest.approx((0.326, 0.574), abs=1e-3)
