@@ -1,13 +1,24 @@
-"""Ops per packed step and eager vs compiled step time at the default shape (depth 48, dim 32, batch 32).
+"""Ops per packed step and eager vs compiled step time, by default at the default ablation's shape
+(depth 48, dim 32, batch 32, one thread).
 
-Usage: .venv/bin/python scripts/pack_step_measure.py ROOT N PRECISION [compile]
+Usage: .venv/bin/python scripts/pack_step_measure.py ROOT N PRECISION [compile] [only] [-v]
+           [--depth D] [--batch B] [--threads T]
 (ROOT: a checkout of the suite, e.g. `.`, or an older one exported with `git archive` to compare;
-with `compile` it also times the compiled step against the eager one in the same run, interleaved;
-the first compile takes minutes on a CPU.)
+with `compile` it also times the compiled step against the eager one in the same run, interleaved,
+so that a shared machine's drift falls on both; `only` times the compiled step alone; the first
+compile takes minutes on a CPU. `suite bench --throughput`'s shape is `--depth 12 --batch 64
+--threads 2`.)
 """
-import sys, time, tempfile, statistics
-root, n, prec = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-do_compile = "compile" in sys.argv
+import argparse, sys, time, tempfile, statistics
+parser = argparse.ArgumentParser()
+parser.add_argument("root"); parser.add_argument("n", type=int); parser.add_argument("precision")
+parser.add_argument("flags", nargs="*", choices=["compile", "only"], default=[])
+parser.add_argument("-v", action="store_true", help="the most frequent operators too")
+parser.add_argument("--depth", type=int, default=48); parser.add_argument("--batch", type=int, default=32)
+parser.add_argument("--threads", type=int, default=1)
+args = parser.parse_args()
+root, n, prec = args.root, args.n, args.precision
+do_compile = "compile" in args.flags
 sys.path.insert(0, root)
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -16,11 +27,12 @@ from suite.data import load_dataset, PackStream
 from suite.engine.lifecycle import RunFolder
 from suite.engine.loop import Training
 from suite.engine.pack import Pack
-torch.set_num_threads(1)
-DEFAULT = {"data.name": "mnist5k", "model.patch_size": 7, "model.dim": 32, "model.heads": 2, "model.depth": 48,
-           "model.residual": "layerscale", "train.steps": 160, "train.batch_size": 32, "train.warmup_steps": 20,
+torch.set_num_threads(args.threads)
+DEFAULT = {"data.name": "mnist5k", "model.patch_size": 7, "model.dim": 32, "model.heads": 2, "model.depth": args.depth,
+           "model.residual": "layerscale", "train.steps": 160, "train.batch_size": args.batch, "train.warmup_steps": 20,
            "train.min_lr": 1e-6, "train.log_every": 10, "train.eval_every": 0, "device": "cpu",
            "train.precision": prec}
+print(f"N={n} {prec}, depth {args.depth}, batch {args.batch}, {args.threads} thread(s); torch {torch.__version__}")
 cfgs = [load_config(None, [f"{k}={v}" for k, v in {**DEFAULT, "seed": s, "train.lr": 1e-3 * (s + 1)}.items()]) for s in range(n)]
 tmp = tempfile.mkdtemp()
 members, data = [], None
@@ -29,7 +41,7 @@ for i, c in enumerate(cfgs):
     data = data or load_dataset(c.data)
     t = Training(c, folder, data, member=i); t.setup(); members.append(t)
 t0 = time.perf_counter(); pack = Pack(members); print(f"Pack() {1e3*(time.perf_counter()-t0):.0f} ms")
-batches = PackStream(data, 32, list(range(n)), "cpu", False, 1024, 0).batches(0, 160)
+batches = PackStream(data, args.batch, list(range(n)), "cpu", False, 1024, 0).batches(0, 160)
 
 def step():
     if len(pack.log) == pack.log.values.shape[0]:
@@ -52,7 +64,7 @@ step()
 with Count():
     step()
 print(f"{root.split('/')[-1]} N={n} {prec}: {Count.ops} operators dispatched per eager step, {Count.ops - Count.views} not views")
-if "-v" in sys.argv: print(Count.by.most_common(25))
+if args.v: print(Count.by.most_common(25))
 if not do_compile:
     ts = [step() for _ in range(12)]
     print(f"eager step {1e3*statistics.median(ts):.1f} ms")
@@ -74,6 +86,10 @@ def profiled(label):
              or e.cpu_parent is not None and e.cpu_parent.name.startswith("## Call CompiledFxGraph")]
     names = collections.Counter(e.name for e in top)
     print(f"{label}: {len(top)} top-level profiler events per step; in the compiled graph {len(inner)}; most: {names.most_common(6)}", flush=True)
+if "only" in args.flags:
+    tc = [step() for _ in range(24)]
+    print(f"compiled only: {1e3*statistics.median(tc):.1f} ms per step (24 steps)")
+    sys.exit()
 profiled("compiled")
 pack.program = eager
 profiled("eager")
