@@ -9,7 +9,12 @@ once per process, :mod:`suite.sweep.local`) is started by an untimed warm-up, so
 - ``co-located K``: K workers at once, sharing the device (on a CPU, cores // K threads each; on a
   GPU, K processes sharing one GPU, which overlap only under CUDA MPS);
 - ``packed N``: one worker training N runs at a time as one stacked model (``suite run --pack N``,
-  :mod:`suite.engine.pack`).
+  :mod:`suite.engine.pack`);
+- ``... compiled`` (``suite bench --throughput --compile``): each arm again with ``train.compile:
+  true`` (a solo run compiles its blocks, every run again; a pack compiles its whole step once per
+  shape in a worker, :mod:`suite.engine.packstep`). The compile caches (inductor's on disk) start
+  empty in each command, so the compiled arms' wall time includes compiling from nothing, as on a
+  fresh machine; the median step time beside it says what compiling buys once compiled.
 
 On a GPU every arm runs on one GPU, the first that ``CUDA_VISIBLE_DEVICES`` names (or GPU 0 without
 it), so that arms compare runs per GPU, not how many GPUs the machine has.
@@ -21,7 +26,10 @@ how long an ablation takes on a machine (``docs/benchmark.md``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import os
+import statistics
 import tempfile
 import time
 from collections.abc import Iterator
@@ -46,16 +54,21 @@ class Arm:
     workers: int
     threads: int
     pack: int = 1
+    compile: bool = False
 
 
-def default_arms(device: str, co_located: list[int], packed: list[int] = (), cores: int | None = None) -> list[Arm]:
-    """``solo``, ``co-located K`` for each K and ``packed N`` for each N (see the module docstring)."""
+def default_arms(device: str, co_located: list[int], packed: list[int] = (), cores: int | None = None,
+                 compiled: bool = False) -> list[Arm]:
+    """``solo``, ``co-located K`` for each K and ``packed N`` for each N, then (``compiled``) each of
+    them again compiled, named ``... compiled`` (see the module docstring)."""
     cores = cores or os.cpu_count() or 1
     if device == "cpu":
         arms = [Arm("solo", 1, cores)] + [Arm(f"co-located {k}", k, max(1, cores // k)) for k in co_located]
-        return arms + [Arm(f"packed {n}", 1, cores, n) for n in packed]
-    return ([Arm("solo", 1, 1)] + [Arm(f"co-located {k}", k, 1) for k in co_located]
-            + [Arm(f"packed {n}", 1, 1, n) for n in packed])
+        arms += [Arm(f"packed {n}", 1, cores, n) for n in packed]
+    else:
+        arms = ([Arm("solo", 1, 1)] + [Arm(f"co-located {k}", k, 1) for k in co_located]
+                + [Arm(f"packed {n}", 1, 1, n) for n in packed])
+    return arms + [dataclasses.replace(a, name=f"{a.name} compiled", compile=True) for a in arms if compiled]
 
 
 def bench_gpu(device: str) -> str | None:
@@ -83,6 +96,32 @@ def _only_gpu(gpu: str | None) -> Iterator[None]:
             os.environ["CUDA_VISIBLE_DEVICES"] = before
 
 
+@contextlib.contextmanager
+def _fresh_compile_cache(folder: Path) -> Iterator[None]:
+    """Inductor's on-disk caches (and Triton's, under it) in ``folder`` inside, then as before: the
+    workers, forked inside, compile from nothing, whatever earlier commands compiled."""
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+
+
+def median_step_ms(folder: Path) -> float | None:
+    """The median over the runs under ``folder/runs`` of their summaries' ``step_time_ms`` (a packed
+    member's is its pack's step); None where no run timed a step."""
+    times = []
+    for path in sorted(folder.glob("runs/*/summary.json")):
+        value = json.loads(path.read_text()).get("step_time_ms")
+        if value is not None:
+            times.append(float(value))
+    return round(statistics.median(times), 2) if times else None
+
+
 def measure_throughput(arms: list[Arm], *, runs: int, device: str, base: dict[str, Any] | None = None,
                        steps: int | None = None, log: Callable[[str], None] = lambda line: None) -> list[dict[str, Any]]:
     """Train ``runs`` runs per arm and return one row per arm: wall time, runs per hour, speed-up
@@ -98,46 +137,60 @@ def measure_throughput(arms: list[Arm], *, runs: int, device: str, base: dict[st
         base["train"]["steps"] = steps
     rows: list[dict[str, Any]] = []
     gpu = bench_gpu(device)
-    with tempfile.TemporaryDirectory(prefix="suite-throughput-") as tmp, _only_gpu(gpu):
-        # Untimed: one short run first, so that no arm pays for a cold file cache, the first data load or
-        # starting the workers' fork server.
-        warm = {"name": "throughput", "base": {**base, "train": {**base["train"], "steps": 2}}, "variants": {"run": {}}}
+    with tempfile.TemporaryDirectory(prefix="suite-throughput-") as tmp, _only_gpu(gpu), \
+            _fresh_compile_cache(Path(tmp) / "compile-cache"):
+        # Untimed, eager: one short run first, so that no arm pays for a cold file cache, the first data
+        # load or starting the workers' fork server.
+        warm = {"name": "throughput", "base": {**base, "train": {**base["train"], "steps": 2, "compile": False}},
+                "variants": {"run": {}}}
         run_sweep(warm, Path(tmp) / "warm-up", SweepOptions(device=device, workers=1,
                                                               threads=arms[0].threads if arms else 1))
         for arm in arms:
-            spec = {"name": "throughput", "base": base, "seeds": runs, "variants": {"run": {}}}
+            spec = {"name": "throughput", "base": {**base, "train": {**base["train"], "compile": arm.compile}},
+                    "seeds": runs, "variants": {"run": {}}}
             log(f"{arm.name}: {runs} runs, {arm.workers} worker(s) x {arm.threads} thread(s)")
+            folder = Path(tmp) / arm.name.replace(" ", "-")
             t0 = time.perf_counter()
-            sweep = run_sweep(spec, Path(tmp) / arm.name.replace(" ", "-"),
-                              SweepOptions(device=device, workers=arm.workers, threads=arm.threads, pack=arm.pack))
+            sweep = run_sweep(spec, folder, SweepOptions(device=device, workers=arm.workers, threads=arm.threads,
+                                                         pack=arm.pack))
             wall = time.perf_counter() - t0
             errors = [r["error"] for r in sweep.results.values() if r["status"] == "error"]
             if errors or sweep.stopped:
                 raise RuntimeError(f"throughput arm {arm.name}: a run ended in error ({(errors or [sweep.stopped])[0]})")
             statuses = {str(r["status"]) for r in sweep.results.values()}
             rows.append({"arm": arm.name, "workers": arm.workers, "threads_per_run": arm.threads, "pack": arm.pack,
-                         "gpu": gpu, "runs": runs, "steps": base["train"]["steps"], "wall_s": round(wall, 2),
-                         "runs_per_hour": round(runs / wall * 3600, 1), "statuses": ",".join(sorted(statuses))})
+                         "compile": arm.compile, "gpu": gpu, "runs": runs, "steps": base["train"]["steps"],
+                         "wall_s": round(wall, 2), "runs_per_hour": round(runs / wall * 3600, 1),
+                         "step_ms": median_step_ms(folder), "statuses": ",".join(sorted(statuses))})
     for row in rows:
         row["speedup"] = round(row["runs_per_hour"] / rows[0]["runs_per_hour"], 3)
     return rows
 
 
 def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    compiled = any(r.get("compile") for r in rows)
     lines = [
-        "# Runs per hour: solo vs co-located\n",
+        "# Runs per hour: solo, co-located and packed" + (", eager and compiled" if compiled else "") + "\n",
         f"`{meta['command']}`\n",
         f"{provenance_line(meta['provenance'])}. Each arm "
         f"trains the same runs (the default ablation's shape at depth 12: "
         f"{meta['shape']}) through the local backend's workers, their start-up included (not their fork "
         f"server's, started by an untimed warm-up); "
-        f"speed-up is against `{rows[0]['arm']}` measured in the same command.\n",
-        "| arm | workers x threads | runs per worker at once | runs | steps | wall (s) | runs / hour | speed-up |",
-        "|---|---|---|---|---|---|---|---|",
+        f"speed-up is against `{rows[0]['arm']}` measured in the same command. The median step is over the "
+        f"arm's runs (a packed run's step is its pack's, for all its members at once).\n",
     ]
+    if compiled:
+        lines.append("The compiled arms (`train.compile: true`) start from empty compile caches, so their wall "
+                     "time includes compiling from nothing, as on a fresh machine: a solo run compiles its blocks "
+                     "(every run, from the on-disk cache after the first), a pack its whole step once per worker "
+                     "and shape.\n")
+    lines += ["| arm | workers x threads | runs per worker at once | runs | steps | wall (s) | median step (ms) | "
+              "runs / hour | speed-up |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        step = "-" if r.get("step_ms") is None else f"{r['step_ms']:.1f}"
         lines.append(f"| {r['arm']} | {r['workers']} x {r['threads_per_run']} | {r['pack']} | {r['runs']} | {r['steps']} | "
-                     f"{r['wall_s']:.1f} | {r['runs_per_hour']:.0f} | {r['speedup']:.2f}x |")
+                     f"{r['wall_s']:.1f} | {step} | {r['runs_per_hour']:.0f} | {r['speedup']:.2f}x |")
     return "\n".join(lines) + "\n"
 
 

@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sequence length incl. the class token, n*n+1 with patch 16 (default: 65 = 128 px; 197 = 224 px)")
     parser.add_argument("--batch", type=int, help="default: 4 on cpu, 128 on cuda")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--compile", action="store_true", help="torch.compile every model")
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile every model (--throughput: every arm again, compiled)")
     parser.add_argument("--dtype", choices=["fp32", "bf16"], help="default: fp32 on cpu, bf16 autocast on cuda")
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default: 16 on cpu, 20 on cuda)")
     parser.add_argument("--steps", type=int, help="steps per timed visit (default: 1 on cpu, 5 on cuda)")
@@ -56,8 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="weights, input and visiting order")
     parser.add_argument("--out", default="results/bench", help="folder for overhead.{csv,md,json}")
     parser.add_argument("--throughput", action="store_true",
-                        help="measure runs per hour instead: the default ablation's shape trained solo and "
-                             "co-located (throughput.{csv,md,json})")
+                        help="measure runs per hour instead: the default ablation's shape trained solo, "
+                             "co-located and packed (throughput.{csv,md,json})")
     parser.add_argument("--runs", type=int, default=4, metavar="N", help="--throughput: runs per arm (default: %(default)s)")
     parser.add_argument("--run-steps", type=int, default=100, metavar="S",
                         help="--throughput: training steps per run (default: %(default)s)")
@@ -94,7 +95,8 @@ def _refused(args: argparse.Namespace, problem: str | None) -> bool:
 
 
 def run_throughput(args: argparse.Namespace) -> int:
-    """``suite bench --throughput``: runs per hour, solo against co-located (suite/bench/throughput.py)."""
+    """``suite bench --throughput``: runs per hour, solo against co-located and packed, eager (and with
+    ``--compile`` compiled too) (suite/bench/throughput.py)."""
     from suite.bench import throughput
 
     co_located = args.co_located or ([2] if args.device == "cpu" else [2, 4, 8])
@@ -106,9 +108,10 @@ def run_throughput(args: argparse.Namespace) -> int:
         f"--packed {min(packed)}: must be >= 2" if packed and min(packed) < 2 else None)
     if _refused(args, problem):
         return 2
-    arms = throughput.default_arms(args.device, co_located, packed)
+    arms = throughput.default_arms(args.device, co_located, packed, compiled=args.compile)
     command = (f"suite bench --throughput --device {args.device} --runs {args.runs} --run-steps {args.run_steps} "
-               f"--co-located {' '.join(map(str, co_located))} --packed {' '.join(map(str, packed))}".rstrip())
+               f"--co-located {' '.join(map(str, co_located))} --packed {' '.join(map(str, packed))}".rstrip()
+               + (" --compile" if args.compile else ""))
     prov = store.provenance(args.device)
     try:
         rows = throughput.measure_throughput(arms, runs=args.runs, steps=args.run_steps, device=args.device,

@@ -7,8 +7,10 @@ fail on a deliberately slowed one (extra passes over the activations after each 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -396,3 +398,43 @@ def test_throughput_co_located_1_is_one_line(tmp_path, capsys):
     assert main(["bench", "--throughput", "--co-located", "1", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--co-located 1: must be >= 2" in err
+
+
+def test_compiled_throughput_arms_compile_from_empty_caches_and_report_their_step(tmp_path, monkeypatch):
+    """``--compile`` adds each arm again, compiled: its runs train with ``train.compile: true`` (their
+    summaries say so), inductor writes into the command's own fresh cache (the caller's setting is
+    back afterwards), and each row carries the median step beside the wall time."""
+    from suite.bench import throughput
+    from suite.bench.throughput import default_arms, markdown, measure_throughput
+
+    arms = default_arms("cpu", [2], [4], cores=2, compiled=True)
+    assert [a.name for a in arms] == ["solo", "co-located 2", "packed 4", "solo compiled", "co-located 2 compiled",
+                                      "packed 4 compiled"]
+    assert [a.compile for a in arms] == [False] * 3 + [True] * 3 and arms[5].pack == 4 and arms[4].threads == 1
+
+    seen = []
+    real = throughput.median_step_ms
+
+    def spy(folder):  # the run folders still exist here, inside the command's temporary folder
+        seen.append(([json.loads(p.read_text())["train.compile"] for p in sorted(folder.glob("runs/*/summary.json"))],
+                     os.environ["TORCHINDUCTOR_CACHE_DIR"]))
+        return real(folder)
+
+    monkeypatch.setattr(throughput, "median_step_ms", spy)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    base = {"data": {"name": "synthetic", "synthetic_train": 64, "synthetic_test": 16, "synthetic_img_size": 8},
+            "model": {"patch_size": 4, "dim": 8, "heads": 2, "depth": 1},
+            "train": {"steps": 3, "batch_size": 8, "warmup_steps": 1, "log_every": 3, "eval_every": 0,
+                      "timing_warmup_steps": 1}}
+    rows = measure_throughput([arms[0], dataclasses.replace(arms[5], name="packed 2 compiled", pack=2, threads=1)],
+                              runs=2, device="cpu", base=base)
+    assert [s[0] for s in seen] == [[False, False], [True, True]]
+    cache = seen[1][1]
+    assert cache != str(tmp_path / "mine") and cache.endswith("compile-cache")
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
+    assert [r["compile"] for r in rows] == [False, True] and all(r["step_ms"] > 0 for r in rows)
+    meta = {"command": "suite bench --throughput --compile", "shape": "tiny",
+            "provenance": {"device_name": "cpu", "torch_version": "x", "git_commit": "y", "started_at": "z"}}
+    table = markdown(rows, meta)
+    assert "eager and compiled" in table and "empty compile caches" in table
+    assert f"| packed 2 compiled | 1 x 1 | 2 | 2 | 3 | {rows[1]['wall_s']:.1f} | {rows[1]['step_ms']:.1f} |" in table
