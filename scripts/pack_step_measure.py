@@ -12,11 +12,13 @@ compile takes minutes on a CPU. `suite bench --throughput`'s shape is `--depth 1
 import argparse, sys, time, tempfile, statistics
 parser = argparse.ArgumentParser()
 parser.add_argument("root"); parser.add_argument("n", type=int); parser.add_argument("precision")
-parser.add_argument("flags", nargs="*", choices=["compile", "only"], default=[])
+parser.add_argument("flags", nargs="*", default=[], help="compile, only")
 parser.add_argument("-v", action="store_true", help="the most frequent operators too")
 parser.add_argument("--depth", type=int, default=48); parser.add_argument("--batch", type=int, default=32)
 parser.add_argument("--threads", type=int, default=1)
 args = parser.parse_args()
+if set(args.flags) - {"compile", "only"}:
+    parser.error(f"flags {args.flags}: expected compile and/or only")
 root, n, prec = args.root, args.n, args.precision
 do_compile = "compile" in args.flags
 sys.path.insert(0, root)
