@@ -1,24 +1,25 @@
 """Ops per packed step and eager vs compiled step time, by default at the default ablation's shape
 (depth 48, dim 32, batch 32, one thread).
 
-Usage: .venv/bin/python scripts/pack_step_measure.py ROOT N PRECISION [compile] [only] [-v]
+Usage: .venv/bin/python scripts/pack_step_measure.py ROOT N PRECISION [compile] [only] [first] [-v]
            [--depth D] [--batch B] [--threads T]
 (ROOT: a checkout of the suite, e.g. `.`, or an older one exported with `git archive` to compare;
 with `compile` it also times the compiled step against the eager one in the same run, interleaved,
-so that a shared machine's drift falls on both; `only` times the compiled step alone; the first
-compile takes minutes on a CPU. `suite bench --throughput`'s shape is `--depth 12 --batch 64
+so that a shared machine's drift falls on both; `only` times the compiled step alone; `first`
+compiles before any eager step, as a sweep worker does (with `only`: the compiled step as in a
+worker); the first compile takes minutes on a CPU. `suite bench --throughput`'s shape is `--depth 12 --batch 64
 --threads 2`.)
 """
 import argparse, sys, time, tempfile, statistics
 parser = argparse.ArgumentParser()
 parser.add_argument("root"); parser.add_argument("n", type=int); parser.add_argument("precision")
-parser.add_argument("flags", nargs="*", default=[], help="compile, only")
+parser.add_argument("flags", nargs="*", default=[], help="compile, only, first")
 parser.add_argument("-v", action="store_true", help="the most frequent operators too")
 parser.add_argument("--depth", type=int, default=48); parser.add_argument("--batch", type=int, default=32)
 parser.add_argument("--threads", type=int, default=1)
 args = parser.parse_args()
-if set(args.flags) - {"compile", "only"}:
-    parser.error(f"flags {args.flags}: expected compile and/or only")
+if set(args.flags) - {"compile", "only", "first"}:
+    parser.error(f"flags {args.flags}: expected compile, only, first")
 root, n, prec = args.root, args.n, args.precision
 do_compile = "compile" in args.flags
 sys.path.insert(0, root)
@@ -62,10 +63,11 @@ class Count(TorchDispatchMode):
         Count.by[str(func.overloadpacket)] += 1
         return func(*args, **(kwargs or {}))
 
-step()
-with Count():
+if "first" not in args.flags:
+  step()
+  with Count():
     step()
-print(f"{root.split('/')[-1]} N={n} {prec}: {Count.ops} operators dispatched per eager step, {Count.ops - Count.views} not views")
+  print(f"{root.split('/')[-1]} N={n} {prec}: {Count.ops} operators dispatched per eager step, {Count.ops - Count.views} not views")
 if args.v: print(Count.by.most_common(25))
 if not do_compile:
     ts = [step() for _ in range(12)]
@@ -73,7 +75,8 @@ if not do_compile:
     sys.exit()
 from suite.engine.packstep import Program
 import torch._inductor.config
-torch._inductor.config.cpp.enable_kernel_profile = True
+if "only" not in args.flags:  # the profile below counts the compiled graph's kernels
+    torch._inductor.config.cpp.enable_kernel_profile = True
 eager, t0 = pack.program, time.perf_counter()
 compiled = Program(pack.spec, "default")
 pack.program = compiled
