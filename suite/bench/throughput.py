@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import statistics
 import tempfile
@@ -114,9 +113,11 @@ def _fresh_compile_cache(folder: Path) -> Iterator[None]:
 def median_step_ms(folder: Path) -> float | None:
     """The median over the runs under ``folder/runs`` of their summaries' ``step_time_ms`` (a packed
     member's is its pack's step); None where no run timed a step."""
+    from suite import store
+
     times = []
-    for path in sorted(folder.glob("runs/*/summary.json")):
-        value = json.loads(path.read_text()).get("step_time_ms")
+    for run_dir in sorted(folder.glob("runs/*")):
+        value = (store.read_summary(run_dir) or {}).get("step_time_ms")
         if value is not None:
             times.append(float(value))
     return round(statistics.median(times), 2) if times else None
