@@ -81,33 +81,29 @@ def bench_gpu(device: str) -> str | None:
 
 
 @contextlib.contextmanager
-def _only_gpu(gpu: str | None) -> Iterator[None]:
-    """``CUDA_VISIBLE_DEVICES`` = ``gpu`` inside (the sweep hands its workers the GPUs it lists), then as before."""
-    before = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if gpu is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+def _environ(key: str, value: str | None) -> Iterator[None]:
+    """``os.environ[key]`` = ``value`` inside (unchanged where ``value`` is None), then as before."""
+    before = os.environ.get(key)
+    if value is not None:
+        os.environ[key] = value
     try:
         yield
     finally:
         if before is None:
-            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            os.environ.pop(key, None)
         else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = before
+            os.environ[key] = before
 
 
-@contextlib.contextmanager
-def _fresh_compile_cache(folder: Path) -> Iterator[None]:
+def _only_gpu(gpu: str | None) -> contextlib.AbstractContextManager[None]:
+    """``CUDA_VISIBLE_DEVICES`` = ``gpu`` inside (the sweep hands its workers the GPUs it lists), then as before."""
+    return _environ("CUDA_VISIBLE_DEVICES", gpu)
+
+
+def _fresh_compile_cache(folder: Path) -> contextlib.AbstractContextManager[None]:
     """Inductor's on-disk caches (and Triton's, under it) in ``folder`` inside, then as before: the
     workers, forked inside, compile from nothing, whatever earlier commands compiled."""
-    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-        else:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+    return _environ("TORCHINDUCTOR_CACHE_DIR", str(folder))
 
 
 def median_step_ms(folder: Path) -> float | None:
