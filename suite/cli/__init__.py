@@ -103,6 +103,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ninterrupted: suite {command} stopped (Ctrl-C)" if command else "\ninterrupted: suite stopped (Ctrl-C)",
               file=sys.stderr)
         return 130
+    finally:  # also for the interrupts a subcommand handles itself (`suite run`, `suite status --watch`)
+        forget_caught_interrupt()
+
+
+def forget_caught_interrupt() -> None:
+    """Keep the exit status main returns after a Ctrl-C. CPython marks a KeyboardInterrupt that leaves
+    code run by ``exec``/``eval`` of a string as unhandled (namedtuple, dataclasses and scipy.stats build
+    functions that way while they load), even when it is caught further up; under ``python -m`` a
+    process so marked kills itself with SIGINT at exit (status -2, not 130). Running a string of no
+    code clears the mark: CPython resets it before each such run and sets it only if one fails."""
+    exec("")
 
 
 def _dispatch(argv: list[str]) -> int:
