@@ -95,22 +95,26 @@ class _Stdio:
 
 
 def _start_server() -> None:
-    """Start the fork server (if it is not running) with SIGINT ignored and blocked, which it keeps:
-    a Ctrl-C in a terminal reaches the whole process group, and the server, importing torch for
-    seconds before it ignores SIGINT itself, died of it with a KeyboardInterrupt traceback of its own.
-    Here SIGINT is blocked for those milliseconds, not lost: it is delivered once the server is started."""
+    """Start the fork server (if it is not running) with SIGINT blocked, which it inherits: a Ctrl-C
+    in a terminal reaches the whole process group, and the server, importing torch for seconds before
+    it ignores SIGINT itself (which drops a pending one), died of it with a KeyboardInterrupt traceback.
+    Here a SIGINT is not lost: blocked in this thread, it may go to any other (torch's pool), where
+    it is only recorded, then raised again here once the server is started."""
     import multiprocessing.resource_tracker
 
     multiprocessing.resource_tracker.ensure_running()  # first: it unblocks SIGINT when it has started its own
     if not hasattr(signal, "pthread_sigmask"):
         multiprocessing.forkserver.ensure_running()
         return
+    came: list[int] = []
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        with signal_handlers({signal.SIGINT: signal.SIG_IGN}):  # an ignored signal stays ignored across exec
+        with signal_handlers({signal.SIGINT: lambda signum, frame: came.append(signum)}):
             multiprocessing.forkserver.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    if came:
+        signal.raise_signal(signal.SIGINT)  # to the handler that was there before: KeyboardInterrupt in a sweep
 
 
 def source_stamp() -> int:

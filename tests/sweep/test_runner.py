@@ -365,6 +365,30 @@ def test_ctrl_c_while_the_workers_start_is_one_line_and_exit_130(tmp_path, to):
         proc.wait()
 
 
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="blocks SIGINT with pthread_sigmask")
+def test_a_ctrl_c_while_the_fork_server_starts_is_delivered_after_it_even_with_other_threads():
+    """SIGINT is blocked in the thread that starts the fork server; a kill(2) to the process may then
+    go to any other thread (torch's pool has some by then). It was taken there while SIGINT was set to
+    SIG_IGN for the server's sake, and lost: the sweep ran to the end, exit 0 (make test, stop 46)."""
+    script = ("import multiprocessing.forkserver, os, signal, threading, time\n"
+              "import suite.sweep.local as local\n"
+              "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+              "threading.Thread(target=threading.Event().wait, daemon=True).start()  # SIGINT not blocked there\n"
+              "def starting():\n"
+              "    os.kill(os.getpid(), signal.SIGINT)\n"
+              "    time.sleep(0.5)\n"
+              "multiprocessing.forkserver.ensure_running = starting\n"
+              "try:\n"
+              "    local._start_server()\n"
+              "    time.sleep(2)\n"
+              "    print('lost')\n"
+              "except KeyboardInterrupt:\n"
+              "    print('delivered')\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout.split() == ["delivered"], proc.stdout + proc.stderr
+
+
 def test_runs_made_by_another_commit_are_reported_and_rerun_on_request(smoke_out, tmp_path, capsys):
     out = tmp_path / "copy"
     shutil.copytree(smoke_out, out)
