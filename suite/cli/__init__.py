@@ -90,6 +90,16 @@ def _on_term(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+def console() -> int:
+    """The ``suite`` command and ``python -m suite``: :func:`main`, then SIGINT ignored while the
+    interpreter shuts down. The status is decided and every file written by then, but Python sets its
+    own SIGINT handler back to the default as it ends, and a Ctrl-C in those tenths of a second killed
+    the process: no line, status -2, and whatever stdout still held in its buffer lost."""
+    code = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -154,4 +164,4 @@ def _dispatch(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(console())
