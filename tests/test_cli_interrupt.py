@@ -97,6 +97,29 @@ def test_ctrl_c_inside_code_a_library_builds_with_exec_exits_130(folder: Path, t
     assert proc.stderr.strip().splitlines() == [LAST]
 
 
+@pytest.mark.parametrize("signum, code, line", [
+    (signal.SIGINT, 130, LAST),
+    (signal.SIGTERM, 143, "terminated: suite analyze stopped (SIGTERM); no half-written file is left")])
+def test_a_stop_signal_a_library_turns_into_another_error_still_stops_in_one_line(folder, signum, code, line):
+    """matplotlib's pybind11 converters call a transform's ``__array__``; when the signal's exception
+    is raised in there, they clear it and raise ``ValueError: Invalid affine transformation matrix``:
+    a Ctrl-C while ``suite analyze`` drew was a matplotlib traceback and exit 1 (1 press in 80)."""
+    script = ("import os, sys, time\n"
+              "import suite.cli.analyze as cli\n"
+              "def drawing(*a, **k):\n"
+              "    try:\n"
+              f"        os.kill(os.getpid(), {int(signum)})\n"
+              "        time.sleep(30)\n"
+              "    except BaseException:\n"
+              "        raise ValueError('Invalid affine transformation matrix') from None\n"
+              "cli.analyze = drawing\n"
+              "from suite.cli import main\n"
+              f"sys.exit(main(['analyze', {str(folder)!r}]))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == code and "Traceback" not in proc.stderr, (proc.returncode, proc.stderr)
+    assert proc.stderr.strip().splitlines() == [line]
+
+
 def test_ctrl_c_while_the_interpreter_shuts_down_keeps_the_commands_status_and_output():
     """Python puts SIGINT back to the default as it ends; a Ctrl-C then (here: sent by an object that
     dies with its module) killed a finished command, status -2, its last output unflushed."""

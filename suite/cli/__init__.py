@@ -22,6 +22,7 @@ import os
 import re
 import signal
 import sys
+import threading
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -86,8 +87,15 @@ class Terminated(BaseException):
 CLEAN_ON_TERM = ("analyze", "report")  # one process, no workers: a SIGTERM unwinds it like Ctrl-C
 
 
-def _on_term(signum: int, frame: object) -> None:
-    raise Terminated()
+STOPS: list[int] = []  # the SIGINTs and SIGTERMs main's own handlers took during the command
+
+
+def _on_stop(signum: int, frame: object) -> None:
+    """Record the signal, then unwind as Python would (SIGINT) or as :class:`Terminated` (SIGTERM). The
+    record outlives the exception: a library may turn it into another one (matplotlib's pybind11
+    converters clear the error an ``__array__`` raised and raise ValueError in its place)."""
+    STOPS.append(signum)
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt
 
 
 def console() -> int:
@@ -102,19 +110,37 @@ def console() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    STOPS.clear()
+    # Python's own Ctrl-C handler, recording; not where SIGINT is ignored, nor outside the main thread
+    own = threading.current_thread() is threading.main_thread() and \
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if own:
+        signal.signal(signal.SIGINT, _on_stop)
     try:
         return _dispatch(argv)
     except Terminated:
-        command = next((a for a in argv if a in COMMANDS), "")
-        print(f"\nterminated: suite {command} stopped (SIGTERM); no half-written file is left", file=sys.stderr)
-        return 143
+        return _stopped(argv, signal.SIGTERM)
     except KeyboardInterrupt:  # Ctrl-C, also while a subcommand's libraries load: finished work is kept
-        command = next((a for a in argv if a in COMMANDS), None)
-        print(f"\ninterrupted: suite {command} stopped (Ctrl-C)" if command else "\ninterrupted: suite stopped (Ctrl-C)",
-              file=sys.stderr)
-        return 130
+        return _stopped(argv, signal.SIGINT)
+    except Exception:
+        if not STOPS:
+            raise
+        return _stopped(argv, STOPS[-1])  # the signal's exception, turned into this one by a library
     finally:  # also for the interrupts a subcommand handles itself (`suite run`, `suite status --watch`)
+        if own:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         forget_caught_interrupt()
+
+
+def _stopped(argv: list[str], signum: int) -> int:
+    """The one line a stopped command ends with; its exit status."""
+    command = next((a for a in argv if a in COMMANDS), None)
+    if signum == signal.SIGTERM:
+        print(f"\nterminated: suite {command or ''} stopped (SIGTERM); no half-written file is left", file=sys.stderr)
+        return 143
+    print(f"\ninterrupted: suite {command} stopped (Ctrl-C)" if command else "\ninterrupted: suite stopped (Ctrl-C)",
+          file=sys.stderr)
+    return 130
 
 
 def forget_caught_interrupt() -> None:
@@ -136,7 +162,7 @@ def _dispatch(argv: list[str]) -> int:
         parser.print_help()
         return 0
     if known.command in CLEAN_ON_TERM and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _on_term)
+        signal.signal(signal.SIGTERM, _on_stop)
     module = importlib.import_module(known._module)
     sub = Parser(prog=f"suite {known.command}", description=COMMANDS[known.command][1])
     module.add_arguments(sub)
