@@ -111,7 +111,7 @@ def console() -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     STOPS.clear()
-    # Python's own Ctrl-C handler, recording; not where SIGINT is ignored, nor outside the main thread
+    # SIGINT: a recording handler in place of Python's; none where SIGINT is ignored or off the main thread
     own = threading.current_thread() is threading.main_thread() and \
         signal.getsignal(signal.SIGINT) is signal.default_int_handler
     if own:
