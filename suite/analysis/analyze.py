@@ -69,6 +69,7 @@ def analyze(
             raise AnalysisError(f"unknown table format '{f}'; use a comma list of {', '.join(FORMATS)}")
     root = Path(run_dir)
     result = study(root, baseline, by, force)
+    _check_no_row_lost(root, result.runs, force)
     written = [tables.write_csv(runs_frame(result.runs, result.keys, result.baseline), root / "runs.csv")]
     table_dir = store.no_link(root / "tables")
     table_dir.mkdir(exist_ok=True)
@@ -90,9 +91,12 @@ def analyze(
     if not result.propagation:
         written.append(tables.write_text(findings(result), root / "findings.md"))
     n_error = sum(r["status"] == "error" for r in result.runs)
-    if figures and n_error == len(result.runs):
-        warnings.warn("no figures: every run ended in error (runs.csv has each one's error)", AnalysisWarning)
-    elif figures:
+    if not figures or n_error == len(result.runs):
+        if figures:
+            warnings.warn("no figures: every run ended in error (runs.csv has each one's error)", AnalysisWarning)
+        # an earlier analysis's figures would otherwise pass for this one's (in the report, say)
+        _remove_stale_figures(store.no_link(root / "figures"), [])
+    else:
         from suite.analysis import figures as fig  # matplotlib is slow to import: only when drawing
 
         store.no_link(root / "figures")  # refused before drawing, even when no figure applies
@@ -103,11 +107,6 @@ def analyze(
     summary.attrs.update(written=[str(p) for p in written], keys=result.keys, baseline=result.baseline,
                          **({} if result.propagation else {"primary": result.answer}))
     return summary
-
-
-def _has_run_folders(root: Path, runs: list[dict]) -> bool:
-    """Whether the runs were read from their run folders (not from ``runs.csv`` alone)."""
-    return any((root / str(r.get("run_dir") or "") / "summary.json").is_file() for r in runs[:50])
 
 
 def _remove_stale_figures(folder: Path, drawn: list[Path]) -> None:
@@ -157,7 +156,7 @@ def study(root: Path, baseline: str | None = None, by: list[str] | None = None, 
         "lr": lr_table(runs, keys, base),
         "learn": learn_table(runs, keys, base),
         "transfer": transfer_table(runs, keys, base),
-        "gamma": gamma.gamma_table(root, runs, keys) if _has_run_folders(root, runs) else gamma.read_back(root),
+        "gamma": gamma.gamma_frame(root, runs, keys),
     }
     return products.Analysis(root, title, runs, keys, base, frames, _primary(root, runs))
 
@@ -177,6 +176,26 @@ def _primary(root: Path, runs: list[dict]) -> primary.Answer | list[primary.Answ
 
 
 OUTPUTS = ("findings.md", "runs.csv", "tables")  # what an analysis overwrites
+
+
+def _check_no_row_lost(root: Path, runs: list[dict], force: bool) -> None:
+    """Refuse (unless ``force``) to write a ``runs.csv`` that lacks a run the existing one lists: its rows
+    are merged with the run folders (:func:`~suite.analysis.load.load_runs`), so only a damaged row, skipped
+    with a warning, can go missing, and a committed or shared results table never shrinks silently."""
+    import csv
+    import io
+
+    from suite import files
+
+    try:
+        before = {row.get("run_id") for row in csv.DictReader(io.StringIO(files.read_text(root / "runs.csv")))}
+    except (OSError, ValueError, csv.Error):
+        return
+    lost = sorted(str(i) for i in before - {str(r.get("run_id")) for r in runs} if i)
+    if lost and not force:
+        raise AnalysisError(f"{root / 'runs.csv'}: {len(lost)} of its runs ({', '.join(lost[:3])}"
+                            f"{', ...' if len(lost) > 3 else ''}) would be dropped (their rows cannot be read: see "
+                            f"the warnings); fix those rows, or pass --force to rewrite it without them")
 
 
 def _check_complete(root: Path, runs: list[dict], force: bool) -> None:

@@ -37,7 +37,7 @@ from suite.analysis.grouping import DEPTH, LR, group_of, section_keys, sections,
 from suite.analysis.lr import lr_curves  # noqa: E402
 from suite.analysis.propagation import profiles  # noqa: E402
 from suite.analysis.score import selection_split  # noqa: E402
-from suite.analysis.load import read_curves  # noqa: E402
+from suite.analysis.load import read_curves, run_folder  # noqa: E402
 from suite.analysis.markup import _section_title, fmt_rate, fmt_value, safe, slug  # noqa: E402
 
 
@@ -603,8 +603,8 @@ def _scale_figures(root: Path, members: list[dict[str, Any]], keys: list[str], o
     for v in sorted({r["variant"] for r in members}):
         curves = {}
         for depth in sorted({r.get(DEPTH) for r in members if r["variant"] == v}, key=lambda d: float(d or 0)):
-            frames = [read_curves(root / r["run_dir"])[1] for r in members
-                      if r["variant"] == v and r.get(DEPTH) == depth]
+            frames = [read_curves(folder)[1] for r in members
+                      if r["variant"] == v and r.get(DEPTH) == depth and (folder := run_folder(root, r))]
             frames = [f for f in frames if not f.empty]
             if frames and depth is not None:
                 blocks = pd.concat(frames).groupby(["step", "block"])["scale_mean"].mean()
@@ -619,8 +619,8 @@ def _loss_figure(root: Path, members: list[dict[str, Any]], colors: dict[str, An
     curves: dict[float, dict[str, list[tuple[pd.DataFrame, str]]]] = {}
     for v in colors:
         for r in sorted(members, key=lambda r: (str(r.get("seed")), str(r.get("run_id")))):
-            if r["variant"] == v and r.get(DEPTH) is not None:
-                frame = read_curves(root / r["run_dir"])[0]
+            if r["variant"] == v and r.get(DEPTH) is not None and (folder := run_folder(root, r)):
+                frame = read_curves(folder)[0]
                 if not frame.empty:
                     curves.setdefault(float(r[DEPTH]), {}).setdefault(v, []).append((frame, r["status"]))
     if not curves:

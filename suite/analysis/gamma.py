@@ -4,8 +4,9 @@ The per-block probes (:mod:`suite.engine.probes`) log each block's mean |γ| (``
 training record of ``metrics.jsonl`` (every ``train.log_every`` steps). This table keeps them at
 log-spaced steps (the logged step nearest to each of 1, 1.8, 3.2, 5.6, 10, 18, ... : four per decade,
 and the last), averaged over the seeds of a group, so that what γ does early (it leaves a 1e-6 init
-within tens of steps) and where it settles are both in a file small enough to commit. A folder shared
-without its run folders keeps the table it was analysed with (:func:`read_back`).
+within tens of steps) and where it settles are both in a file small enough to commit. A group whose run
+folders are not all here (a folder shared as ``runs.csv`` alone) keeps the rows it was analysed with
+(:func:`read_back`); :func:`gamma_frame` joins the two.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis.grouping import group_of
-from suite.analysis.load import read_curves
+from suite.analysis.load import read_curves, run_folder
 
 COLUMNS = ["step", "block", "scale_mean", "n_runs"]
 PER_DECADE = 4  # log-spaced steps kept per decade
@@ -45,9 +46,10 @@ def gamma_table(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.D
     many runs it averages. None when no run folder logged a γ (no LayerScale run, or no run folders)."""
     parts = []
     for r in runs:
-        if r["status"] == "error" or not r.get("run_dir"):
+        folder = run_folder(root, r)
+        if r["status"] == "error" or folder is None:
             continue
-        blocks = read_curves(root / str(r["run_dir"]))[1]
+        blocks = read_curves(folder)[1]
         if blocks.empty:
             continue
         blocks = blocks[blocks["step"].isin(log_steps(blocks["step"].astype(int).tolist()))]
@@ -60,6 +62,22 @@ def gamma_table(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.D
     out = (frame.groupby([*keys, "step", "block"], sort=True, dropna=False)["scale_mean"]
            .agg(scale_mean="mean", n_runs="count").reset_index())
     return out[[*keys, *COLUMNS]]
+
+
+def gamma_frame(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame | None:
+    """The table of :func:`gamma_table` for the groups whose every run has its folder here, and the earlier
+    analysis's rows (:func:`read_back`) for the others, so that a few new run folders in a shared folder
+    never drop the γ of the runs that came as ``runs.csv`` rows."""
+    absent = {group_of(r, keys) for r in runs
+              if (folder := run_folder(root, r)) is None or not (folder / "metrics.jsonl").is_file()}
+    fresh = gamma_table(root, [r for r in runs if group_of(r, keys) not in absent], keys)
+    old = read_back(root) if absent else None
+    if old is not None and set(keys) <= set(old.columns):
+        old = old[[group_of(row, keys) in absent for row in old.to_dict("records")]][[*keys, *COLUMNS]]
+    else:
+        old = None
+    parts = [f for f in (fresh, old) if f is not None and not f.empty]
+    return pd.concat(parts, ignore_index=True) if parts else None
 
 
 def read_back(root: Path) -> pd.DataFrame | None:

@@ -60,8 +60,8 @@ def load_runs(run_dir: str | Path, from_csv: bool = False) -> list[dict[str, Any
             summary["variant"] = summary.get("model.residual")
         summary["run_dir"] = path.parent.relative_to(root).as_posix()
         runs.append(summary)
-    if not runs and from_csv and (root / RUNS_CSV).is_file():
-        runs = runs_from_csv(root / RUNS_CSV)
+    if from_csv and (root / RUNS_CSV).is_file():
+        runs = _merge_csv(root, runs)
     if not runs:
         raise AnalysisError(f"{root}: no usable summary.json found; point at a folder of finished runs "
                             f"(results/<ablation>)")
@@ -81,6 +81,25 @@ def load_runs(run_dir: str | Path, from_csv: bool = False) -> list[dict[str, Any
     if any(r.get("schema", 1) != 1 for r in runs):
         warnings.warn("some summaries are not schema 1; fields may be missing", AnalysisWarning)
     return runs
+
+
+def _merge_csv(root: Path, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs of the folders, plus every row of ``runs.csv`` whose run has no folder here: an analysis
+    never drops a row an earlier one wrote (a folder shared as ``runs.csv`` alone, then given a few run
+    folders, keeps its other rows). A run with a folder is read from its folder."""
+    have = {str(r.get("run_id")) for r in runs}
+    try:
+        rows = runs_from_csv(root / RUNS_CSV)
+    except AnalysisError as err:
+        if not runs:
+            raise
+        raise AnalysisError(f"{str(err).split(';')[0]}; it may list runs that have no folder here: fix it, or move "
+                            f"it away to rebuild it from the run folders alone") from None
+    kept = [r for r in rows if str(r.get("run_id")) not in have]
+    if kept and runs:
+        warnings.warn(f"{root / RUNS_CSV}: {len(kept)} run(s) without a run folder here are kept from it (delete "
+                      f"{RUNS_CSV} to rebuild it from the run folders alone)", AnalysisWarning)
+    return sorted(runs + kept, key=lambda r: str(r.get("run_dir"))) if kept else runs
 
 
 # Result fields that must be numbers (or null) for the statistics to mean anything.
@@ -149,9 +168,31 @@ def runs_from_csv(path: Path) -> list[dict[str, Any]]:
         if problem:
             warnings.warn(f"{path}, line {line}: skipped: {problem}", AnalysisWarning)
             continue
+        if summary.get("run_dir") is not None and run_folder(path.parent, summary) is None:
+            warnings.warn(f"{path}, line {line}: run_dir {str(summary['run_dir'])[:80]!r} is not a folder inside "
+                          f"{path.parent}; the row is kept, nothing is read from that folder", AnalysisWarning)
+            summary["run_dir"] = None
         runs.append(summary)
     # the order of the summaries' paths, so that every sum agrees to the bit with the run folders' analysis
     return sorted(runs, key=lambda r: str(r.get("run_dir")))
+
+
+def run_folder(root: Path, run: dict[str, Any]) -> Path | None:
+    """The run's folder, when its ``run_dir`` names one inside ``root``: a relative path without ``..``
+    that does not leave ``root`` through a link. None otherwise: a ``runs.csv`` is data from anywhere,
+    and a cell holding ``/home/x/other`` or ``../other`` must not make the analysis read another folder."""
+    rel = run.get("run_dir")
+    if not isinstance(rel, str) or rel in ("", ".") or "\0" in rel:
+        return None
+    parts = Path(rel).parts
+    if Path(rel).is_absolute() or ".." in parts:
+        return None
+    folder = root / rel
+    try:
+        folder.resolve().relative_to(root.resolve())
+    except (ValueError, OSError, RuntimeError):
+        return None
+    return folder
 
 
 def _cell(value: str | None, text: bool, integer: bool) -> Any:
@@ -208,7 +249,7 @@ def _check_one_ablation(runs: list[dict[str, Any]], root: Path) -> None:
     folders: dict[str, list[str]] = {}
     for r in runs:
         name = "(no ablation)" if r.get("ablation") is None else str(r["ablation"])
-        folders.setdefault(name, []).append(r["run_dir"])
+        folders.setdefault(name, []).append(str(r.get("run_dir") or "."))
     if len(folders) > 1:
         listed = ", ".join(f"{k}: {len(v)} runs" for k, v in sorted(folders.items()))
         where = sorted({(root / _ablation_folder(v)).as_posix() for v in folders.values()})

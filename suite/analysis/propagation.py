@@ -16,6 +16,7 @@ import pandas as pd
 from suite import store
 from suite.analysis import stats
 from suite.analysis.grouping import group_of, ordered_groups
+from suite.analysis.load import run_folder
 
 KIND = "propagation"
 RECORDS = "propagation.jsonl"  # as suite.engine.propagation writes it (that module imports torch)
@@ -79,10 +80,11 @@ def profiles(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.Data
     """
     frames = []
     for r in runs:
-        if r["status"] != "ok":
+        folder = run_folder(root, r)
+        if r["status"] != "ok" or folder is None:
             continue
         try:
-            records = store.read_metrics(root / str(r.get("run_dir", "")), RECORDS)
+            records = store.read_metrics(folder, RECORDS)
         except (OSError, store.CorruptFile):
             continue
         fwd = {x["block"]: x for x in records if x.get("kind") == "forward"}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import math
 import os
+import stat
 from pathlib import Path
 from typing import Any, Callable
 
@@ -62,7 +63,7 @@ def build(root: Path, compare: str | Path | None = None, warn: Callable[[str], N
         raise AnalysisError(f"{root}: no such folder; pass a results folder, e.g. results/default")
     analysis = _study(root)
     ablation = _ablation_file(root)
-    figures = _figures(root, analysis)
+    figures = _figures(root, analysis, warn)
     tables = _tables(root, analysis)
     found = [(part, _md(_demote("\n".join(_untitled(lines))))) for part, lines in findings.parts(analysis)
              if part.name != "answer" and lines]
@@ -104,11 +105,6 @@ def _read(path: Path) -> str:
         return files.read_text(path)
     except FileNotFoundError:
         raise AnalysisError(f"{path}: missing; run `suite analyze {path.parent}` first, then `suite report`") from None
-
-
-def _read_bytes(path: Path) -> bytes:
-    with files.open_regular(path) as f:
-        return f.read()
 
 
 def _runs_csv(root: Path) -> pd.DataFrame:
@@ -173,25 +169,54 @@ def _design(ablation: dict[str, Any], analysis: products.Analysis) -> dict[str, 
             "depths": ", ".join(markup.fmt_value(d) for d in analysis.depths) or "not recorded"}
 
 
-def _figures(root: Path, analysis: products.Analysis) -> list[dict[str, Any]]:
-    """The drawn figures grouped by kind, in the registry's order: each kind's title, caption and method,
-    then one item per figure with the section it shows in words (from the analysis's groups, not the
-    file name), its PNG as a data URI and its PDF's link (when there is one)."""
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+MAX_FIGURE_BYTES = 8 << 20  # the suite's figures are tens of kB
+
+
+def _figures(root: Path, analysis: products.Analysis, warn: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The figures ``suite analyze`` drew, grouped by kind, in the registry's order: each kind's title, caption
+    and method, then one item per figure with the section it shows in words (from the analysis's groups, not
+    the file name), its PNG as a data URI and its PDF's link (when there is one).
+
+    A page is shared, so nothing from outside the folder may enter it: ``figures/`` must not be a link (as
+    ``suite analyze`` refuses it), and a figure is embedded only when it is a regular file (not a link) of a
+    kind the analysis draws (:func:`products.figure_kind`) that starts with PNG's signature; anything else is
+    left out with a warning naming it.
+    """
+    folder = root / "figures"
+    if folder.is_symlink():
+        raise AnalysisError(f"{folder}: is a symbolic link; a report embeds only files inside the folder "
+                            f"(replace it by a real folder: `suite analyze {root}` draws the figures again)")
     groups: dict[str, dict[str, Any]] = {}
-    for path in sorted((root / "figures").glob("*.png")):
+    for path in sorted(folder.glob("*.png")) if folder.is_dir() else []:
         kind, part = products.figure_kind(path.stem, analysis)
-        src = "data:image/png;base64," + base64.b64encode(_read_bytes(path)).decode("ascii")
-        if not markup.href_ok(src):
+        data = None if path.is_symlink() or kind is None else _read_png(path)
+        if data is None:
+            warn(f"{path}: left out of the page (not a figure `suite analyze` draws, a link, or not a PNG file)")
             continue
-        name = kind.name if kind else "other"
-        group = groups.setdefault(name, {
-            "id": "fig-" + markup.safe(name), "title": kind.title if kind else "Other figures",
-            "caption": kind.caption if kind else "", "doc": products.doc_link(kind.anchor) if kind else None,
-            "members": [], "order": list(products.FIGURES).index(name) if kind else len(products.FIGURES)})
+        src = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+        group = groups.setdefault(kind.name, {
+            "id": "fig-" + markup.safe(kind.name), "title": kind.title, "caption": kind.caption,
+            "doc": products.doc_link(kind.anchor), "members": [], "order": list(products.FIGURES).index(kind.name)})
         pdf = path.with_suffix(".pdf")
-        group["members"].append({"part": part if kind else path.stem, "src": src,
-                               "pdf": markup.link(f"figures/{pdf.name}") if pdf.is_file() else None})
+        group["members"].append({"part": part, "src": src,
+                                 "pdf": markup.link(f"figures/{pdf.name}") if pdf.is_file() and not pdf.is_symlink()
+                                 else None})
     return sorted(groups.values(), key=lambda g: g["order"])
+
+
+def _read_png(path: Path) -> bytes | None:
+    """The bytes of a regular PNG file opened without following a link, or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FIGURE_BYTES:
+            return None
+        data = f.read(MAX_FIGURE_BYTES + 1)
+    return data if data.startswith(PNG_MAGIC) and len(data) <= MAX_FIGURE_BYTES else None
 
 
 def _tables(root: Path, analysis: products.Analysis) -> list[dict[str, Any]]:

@@ -22,7 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="group by these keys (plus variant) instead of every key that varies, e.g. model.depth")
     parser.add_argument("--formats", default=",".join(FORMATS),
                         help="comma list of table formats: md, tex, csv (default: all)")
-    parser.add_argument("--no-figures", dest="figures", action="store_false", help="skip the figures")
+    parser.add_argument("--no-figures", dest="figures", action="store_false",
+                        help="draw no figures (and remove those an earlier analysis drew, so that figures/ and the "
+                             "report show only this analysis)")
     parser.add_argument("--force", action="store_true",
                         help="analyse an unfinished sweep even where that overwrites outputs committed to git")
 
