@@ -63,8 +63,12 @@ def evaluate_all(runs: list[dict[str, Any]], declared: Primary | list[Primary],
     """
     primaries = as_list(declared)
     if len(primaries) == 1:
-        return [evaluate(runs, primaries[0], rounds)]
+        answer = evaluate(runs, primaries[0], rounds)
+        if answer.decision == "equivalent" and answer.look < 0:
+            _tost_interval(runs, answer, ALPHA)
+        return [answer]
     answers = [evaluate(runs, pr) for pr in primaries]
+    tost_levels: dict[int, float] = {}
     tests = [(i, "difference", a.p) for i, a in enumerate(answers)]
     tests += [(i, "equivalent", a.tost_p) for i, a in enumerate(answers) if a.primary.margin is not None]
     adjusted, levels = holm([p for _, _, p in tests])
@@ -73,15 +77,24 @@ def evaluate_all(runs: list[dict[str, Any]], declared: Primary | list[Primary],
         a = answers[i]
         a.family = m
         if kind == "equivalent":
-            a.tost_p_adj = float(adj)
+            a.tost_p_adj, tost_levels[i] = float(adj), float(level)
             continue
         a.p_adj = float(adj)
         if level != ALPHA and not math.isnan(a.low):  # the interval at its Holm step's level
             again = evaluate(runs, a.primary, alpha=float(level))
             a.low, a.high, a.level = again.low, again.high, again.level
-    for a in answers:
+    for i, a in enumerate(answers):
         _decide(a, m)
+        if a.decision == "equivalent":
+            _tost_interval(runs, a, tost_levels[i])
     return answers
+
+
+def _tost_interval(runs: list[dict[str, Any]], a: Answer, level: float) -> None:
+    """Print an equivalence with its own test's interval: TOST at ``level`` is the ``1 - 2 level`` interval
+    lying inside the margin, not the difference test's interval."""
+    again = evaluate(runs, a.primary, alpha=2 * level)
+    a.low, a.high, a.level = again.low, again.high, again.level
 
 
 def _decide(a: Answer, m: int) -> None:

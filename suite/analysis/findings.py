@@ -24,7 +24,7 @@ from suite.analysis.grouping import DEPTH, LR, sections, section_keys, variant_o
 from suite.analysis.markup import fmt_rate, fmt_value
 from suite.analysis.primary import Answer
 from suite.analysis.products import FINDINGS, Analysis, FindingsSection
-from suite.analysis.primary_text import paragraph
+from suite.analysis.primary_text import paragraph, verdict_table
 from suite.analysis.stats import fisher_min_p
 from suite.analysis.survival import first_eval_line, uninformative
 from suite.analysis.transfer import DRIFT, READINGS, TRANSFER_MARGIN, reading
@@ -276,7 +276,7 @@ def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:
     rate axes), then every comparison with the baseline as an exploratory estimate (the best-rate
     comparisons first, when there is a rate axis)."""
     frames = analysis.frames
-    out = [(FINDINGS["answer"], answer_lines(analysis.answer))]
+    out = [(FINDINGS["answer"], answer_lines(analysis.answer, analysis.runs))]
     transfer = frames.get("transfer")
     if transfer is not None and not transfer.empty:
         out.append((FINDINGS["transfer"], _transfer_section(transfer, analysis.keys, analysis.baseline)))
@@ -286,12 +286,38 @@ def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:
     return out
 
 
-def answer_lines(answer: Answer | list[Answer] | None) -> list[str]:
-    """The answer block: the declared comparison's paragraph, or why there is none."""
+def answer_lines(answer: Answer | list[Answer] | None, runs: list[dict] | None = None) -> list[str]:
+    """The answer block: a verdict table and the regime it holds in (:func:`regime`), then the declared
+    comparisons' paragraph, or why there is none."""
     if answer is not None:
-        return [paragraph(answer), ""]
+        answers = answer if isinstance(answer, list) else [answer]
+        head = verdict_table(answers) + [""] + ([regime(runs), ""] if runs else [])
+        return head + [paragraph(answer), ""]
     return ["No primary comparison is declared (`primary:` in the ablation file, docs/ablations.md), so "
             "nothing below is a test of a hypothesis stated before the runs.", ""]
+
+
+def regime(runs: list[dict]) -> str:
+    """One line on where the answer holds: the data, the run length, the device, and how far from
+    convergence the best cell ended (accuracies of short CPU runs are not the schemes' final accuracies)."""
+    from statistics import mean
+
+    from suite.analysis.score import score
+
+    def values(key: str) -> str:
+        found = sorted({str(fmt_value(r.get(key))) for r in runs if r.get(key) is not None})
+        return ", ".join(found) if found else "?"
+
+    cells: dict[tuple, list[float]] = {}
+    for r in runs:
+        x = score(r)
+        if x is not None:
+            cells.setdefault((r.get("variant"), r.get(DEPTH), r.get(LR)), []).append(x)
+    best = max((mean(xs) for xs in cells.values()), default=math.nan)
+    reach = f"; the best cell's mean test accuracy is {100 * best:.1f}%" if math.isfinite(best) else ""
+    return (f"*Regime*: data {values('data.name')}, {values('train.steps')} steps at batch "
+            f"{values('train.batch_size')}, on {values('device')}{reach}: these are short runs far from "
+            f"convergence, so the answer is about training at this length and scale, not about final accuracy.")
 
 
 def _exploratory(summary: pd.DataFrame, keys: list[str], baseline: str, trends: pd.DataFrame | None,

@@ -46,7 +46,7 @@ from suite.analysis.load import AnalysisError
 from suite.analysis.markup import fmt_value
 from suite.analysis.score import score, selection_split
 
-ENDPOINTS = ("best_lr_score", "score", "not_ok_rate", "frontier")
+ENDPOINTS = ("best_lr_score", "score", "not_ok_rate", "frontier", "interaction")
 FREE_LR = ("best_lr_score", "frontier")  # endpoints that compare across the learning-rate axis
 ALPHA = 0.05
 POWER = 0.8
@@ -65,9 +65,13 @@ class Primary:
     where: dict[str, Any] = field(default_factory=dict)
     endpoint: str = "best_lr_score"
     margin: float | None = None  # a fraction of accuracy (the file says points: 5 -> 0.05)
+    versus: dict[str, Any] = field(default_factory=dict)  # interaction: the cell the gain at `where` is set against
 
     def describe(self) -> str:
         where = ", ".join(f"{k} = {fmt_value(v)}" for k, v in self.where.items())
+        if self.endpoint == "interaction":
+            versus = ", ".join(f"{k} = {fmt_value(v)}" for k, v in self.versus.items())
+            return f"{self.scheme} - {self.baseline} at {where}, minus the same at {versus}"
         return f"{self.scheme} vs {self.baseline}" + (f" at {where}" if where else "")
 
 
@@ -93,7 +97,8 @@ def parse(raw: Any, src: str, variants: list[str], grid: dict[str, list[Any]],
     for i, one in enumerate(parsed):
         if one is None:
             continue
-        key = (frozenset((one.scheme, one.baseline)), tuple(sorted(one.where.items())), one.endpoint)
+        key = (frozenset((one.scheme, one.baseline)), tuple(sorted(one.where.items())), one.endpoint,
+               tuple(sorted(one.versus.items())))
         if key in seen:
             problems.append(f"{src}: primary[{i}]: the same comparison as primary[{seen[key]}] "
                             f"({one.describe()}, {one.endpoint}); remove one")
@@ -106,7 +111,7 @@ def _parse_one(raw: Any, src: str, name: str, variants: list[str], grid: dict[st
     """One comparison (``name``: ``primary`` or ``primary[i]`` in the messages)."""
     from suite.registry import did_you_mean
 
-    fields = ("scheme", "baseline", "where", "endpoint", "margin")
+    fields = ("scheme", "baseline", "where", "endpoint", "margin", "versus")
     example = "e.g. `primary: {scheme: layerscale, baseline: preln, where: {model.depth: 48}}`"
     if not isinstance(raw, dict):
         problems.append(f"{src}: {name}: expected a mapping (or a list of up to {MAX_PRIMARY}); {example}")
@@ -144,8 +149,23 @@ def _parse_one(raw: Any, src: str, name: str, variants: list[str], grid: dict[st
         if key not in where and key != LR:
             problems.append(f"{src}: {name}.where: also fix {key} (one of {', '.join(map(str, grid[key]))}); "
                             f"the primary comparison is one cell")
-    if endpoint == "score" and LR in grid and LR not in where:
+    if endpoint in ("score", "interaction") and LR in grid and LR not in where:
         problems.append(f"{src}: {name}.where: fix {LR} for `endpoint: score`, or use `endpoint: best_lr_score`")
+    versus = raw.get("versus") or {}
+    if endpoint == "interaction":
+        if not isinstance(versus, dict) or not versus or set(versus) - set(where):
+            problems.append(f"{src}: {name}.versus: `endpoint: interaction` needs `versus`, new values of some "
+                            f"`where` keys, e.g. `where: {{model.depth: 48}}, versus: {{model.depth: 12}}`")
+            versus = {}
+        for key, value in versus.items():
+            if key in grid and not any(_same(value, v) for v in grid[key]):
+                problems.append(f"{src}: {name}.versus.{key}: {value!r} is not in the grid "
+                                f"({', '.join(map(str, grid[key]))}); use one of those values")
+        if versus and all(_same(versus[k], where.get(k)) for k in versus):
+            problems.append(f"{src}: {name}.versus: the same cell as `where`; give another value")
+        versus = {**where, **versus} if isinstance(versus, dict) else {}
+    elif raw.get("versus") is not None:
+        problems.append(f"{src}: {name}.versus: only for `endpoint: interaction`; remove it")
     margin = raw.get("margin")
     if margin is not None and not (isinstance(margin, (int, float)) and not isinstance(margin, bool)
                                    and 0 < margin < 100):
@@ -155,7 +175,8 @@ def _parse_one(raw: Any, src: str, name: str, variants: list[str], grid: dict[st
         problems.append(f"{src}: {name}.margin: no equivalence test for {endpoint}; remove margin")
     if len(problems) > start:
         return None
-    return Primary(raw["scheme"], raw["baseline"], dict(where), endpoint, None if margin is None else margin / 100)
+    return Primary(raw["scheme"], raw["baseline"], dict(where), endpoint, None if margin is None else margin / 100,
+                   dict(versus))
 
 
 def as_list(declared: Primary | list[Primary] | None) -> list[Primary]:
@@ -262,9 +283,17 @@ class Answer:
     seeds: int = 0  # seeds per rate and scheme (frontier)
 
 
-def _runs(runs: list[dict[str, Any]], primary: Primary, variant: str, errors: bool = False) -> list[dict[str, Any]]:
+def _runs(runs: list[dict[str, Any]], primary: Primary, variant: str, errors: bool = False,
+          where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     return [r for r in runs if r.get("variant") == variant and (errors or r["status"] != "error")
-            and all(_same(r.get(k), v) for k, v in primary.where.items())]
+            and all(_same(r.get(k), v) for k, v in (primary.where if where is None else where).items())]
+
+
+def _gains(runs: list[dict[str, Any]], primary: Primary, where: dict[str, Any]) -> list[tuple[Any, float]]:
+    """(seed, scheme's score - baseline's score) for each seed scored on both sides in the cell ``where``."""
+    base = {r.get("seed"): score(r) for r in _runs(runs, primary, primary.baseline, where=where)}
+    return [(r.get("seed"), x - base[r.get("seed")]) for r in _runs(runs, primary, primary.scheme, where=where)
+            if (x := score(r)) is not None and base.get(r.get("seed")) is not None]
 
 
 def evaluate(runs: list[dict[str, Any]], primary: Primary,
@@ -320,8 +349,11 @@ def evaluate(runs: list[dict[str, Any]], primary: Primary,
         if primary.margin is not None:
             answer.tost_p = crossfit.tost_p(diff, primary.margin)
     else:
-        pa = [(r.get("seed"), score(r)) for r in a]
-        pb = [(r.get("seed"), score(r)) for r in b]
+        if primary.endpoint == "interaction":  # the gain at `where` against the gain at `versus`, seed by seed
+            pa, pb = _gains(runs, primary, primary.where), _gains(runs, primary, primary.versus)
+        else:
+            pa = [(r.get("seed"), score(r)) for r in a]
+            pb = [(r.get("seed"), score(r)) for r in b]
         pa, pb = [(s, x) for s, x in pa if x is not None], [(s, x) for s, x in pb if x is not None]
         if not pa or not pb:
             answer.note = "no runs to score on one side"

@@ -19,6 +19,8 @@ WHAT = {
     "best_lr_score": "each at its own best learning rate (chosen on validation, cross-fitted over halves of the "
                      "seeds), scored on test",
     "score": "scored on test",
+    "interaction": "scored on test: the scheme's gain over the baseline in one cell against the same gain in the "
+                   "other, seed by seed (a paired t on each seed's difference of differences)",
     "not_ok_rate": "the share of runs that diverged or failed",
     "frontier": "the learning rate where half of the runs end not ok (LR50), as the ratio scheme / baseline "
                 "(one Firth logistic model of not ok on log10(rate) with a common slope)",
@@ -141,12 +143,18 @@ def _score_text(a: Answer) -> str:
         rates = (f" Best rates on all seeds: {fmt_value(a.scheme_lr)} vs {fmt_value(a.base_lr)}{halves}"
                  + (f"; {'; '.join(edge)}" if edge else "") + "." + (f" {a.selection}" if a.selection else ""))
     interval = f"{level} [{_pts(a.low)}, {_pts(a.high)}]" if math.isfinite(a.low) else "no interval"
-    body = (f"{100 * a.scheme_mean:.1f}% vs {100 * a.base_mean:.1f}%, a difference of {_pts(a.estimate)} points "
+    means = (f"gain {_pts(a.scheme_mean)} vs {_pts(a.base_mean)} points" if pr.endpoint == "interaction" else
+             f"{100 * a.scheme_mean:.1f}% vs {100 * a.base_mean:.1f}%")
+    body = (f"{means}, a difference of {_pts(a.estimate)} points "
             f"({interval}; {a.test}" + (f" on {a.n_pairs} seed pairs" if a.n_pairs else "")
             + f", {_ps(a.p, a.p_adj, a.family)}).")
     note = f" Note: {a.note}." if a.note else ""
     tost = _ps(a.tost_p, a.tost_p_adj, a.family)
-    if a.decision == "difference":
+    if a.decision == "difference" and pr.endpoint == "interaction":
+        where = ", ".join(f"{k} = {fmt_value(v)}" for k, v in pr.where.items())
+        head = (f"**{pr.scheme}'s gain over {pr.baseline} is {'larger' if a.estimate > 0 else 'smaller'} at {where}"
+                f".**")
+    elif a.decision == "difference":
         head = f"**{pr.scheme} scores {'higher' if a.estimate > 0 else 'lower'} than {pr.baseline}.**"
     elif a.decision == "equivalent":
         head = f"**No difference larger than {100 * pr.margin:g} points** (the declared margin; TOST {tost})."
@@ -173,6 +181,51 @@ def _need(a: Answer) -> str:
     if a.n_pairs >= 2:
         return " The seed-matched differences have no spread (e.g. every run at chance), so nothing can be planned."
     return " Too few seed pairs to estimate the spread: run at least 2 seeds of both."
+
+
+def verdict_table(answers: list[Answer]) -> list[str]:
+    """The answer a reader understands first: one row per declared question, its estimate, interval, p
+    (Holm-adjusted in a family) and verdict in plain words. Markdown lines; cells are one line each."""
+    rows = ["| question | estimate | interval | p" + (" (Holm)" if answers[0].family > 1 else "") + " | verdict |",
+            "|:--|:-:|:-:|:-:|:--|"]
+    for a in answers:
+        question = f"{a.primary.describe()} ({a.primary.endpoint})"
+        p = a.p_adj if a.family > 1 else a.p
+        if a.primary.endpoint == "frontier":
+            est = "ratio " + (_x(a.estimate) if math.isfinite(a.estimate) else "not estimable")
+            ci = f"{_level(a)} [{_x(a.low)}, {_x(a.high)}]"
+        elif a.primary.endpoint == "not_ok_rate":
+            est, ci = f"{_pts(a.estimate)} points", "-"
+        else:
+            est = f"{_pts(a.estimate)} points" if math.isfinite(a.estimate) else "-"
+            ci = f"{_level(a)} [{_pts(a.low)}, {_pts(a.high)}]" if math.isfinite(a.low) else "-"
+        rows.append(f"| {_cell(question)} | {est} | {ci} | {_p(p).replace('p = ', '').replace('p ', '')} | "
+                    f"{_cell(_plain(a))} |")
+    return rows
+
+
+def _plain(a: Answer) -> str:
+    """The verdict of one comparison in a few plain words."""
+    pr = a.primary
+    if a.decision == "difference":
+        if pr.endpoint == "interaction":
+            where = ", ".join(f"{k} {fmt_value(v)}" for k, v in pr.where.items())
+            return f"decided: {pr.scheme}'s gain is {'larger' if a.estimate > 0 else 'smaller'} at {where}"
+        if pr.endpoint == "frontier":
+            return f"decided: {pr.scheme} tolerates {'higher' if a.estimate > 1 else 'lower'} rates"
+        if pr.endpoint == "not_ok_rate":
+            return f"decided: {pr.scheme} ends not ok {'more' if a.estimate > 0 else 'less'} often"
+        return f"decided: {pr.scheme} scores {'higher' if a.estimate > 0 else 'lower'}"
+    if a.decision == "equivalent":
+        return f"decided: no difference beyond +/-{100 * pr.margin:g} points"
+    if math.isfinite(a.seeds_needed):
+        return f"undecided: about {int(a.seeds_needed)} seeds needed"
+    return "undecided" if not a.note else f"not tested: {a.note}"
+
+
+def _cell(text: str) -> str:
+    """Text from the data as one Markdown table cell: one line, no column break."""
+    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def paragraph(answer: Answer | list[Answer]) -> str:

@@ -22,8 +22,10 @@ import yaml
 from suite import store
 from suite.config import SEED_MAX, ConfigError, RunConfig, apply_dict, flatten, nest, read_yaml, to_dict, validate
 from suite.registry import did_you_mean
+from suite.sweep import tuned as tuned_mod
 
-FIELDS = ("name", "description", "extends", "base", "grid", "variants", "seeds", "exclude", "primary", "refine")
+FIELDS = ("name", "description", "extends", "base", "grid", "variants", "seeds", "exclude", "primary", "refine",
+          "rates_from", "rates")
 RESERVED = ("variant", "seed")  # set by `variants:` / `seeds:`, never by a config key
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a folder name on every OS; use with fullmatch
 # (`$` also matches before a final newline, which would make "a\n" a folder name and break tables)
@@ -240,6 +242,9 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
                         f"integers from 0 to 2**63 - 1, got {seeds!r}; e.g. `seeds: 3` or `seeds: [0, 7, 42]`")
     if "refine" in data:
         data["refine"] = _check_refine(data["refine"], src, problems)
+    if "rates_from" in data and not (isinstance(data["rates_from"], str) and data["rates_from"].strip()):
+        problems.append(f"{src}: rates_from: expected a folder (relative to this file's folder), e.g. "
+                        f"`rates_from: ../results/tune`; got {data['rates_from']!r}")
     exclude = data.get("exclude", [])
     if not isinstance(exclude, list):
         problems.append(f"{src}: exclude: expected a list of conditions, e.g. "
@@ -349,6 +354,7 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -
                         f"shrink the grid, or pass --max-runs {total} if you mean it")
         return Ablation(str(name), Path(src), raw, [])
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    rates = _tuned_rates(raw, src, variants, grid, seeds, problems)
 
     # Each cell (variant x grid point) is built and validated once; its seeds only copy it.
     cells = []
@@ -360,8 +366,17 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -
     for vname, over in variants.items():
         for values in itertools.product(*grid.values()):
             point = dict(zip(grid, values))
+            tuned = {}
+            if rates is not None:
+                entry = rates.get(tuned_mod.cell_key(vname, point, grid))
+                if entry is None:
+                    where = " ".join(f"{k}={v}" for k, v in point.items())
+                    problems.append(f"{src}: rates: no rate for variant {vname}{' at ' + where if where else ''}; "
+                                    f"add one (or tune it: rates_from)")
+                    continue
+                tuned = {tuned_mod.LR: float(entry[tuned_mod.LR])}
             cfg = RunConfig()
-            apply_dict(cfg, nest({**base, **point, **over}), src)
+            apply_dict(cfg, nest({**base, **point, **over, **tuned}), src)
             try:
                 validate(cfg, source=f"{src}: variants.{vname}", reference=reference)
             except ConfigError as err:
@@ -375,7 +390,8 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -
         for vname, point, template in cells:
             cfg = copy.deepcopy(template)
             cfg.seed = seed
-            cell = " ".join([vname] + [f"{short[k]}={v}" for k, v in point.items()])
+            cell = " ".join([vname] + [f"{short[k]}={v}" for k, v in point.items()]
+                            + ([f"lr={cfg.train.lr:g}"] if rates is not None else []))
             run = Run(cfg, store.run_id(cfg), name, vname, seed, point, f"{cell} seed={seed}")
             hits = {i for i, cond in enumerate(exclude) if matches(run, cond)}
             used |= hits
@@ -398,9 +414,68 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -
         from suite.analysis.primary import parse
 
         primary = parse(raw["primary"], src, list(variants), dict(grid), problems)
+        _warn_undecidable(primary, len(seeds), src)
     resolved = {k: (nest(base) if k == "base" else raw[k]) for k in FIELDS if k in raw}
+    if rates is not None:  # the rates themselves, so that the results folder's copy needs no tuning folder
+        resolved["rates"] = list(rates.values())
     refine = Refine(**{k: v for k, v in (raw.get("refine") or {}).items() if k in REFINE_KEYS})
     return Ablation(name, Path(src), resolved, runs, dict(grid), list(variants), seeds, excluded, primary, refine)
+
+
+CROSSFIT_MIN_SEEDS = 8  # 4 per half: below it the cross-fitted t has under 6 degrees of freedom
+
+
+def _warn_undecidable(primary: Any, n_seeds: int, src: str) -> None:
+    """One warning line per declared comparison that its design can hardly decide: a cross-fitted best-rate
+    comparison has the n - 2 degrees of freedom of two halves (3 seeds: 1, and a critical t of 38 at Holm's
+    first step of a 3-test family). Tuning on other seeds and confirming here (``rates_from:``) does not pay
+    that price."""
+    import warnings
+
+    from scipy import stats as sps
+
+    from suite.analysis.primary import ALPHA, as_list
+
+    declared = as_list(primary)
+    m = 1 if len(declared) == 1 else len(declared) + sum(p.margin is not None for p in declared)  # Holm's family
+    for i, p in enumerate(declared):
+        if p.endpoint != "best_lr_score" or n_seeds >= CROSSFIT_MIN_SEEDS:
+            continue
+        df = n_seeds - 2
+        crit = f"critical t {sps.t.isf(ALPHA / m / 2, df):.1f} at alpha {ALPHA / m:.3g}" if df >= 1 else "no test"
+        name = "primary" if len(declared) == 1 and not isinstance(primary, list) else f"primary[{i}]"
+        warnings.warn(f"{src}: {name}: a cross-fitted best-rate comparison on {n_seeds} seeds has {max(df, 0)} "
+                      f"degrees of freedom ({crit}), so it can hardly be decided; run {CROSSFIT_MIN_SEEDS} or more "
+                      f"seeds, or tune the rates on other seeds and confirm them here (rates_from: "
+                      f"docs/ablations.md)", store.SuiteWarning, stacklevel=2)
+
+
+def _tuned_rates(raw: dict[str, Any], src: str, variants: dict[str, Any], grid: dict[str, list[Any]],
+                 seeds: list[int], problems: list[str]) -> dict[tuple, dict[str, Any]] | None:
+    """Each cell's learning rate from ``rates:`` (or, without it, from the tuning study ``rates_from:``
+    names: :mod:`suite.sweep.tuned`), or None when the file sets neither. The confirmation's seeds must be
+    fresh: a seed the tuning study used would score a rate on the seed that chose it."""
+    if "rates" not in raw and "rates_from" not in raw:
+        return None
+    if tuned_mod.LR in grid:
+        problems.append(f"{src}: grid.{tuned_mod.LR}: the rates come from rates/rates_from; remove the axis, or "
+                        f"remove rates/rates_from to sweep the rate here")
+        return None
+    for vname, over in variants.items():
+        if tuned_mod.LR in over:
+            problems.append(f"{src}: variants.{vname}.{tuned_mod.LR}: the rates come from rates/rates_from; "
+                            f"remove it from the variant")
+    entries = raw.get("rates")
+    if entries is None:
+        folder = Path(src).parent / str(raw["rates_from"]) if src != "<ablation>" else Path(str(raw["rates_from"]))
+        entries = tuned_mod.from_folder(folder, list(variants), grid, src, problems)
+    table = tuned_mod.check_rates(entries, list(variants), grid, src, problems)
+    reused = sorted(set(seeds) & {s for e in table.values() for s in e.get("tuning_seeds") or []})
+    if reused:
+        problems.append(f"{src}: seeds: {', '.join(map(str, reused[:5]))} also tuned the rates "
+                        f"({raw.get('rates_from') or 'rates'}); a confirmation needs fresh seeds: draw them from "
+                        f"this study's own range (docs/ablations.md, Seeds)")
+    return table
 
 
 def _normalise_condition(cond: dict[str, Any], src: str, where: str, variants: dict[str, Any],

@@ -134,13 +134,16 @@ def test_a_family_is_decided_by_holm_and_findings_open_with_one_answer_each(tmp_
     assert (answers[0].low > 0) == (answers[0].decision == "difference")
     assert (answers[1].low > 1) == (answers[1].decision == "difference")
     text = (root / "findings.md").read_text()
-    head, items = text.split("\n\n")[1:3]
+    table, regime, head, items = text.split("\n\n")[1:5]
+    # the verdict table first (question, estimate, interval, Holm p, verdict), then the regime, then the prose
+    assert table.startswith("| question | estimate | interval | p (Holm) | verdict |") and table.count("\n") == 3
+    assert regime.startswith("*Regime*: data mnist5k, ")
     assert head.startswith("**Primary comparisons** (declared in ablation.yaml): 2 comparisons tested as one "
                            "family of 3 hypotheses") and "Holm's step-down correction at alpha = 0.05" in head
     assert items.startswith("1. layerscale vs preln at model.depth = 12, each at its own best")
     assert "\n2. layerscale vs preln at model.depth = 12, the learning rate where half" in items
     assert items.count("Holm-adjusted p") == 2
-    assert "\n".join(answer_lines(answers)).strip() == f"{head}\n\n{items}"  # the report's answer box: both
+    assert "\n".join(answer_lines(answers)).strip().endswith(f"{head}\n\n{items}")  # the report's answer box
     rows = plan_table(root)
     co = rows[rows["role"].str.startswith("co-primary")]
     assert list(co["endpoint"]) == ["best_lr_score", "frontier"] and list(co["alpha"]) == pytest.approx([0.05 / 3] * 2)

@@ -95,7 +95,7 @@ def test_a_difference_at_the_best_rates_is_decided_by_the_cross_fitted_test(tmp_
     assert (answer.low, answer.high) == pytest.approx((estimate - half, estimate + half))
     summary = analyze(root, figures=False)
     text = (root / "findings.md").read_text()
-    first = text.split("\n\n")[1]
+    first = text.split("\n\n")[3]  # after the verdict table and the regime line
     assert first.startswith("**Primary comparison** (declared in ablation.yaml, tested alone at alpha = 0.05)")
     assert "**layerscale scores higher than preln.**" in first and f"p = {p:.3f}" in first
     assert "preln's best rate (0.001) is the lowest tested" in first  # the grid's edge is named

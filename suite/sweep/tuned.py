@@ -1,0 +1,107 @@
+"""Rates tuned elsewhere: an ablation's ``rates_from:`` (a tuning study's results folder) and ``rates:`` (the
+rate of each cell, written out), so that a study confirms at rates chosen on other seeds (docs/ablations.md,
+"Tune, then confirm").
+
+The rate of a cell (a variant at one value of each grid axis) is the tuning study's best on validation: the
+rate with the highest mean validation score over its seeds, not-ok runs at chance (the suite's one scoring
+rule, :mod:`suite.analysis.score`), ties to the smaller rate. Choosing there and testing here on fresh seeds is
+what lets the confirmation use a plain paired t on all of its seeds instead of cross-fitting.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+LR = "train.lr"
+FIELDS = ("variant", LR, "tuning_seeds", "val_score", "at_edge")  # plus one key per grid axis
+
+
+def from_folder(folder: Path, variants: list[str], grid: dict[str, list[Any]], src: str,
+                problems: list[str]) -> list[dict[str, Any]]:
+    """One ``rates:`` entry per cell of ``variants`` x ``grid`` from the tuning study in ``folder``: its
+    best rate on validation there, the tuning seeds and the validation score at that rate, and whether the
+    rate is at the edge of what was tried (``lowest`` / ``highest``: a better one may lie outside)."""
+    import itertools
+
+    from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
+    from suite.analysis.score import score, selection_split
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AnalysisWarning)
+            runs = [r for r in load_runs(folder, from_csv=True) if r["status"] != "error"]
+    except (AnalysisError, OSError) as err:
+        problems.append(f"{src}: rates_from: {folder}: {str(err).splitlines()[0]}; point at a tuning study's "
+                        f"results folder (e.g. results/tune, written by `make tune`)")
+        return []
+    split = selection_split(runs)
+    entries = []
+    for values in itertools.product(*grid.values()):
+        point = dict(zip(grid, values))
+        for variant in variants:
+            cell = [r for r in runs if r.get("variant") == variant and all(_same(r.get(k), v) for k, v in point.items())]
+            by_lr: dict[float, list[float]] = {}
+            for r in cell:
+                x = score(r, split)
+                if x is not None and isinstance(r.get(LR), (int, float)):
+                    by_lr.setdefault(float(r[LR]), []).append(x)
+            if not by_lr:
+                where = ", ".join(f"{k}={v}" for k, v in point.items())
+                problems.append(f"{src}: rates_from: {folder} has no finished run of variant {variant}"
+                                f"{' at ' + where if where else ''}; tune it there first, or drop the cell")
+                continue
+            means = {lr: sum(xs) / len(xs) for lr, xs in by_lr.items()}
+            best = min(lr for lr, m in means.items() if m == max(means.values()))
+            lrs = sorted(means)
+            edge = "lowest" if best == lrs[0] else "highest" if best == lrs[-1] else ""
+            entries.append({"variant": variant, **point, LR: best,
+                            "tuning_seeds": sorted({int(r["seed"]) for r in cell}),
+                            "val_score": round(means[best], 6), "at_edge": edge if len(lrs) > 1 else ""})
+    return entries
+
+
+def check_rates(rates: Any, variants: list[str], grid: dict[str, list[Any]], src: str,
+                problems: list[str]) -> dict[tuple, dict[str, Any]]:
+    """``rates:`` as a map from (variant, grid values...) to its entry; one line per problem (an unknown
+    field, a missing or repeated cell, a rate that is not a positive number)."""
+    if not isinstance(rates, list) or not all(isinstance(e, dict) for e in rates):
+        problems.append(f"{src}: rates: expected a list of {{variant, <grid axes>, train.lr}} entries; or use "
+                        f"`rates_from: FOLDER` to take them from a tuning study")
+        return {}
+    out: dict[tuple, dict[str, Any]] = {}
+    for i, entry in enumerate(rates):
+        unknown = [k for k in entry if k not in FIELDS and k not in grid]
+        if unknown:
+            problems.append(f"{src}: rates[{i}]: unknown field {unknown[0]!r}; an entry has variant, "
+                            f"{', '.join(grid) + ', ' if grid else ''}{LR} (and tuning_seeds, val_score, at_edge)")
+            continue
+        lr = entry.get(LR)
+        if entry.get("variant") not in variants:
+            problems.append(f"{src}: rates[{i}].variant: {entry.get('variant')!r} is not a variant of this ablation")
+        elif not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and math.isfinite(lr) and lr > 0):
+            problems.append(f"{src}: rates[{i}].{LR}: expected a number > 0, got {lr!r}")
+        elif any(k not in entry for k in grid):
+            problems.append(f"{src}: rates[{i}]: give a value of every grid axis ({', '.join(grid)})")
+        elif not all(isinstance(s, int) and not isinstance(s, bool) for s in entry.get("tuning_seeds") or []):
+            problems.append(f"{src}: rates[{i}].tuning_seeds: expected a list of integer seeds")
+        else:
+            key = cell_key(entry["variant"], entry, grid)
+            if key in out:
+                problems.append(f"{src}: rates[{i}]: a second rate for the same cell; keep one")
+            out[key] = entry
+    return out
+
+
+def cell_key(variant: str, values: dict[str, Any], grid: dict[str, list[Any]]) -> tuple:
+    """(variant, each grid axis's value as a float where it is a number): equal for 48 and 48.0."""
+    return (variant, *(float(values[k]) if isinstance(values[k], (int, float)) and not isinstance(values[k], bool)
+                       else values[k] for k in grid))
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-9)
+    return a == b

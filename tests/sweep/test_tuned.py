@@ -1,0 +1,131 @@
+"""Tune, then confirm (issue 48): `rates_from` takes each cell's best validation rate from a tuning study,
+`rates` keeps them, a confirmation seed the tuning used is refused, the interaction endpoint is a paired t
+on each seed's difference of differences, and a design that cannot decide is named when it is validated."""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from scipy import stats as sps
+
+from suite import store
+from suite.analysis.primary import Primary, evaluate
+from suite.cli import main
+from suite.sweep.spec import SpecError, load_ablation
+
+BASE = """
+base:
+  data: {name: synthetic, synthetic_img_size: 16}
+  model: {patch_size: 4, dim: 32, heads: 2}
+  train: {steps: 5}
+grid:
+  model.depth: [2, 4]
+variants:
+  preln: {model.residual: preln}
+  ls: {model.residual: layerscale}
+"""
+# (variant, depth) -> {lr: validation accuracy per tuning seed}; ties go to the smaller rate
+TUNING = {("preln", 2): {1e-3: [0.5, 0.6], 4e-3: [0.7, 0.6], 1.6e-2: [0.2, 0.1]},
+          ("preln", 4): {1e-3: [0.6, 0.6], 4e-3: [0.6, 0.6], 1.6e-2: [0.1, 0.1]},
+          ("ls", 2): {1e-3: [0.5, 0.5], 4e-3: [0.6, 0.7], 1.6e-2: [0.8, 0.7]},
+          ("ls", 4): {1e-3: [0.5, 0.5], 4e-3: [0.9, 0.8], 1.6e-2: [0.3, 0.2]}}
+BEST = {("preln", 2): 4e-3, ("preln", 4): 1e-3, ("ls", 2): 1.6e-2, ("ls", 4): 4e-3}
+
+
+def tuning_folder(root: Path) -> Path:
+    for (variant, depth), by_lr in TUNING.items():
+        for lr, accs in by_lr.items():
+            for seed, acc in zip((100, 101), accs):
+                folder = root / "runs" / f"{variant}{depth}{seed}{lr:g}"
+                folder.mkdir(parents=True)
+                (folder / "summary.json").write_text(json.dumps({
+                    "schema": 1, "run_id": folder.name, "ablation": "tune", "variant": variant, "seed": seed,
+                    "model.depth": depth, "train.lr": lr, "model.num_classes": 10, "status": "ok",
+                    "val_acc": acc, "test_acc": acc, "steps_done": 5}))
+    return root
+
+
+def ablation(tmp_path: Path, extra: str) -> Path:
+    path = tmp_path / "ablations" / "confirm.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("name: confirm\n" + textwrap.dedent(BASE) + textwrap.dedent(extra))
+    return path
+
+
+def test_rates_from_takes_each_cells_best_validation_rate(tmp_path):
+    tuning_folder(tmp_path / "results" / "tune")
+    ab = load_ablation(ablation(tmp_path, "rates_from: ../results/tune\nseeds: [200, 201]\n"))
+    assert {(r.variant, r.cfg.model.depth): r.cfg.train.lr for r in ab.runs} == BEST
+    assert len(ab.runs) == 8 and ab.runs[0].label == "preln depth=2 lr=0.004 seed=200"
+    rates = {(e["variant"], e["model.depth"]): e for e in ab.resolved["rates"]}
+    assert rates["ls", 2]["at_edge"] == "highest" and rates["preln", 4]["at_edge"] == "lowest"
+    assert rates["ls", 4] == {"variant": "ls", "model.depth": 4, "train.lr": 4e-3, "tuning_seeds": [100, 101],
+                              "val_score": 0.85, "at_edge": ""}
+    # the results folder's copy holds the rates, so it loads (suite status) without the tuning folder
+    copy = tmp_path / "elsewhere" / "ablation.yaml"
+    copy.parent.mkdir()
+    copy.write_text(yaml.safe_dump(ab.resolved))
+    assert {r.run_id for r in load_ablation(copy).runs} == {r.run_id for r in ab.runs}
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("rates_from: ../results/tune\nseeds: [101, 200]\n", "seeds: 101 also tuned the rates"),
+    ("rates_from: ../results/nowhere\n", "rates_from: "),
+    ("rates_from: ../results/tune\nseeds: [200]\n# lr axis\n", "grid.train.lr: the rates come"),
+    ("rates: [{variant: preln, model.depth: 2, train.lr: 0.1}]\n", "rates: no rate for variant preln at model.depth=4"),
+    ("rates: [{variant: preln, model.depth: 2, train.lr: -1}]\n", "rates[0].train.lr: expected a number > 0"),
+])
+def test_rates_that_cannot_be_used_are_one_line_each(tmp_path, capsys, extra, message):
+    tuning_folder(tmp_path / "results" / "tune")
+    path = ablation(tmp_path, extra)
+    if "# lr axis" in extra:
+        path.write_text(path.read_text().replace("model.depth: [2, 4]", "model.depth: [2, 4]\n  train.lr: [0.1]"))
+    with pytest.raises(SpecError, match=message.replace("[", r"\[").replace(".", r"\.")):
+        load_ablation(path)
+    assert main(["validate", str(path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_interaction_is_a_paired_t_on_each_seeds_difference_of_differences():
+    runs = []
+    rng = np.random.default_rng(1)
+    table = {}
+    for seed in range(6):
+        for variant in ("preln", "ls"):
+            for depth in (12, 48):
+                acc = 0.5 + 0.2 * (variant == "ls") * (depth == 48) + 0.05 * (variant == "ls") + rng.normal(0, 0.02)
+                table[seed, variant, depth] = acc
+                runs.append({"variant": variant, "model.depth": depth, "seed": seed, "status": "ok", "test_acc": acc,
+                             "model.num_classes": 10})
+    d = [(table[s, "ls", 48] - table[s, "preln", 48]) - (table[s, "ls", 12] - table[s, "preln", 12]) for s in range(6)]
+    answer = evaluate(runs, Primary("ls", "preln", {"model.depth": 48}, "interaction", versus={"model.depth": 12}))
+    t = np.mean(d) / (np.std(d, ddof=1) / math.sqrt(6))
+    assert answer.estimate == pytest.approx(np.mean(d)) and answer.n_pairs == 6
+    assert answer.p == pytest.approx(2 * sps.t.sf(abs(t), 5)) and answer.decision == "difference"
+
+
+def test_an_interaction_needs_another_cell(tmp_path, capsys):
+    path = ablation(tmp_path, "seeds: 2\nprimary: {scheme: ls, baseline: preln, where: {model.depth: 4}, "
+                              "endpoint: interaction}\n")
+    assert main(["validate", str(path)]) == 2
+    assert "primary.versus: `endpoint: interaction` needs `versus`" in capsys.readouterr().err
+
+
+def test_a_cross_fitted_comparison_on_too_few_seeds_is_named_with_its_critical_t(tmp_path, capsys):
+    path = ablation(tmp_path, "seeds: 3\nprimary: {scheme: ls, baseline: preln, where: {model.depth: 2}}\n")
+    path.write_text(path.read_text().replace("model.depth: [2, 4]", "model.depth: [2]\n  train.lr: [0.001, 0.004]"))
+    with pytest.warns(store.SuiteWarning, match=r"on 3 seeds has 1 degrees of freedom \(critical t 12\.7 at alpha "
+                                                r"0\.05\), so it can hardly be decided"):
+        load_ablation(path)
+    path.write_text(path.read_text().replace("seeds: 3", "seeds: 8"))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", store.SuiteWarning)
+        load_ablation(path)
