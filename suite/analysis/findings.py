@@ -276,7 +276,7 @@ def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:
     rate axes), then every comparison with the baseline as an exploratory estimate (the best-rate
     comparisons first, when there is a rate axis)."""
     frames = analysis.frames
-    out = [(FINDINGS["answer"], answer_lines(analysis.answer, analysis.runs))]
+    out = [(FINDINGS["answer"], answer_block(analysis))]
     transfer = frames.get("transfer")
     if transfer is not None and not transfer.empty:
         out.append((FINDINGS["transfer"], _transfer_section(transfer, analysis.keys, analysis.baseline)))
@@ -284,6 +284,18 @@ def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:
                                                       frames.get("trends"), frames.get("aggregate"), frames.get("lr"),
                                                       frames.get("learn"))))
     return out
+
+
+def answer_block(analysis: Analysis) -> list[str]:
+    """The answer block of ``findings.md`` and the report: :func:`answer_lines`, with where each arm's rate
+    came from (:func:`tuned_rates_line`) after the regime line."""
+    answer = answer_lines(analysis.answer, analysis.runs)
+    rates = tuned_rates_line(analysis.root)
+    if rates and analysis.answer is not None:
+        line = regime(analysis.runs)
+        at = answer.index(line) + 2 if line in answer else 0
+        answer[at:at] = [rates, ""]
+    return answer
 
 
 def answer_lines(answer: Answer | list[Answer] | None, runs: list[dict] | None = None) -> list[str]:
@@ -315,9 +327,35 @@ def regime(runs: list[dict]) -> str:
             cells.setdefault((r.get("variant"), r.get(DEPTH), r.get(LR)), []).append(x)
     best = max((mean(xs) for xs in cells.values()), default=math.nan)
     reach = f"; the best cell's mean test accuracy is {100 * best:.1f}%" if math.isfinite(best) else ""
+    devices = ", ".join(sorted({str(r.get("device_name") or r.get("device") or "?").split(":")[0] for r in runs}))
     return (f"*Regime*: data {values('data.name')}, {values('train.steps')} steps at batch "
-            f"{values('train.batch_size')}, on {values('device')}{reach}: these are short runs far from "
+            f"{values('train.batch_size')}, on {devices}{reach}: these are short runs far from "
             f"convergence, so the answer is about training at this length and scale, not about final accuracy.")
+
+
+def tuned_rates_line(root) -> str:
+    """Where each arm's learning rate came from, when the ablation took them from a tuning study
+    (``rates:`` in the folder's ``ablation.yaml``, written by ``rates_from``); "" otherwise."""
+    from suite.config import read_yaml
+
+    try:
+        data = read_yaml(root / "ablation.yaml")
+    except (OSError, ValueError):
+        return ""
+    rates = data.get("rates") if isinstance(data, dict) else None
+    if not isinstance(rates, list) or not all(isinstance(e, dict) for e in rates):
+        return ""
+    cells = []
+    for e in rates:
+        where = " ".join(f"{k.rsplit('.', 1)[-1]} {fmt_value(v)}" for k, v in e.items()
+                         if k not in ("variant", LR, "tuning_seeds", "val_score", "at_edge"))
+        edge = f" ({e['at_edge']} tried)" if e.get("at_edge") else ""
+        cells.append(f"{' '.join(str(e.get('variant')).split())} {where}: {fmt_value(e.get(LR))}{edge}")
+    seeds = sorted({s for e in rates for s in e.get("tuning_seeds") or [] if isinstance(s, int)})
+    source = data.get("rates_from") or "the ablation file"
+    return (f"*Rates*: each arm at its rate chosen on validation in {' '.join(str(source).split())}"
+            f"{' (tuning seeds ' + ', '.join(map(str, seeds)) + ')' if seeds else ''}, so no rate is scored on "
+            f"the seeds that chose it: {'; '.join(cells)}.")
 
 
 def _exploratory(summary: pd.DataFrame, keys: list[str], baseline: str, trends: pd.DataFrame | None,

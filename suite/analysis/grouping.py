@@ -5,7 +5,9 @@ A group is ``variant`` plus every config key (``model.*``, ``data.*``, ``train.*
 never do, as they are not part of the run id either. A key that varies only across variants (``model.residual``) is
 implied by the variant and left out; the seed is never a key; provenance and results never are,
 except ``packed``: a folder that holds packed and solo runs of one cell keeps them apart (a bf16 pack
-is not bit for bit its solo runs). ``--by KEY ...`` replaces the automatic keys (``variant`` is always kept). ``model.depth`` is
+is not bit for bit its solo runs). A key the other keys imply (each arm's rate tuned per depth, ``rates_from``:
+``train.lr`` is then a function of variant and depth) splits no group and is left out too, so the arms are
+compared at each depth, each at its rate. ``--by KEY ...`` replaces the automatic keys (``variant`` is always kept). ``model.depth`` is
 added whenever that does not split a group, so tables can show depth as columns. Keys other than
 ``variant`` and ``model.depth`` (e.g. ``train.lr``) split the tables into sections, one per
 combination of their values; each section is one exploratory family per p-value column
@@ -117,6 +119,11 @@ def group_keys(runs: list[dict[str, Any]], by: list[str] | None = None) -> list[
         if _splits(runs, ["variant"], PACKED):  # a packed run is not pooled with solo runs of its cell
             keys.append(PACKED)
     keys = ["variant"] + sorted(keys)
+    if by is None:  # a key the others imply (each arm's rate tuned per depth: rates_from) splits no group
+        for key in sorted(keys[1:], key=lambda k: k == DEPTH):  # the depth axis is the one kept
+            rest = [k for k in keys if k != key]
+            if not _splits(runs, rest, key):
+                keys = rest
     if DEPTH not in keys and any(DEPTH in r for r in runs) and not _splits(runs, keys, DEPTH):
         keys.insert(1, DEPTH)
     return keys

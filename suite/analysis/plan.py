@@ -100,7 +100,7 @@ def plan_table(root: str | Path, effect: float = 0.05, power: float = 0.8, basel
         power: the power wanted.
         baseline: the baseline variant (default ``preln``).
     """
-    runs = load_runs(Path(root))
+    runs = load_runs(Path(root), from_csv=True)  # a folder shared as runs.csv alone plans too
     base = choose_baseline(runs, baseline)
     keys = group_keys(runs)
     rows = []

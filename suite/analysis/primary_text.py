@@ -169,10 +169,16 @@ def _need(a: Answer) -> str:
     """The seeds that would decide an undecided score comparison."""
     if math.isfinite(a.seeds_needed):
         at = f" at alpha = {ALPHA / a.family:.3g} (Holm's first step)" if a.family > 1 else ""
+        n = int(a.seeds_needed)
+        runs = {"score": f"{2 * n} runs", "interaction": f"{4 * n} runs: both schemes in both cells"}.get(
+            a.primary.endpoint, "runs: that many at every rate of each scheme's grid")
+        crossfit_ = a.test == crossfit.TEST
+        sd = (f"the SD of the seed-matched differences, {100 * a.sd:.1f} points "
+              + (f"pooled within the two halves of {a.n_pairs} seed pairs ({a.n_pairs - 2} degrees of freedom)"
+                 if crossfit_ else f"over {a.n_pairs} seed pairs ({a.n_pairs - 1} degrees of freedom)"))
         return (f" To detect a difference of {100 * a.effect:g} points with {int(100 * POWER)}% power{at}, "
-                f"about {int(a.seeds_needed)} seeds per scheme are needed (SD of the seed-matched "
-                f"differences {100 * a.sd:.1f} points, planned at its 80% upper limit "
-                f"{100 * a.planning_sd:.1f}): `suite plan`, or `suite run FILE --until-decided`.")
+                f"about {n} seeds per scheme are needed ({runs}), planned from {sd} at its 80% upper limit "
+                f"{100 * a.planning_sd:.1f}: `suite plan`, or `suite run FILE --until-decided`.")
     if math.isinf(a.seeds_needed):
         return f" More than 10,000 seeds would be needed to detect {100 * a.effect:g} points."
     if a.test == crossfit.TEST and a.n_pairs < 3:

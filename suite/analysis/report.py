@@ -72,7 +72,7 @@ def build(root: Path, compare: str | Path | None = None, warn: Callable[[str], N
     toc += [(f"findings-{part.name}", part.title) for part, _ in found] + [("runs", "Runs")]
     return PAGE.render(title=analysis.title, provenance=_provenance(root, analysis.runs), toc=toc,
                        design=_design(ablation, analysis),
-                       answer=_md("\n".join(findings.answer_lines(analysis.answer, analysis.runs))),
+                       answer=_md("\n".join(findings.answer_block(analysis))),
                        incomplete=_completeness(root, analysis.runs),
                        compare=None if compare is None else _compare(root, Path(compare), warn),
                        figures=figures, tables=tables, findings=found,

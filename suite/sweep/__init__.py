@@ -2,7 +2,8 @@
 
 ``sweep.py`` (:func:`run_sweep`: the sweep as a library call), ``options.py`` (:class:`SweepOptions`:
 how to run it, ``suite run``'s flags),
-``spec.py`` (YAML ablation -> validated, expanded runs; ``--only`` filters), ``preflight.py`` (what
+``spec.py`` (YAML ablation -> validated, expanded runs; ``--only`` filters), ``tuned.py`` (``rates_from`` /
+``rates``: each cell's learning rate from a tuning study), ``preflight.py`` (what
 would make runs error, found before any starts), ``refine.py`` (``--refine``: extend a learning-rate
 grid past an edge optimum and up to each arm's failure), ``until.py`` (``--until-decided``: seeds in
 rounds), ``folder.py`` (the results folder: ownership, lock, which runs are done), ``plan.py`` (GPUs,

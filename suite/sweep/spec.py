@@ -467,8 +467,13 @@ def _tuned_rates(raw: dict[str, Any], src: str, variants: dict[str, Any], grid: 
                             f"remove it from the variant")
     entries = raw.get("rates")
     if entries is None:
-        folder = Path(src).parent / str(raw["rates_from"]) if src != "<ablation>" else Path(str(raw["rates_from"]))
+        import os
+
+        folder = Path(os.path.normpath(Path(src).parent / str(raw["rates_from"]) if src != "<ablation>"
+                                       else str(raw["rates_from"])))
         entries = tuned_mod.from_folder(folder, list(variants), grid, src, problems)
+        if entries is None:
+            return None
     table = tuned_mod.check_rates(entries, list(variants), grid, src, problems)
     reused = sorted(set(seeds) & {s for e in table.values() for s in e.get("tuning_seeds") or []})
     if reused:

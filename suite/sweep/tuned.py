@@ -20,7 +20,7 @@ FIELDS = ("variant", LR, "tuning_seeds", "val_score", "at_edge")  # plus one key
 
 
 def from_folder(folder: Path, variants: list[str], grid: dict[str, list[Any]], src: str,
-                problems: list[str]) -> list[dict[str, Any]]:
+                problems: list[str]) -> list[dict[str, Any]] | None:
     """One ``rates:`` entry per cell of ``variants`` x ``grid`` from the tuning study in ``folder``: its
     best rate on validation there, the tuning seeds and the validation score at that rate, and whether the
     rate is at the edge of what was tried (``lowest`` / ``highest``: a better one may lie outside)."""
@@ -29,14 +29,18 @@ def from_folder(folder: Path, variants: list[str], grid: dict[str, list[Any]], s
     from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
     from suite.analysis.score import score, selection_split
 
+    if not folder.is_dir():
+        study = Path(src).parent / f"{folder.name}.yaml"
+        how = f"`suite run {study}`" if study.is_file() else "the tuning study that writes it"
+        problems.append(f"{src}: rates_from: {folder} does not exist yet; run {how} first")
+        return None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", AnalysisWarning)
             runs = [r for r in load_runs(folder, from_csv=True) if r["status"] != "error"]
     except (AnalysisError, OSError) as err:
-        problems.append(f"{src}: rates_from: {folder}: {str(err).splitlines()[0]}; point at a tuning study's "
-                        f"results folder (e.g. results/tune, written by `make tune`)")
-        return []
+        problems.append(f"{src}: rates_from: {str(err).splitlines()[0]}")
+        return None
     split = selection_split(runs)
     entries = []
     for values in itertools.product(*grid.values()):

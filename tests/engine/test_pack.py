@@ -287,17 +287,21 @@ def test_a_bf16_pack_runs_the_patch_convolution_in_bf16_as_a_solo_run_does(tmp_p
         assert all(kinds == {dtype} for kinds in Dtypes.seen.values()), (precision, Dtypes.seen)
 
 
-def test_the_default_ablation_forms_one_pack_per_model():
-    """Each member has its own schedule, so the Pre-LN arms with a 20- and a 100-step warm-up share a
-    pack: 2 packs (Pre-LN, LayerScale) where there were 3."""
-    from pathlib import Path
-
+def test_arms_that_differ_only_in_their_schedule_share_a_pack():
+    """Each member has its own schedule, so Pre-LN arms with a 20- and a 100-step warm-up and their own
+    rates share a pack: 2 packs (Pre-LN, LayerScale) where there would be 3."""
     from suite.sweep.spec import load_ablation
     from suite.sweep.worker import group
 
-    default = load_ablation(Path(__file__).resolve().parents[2] / "ablations" / "default.yaml")
-    packs = group(default.runs, 64)
-    assert len(packs) == 2 and sum(map(len, packs)) == len(default.runs) == 63
+    ablation = load_ablation({
+        "name": "packs", "base": {"data": {"name": "mnist5k"}, "model": {"patch_size": 7, "dim": 32, "heads": 2,
+                                                                         "depth": 48}, "train": {"steps": 160}},
+        "grid": {"train.lr": [3.125e-5, 2e-3, 8e-3]}, "seeds": 3,
+        "variants": {"preln": {"model.residual": "preln"},
+                     "preln-warmup100": {"model.residual": "preln", "train.warmup_steps": 100},
+                     "layerscale-cait": {"model.residual": "layerscale", "model.layerscale.init": "cait"}}})
+    packs = group(ablation.runs, 64)
+    assert len(packs) == 2 and sum(map(len, packs)) == len(ablation.runs) == 27
     assert [sorted({r.variant for r in p}) for p in packs] == [["preln", "preln-warmup100"], ["layerscale-cait"]]
     assert pack_key(cfg(**{"train.warmup_steps": 100, "train.min_lr": 0.0})) == pack_key(cfg())
 

@@ -36,7 +36,7 @@ def test_counts_steps_and_flops_run_by_run(tmp_path):
     assert cost.hours(1.0) == pytest.approx(cost.flops / 1e12 / 3600)
 
 
-@pytest.mark.parametrize("name", ["paper", "cait_depth"])
+@pytest.mark.parametrize("name", ["paper_tune", "cait_depth_tune"])
 def test_the_gpu_ablations_comments_state_what_suite_cost_computes(name):
     path = ROOT / "ablations" / f"{name}.yaml"
     text = path.read_text()
@@ -51,7 +51,7 @@ def test_the_gpu_ablations_comments_state_what_suite_cost_computes(name):
 def test_cli_prints_hours_and_rejects_bad_input(tmp_path, capsys):
     assert main(["cost", str(ROOT / "ablations" / "default.yaml"), "--measured", "130@48"]) == 0
     out = capsys.readouterr().out
-    assert "63 runs" in out and "10,080 optimizer steps" in out and "derived from 130 ms per step at depth 48" in out
+    assert "40 runs" in out and "12,000 optimizer steps" in out and "derived from 130 ms per step at depth 48" in out
     for bad in ("fast", "1.2.3@12", ".@12", "5@"):
         assert main(["cost", str(ROOT / "ablations" / "default.yaml"), "--measured", bad]) == 2
         assert "expected MS@DEPTH" in capsys.readouterr().err
@@ -71,7 +71,7 @@ def test_cait_depth_follows_the_recipe_its_comment_states():
     """Batch-scaled learning rate, 5 warm-up epochs counted on the split the runs train on, uniform drop-path."""
     from suite.sweep.cost import _shape, run_steps
 
-    ablation = load_ablation(ROOT / "ablations" / "cait_depth.yaml")
+    ablation = load_ablation(ROOT / "ablations" / "cait_depth_tune.yaml")
     base = ablation.resolved["base"]["train"]
     assert base["lr"] == pytest.approx(5e-4 * base["batch_size"] / 512)  # the grid sweeps around it
     assert any(lr == pytest.approx(base["lr"]) for lr in ablation.grid["train.lr"])
