@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 # which keeps its module fixtures built once. TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= 2
 
-.PHONY: install test run-ablations tune propagate tables bench bench-check gpu-check wheelhouse clean
+.PHONY: install test run-ablations tune stability propagate tables bench bench-check gpu-check wheelhouse clean
 
 install: $(STAMP)
 
@@ -52,6 +52,12 @@ tune: install
 	$(BIN)/suite run ablations/tune.yaml --out results/tune --workers $(WORKERS)
 	$(BIN)/suite analyze results/tune
 	$(BIN)/suite report results/tune
+
+# How each scheme's stable range of rates changes with depth (ablations/stability.yaml, results/stability).
+stability: install
+	$(BIN)/suite run ablations/stability.yaml --out results/stability --workers $(WORKERS)
+	$(BIN)/suite analyze results/stability
+	$(BIN)/suite report results/stability
 
 # Signal propagation to depth 1000 (ablations/propagation.yaml), then its tables and figures.
 propagate: install

@@ -122,6 +122,10 @@ class TrainConfig:
     scale_max_skips: int = 20  # scale_collapse (fp16): the loss scaler skipped this many steps in a row, ...
     scale_min: float = 1e-4  # ... or its scale fell below this (fairseq's minimum loss scale)
     log_every: int = 10  # metrics.jsonl cadence (with per-block probes)
+    # the instability diagnostics at each log step (attention logits and entropy per block, output logits'
+    # RMS, update-to-weight ratio; docs/training.md): off only to time a step without them. They do not
+    # change what is trained, so, like threads, they are not part of the run id
+    diagnostics: bool = True
     eval_every: int = 100  # held-out evaluation cadence: validation every N steps, test at the end (0 = only at the end)
     # fixed: every eval_every steps; log: also at 5, 10, 20, 40, ... below eval_every, so that time to
     # learn can tell apart runs that all learn before the first fixed evaluation (docs/training.md)

@@ -36,7 +36,7 @@ STATUSES = FINAL_STATUSES + ("error",)  # every run ends with exactly one of the
 # How a run is executed, not what it computes: excluded from the run id, so the same experiment
 # lands in the same folder whatever the machine, worker count or data location.
 EXECUTION_KEYS = frozenset({"device", "train.threads", "data.num_workers", "data.root", "data.device_max_mb",
-                            "train.log_to", "train.deterministic"})
+                            "train.log_to", "train.deterministic", "train.diagnostics"})
 
 
 def run_id(cfg: RunConfig) -> str:
@@ -243,9 +243,22 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 <= value <= 1:
             return f"'{key}' is {value!r}, not in [0, 1]"
     depth = summary.get("model.depth")
-    if isinstance(depth, int) and not isinstance(depth, bool) and depth < 1:
-        return f"'model.depth' is {depth}, not >= 1"
+    if isinstance(depth, int) and not isinstance(depth, bool) and not 1 <= depth <= MAX_DEPTH:
+        return f"'model.depth' is {str(depth)[:20]}, not from 1 to {MAX_DEPTH}"
+    seed = summary.get("seed")
+    if isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed < 2**63:
+        return f"'seed' is {str(seed)[:20]}, not from 0 to 2**63 - 1"
+    lr = summary.get("train.lr")
+    if lr is not None and not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and math.isfinite(lr) and lr > 0):
+        return f"'train.lr' is {str(lr)[:20]!r}, not a finite number > 0"
+    for key in ("variant", "ablation", "run_id"):  # names land in Markdown headings and table cells
+        value = summary.get(key)
+        if isinstance(value, str) and any(ord(c) < 32 or ord(c) == 127 for c in value):
+            return f"'{key}' holds a line break or another control character"
     return None
+
+
+MAX_DEPTH = 1000  # model.depth's range in the run config
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
@@ -415,4 +428,9 @@ def empty_summary(cfg: RunConfig, extra: dict[str, Any] | None = None) -> dict[s
         "step_time_ms": None, "throughput": None, "timing_cpu_util": None, "timing_load1": None,
         "timing_cores": None, "timing_contended": None, "peak_mem_mb": None, "num_params": None,
         "optimizer_impl": None, "resumed_at": [],
+        **{f"{name}{end}": None for name in DIAGNOSTIC_PEAKS for end in ("", "_step")},
     }
+
+
+# the instability diagnostics' extremes a summary keeps (suite.engine.diagnostics.PEAKS; docs/training.md)
+DIAGNOSTIC_PEAKS = ("attn_logit_peak", "attn_entropy_low", "stream_rms_peak", "logit_rms_peak", "update_ratio_peak")

@@ -193,9 +193,16 @@ def _check_no_row_lost(root: Path, runs: list[dict], force: bool) -> None:
         return
     lost = sorted(str(i) for i in before - {str(r.get("run_id")) for r in runs} if i)
     if lost and not force:
+        from suite.analysis.load import runs_from_csv
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            runs_from_csv(root / "runs.csv")
+        why = next((str(w.message).split(": skipped: ", 1)[-1] for w in caught if ": skipped: " in str(w.message)),
+                   "its row cannot be read")
         raise AnalysisError(f"{root / 'runs.csv'}: {len(lost)} of its runs ({', '.join(lost[:3])}"
-                            f"{', ...' if len(lost) > 3 else ''}) would be dropped (their rows cannot be read: see "
-                            f"the warnings); fix those rows, or pass --force to rewrite it without them")
+                            f"{', ...' if len(lost) > 3 else ''}) would be dropped ({why}); fix those rows, or pass "
+                            f"--force to rewrite it without them")
 
 
 def _check_complete(root: Path, runs: list[dict], force: bool) -> None:

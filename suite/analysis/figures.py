@@ -343,6 +343,53 @@ def best_lr_vs_depth(tr: pd.DataFrame, colors: dict[str, Any], title: str, rates
     return fig
 
 
+def attn_logit_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: str) -> plt.Figure | None:
+    """The largest attention logit a run reached (``attn_logit_peak``, docs/training.md) against its learning
+    rate, one panel per scheme, one line per depth (the median over seeds, every run a dot), with the bound
+    above which a run that did not learn is called ``unstable``. None when no run recorded it."""
+    from suite.engine.diagnostics import ATTN_LOGIT_BOUND
+
+    runs = [r for r in runs if isinstance(r.get("attn_logit_peak"), (int, float)) and r.get(LR) is not None
+            and r.get(DEPTH) is not None and r["attn_logit_peak"] > 0]
+    variants = [v for v in colors if any(r["variant"] == v for r in runs)]
+    if not variants:
+        return None
+    depths = sorted({float(r[DEPTH]) for r in runs})
+    cols = min(4, len(variants))
+    rows_n = math.ceil(len(variants) / cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(3.2 * cols, 2.8 * rows_n), sharex=True, sharey=True, squeeze=False)
+    shades = plt.get_cmap("viridis")(np.linspace(0.85, 0.1, len(depths)))
+    for ax, v in zip(axes.flat, variants):
+        for depth, shade in zip(depths, shades):
+            by_lr: dict[float, list[float]] = {}
+            for r in runs:
+                if r["variant"] == v and float(r[DEPTH]) == depth:
+                    by_lr.setdefault(float(r[LR]), []).append(float(r["attn_logit_peak"]))
+            if not by_lr:
+                continue
+            lrs = sorted(by_lr)
+            ax.plot(lrs, [float(np.median(by_lr[lr])) for lr in lrs], color=shade, lw=1.2,
+                    label=f"depth {fmt_value(depth)}")
+            ax.scatter([lr for lr in lrs for _ in by_lr[lr]], [x for lr in lrs for x in by_lr[lr]], color=shade, s=8)
+        ax.axhline(ATTN_LOGIT_BOUND, color="0.4", ls="--", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(plain(v), fontsize="medium")
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(variants):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("largest attention logit")
+    for ax in axes[-1]:
+        ax.set_xlabel("learning rate")
+    axes.flat[0].legend(fontsize="x-small")
+    fig.suptitle(plain(title))
+    fig.text(0.01, -0.08, f"each run's peak |pre-softmax logit| over training (dots), median over seeds (lines);\n"
+             f"dashed: {ATTN_LOGIT_BOUND:g}, above which a run that did not learn is unstable",
+             fontsize="small", color="0.3")
+    return fig
+
+
 def val_vs_lr_by_depth(runs: list[dict[str, Any]], colors: dict[str, Any], title: str) -> plt.Figure:
     """Mean validation score vs learning rate, one panel per scheme, one curve per depth (darker =
     deeper): the figure of the Depth-muP and CompleteP papers, where curves that peak at one rate
@@ -561,6 +608,9 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
             if part[DEPTH].nunique() >= 2:
                 written += save(best_lr_vs_depth(part, colors, head, rates), out / f"best_lr_vs_depth{suffix}")
             written += save(val_vs_lr_by_depth(members, colors, head), out / f"val_vs_lr_by_depth{suffix}")
+            logits = attn_logit_vs_lr(members, colors, head)
+            if logits is not None:
+                written += save(logits, out / f"attn_logit_vs_lr{suffix}")
     for label, part in sections(summary, keys):
         name, suffix, head = _heading(label, skeys, title)
         members = [r for r in runs if r["status"] != "error" and group_of(r, skeys) == label]

@@ -276,7 +276,7 @@ def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:
     rate axes), then every comparison with the baseline as an exploratory estimate (the best-rate
     comparisons first, when there is a rate axis)."""
     frames = analysis.frames
-    out = [(FINDINGS["answer"], answer_block(analysis))]
+    out = [(FINDINGS["answer"], answer_block(analysis)), (FINDINGS["causes"], cause_lines(analysis.runs, analysis.keys))]
     transfer = frames.get("transfer")
     if transfer is not None and not transfer.empty:
         out.append((FINDINGS["transfer"], _transfer_section(transfer, analysis.keys, analysis.baseline)))
@@ -331,6 +331,41 @@ def regime(runs: list[dict]) -> str:
     return (f"*Regime*: data {values('data.name')}, {values('train.steps')} steps at batch "
             f"{values('train.batch_size')}, on {devices}{reach}: these are short runs far from "
             f"convergence, so the answer is about training at this length and scale, not about final accuracy.")
+
+
+def cause(run: dict) -> str:
+    """Why a run is not ok, in one word: its status and reason (``failed: unstable``, ``diverged: spike``)."""
+    reason = run.get("failed_reason") if run["status"] == "failed" else run.get("diverged_reason")
+    return f"{run['status']}: {reason}" if reason else str(run["status"])
+
+
+def cause_lines(runs: list[dict], keys: list[str]) -> list[str]:
+    """``## Why runs were not ok``: per cell with a not-ok run, how many ended so for each cause, and the
+    median largest attention logit of those runs (the diagnostics of docs/training.md); none when every run
+    was ok."""
+    from statistics import median
+
+    cells: dict[tuple, list[dict]] = {}
+    for r in runs:
+        if r["status"] in ("failed", "diverged"):
+            cells.setdefault(tuple(r.get(k) for k in keys), []).append(r)
+    if not cells:
+        return []
+    lines = ["## Why runs were not ok", "",
+             "Each cell with a run that diverged or failed: how many ended so, by cause (docs/training.md: "
+             "`unstable` = did not learn while its attention logits grew past the bound), and the median of "
+             "those runs' largest attention logit.", "",
+             "| " + " | ".join(keys) + " | not ok, by cause | largest attention logit (median) |",
+             "|" + ":--|" * (len(keys) + 2)]
+    for cell in sorted(cells, key=lambda c: [str(v) for v in c]):
+        counted: dict[str, int] = {}
+        for r in cells[cell]:
+            counted[cause(r)] = counted.get(cause(r), 0) + 1
+        peaks = [float(r["attn_logit_peak"]) for r in cells[cell] if isinstance(r.get("attn_logit_peak"), (int, float))]
+        values = " | ".join(" ".join(str(fmt_value(v)).split()).replace("|", "\\|") for v in cell)
+        lines.append(f"| {values} | {', '.join(f'{n} {c}' for c, n in sorted(counted.items()))} | "
+                     f"{f'{median(peaks):.3g}' if peaks else 'not recorded'} |")
+    return lines + [""]
 
 
 def tuned_rates_line(root) -> str:

@@ -110,8 +110,9 @@ def group_keys(runs: list[dict[str, Any]], by: list[str] | None = None) -> list[
             if key not in columns:
                 raise AnalysisError(f"--by {key}: no run has this key{did_you_mean(key, columns)}; "
                                     f"see the columns of runs.csv")
-            if key in NOT_GROUPABLE:
-                raise AnalysisError(f"--by {key}: runs cannot be grouped by {key}; pick config keys, e.g. model.depth")
+            if key in NOT_GROUPABLE or not (_is_config_key(key) or key == PACKED):  # an outcome is no group
+                raise AnalysisError(f"--by {key}: runs cannot be grouped by {key} (not a config key); pick config "
+                                    f"keys, e.g. model.depth")
             if key != "variant" and key not in keys:
                 keys.append(key)
     else:

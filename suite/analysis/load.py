@@ -241,6 +241,14 @@ def _summary_problem(summary: dict[str, Any]) -> str | None:
     return store.summary_problem(summary)
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _finite_number(value: Any) -> bool:
+    return _number(value) and math.isfinite(value) and abs(value) < 1e15
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -291,14 +299,22 @@ def read_curves(run_path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     for w in caught:
         warnings.warn(str(w.message), AnalysisWarning)
     train, blocks = [], []
+    bad = 0
     for rec in records:
         if rec.get("kind") != "train":
             continue
-        loss = rec.get("loss")
-        train.append((rec.get("step"), math.nan if loss is None else loss))
-        for b in rec.get("blocks") or []:
-            if b.get("scale_mean") is not None:
-                blocks.append((rec.get("step"), b.get("block"), b["scale_mean"]))
+        step, loss, recs = rec.get("step"), rec.get("loss"), rec.get("blocks")
+        if not (_finite_number(step) and (loss is None or _finite_number(loss) or _number(loss))
+                and (recs is None or isinstance(recs, list) and all(isinstance(b, dict) for b in recs))):
+            bad += 1  # valid JSON of the wrong shape: a hand-edited or damaged log, never the suite's own
+            continue
+        train.append((step, math.nan if loss is None else float(loss)))
+        for b in recs or []:
+            if _finite_number(b.get("scale_mean")) and _finite_number(b.get("block")):
+                blocks.append((step, b["block"], b["scale_mean"]))
+    if bad:
+        warnings.warn(f"{Path(run_path) / store.METRICS}: {bad} train record(s) skipped: a step, loss or blocks "
+                      f"of the wrong type", AnalysisWarning)
     return (
         pd.DataFrame(train, columns=["step", "loss"], dtype=float),
         pd.DataFrame(blocks, columns=["step", "block", "scale_mean"], dtype=float),

@@ -21,11 +21,26 @@ from suite import store
 # ----------------------------------------------------------------------------- files
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads as the start of a formula
+
+
 def write_csv(frame: pd.DataFrame, path: Path) -> Path:
     """Write ``frame`` as CSV at full precision (shortest round-trip floats), ``\\n`` line ends,
-    atomically (:func:`suite.store.atomic_write`: a link at ``path`` is replaced, not followed)."""
-    store.atomic_write_text(path, frame.to_csv(index=False, lineterminator="\n"))
+    atomically (:func:`suite.store.atomic_write`: a link at ``path`` is replaced, not followed). A text
+    cell that a spreadsheet would run as a formula (:func:`neutral`) gets a leading ``'``."""
+    text = frame.copy()
+    for col in text.columns:
+        if not pd.api.types.is_numeric_dtype(text[col]) and not pd.api.types.is_bool_dtype(text[col]):
+            text[col] = text[col].map(neutral)
+    store.atomic_write_text(path, text.to_csv(index=False, lineterminator="\n"))
     return path
+
+
+def neutral(value: object) -> object:
+    """A text cell that starts like a formula (``=``, ``+``, ``-``, ``@``, tab, carriage return: OWASP's rule
+    against CSV injection) with a ``'`` before it, so a spreadsheet shows it as text; numbers and other text
+    as they are (a number's ``-`` is never text here: numbers are not strings)."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
 
 
 def write_text(text: str, path: Path) -> Path:

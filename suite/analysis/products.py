@@ -126,6 +126,9 @@ FIGURES: dict[str, FigureKind] = {f.name: f for f in (
                "learning-rates-each-scheme-at-its-best-and-how-wide-a-range-trains"),
     FigureKind("val_vs_lr_by_depth", "Validation score against learning rate, by depth",
                "one panel per scheme, one curve per depth", "learning-rate-transfer-across-depth"),
+    FigureKind("attn_logit_vs_lr", "Largest attention logit against learning rate",
+               "each run's peak pre-softmax attention logit, one line per depth: where attention-logit growth "
+               "sets in", "docs/training.md#why-a-run-broke"),
     FigureKind("accuracy_vs_depth", "Score against depth", "each scheme's score at each depth", "intervals-and-tests"),
     FigureKind("not_ok_vs_depth", "Runs not ok against depth", "the share of runs that diverged or failed",
                "intervals-and-tests"),
@@ -147,6 +150,7 @@ FIGURES: dict[str, FigureKind] = {f.name: f for f in (
 
 FINDINGS: dict[str, FindingsSection] = {s.name: s for s in (
     FindingsSection("answer", "Answer", "the-primary-comparison-and-everything-else"),
+    FindingsSection("causes", "Why runs were not ok", "docs/training.md#why-a-run-broke"),
     FindingsSection("transfer", "Learning-rate transfer across depth", "learning-rate-transfer-across-depth"),
     FindingsSection("exploratory", "Exploratory comparisons", "intervals-and-tests"),
 )}

@@ -87,8 +87,9 @@ def profiles(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.Data
             records = store.read_metrics(folder, RECORDS)
         except (OSError, store.CorruptFile):
             continue
-        fwd = {x["block"]: x for x in records if x.get("kind") == "forward"}
-        bwd = {x["block"]: x for x in records if x.get("kind") == "backward"}
+        whole = [x for x in records if isinstance(x.get("block"), int) and not isinstance(x.get("block"), bool)]
+        fwd = {x["block"]: x for x in whole if x.get("kind") == "forward"}  # a record without an integer
+        bwd = {x["block"]: x for x in whole if x.get("kind") == "backward"}  # block is damage: left out
         rows = [{**dict(zip(keys, group_of(r, keys))), "block": b, "stream_rms": fwd[b].get("stream_rms"),
                  "cls_cos": fwd[b].get("cls_cos"), "mean_cos": fwd[b].get("mean_cos"),
                  "grad_stream": bwd.get(b, {}).get("grad_stream"),
@@ -98,7 +99,7 @@ def profiles(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.Data
         return pd.DataFrame(columns=keys + ["block", "stream_rms", "cls_cos", "mean_cos", "grad_stream", "grad_params"])
     frame = pd.concat(frames, ignore_index=True)
     norms, cosines = ["stream_rms", "grad_stream", "grad_params"], ["cls_cos", "mean_cos"]
-    frame[norms + cosines] = frame[norms + cosines].astype(float)
+    frame[norms + cosines] = frame[norms + cosines].apply(pd.to_numeric, errors="coerce")  # damage: NaN, left out
     frame[norms] = np.log(frame[norms].where(frame[norms] > 0))  # a zero norm has no logarithm: left out
     out = frame.groupby(keys + ["block"], dropna=False)[norms + cosines].mean().reset_index()
     out[norms] = np.exp(out[norms])

@@ -18,7 +18,7 @@ from suite import store
 from suite.bench import report
 from suite.bench.arms import BASELINE, BenchShape, arm_names, build_arm, check_arm
 from suite.bench.measure import measure
-from suite.cli.checks import at_least, at_most, writable_dir
+from suite.cli.checks import at_least, at_most, fail, writable_dir
 from suite.models.flops import train_step_flops
 
 # Per-device defaults. CPU: about a minute on 2 cores (docs/benchmark.md), single-threaded because
@@ -56,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: 1 on cpu, torch's on cuda)")
     parser.add_argument("--seed", type=int, default=0, help="weights, input and visiting order")
     parser.add_argument("--out", default="results/bench", help="folder for overhead.{csv,md,json}")
+    parser.add_argument("--diagnostics", action="store_true",
+                        help="measure what the instability diagnostics add to a step at the default ablation's shape "
+                             "instead (diagnostics.md)")
     parser.add_argument("--throughput", action="store_true",
                         help="measure runs per hour instead: the default ablation's shape trained solo, "
                              "co-located and packed (throughput.{csv,md,json})")
@@ -92,6 +95,23 @@ def _refused(args: argparse.Namespace, problem: str | None) -> bool:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
     return problem is not None
+
+
+def run_diagnostics(args: argparse.Namespace) -> int:
+    """``suite bench --diagnostics``: the instability diagnostics' share of a step (suite/bench/diagnostics.py),
+    single-threaded at depth 48 (the default ablation's deep arm), written to OUT/diagnostics.md."""
+    from suite.bench import diagnostics
+
+    torch.set_num_threads(args.threads or 1)
+    depth = 48 if args.depth == BenchShape().depth else args.depth
+    found = diagnostics.cost(depth=depth, rounds=args.rounds or 15, seed=args.seed)
+    text = diagnostics.table(found, depth, 10)
+    problem = writable_dir(args.out, "--out")
+    if problem:
+        return fail(problem)
+    store.atomic_write_text(Path(args.out) / "diagnostics.md", text)
+    print(text, end="")
+    return 0
 
 
 def run_throughput(args: argparse.Namespace) -> int:
@@ -132,6 +152,8 @@ def run_throughput(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.throughput:
         return run_throughput(args)
+    if args.diagnostics:
+        return run_diagnostics(args)
     # The same bounds as the run config's model.depth, model.dim, train.batch_size and train.threads (RANGES)
     problem = (at_least(args, 1, "depth", "dim", "heads", "batch", "rounds", "steps", "threads", "tokens")
                or at_least(args, 0, "warmup", "gemm", "seed") or at_most(args, 1000, "depth")

@@ -27,7 +27,11 @@ def run(args: argparse.Namespace) -> int:
         path = write_report(args.dir, args.compare, warn=lambda line: print(f"warning: {line}", file=sys.stderr))
     except AnalysisError as err:
         return fail(str(err))
-    except OSError as err:  # e.g. a read-only results folder (a full disk is DiskFull, handled by the CLI)
-        return fail(f"cannot write {args.dir}/report.html ({err.strerror or err}); check the folder's permissions")
+    except OSError as err:  # a file that cannot be read, or a read-only folder (a full disk: DiskFull, the CLI's)
+        page = f"{args.dir}/{'report.html' if args.compare is None else 'compare.html'}"
+        name = getattr(err, "filename", None)
+        if name and not str(name).endswith((".html", ".tmp")):  # not the page itself, nor its temp file
+            return fail(f"cannot read {name} ({err.strerror or err}); fix or remove it, then `suite report` again")
+        return fail(f"cannot write {page} ({err.strerror or err}); check the folder's permissions")
     print(f"wrote {path} (self-contained: open it in any browser)")
     return 0

@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "sequential design; docs/statistics.md), up to --max-seeds")
     parser.add_argument("--refine", action="store_true",
                         help="then add learning rates past any best rate at the grid's edge, at the grid's spacing, "
-                             "until every best rate is interior (at most 3 rounds; docs/ablations.md)")
+                             "until every best rate is interior (at most refine.max_rounds rounds, 4 by default; "
+                             "docs/ablations.md)")
     parser.add_argument("--max-seeds", type=int, default=None, metavar="N",
                         help="with --until-decided: the most seeds per cell (default: 4 rounds of the file's seeds)")
     slurm = parser.add_argument_group("Slurm backend (--backend slurm; --workers is the number of array tasks)")

@@ -37,7 +37,9 @@ def run(args: argparse.Namespace) -> int:
         problems = preflight(ablation.runs, str(path), check_device=False,  # runs may execute elsewhere
                              check_data=args.data)
         if problems:
-            status = fail(*problems)
+            data = args.data and any("data." in p for p in problems)  # data meant for another machine?
+            status = fail(*problems[:-1], problems[-1] + ("; or `suite validate --no-data` to check the file without "
+                                                          "its data" if data else ""))
             continue
         print(f"{path}: ok: '{ablation.name}', {ablation.describe()} -> results/{ablation.name}")
         if ablation.primary is not None:

@@ -13,6 +13,7 @@ optimizer, resume), :meth:`Training.step` (one optimizer step and the divergence
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -20,7 +21,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, TextIO
+from typing import Any, Callable, Iterable, Iterator, TextIO
 
 import torch
 import torch.nn.functional as F
@@ -29,7 +30,7 @@ from suite import files, store
 from suite.config import ConfigError, RunConfig, dump_yaml, flatten, to_dict
 from suite.data import TrainStream, eval_batches, load_dataset
 from suite.data.bundle import DatasetBundle
-from suite.engine import checkpoint, outcome
+from suite.engine import checkpoint, diagnostics, outcome
 from suite.engine.checkpoint import RunState
 from suite.engine.divergence import SCALER, Rules, Verdict
 from suite.engine.compiled import compile_for_run
@@ -100,6 +101,7 @@ class Training:
         self.state = RunState()
         self.metrics: TextIO | None = None
         self.timed_wall = self.timed_cpu = 0.0  # seconds over the timed steps: wall clock, process CPU
+        self.update_ratio: torch.Tensor | None = None  # of the last step before a log step (measured_update)
 
     # ------------------------------------------------------------------------- setup
 
@@ -267,9 +269,25 @@ class Training:
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
         self.steps.record(self.state.step, lr, loss, grad_norm)
         if self.sync_free or not self.steps.bad.item():
-            self.optimizer.step()
+            with self.measured_update():
+                self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.stepped(started)
+
+    @contextlib.contextmanager
+    def measured_update(self) -> Iterator[None]:
+        """Around the optimizer's update of a step that ends at a log step (with ``train.diagnostics``): the
+        update-to-weight ratio ``||w_after - w_before|| / ||w_before||`` over every trained parameter, kept on
+        the device (a 0-d tensor) until the log record reads it; other steps pass through untouched."""
+        if not (self.tc.diagnostics and (self.state.step + 1) % max(1, self.tc.log_every) == 0):
+            yield
+            return
+        before = [p.detach().clone() for p in self.params]
+        yield
+        with torch.no_grad():
+            moved = torch.stack([(p.detach() - b).float().pow(2).sum() for p, b in zip(self.params, before)]).sum()
+            size = torch.stack([b.float().pow(2).sum() for b in before]).sum().clamp_min(1e-30)
+            self.update_ratio = (moved / size).sqrt()
 
     def end_scaled_step(self, loss: torch.Tensor, lr: float, started: tuple[float, float]) -> None:
         """:meth:`end_step` under fp16: the scaler skips a step whose gradients overflowed (and halves
@@ -278,7 +296,8 @@ class Training:
         rather than as a non-finite gradient."""
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
         before = self.scaler.get_scale()
-        self.scaler.step(self.optimizer)
+        with self.measured_update():
+            self.scaler.step(self.optimizer)
         self.scaler.update()
         skipped = self.scaler.get_scale() < before  # the scaler's own decision: it backs off only on a skip
         self.steps.record(self.state.step, lr, loss, torch.full_like(grad_norm, SKIPPED) if skipped else grad_norm)
@@ -326,13 +345,24 @@ class Training:
                 del state.step_times[max(0, state.step - self.timed_from):]
                 raise Diverged(verdict)
             if done % tc.log_every == 0 or done == self.total_steps:  # only ever the last row: a read is due there
+                model_level: dict[str, Any] = {}
+                blocks = self.probes(x, model_level)
+                ratio, self.update_ratio = self.update_ratio, None
                 self.log({"kind": "train", "step": done, "loss": loss_v, "lr": lr,
                           "grad_norm": None if grad_v == SKIPPED and self.scaler is not None else grad_v,
-                          "blocks": self.probes(x)})
+                          **({**model_level, "update_ratio": None if ratio is None else _finite(ratio.item())}
+                             if tc.diagnostics else {}),
+                          "blocks": blocks})
 
-    def probes(self, x: torch.Tensor) -> list[dict[str, Any]]:
-        """The per-block probe records on the batch ``x`` (:mod:`suite.engine.probes`)."""
-        return probe(self.model, x)
+    def probes(self, x: torch.Tensor, model_level: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The per-block probe records on the batch ``x`` (:mod:`suite.engine.probes`); with
+        ``train.diagnostics`` also the attention diagnostics, and ``model_level`` gets the logits' RMS."""
+        on = self.tc.diagnostics
+        records = probe(self.model, x, model_level=model_level if on else None, attention=on)
+        if not on:  # not measured: absent, not null
+            for r in records:
+                r.pop("attn_logit_max", None), r.pop("attn_entropy_min", None)
+        return records
 
     def _timed(self, wall: float, cpu: float, steps: int) -> None:
         """Add ``steps`` timed steps that took ``wall`` seconds (``cpu`` of process time) in all."""
@@ -397,6 +427,11 @@ class Training:
             summary["throughput"] = self.tc.batch_size / med
             summary.update(timing_contention(self.timed_cpu, self.timed_wall, torch.get_num_threads(), self.device))
         summary["peak_mem_mb"] = peak_memory_mb(self.device)
+        if self.tc.diagnostics:  # each diagnostic's extreme and its step; a run that did not learn and whose
+            found = diagnostics.peaks(store.read_metrics(self.out))  # attention logits blew up: unstable
+            summary.update(found)
+            if summary.get("status") == "failed" and diagnostics.unstable(found):
+                summary["failed_reason"] = "unstable"
 
     def log(self, record: dict[str, Any]) -> None:
         self.metrics.write(store.metrics_line(record))
@@ -458,6 +493,10 @@ def run_steps(members: list[Training], batches: Iterable[tuple[torch.Tensor, tor
                 return
     for m in live:
         m.completed()
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
 
 
 def timing_contention(cpu_s: float, wall_s: float, threads: int, device: torch.device) -> dict[str, Any]:

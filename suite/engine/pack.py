@@ -181,7 +181,7 @@ class Pack:
         for i, m in enumerate(members):
             m.steps, m.member, m.sync_free = self.log, i, True
             m.accuracy = lambda split, i=i: self._accuracy(split)[i]
-            m.probes = lambda x, i=i: self._probes()[i]
+            m.probes = lambda x, model_level=None, i=i: self._probes()[i]  # no logits RMS in a pack
         self.x: torch.Tensor | None = None  # the batch of the last step (the members' probes run on it)
         self._probed: tuple[int, list] | None = None
 

@@ -25,7 +25,9 @@ from torch.func import functional_call, vmap
 
 from suite.models.residual import DeepNormBlock, PostLNBlock, PreLNBlock, ReZeroBlock, SandwichBlock
 
-KEYS = ("attn_ratio", "mlp_ratio", "out_rms")  # what the hooks record, besides the scales
+KEYS = ("attn_ratio", "mlp_ratio", "out_rms", "attn_logit_max", "attn_entropy_min")  # what the hooks record, besides
+# the scales. The attention diagnostics (Wortsman et al. 2023: a too-high rate shows first as attention-logit
+# growth) are recomputed from the attention module's input, so the block's fused attention stays as it is.
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def _ratio(delta: torch.Tensor, stream: torch.Tensor) -> torch.Tensor:
     return delta.float().norm() / stream.float().norm().clamp_min(1e-30)
 
 
-def _attach(block: nn.Module, got: dict[str, torch.Tensor]) -> list[Any]:
+def _attach(block: nn.Module, got: dict[str, torch.Tensor], attention: bool = True) -> list[Any]:
     """Hooks that fill ``got`` with one block's ratios and output RMS during a forward."""
     streams: dict[str, torch.Tensor] = {}
     handles = [block.register_forward_pre_hook(lambda mod, args: streams.__setitem__("block", args[0]))]
@@ -113,7 +115,30 @@ def _attach(block: nn.Module, got: dict[str, torch.Tensor]) -> list[Any]:
     def note_out(mod, args, out):
         got["out_rms"] = out.float().pow(2).mean().sqrt()
     handles.append(block.register_forward_hook(note_out))
+    attn = getattr(block, "attn", None)
+    if attention and isinstance(attn, nn.Module) and isinstance(getattr(attn, "qkv", None), nn.Linear):
+        def note_attn(mod, args):
+            got["attn_logit_max"], got["attn_entropy_min"] = attention_stats(mod, args[0])
+        handles.append(attn.register_forward_pre_hook(note_attn))
     return handles
+
+
+def attention_stats(attn: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The largest |pre-softmax attention logit| (over the batch, heads and token pairs) and the lowest
+    attention entropy (nats; each head's entropy averaged over the batch and queries, the lowest head) of
+    an attention module (ours, or timm's: ``qkv``, ``q_norm``, ``k_norm``) on its input ``x`` (B, N, C).
+    0-d tensors, still on the device."""
+    B, N, C = x.shape
+    heads = getattr(attn, "heads", None) or attn.num_heads
+    hd = C // heads
+    qkv = attn.qkv(x).reshape(B, N, 3, heads, hd).permute(2, 0, 3, 1, 4)  # (3, B, H, N, hd)
+    q, k = qkv[0], qkv[1]
+    q = getattr(attn, "q_norm", nn.Identity())(q)
+    k = getattr(attn, "k_norm", nn.Identity())(k)
+    logits = (q.float() @ k.float().transpose(-2, -1)) * hd ** -0.5  # (B, H, N, N)
+    logp = torch.log_softmax(logits, dim=-1)
+    entropy = -(logp.exp() * logp).sum(-1)  # (B, H, N)
+    return logits.abs().amax(), entropy.mean(dim=(0, 2)).amin()
 
 
 def _finite_or_none(x: float) -> float | None:
@@ -121,12 +146,13 @@ def _finite_or_none(x: float) -> float | None:
 
 
 @contextlib.contextmanager
-def _hooked(model: nn.Module, on_output: Callable[[int, torch.Tensor], None] | None = None) -> Iterator[list[dict]]:
+def _hooked(model: nn.Module, on_output: Callable[[int, torch.Tensor], None] | None = None,
+            attention: bool = True) -> Iterator[list[dict]]:
     """Within this block ``model`` is in eval mode with the probe hooks on (compiled blocks forced
     eager, so the hooks fire); yields one dict per block that a forward fills."""
     blocks = list(getattr(model, "blocks", []))
     got: list[dict[str, torch.Tensor]] = [{} for _ in blocks]
-    handles = [h for b, g in zip(blocks, got) for h in _attach(b, g)]
+    handles = [h for b, g in zip(blocks, got) for h in _attach(b, g, attention)]
     if on_output is not None:
         handles += [b.register_forward_hook(lambda mod, args, out, i=i: on_output(i, out))
                     for i, b in enumerate(blocks)]
@@ -168,25 +194,35 @@ def _records(depth: int, slots: list[tuple[int, str]], numbers: list[float]) -> 
 
 @torch.no_grad()
 def probe(model: nn.Module, x: torch.Tensor,
-          on_output: Callable[[int, torch.Tensor], None] | None = None) -> list[dict[str, Any]]:
-    """One record per block: scale_mean, scale_max, attn_ratio, mlp_ratio, out_rms.
+          on_output: Callable[[int, torch.Tensor], None] | None = None,
+          model_level: dict[str, Any] | None = None, attention: bool = True) -> list[dict[str, Any]]:
+    """One record per block: scale_mean, scale_max, attn_ratio, mlp_ratio, out_rms, attn_logit_max,
+    attn_entropy_min.
 
     Args:
         model: the model, ours or timm's; its blocks are ``model.blocks``.
         x: an input batch (B, C, H, W) on the model's device.
         on_output: also called with (block index, block output) in the same forward, for callers
             that measure more per block (signal propagation); it must not change the output.
+        model_level: when given, filled with ``logit_rms``, the RMS of the model's output logits.
+        attention: record the attention diagnostics (``attn_logit_max``, ``attn_entropy_min``).
 
     Returns:
         ``depth`` dicts in block order; values are floats, or ``None`` where not applicable (no
         scales, a block layout without taps) or not finite.
     """
     blocks = list(getattr(model, "blocks", []))
-    with _hooked(model, on_output) as got:
-        model(x)
+    with _hooked(model, on_output, attention) as got:
+        logits = model(x)
     slots, tensors = _values(got, [block_scales(b) for b in blocks])
+    if model_level is not None and isinstance(logits, torch.Tensor):
+        slots.append((-1, "logit_rms"))
+        tensors.append(logits.detach().float().pow(2).mean().sqrt())
     # Every block's values in one transfer: on a GPU each .item() would wait for the device.
     numbers = torch.stack([t.to(tensors[0].device) for t in tensors]).tolist() if tensors else []
+    if model_level is not None and slots and slots[-1] == (-1, "logit_rms"):
+        model_level["logit_rms"] = _finite_or_none(numbers[-1])
+        slots, numbers = slots[:-1], numbers[:-1]
     return _records(len(blocks), slots, numbers)
 
 

@@ -115,7 +115,7 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
     with contextlib.suppress(OSError, ValueError):
         ids = store.read_json(out / RUN_IDS)
     if not (isinstance(ids, list) and len(ids) == len(ablation.runs) and all(isinstance(i, str) for i in ids)):
-        ids = [run.run_id for run in ablation.runs]
+        ids = _resolved_ids(ablation.runs)
     views = {rid: RunView(run, "pending", rid) for rid, run in zip(ids, ablation.runs)}
     slurm = _slurm_view(out, now)
     lease = slurm.lease_s if slurm is not None and slurm.lease_s else SweepOptions().lease  # as the sweep's workers
@@ -173,6 +173,24 @@ def _estimate(result: SweepStatus) -> None:
         frac = min(v.step / v.steps, 1.0) if v.step is not None and v.steps else 0.5  # epochs: assume half
         work += mean * (1 - frac)
     result.eta_s = work / len(running)
+
+
+def _resolved_ids(runs: list[Run]) -> list[str]:
+    """The runs' ids as ``suite run`` names their folders on this machine (precision ``auto`` resolved for the
+    device ``auto`` picks here), for a folder without a usable ``run_ids.json``: as ``suite run --dry-run``
+    counts them."""
+    from suite.sweep.folder import RunnerError
+    from suite.sweep.plan import resolve_runs
+
+    def auto() -> str:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    try:
+        return [r.run_id for r in resolve_runs(runs, None, auto)]
+    except RunnerError:  # two runs that resolve to one: the ids as the file gives them
+        return [r.run_id for r in runs]
 
 
 def _slurm_view(out: Path, now: float) -> SlurmView | None:

@@ -79,7 +79,8 @@ def test_a_row_that_cannot_be_read_is_never_dropped_silently(tmp_path, capsys):
     before = (root / "runs.csv").read_text()
     assert main(["analyze", str(root), "--no-figures"]) == 2
     err = capsys.readouterr().err
-    assert "1 of its runs" in err and "would be dropped" in err and "--force" in err.splitlines()[-1]
+    assert "1 of its runs" in err and "would be dropped ('seed' is 'abc', not an integer)" in err
+    assert "--force" in err.splitlines()[-1]
     assert (root / "runs.csv").read_text() == before
     assert main(["analyze", str(root), "--no-figures", "--force"]) == 0
 

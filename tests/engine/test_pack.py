@@ -21,6 +21,10 @@ BASE = {
 # Differ between a packed and a solo run by design (timing, how it ran) or by float rounding.
 VOLATILE = {"wall_s", "step_time_ms", "throughput", "peak_mem_mb", "started_at", "timing_cpu_util", "timing_load1",
             "timing_cores", "timing_contended", "packed", "pack_size", "final_train_loss"}
+# A pack member's diagnostics: its attention peaks differ by float rounding (one vmapped probe), and it
+# records no logits RMS or update ratio (the pack updates one stacked model), so their peaks are None.
+VOLATILE |= {f"{name}{end}" for name in ("attn_logit_peak", "attn_entropy_low", "stream_rms_peak", "logit_rms_peak",
+                                         "update_ratio_peak") for end in ("", "_step")}
 ACCURACIES = ("val_acc", "best_val_acc", "test_acc", "best_test_acc")  # a borderline image may flip
 
 

@@ -82,7 +82,7 @@ def equal_sweep(root: Path, done: int, running: int, now: float, run_s: float = 
     workers), ``running`` half-way through their steps, the rest pending."""
     root.mkdir(parents=True)
     (root / "ablation.yaml").write_text(yaml.safe_dump(EQUAL))
-    runs = load_ablation(root / "ablation.yaml").runs
+    runs = resolve_runs(load_ablation(root / "ablation.yaml").runs, None, "cpu")  # named as a sweep names them
     assert len(runs) == 40
     for i, run in enumerate(runs[:done]):
         folder = root / "runs" / run.run_id

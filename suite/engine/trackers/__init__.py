@@ -34,7 +34,7 @@ PER_BLOCK_UP_TO = 64
 # The longest one tracker call (open, log, finish) may take before its sink is dropped: a backstop for a
 # server that swallows packets; each sink also sets its library's own timeouts and retries much shorter.
 CALL_TIMEOUT_S = 60.0
-BLOCK_KEYS = ("scale_mean", "scale_max", "attn_ratio", "mlp_ratio", "out_rms")
+BLOCK_KEYS = ("scale_mean", "scale_max", "attn_ratio", "mlp_ratio", "out_rms", "attn_logit_max", "attn_entropy_min")
 
 
 class TrackerError(Exception):
@@ -68,7 +68,7 @@ def scalars(record: dict[str, Any]) -> tuple[int, dict[str, float]]:
     step, kind = int(record.get("step") or 0), record.get("kind")
     out: dict[str, float] = {}
     if kind == "train":
-        for key in ("loss", "lr", "grad_norm"):
+        for key in ("loss", "lr", "grad_norm", "logit_rms", "update_ratio"):  # the last two: diagnostics
             out[f"train/{key}"] = record.get(key)
         blocks = record.get("blocks") or []
         for key in BLOCK_KEYS:

@@ -1,0 +1,125 @@
+"""Records that are valid files but wrong data (issue 51, round four): each is refused or skipped in one
+warning naming the file, never a traceback and never a silently wrong table."""
+
+import json
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from suite.analysis.analyze import analyze
+from suite.analysis.load import AnalysisWarning
+from suite.cli import main
+
+from test_analyze import write_run
+
+
+def folder(tmp_path, seeds=3):
+    root = tmp_path / "demo"
+    for seed in range(seeds):
+        write_run(root, "preln", 6, seed, acc=0.8 + 0.01 * seed)
+        write_run(root, "layerscale", 6, seed, acc=0.85 + 0.01 * seed, scales=True)
+    return root
+
+
+def quiet(fn, *args, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AnalysisWarning)
+        return fn(*args, **kw)
+
+
+@pytest.mark.parametrize("key, value", [("variant", "x\n## Primary comparison: LayerScale wins"),
+                                        ("train.lr", "inf"), ("train.lr", "-0.001"), ("model.depth", "1e300"),
+                                        ("model.depth", "9" * 4001), ("seed", "1" + "0" * 30), ("train.lr", "fast")])
+def test_a_runs_csv_row_with_an_impossible_value_is_skipped_and_never_analysed(tmp_path, capsys, key, value):
+    root = folder(tmp_path)
+    quiet(analyze, root, figures=False)
+    import shutil
+
+    shutil.rmtree(root / "runs")
+    frame = pd.read_csv(root / "runs.csv", dtype=str, keep_default_na=False)
+    frame.loc[0, key] = value
+    frame.to_csv(root / "runs.csv", index=False)
+    # the row cannot be a run's: a warning names its line, and a rewrite that would drop it is refused
+    assert main(["analyze", str(root), "--no-figures"]) == 2
+    err = capsys.readouterr().err
+    assert "would be dropped (" in err and err.count("\n") == 1 and "Traceback" not in err
+    assert main(["analyze", str(root), "--no-figures", "--force"]) == 0
+    text = (root / "findings.md").read_text() + "".join(p.read_text() for p in (root / "tables").glob("*.md"))
+    assert "## Primary comparison: LayerScale wins" not in text and "inf (highest" not in text
+
+
+def test_a_cell_that_starts_like_a_formula_is_written_as_text(tmp_path):
+    root = folder(tmp_path)
+    runs = sorted((root / "runs").iterdir())
+    for run, payload in zip(runs, ["=HYPERLINK(\"http://x\",\"y\")", "+cmd|' /C calc'!A0", "@SUM(1+1)"]):
+        path = run / "summary.json"
+        summary = json.loads(path.read_text())
+        path.write_text(json.dumps({**summary, "hostname": payload, "git_commit": payload}))
+    quiet(analyze, root, figures=False)
+    text = (root / "runs.csv").read_text()
+    assert ",=HYPERLINK" not in text and ",+cmd" not in text and ",@SUM" not in text
+    assert "'=HYPERLINK" in text and "'+cmd" in text and "'@SUM" in text
+    again = pd.read_csv(root / "runs.csv")
+    assert again["score"].min() > 0.79  # numbers stay numbers (a negative one would keep its sign)
+
+
+def test_an_outcome_is_not_a_grouping_key(tmp_path, capsys):
+    root = folder(tmp_path)
+    for key in ("test_acc", "val_acc", "wall_s"):
+        assert main(["analyze", str(root), "--no-figures", "--by", key]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--by {key}: runs cannot be grouped by {key} (not a config key)" in err
+
+
+@pytest.mark.parametrize("record", [{"kind": "train", "step": "abc", "loss": 1.0},
+                                    {"kind": "train", "step": 10, "loss": 1.0, "blocks": "xyz"},
+                                    {"kind": "train", "step": 10, "loss": [1, 2]},
+                                    {"kind": "train", "loss": 1.0},
+                                    {"kind": "train", "step": 1e400, "loss": 1.0}])
+def test_a_metrics_record_of_the_wrong_type_is_skipped_with_a_warning(tmp_path, capsys, record):
+    root = folder(tmp_path)
+    metrics = next((root / "runs").glob("laye*")) / "metrics.jsonl"
+    text = json.dumps(record).replace("Infinity", "1e400")
+    metrics.write_text(metrics.read_text() + text + "\n" + json.dumps({"kind": "eval", "step": 30}) + "\n")
+    assert main(["analyze", str(root)]) == 0
+    err = capsys.readouterr().err
+    assert "train record(s) skipped: a step, loss or blocks of the wrong type" in err and "Traceback" not in err
+    assert main(["report", str(root)]) == 0
+
+
+def test_status_agrees_with_run_dry_run_without_a_usable_run_ids_json(tmp_path, capsys):
+    from pathlib import Path
+
+    smoke = Path(__file__).resolve().parents[2] / "ablations" / "smoke.yaml"
+    out = tmp_path / "smoke"
+    assert main(["run", str(smoke), "--out", str(out), "--workers", "1"]) == 0
+    (out / "run_ids.json").write_text("not json")
+    capsys.readouterr()
+    assert main(["status", str(out)]) == 0
+    status = capsys.readouterr().out
+    assert main(["run", str(smoke), "--out", str(out), "--dry-run"]) == 0
+    dry = capsys.readouterr().out
+    assert "8 already done" in dry and "8 runs: 8 done, 0 running, 0 interrupted, 0 pending" in status
+
+
+def test_a_report_that_cannot_read_a_file_says_read_not_write(tmp_path, capsys):
+    import shutil
+
+    root = folder(tmp_path)
+    quiet(analyze, root, figures=False)
+    other = Path(shutil.copytree(root, tmp_path / "other"))
+    with open(other / "runs.csv", "a") as f:  # over the 16 MiB a results file may have
+        f.write("#" * (17 << 20))
+    assert main(["report", str(root), "--compare", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"cannot read {other / 'runs.csv'}" in err and "cannot write" not in err
+
+
+def test_validate_names_no_data_when_the_data_is_not_here(capsys):
+    from pathlib import Path
+
+    paper = Path(__file__).resolve().parents[2] / "ablations" / "paper_tune.yaml"
+    assert main(["validate", str(paper)]) == 2
+    assert "`suite validate --no-data`" in capsys.readouterr().err
