@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import matplotlib
 
@@ -343,6 +343,37 @@ def best_lr_vs_depth(tr: pd.DataFrame, colors: dict[str, Any], title: str, rates
     return fig
 
 
+def _depth_panels(runs: list[dict[str, Any]], colors: dict[str, Any]):
+    """One panel per scheme that has runs (in ``colors`` order), one shade per depth (darker = deeper):
+    (figure, axes, variants, depths, shades)."""
+    variants = [v for v in colors if any(r["variant"] == v for r in runs)]
+    depths = sorted({float(r[DEPTH]) for r in runs})
+    cols = min(4, len(variants))
+    rows_n = math.ceil(len(variants) / cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(3.2 * cols, 2.8 * rows_n), sharex=True, sharey=True, squeeze=False)
+    return fig, axes, variants, depths, plt.get_cmap("viridis")(np.linspace(0.85, 0.1, len(depths)))
+
+
+def _by_lr(runs: list[dict[str, Any]], variant: str, depth: float, value: Callable[[dict], float | None]):
+    """The non-None ``value`` of each run of ``variant`` at ``depth``, by learning rate."""
+    by_lr: dict[float, list[float]] = {}
+    for r in runs:
+        if r["variant"] == variant and float(r[DEPTH]) == depth and (x := value(r)) is not None:
+            by_lr.setdefault(float(r[LR]), []).append(x)
+    return by_lr
+
+
+def _label_panels(fig: plt.Figure, axes: np.ndarray, variants: list[str], ylabel: str, title: str) -> None:
+    for ax in axes.flat[len(variants):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel)
+    for ax in axes[-1]:
+        ax.set_xlabel("learning rate")
+    axes.flat[0].legend(fontsize="x-small")
+    fig.suptitle(plain(title))
+
+
 def attn_logit_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: str) -> plt.Figure | None:
     """The largest attention logit a run reached (``attn_logit_peak``, docs/training.md) against its learning
     rate, one panel per scheme, one line per depth (the median over seeds, every run a dot), with the bound
@@ -351,20 +382,12 @@ def attn_logit_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: 
 
     runs = [r for r in runs if isinstance(r.get("attn_logit_peak"), (int, float)) and r.get(LR) is not None
             and r.get(DEPTH) is not None and r["attn_logit_peak"] > 0]
-    variants = [v for v in colors if any(r["variant"] == v for r in runs)]
-    if not variants:
+    if not runs:
         return None
-    depths = sorted({float(r[DEPTH]) for r in runs})
-    cols = min(4, len(variants))
-    rows_n = math.ceil(len(variants) / cols)
-    fig, axes = plt.subplots(rows_n, cols, figsize=(3.2 * cols, 2.8 * rows_n), sharex=True, sharey=True, squeeze=False)
-    shades = plt.get_cmap("viridis")(np.linspace(0.85, 0.1, len(depths)))
+    fig, axes, variants, depths, shades = _depth_panels(runs, colors)
     for ax, v in zip(axes.flat, variants):
         for depth, shade in zip(depths, shades):
-            by_lr: dict[float, list[float]] = {}
-            for r in runs:
-                if r["variant"] == v and float(r[DEPTH]) == depth:
-                    by_lr.setdefault(float(r[LR]), []).append(float(r["attn_logit_peak"]))
+            by_lr = _by_lr(runs, v, depth, lambda r: float(r["attn_logit_peak"]))
             if not by_lr:
                 continue
             lrs = sorted(by_lr)
@@ -376,14 +399,7 @@ def attn_logit_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: 
         ax.set_yscale("log")
         ax.set_title(plain(v), fontsize="medium")
         ax.grid(alpha=0.3)
-    for ax in axes.flat[len(variants):]:
-        ax.set_visible(False)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("largest attention logit")
-    for ax in axes[-1]:
-        ax.set_xlabel("learning rate")
-    axes.flat[0].legend(fontsize="x-small")
-    fig.suptitle(plain(title))
+    _label_panels(fig, axes, variants, "largest attention logit", title)
     fig.text(0.01, -0.08, f"each run's peak |pre-softmax logit| over training (dots), median over seeds (lines);\n"
              f"dashed: {ATTN_LOGIT_BOUND:g}, above which a run that did not learn is unstable",
              fontsize="small", color="0.3")
@@ -397,20 +413,10 @@ def val_vs_lr_by_depth(runs: list[dict[str, Any]], colors: dict[str, Any], title
     from suite.analysis.score import score
 
     split = selection_split(runs)
-    variants = [v for v in colors if any(r["variant"] == v for r in runs)]
-    depths = sorted({float(r[DEPTH]) for r in runs})
-    cols = min(4, len(variants))
-    rows_n = math.ceil(len(variants) / cols)
-    fig, axes = plt.subplots(rows_n, cols, figsize=(3.2 * cols, 2.8 * rows_n), sharex=True, sharey=True, squeeze=False)
-    shades = plt.get_cmap("viridis")(np.linspace(0.85, 0.1, len(depths)))
+    fig, axes, variants, depths, shades = _depth_panels(runs, colors)
     for ax, v in zip(axes.flat, variants):
         for depth, shade in zip(depths, shades):
-            by_lr: dict[float, list[float]] = {}
-            for r in runs:
-                if r["variant"] == v and float(r[DEPTH]) == depth:
-                    x = score(r, split)
-                    if x is not None:
-                        by_lr.setdefault(float(r[LR]), []).append(x)
+            by_lr = _by_lr(runs, v, depth, lambda r: score(r, split))
             if not by_lr:
                 continue
             lrs = sorted(by_lr)
@@ -421,14 +427,7 @@ def val_vs_lr_by_depth(runs: list[dict[str, Any]], colors: dict[str, Any], title
         ax.set_xscale("log")
         ax.set_title(plain(v), fontsize="medium")
         ax.grid(alpha=0.3)
-    for ax in axes.flat[len(variants):]:
-        ax.set_visible(False)
-    for ax in axes[:, 0]:
-        ax.set_ylabel(f"{'validation' if split == 'val' else 'test'} accuracy (%)")
-    for ax in axes[-1]:
-        ax.set_xlabel("learning rate")
-    axes.flat[0].legend(fontsize="x-small")
-    fig.suptitle(plain(title))
+    _label_panels(fig, axes, variants, f"{'validation' if split == 'val' else 'test'} accuracy (%)", title)
     fig.text(0.01, -0.02, "mean over seeds, diverged and failed runs at chance; star: the best rate at that depth",
              fontsize="small", color="0.3")
     fig.tight_layout()
