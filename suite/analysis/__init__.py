@@ -6,7 +6,8 @@ statistical functions), ``summary.py`` (per-group rates, intervals, tests), ``po
 (comparisons with few seeds: a pooled SD, intervals within a score's range, verdict words from 4
 seeds), ``lr.py`` (each scheme at
 its best learning rate, LR sensitivity, the stability frontier), ``doseresponse.py`` (the frontier as
-a dose-response fit, and two schemes' frontiers as a ratio), ``primary.py`` (the ablation's declared
+a dose-response fit, and two schemes' frontiers as a ratio), ``depthslope.py`` and ``stability.py`` (one
+model of every run's frontier across depth, a line per scheme, and the table of where and why runs broke), ``primary.py`` (the ablation's declared
 comparison, tested alone; its words in ``primary_text.py``), ``coprimary.py`` (several declared
 comparisons, one Holm family), ``sequential.py`` (group-sequential looks at it), ``crossfit.py``
 (best-rate comparisons cross-fitted over halves of the seeds), ``gamma.py`` (LayerScale's γ per block

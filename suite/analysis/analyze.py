@@ -28,6 +28,7 @@ from suite.analysis.findings import findings
 from suite.analysis.lr import lr_table
 from suite.analysis.propagation import KIND, is_propagation, summary_frame
 from suite.analysis.summary import runs_frame, summarize
+from suite.analysis.stability import stability_table
 from suite.analysis.survival import learn_table
 from suite.analysis.trends import aggregates, depth_trends
 from suite.analysis.transfer import transfer_table
@@ -156,6 +157,7 @@ def study(root: Path, baseline: str | None = None, by: list[str] | None = None, 
         "lr": lr_table(runs, keys, base),
         "learn": learn_table(runs, keys, base),
         "transfer": transfer_table(runs, keys, base),
+        "stability": stability_table(runs, keys, base),
         "gamma": gamma.gamma_frame(root, runs, keys),
     }
     return products.Analysis(root, title, runs, keys, base, frames, _primary(root, runs))

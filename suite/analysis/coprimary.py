@@ -21,7 +21,7 @@ import numpy as np
 from statsmodels.stats.multitest import multipletests
 
 from suite.analysis.sequential import Looks
-from suite.analysis.primary import ALPHA, Answer, Primary, as_list, evaluate, plan_answer, plan_frontier
+from suite.analysis.primary import ALPHA, Answer, Primary, as_list, evaluate, plan_answer, plan_frontier, plan_slope
 
 
 def holm(p: Sequence[float], alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
@@ -110,5 +110,7 @@ def _decide(a: Answer, m: int) -> None:
         return
     if a.primary.endpoint == "frontier":
         a.seeds_needed = plan_frontier(a.low, a.high, a.level, a.seeds, alpha=ALPHA / m)
+    elif a.primary.endpoint == "frontier_slope":
+        a.seeds_needed = plan_slope(a.low, a.high, a.level, a.seeds, alpha=ALPHA / m)
     elif a.primary.endpoint != "not_ok_rate":
         plan_answer(a, alpha=ALPHA / m)

@@ -45,11 +45,11 @@ def firth(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None = None) -> tup
         y: (n,) outcomes, 0/1; or counts of not-ok runs out of ``trials`` (grouped binomial rows).
         trials: (n,) runs per row (default 1: one run per row).
     """
-    beta, _, cov = _fit(X, y, trials)
+    beta, _, cov = firth_fit(X, y, trials)
     return beta, cov
 
 
-def _fit(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None = None) -> tuple[np.ndarray, float, np.ndarray]:
+def firth_fit(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None = None) -> tuple[np.ndarray, float, np.ndarray]:
     """(coefficients, penalised log-likelihood, covariance) of the Firth fit.
 
     Newton-Raphson on the modified score ``X'(y - m p + h (1/2 - p))``, m the trials and h the diagonal
@@ -261,7 +261,7 @@ def relative_potency(lrs_scheme: Sequence[float], bad_scheme: Sequence[int], lrs
     # the profile can have a second, lower peak (e.g. arms at disjoint rates): scan every shift at which the
     # two arms' rates overlap, then climb beyond the scan if its best is at an end
     span = (float(xa.min() - xb.max()) - 0.3, float(xa.max() - xb.min()) + 0.3)
-    rho_hat, top = _maximise(loglik, *np.clip(span, -BOUND, BOUND))
+    rho_hat, top = profile_max(loglik, *np.clip(span, -BOUND, BOUND))
     slope = float(fits[rho_hat][1][1])
     if slope <= 0:
         return Potency(slope=slope, note="not ok does not rise with the rate: no frontier to compare")
@@ -270,7 +270,7 @@ def relative_potency(lrs_scheme: Sequence[float], bad_scheme: Sequence[int], lrs
     def excess(rho: float) -> float:
         return 2 * (top - loglik(rho)) - crit
 
-    ends = [_end(excess, rho_hat, direction) for direction in (-1, 1)]
+    ends = [profile_end(excess, rho_hat, direction) for direction in (-1, 1)]
     p = float(sps.chi2.sf(max(2 * (top - loglik(0.0)), 0.0), 1))
     at_bound = abs(rho_hat) >= BOUND - 1e-3
     notes = ["the likelihood rises all the way to a ratio of 10^+-6: one side's frontier lies beyond its rates"
@@ -286,7 +286,7 @@ def relative_potency(lrs_scheme: Sequence[float], bad_scheme: Sequence[int], lrs
                    math.inf if ends[1] is None else 10 ** ends[1], p, slope, censored, note)
 
 
-def _maximise(f, low: float, high: float, step: float = 0.3) -> tuple[float, float]:
+def profile_max(f, low: float, high: float, step: float = 0.3) -> tuple[float, float]:
     """(argmax, max) of f on [-BOUND, BOUND]: the best point of a grid on [low, high] (uphill past the
     grid's end in doubling steps if it is there), then bounded Brent between its neighbours."""
     from scipy.optimize import minimize_scalar
@@ -309,7 +309,7 @@ def _maximise(f, low: float, high: float, step: float = 0.3) -> tuple[float, flo
     return best, f(best)
 
 
-def _end(excess, rho_hat: float, direction: int) -> float | None:
+def profile_end(excess, rho_hat: float, direction: int) -> float | None:
     """Where ``excess`` (2 x the drop of the profile log-likelihood, minus the critical value) crosses 0
     going from rho_hat in ``direction``; None when it has not by the bound. The first step is where a
     quadratic through rho_hat and one trial point says the crossing is; then it doubles, up to

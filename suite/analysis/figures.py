@@ -33,6 +33,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from suite import store  # noqa: E402
+from suite.analysis import stability  # noqa: E402
 from suite.analysis.grouping import DEPTH, LR, group_of, section_keys, sections, variant_order  # noqa: E402
 from suite.analysis.lr import lr_curves  # noqa: E402
 from suite.analysis.propagation import profiles  # noqa: E402
@@ -268,9 +269,10 @@ def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> 
 
 
 def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
-                      rates: list[float] | None = None) -> plt.Figure:
+                      rates: list[float] | None = None, model: Any = None) -> plt.Figure:
     """The largest stable learning rate vs depth per scheme (log y); an up-triangle marks a frontier at
-    the largest rate tested (it may lie higher), a cross at the bottom a cell unstable at every rate."""
+    the largest rate tested (it may lie higher), a cross at the bottom a cell unstable at every rate; dashed
+    with its band, the frontier line of ``model`` (:class:`suite.analysis.depthslope.DepthFrontier`)."""
     fig, ax = plt.subplots(figsize=(6, 4))
     depths = sorted(float(d) for d in set(lr[DEPTH]))
     floor = float(lr["lr_tested_min"].min()) / 2
@@ -286,12 +288,11 @@ def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
         ax.scatter(x[ok & ~censored], y[ok & ~censored], color=colors[v], s=22, zorder=3)
         ax.scatter(x[censored], y[censored], color=colors[v], marker="^", s=40, zorder=3)
         ax.scatter(x[~ok], np.full((~ok).sum(), floor), color=colors[v], marker="x", s=30, zorder=3)
-        lr50 = rows["lr50"].to_numpy(float)
-        est = ~np.isnan(lr50)
-        if est.any():  # the dose-response estimate with its interval, beside the step frontier
-            lo, hi = rows["lr50_ci_low"].to_numpy(float), rows["lr50_ci_high"].to_numpy(float)
-            ax.errorbar(x[est] * 1.04, lr50[est], yerr=[lr50[est] - lo[est], hi[est] - lr50[est]], fmt="D",
-                        color=colors[v], ms=4, capsize=2, alpha=0.8)
+        if stability.has_line(model, v):
+            grid = np.geomspace(min(depths), max(depths), 50)
+            mid, low, high = model.lr50(v, grid)
+            ax.plot(grid, mid, color=colors[v], lw=1.2, ls="--")
+            ax.fill_between(grid, low, high, color=colors[v], alpha=0.12, lw=0)
     _depth_axis(ax, depths)
     ax.set_yscale("log")
     if rates:  # the rates tested as the ticks: the frontier can only be one of them
@@ -301,9 +302,9 @@ def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
         ax.set_ylim(min(ticks) / 1.5, max(ticks) * 1.5)
     ax.set_ylabel("largest stable learning rate")
     ax.set_title(plain(title))
-    fig.text(0.01, -0.02, "line: largest rate with at most half of the seeds not ok (^: the largest tested; x: "
-             "none); diamonds: rate where P(not ok) = 0.5 (Firth logistic fit, 95% CI)", fontsize="small",
-             color="0.3")
+    fig.text(0.01, -0.1, "solid: the largest rate with at most half of the seeds not ok (^: the largest tested; x: none)"
+             "\ndashed: LR50, where P(not ok) = 0.5, from one Firth logistic model of every run with a frontier line"
+             "\nper scheme (95% pointwise band)", fontsize="small", color="0.3")
     ax.grid(alpha=0.3, which="both")
     ax.legend(title="scheme", fontsize="small")
     return fig
@@ -403,6 +404,77 @@ def attn_logit_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: 
     fig.text(0.01, -0.08, f"each run's peak |pre-softmax logit| over training (dots), median over seeds (lines);\n"
              f"dashed: {ATTN_LOGIT_BOUND:g}, above which a run that did not learn is unstable",
              fontsize="small", color="0.3")
+    return fig
+
+
+PHASE_COLORS = {"ok": "#4daf4a", "did not learn": "#bdbdbd", "unstable": "#e41a1c", "diverged": "#252525"}
+
+
+def _edges(values: list[float]) -> np.ndarray:
+    """Cell edges on a log axis: halfway (geometrically) between neighbours, a half step beyond the ends."""
+    v = np.log10(np.asarray(values, float))
+    step = np.diff(v) if v.size > 1 else np.array([0.6])
+    mids = (v[:-1] + v[1:]) / 2
+    return 10 ** np.r_[v[0] - step[0] / 2, mids, v[-1] + step[-1] / 2]
+
+
+def phase_diagram(runs: list[dict[str, Any]], model: Any, colors: dict[str, Any], title: str) -> plt.Figure:
+    """Depth x learning rate, one panel per scheme: each cell split by the share of its runs ok, that did not
+    learn, unstable or diverged (:func:`suite.analysis.stability.outcome`), with the scheme's frontier line
+    from the model (:class:`suite.analysis.depthslope.DepthFrontier`) and its 95% pointwise band."""
+    from matplotlib.patches import Patch, Rectangle
+
+    from suite.analysis.stability import OUTCOMES, outcome
+
+    variants = [v for v in colors if any(r["variant"] == v for r in runs)]
+    depths = sorted({float(r[DEPTH]) for r in runs})
+    rates = sorted({float(r[LR]) for r in runs})
+    dx, dy = _edges(depths), _edges(rates)
+    fig, axes = plt.subplots(1, len(variants), figsize=(3.3 * len(variants), 3.4), sharey=True, squeeze=False)
+    for ax, v in zip(axes[0], variants):
+        for i, depth in enumerate(depths):
+            for j, lr in enumerate(rates):
+                cell = [outcome(r) for r in runs if r["variant"] == v and float(r[DEPTH]) == depth
+                        and float(r[LR]) == lr]
+                if not cell:
+                    continue
+                left = np.log10(dx[i])
+                width = np.log10(dx[i + 1]) - left
+                for name in OUTCOMES:  # side by side from the left of the cell, in OUTCOMES order
+                    share = cell.count(name) / len(cell)
+                    if share:
+                        ax.add_patch(Rectangle((10 ** left, dy[j]), 10 ** (left + share * width) - 10 ** left,
+                                               dy[j + 1] - dy[j], facecolor=PHASE_COLORS[name], lw=0))
+                        left += share * width
+                ax.add_patch(Rectangle((dx[i], dy[j]), dx[i + 1] - dx[i], dy[j + 1] - dy[j], fill=False,
+                                       edgecolor="white", lw=0.8))
+        if stability.has_line(model, v):
+            grid = np.geomspace(depths[0], depths[-1], 50)
+            mid, low, high = model.lr50(v, grid)
+            ax.fill_between(grid, low, high, color="0.1", alpha=0.15, lw=0)
+            ax.plot(grid, mid, color="black", lw=1.5, label="LR50 (model)")
+            s = model.slopes[v]
+            ax.set_title(plain(f"{v}\nslope {s.slope:+.2f} [{s.low:+.2f}, {s.high:+.2f}]"), fontsize="medium")
+        else:
+            ax.set_title(plain(v), fontsize="medium")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(dx[0], dx[-1])
+        ax.set_ylim(dy[0], dy[-1])
+        ax.set_xticks(depths, [fmt_value(d) for d in depths])
+        ax.set_yticks(rates, [fmt_rate(r) for r in rates])
+        ax.minorticks_off()
+        ax.set_xlabel("depth")
+    axes[0][0].set_ylabel("learning rate")
+    handles = [Patch(color=PHASE_COLORS[n], label=n) for n in OUTCOMES] + [
+        plt.Line2D([], [], color="black", label="LR50 (model), 95% band")]
+    axes[0][-1].legend(handles=handles, fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                       borderaxespad=0)
+    fig.suptitle(plain(title))
+    fig.text(0.01, -0.04, "each cell: its runs' outcomes as shares, side by side; line: where half of the "
+             "runs end not ok, one Firth logistic model of every run (docs/statistics.md)", fontsize="small",
+             color="0.3")
+    fig.tight_layout()
     return fig
 
 
@@ -587,6 +659,7 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
     if lr is not None and not lr.empty:
         rest = [k for k in keys if k != LR]
         curves = lr_curves(runs, keys)
+        fitted = stability.models(runs, keys, baseline) if DEPTH in keys else {}
         for label, part in sections(lr, rest):
             _, suffix, head = _heading(label, section_keys(rest), title)
             members = curves[[group_of(r, section_keys(rest)) == label
@@ -596,7 +669,11 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
             written += save(accuracy_vs_lr(members, colors, head), out / f"accuracy_vs_lr{suffix}")
             if DEPTH in rest and part[DEPTH].nunique() >= 2:  # a "vs depth" figure needs two depths
                 rates = sorted({float(v) for v in members[LR]})
-                written += save(frontier_vs_depth(part, colors, head, rates), out / f"frontier_vs_depth{suffix}")
+                model = fitted.get(tuple(label))
+                written += save(frontier_vs_depth(part, colors, head, rates, model), out / f"frontier_vs_depth{suffix}")
+                done = [r for r in runs if r["status"] != "error" and r.get(LR) is not None and r.get(DEPTH) is not None
+                        and group_of(r, section_keys(rest)) == label]
+                written += save(phase_diagram(done, model, colors, head), out / f"phase_diagram{suffix}")
     if transfer is not None and not transfer.empty:
         rest = [k for k in keys if k != LR]
         for label, part in sections(transfer, rest):

@@ -20,7 +20,7 @@ import math
 import pandas as pd
 
 from suite.analysis import crossfit
-from suite.analysis.grouping import DEPTH, LR, sections, section_keys, variant_order
+from suite.analysis.grouping import DEPTH, LR, sections, section_keys, sort_value, variant_order
 from suite.analysis.markup import fmt_rate, fmt_value
 from suite.analysis.primary import Answer
 from suite.analysis.products import FINDINGS, Analysis, FindingsSection
@@ -276,7 +276,10 @@ def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:
     rate axes), then every comparison with the baseline as an exploratory estimate (the best-rate
     comparisons first, when there is a rate axis)."""
     frames = analysis.frames
-    out = [(FINDINGS["answer"], answer_block(analysis)), (FINDINGS["causes"], cause_lines(analysis.runs, analysis.keys))]
+    out = [(FINDINGS["answer"], answer_block(analysis))]
+    if frames.get("stability") is not None and not frames["stability"].empty:
+        out.append((FINDINGS["depth"], depth_lines(frames["stability"], analysis.keys, analysis.baseline)))
+    out.append((FINDINGS["causes"], cause_lines(analysis.runs, analysis.keys)))
     transfer = frames.get("transfer")
     if transfer is not None and not transfer.empty:
         out.append((FINDINGS["transfer"], _transfer_section(transfer, analysis.keys, analysis.baseline)))
@@ -333,6 +336,42 @@ def regime(runs: list[dict]) -> str:
             f"convergence, so the answer is about training at this length and scale, not about final accuracy.")
 
 
+def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
+    """``## Stability across depth``: per scheme, its frontier at the shallowest and deepest depth, its slope
+    on log depth and what the slope says, and where and why its runs first broke at each depth."""
+    from suite.analysis.markup import _section_title
+
+    fkeys = [k for k in keys if k != LR]
+    lines = ["## Stability across depth", "",
+             "Where each scheme's runs stop being ok as the network deepens: its LR50 (the rate where half of the "
+             "runs end not ok) from one Firth logistic model of every run, not ok on log rate and log depth with a "
+             "frontier line per scheme, and its slope on log depth (LR50 grows as depth^slope: 0 = the stable range "
+             "does not move, -1 = it halves when the depth doubles) with a 95% profile-likelihood interval; then, at "
+             "each depth, the lowest rate at which a run ended not ok, its commonest cause and the median largest "
+             "attention logit there. Table: tables/stability.md; figures: phase_diagram, frontier_vs_depth.", ""]
+    for label, part in sections(frame, fkeys):
+        title = _section_title(label, section_keys(fkeys))
+        if title:
+            lines += [f"**{title}**", ""]
+        for v in variant_order(list(part["variant"]), baseline):
+            rows = part[part["variant"] == v].sort_values(DEPTH)
+            first, last = rows.iloc[0], rows.iloc[-1]
+            if pd.isna(first["slope"]):
+                head = f"no frontier line ({first['note'] or 'nothing to fit'})"
+            else:
+                move = ("falls with depth" if first["slope_high"] < 0 else "rises with depth" if first["slope_low"] > 0
+                        else "no detectable change with depth")
+                head = (f"LR50 {fmt_rate(first['lr50'])} at depth {fmt_value(first[DEPTH])}, {fmt_rate(last['lr50'])} "
+                        f"at depth {fmt_value(last[DEPTH])}; slope {first['slope']:+.2f} [{first['slope_low']:+.2f}, "
+                        f"{first['slope_high']:+.2f}]: {move}")
+            broke = [f"{fmt_value(r[DEPTH])} at {fmt_rate(r['first_not_ok_lr'])} ({r['first_cause']}"
+                     + (f", logit {r['first_attn_logit']:.3g}" if pd.notna(r["first_attn_logit"]) else "") + ")"
+                     for _, r in rows.iterrows() if pd.notna(r["first_not_ok_lr"])]
+            lines.append(f"- **{v}**: {head}. First not ok, by depth: {'; '.join(broke) or 'never'}.")
+        lines.append("")
+    return lines
+
+
 def cause(run: dict) -> str:
     """Why a run is not ok, in one word: its status and reason (``failed: unstable``, ``diverged: spike``)."""
     reason = run.get("failed_reason") if run["status"] == "failed" else run.get("diverged_reason")
@@ -357,7 +396,7 @@ def cause_lines(runs: list[dict], keys: list[str]) -> list[str]:
              "those runs' largest attention logit.", "",
              "| " + " | ".join(keys) + " | not ok, by cause | largest attention logit (median) |",
              "|" + ":--|" * (len(keys) + 2)]
-    for cell in sorted(cells, key=lambda c: [str(v) for v in c]):
+    for cell in sorted(cells, key=lambda c: [sort_value(v) for v in c]):
         counted: dict[str, int] = {}
         for r in cells[cell]:
             counted[cause(r)] = counted.get(cause(r), 0) + 1

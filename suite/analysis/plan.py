@@ -79,6 +79,14 @@ def _primary_row(answer: primary.Answer, effect: float, power: float) -> dict[st
         return {"comparison": declared.describe(), "endpoint": "frontier", "role": role, "alpha": alpha,
                 "pairs": answer.seeds, "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
                 "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": math.nan, "note": note}
+    if declared.endpoint == "frontier_slope":
+        need = primary.plan_slope(answer.low, answer.high, answer.level, answer.seeds, primary.DEFAULT_SLOPE,
+                                  power, alpha)
+        note = (f"seeds per rate, depth and scheme to detect a slope difference of {primary.DEFAULT_SLOPE:g}, scaled "
+                f"from its interval" if math.isfinite(need) else "the slope difference's interval is open or missing")
+        return {"comparison": declared.describe(), "endpoint": "frontier_slope", "role": role, "alpha": alpha,
+                "pairs": answer.seeds, "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
+                "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": math.nan, "note": note}
     row = _row(declared.describe(), declared.endpoint, role, alpha, answer.n_pairs, answer.sd,
                declared.margin or effect, power)
     if answer.test == crossfit.TEST:  # each half chooses for the other: the SD of n - 2 df, the power of n / 2

@@ -20,7 +20,10 @@ rate), ``not_ok_rate`` (Fisher's exact test on the share of runs that diverged o
 rates pooled; no equivalence test), ``frontier`` (the ratio of the two schemes' LR50s, the rates where
 half of the runs end not ok, from one Firth logistic model with a common slope:
 :func:`suite.analysis.doseresponse.relative_potency`; the learning rate left free; no equivalence
-test). With ``suite run --until-decided`` the folder holds ``sequential.json``, the group-sequential
+test), ``frontier_slope`` (how much faster or slower the scheme's LR50 moves with depth than the
+baseline's: the difference of their slopes of log LR50 on log depth, from one Firth logistic model of
+every scheme's runs over rate and depth, :mod:`suite.analysis.depthslope`, with a profile-likelihood
+interval; `model.depth` and the learning rate left free; no equivalence test). With ``suite run --until-decided`` the folder holds ``sequential.json``, the group-sequential
 design and the looks taken so far (:mod:`suite.analysis.sequential`); each look is tested at the
 boundary of the information it reached (seed pairs / the most the study allows), never at a fixed
 p < 0.05, and its p-value and interval account for every look.
@@ -41,17 +44,19 @@ from suite import store
 from suite.config import read_yaml
 from suite.analysis import crossfit, sequential, stats
 from suite.analysis.doseresponse import frontier, relative_potency
-from suite.analysis.grouping import LR
+from suite.analysis.grouping import DEPTH, LR
 from suite.analysis.load import AnalysisError
 from suite.analysis.markup import fmt_value
 from suite.analysis.score import score, selection_split
 
-ENDPOINTS = ("best_lr_score", "score", "not_ok_rate", "frontier", "interaction")
-FREE_LR = ("best_lr_score", "frontier")  # endpoints that compare across the learning-rate axis
+ENDPOINTS = ("best_lr_score", "score", "not_ok_rate", "frontier", "interaction", "frontier_slope")
+FREE_LR = ("best_lr_score", "frontier", "frontier_slope")  # endpoints that compare across the learning-rate axis
+NO_MARGIN = ("not_ok_rate", "frontier", "frontier_slope")  # no equivalence test
 ALPHA = 0.05
 POWER = 0.8
 DEFAULT_EFFECT = 0.05  # the difference planned for when no margin is declared: 5 points
 DEFAULT_RATIO = 2.0  # the frontier ratio planned for
+DEFAULT_SLOPE = 0.5  # the difference of frontier slopes on log depth planned for: a 4x ratio over 16x depth
 MAX_PRIMARY = 3  # co-primary comparisons at most: each one costs the others power
 SEQUENTIAL = "sequential.json"  # written by `suite run --until-decided` into the results folder
 
@@ -72,6 +77,8 @@ class Primary:
         if self.endpoint == "interaction":
             versus = ", ".join(f"{k} = {fmt_value(v)}" for k, v in self.versus.items())
             return f"{self.scheme} - {self.baseline} at {where}, minus the same at {versus}"
+        if self.endpoint == "frontier_slope":
+            return f"{self.scheme} vs {self.baseline} across depth" + (f" at {where}" if where else "")
         return f"{self.scheme} vs {self.baseline}" + (f" at {where}" if where else "")
 
 
@@ -145,8 +152,11 @@ def _parse_one(raw: Any, src: str, name: str, variants: list[str], grid: dict[st
                         + ("; use `endpoint: score`" if endpoint == "best_lr_score" else
                            f"; add `{LR}` to the grid (rates from below the optimum until half of the runs fail)"
                            f" and leave it out of `where`"))
+    if endpoint == "frontier_slope" and (DEPTH in where or len(grid.get(DEPTH) or []) < 2):
+        problems.append(f"{src}: {name}.endpoint: frontier_slope needs a `{DEPTH}` grid axis of two depths or more, "
+                        f"left out of `where`; or use `endpoint: frontier` at one depth")
     for key in grid:
-        if key not in where and key != LR:
+        if key not in where and key != LR and not (endpoint == "frontier_slope" and key == DEPTH):
             problems.append(f"{src}: {name}.where: also fix {key} (one of {', '.join(map(str, grid[key]))}); "
                             f"the primary comparison is one cell")
     if endpoint in ("score", "interaction") and LR in grid and LR not in where:
@@ -171,7 +181,7 @@ def _parse_one(raw: Any, src: str, name: str, variants: list[str], grid: dict[st
                                    and 0 < margin < 100):
         problems.append(f"{src}: {name}.margin: expected points of accuracy in (0, 100), e.g. `margin: 5`; "
                         f"got {margin!r}")
-    elif margin is not None and endpoint in ("not_ok_rate", "frontier"):
+    elif margin is not None and endpoint in NO_MARGIN:
         problems.append(f"{src}: {name}.margin: no equivalence test for {endpoint}; remove margin")
     if len(problems) > start:
         return None
@@ -281,6 +291,9 @@ class Answer:
     lr50: tuple[float, float] = (math.nan, math.nan)  # each side's own frontier (scheme, baseline)
     lr50_edge: tuple[str, str] = ("", "")  # "above" / "below" the rates tested, or ""
     seeds: int = 0  # seeds per rate and scheme (frontier)
+    # endpoint frontier_slope: estimate, low, high are slope(scheme) - slope(baseline), on log depth
+    slopes: tuple = ()  # each side's own slope (depthslope.Slope: scheme, baseline)
+    checks: tuple[float, float] = (math.nan, math.nan)  # Wald p: parallel rate curves, straight frontier
 
 
 def _runs(runs: list[dict[str, Any]], primary: Primary, variant: str, errors: bool = False,
@@ -328,6 +341,10 @@ def evaluate(runs: list[dict[str, Any]], primary: Primary,
         return answer
     if primary.endpoint == "frontier":
         _frontier(answer, a, b, alpha)
+        return answer
+    if primary.endpoint == "frontier_slope":
+        _frontier_slope(answer, [r for r in runs if r["status"] != "error" and all(
+            _same(r.get(k), v) for k, v in primary.where.items())], alpha)
         return answer
     everyone = _runs(runs, primary, primary.scheme, True) + _runs(runs, primary, primary.baseline, True)
     if primary.endpoint == "best_lr_score":
@@ -408,6 +425,41 @@ def _frontier(answer: Answer, a: list[dict[str, Any]], b: list[dict[str, Any]], 
     answer.decision = "difference" if fit.p < ALPHA else "undecided"
     if answer.decision == "undecided":
         answer.seeds_needed = plan_frontier(answer.low, answer.high, answer.level, answer.seeds)
+
+
+def _frontier_slope(answer: Answer, runs: list[dict[str, Any]], alpha: float) -> None:
+    """The difference of the two schemes' frontier slopes on log depth, in one model of every scheme's runs
+    (:mod:`suite.analysis.depthslope`), its profile-likelihood interval at ``1 - alpha`` and its test."""
+    from suite.analysis import depthslope
+
+    pr = answer.primary
+    args = ([float(r[LR]) for r in runs], [float(r[DEPTH]) for r in runs], [str(r["variant"]) for r in runs],
+            [int(r["status"] != "ok") for r in runs])
+    model = depthslope.fit(*args, alpha=alpha)
+    fit = depthslope.difference(*args, pr.scheme, pr.baseline, alpha)
+    answer.estimate, answer.low, answer.high, answer.p = fit.estimate, fit.low, fit.high, fit.p
+    answer.level, answer.note = 1 - alpha, fit.note
+    answer.slopes = tuple(model.slopes.get(v, depthslope.Slope()) for v in (pr.scheme, pr.baseline))
+    answer.checks = (model.parallel_p, model.linear_p)
+    a, b = ([r for r in runs if r["variant"] == v] for v in (pr.scheme, pr.baseline))
+    answer.counts = (sum(r["status"] != "ok" for r in a), len(a), sum(r["status"] != "ok" for r in b), len(b))
+    answer.test = "penalised likelihood-ratio test"
+    answer.seeds = min((len({r.get("seed") for r in side}) for side in (a, b)), default=0)
+    answer.effect = DEFAULT_SLOPE
+    answer.decision = "difference" if fit.p < ALPHA else "undecided"
+    if answer.decision == "undecided":
+        answer.seeds_needed = plan_slope(answer.low, answer.high, answer.level, answer.seeds)
+
+
+def plan_slope(low: float, high: float, level: float, seeds: int, effect: float = DEFAULT_SLOPE,
+               power: float = POWER, alpha: float = ALPHA) -> float:
+    """Seeds per cell for the slope difference to be detected at ``effect`` with ``power``: the interval read
+    as a normal one whose width shrinks as 1 / sqrt(seeds) (approximate); nan when an end is open."""
+    if not (math.isfinite(low) and math.isfinite(high)) or seeds < 1 or high <= low:
+        return math.nan
+    se = (high - low) / (2 * sps.norm.isf((1 - level) / 2))
+    need = seeds * (se * (sps.norm.isf(alpha / 2) + sps.norm.ppf(power)) / effect) ** 2
+    return float(max(math.ceil(need), 2))
 
 
 def plan_frontier(low: float, high: float, level: float, seeds: int, ratio: float = DEFAULT_RATIO,

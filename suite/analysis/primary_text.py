@@ -24,6 +24,9 @@ WHAT = {
     "not_ok_rate": "the share of runs that diverged or failed",
     "frontier": "the learning rate where half of the runs end not ok (LR50), as the ratio scheme / baseline "
                 "(one Firth logistic model of not ok on log10(rate) with a common slope)",
+    "frontier_slope": "how the learning rate where half of the runs end not ok (LR50) moves with depth: the "
+                      "difference of the two schemes' slopes of log LR50 on log depth (one Firth logistic model of "
+                      "not ok on log rate and log depth, every scheme's runs, a frontier line per scheme)",
 }
 
 
@@ -75,6 +78,8 @@ def verdict(a: Answer) -> str:
         return _rate_text(a)
     if a.primary.endpoint == "frontier":
         return _frontier_text(a)
+    if a.primary.endpoint == "frontier_slope":
+        return _slope_text(a)
     return _score_text(a)
 
 
@@ -120,6 +125,43 @@ def _frontier_text(a: Answer) -> str:
     else:
         need = " No number of seeds can be planned from an interval open at one end." if side else ""
     return f"**Undecided**: the interval includes 1.{need} {body}{open_}"
+
+
+def _slope(x: float) -> str:
+    return "unbounded" if math.isinf(x) else f"{x:+.2f}"
+
+
+def _own_slope(name: str, s) -> str:
+    if s.note or not math.isfinite(s.slope):
+        return f"{name} {s.note or 'not estimable'}"
+    return f"{name} {_slope(s.slope)} [{_slope(s.low)}, {_slope(s.high)}]"
+
+
+def _slope_text(a: Answer) -> str:
+    pr = a.primary
+    ka, na, kb, nb = a.counts
+    own = "; ".join(_own_slope(n, s) for n, s in zip((pr.scheme, pr.baseline), a.slopes))
+    checks = ""
+    if a.checks and math.isfinite(a.checks[0]):
+        checks = (f" Checks of the model (Wald): parallel curves over rate p = {a.checks[0]:.2f}"
+                  + (f", a straight frontier in log depth p = {a.checks[1]:.2f}" if math.isfinite(a.checks[1]) else "")
+                  + " (a small p says the model misfits).")
+    body = (f"Slope of log LR50 on log depth (0: the stable range does not move with depth; -1: it halves when the "
+            f"depth doubles): {own}; difference {_slope(a.estimate)} ({_level(a)} profile-likelihood CI "
+            f"[{_slope(a.low)}, {_slope(a.high)}]; {a.test}, {_ps(a.p, a.p_adj, a.family)}); not ok {ka}/{na} vs "
+            f"{kb}/{nb} runs.{checks}")
+    note = f" Note: {a.note}." if a.note else ""
+    if a.decision == "difference":
+        how = "more slowly" if a.estimate > 0 else "faster"
+        return f"**{pr.scheme}'s frontier falls {how} with depth than {pr.baseline}'s.** {body}{note}"
+    if math.isfinite(a.seeds_needed):
+        at = f" at alpha = {ALPHA / a.family:.3g} (Holm's first step)" if a.family > 1 else ""
+        need = (f" To detect a difference of {a.effect:g} in slope with {int(100 * POWER)}% power{at}, about "
+                f"{int(a.seeds_needed)} seeds per rate, depth and scheme are needed (now {a.seeds}; approximate, "
+                f"from the interval's width).")
+    else:
+        need = ""
+    return f"**Undecided**: the interval includes 0.{need} {body}{note}"
 
 
 def _score_text(a: Answer) -> str:
@@ -200,6 +242,9 @@ def verdict_table(answers: list[Answer]) -> list[str]:
         if a.primary.endpoint == "frontier":
             est = "ratio " + (_x(a.estimate) if math.isfinite(a.estimate) else "not estimable")
             ci = f"{_level(a)} [{_x(a.low)}, {_x(a.high)}]"
+        elif a.primary.endpoint == "frontier_slope":
+            est = f"slope {_slope(a.estimate)}" if math.isfinite(a.estimate) else "-"
+            ci = f"{_level(a)} [{_slope(a.low)}, {_slope(a.high)}]" if math.isfinite(a.estimate) else "-"
         elif a.primary.endpoint == "not_ok_rate":
             est, ci = f"{_pts(a.estimate)} points", "-"
         else:
@@ -219,6 +264,8 @@ def _plain(a: Answer) -> str:
             return f"decided: {pr.scheme}'s gain is {'larger' if a.estimate > 0 else 'smaller'} at {where}"
         if pr.endpoint == "frontier":
             return f"decided: {pr.scheme} tolerates {'higher' if a.estimate > 1 else 'lower'} rates"
+        if pr.endpoint == "frontier_slope":
+            return f"decided: {pr.scheme}'s frontier falls {'more slowly' if a.estimate > 0 else 'faster'} with depth"
         if pr.endpoint == "not_ok_rate":
             return f"decided: {pr.scheme} ends not ok {'more' if a.estimate > 0 else 'less'} often"
         return f"decided: {pr.scheme} scores {'higher' if a.estimate > 0 else 'lower'}"

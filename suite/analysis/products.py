@@ -102,6 +102,9 @@ TABLES: dict[str, TableKind] = {t.name: t for t in (
               "each scheme's best rate at each depth and how it moves per doubling of depth",
               "learning-rate-transfer-across-depth", _frame("transfer"),
               (paper.transfer_tables, paper.slope_tables)),
+    TableKind("stability", "Stability frontier across depth",
+              "where each scheme's runs stop being ok at every depth, from one model with a frontier line per scheme, "
+              "and why they broke", "stability-frontier-across-depth", _frame("stability"), (paper.stability_tables,)),
     TableKind("trends", "Depth trends", "how each score difference changes with depth", "intervals-and-tests",
               _frame("trends"), (paper.trend_tables,)),
     TableKind("aggregate", "Across depths", "each scheme's difference pooled over depths", "intervals-and-tests",
@@ -124,6 +127,9 @@ FIGURES: dict[str, FigureKind] = {f.name: f for f in (
     FigureKind("frontier_vs_depth", "Stability frontier against depth",
                "the highest rate at which most seeds were ok, and the fitted rate where half are not",
                "learning-rates-each-scheme-at-its-best-and-how-wide-a-range-trains"),
+    FigureKind("phase_diagram", "Phase diagram: depth x learning rate",
+               "one panel per scheme, each cell the share of its runs ok, that did not learn, unstable or diverged, "
+               "with the scheme's frontier line and its 95% band", "stability-frontier-across-depth"),
     FigureKind("val_vs_lr_by_depth", "Validation score against learning rate, by depth",
                "one panel per scheme, one curve per depth", "learning-rate-transfer-across-depth"),
     FigureKind("attn_logit_vs_lr", "Largest attention logit against learning rate",
@@ -150,6 +156,7 @@ FIGURES: dict[str, FigureKind] = {f.name: f for f in (
 
 FINDINGS: dict[str, FindingsSection] = {s.name: s for s in (
     FindingsSection("answer", "Answer", "the-primary-comparison-and-everything-else"),
+    FindingsSection("depth", "Stability across depth", "stability-frontier-across-depth"),
     FindingsSection("causes", "Why runs were not ok", "docs/training.md#why-a-run-broke"),
     FindingsSection("transfer", "Learning-rate transfer across depth", "learning-rate-transfer-across-depth"),
     FindingsSection("exploratory", "Exploratory comparisons", "intervals-and-tests"),

@@ -347,6 +347,44 @@ def slope_tables(tr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) ->
                        ["slope [95% CI]", "reading", "minus the baseline's slope [95% CI]"], cells, notes)
 
 
+def stability_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
+    """Rows = scheme (with its frontier slope on log depth), columns = depth, cells = the model's LR50 [95%
+    band], the runs not ok by cause and the lowest rate at which one ended not ok."""
+    fkeys = [k for k in keys if k != LR]
+
+    def cell(r: pd.Series, best: str | None) -> str:
+        lr50 = (m.esc(f"LR50 {fmt_rate(r['lr50'])} [{fmt_rate(r['lr50_low'])}, {fmt_rate(r['lr50_high'])}]")
+                if not missing(r["lr50"]) else m.esc("LR50 -"))
+        causes = ", ".join(f"{int(r[c])} {w}" for c, w in (("n_unstable", "unstable"), ("n_not_learned",
+                           "did not learn"), ("n_diverged", "diverged")) if r[c])
+        first = (m.esc(f"first at {fmt_rate(r['first_not_ok_lr'])}: {r['first_cause']}")
+                 + (m.esc(f" (logit {r['first_attn_logit']:.3g})") if not missing(r["first_attn_logit"]) else "")
+                 if not missing(r["first_not_ok_lr"]) else m.esc("every run ok"))
+        return m.lines([lr50, m.esc(f"not ok {int(r['n_not_ok'])}/{int(r['n'])}" + (f": {causes}" if causes else "")),
+                        first])
+
+    def notes(part: pd.DataFrame) -> list[str]:
+        slopes = part.drop_duplicates("variant")
+        said = "; ".join(
+            f"{v}: " + (f"{s:+.2f} [{lo:+.2f}, {hi:+.2f}]" if not missing(s) else str(note) or "-")
+            for v, s, lo, hi, note in zip(slopes["variant"], slopes["slope"], slopes["slope_low"],
+                                          slopes["slope_high"], slopes["note"]))
+        first = part.iloc[0]
+        checks = ("" if missing(first["parallel_p"]) else
+                  f" Checks (Wald): parallel curves over rate p = {first['parallel_p']:.2f}"
+                  + ("" if missing(first["linear_p"]) else f", a straight frontier in log depth p = "
+                                                             f"{first['linear_p']:.2f}") + ".")
+        return [m.esc(
+            "Cell: LR50, the rate where half of the runs end not ok, on the scheme's frontier line from one Firth "
+            "logistic model of not ok on log rate and log depth with a line per scheme [95% pointwise band]; the "
+            "runs not ok by cause (docs/training.md); the lowest rate at which a run ended not ok, its commonest "
+            "cause and the median largest attention logit there. Frontier slope on log depth (LR50 grows as "
+            f"depth^slope) [95% profile-likelihood interval]: {said}.{checks}")]
+
+    return _section_tables(frame, fkeys, baseline, m, "Stability frontier across depth", "tab:stability", cell,
+                           notes)
+
+
 def propagation_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
     """One table per quantity of :data:`suite.analysis.propagation.QUANTITIES`: rows = scheme,
     columns = depth, cells = mean over seeds [95% interval] (geometric for ratios)."""

@@ -99,7 +99,7 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
         raise SpecError([f"{path}: primary: --until-decided decides one comparison and this file declares "
                          f"{len(declared)}; keep one, or run the family without --until-decided"])
     primary = declared[0]
-    if primary.endpoint in ("not_ok_rate", "frontier"):
+    if primary.endpoint in ("not_ok_rate", "frontier", "frontier_slope"):
         raise SpecError([f"{path}: primary.endpoint: --until-decided works with a score endpoint (best_lr_score or "
                          f"score), not {primary.endpoint}"])
     if options.only:

@@ -24,7 +24,7 @@ from suite.cli import main as analyze_cli_main
 
 def write_run(root: Path, variant: str, depth: int, seed: int, status: str = "ok", acc: float | None = 0.9,
               lr: float = 1e-3, step_time: float | None = 10.0, ablation: str | None = "demo",
-              scales: bool = False, steps: int = 30, val_acc: float | None = None) -> Path:
+              scales: bool = False, steps: int = 30, val_acc: float | None = None, extra: dict | None = None) -> Path:
     """One finished run folder: summary.json (schema 1) and a short metrics.jsonl."""
     residual = {"layerscale": "layerscale"}.get(variant, variant)
     config = {"model.depth": depth, "model.residual": residual, "model.dim": 32, "model.layerscale.init": "cait",
@@ -44,6 +44,7 @@ def write_run(root: Path, variant: str, depth: int, seed: int, status: str = "ok
         # provenance differs between runs and must never become a group key
         "wall_s": 1.0 + seed, "git_commit": f"c{seed}", "hostname": f"host{seed}", "started_at": f"t{seed}",
         "suite_version": "0.1.0", "torch_version": "2", "python_version": "3", "device_name": "cpu",
+        **(extra or {}),
     }
     (folder / "summary.json").write_text(json.dumps(summary))
     lines = []

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import statsmodels.api as sm
 
-from suite.analysis.doseresponse import _fit, _fit_line, curves_differ, firth, frontier, relative_potency
+from suite.analysis.doseresponse import firth_fit, _fit_line, curves_differ, firth, frontier, relative_potency
 
 
 def _penalised(X, y, b):
@@ -78,7 +78,7 @@ def test_the_line_fit_in_closed_form_is_the_general_firth_fit():
     u = np.r_[u, u - 0.4]
     k, m = np.array([0, 1, 2, 3, 4, 4, 0, 0, 1, 1, 3, 4.0]), np.full(12, 4.0)
     value, (b0, b1) = _fit_line(u, k, m)
-    beta, general, _ = _fit(np.column_stack([np.ones(12), u]), k, m)
+    beta, general, _ = firth_fit(np.column_stack([np.ones(12), u]), k, m)
     assert (b0, b1) == pytest.approx(tuple(beta), abs=1e-6) and value == pytest.approx(general, abs=1e-10)
     rows = np.repeat(np.arange(12), 4)  # the same data as one 0/1 row per run
     y = np.concatenate([[1] * int(c) + [0] * (4 - int(c)) for c in k])

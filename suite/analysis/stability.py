@@ -1,0 +1,85 @@
+"""Stability across depth: where each scheme's runs stop being ok at every depth, and why.
+
+Used when ``model.depth`` (two depths or more) and ``train.lr`` are group keys. Per section (the other
+keys), one model of every scheme's runs (:func:`suite.analysis.depthslope.fit`); one row per scheme x
+depth with the model's frontier there (LR50 with a pointwise 95% band), the scheme's slope on log depth,
+and what the runs show: the lowest rate at which a run ended not ok and its commonest cause. The causes
+(:func:`outcome`) are those of docs/training.md: ``unstable`` (did not learn while the attention logits
+passed the bound), ``did not learn`` (every other ``failed``), ``diverged`` (a non-finite value).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from statistics import median
+from typing import Any
+
+import pandas as pd
+
+from suite.analysis import depthslope
+from suite.analysis.grouping import DEPTH, LR, ordered_groups
+
+OUTCOMES = ("ok", "did not learn", "unstable", "diverged")  # the phase diagram's colours, in this order
+COLUMNS = ["n", "n_not_ok", "n_unstable", "n_not_learned", "n_diverged", "lr50", "lr50_low", "lr50_high",
+           "slope", "slope_low", "slope_high", "first_not_ok_lr", "first_cause", "first_attn_logit",
+           "parallel_p", "linear_p", "note"]
+
+
+def outcome(run: dict[str, Any]) -> str:
+    """One of :data:`OUTCOMES` for a finished run."""
+    if run["status"] == "ok":
+        return "ok"
+    if run["status"] == "diverged":
+        return "diverged"
+    return "unstable" if run.get("failed_reason") == "unstable" else "did not learn"
+
+
+def has_line(model: depthslope.DepthFrontier | None, variant: str) -> bool:
+    """Whether ``model`` places a frontier line for ``variant`` (it has a slope)."""
+    return model is not None and not math.isnan(model.slopes.get(variant, depthslope.Slope()).slope)
+
+
+def models(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> dict[tuple, depthslope.DepthFrontier]:
+    """Per section (the keys other than variant, depth and rate), the fitted model of its runs."""
+    rest = [k for k in keys if k not in ("variant", LR, DEPTH)]
+    done = [r for r in runs if r["status"] != "error" and r.get(LR) is not None and r.get(DEPTH) is not None]
+    out = {}
+    for label, members in ordered_groups(done, ["variant", *rest], baseline).items():
+        out.setdefault(label[1:], []).extend(members)
+    return {label: depthslope.fit([float(r[LR]) for r in m], [float(r[DEPTH]) for r in m],
+                                  [str(r["variant"]) for r in m], [int(r["status"] != "ok") for r in m])
+            for label, m in out.items()}
+
+
+def stability_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame | None:
+    """One row per scheme x depth (x the other keys): the keys without ``train.lr`` then :data:`COLUMNS`;
+    None unless depth and rate are group keys with two depths or more."""
+    if DEPTH not in keys or LR not in keys:
+        return None
+    rest = [k for k in keys if k not in ("variant", LR, DEPTH)]
+    done = [r for r in runs if r["status"] != "error" and r.get(LR) is not None and r.get(DEPTH) is not None]
+    if len({float(r[DEPTH]) for r in done}) < 2:
+        return None
+    fitted = models(done, keys, baseline)
+    rows = []
+    for label, members in ordered_groups(done, ["variant", *rest, DEPTH], baseline).items():
+        variant, depth = label[0], float(label[-1])
+        model = fitted[tuple(label[1:-1])]
+        bad = [r for r in members if r["status"] != "ok"]
+        counts = Counter(outcome(r) for r in members)
+        row = dict(zip(["variant", *rest, DEPTH], label), n=len(members), n_not_ok=len(bad),
+                   n_unstable=counts["unstable"], n_not_learned=counts["did not learn"], n_diverged=counts["diverged"],
+                   parallel_p=model.parallel_p, linear_p=model.linear_p, note=model.note)
+        slope = model.slopes.get(variant, depthslope.Slope(note="no line: run at one depth or one rate"))
+        row.update(slope=slope.slope, slope_low=slope.low, slope_high=slope.high, note=model.note or slope.note)
+        lr50 = model.lr50(variant, [depth]) if not math.isnan(slope.slope) else ([math.nan],) * 3
+        row.update(lr50=float(lr50[0][0]), lr50_low=float(lr50[1][0]), lr50_high=float(lr50[2][0]))
+        first = min((float(r[LR]) for r in bad), default=math.nan)
+        there = [r for r in bad if float(r[LR]) == first]
+        peaks = [float(r["attn_logit_peak"]) for r in there if isinstance(r.get("attn_logit_peak"), (int, float))]
+        row.update(first_not_ok_lr=first,
+                   first_cause=Counter(outcome(r) for r in there).most_common(1)[0][0] if there else "",
+                   first_attn_logit=median(peaks) if peaks else math.nan)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["variant", *rest, DEPTH, *COLUMNS])

@@ -1,0 +1,154 @@
+"""The stability frontier across depth: one Firth model with a frontier line per scheme, the profile interval of
+two schemes' difference of slopes, the declared `frontier_slope` endpoint, the table, findings and figure."""
+
+import math
+
+import numpy as np
+import pytest
+import yaml
+from scipy import stats as sps
+
+from suite.analysis import depthslope, primary, primary_text
+from suite.analysis.analyze import analyze
+from suite.analysis.doseresponse import firth_fit
+from suite.analysis.stability import outcome, stability_table
+from suite.sweep.spec import SpecError, load_ablation
+
+from test_analyze import write_run
+
+DEPTHS = [12, 24, 48, 96, 192]
+RATES = 10 ** np.arange(-3.5, -0.49, 0.5)  # 7 rates half a decade apart
+
+
+def simulate(rng, slopes: dict[str, float], seeds: int, steep: float = 4.0, at12: float = -2.0):
+    """Runs whose P(not ok) is logistic in log10(rate) around each scheme's line log10 LR50 = at12 +
+    slope * log10(depth / 12): (rates, depths, schemes, not ok)."""
+    lrs, depths, schemes, bad = [], [], [], []
+    for name, slope in slopes.items():
+        for d in DEPTHS:
+            x50 = at12 + slope * math.log10(d / 12)
+            for lr in RATES:
+                p = 1 / (1 + math.exp(-steep * (math.log10(lr) - x50)))
+                for _ in range(seeds):
+                    lrs.append(lr), depths.append(d), schemes.append(name), bad.append(int(rng.random() < p))
+    return lrs, depths, schemes, bad
+
+
+def test_the_slopes_are_recovered_and_a_real_difference_is_found():
+    rng = np.random.default_rng(1)
+    runs = simulate(rng, {"preln": -1.0, "layerscale": 0.0}, seeds=12)
+    model = depthslope.fit(*runs)
+    assert model.slopes["preln"].slope == pytest.approx(-1.0, abs=0.25)
+    assert model.slopes["layerscale"].slope == pytest.approx(0.0, abs=0.25)
+    for s in model.slopes.values():
+        assert s.low < s.slope < s.high
+    diff = depthslope.difference(*runs, "layerscale", "preln")
+    assert diff.estimate == pytest.approx(1.0, abs=0.3) and diff.low > 0 and diff.p < 0.001
+    mid, low, high = model.lr50("layerscale", [12, 192])
+    assert np.all(low < mid) and np.all(mid < high) and mid[0] == pytest.approx(10 ** -2.0, rel=0.5)
+    assert model.parallel_p > 0.01 and model.linear_p > 0.01  # the model is the simulated one
+
+
+def test_the_interval_is_where_the_profile_drops_by_the_critical_value_and_agrees_with_the_test():
+    rng = np.random.default_rng(2)
+    lrs, depths, schemes, bad = simulate(rng, {"preln": -0.5, "layerscale": -0.2}, seeds=3)
+    diff = depthslope.difference(lrs, depths, schemes, bad, "layerscale", "preln")
+    x, z, s, y, n = depthslope._rows(lrs, depths, schemes, bad)
+    model = depthslope.fit(lrs, depths, schemes, bad)
+    x, z = x - model.centre[0], z - model.centre[1]
+    a, b = model.schemes.index("layerscale"), model.schemes.index("preln")
+
+    def profile(d):  # the fixed-delta model written out by hand: A's rate column x - d z, A sharing B's depth term
+        one = np.eye(2)[s]
+        X = np.column_stack([x - d * z * one[:, a], one, z * (one[:, a] + one[:, b])])
+        return firth_fit(X, y, n)[1]
+
+    grid = np.linspace(diff.estimate - 2, diff.estimate + 2, 401)
+    values = np.array([profile(d) for d in grid])
+    assert grid[values.argmax()] == pytest.approx(diff.estimate, abs=0.02)
+    inside = grid[2 * (values.max() - values) <= sps.chi2.isf(0.05, 1)]
+    assert inside.min() == pytest.approx(diff.low, abs=0.02) and inside.max() == pytest.approx(diff.high, abs=0.02)
+    assert (diff.p < 0.05) == (not diff.low <= 0 <= diff.high)
+
+
+def test_equal_slopes_are_rarely_called_different():
+    rng = np.random.default_rng(3)
+    rejected = sum(depthslope.difference(*simulate(rng, {"preln": -0.5, "layerscale": -0.5}, seeds=2),
+                                         "layerscale", "preln").p < 0.05 for _ in range(40))
+    assert rejected <= 6  # nominal 5% (2 of 40); a miscalibrated test rejects far more
+
+
+def test_nothing_to_fit_says_why():
+    assert "every run ended the same way" in depthslope.fit([1e-3, 1e-2] * 2, [12, 12, 24, 24], ["a"] * 4, [0] * 4).note
+    assert "two depths" in depthslope.fit([1e-3, 1e-2], [12, 12], ["a", "a"], [0, 1]).note
+    runs = ([1e-3, 1e-2] * 4, [12, 12, 24, 24] * 2, ["a"] * 4 + ["b"] * 4, [0, 1, 0, 1, 0, 0, 0, 0])
+    assert "b: no slope: its runs were all ok" in depthslope.difference(*runs, "a", "b").note
+
+
+# ----------------------------------------------------------------------------- the declared endpoint
+
+ABLATION = {
+    "name": "demo", "base": {"data": {"name": "digits"}, "model": {"patch_size": 4}},
+    "grid": {"model.depth": [12, 48], "train.lr": [0.001, 0.01, 0.1]},
+    "variants": {"preln": {"model.residual": "preln"}, "layerscale": {"model.residual": "layerscale"}},
+    "seeds": 2,
+}
+SLOPE = {"scheme": "layerscale", "baseline": "preln", "endpoint": "frontier_slope"}
+
+
+def test_the_endpoint_needs_a_free_depth_axis_and_takes_no_margin(tmp_path):
+    path = tmp_path / "a.yaml"
+    path.write_text(yaml.safe_dump({**ABLATION, "primary": SLOPE}))
+    assert load_ablation(path).primary == primary.Primary("layerscale", "preln", {}, "frontier_slope")
+    for block, message in (({**SLOPE, "where": {"model.depth": 12}}, "frontier_slope needs a `model.depth` grid axis"),
+                           ({**SLOPE, "margin": 5}, "no equivalence test for frontier_slope")):
+        path.write_text(yaml.safe_dump({**ABLATION, "primary": block}))
+        with pytest.raises(SpecError, match=message):
+            load_ablation(path)
+    path.write_text(yaml.safe_dump({**ABLATION, "grid": {"train.lr": [0.001, 0.01]}, "primary": SLOPE}))
+    with pytest.raises(SpecError, match="two depths or more"):
+        load_ablation(path)
+
+
+def _folder(root, bad_at: dict[tuple[str, int], float]):
+    """Runs of ABLATION: a run is not ok (failed: unstable, logits 100) at rates from bad_at[(variant, depth)] up."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "ablation.yaml").write_text(yaml.safe_dump({**ABLATION, "primary": SLOPE}))
+    for (variant, depth), first in bad_at.items():
+        for lr in ABLATION["grid"]["train.lr"]:
+            for seed in range(2):
+                broken = lr >= first
+                write_run(root, variant, depth, seed, lr=lr, acc=0.1 if broken else 0.8,
+                          status="failed" if broken else "ok",
+                          extra={"failed_reason": "unstable", "attn_logit_peak": 100.0} if broken else {})
+    return root
+
+
+def test_findings_open_with_the_declared_depth_comparison_and_say_what_broke_first(tmp_path):
+    root = _folder(tmp_path / "r", {("preln", 12): 0.01, ("preln", 48): 0.01,
+                                    ("layerscale", 12): 0.1, ("layerscale", 48): 0.01})
+    analyze(root, figures=True)
+    text = (root / "findings.md").read_text()
+    assert text.index("across depth (frontier_slope)") < text.index("## Stability across depth")
+    assert "**Undecided**" in text and "seeds per rate, depth and scheme are needed" in text
+    assert "- **layerscale**: LR50" in text and "48 at 0.01 (unstable, logit 100)" in text
+    table = (root / "tables" / "stability.md").read_text()
+    assert "first at 0.1: unstable (logit 100)" in table and "not ok 2/6: 2 unstable" in table
+    assert (root / "figures" / "phase_diagram.png").is_file()
+    answer = primary.evaluate(list(_runs(root)), primary.Primary("layerscale", "preln", {}, "frontier_slope"))
+    assert answer.estimate < 0 and "layerscale" in primary_text.verdict(answer)
+
+
+def _runs(root):
+    from suite.analysis.load import load_runs
+    return load_runs(root)
+
+
+def test_the_table_counts_each_cause():
+    runs = [{"variant": "a", "model.depth": d, "train.lr": lr, "status": st, "failed_reason": why, "seed": s}
+            for d in (12, 24) for s in range(2)
+            for lr, st, why in ((1e-3, "ok", None), (1e-2, "failed", "never_learned"), (1e-1, "diverged", None))]
+    frame = stability_table(runs, ["variant", "model.depth", "train.lr"], "a")
+    assert list(frame["n_not_learned"]) == [2, 2] and list(frame["n_diverged"]) == [2, 2]
+    assert list(frame["first_not_ok_lr"]) == [1e-2, 1e-2] and set(frame["first_cause"]) == {"did not learn"}
+    assert [outcome(r) for r in runs[:3]] == ["ok", "did not learn", "diverged"]
