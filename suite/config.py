@@ -116,6 +116,7 @@ class TrainConfig:
     # Divergence rules (suite/engine/divergence.py, docs/training.md), each a `diverged_reason`:
     spike_factor: float = 4.0  # spike: loss > spike_factor x the best smoothed loss so far (and > ln C) ...
     spike_after: int = 5  # ... once this many steps have been seen (warm-up included)
+    spike_window: int = 20  # ... and still above it after this many steps (0: the first spike ends the run)
     collapse_below: float = 0.8  # collapse: the smoothed loss came down to this x ln C, ...
     collapse_within: float = 0.05  # ... later returned to within this share of ln C ...
     collapse_window: int = 50  # ... and stayed there for this many steps
@@ -427,6 +428,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.label_smoothing": (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1)"),
     "train.spike_factor": (lambda v: _finite(v) and v > 1, "a number > 1"),
     "train.spike_after": (_between(0, 10**8), "an integer from 0 to 100000000"),
+    "train.spike_window": (_between(0, 10**8), "an integer from 0 to 100000000"),
     "train.collapse_below": (lambda v: _finite(v) and 0 < v < 1, "in (0, 1)"),
     "train.collapse_within": (lambda v: _finite(v) and 0 < v < 1, "in (0, 1)"),
     "train.collapse_window": (_between(1, 10**8), "an integer from 1 to 100000000"),

@@ -39,14 +39,20 @@ EXECUTION_KEYS = frozenset({"device", "train.threads", "data.num_workers", "data
                             "train.log_to", "train.deterministic", "train.diagnostics"})
 
 
+# Keys added after runs were committed, with the value those runs behaved as: left out of the id at that
+# value, so adding them renames no run (any other value counts like every key).
+ADDED_KEYS = {"train.spike_window": 20}
+
+
 def run_id(cfg: RunConfig) -> str:
     """Stable 12-hex-digit id of a resolved run config.
 
     Independent of key order and of the machine (``EXECUTION_KEYS`` are left out); any change of a
     hyperparameter gives a new id, so new runs never overwrite old ones. Every other key counts, also
-    one added later at its default: adding a config key renames every run (results/README.md).
+    one added later at its default, except an ``ADDED_KEYS`` key at its listed value (results/README.md).
     """
-    flat = {k: v for k, v in flatten(to_dict(cfg)).items() if k not in EXECUTION_KEYS}
+    flat = {k: v for k, v in flatten(to_dict(cfg)).items()
+            if k not in EXECUTION_KEYS and not (k in ADDED_KEYS and v == ADDED_KEYS[k])}
     blob = json.dumps(flat, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

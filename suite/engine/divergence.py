@@ -7,8 +7,12 @@ rules, each with its ``train.*`` thresholds (docs/training.md has them with thei
 - ``nonfinite``: the loss or the gradient norm is NaN or infinite (DeiT stops on a NaN loss). Under
   fp16 a non-finite *gradient* is the loss scaler's business (the step is skipped), not this rule's.
 - ``spike``: once ``spike_after`` steps have been seen (the reference: the best smoothed loss so
-  far), a loss above ``spike_factor`` x that reference and above chance (ln C). It holds during the
-  warm-up too, where a too-high rate usually blows up.
+  far), a loss above ``spike_factor`` x that reference and above chance (ln C), that is still above
+  the threshold ``spike_window`` steps later (every step in between above it too); the verdict's step
+  is the spike's first. A spike whose loss comes back under the threshold within the window is counted
+  (``spikes_recovered``) and the run goes on; a spike still open when the run ends is left to the
+  held-out accuracy. ``spike_window`` 0: the first spike ends the run. It holds during the warm-up
+  too, where a too-high rate usually blows up.
 - ``collapse``: the smoothed loss came down to at most ``collapse_below`` x ln C (the run had
   learned something), later returned to within ``collapse_within`` of ln C (at least
   ``(1 - collapse_within)`` x ln C) and stayed there for ``collapse_window`` steps in a row. The
@@ -42,6 +46,7 @@ class Rules:
     chance: float
     spike_factor: float = 4.0
     spike_after: int = 5
+    spike_window: int = 20
     collapse_below: float = 0.8
     collapse_within: float = 0.05
     collapse_window: int = 50
@@ -52,7 +57,7 @@ class Rules:
     def of(cls, train_cfg, chance: float) -> "Rules":
         """The rules of a run's ``train`` config."""
         return cls(chance, **{k: getattr(train_cfg, k) for k in
-                              ("spike_factor", "spike_after", "collapse_below", "collapse_within", "collapse_window",
+                              ("spike_factor", "spike_after", "spike_window", "collapse_below", "collapse_within", "collapse_window",
                                "scale_max_skips", "scale_min")})
 
 
@@ -80,6 +85,10 @@ class Watch:
     skip_run: int = 0  # ... in a row, up to now
     good_run: int = 0  # ... steps in a row without a skip (the scaler grows its scale after enough)
     scale: float = SCALER["init_scale"]
+    spike_at: int | None = None  # first step of the spike still open, if one is
+    spike_steps: int = 0  # steps seen since it opened
+    spike_detail: str = ""
+    spikes_recovered: int = 0  # spikes whose loss came back under the threshold within the window
 
     def observe(self, rules: Rules, step: int, loss: float, grad_norm: float, skipped: bool = False) -> Verdict | None:
         """Feed step ``step`` (0-based: its loss was computed after ``step`` updates); the first rule
@@ -96,11 +105,27 @@ class Watch:
             self.good_run = 0
         self.seen += 1
         self.ema = loss if self.ema is None else EMA * self.ema + (1 - EMA) * loss
-        if self.seen > rules.spike_after and loss > rules.spike_factor * self.best_ema and loss > rules.chance:
-            return Verdict("spike", step, f"loss {loss:.4g} > {rules.spike_factor:g} x the best smoothed loss "
-                                          f"{self.best_ema:.4g}")
+        verdict = self._spike(rules, step, loss)
+        if verdict is not None:
+            return verdict
         self.best_ema = min(self.best_ema, self.ema)
         return self._collapse(rules, step)
+
+    def _spike(self, rules: Rules, step: int, loss: float) -> Verdict | None:
+        above = self.seen > rules.spike_after and loss > rules.spike_factor * self.best_ema and loss > rules.chance
+        if self.spike_at is not None:
+            if not above:
+                self.spikes_recovered += 1
+                self.spike_at, self.spike_steps = None, 0
+                return None
+            self.spike_steps += 1
+        elif above:
+            self.spike_at, self.spike_steps = step, 0
+            self.spike_detail = (f"loss {loss:.4g} > {rules.spike_factor:g} x the best smoothed loss {self.best_ema:.4g}"
+                                 + (f", still above after {rules.spike_window} steps" if rules.spike_window else ""))
+        if self.spike_at is not None and self.spike_steps >= rules.spike_window:
+            return Verdict("spike", self.spike_at, self.spike_detail)
+        return None
 
     def _skip(self, rules: Rules, step: int) -> Verdict | None:
         self.skipped += 1

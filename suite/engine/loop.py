@@ -417,6 +417,7 @@ class Training:
         state, summary = self.state, self.summary
         summary["steps_done"] = state.step
         summary["final_train_loss"] = state.watch.ema
+        summary["spikes_recovered"] = state.watch.spikes_recovered
         if self.scaler is not None:
             summary["scaler_skipped_steps"] = state.watch.skipped
         summary.update(val_acc=state.val_acc, best_val_acc=state.best_val_acc, test_acc=state.test_acc,

@@ -39,22 +39,37 @@ def test_nonfinite_loss_or_gradient(bad):
     assert (verdict.reason, verdict.step) == ("nonfinite", 3) and "gradient norm" in verdict.detail
 
 
+IMMEDIATE = Rules(LN10, spike_window=0)  # the first spike ends the run
+
+
 def test_a_spike_during_warm_up_counts_once_the_reference_exists():
     """The old rule was off during the warm-up; this one needs only ``spike_after`` steps seen."""
     history = [LN10] * 6 + [5 * LN10]
-    verdict, _ = replay(history)
+    verdict, _ = replay(history, IMMEDIATE)
     assert (verdict.reason, verdict.step) == ("spike", 6)
     early = [LN10] * 3 + [5 * LN10] + [LN10] * 3  # before the reference exists: not a spike
-    assert replay(early)[0] is None
-    assert replay(history, Rules(LN10, spike_after=10))[0] is None
+    assert replay(early, IMMEDIATE)[0] is None
+    assert replay(history, Rules(LN10, spike_after=10, spike_window=0))[0] is None
 
 
 def test_a_spike_must_exceed_both_the_factor_and_chance():
     """A loss 5x a tiny best (0.05 -> 0.25) is below ln C: learning noise, not a blow-up."""
     history = learning(50, end=0.05) + [0.25]
-    assert replay(history)[0] is None
-    verdict, _ = replay(learning(50, end=0.05) + [LN10 * 1.01])
+    assert replay(history, IMMEDIATE)[0] is None
+    verdict, _ = replay(learning(50, end=0.05) + [LN10 * 1.01], IMMEDIATE)
     assert verdict.reason == "spike" and verdict.step == 50
+
+
+def test_a_spike_that_recovers_within_the_window_is_counted_and_the_run_goes_on():
+    base = learning(50, end=0.05)
+    recovers = base + [LN10 * 2] * 20 + [0.1] * 30 + [LN10 * 2] * 5 + [0.1] * 10  # 20 steps above: inside 20
+    verdict, watch = replay(recovers)
+    assert verdict is None and watch.spikes_recovered == 2 and watch.spike_at is None
+    stays = base + [LN10 * 2] * 21  # the window's 20 steps after the first all above: a spike, dated at its start
+    verdict, watch = replay(stays)
+    assert (verdict.reason, verdict.step) == ("spike", 50) and "still above after 20 steps" in verdict.detail
+    assert replay(base + [LN10 * 2] * 20)[0] is None  # the run ended inside the window: the accuracy decides
+    assert replay(stays, Rules(LN10, spike_window=40))[0] is None
 
 
 def test_collapse_back_to_chance_after_learning():

@@ -20,7 +20,7 @@ BASE = {
     "train.timing_warmup_steps": 2, "device": "cpu",
 }
 FIELDS = ("status", "diverged_step", "diverged_reason", "failed_reason", "steps_to_learn", "steps_done",
-          "final_train_loss", "test_acc", "val_acc")
+          "final_train_loss", "test_acc", "val_acc", "spikes_recovered")
 
 
 def cfg(**overrides):
@@ -54,7 +54,8 @@ def spike_at(step):
 
 CASES = {
     "nonfinite loss at step 13": ({}, nan_at(13)),
-    "loss spike at step 17": ({}, spike_at(17)),
+    "loss spike at step 17": ({"train.spike_window": 0}, spike_at(17)),
+    "recovered spike at step 17": ({}, spike_at(17)),
     "ok": ({}, None),
     "never learned": ({"train.lr": 0.0, "train.min_lr": 0.0}, None),
 }
@@ -72,6 +73,8 @@ def test_reading_every_10_steps_gives_what_reading_every_step_gives(tmp_path, ca
         assert (every_10["diverged_step"], every_10["steps_done"]) == (13, 13)
     if case.startswith("loss spike"):
         assert (every_10["diverged_step"], every_10["diverged_reason"]) == (17, "spike")
+    if case.startswith("recovered"):
+        assert every_10["status"] != "diverged" and every_10["spikes_recovered"] == 1
 
 
 def test_no_update_after_a_nonfinite_step(tmp_path):

@@ -95,7 +95,7 @@ def test_every_divergence_reports_the_step_of_its_bad_loss(tmp_path, kind, reaso
             return out
         return out * math.nan if kind == "nan" else out * -1e4  # the predicted class becomes the least likely
 
-    s = _poisoned_run(tmp_path, tiny(**{"train.warmup_steps": 2}), poison)
+    s = _poisoned_run(tmp_path, tiny(**{"train.warmup_steps": 2, "train.spike_window": 0}), poison)  # one bad step
     assert (s["status"], s["diverged_step"], s["diverged_reason"]) == ("diverged", 7, reason)
 
 
