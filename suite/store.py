@@ -429,7 +429,7 @@ def empty_summary(cfg: RunConfig, extra: dict[str, Any] | None = None) -> dict[s
         "seed": cfg.seed, **(extra or {}), **flatten(to_dict(cfg)),
         "status": "error", "diverged_step": None, "diverged_reason": None, "failed_reason": None,
         "steps_to_learn": None, "judged_on": None, "error": None,
-        "steps_done": 0, "final_train_loss": None, "val_acc": None, "best_val_acc": None,
+        "steps_done": 0, "final_train_loss": None, "spikes_recovered": None, "val_acc": None, "best_val_acc": None,
         "test_acc": None, "best_test_acc": None, "train_size": None, "val_size": None, "test_size": None,
         "step_time_ms": None, "throughput": None, "timing_cpu_util": None, "timing_load1": None,
         "timing_cores": None, "timing_contended": None, "peak_mem_mb": None, "num_params": None,

@@ -120,6 +120,26 @@ def test_a_stop_signal_a_library_turns_into_another_error_still_stops_in_one_lin
     assert proc.stderr.strip().splitlines() == [line]
 
 
+def test_a_real_error_after_a_ctrl_c_a_library_swallowed_is_shown_as_it_is(folder):
+    """A library that swallows the Ctrl-C and goes on; then a bug: its ZeroDivisionError is reported (a
+    traceback, exit 1), not passed off as the interruption."""
+    script = ("import os, signal, sys, time\n"
+              "import suite.cli.analyze as cli\n"
+              "def drawing(*a, **k):\n"
+              "    try:\n"
+              "        os.kill(os.getpid(), signal.SIGINT)\n"
+              "        time.sleep(30)\n"
+              "    except KeyboardInterrupt:\n"
+              "        pass\n"
+              "    return 1 / 0\n"
+              "cli.analyze = drawing\n"
+              "from suite.cli import main\n"
+              f"sys.exit(main(['analyze', {str(folder)!r}]))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 1 and "ZeroDivisionError: division by zero" in proc.stderr, proc.stderr
+    assert "interrupted" not in proc.stderr
+
+
 def test_ctrl_c_while_the_interpreter_shuts_down_keeps_the_commands_status_and_output():
     """Python puts SIGINT back to the default as it ends; a Ctrl-C then (here: sent by an object that
     dies with its module) killed a finished command, status -2, its last output unflushed."""

@@ -71,7 +71,7 @@ def test_each_product_is_one_folder():
     products = {p.name for p in SUITE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert products == {"models", "data", "engine", "sweep", "analysis", "bench", "cli"}
     flat = {p.name for p in SUITE.glob("*.py")}
-    assert flat == {"__init__.py", "__main__.py", "config.py", "files.py", "registry.py", "store.py"}
+    assert flat == {"__init__.py", "__main__.py", "config.py", "files.py", "interrupt.py", "registry.py", "store.py"}
     for package in products:
         assert ast.get_docstring(ast.parse((SUITE / package / "__init__.py").read_text())), package
 

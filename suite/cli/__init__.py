@@ -24,6 +24,8 @@ import signal
 import sys
 import threading
 
+from suite.interrupt import forget_caught_interrupt
+
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("suite.cli.train", "train one ViT from a run config and write one run folder"),
@@ -91,9 +93,9 @@ STOPS: list[int] = []  # the SIGINTs and SIGTERMs main's own handlers took durin
 
 
 def _on_stop(signum: int, frame: object) -> None:
-    """Record the signal, then unwind as Python would (SIGINT) or as :class:`Terminated` (SIGTERM). The
-    record outlives the exception: a library may turn it into another one (matplotlib's pybind11
-    converters clear the error an ``__array__`` raised and raise ValueError in its place)."""
+    """Record the signal, then unwind as Python would (SIGINT) or as :class:`Terminated` (SIGTERM). A
+    library may turn that exception into another one raised while handling it: :func:`main` still stops
+    in one line then, and shows any other error as it is."""
     STOPS.append(signum)
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt
 
@@ -122,14 +124,26 @@ def main(argv: list[str] | None = None) -> int:
         return _stopped(argv, signal.SIGTERM)
     except KeyboardInterrupt:  # Ctrl-C, also while a subcommand's libraries load: finished work is kept
         return _stopped(argv, signal.SIGINT)
-    except Exception:
-        if not STOPS:
-            raise
+    except Exception as err:
+        if not STOPS or not _caused_by_stop(err):
+            raise  # a real error, also one after a signal a library swallowed: shown as it is
         return _stopped(argv, STOPS[-1])  # the signal's exception, turned into this one by a library
     finally:  # also for the interrupts a subcommand handles itself (`suite run`, `suite status --watch`)
         if own:
             signal.signal(signal.SIGINT, signal.default_int_handler)
         forget_caught_interrupt()
+
+
+def _caused_by_stop(err: BaseException) -> bool:
+    """Whether ``err`` was raised while the stop's own exception was being handled (the stop is in its
+    ``__context__`` chain, as when a library catches it and raises another error in its place)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, (KeyboardInterrupt, Terminated)):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def _stopped(argv: list[str], signum: int) -> int:
@@ -141,15 +155,6 @@ def _stopped(argv: list[str], signum: int) -> int:
     print(f"\ninterrupted: suite {command} stopped (Ctrl-C)" if command else "\ninterrupted: suite stopped (Ctrl-C)",
           file=sys.stderr)
     return 130
-
-
-def forget_caught_interrupt() -> None:
-    """Keep the exit status main returns after a Ctrl-C. CPython marks a KeyboardInterrupt that leaves
-    code run by ``exec``/``eval`` of a string as unhandled (namedtuple, dataclasses and scipy.stats build
-    functions that way while they load), even when it is caught further up; under ``python -m`` a
-    process so marked kills itself with SIGINT at exit (status -2, not 130). Running a string of no
-    code clears the mark: CPython resets it before each such run and sets it only if one fails."""
-    exec("")
 
 
 def _dispatch(argv: list[str]) -> int:

@@ -128,17 +128,15 @@ _served_stamp: int | None = None  # source_stamp() when the fork server was last
 def _context() -> multiprocessing.context.BaseContext:
     """The fork server's context; spawn where there is no fork server.
 
-    A server outlives its sweep (a notebook's next sweep reuses it), so if the suite's source changed
-    since it imported it, it is stopped first and the next worker starts a new one with the new code;
-    where that cannot be done, workers are spawned instead: never old code."""
+    A server outlives its sweep (a notebook's next sweep reuses it) and keeps the code it imported, and
+    Python has no public way to stop it: once the suite's source changed since the first sweep of this
+    process, workers are spawned instead (slower to start, never old code)."""
     global _served_stamp
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
-    stamp, server = source_stamp(), multiprocessing.forkserver._forkserver
-    if _served_stamp not in (None, stamp) and getattr(server, "_forkserver_pid", None) is not None:
-        if not hasattr(server, "_stop"):  # a private method of CPython's (3.8 to 3.14)
-            return multiprocessing.get_context("spawn")
-        server._stop()
+    stamp = source_stamp()
+    if _served_stamp not in (None, stamp):
+        return multiprocessing.get_context("spawn")
     _served_stamp = stamp
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)  # takes effect when the server starts
