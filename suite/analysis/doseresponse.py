@@ -49,8 +49,11 @@ def firth(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None = None) -> tup
     return beta, cov
 
 
-def firth_fit(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None = None) -> tuple[np.ndarray, float, np.ndarray]:
-    """(coefficients, penalised log-likelihood, covariance) of the Firth fit.
+def firth_fit(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None = None,
+              start: np.ndarray | None = None, tol: float = TOL) -> tuple[np.ndarray, float, np.ndarray]:
+    """(coefficients, penalised log-likelihood, covariance) of the Firth fit, from ``start`` (default 0)
+    until a step moves no coefficient by ``tol`` (1e-5 is ample for a profile: the coefficients' error
+    enters the log-likelihood squared).
 
     Newton-Raphson on the modified score ``X'(y - m p + h (1/2 - p))``, m the trials and h the diagonal
     of the hat matrix ``W^1/2 X (X'WX)^-1 X' W^1/2`` with ``W = m p (1 - p)``, with step halving on the
@@ -68,8 +71,11 @@ def firth_fit(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None = None) ->
         value = float(np.sum(y * eta - m * np.logaddexp(0, eta)) + 0.5 * logdet) if sign > 0 else -math.inf
         return value, p, info
 
-    beta = np.zeros(X.shape[1])
+    beta = np.zeros(X.shape[1]) if start is None else np.asarray(start, float)
     current = state(beta)
+    if start is not None and not math.isfinite(current[0]):  # a warm start out where the information vanished
+        beta = np.zeros(X.shape[1])
+        current = state(beta)
     for _ in range(MAX_ITER):
         value, p, info = current
         inv = np.linalg.inv(info)
@@ -83,59 +89,9 @@ def firth_fit(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None = None) ->
                 break
             t /= 2
         beta, current = beta + t * step, candidate
-        if np.max(np.abs(t * step)) < TOL:
+        if np.max(np.abs(t * step)) < tol:
             break
     return beta, current[0], np.linalg.inv(current[2])
-
-
-def _fit_line(u: np.ndarray, y: np.ndarray, m: np.ndarray, start: tuple[float, float] | None = None,
-              tol: float = 1e-5) -> tuple[float, tuple[float, float]]:
-    """:func:`_fit` for the design ``[1, u]`` in closed form: (penalised log-likelihood, (b0, b1)).
-
-    The profile of :func:`relative_potency` fits this line ~25 times per comparison; the 2x2 algebra
-    written out is 2-3x faster than the general fit (tests check that both agree). ``u`` should be
-    centred (the fit is the same, and far from 0 the intercept saturates the probabilities). ``tol``
-    1e-5 on the coefficients is ample: their error enters the log-likelihood squared. -inf when ``u``
-    is constant (no information on a slope).
-    """
-    def state(b0: float, b1: float):
-        eta = b0 + b1 * u
-        p = expit(eta)
-        w = m * p * (1 - p)
-        s0, s1, s2 = w.sum(), w @ u, w @ (u * u)
-        det = s0 * s2 - s1 * s1  # of the information [[s0, s1], [s1, s2]]
-        value = float(y @ eta - m @ np.logaddexp(0, eta)) + 0.5 * math.log(det) if det > 0 else -math.inf
-        return value, p, w, s0, s1, s2, det
-
-    b0, b1 = start or (0.0, 0.0)
-    current = state(b0, b1)
-    if not math.isfinite(current[0]) and start is not None:
-        b0, b1 = 0.0, 0.0
-        current = state(b0, b1)
-    if not math.isfinite(current[0]):
-        return -math.inf, (0.0, 0.0)
-    for _ in range(MAX_ITER):
-        value, p, w, s0, s1, s2, det = current
-        i00, i01, i11 = s2 / det, -s1 / det, s0 / det  # the inverse information
-        h = w * (i00 + 2 * i01 * u + i11 * u * u)
-        r = y - m * p + h * (0.5 - p)
-        g0, g1 = r.sum(), r @ u
-        d0, d1 = i00 * g0 + i01 * g1, i01 * g0 + i11 * g1
-        t = 1.0
-        while t > 1e-6:
-            candidate = state(b0 + t * d0, b1 + t * d1)
-            if candidate[0] >= value - 1e-12:
-                break
-            t /= 2
-        else:  # no step raises the penalised likelihood: at the maximum, or stuck far out from a warm start
-            if start is None:
-                break
-            cold = _fit_line(u, y, m, None, tol)
-            return cold if cold[0] > current[0] else (current[0], (float(b0), float(b1)))
-        b0, b1, current = b0 + t * d0, b1 + t * d1, candidate
-        if max(abs(t * d0), abs(t * d1)) < tol:
-            break
-    return current[0], (float(b0), float(b1))
 
 
 @dataclass(frozen=True)
@@ -249,13 +205,18 @@ def relative_potency(lrs_scheme: Sequence[float], bad_scheme: Sequence[int], lrs
     if np.unique(xa).size < 2 and np.unique(xb).size < 2:
         return Potency(note="each side ran at a single rate: the slope and the shift cannot be told apart")
     x, g, k, n = _grouped(xa, ya, xb, yb)
-    fits: dict[float, tuple[float, tuple[float, float]]] = {}
+    fits: dict[float, tuple[float, np.ndarray]] = {}
 
     def loglik(rho: float) -> float:
         if rho not in fits:
-            near = min(fits, key=lambda r: abs(r - rho)) if fits else None
             u = x - rho * g
-            fits[rho] = _fit_line(u - u.mean(), k, n, None if near is None else fits[near][1])
+            near = min(fits, key=lambda r: abs(r - rho)) if fits else None  # the nearest fit as the start
+            try:
+                beta, value, _ = firth_fit(np.column_stack([np.ones_like(u), u - u.mean()]), k, n,
+                                           None if near is None else fits[near][1], tol=1e-5)
+            except np.linalg.LinAlgError:  # no information on a slope
+                beta, value = np.zeros(2), -math.inf
+            fits[rho] = (value, beta)
         return fits[rho][0]
 
     # the profile can have a second, lower peak (e.g. arms at disjoint rates): scan every shift at which the

@@ -157,8 +157,7 @@ def aggregates(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd
         base = variants.get(baseline)
         for variant, depths in variants.items():
             strata = [np.array([r[0] for r in rs]) for rs in depths.values()]
-            pooled = lambda group: robust.iqm(np.concatenate(group))  # noqa: E731
-            iqm_ci = robust.stratified_bootstrap([strata], pooled)
+            iqm_ci = robust.stratified_bootstrap([strata], lambda group: robust.iqm(np.concatenate(group, axis=-1)))
             pairs, poi, poi_ci = 0, math.nan, (math.nan, math.nan)
             if variant != baseline and base is not None:
                 diffs = []  # per depth: the seed-matched differences

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import statsmodels.api as sm
 
-from suite.analysis.doseresponse import firth_fit, _fit_line, curves_differ, firth, frontier, relative_potency
+from suite.analysis.doseresponse import firth_fit, curves_differ, firth, frontier, relative_potency
 
 
 def _penalised(X, y, b):
@@ -73,13 +73,11 @@ RUNS = [1e-3] * 4 + [2e-3] * 4 + [4e-3] * 4
 CURVE = [0] * 4 + [0, 1, 1, 0] + [1] * 4
 
 
-def test_the_line_fit_in_closed_form_is_the_general_firth_fit():
+def test_grouped_binomial_rows_fit_as_one_row_per_run():
     u = np.log10(RATES) - np.log10(RATES).mean()
     u = np.r_[u, u - 0.4]
     k, m = np.array([0, 1, 2, 3, 4, 4, 0, 0, 1, 1, 3, 4.0]), np.full(12, 4.0)
-    value, (b0, b1) = _fit_line(u, k, m)
     beta, general, _ = firth_fit(np.column_stack([np.ones(12), u]), k, m)
-    assert (b0, b1) == pytest.approx(tuple(beta), abs=1e-6) and value == pytest.approx(general, abs=1e-10)
     rows = np.repeat(np.arange(12), 4)  # the same data as one 0/1 row per run
     y = np.concatenate([[1] * int(c) + [0] * (4 - int(c)) for c in k])
     assert firth(np.column_stack([np.ones(48), u[rows]]), y)[0] == pytest.approx(beta, abs=1e-7)

@@ -26,14 +26,14 @@ def test_probability_of_improvement_by_hand():
 
 def test_stratified_bootstrap_keeps_strata_and_refuses_small_samples():
     strata = [np.array([0.0] * 5), np.array([1.0] * 5)]  # within a stratum nothing varies
-    low, high = robust.stratified_bootstrap([strata], lambda g: float(np.concatenate(g).mean()), n_resamples=200)
+    low, high = robust.stratified_bootstrap([strata], lambda g: np.concatenate(g, axis=-1).mean(axis=-1), n_resamples=200)
     assert low == high == 0.5  # resampling within strata can never change the mix of 0s and 1s
-    again = robust.stratified_bootstrap([strata], lambda g: float(np.concatenate(g).mean()), n_resamples=200)
+    again = robust.stratified_bootstrap([strata], lambda g: np.concatenate(g, axis=-1).mean(axis=-1), n_resamples=200)
     assert again == (low, high)  # seeded
     few = [np.array([0.1, 0.2, 0.3])]
-    assert all(math.isnan(v) for v in robust.stratified_bootstrap([few], lambda g: 0.0))  # 3 < MIN_RUNS
+    assert all(math.isnan(v) for v in robust.stratified_bootstrap([few], lambda g: np.zeros(len(g[0]))))  # 3 < MIN_RUNS
     lonely = [np.arange(12.0), np.array([1.0])]
-    assert all(math.isnan(v) for v in robust.stratified_bootstrap([lonely], lambda g: 0.0))  # a stratum of one
+    assert all(math.isnan(v) for v in robust.stratified_bootstrap([lonely], lambda g: np.zeros(len(g[0]))))  # a stratum of one
 
 
 def test_linear_slope_matches_scipy():
@@ -65,11 +65,18 @@ def test_logistic_slope_difference_equals_separate_fits_and_refuses_separation()
     assert math.isnan(regression.logistic_slope_difference(x, separated, x, k2).estimate)
 
 
-def test_iqm_equals_scipys_trimmed_mean():
+def test_iqm_is_the_mean_of_the_middle_half_and_poi_counts_pairs():
     rng = np.random.default_rng(0)
     for n in (1, 2, 3, 5, 7, 10, 13):
         x = rng.normal(size=n)
-        assert robust.iqm(x) == pytest.approx(float(sps.trim_mean(x, 0.25)))
+        cut = int(n / 4)
+        assert robust.iqm(x) == pytest.approx(float(np.sort(x)[cut:n - cut].mean()))
+    assert robust.iqm([1, 2, 3, 4, 100, 6, 7, 8]) == 5.0
+    xs, ys = [np.array([1.0, 3.0]), np.array([0.0, 2.0, 2.0])], [np.array([2.0]), np.array([2.0, 1.0])]
+    by_hand = np.mean([np.mean([(a > b) + 0.5 * (a == b) for a in x for b in y]) for x, y in zip(xs, ys)])
+    assert robust.probability_of_improvement(xs, ys) == pytest.approx(by_hand)
+    stacked = robust.probability_of_improvement([np.stack([xs[0], xs[0][::-1]])], [ys[0]])  # resamples on axis 0
+    assert stacked == pytest.approx([0.5, 0.5])
 
 
 def test_no_depth_interaction_interval_reaches_past_what_a_slope_can_be(tmp_path):
