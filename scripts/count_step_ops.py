@@ -9,7 +9,7 @@ depend on the width or the batch, so the shapes here are tiny: what matters is t
 and, for a pack, the code path (not N: ``tests/engine/test_pack.py`` checks that).
 
 - ``solo d12``, ``pack d12``: a run's step (``Training.step``) and a pack's (``Pack.step``) at the
-  default ablation's depth, LayerScale, through the engine (scripts/pack_speed.py's set-up);
+  default ablation's depth, LayerScale, through the engine;
 - ``solo d96``: the same at depth 96 (gpu-check's deep steps);
 - ``bench <arm>``: ``suite bench``'s training step at depth 12 (autocast in ``--precision``, fused AdamW),
   and its no-grad forward.

@@ -496,7 +496,7 @@ def held_out_counts(data: DataConfig, val_fraction: float | None = None) -> tupl
 def _check_held_out(d: DataConfig, source: str) -> None:
     """Refuse a held-out split too small for the learning test (suite/engine/outcome.py) to pass even at
     100% accuracy: its runs could only ever be ``failed``."""
-    from suite.engine.outcome import ALPHA, can_pass, smallest_passing  # scipy.special: only when checked
+    from suite.learned import ALPHA, can_pass, smallest_passing  # scipy.special: only when checked
 
     found = held_out_counts(d)
     if found is None:

@@ -1,20 +1,15 @@
-"""Every case of the hostile-input campaign (scripts/hostile.py) ends as it should: a one-line error
+"""Every case of the hostile-input campaign (tests/hostile_cases.py) ends as it should: a one-line error
 (exit 2) or handled (exit 0, the case's check holds); never a traceback, a hang, a silent
-acceptance, a lost step or code run from a results folder. `.venv/bin/python scripts/hostile.py`
+acceptance, a lost step or code run from a results folder. `.venv/bin/python tests/hostile_cases.py`
 prints the same cases as a table. Most cases run in this process through ``suite.cli.main``; those
 whose point is a real process (a time limit, a dying worker, a mounted disk, a memory limit) run in a
 process of their own."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-# Importable by name: a case's own process is handed ``hostile._child`` by reference.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import hostile  # noqa: E402
+import hostile_cases as hostile  # beside this file; a case's own process is handed ``hostile._child`` by reference
 
 CAN_MOUNT = hostile.can_mount()
 

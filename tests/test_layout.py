@@ -1,4 +1,4 @@
-"""The layout keeps its promises: no import circles, library code neither parses arguments nor
+"""The layout keeps its promises: imports only go down the layers, no import circles, library code neither parses arguments nor
 prints, one copy of each shared helper, and the config is usable without torch."""
 
 from __future__ import annotations
@@ -57,6 +57,41 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+# Bottom to top: a module imports only from its own layer or those below (function-level imports too).
+LAYERS = [
+    ("suite.registry", "suite.files", "suite.interrupt", "suite.learned"),
+    ("suite.config",),
+    ("suite.data", "suite.models", "suite.store"),
+    ("suite.engine", "suite.analysis"),
+    ("suite.sweep",),
+    ("suite.bench",),
+    ("suite.cli", "suite.__main__"),
+]
+
+
+def _layer(module: str) -> int | None:
+    return next((i for i, names in enumerate(LAYERS) for n in names if module == n or module.startswith(n + ".")),
+                None)
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in MODULES if m != "suite" and _layer(m) is None] == []
+
+
+def test_imports_only_go_down_the_layers():
+    upward = [f"{m} (layer {_layer(m)}) imports {n} (layer {_layer(n)})" for m, p in MODULES.items()
+              if m != "suite" for n in sorted(_imports(m, p)) if n != "suite" and _layer(n) > _layer(m)]
+    assert upward == []
+
+
+def test_no_module_imports_another_modules_private_names():
+    private = [f"{m}: from {node.module} import {a.name}" for m, p in MODULES.items()
+               for node in ast.walk(ast.parse(p.read_text()))
+               if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("suite")
+               for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert private == []
+
+
 def test_the_graph_check_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
@@ -71,7 +106,7 @@ def test_each_product_is_one_folder():
     products = {p.name for p in SUITE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert products == {"models", "data", "engine", "sweep", "analysis", "bench", "cli"}
     flat = {p.name for p in SUITE.glob("*.py")}
-    assert flat == {"__init__.py", "__main__.py", "config.py", "files.py", "interrupt.py", "registry.py", "store.py"}
+    assert flat == {"__init__.py", "__main__.py", "config.py", "files.py", "interrupt.py", "learned.py", "registry.py", "store.py"}
     for package in products:
         assert ast.get_docstring(ast.parse((SUITE / package / "__init__.py").read_text())), package
 

@@ -180,7 +180,7 @@ def compare(scheme: dict[str, Any], base: dict[str, Any], alpha: float = 0.05) -
     """Cross-fit one cell of a scheme against the baseline's.
 
     Args:
-        scheme: a cell as :func:`suite.analysis.lr._cell` returns it: ``_val`` (rate -> [(seed, score)]
+        scheme: a cell as :func:`suite.analysis.lr.lr_cell` returns it: ``_val`` (rate -> [(seed, score)]
             on the selection split), ``_test_by_lr`` (rate -> {seed: test score or None}) and ``_seeds``
             (every seed with a run, errored ones included: the halves do not move when a run errors).
         base: the baseline's cell, alike.

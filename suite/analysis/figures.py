@@ -39,7 +39,7 @@ from suite.analysis.lr import lr_curves  # noqa: E402
 from suite.analysis.propagation import profiles  # noqa: E402
 from suite.analysis.score import selection_split  # noqa: E402
 from suite.analysis.load import read_curves, run_folder  # noqa: E402
-from suite.analysis.markup import _section_title, fmt_rate, fmt_value, safe, slug  # noqa: E402
+from suite.analysis.markup import section_title, fmt_rate, fmt_value, safe, slug  # noqa: E402
 
 
 def plain(text: Any) -> str:
@@ -633,7 +633,7 @@ def draw_propagation(root: Path, runs: list[dict[str, Any]], frame: pd.DataFrame
 
 def _heading(label: tuple, skeys: list[str], title: str) -> tuple[str, str, str]:
     """A section's name (``train.lr = 0.001``), its file suffix and the figure title that names it."""
-    name = _section_title(label, skeys)
+    name = section_title(label, skeys)
     return name, slug(label, skeys), title + (f" ({name})" if name else "")
 
 

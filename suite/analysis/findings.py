@@ -339,7 +339,7 @@ def regime(runs: list[dict]) -> str:
 def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
     """``## Stability across depth``: per scheme, its frontier at the shallowest and deepest depth, its slope
     on log depth and what the slope says, and where and why its runs first broke at each depth."""
-    from suite.analysis.markup import _section_title
+    from suite.analysis.markup import section_title
 
     fkeys = [k for k in keys if k != LR]
     lines = ["## Stability across depth", "",
@@ -350,7 +350,7 @@ def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str
              "each depth, the lowest rate at which a run ended not ok, its commonest cause and the median largest "
              "attention logit there. Table: tables/stability.md; figures: phase_diagram, frontier_vs_depth.", ""]
     for label, part in sections(frame, fkeys):
-        title = _section_title(label, section_keys(fkeys))
+        title = section_title(label, section_keys(fkeys))
         if title:
             lines += [f"**{title}**", ""]
         for v in variant_order(list(part["variant"]), baseline):

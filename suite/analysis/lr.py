@@ -68,7 +68,7 @@ COLUMNS = [
 ]
 
 
-def _cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
+def lr_cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
     """Everything about one cell's runs, keyed by learning rate; see the module docstring."""
     by_lr: dict[float, list[dict[str, Any]]] = {}
     for r in runs:
@@ -137,7 +137,7 @@ def _best_rate(val: dict[float, dict[Any, float]], seeds: list[Any]) -> float:
     return min(lr for lr, m in means.items() if m == top)
 
 
-def _complete(cell: dict[str, Any]) -> tuple[dict[float, dict[Any, float]], list[Any]]:
+def complete_seeds(cell: dict[str, Any]) -> tuple[dict[float, dict[Any, float]], list[Any]]:
     """A cell's validation scores by rate and seed, and the seeds scored at every rate (val and test)."""
     val = {lr: dict(pairs) for lr, pairs in cell["_val"].items()}
     seeds = set.intersection(*(set(v) for v in val.values())) if val else set()
@@ -148,7 +148,7 @@ def _complete(cell: dict[str, Any]) -> tuple[dict[float, dict[Any, float]], list
 def choice_agreement(cell: dict[str, Any], resamples: int = AGREE_RESAMPLES, seed: int = 0) -> float:
     """How often resampling the cell's seeds (with replacement) and choosing again picks the same best
     rate as all seeds do; nan with fewer than 3 seeds scored at every rate."""
-    val, seeds = _complete(cell)
+    val, seeds = complete_seeds(cell)
     if len(seeds) < 3:
         return math.nan
     rng = np.random.default_rng(seed)
@@ -195,7 +195,7 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
     split = selection_split(runs)
     groups = ordered_groups([r for r in runs if r.get(LR) is not None], rest, baseline)
     ordered = list(groups)
-    cells = {g: _cell(groups[g], split) for g in ordered}
+    cells = {g: lr_cell(groups[g], split) for g in ordered}
     strata: dict[tuple, list[dict[str, Any]]] = {}
     for g in ordered:
         strata.setdefault(g[1:], []).append(cells[g])

@@ -116,7 +116,7 @@ def fmt_rate(x: float) -> str:
     return fmt_value(float(f"{x:.3g}"))
 
 
-def _fmt_ms(x: float) -> str:
+def fmt_ms(x: float) -> str:
     return f"{x:.0f}" if x >= 99.95 else f"{x:#.3g}"  # 3 significant digits: 9.48, 12.0, 123
 
 
@@ -125,7 +125,7 @@ def missing(x: object) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
-def _section_title(label: tuple, skeys: list[str]) -> str:
+def section_title(label: tuple, skeys: list[str]) -> str:
     return ", ".join(f"{k} = {fmt_value(v)}" for k, v in zip(skeys, label))
 
 

@@ -77,11 +77,11 @@ def fitted_arms(arms: dict[Hashable, dict[Hashable, float]],
     keep = {}
     for a, by_seed in arms.items():
         values = np.array(list(by_seed.values()), dtype=float)
-        if values.size < 1 or (values.size > 1 and stats._constant(values)):
+        if values.size < 1 or (values.size > 1 and stats.is_constant(values)):
             continue
         if a != baseline:
             common = [s for s in by_seed if s in base]
-            if len(common) >= 2 and stats._constant(np.array([by_seed[s] - base[s] for s in common])):
+            if len(common) >= 2 and stats.is_constant(np.array([by_seed[s] - base[s] for s in common])):
                 continue
         keep[a] = by_seed
     return keep
@@ -100,7 +100,7 @@ def pooled_difference(d: Sequence[float], sd: float, df: float, alpha: float = 0
     if d.size == 0:
         return stats.NO_DIFFERENCE
     test = f"paired t, pooled SD ({df:g} df)"
-    if stats._constant(d) or not (math.isfinite(sd) and sd > 0 and df >= 1):
+    if stats.is_constant(d) or not (math.isfinite(sd) and sd > 0 and df >= 1):
         return stats.Difference(float(d.mean()), math.nan, math.nan, math.nan, test, int(d.size))
     se = sd * math.sqrt(2.0 / d.size)
     est = float(d.mean())

@@ -141,7 +141,7 @@ def _parse_one(raw: Any, src: str, name: str, variants: list[str], grid: dict[st
         if key not in grid:
             problems.append(f"{src}: {name}.where.{key}: not a grid axis of this ablation; use one of "
                             f"{', '.join(grid) or '(no grid)'}")
-        elif not any(_same(value, v) for v in grid[key]):
+        elif not any(same_value(value, v) for v in grid[key]):
             problems.append(f"{src}: {name}.where.{key}: {value!r} is not in the grid "
                             f"({', '.join(map(str, grid[key]))}); use one of those values")
     endpoint = raw.get("endpoint", "best_lr_score" if LR in grid and LR not in where else "score")
@@ -168,10 +168,10 @@ def _parse_one(raw: Any, src: str, name: str, variants: list[str], grid: dict[st
                             f"`where` keys, e.g. `where: {{model.depth: 48}}, versus: {{model.depth: 12}}`")
             versus = {}
         for key, value in versus.items():
-            if key in grid and not any(_same(value, v) for v in grid[key]):
+            if key in grid and not any(same_value(value, v) for v in grid[key]):
                 problems.append(f"{src}: {name}.versus.{key}: {value!r} is not in the grid "
                                 f"({', '.join(map(str, grid[key]))}); use one of those values")
-        if versus and all(_same(versus[k], where.get(k)) for k in versus):
+        if versus and all(same_value(versus[k], where.get(k)) for k in versus):
             problems.append(f"{src}: {name}.versus: the same cell as `where`; give another value")
         versus = {**where, **versus} if isinstance(versus, dict) else {}
     elif raw.get("versus") is not None:
@@ -194,7 +194,7 @@ def as_list(declared: Primary | list[Primary] | None) -> list[Primary]:
     return [] if declared is None else list(declared) if isinstance(declared, list) else [declared]
 
 
-def _same(a: Any, b: Any) -> bool:
+def same_value(a: Any, b: Any) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
         return math.isclose(float(a), float(b), rel_tol=1e-9)
     return a == b
@@ -299,7 +299,7 @@ class Answer:
 def _runs(runs: list[dict[str, Any]], primary: Primary, variant: str, errors: bool = False,
           where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     return [r for r in runs if r.get("variant") == variant and (errors or r["status"] != "error")
-            and all(_same(r.get(k), v) for k, v in (primary.where if where is None else where).items())]
+            and all(same_value(r.get(k), v) for k, v in (primary.where if where is None else where).items())]
 
 
 def _gains(runs: list[dict[str, Any]], primary: Primary, where: dict[str, Any]) -> list[tuple[Any, float]]:
@@ -321,7 +321,7 @@ def evaluate(runs: list[dict[str, Any]], primary: Primary,
             None for a fixed design.
         alpha: the printed interval's level is ``1 - alpha`` (a family prints each at its Holm step's).
     """
-    from suite.analysis.lr import _cell
+    from suite.analysis.lr import lr_cell
     from suite.analysis.summary import compare_accuracy
 
     looks = rounds if isinstance(rounds, sequential.Looks) else sequential.Looks(tuple(rounds)) if rounds else None
@@ -344,12 +344,12 @@ def evaluate(runs: list[dict[str, Any]], primary: Primary,
         return answer
     if primary.endpoint == "frontier_slope":
         _frontier_slope(answer, [r for r in runs if r["status"] != "error" and all(
-            _same(r.get(k), v) for k, v in primary.where.items())], alpha)
+            same_value(r.get(k), v) for k, v in primary.where.items())], alpha)
         return answer
     everyone = _runs(runs, primary, primary.scheme, True) + _runs(runs, primary, primary.baseline, True)
     if primary.endpoint == "best_lr_score":
         split = selection_split(a + b)
-        ca, cb = (_cell(_runs(runs, primary, v, True), split) for v in (primary.scheme, primary.baseline))
+        ca, cb = (lr_cell(_runs(runs, primary, v, True), split) for v in (primary.scheme, primary.baseline))
         answer.scheme_lr, answer.base_lr = ca["best_lr"], cb["best_lr"]
         answer.scheme_edge, answer.base_edge = ca["best_lr_at_edge"], cb["best_lr_at_edge"]
         answer.selection = crossfit.SENTENCE

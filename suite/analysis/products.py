@@ -17,7 +17,7 @@ import pandas as pd
 
 from suite.analysis import tables as paper
 from suite.analysis.grouping import DEPTH, LR, section_keys, sections
-from suite.analysis.markup import _section_title, safe, slug
+from suite.analysis.markup import section_title, safe, slug
 
 DOCS = "docs/statistics.md"
 
@@ -195,5 +195,5 @@ def _section_names(analysis: Analysis) -> dict[str, str]:
         if not skeys or not set(skeys) <= set(analysis.summary.columns):
             continue
         for label, _ in sections(analysis.summary, keys):
-            out[slug(label, skeys)] = _section_title(label, skeys)
+            out[slug(label, skeys)] = section_title(label, skeys)
     return out

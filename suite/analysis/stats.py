@@ -93,7 +93,7 @@ class Difference:
 NO_DIFFERENCE = Difference(math.nan, math.nan, math.nan, math.nan, "")
 
 
-def _constant(x: np.ndarray) -> bool:
+def is_constant(x: np.ndarray) -> bool:
     """No spread beyond rounding: 0.9 - 0.8 and 0.8 - 0.7 differ in the 17th digit, and a t statistic
     divided by that would report a certainty that no experiment has."""
     return bool(np.ptp(x) <= 1e-9 * max(1.0, float(np.abs(x).max())))
@@ -135,7 +135,7 @@ def paired_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.0
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     if d.size == 0:
         return NO_DIFFERENCE
-    if d.size < 2 or _constant(d):
+    if d.size < 2 or is_constant(d):
         return Difference(float(d.mean()), math.nan, math.nan, math.nan, "paired t", int(d.size))
     low, high = t_interval(d, alpha)
     p = float(sps.ttest_1samp(d, 0.0).pvalue)
@@ -159,7 +159,7 @@ def welch_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05
     if a.size == 0 or b.size == 0:
         return NO_DIFFERENCE
     diff = float(a.mean() - b.mean())
-    if a.size < 2 or b.size < 2 or (_constant(a) and _constant(b)):
+    if a.size < 2 or b.size < 2 or (is_constant(a) and is_constant(b)):
         return Difference(diff, math.nan, math.nan, math.nan, "Welch t")
     res = sps.ttest_ind(a, b, equal_var=False)
     ci = res.confidence_interval(1 - alpha)
@@ -354,7 +354,7 @@ def score_interval(scores: Sequence[float], ok: Sequence[bool], chance: float,
         return (math.nan, math.nan)
     good = x[ok]
     if good.size >= 2:
-        low, high = t_interval(good, alpha) if not _constant(good) else (good[0], good[0])
+        low, high = t_interval(good, alpha) if not is_constant(good) else (good[0], good[0])
         low, high = max(low, chance), min(high, 1.0)
     else:
         low, high = chance, 1.0
@@ -422,6 +422,6 @@ def tost_p(d: Sequence[float], margin: float) -> float:
     from statsmodels.stats.weightstats import ttost_paired
 
     d = np.asarray(d, dtype=float)
-    if d.size < 2 or _constant(d) or not margin > 0:
+    if d.size < 2 or is_constant(d) or not margin > 0:
         return math.nan
     return float(ttost_paired(d, np.zeros_like(d), -margin, margin)[0])

@@ -17,7 +17,7 @@ from suite.analysis.trends import MIN_PAIRS
 from suite.analysis.survival import first_eval_line, uninformative
 from suite.analysis.transfer import DRIFT, reading
 from suite.analysis.grouping import DEPTH, LR, section_keys, sections, sort_value, variant_order
-from suite.analysis.markup import (MD, TEX, Markup, Table, _fmt_ms, _section_title, fmt_rate, fmt_value, missing,
+from suite.analysis.markup import (MD, TEX, Markup, Table, fmt_ms, section_title, fmt_rate, fmt_value, missing,
                                    render_md, render_tex, slug)
 
 ALPHA = 0.05  # marks: Bonferroni-adjusted p below this (the simultaneous interval excludes 0)
@@ -120,7 +120,7 @@ def step_time_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: M
     def cell(r: pd.Series, best: str | None) -> str:
         if missing(r["step_time_ms"]):
             return m.dash
-        ms = _fmt_ms(r["step_time_ms"]) + " ms"
+        ms = fmt_ms(r["step_time_ms"]) + " ms"
         return m.lines([ms, f"{r['n_contended']}/{r['n_timed']} contended"]) if r["n_contended"] else ms
 
     def notes(part: pd.DataFrame) -> list[str]:
@@ -417,7 +417,7 @@ def _row_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup, 
     skeys = section_keys(keys)
     out = []
     for values, part in sections(frame, [k for k in keys if k != DEPTH]):
-        title = _section_title(values, skeys)
+        title = section_title(values, skeys)
         rows = []
         for v in variant_order(list(part["variant"]), baseline):
             r = part[part["variant"] == v].iloc[0]
@@ -503,7 +503,7 @@ def _section_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mark
     skeys = section_keys(keys)
     out = []
     for values, part in sections(frame, keys):
-        title = _section_title(values, skeys)
+        title = section_title(values, skeys)
         corner, columns, rows = _grid(part, keys, baseline, m, cell, best_of)
         if rows:
             out.append(Table(m.esc(caption + (f" ({title})" if title else "")), label + slug(values, skeys),

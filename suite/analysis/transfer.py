@@ -40,7 +40,7 @@ import pandas as pd
 
 from suite.analysis import lrpeak
 from suite.analysis.grouping import DEPTH, LR, ordered_groups
-from suite.analysis.lr import _cell, _complete
+from suite.analysis.lr import lr_cell, complete_seeds
 from suite.analysis.pooled import MIN_SEEDS
 from suite.analysis.score import selection_split
 
@@ -66,7 +66,7 @@ def _arrays(cell: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, l
     every rate, and those seeds; None without such a seed."""
     if "_val" not in cell:
         return None
-    val, seeds = _complete(cell)
+    val, seeds = complete_seeds(cell)
     if not seeds:
         return None
     rates = np.array(sorted(val))
@@ -92,7 +92,7 @@ def _group(by_depth: dict[float, list[dict[str, Any]]], split: str, resamples: i
            rng: np.random.Generator) -> tuple[list[dict[str, Any]], list[lrpeak.Curve]]:
     """The rows of one scheme (one value of the other keys), one per depth, and its validation curves."""
     depths = sorted(by_depth)
-    data = {d: _arrays(_cell(by_depth[d], split)) for d in depths}
+    data = {d: _arrays(lr_cell(by_depth[d], split)) for d in depths}
     rows: list[dict[str, Any]] = []
     boots: dict[float, np.ndarray] = {}  # depth -> best-rate index per resample
     tests: dict[float, np.ndarray] = {}  # depth -> mean test score per rate per resample

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     import dataclasses
 
     from suite.models.flops import train_step_flops
-    from suite.sweep.cost import CostError, _shape, estimate
+    from suite.sweep.cost import CostError, cost_shape, estimate
     from suite.sweep.spec import SpecError, load_ablation
 
     from suite.cli.checks import at_least, at_most, fail
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
             from suite.sweep.cost import measure_step_ms
 
             threads = max(1, (os.cpu_count() or 1) // args.workers)
-            cfg, _ = _shape(ablation.runs[0].cfg)
+            cfg, _ = cost_shape(ablation.runs[0].cfg)
             ms = measure_step_ms(cfg, threads)
             tflops = train_step_flops(cfg.model, cfg.train.batch_size) / (ms / 1e3) / 1e12
             source = (f"measured here: {ms:.1f} ms per step of the first run's shape (depth {cfg.model.depth}) "
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                 return fail(f"--measured {args.measured}: expected MS@DEPTH (MS > 0, DEPTH from 1 to 1000), "
                             f"e.g. 38.5@12")
             ms, depth = float(match.group(1)), int(match.group(2))
-            cfg, _ = _shape(ablation.runs[0].cfg)
+            cfg, _ = cost_shape(ablation.runs[0].cfg)
             model = dataclasses.replace(cfg.model, depth=depth)
             tflops = train_step_flops(model, cfg.train.batch_size) / (ms / 1e3) / 1e12
             source = f"derived from {ms:g} ms per step at depth {depth}"

@@ -28,37 +28,11 @@ on the test split, and its summary says so (``judged_on``). Pure functions of th
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
-from scipy import special  # not scipy.stats: every run imports this, and scipy.stats takes seconds
+from suite.learned import ALPHA, can_pass, learned, smallest_passing  # noqa: F401 (the test, re-exported)
 
-ALPHA = 0.01
 FLOOR = 2.0  # ok needs a final held-out accuracy of at least FLOOR x the largest class share
-
-
-def learned(acc: float, n: int, majority: float, alpha: float = ALPHA) -> bool:
-    """Whether ``acc`` on ``n`` held-out examples beats always guessing the largest class (share
-    ``majority``): ``P(X >= correct) < alpha`` for ``X ~ Binomial(n, majority)``."""
-    if n <= 0:
-        return False
-    correct = round(acc * n)
-    return bool(special.bdtrc(correct - 1, n, majority) < alpha)  # = P(X > correct - 1)
-
-
-def can_pass(n: int, majority: float, alpha: float = ALPHA) -> bool:
-    """Whether a held-out split of ``n`` examples (largest class share ``majority``) can show learning at
-    all: 100% accuracy passes only when ``majority ** n < alpha`` (two balanced classes at 0.01: n >= 7)."""
-    return learned(1.0, n, majority, alpha)
-
-
-def smallest_passing(majority: float, alpha: float = ALPHA) -> int:
-    """The fewest examples at largest class share ``majority`` with which 100% accuracy passes."""
-    if majority <= 0:
-        return 1
-    if majority >= 1:
-        return 0  # never: one class
-    return math.floor(math.log(alpha) / math.log(majority)) + 1
 
 
 def judge(history: Sequence[tuple[int, float]], n: int, majority: float) -> tuple[str, str | None, int | None]:

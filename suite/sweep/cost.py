@@ -41,7 +41,7 @@ class Cost:
         return self.flops / (tflops * 1e12) / 3600
 
 
-def _shape(cfg: RunConfig) -> tuple[RunConfig, int | None]:
+def cost_shape(cfg: RunConfig) -> tuple[RunConfig, int | None]:
     data, m = cfg.data, cfg.model
     if None not in (m.img_size, m.in_chans, m.num_classes) and data.name not in GEOMETRY and data.name != "synthetic":
         return cfg, None  # the config says its shape; its length must come from train.steps
@@ -81,7 +81,7 @@ def estimate(ablation: Ablation) -> Cost:
     """
     steps, flops = 0, 0.0
     for run in ablation.runs:
-        cfg, train = _shape(run.cfg)
+        cfg, train = cost_shape(run.cfg)
         n = run_steps(cfg, train)
         steps += n
         flops += n * train_step_flops(cfg.model, cfg.train.batch_size)
@@ -93,7 +93,7 @@ def measure_step_ms(cfg: RunConfig, threads: int, steps: int = 8, warmup: int = 
     this machine's CPU with ``threads`` threads: the median of ``steps`` timed steps on random data.
 
     Raises:
-        CostError: as :func:`_shape` (a shape unknown before loading).
+        CostError: as :func:`cost_shape` (a shape unknown before loading).
     """
     import statistics
     import time
@@ -102,7 +102,7 @@ def measure_step_ms(cfg: RunConfig, threads: int, steps: int = 8, warmup: int = 
 
     from suite.models import build_model
 
-    cfg, _ = _shape(cfg)
+    cfg, _ = cost_shape(cfg)
     m = cfg.model
     before = torch.get_num_threads()
     torch.set_num_threads(threads)

@@ -37,13 +37,13 @@ def estimate_text(ablation: Ablation, todo: list[Run], n: int, threads: int, dev
     propagation sweep, a dataset of unknown size, a model too large to time here)."""
     from suite.config import approx_params
     from suite.models.flops import train_step_flops
-    from suite.sweep.cost import CostError, _shape, estimate
+    from suite.sweep.cost import CostError, cost_shape, estimate
 
     if not todo or any(r.kind != "train" for r in todo):
         return None
     try:
         cost = estimate(dataclasses.replace(ablation, runs=todo))
-        cfg, _ = _shape(todo[0].cfg)
+        cfg, _ = cost_shape(todo[0].cfg)
     except CostError:
         return None
     if device == "cpu":

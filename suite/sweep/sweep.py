@@ -13,6 +13,7 @@ import collections
 import contextlib
 import copy
 import dataclasses
+import math
 import os
 import signal
 import time
@@ -152,16 +153,16 @@ def _record_ablation(out: Path, ablation: Ablation, run_ids: list[str]) -> None:
 
 
 def _check(opts: SweepOptions) -> None:
-    from suite.cli.checks import at_least, at_most
-
     for f in dataclasses.fields(opts):  # the limits the flags state, for callers that pass no flags
-        value, choices = getattr(opts, f.name), f.metadata.get("choices")
-        if choices and value is not None and value not in choices:
-            raise RunnerError(f"--{f.name.replace('_', '-')} {value}: unknown; use {', '.join(choices)}")
-        problem = ("min" in f.metadata and at_least(opts, f.metadata["min"], f.name)
-                   or "max" in f.metadata and at_most(opts, f.metadata["max"], f.name))
-        if problem:
-            raise SpecError([problem])
+        value, meta, flag = getattr(opts, f.name), f.metadata, "--" + f.name.replace("_", "-")
+        if value is None:
+            continue
+        if meta.get("choices") and value not in meta["choices"]:
+            raise RunnerError(f"{flag} {value}: unknown; use {', '.join(meta['choices'])}")
+        if "min" in meta and not (math.isfinite(value) and value >= meta["min"]):
+            raise SpecError([f"{flag} {value}: must be >= {meta['min']:g}"])
+        if "max" in meta and value > meta["max"]:
+            raise SpecError([f"{flag} {value}: must be <= {meta['max']:g}"])
 
 
 def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Placement, int]:

@@ -40,10 +40,10 @@ def rounds_for(initial: int, max_seeds: int) -> list[int]:
 
 def errored_runs(runs: list[dict[str, Any]], primary: Any, seeds: list[int]) -> int:
     """Runs of the compared cells (both sides, ``seeds`` only) whose status is ``error``."""
-    from suite.analysis.primary import _same
+    from suite.analysis.primary import same_value
 
     return sum(r["status"] == "error" and r.get("variant") in (primary.scheme, primary.baseline)
-               and r.get("seed") in seeds and all(_same(r.get(k), v) for k, v in primary.where.items()) for r in runs)
+               and r.get("seed") in seeds and all(same_value(r.get(k), v) for k, v in primary.where.items()) for r in runs)
 
 
 def _design_file(out: Path, rounds: list[int], seeds: list[int]) -> dict[str, Any]:

@@ -69,14 +69,14 @@ def test_cli_prints_hours_and_rejects_bad_input(tmp_path, capsys):
 
 def test_cait_depth_follows_the_recipe_its_comment_states():
     """Batch-scaled learning rate, 5 warm-up epochs counted on the split the runs train on, uniform drop-path."""
-    from suite.sweep.cost import _shape, run_steps
+    from suite.sweep.cost import cost_shape, run_steps
 
     ablation = load_ablation(ROOT / "ablations" / "cait_depth_tune.yaml")
     base = ablation.resolved["base"]["train"]
     assert base["lr"] == pytest.approx(5e-4 * base["batch_size"] / 512)  # the grid sweeps around it
     assert any(lr == pytest.approx(base["lr"]) for lr in ablation.grid["train.lr"])
     for run in ablation.runs:
-        cfg, train_size = _shape(run.cfg)
+        cfg, train_size = cost_shape(run.cfg)
         tc = cfg.train
         per_epoch = -(-train_size // tc.batch_size)
         assert (train_size, tc.warmup_steps) == (45_000, 5 * per_epoch)

@@ -8,7 +8,7 @@ import torch
 
 from suite.models.flops import train_step_flops
 from suite.sweep import eta
-from suite.sweep.cost import _shape, estimate
+from suite.sweep.cost import cost_shape, estimate
 from suite.sweep.spec import load_ablation
 
 from test_runner import SMOKE
@@ -27,7 +27,7 @@ def test_on_gpus_the_estimate_is_suite_cost_s_at_its_assumed_throughput():
 def test_on_the_cpu_the_throughput_is_measured_here(monkeypatch):
     ablation = load_ablation(SMOKE)
     seen = []
-    cfg, _ = _shape(ablation.runs[0].cfg)
+    cfg, _ = cost_shape(ablation.runs[0].cfg)
     flops = train_step_flops(cfg.model, cfg.train.batch_size)
     ms = 1e3 * 12 * 60 * 2 * flops / estimate(ablation).flops  # the step time that makes 12 min on 2 workers
     monkeypatch.setattr(eta, "_measure", lambda cfg, threads: seen.append(threads) or ms)
@@ -54,7 +54,7 @@ def test_no_estimate_where_suite_cost_has_none(monkeypatch):
 
 def test_measuring_leaves_the_caller_s_random_state_and_threads_alone():
     ablation = load_ablation(SMOKE)
-    cfg, _ = _shape(ablation.runs[0].cfg)
+    cfg, _ = cost_shape(ablation.runs[0].cfg)
     torch.manual_seed(1234)
     expected = torch.rand(3)
     torch.manual_seed(1234)

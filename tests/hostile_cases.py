@@ -13,7 +13,7 @@ once. Either way the verdict is one of:
 - ``traceback``, ``hang``, ``silently accepted`` (exit 0 where an error was due), ``wrong outcome``
   (a check failed: data lost, code executed, ...).
 
-Run it: ``.venv/bin/python scripts/hostile.py [WORD ...]`` prints a table of every case (or of those
+Run it: ``.venv/bin/python tests/hostile_cases.py [WORD ...]`` prints a table of every case (or of those
 whose name contains a WORD) and exits 1 unless each ends as it should. ``tests/test_hostile.py`` runs
 the same cases one by one.
 """

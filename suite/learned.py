@@ -1,0 +1,38 @@
+"""The learning test: did a model beat always guessing the largest class on held-out data?
+
+A one-sided exact binomial test of the number correct against ``n`` trials at the largest class share,
+at :data:`ALPHA` = 0.01 (:mod:`suite.engine.outcome` judges runs with it; ``suite.config`` refuses a
+held-out split too small for it to pass). Pure functions; scipy.special only (scipy.stats takes seconds).
+"""
+
+from __future__ import annotations
+
+import math
+
+from scipy import special
+
+ALPHA = 0.01
+
+
+def learned(acc: float, n: int, majority: float, alpha: float = ALPHA) -> bool:
+    """Whether ``acc`` on ``n`` held-out examples beats always guessing the largest class (share
+    ``majority``): ``P(X >= correct) < alpha`` for ``X ~ Binomial(n, majority)``."""
+    if n <= 0:
+        return False
+    correct = round(acc * n)
+    return bool(special.bdtrc(correct - 1, n, majority) < alpha)  # = P(X > correct - 1)
+
+
+def can_pass(n: int, majority: float, alpha: float = ALPHA) -> bool:
+    """Whether a held-out split of ``n`` examples (largest class share ``majority``) can show learning at
+    all: 100% accuracy passes only when ``majority ** n < alpha`` (two balanced classes at 0.01: n >= 7)."""
+    return learned(1.0, n, majority, alpha)
+
+
+def smallest_passing(majority: float, alpha: float = ALPHA) -> int:
+    """The fewest examples at largest class share ``majority`` with which 100% accuracy passes."""
+    if majority <= 0:
+        return 1
+    if majority >= 1:
+        return 0  # never: one class
+    return math.floor(math.log(alpha) / math.log(majority)) + 1
