@@ -490,3 +490,41 @@ def test_a_sweep_whose_largest_run_cannot_fit_in_memory_is_refused_before_anythi
     assert len(err) == 1 and "depth=2" in err[0] and "needs at least" in err[0]  # the largest run is named
     assert not out.exists()
     assert main(["run", str(SMOKE), "--out", str(out), "--dry-run", *ARGS]) == 0  # a dry run allocates nothing
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="signals a process group")
+def test_sigterm_to_the_whole_group_checkpoints_the_run_in_flight_and_the_next_run_resumes_it(tmp_path):
+    """Slurm's time limit and `timeout` signal the whole process group: the fork server died of it and took
+    its workers with it (their parent-death signal), so the run in flight left no checkpoint."""
+    ablation = tmp_path / "long.yaml"
+    ablation.write_text(SMOKE.read_text().replace("steps: 30", "steps: 3000").replace("model.depth: [1, 2]",
+                                                                                      "model.depth: [1]")
+                        .replace("seeds: 2", "seeds: 1"))
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env.pop(CRASH_ENV, None)
+    proc = subprocess.Popen([sys.executable, "-m", "suite", "run", str(ablation), "--out", str(out), "--workers", "1",
+                             "--only", "variant=preln", *ARGS], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # until the run has logged a few steps
+            logs = list(out.glob("runs/*/metrics.jsonl"))
+            if logs and logs[0].read_text().count('"kind": "train"') >= 3:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the run never started: " + proc.stderr.read())
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=120)
+        folder = logs[0].parent
+        assert (folder / "checkpoint.pt").is_file() and not (folder / "summary.json").exists()
+        events = [json.loads(line) for p in (out / "workers").glob("*.jsonl") for line in p.read_text().splitlines()]
+        assert [e.get("reason") for e in events if e["event"] == "stop"] == ["preempted"]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert main(["run", str(ablation), "--out", str(out), "--workers", "1", "--only", "variant=preln", *ARGS]) == 0
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] in ("ok", "failed") and summary["resumed_at"] and summary["resumed_at"][0] > 0
