@@ -296,6 +296,9 @@ def parse_overrides(items: typing.Sequence[str], source: str = "command line") -
             dotted[key.strip()] = yaml.safe_load(raw)
         except yaml.YAMLError as err:
             raise ConfigError(f"{source}: cannot read the value of '{key}': {err}") from None
+        except ValueError:  # an integer of more digits than Python converts (4,300)
+            raise ConfigError(f"{source}: {key.strip()}: the value has {len(raw.strip())} characters, too long "
+                              f"a number; give a value in the key's range") from None
     return nest(dotted)
 
 
@@ -320,6 +323,9 @@ def read_yaml(path: str | Path) -> Any:
         return yaml.safe_load(text) or {}
     except RecursionError:
         raise ConfigError(f"{path}: nested too deeply to read; an ablation or config is a few levels deep") from None
+    except ValueError as err:  # PyYAML's int() of a number longer than Python converts (4,300 digits)
+        raise ConfigError(f"{path}: a number too long to read ({str(err).split(';')[0]}); write a value in "
+                          f"the key's range") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""

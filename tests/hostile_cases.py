@@ -673,6 +673,25 @@ def _says(*words: str) -> Callable[[Path, subprocess.CompletedProcess], str | No
     return lambda d, p: next((f"the error does not mention {w!r}" for w in words if w not in p.stderr), None)
 
 
+def _claims_damaged(how: str) -> Callable[[Path], list[str]]:
+    """A smoke results folder with nothing run yet and a damaged claims/ or workers/ (``how``: ``folder`` a
+    claim that is a folder, ``pid`` a claim whose pid no process can have, ``workers`` workers/ a file)."""
+    def setup(d: Path) -> list[str]:
+        out = _pending_sweep(d)
+        first = smoke_run_ids(d)[0]
+        if how == "folder":
+            (out / "claims" / f"{first}.json").mkdir(parents=True)
+        elif how == "pid":
+            import socket
+            write(out / "claims" / f"{first}.json", json.dumps({"owner": "x", "host": socket.gethostname(),
+                                                                "pid": 10**30, "token": "t", "attempt": 1}))
+            return ["status", str(out)]
+        else:
+            write(out / "workers", "")
+        return first_smoke_run(d)
+    return setup
+
+
 ALIAS_BOMB = "name: bomb\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10)) + "description: *a9\n"
 
@@ -871,6 +890,22 @@ CASES: list[Case] = [
          process=True, timeout=60, memory_mb=4096),
     Case("YAML nested 100,000 deep", "traceback", "error", _file_then(["validate", "{f}"], "name: " + DEEP_JSON + "\n"),
          _says("nested")),
+    # round four (issue 51): numbers too long for int(), names too long for a path, nested values, damaged claims
+    Case("5000-digit integer in an override", "traceback", "error",
+         _argv("train", *TINY[:-2], "model.depth=" + "9" * 5000, "--out", "{d}/run"), _says("model.depth")),
+    Case("5000-digit integer in an ablation", "traceback", "error",
+         _file_then(["validate", "{f}"], BASE_ABLATION + "grid: {model.depth: [1, " + "9" * 5000 + "]}\n"),
+         _says("too long")),
+    Case("5000-digit integer in --only", "traceback", "error",
+         lambda d: [*first_smoke_run(d)[:-2], "--only", "model.depth=" + "9" * 5000, "--dry-run"], _says("--only")),
+    Case("first key=value over 255 characters", "traceback", "error",
+         _argv("train", "a" * 300 + "=1", "--out", "{d}/run"), _says("unknown key")),
+    Case("exclude entry with a nested list", "traceback", "error",
+         _file_then(["validate", "{f}"], BASE_ABLATION + "exclude:\n  - {variant: [[a]]}\n"),
+         _says("exclude[0].variant")),
+    Case("a claim that is a folder", "traceback", "error", _claims_damaged("folder"), _says("claim")),
+    Case("a claim with pid 10^30: status", "traceback", "ok", _claims_damaged("pid")),
+    Case("workers/ is a file", "late error", "error", _claims_damaged("workers"), _says("workers")),
     Case("YAML over 1 MiB", "hang", "error", _file_then(["validate", "{f}"], "name: x\ndescription: " + "a" * (2 << 20) + "\n"),
          _says("larger than")),
 ]

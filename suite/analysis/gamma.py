@@ -53,7 +53,7 @@ def gamma_table(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.D
         if blocks.empty:
             continue
         blocks = blocks[blocks["step"].isin(log_steps(blocks["step"].astype(int).tolist()))]
-        blocks = blocks.assign(**dict(zip(keys, group_of(r, keys))))
+        blocks = blocks.assign(**{k: [v] * len(blocks) for k, v in zip(keys, group_of(r, keys))})  # a tuple too
         parts.append(blocks)
     if not parts:
         return None

@@ -59,6 +59,13 @@ def writable_dir(path: str | Path, flag: str) -> str | None:
 def file_and_overrides(path: str | None, overrides: list[str]) -> tuple[str | None, list[str]]:
     """``suite train`` / ``suite config``'s optional FILE and ``key=value`` list: a first argument that is
     an override (it has ``=`` and names no file) joins the overrides, and there is no file."""
-    if path is not None and "=" in path and not Path(path).exists():
+    if path is not None and "=" in path and not _exists(path):
         return None, [path, *overrides]
     return path, list(overrides)
+
+
+def _exists(path: str) -> bool:
+    try:
+        return Path(path).exists()
+    except OSError:  # a name longer than the file system takes (255 bytes): not a file
+        return False

@@ -130,7 +130,10 @@ def same_process(pid: int, started: object) -> bool:
 
 
 def alive(pid: int) -> bool:
-    """Whether process ``pid`` of this host runs (a zombie does not; another user's does)."""
+    """Whether process ``pid`` of this host runs (a zombie does not; another user's does). A pid no process
+    can have (from a damaged claim) runs nowhere."""
+    if not 0 < pid < 2**31:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

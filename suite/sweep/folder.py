@@ -82,6 +82,14 @@ def check_out(out: Path, ablation: Ablation) -> None:
         raise RunnerError(f"{out}: is a file, not a folder; pass --out DIR with a folder for the results")
     for name in FOLDERS:
         store.no_link(out / name)
+        if (out / name).exists() and not (out / name).is_dir():
+            raise RunnerError(f"{out / name}: a file where the sweep keeps a folder; move it away and run the "
+                              f"same command again")
+    if (out / "claims").is_dir():
+        for entry in os.scandir(out / "claims"):
+            if not entry.is_file(follow_symlinks=False):
+                raise RunnerError(f"{entry.path}: not a plain file where a run's claim belongs; remove it and run "
+                                  f"the same command again")
     if (out / "runs").is_dir():
         for entry in os.scandir(out / "runs"):
             store.check_run_folder(Path(entry.path))

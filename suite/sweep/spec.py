@@ -490,6 +490,11 @@ def _normalise_condition(cond: dict[str, Any], src: str, where: str, variants: d
     out: dict[str, list[Any]] = {}
     for key, value in cond.items():
         values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, (list, dict)) for v in values):
+            problems.append(f"{src}: {where}{key}: expected a value or a list of values, got {value!r:.60}; "
+                            f"e.g. {{{key}: [a, b]}}")
+            out[key] = []  # matches no run: no second, misleading problem about what it would remove
+            continue
         if key in RESERVED:
             problems += [f"{src}: {where}variant: '{v}' is not a variant{did_you_mean(str(v), variants)}; variants: "
                          f"{', '.join(variants)}" for v in values if key == "variant" and v not in variants]
@@ -533,8 +538,9 @@ def parse_only(exprs: list[str], ablation: Ablation) -> list[dict[str, list[Any]
             else:
                 try:
                     cond[key] = yaml.safe_load(raw)
-                except yaml.YAMLError:
-                    problems.append(f"--only: {key}: cannot read the value '{raw}'; quote it or fix its syntax")
+                except (yaml.YAMLError, ValueError):  # ValueError: an integer of more than 4,300 digits
+                    problems.append(f"--only: {key}: cannot read the value '{raw[:40]}"
+                                    f"{'...' if len(raw) > 40 else ''}'; quote it or give a value in the key's range")
         filters.append(_normalise_condition(cond, "--only", "", dict.fromkeys(ablation.variants), problems))
     if problems:
         raise SpecError(problems)
