@@ -51,14 +51,18 @@ def load_runs(run_dir: str | Path, from_csv: bool = False) -> list[dict[str, Any
         raise AnalysisError(f"{root}: no such folder; pass a folder of runs, e.g. results/<ablation>")
     runs = []
     for path in sorted(root.rglob(store.SUMMARY)):
+        name = path.parent.relative_to(root).as_posix()
         summary, problem = _read_summary(path)
+        if not problem and (not name.isprintable() or any("\udc80" <= c <= "\udcff" for c in name)):
+            problem = "its folder's name is not printable UTF-8 text (a run folder is named by its run id)"
+            path = Path(ascii(str(path))[1:-1])  # the warning names it without the bytes that broke it
         if problem:
             warnings.warn(f"{path}: skipped: {problem}; delete its run folder and `suite run` runs it again",
                           AnalysisWarning)
             continue
         if summary.get("variant") is None:
             summary["variant"] = summary.get("model.residual")
-        summary["run_dir"] = path.parent.relative_to(root).as_posix()
+        summary["run_dir"] = name
         runs.append(summary)
     if from_csv and (root / RUNS_CSV).is_file():
         runs = _merge_csv(root, runs)

@@ -215,10 +215,11 @@ def href_ok(url: str) -> bool:
     return not path.startswith("/") and ".." not in path.split("/")
 
 
-def link(path: str) -> str | None:
+def link(path: str, anchor: bool = True) -> str | None:
     """The href of ``path`` (relative to the results folder, ``/``-separated), percent-encoded, or None
-    when :func:`href_ok` refuses it: then it is shown as text, not as a link."""
-    url = quote(path, safe="/#")
+    when :func:`href_ok` refuses it: then it is shown as text, not as a link. ``anchor``: a ``#`` starts
+    a fragment (docs/x.md#y); else it is part of a file name (a run folder named ``x#y``)."""
+    url = quote(path, safe="/#" if anchor else "/")
     return url if href_ok(url) else None
 
 

@@ -279,9 +279,9 @@ def _run_list(root: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
         acc, steps = r.get("test_acc"), r.get("steps_done")
         rows.append({
             "id": str(r.get("run_id")),
-            "href": markup.link(f"{rel}/config.yaml") if inside and (folder / "config.yaml").is_file() else None,
+            "href": markup.link(f"{rel}/config.yaml", anchor=False) if inside and (folder / "config.yaml").is_file() else None,
             "curve": _sparkline(folder) if inside else "",
-            "curve_href": markup.link(f"{rel}/metrics.jsonl") if inside and (folder / "metrics.jsonl").is_file() else None,
+            "curve_href": markup.link(f"{rel}/metrics.jsonl", anchor=False) if inside and (folder / "metrics.jsonl").is_file() else None,
             "cells": [str(r["variant"]), *(markup.fmt_value(r.get(k)) for k in config_keys), str(r.get("seed"))],
             "status": str(r["status"]),
             "tail": ["" if markup.missing(acc) else f"{100 * float(acc):.1f}%",

@@ -123,3 +123,16 @@ def test_validate_names_no_data_when_the_data_is_not_here(capsys):
     paper = Path(__file__).resolve().parents[2] / "ablations" / "paper_tune.yaml"
     assert main(["validate", str(paper)]) == 2
     assert "`suite validate --no-data`" in capsys.readouterr().err
+
+
+def test_a_run_folder_named_with_a_hash_links_to_itself_and_one_not_utf8_is_skipped(tmp_path):
+    from suite.analysis.report import write_report
+
+    root = folder(tmp_path)
+    first, second = sorted((root / "runs").iterdir())[:2]
+    first.rename(root / "runs" / "x#y")
+    second.rename(root / "runs" / "bad\udcff")  # os.fsdecode of the byte 0xff: a name that is not UTF-8
+    with pytest.warns(AnalysisWarning, match=r"bad\\udcff/summary.json: skipped: its folder's name is not printable"):
+        analyze(root, figures=False)
+    page = write_report(root).read_text()
+    assert 'href="runs/x%23y/metrics.jsonl"' in page and "runs/x#y" not in page
