@@ -372,9 +372,9 @@ def _compare(root: Path, other: Path, warn: Callable[[str], None] = lambda line:
 
 
 def _cell_keys(summary: pd.DataFrame) -> list[str]:
-    """The keys that name a cell of a summary table (its columns before ``is_baseline``)."""
-    cols = list(summary.columns)
-    return cols[: cols.index("is_baseline")] if "is_baseline" in cols else []
+    """The keys that name a cell of a summary table, wherever its columns stand: ``variant``, the config keys
+    (dotted names) and ``packed``."""
+    return [c for c in summary.columns if c in ("variant", "packed") or "." in str(c)]
 
 
 def _ablation(root: Path) -> dict[str, Any] | None:
@@ -422,7 +422,7 @@ def moved_cells(mine: pd.DataFrame, theirs: pd.DataFrame, alpha: float = 0.05) -
     need = {"is_baseline", "acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high"}
     if mine.empty or theirs.empty or not need <= set(mine.columns) or not need <= set(theirs.columns):
         return pd.DataFrame()
-    keys = [c for c in mine.columns[: list(mine.columns).index("is_baseline")] if c in theirs.columns]
+    keys = [c for c in _cell_keys(mine) if c in theirs.columns]
     cols = keys + ["acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high"]
     merged = mine[cols].merge(theirs[cols], on=keys, how="outer", suffixes=("", "_other"), indicator=True)
     merged["diff"] = merged["acc_mean"] - merged["acc_mean_other"]
@@ -450,7 +450,7 @@ def _moved_cells_view(mine: pd.DataFrame, theirs: pd.DataFrame, name: str, other
     cells = moved_cells(mine, theirs)
     if cells.empty:
         return None
-    keys = list(cells.columns[: list(cells.columns).index("acc_n")])
+    keys = [c for c in _cell_keys(cells) if not str(c).endswith("_other")]
 
     def score(m: Any, lo: Any, hi: Any) -> str:
         return "" if markup.missing(m) else f"{100 * m:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
@@ -461,6 +461,7 @@ def _moved_cells_view(mine: pd.DataFrame, theirs: pd.DataFrame, name: str, other
               "" if markup.missing(r["diff"]) else f"{100 * r['diff']:+.1f}",
               "" if markup.missing(r["p"]) else f"{r['p']:.3f}"], str(r["change"])) for _, r in cells.iterrows()]
     return {"n_moved": int((cells["change"] == "moved").sum()), "n": len(cells), "rows": rows,
+            "n_both": int((~cells["change"].isin(["new", "gone"])).sum()),
             "head": [*keys, f"score {other}", f"score {name}", "difference", "Welch p", "change"]}
 
 
@@ -505,7 +506,7 @@ figure{margin:.6em 0} figcaption{color:#555;font-size:13px} details{margin:.8em 
 _ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 PAGE = _ENV.from_string("""<!DOCTYPE html>
 <html lang="en"><head><meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'">
-<meta charset="utf-8"><title>{{ title }}: report</title><meta name="viewport" content="width=device-width, initial-scale=1"><style>{{ css }}</style></head>
+<meta charset="utf-8"><title>{{ title }}: {{ "comparison" if compare else "report" }}</title><meta name="viewport" content="width=device-width, initial-scale=1"><style>{{ css }}</style></head>
 <body>
 {% macro a(href, text) %}{% if href %}<a href="{{ href }}">{{ text }}</a>{% else %}{{ text }}{% endif %}{% endmacro %}
 <h1>{{ title }}: report</h1>
@@ -534,7 +535,7 @@ PAGE = _ENV.from_string("""<!DOCTYPE html>
 </tbody></table>
 <h3>Cells of tables/summary.csv</h3>
 {% if compare.cells %}
-<p>{{ compare.cells.n_moved }} of {{ compare.cells.n }} cells moved: Welch's t-test between the two folders' runs of a cell, p < 0.05, not adjusted for the {{ compare.cells.n }} cells (a screen for what to look at, not a verdict). Score: mean test score in percent [95% interval].</p><table><thead><tr>
+{% if compare.cells.n_both %}<p>{{ compare.cells.n_moved }} of the {{ compare.cells.n_both }} cells in both folders moved: Welch's t-test between the two folders' runs of a cell, p < 0.05, not adjusted for the {{ compare.cells.n_both }} cells (a screen for what to look at, not a verdict). Score: mean test score in percent [95% interval].</p>{% else %}<p>No cell is in both folders ({{ compare.cells.n }} cells in one only): nothing to compare cell by cell.</p>{% endif %}<table><thead><tr>
 {%- for h in compare.cells.head %}<th>{{ h }}</th>{% endfor %}</tr></thead><tbody>
 {% for values, change in compare.cells.rows %}
 <tr>{% for v in values %}<td>{{ v }}</td>{% endfor %}<td><span class="ch-{{ change }}">{{ change }}</span></td></tr>

@@ -97,7 +97,24 @@ def test_compare_names_the_changed_keys_and_the_cells_that_moved(analysed, tmp_p
     assert "<code>seeds</code></td><td>5</td><td>3</td>" in part
     assert re.search(r"<td>layerscale</td><td>12</td><td>0.001</td><td>61.0 \[[^<]*</td><td>91.0 \[[^<]*</td>"
                      r"<td>\+30.0</td><td>0.000</td><td><span class=\"ch-moved\">moved</span>", part)
-    assert "1 of " in part and " cells moved" in part
+    assert "1 of the " in part and " cells in both folders moved" in part
+    assert "<title>demo: comparison</title>" in page
+
+
+def test_compare_reads_cells_wherever_the_columns_stand_and_says_when_none_is_shared(analysed, tmp_path):
+    other = folder(tmp_path / "other", DECLARED, SCORES)
+    analyze(other, figures=False)
+    table = other / "tables" / "summary.csv"
+    frame = pd.read_csv(table)
+    frame = frame[["is_baseline", *[c for c in frame.columns if c != "is_baseline"]]]  # the baseline flag first
+    frame.to_csv(table, index=False)
+    assert main(["report", str(analysed), "--compare", str(other)]) == 0
+    part = (analysed / "compare.html").read_text()
+    assert " cells in both folders moved" in part
+    frame["variant"] = "another-" + frame["variant"]  # no cell in both
+    frame.to_csv(table, index=False)
+    assert main(["report", str(analysed), "--compare", str(other)]) == 0
+    assert "No cell is in both folders" in (analysed / "compare.html").read_text()
 
 
 def test_moved_cells_is_welchs_test_per_cell():
