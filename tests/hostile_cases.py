@@ -673,6 +673,10 @@ def _says(*words: str) -> Callable[[Path, subprocess.CompletedProcess], str | No
     return lambda d, p: next((f"the error does not mention {w!r}" for w in words if w not in p.stderr), None)
 
 
+def TINY_ARGV() -> list[str]:  # noqa: N802 (a constant's shape)
+    return ["train", *TINY]
+
+
 def _claims_damaged(how: str) -> Callable[[Path], list[str]]:
     """A smoke results folder with nothing run yet and a damaged claims/ or workers/ (``how``: ``folder`` a
     claim that is a folder, ``pid`` a claim whose pid no process can have, ``workers`` workers/ a file)."""
@@ -906,6 +910,9 @@ CASES: list[Case] = [
     Case("a claim that is a folder", "traceback", "error", _claims_damaged("folder"), _says("claim")),
     Case("a claim with pid 10^30: status", "traceback", "ok", _claims_damaged("pid")),
     Case("workers/ is a file", "late error", "error", _claims_damaged("workers"), _says("workers")),
+    *[Case(f"suite train --out a sweep's {where}", "late error", "error",
+           lambda d, where=where: [*TINY_ARGV(), "--out", str(_pending_sweep(d) / ("runs" if where == "runs/" else ""))],
+           _says("not a run folder")) for where in ("results folder", "runs/")],
     Case("YAML over 1 MiB", "hang", "error", _file_then(["validate", "{f}"], "name: x\ndescription: " + "a" * (2 << 20) + "\n"),
          _says("larger than")),
 ]

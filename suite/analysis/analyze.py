@@ -23,7 +23,7 @@ from suite.analysis import markup as tables
 from suite.analysis import coprimary, gamma, primary, products
 from suite.analysis import tables as paper
 from suite.analysis.grouping import choose_baseline, group_keys
-from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
+from suite.analysis.load import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, load_runs
 from suite.analysis.findings import findings
 from suite.analysis.lr import lr_table
 from suite.analysis.propagation import KIND, is_propagation, summary_frame
@@ -190,7 +190,7 @@ def _check_no_row_lost(root: Path, runs: list[dict], force: bool) -> None:
     from suite import files
 
     try:
-        before = {row.get("run_id") for row in csv.DictReader(io.StringIO(files.read_text(root / "runs.csv")))}
+        before = {row.get("run_id") for row in csv.DictReader(io.StringIO(files.read_text(root / "runs.csv", RUNS_CSV_BYTES)))}
     except (OSError, ValueError, csv.Error):
         return
     lost = sorted(str(i) for i in before - {str(r.get("run_id")) for r in runs} if i)

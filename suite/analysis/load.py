@@ -125,6 +125,9 @@ def _read_summary(path: Path) -> tuple[dict[str, Any], str | None]:
 
 
 RUNS_CSV = "runs.csv"
+# runs.csv is read up to this size: 4 KiB a row (a row is ~1.5 KiB) at the most runs an ablation may have
+# (suite.sweep.spec.MAX_RUNS, 100,000), so every runs.csv the suite writes reads back.
+RUNS_CSV_BYTES = 4096 * 100_000
 DERIVED = ("score", "val_score")  # columns runs.csv adds to the summaries' fields (recomputed when read back)
 TEXT_FIELDS = frozenset({  # summary fields that hold text even when it looks like a number (a run id "1234")
     "run_id", "ablation", "variant", "run_dir", "status", "git_commit", "hostname", "device", "device_name",
@@ -154,7 +157,7 @@ def runs_from_csv(path: Path) -> list[dict[str, Any]]:
     from suite.config import RunConfig, flatten, to_dict
 
     try:
-        rows = list(csv.DictReader(io.StringIO(files.read_text(path), newline="")))
+        rows = list(csv.DictReader(io.StringIO(files.read_text(path, RUNS_CSV_BYTES), newline="")))
     except (OSError, ValueError, csv.Error) as err:
         raise AnalysisError(f"{path}: cannot be read ({str(err).splitlines()[0]}); run `suite analyze` on the "
                             f"folder with its run folders to write it again") from None

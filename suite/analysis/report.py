@@ -31,7 +31,7 @@ from markupsafe import Markup
 
 from suite import files, store
 from suite.analysis import findings, markup, products
-from suite.analysis.load import AnalysisError, AnalysisWarning
+from suite.analysis.load import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning
 from suite.config import flatten, read_yaml
 
 REPORT = "report.html"
@@ -101,9 +101,9 @@ def _study(root: Path) -> products.Analysis:
 # ----------------------------------------------------------------------------- reading
 
 
-def _read(path: Path) -> str:
+def _read(path: Path, max_bytes: int = files.MAX_READ_BYTES) -> str:
     try:
-        return files.read_text(path)
+        return files.read_text(path, max_bytes)
     except FileNotFoundError:
         raise AnalysisError(f"{path}: missing; run `suite analyze {path.parent}` first, then `suite report`") from None
 
@@ -111,7 +111,7 @@ def _read(path: Path) -> str:
 def _runs_csv(root: Path) -> pd.DataFrame:
     if not root.is_dir():
         raise AnalysisError(f"{root}: no such folder; pass a results folder, e.g. results/default")
-    text = _read(root / "runs.csv")
+    text = _read(root / "runs.csv", RUNS_CSV_BYTES)
     from io import StringIO
 
     try:
@@ -203,7 +203,17 @@ def _figures(root: Path, analysis: products.Analysis, warn: Callable[[str], None
         group["members"].append({"part": part, "src": src,
                                  "pdf": markup.link(f"figures/{pdf.name}") if pdf.is_file() and not pdf.is_symlink()
                                  else None})
+    for group in groups.values():  # sections in number order: 3.125e-05 before 0.128
+        group["members"].sort(key=lambda m: _natural(m["part"]))
     return sorted(groups.values(), key=lambda g: g["order"])
+
+
+def _natural(text: str) -> list[tuple[int, float, str]]:
+    """A sort key that reads the numbers in ``text`` as numbers."""
+    import re
+
+    parts = re.split(r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)", text)
+    return [(0, float(p), "") if i % 2 else (1, 0.0, p) for i, p in enumerate(parts) if p]
 
 
 def _read_png(path: Path) -> bytes | None:

@@ -58,6 +58,10 @@ def sweep_owner(out: str | Path) -> str | None:
     from suite.sweep.sweep import SweepOptions
 
     out = Path(os.path.realpath(out))  # a link to a sweep's run folder is that folder
+    for root in (out, out.parent):  # the sweep's own folder, or its runs/: a run there is no run folder
+        if (root / "ablation.yaml").is_file() and (root == out or out.name == "runs"):
+            return (f"--out {out}: is {'the results folder' if root == out else 'the runs/ folder'} of the sweep in "
+                    f"{root}, not a run folder; pass --out DIR for this run (or `suite run` to add runs there)")
     if out.parent.name != "runs":
         return None
     root = out.parent.parent

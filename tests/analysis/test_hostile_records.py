@@ -110,8 +110,10 @@ def test_a_report_that_cannot_read_a_file_says_read_not_write(tmp_path, capsys):
     root = folder(tmp_path)
     quiet(analyze, root, figures=False)
     other = Path(shutil.copytree(root, tmp_path / "other"))
-    with open(other / "runs.csv", "a") as f:  # over the 16 MiB a results file may have
-        f.write("#" * (17 << 20))
+    import os
+
+    (other / "runs.csv").unlink()
+    os.mkfifo(other / "runs.csv")  # not a regular file: never read
     assert main(["report", str(root), "--compare", str(other)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"cannot read {other / 'runs.csv'}" in err and "cannot write" not in err
@@ -136,3 +138,12 @@ def test_a_run_folder_named_with_a_hash_links_to_itself_and_one_not_utf8_is_skip
         analyze(root, figures=False)
     page = write_report(root).read_text()
     assert 'href="runs/x%23y/metrics.jsonl"' in page and "runs/x#y" not in page
+
+
+def test_runs_csv_reads_back_at_the_most_runs_an_ablation_may_have():
+    """A runs.csv of 28,000 runs (17.3 MB) was written, then refused by the reader's 16 MiB cap."""
+    from suite.analysis.load import RUNS_CSV_BYTES
+    from suite.sweep.spec import MAX_RUNS
+
+    rows = (Path(__file__).resolve().parents[2] / "results" / "stability" / "runs.csv").read_text().splitlines()[1:]
+    assert RUNS_CSV_BYTES >= MAX_RUNS * 2 * max(len(r.encode()) for r in rows)
