@@ -1,9 +1,10 @@
-"""`suite propagate --help` lists only the options a propagation sweep honours."""
+"""`suite propagate --help` lists only the options a propagation sweep honours; its folder is analysed and reported."""
 
 from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 
 import pytest
 
@@ -40,3 +41,14 @@ def test_what_suite_run_reads_of_the_dropped_options_is_their_default():
     defaults = parser.parse_args(["f.yaml"])
     for flag, (dest, default) in propagate.TRAINING_ONLY.items():
         assert getattr(defaults, dest) == default, flag
+
+
+def test_a_propagation_folder_is_analysed_and_reported(tmp_path):
+    """`suite report` on a `suite propagate` folder was `KeyError: 'has_baseline'` (its findings are a training
+    analysis's)."""
+    smoke = Path(__file__).resolve().parents[1] / "ablations" / "smoke.yaml"
+    out = tmp_path / "prop"
+    assert main(["propagate", str(smoke), "--out", str(out), "--device", "cpu"]) == 0
+    assert main(["analyze", str(out), "--no-figures"]) == 0
+    assert main(["report", str(out)]) == 0
+    assert "Signal propagation" in (out / "report.html").read_text()

@@ -275,6 +275,8 @@ def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:
     (:func:`suite.analysis.primary_text.paragraph`), learning-rate transfer across depth (with depth and
     rate axes), then every comparison with the baseline as an exploratory estimate (the best-rate
     comparisons first, when there is a rate axis)."""
+    if analysis.propagation:  # signal-propagation runs: tables and figures only, nothing to compare in words
+        return []
     frames = analysis.frames
     out = [(FINDINGS["answer"], answer_block(analysis))]
     if frames.get("stability") is not None and not frames["stability"].empty:

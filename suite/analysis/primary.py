@@ -58,6 +58,7 @@ DEFAULT_EFFECT = 0.05  # the difference planned for when no margin is declared: 
 DEFAULT_RATIO = 2.0  # the frontier ratio planned for
 DEFAULT_SLOPE = 0.5  # the difference of frontier slopes on log depth planned for: a 4x ratio over 16x depth
 MAX_PRIMARY = 3  # co-primary comparisons at most: each one costs the others power
+MAX_SEEDS = 10_000  # seeds per cell a sequential design may plan (suite run --max-seeds is far below)
 SEQUENTIAL = "sequential.json"  # written by `suite run --until-decided` into the results folder
 
 
@@ -231,10 +232,10 @@ def read_design(folder: str | Path) -> sequential.Looks | None:
         rounds, looks = data["rounds"], data.get("looks") or []
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise AnalysisError(f"{path}: not a sequential design ({err}); delete it to analyse as a fixed design") from None
-    if not (isinstance(rounds, list) and rounds and all(isinstance(n, int) and n >= 2 for n in rounds)
+    if not (isinstance(rounds, list) and rounds and all(isinstance(n, int) and 2 <= n <= MAX_SEEDS for n in rounds)
             and rounds == sorted(set(rounds))):
-        raise AnalysisError(f"{path}: rounds: expected increasing seed counts >= 2; delete it to analyse as a "
-                            f"fixed design")
+        raise AnalysisError(f"{path}: rounds: expected increasing seed counts from 2 to {MAX_SEEDS:,}; delete it to "
+                            f"analyse as a fixed design")
     return sequential.Looks(tuple(rounds), taken_looks(looks, path))
 
 

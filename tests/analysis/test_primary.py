@@ -196,6 +196,13 @@ def test_a_sequential_look_reports_the_stagewise_p_and_the_repeated_interval(tmp
     assert "look 1" in primary_text.paragraph(answer) and "O'Brien-Fleming" in primary_text.paragraph(answer)
 
 
+def test_a_sequential_design_of_impossible_rounds_is_refused_in_one_line(tmp_path):
+    root = folder(tmp_path / "s", DECLARED, {("layerscale", 0.001): [0.5] * 4, ("preln", 0.001): [0.4] * 4})
+    (root / primary.SEQUENTIAL).write_text('{"rounds": [2, 1' + "0" * 400 + "]}")
+    with pytest.raises(primary.AnalysisError, match=r"rounds: expected increasing seed counts from 2 to 10,000"):
+        primary.read_design(root)
+
+
 def test_a_look_short_of_its_planned_pairs_is_tested_at_the_information_it_reached(tmp_path):
     """A run errored, so look 2 has 5 pairs, not the planned 6: its boundary is the one for 5 of 12 pairs
     after a look at 3, never a fixed p < 0.05 (which leaked: 10% type I error with 5% errored runs)."""
