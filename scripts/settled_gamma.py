@@ -29,9 +29,10 @@ DEPTH, LR = "model.depth", "train.lr"
 def settled(root: Path, variant: str) -> list[dict]:
     """One dict per depth: depth, best_lr, n (runs), gamma (mean over seeds), seed_min, seed_max,
     block_min, block_max (over the seeds' per-block means), step (the last logged step)."""
-    runs = [r for r in load_runs(root) if r.get("variant") == variant]
+    runs = [r for r in load_runs(root) if r.get("variant") == variant and r.get(LR) is not None]
     if not runs:
-        raise AnalysisError(f"{root}: no runs of variant '{variant}'; pass a variant of its ablation.yaml")
+        raise AnalysisError(f"{root}: no runs of variant '{variant}' with a learning rate; pass a variant of its "
+                            f"ablation.yaml")
     table = lr_table(runs, ["variant", DEPTH, LR], variant)
     out = []
     for _, row in table.iterrows():

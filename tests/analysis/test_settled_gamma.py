@@ -44,3 +44,24 @@ def test_a_variant_without_gamma_or_runs_is_one_line_and_exit_2(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no runs of variant 'rezero'" in err
     assert settled_gamma.main([str(tmp_path / "missing"), "preln"]) == 2
+
+
+def test_damaged_summaries_and_records_are_skipped_or_one_line(tmp_path, capsys):
+    import json
+    import warnings
+
+    root = tmp_path / "demo"
+    for seed in range(2):
+        write_run(root, "layerscale", 4, seed, lr=1e-3, scales=True)
+    no_rate = write_run(root, "layerscale", 4, 5, lr=1e-2, scales=True)
+    summary = json.loads((no_rate / "summary.json").read_text())
+    del summary["train.lr"]
+    (no_rate / "summary.json").write_text(json.dumps(summary))
+    text_rate = write_run(root, "layerscale", 4, 6, lr=3e-3, scales=True)
+    (text_rate / "summary.json").write_text((text_rate / "summary.json").read_text().replace("0.003", '"fast"'))
+    with open(root / "runs" / sorted(p.name for p in (root / "runs").iterdir())[0] / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"kind": "train", "step": "abc", "blocks": "xyz"}) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert settled_gamma.main([str(root), "layerscale"]) == 0
+    assert "| 4 | 0.001 | 2 |" in capsys.readouterr().out
