@@ -717,9 +717,11 @@ def time_to_learn(members: list[dict[str, Any]], colors: dict[str, Any], title: 
         ax.set_ylim(-2, 102)
     axes[0][0].set_ylabel("runs that have learned (%)")
     axes[0][-1].legend(fontsize=7, loc="lower right")
-    fig.suptitle(safe(title), fontsize=9)
-    fig.text(0.01, -0.04, "Kaplan-Meier: learned = first held-out evaluation above always guessing the largest "
-             "class (binomial test, alpha 0.01); runs that never learned are censored", fontsize=7)
+    fig.suptitle(plain(title))
+    fig.text(0.01, -0.06, "Kaplan-Meier: learned = first held-out evaluation above always guessing the largest "
+             "class (binomial test, alpha 0.01); runs that never learned are censored", fontsize="small",
+             color="0.3")
+    fig.tight_layout()
     return fig
 
 
