@@ -18,7 +18,7 @@ MEASURE_PARAMS = 20e6  # a larger model is not timed here: its few steps on the 
 
 
 def starting_line(ablation: Ablation, todo: list[Run], n: int, threads: int, device: str) -> str:
-    """E.g. ``starting 2 workers; 63 runs, about 12 min of training by suite cost's estimate (...)``.
+    """E.g. ``starting 2 workers; 63 runs, about 12 min of training steps by suite cost's estimate (...)``.
 
     Args:
         ablation: the sweep's ablation.
@@ -33,7 +33,7 @@ def starting_line(ablation: Ablation, todo: list[Run], n: int, threads: int, dev
 
 
 def estimate_text(ablation: Ablation, todo: list[Run], n: int, threads: int, device: str) -> str | None:
-    """``about 12 min of training by suite cost's estimate (how)``, or None where there is none (a
+    """``about 12 min of training steps by suite cost's estimate (how; ...)``, or None where there is none (a
     propagation sweep, a dataset of unknown size, a model too large to time here)."""
     from suite.config import approx_params
     from suite.models.flops import train_step_flops
@@ -57,7 +57,7 @@ def estimate_text(ablation: Ablation, todo: list[Run], n: int, threads: int, dev
     else:
         tflops, how = ASSUMED_TFLOPS, f"at an assumed {ASSUMED_TFLOPS:g} TFLOP/s"
     wall = cost.hours(tflops) * 3600 / min(n, len(todo))
-    return f"{about(wall)} of training by suite cost's estimate ({how})"
+    return f"{about(wall)} of training steps by suite cost's estimate ({how}; start-up and evaluation not counted)"
 
 
 def about(seconds: float) -> str:

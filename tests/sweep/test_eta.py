@@ -20,8 +20,8 @@ def test_on_gpus_the_estimate_is_suite_cost_s_at_its_assumed_throughput():
     hours = estimate(dataclasses.replace(ablation, runs=todo)).hours(100.0)
     assert hours * 3600 / 4 < 60  # 6 tiny runs on 4 workers
     assert eta.starting_line(ablation, todo, 4, 1, "cuda") == (
-        "starting 4 workers; 6 runs, under a minute of training by suite cost's estimate "
-        "(at an assumed 100 TFLOP/s)")
+        "starting 4 workers; 6 runs, under a minute of training steps by suite cost's estimate "
+        "(at an assumed 100 TFLOP/s; start-up and evaluation not counted)")
 
 
 def test_on_the_cpu_the_throughput_is_measured_here(monkeypatch):
@@ -32,8 +32,8 @@ def test_on_the_cpu_the_throughput_is_measured_here(monkeypatch):
     ms = 1e3 * 12 * 60 * 2 * flops / estimate(ablation).flops  # the step time that makes 12 min on 2 workers
     monkeypatch.setattr(eta, "_measure", lambda cfg, threads: seen.append(threads) or ms)
     assert eta.starting_line(ablation, ablation.runs, 2, 3, "cpu") == (
-        f"starting 2 workers; 8 runs, about 12 min of training by suite cost's estimate "
-        f"({ms:.1f} ms per step of the first run's shape, measured here)")
+        f"starting 2 workers; 8 runs, about 12 min of training steps by suite cost's estimate "
+        f"({ms:.1f} ms per step of the first run's shape, measured here; start-up and evaluation not counted)")
     assert seen == [3]  # with the workers' threads
     assert eta.starting_line(ablation, ablation.runs[:1], 1, 1, "cpu").startswith("starting 1 worker; 1 run, ")
 

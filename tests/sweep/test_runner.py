@@ -105,8 +105,8 @@ def test_worker_death_is_an_error_run_and_retry_errors_reruns_only_it(tmp_path, 
     captured = capsys.readouterr()
     assert "3 ok, 0 diverged, 0 failed, 1 error this call; 0 skipped" in captured.out and "--retry-errors" in captured.err
     # what it is doing, before the first run ends
-    assert captured.out.startswith("starting 1 worker; 4 runs, under a minute of training by suite cost's "), captured.out
-    assert "of training by suite cost's estimate (" in captured.out.splitlines()[0]
+    assert captured.out.startswith("starting 1 worker; 4 runs, under a minute of training steps by suite cost's "), captured.out
+    assert "of training steps by suite cost's estimate (" in captured.out.splitlines()[0]
     found = summaries(out)
     assert set(found) == {r.run_id for r in runs}
     dead = found[victim.run_id]
@@ -348,7 +348,7 @@ def test_ctrl_c_while_the_workers_start_is_one_line_and_exit_130(tmp_path, to):
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         first = proc.stdout.readline()
-        assert first.startswith("starting 2 workers; 8 runs, under a minute of training by suite cost's estimate"), \
+        assert first.startswith("starting 2 workers; 8 runs, under a minute of training steps by suite cost's estimate"), \
             first + proc.stderr.read()
         (os.killpg if to == "group" else os.kill)(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=120)
