@@ -14,6 +14,8 @@ from typing import Any
 
 from suite.cli import run as run_cli
 
+INTERMIXED = True  # key=value overrides may follow the options, as in `suite run`
+
 # `suite run` options that a propagation sweep would ignore: they are not offered (an argparse error,
 # not a silent no-op). Packs stack training runs; --until-decided, --max-seeds and --refine act on the
 # primary comparison's scores and best learning rates, which propagation runs do not have.

@@ -20,6 +20,8 @@ import sys
 import time
 from typing import Any
 
+INTERMIXED = True  # key=value overrides may follow the options
+
 from suite.store import STATUSES
 from suite.sweep.folder import RunnerError
 from suite.sweep.status import format_duration
@@ -30,6 +32,9 @@ from suite.cli.checks import fail
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ablation, ``--out`` and one flag per :class:`SweepOptions` field with help (its default and text)."""
     parser.add_argument("ablation", metavar="FILE", help="ablation YAML, e.g. ablations/default.yaml")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="set in every run as in the file's base:, e.g. train.log_to=[tensorboard] (a key the "
+                             "grid or a variant sets is refused)")
     parser.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>)")
     parser.add_argument("--until-decided", action="store_true",
                         help="run seeds in rounds until the ablation's primary comparison is decided (group-"
@@ -125,7 +130,7 @@ def _until_decided(args: argparse.Namespace, progress: "Progress"):
     from suite.sweep.spec import MAX_RUNS, load_ablation
     from suite.sweep.until import run_until_decided
 
-    ablation = load_ablation(args.ablation, max_runs=args.max_runs)
+    ablation = load_ablation(args.ablation, max_runs=args.max_runs, overrides=args.overrides)
     max_seeds = args.max_seeds
     if max_seeds is None:
         max_seeds = 4 * len(ablation.seeds)

@@ -66,3 +66,4 @@ class SweepOptions:
     retry_errors: bool = _opt(False, "rerun runs whose status is error")
     rerun_stale: bool = _opt(False, "rerun finished runs that another git commit of the suite made")
     kind: str = "train"  # or "propagation" (suite propagate)
+    overrides: list[str] = _opt([])  # key=value set in every run as in the file's base (suite run's positionals)

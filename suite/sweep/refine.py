@@ -232,7 +232,7 @@ def run_refine(path: str | Path, out: str | Path | None, options: SweepOptions, 
     """
     from suite.analysis.load import load_runs
 
-    ablation = load_ablation(path, max_runs=options.max_runs)
+    ablation = load_ablation(path, max_runs=options.max_runs, overrides=options.overrides)
     if LR not in ablation.grid:
         raise SpecError([f"{path}: grid: --refine extends the {LR} axis, and this ablation has none; add "
                          f"`grid: {{{LR}: [...]}}`"])

@@ -103,12 +103,15 @@ class Ablation:
                 f"{len(self.seeds)} seeds - {self.excluded} excluded)")
 
 
-def load_ablation(path: str | Path | dict[str, Any], max_runs: int | None = None) -> Ablation:
+def load_ablation(path: str | Path | dict[str, Any], max_runs: int | None = None,
+                  overrides: list[str] | None = None) -> Ablation:
     """Read, merge (``extends``), check and expand an ablation file.
 
     Args:
         path: the YAML file, or its content as a dict (``extends`` applies to files only).
         max_runs: refuse a file of more runs than this (default :data:`MAX_RUNS`), counted before expanding.
+        overrides: ``key=value`` set in every run, as if written in the file's ``base:`` (``suite run FILE
+            train.log_to=[tensorboard]``); a key the grid or a variant sets is refused.
 
     Raises:
         SpecError: with one line per problem found anywhere in the file or the files it extends.
@@ -123,10 +126,36 @@ def load_ablation(path: str | Path | dict[str, Any], max_runs: int | None = None
         raw = _resolve(path, problems, chain=())
     if problems:
         raise SpecError(problems)
+    if overrides:
+        raw = _override(raw, overrides, problems)
+        if problems:
+            raise SpecError(problems)
     ablation = _expand(raw, str(path), problems, MAX_RUNS if max_runs is None else max_runs)
     if problems:
         raise SpecError(problems)
     return ablation
+
+
+def _override(raw: dict[str, Any], overrides: list[str], problems: list[str]) -> dict[str, Any]:
+    """``raw`` with ``overrides`` (``key=value``) merged into its ``base``; one problem per key that the grid
+    or a variant sets (the file decides those) or that cannot be read."""
+    from suite.config import parse_overrides
+
+    try:
+        nested = parse_overrides(overrides, "command line")
+        apply_dict(RunConfig(), nested, "command line")  # unknown keys and wrong types named as the user's
+        given = flatten(nested)
+    except ConfigError as err:
+        problems.append(str(err))
+        return raw
+    owned = set((raw.get("grid") or {}) if isinstance(raw.get("grid"), dict) else {})
+    for name, body in (raw.get("variants") or {}).items() if isinstance(raw.get("variants"), dict) else []:
+        owned |= {k for k in flatten(body)} if isinstance(body, dict) else set()
+    for key in sorted(set(given) & owned):
+        problems.append(f"command line: {key}: the ablation's grid or a variant sets it; change the file, or use "
+                        f"--only {key}=VALUE to run a part of its grid")
+    base = flatten(raw.get("base") or {}) if isinstance(raw.get("base"), dict) else {}
+    return {**raw, "base": {**base, **given}}  # dotted, as the file's base is once checked
 
 
 def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...]) -> dict[str, Any] | None:

@@ -84,7 +84,7 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
     backend = get_backend(opts.backend)
     backend.check(opts)
     if not isinstance(ablation, Ablation):
-        ablation = load_ablation(ablation, max_runs=opts.max_runs)
+        ablation = load_ablation(ablation, max_runs=opts.max_runs, overrides=opts.overrides)
     filters = parse_only(opts.only, ablation)
     out = Path(out) if out else Path("results") / ablation.name
     folder.check_out(out, ablation)

@@ -90,7 +90,7 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
     from suite.analysis.primary import SEQUENTIAL, as_list, evaluate, taken_looks
     from suite.analysis.sequential import Looks
 
-    ablation = load_ablation(path, max_runs=options.max_runs)
+    ablation = load_ablation(path, max_runs=options.max_runs, overrides=options.overrides)
     declared = as_list(ablation.primary)
     if not declared:
         raise SpecError([f"{path}: primary: --until-decided needs the question it decides; declare one, e.g. "

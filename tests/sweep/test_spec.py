@@ -297,3 +297,23 @@ def test_a_variant_setting_an_option_its_scheme_ignores_is_refused(tmp_path):
     path.write_text(path.read_text().replace("model.layerscale.init: 0.1}", "}").replace(
         "model: {depth: 2,", "model: {layerscale: {init: 0.1}, depth: 2,"))
     assert len(load_ablation(path).runs) == 2
+
+
+def test_key_value_on_the_command_line_sets_every_runs_base(tmp_path, capsys):
+    """`suite run FILE key=value`: an execution key (a tracker) keeps every run id; a result key makes new runs;
+    a key the grid or a variant sets, a typo and a bad value are one line each."""
+    smoke = Path(__file__).resolve().parents[2] / "ablations" / "smoke.yaml"
+    plain = [r.run_id for r in load_ablation(smoke).runs]
+    tracked = load_ablation(smoke, overrides=["train.log_to=[tensorboard]"])
+    assert [store.run_id(r.cfg) for r in tracked.runs] == plain
+    assert all(tuple(r.cfg.train.log_to) == ("tensorboard",) for r in tracked.runs)
+    assert tracked.resolved["base"]["train"]["log_to"] == ["tensorboard"] and "depth" not in tracked.resolved["base"]["model"]
+    shorter = load_ablation(smoke, overrides=["train.steps=5"])
+    assert {r.cfg.train.steps for r in shorter.runs} == {5} and not set(r.run_id for r in shorter.runs) & set(plain)
+    for bad, says in (("model.depth=3", "model.depth: the ablation's grid or a variant sets it"),
+                      ("model.residual=preln", "model.residual: the ablation's grid or a variant sets it"),
+                      ("trian.steps=5", "command line: unknown key 'trian'")):
+        with pytest.raises(SpecError, match=re.escape(says)):
+            load_ablation(smoke, overrides=[bad])
+    assert main(["run", str(smoke), "--out", str(tmp_path / "o"), "--dry-run", "train.steps=abc"]) == 2
+    assert "command line: train.steps: expected an integer" in capsys.readouterr().err
