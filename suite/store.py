@@ -356,9 +356,11 @@ def last_logged_step(run_dir: Path, tail_bytes: int = 65536) -> int | None:
         return None
     for line in reversed(lines):
         try:
-            return int(loads(line)["step"])
-        except (ValueError, KeyError, TypeError):  # a torn last line, or a line cut by the tail
+            step = int(loads(line)["step"])
+        except (ValueError, KeyError, TypeError, OverflowError):  # a torn or cut line; a step of 1e400
             continue
+        if 0 <= step < 2**53:
+            return step
     return None
 
 

@@ -120,6 +120,27 @@ def test_a_stop_signal_a_library_turns_into_another_error_still_stops_in_one_lin
     assert proc.stderr.strip().splitlines() == [line]
 
 
+def test_a_ctrl_c_that_a_c_extension_turns_into_its_own_error_still_stops_in_one_line(folder):
+    """matplotlib's pybind11 converter clears the KeyboardInterrupt its ``__array__`` call raised and raises a
+    ValueError with no trace of it: the ValueError comes from the very call the signal interrupted."""
+    script = ("import os, signal, sys, time\n"
+              "import numpy as np\n"
+              "from matplotlib import _path\n"
+              "import suite.cli.analyze as cli\n"
+              "class Transform:\n"
+              "    def __array__(self, *a, **k):\n"
+              "        os.kill(os.getpid(), signal.SIGINT)\n"
+              "        time.sleep(30)\n"
+              "def drawing(*a, **k):\n"
+              "    _path.affine_transform(np.zeros((3, 2)), Transform())\n"
+              "cli.analyze = drawing\n"
+              "from suite.cli import main\n"
+              f"sys.exit(main(['analyze', {str(folder)!r}]))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr, (proc.returncode, proc.stderr)
+    assert proc.stderr.strip().splitlines() == [LAST]
+
+
 def test_a_real_error_after_a_ctrl_c_a_library_swallowed_is_shown_as_it_is(folder):
     """A library that swallows the Ctrl-C and goes on; then a bug: its ZeroDivisionError is reported (a
     traceback, exit 1), not passed off as the interruption."""

@@ -144,16 +144,26 @@ def _fit(lrs, depths, schemes, not_ok, alpha: float) -> DepthFrontier:
             why = ("its runs were all ok or all not ok" if np.unique(z[mine]).size >= 2 else "one depth")
             slopes[name] = Slope(note=f"no slope: {why}")
             continue
-        slopes[name] = _profile(lambda f: firth_fit(_design(x, z, s, k, {i: f}), y, n)[1], -beta[1 + k + i] / beta[0],
-                                alpha, Slope)
+        try:
+            slopes[name] = _profile(lambda f: firth_fit(_design(x, z, s, k, {i: f}), y, n)[1],
+                                    -beta[1 + k + i] / beta[0], alpha, Slope)
+        except np.linalg.LinAlgError:
+            slopes[name] = Slope(note="no slope: its profile cannot be computed (singular information)")
     return DepthFrontier(names, beta, cov, centre, slopes, _parallel_p(x, z, s, y, n, k),
                          _linear_p(x, z, s, y, n, k))
 
 
-def _wald(beta: np.ndarray, cov: np.ndarray, L: np.ndarray) -> float:
-    """p of the Wald test of ``L beta = 0``."""
-    d = L @ beta
-    return float(sps.chi2.sf(float(d @ np.linalg.solve(L @ cov @ L.T, d)), L.shape[0]))
+def _wald(X: np.ndarray, y: np.ndarray, n: np.ndarray, L: np.ndarray) -> float:
+    """p of the Wald test of ``L beta = 0`` in the Firth fit of design ``X``; nan where ``X`` does not
+    identify its coefficients (a scheme run at one rate per depth, say) or the fit fails."""
+    if np.linalg.matrix_rank(X) < X.shape[1]:
+        return math.nan
+    try:
+        beta, _, cov = firth_fit(X, y, n)
+        d = L @ beta
+        return float(sps.chi2.sf(float(d @ np.linalg.solve(L @ cov @ L.T, d)), L.shape[0]))
+    except np.linalg.LinAlgError:
+        return math.nan
 
 
 def _parallel_p(x, z, s, y, n, k: int) -> float:
@@ -162,10 +172,10 @@ def _parallel_p(x, z, s, y, n, k: int) -> float:
     if k < 2:
         return math.nan
     one = np.eye(k)[s]
-    beta, _, cov = firth_fit(np.column_stack([one * x[:, None], one, one * z[:, None]]), y, n)
-    L = np.zeros((k - 1, beta.size))
+    X = np.column_stack([one * x[:, None], one, one * z[:, None]])
+    L = np.zeros((k - 1, X.shape[1]))
     L[np.arange(k - 1), 0], L[np.arange(k - 1), np.arange(1, k)] = 1, -1
-    return _wald(beta, cov, L)
+    return _wald(X, y, n, L)
 
 
 def _linear_p(x, z, s, y, n, k: int) -> float:
@@ -174,17 +184,17 @@ def _linear_p(x, z, s, y, n, k: int) -> float:
     from scipy.linalg import null_space
 
     cells, index = np.unique(np.column_stack([s, z]), axis=0, return_inverse=True)
-    beta, _, cov = firth_fit(np.column_stack([x, np.eye(len(cells))[index.ravel()]]), y, n)
+    X = np.column_stack([x, np.eye(len(cells))[index.ravel()]])
     rows = []
     for i in range(k):
         mine = np.flatnonzero(cells[:, 0] == i)
         if mine.size < 3:
             continue
         for v in null_space(np.column_stack([np.ones(mine.size), cells[mine, 1]]).T).T:
-            row = np.zeros(beta.size)
+            row = np.zeros(X.shape[1])
             row[1 + mine] = v
             rows.append(row)
-    return _wald(beta, cov, np.array(rows)) if rows else math.nan
+    return _wald(X, y, n, np.array(rows)) if rows else math.nan
 
 
 def difference(lrs: Sequence[float], depths: Sequence[float], schemes: Sequence[str], not_ok: Sequence[int],

@@ -64,11 +64,24 @@ def load_runs(run_dir: str | Path, from_csv: bool = False) -> list[dict[str, Any
             summary["variant"] = summary.get("model.residual")
         summary["run_dir"] = name
         runs.append(summary)
+    skipped: list[str] = []
     if from_csv and (root / RUNS_CSV).is_file():
-        runs = _merge_csv(root, runs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", AnalysisWarning)
+            runs = _merge_csv(root, runs)
+        for w in caught:  # said as they were; the first reason also goes into the error below
+            skipped += [str(w.message)] if ": skipped: " in str(w.message) else []
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if not runs:
-        raise AnalysisError(f"{root}: no usable summary.json found; point at a folder of finished runs "
+        found = "summary.json or runs.csv row" if (root / RUNS_CSV).is_file() else "summary.json"
+        why = f" ({len(skipped)} rows skipped, e.g. {skipped[0]})" if skipped else ""
+        raise AnalysisError(f"{root}: no usable {found} found{why}; point at a folder of finished runs "
                             f"(results/<ablation>)")
+    for key, value in store.ADDED_KEYS.items():  # runs made before a key was added, beside runs that record it,
+        if any(r.get(key) is not None for r in runs):  # read as the value they behaved as: no group splits on it
+            for r in runs:
+                if r.get(key) is None:
+                    r[key] = value
     _check_one_ablation(runs, root)
     if any(r.get("packed") for r in runs):  # a solo run records nothing: packed is then False, so that
         for r in runs:                      # solo and packed runs of one cell are told apart (grouping)

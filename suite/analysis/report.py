@@ -132,7 +132,7 @@ def _runs_csv(root: Path) -> pd.DataFrame:
 
 def _options(root: Path) -> dict[str, Any]:
     """The baseline and group keys ``suite analyze`` used (``--baseline``, ``--by``), read back from its
-    ``tables/summary.csv`` (the key columns before ``is_baseline``; the variant of the baseline rows);
+    ``tables/summary.csv`` (its key columns, :func:`_cell_keys`; the variant of the baseline rows);
     nothing when that table cannot be read, so the analysis picks them as ``suite analyze`` does by default."""
     summary = _summary(root)
     keys = _cell_keys(summary)
@@ -519,7 +519,7 @@ PAGE = _ENV.from_string("""<!DOCTYPE html>
 <meta charset="utf-8"><title>{{ title }}: {{ "comparison" if compare else "report" }}</title><meta name="viewport" content="width=device-width, initial-scale=1"><style>{{ css }}</style></head>
 <body>
 {% macro a(href, text) %}{% if href %}<a href="{{ href }}">{{ text }}</a>{% else %}{{ text }}{% endif %}{% endmacro %}
-<h1>{{ title }}: report</h1>
+<h1>{{ title }}: {{ "comparison" if compare else "report" }}</h1>
 <p class="meta">{{ provenance.n }} runs ({{ provenance.statuses }}) in <code>{{ provenance.root }}</code>; code {{ provenance.commit }}; suite {{ provenance.version }}. Written by <code>suite report</code> from the analysis of these runs (the objects <code>suite analyze</code> writes to <code>findings.md</code>, <code>tables/</code> and <code>runs.csv</code>) and <code>figures/</code>.</p>
 <nav><strong>Contents</strong><ol>
 {% for id, name in toc %}<li><a href="#{{ id }}">{{ name }}</a></li>

@@ -23,6 +23,7 @@ import re
 import signal
 import sys
 import threading
+from typing import Any
 
 from suite.interrupt import forget_caught_interrupt
 
@@ -90,13 +91,18 @@ CLEAN_ON_TERM = ("analyze", "report")  # one process, no workers: a SIGTERM unwi
 
 
 STOPS: list[int] = []  # the SIGINTs and SIGTERMs main's own handlers took during the command
+STRUCK: list[tuple[Any, int]] = []  # the last one's stack: (frame, its line then), innermost first
 
 
-def _on_stop(signum: int, frame: object) -> None:
-    """Record the signal, then unwind as Python would (SIGINT) or as :class:`Terminated` (SIGTERM). A
-    library may turn that exception into another one raised while handling it: :func:`main` still stops
-    in one line then, and shows any other error as it is."""
+def _on_stop(signum: int, frame: Any) -> None:
+    """Record the signal and where it struck (each frame on the stack and the line it was at), then unwind
+    as Python would (SIGINT) or as :class:`Terminated` (SIGTERM). A library may turn that exception into
+    another one: :func:`main` still stops in one line then, and shows any other error as it is."""
     STOPS.append(signum)
+    STRUCK.clear()
+    while frame is not None:
+        STRUCK.append((frame, frame.f_lineno))
+        frame = frame.f_back
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt
 
 
@@ -113,6 +119,7 @@ def console() -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     STOPS.clear()
+    STRUCK.clear()
     # SIGINT: a recording handler in place of Python's; none where SIGINT is ignored or off the main thread
     own = threading.current_thread() is threading.main_thread() and \
         signal.getsignal(signal.SIGINT) is signal.default_int_handler
@@ -131,19 +138,26 @@ def main(argv: list[str] | None = None) -> int:
     finally:  # also for the interrupts a subcommand handles itself (`suite run`, `suite status --watch`)
         if own:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+        STRUCK.clear()  # no frames kept alive past the command
         forget_caught_interrupt()
 
 
 def _caused_by_stop(err: BaseException) -> bool:
-    """Whether ``err`` was raised while the stop's own exception was being handled (the stop is in its
-    ``__context__`` chain, as when a library catches it and raises another error in its place)."""
+    """Whether ``err`` is the stop in another form: raised while the stop's exception was handled (it is in
+    the ``__context__`` chain), or raised by the very call the signal interrupted, on the line it was at (a
+    C extension that clears the pending error and raises its own, as matplotlib's converters do). A bug
+    met after a library swallowed the stop is neither."""
+    first = err
     seen = set()
     while err is not None and id(err) not in seen:
         if isinstance(err, (KeyboardInterrupt, Terminated)):
             return True
         seen.add(id(err))
         err = err.__cause__ or err.__context__
-    return False
+    tb = first.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and any(f is tb.tb_frame and line == tb.tb_lineno for f, line in STRUCK)
 
 
 def _stopped(argv: list[str], signum: int) -> int:

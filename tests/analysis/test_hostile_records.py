@@ -147,3 +147,48 @@ def test_runs_csv_reads_back_at_the_most_runs_an_ablation_may_have():
 
     rows = (Path(__file__).resolve().parents[2] / "results" / "stability" / "runs.csv").read_text().splitlines()[1:]
     assert RUNS_CSV_BYTES >= MAX_RUNS * 2 * max(len(r.encode()) for r in rows)
+
+
+def test_when_every_runs_csv_row_is_skipped_the_reasons_come_before_the_error(tmp_path, capsys):
+    import csv
+    import shutil
+
+    root = folder(tmp_path)
+    quiet(analyze, root, figures=False)
+    shutil.rmtree(root / "runs")
+    rows = list(csv.DictReader(open(root / "runs.csv", newline="")))
+    for row in rows:
+        row["train.lr"] = "fast"
+    with open(root / "runs.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert main(["analyze", str(root), "--no-figures"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no usable summary.json or runs.csv row found (6 rows skipped, e.g." in err
+    assert "line 2: skipped: 'train.lr' is 'fast'" in err
+
+
+def test_status_reads_past_a_metrics_step_no_number_can_hold(tmp_path, capsys):
+    from suite import store
+
+    run = folder(tmp_path) / "runs"
+    first = sorted(run.iterdir())[0]
+    with open(first / "metrics.jsonl", "a") as f:
+        f.write('{"kind": "train", "step": 1e400, "loss": 1.0}\n')
+    assert store.last_logged_step(first) == 30
+
+
+def test_runs_from_before_a_key_was_added_group_with_runs_that_record_it(tmp_path):
+    """train.spike_window came later at 20 (store.ADDED_KEYS): old runs, which lack it, and new seeds, which
+    record 20, are one group, not two."""
+    from suite.analysis.grouping import group_keys
+    from suite.analysis.load import load_runs
+
+    root = folder(tmp_path)
+    for seed in (7, 8):
+        run = write_run(root, "preln", 6, seed, acc=0.8)
+        summary = json.loads((run / "summary.json").read_text())
+        (run / "summary.json").write_text(json.dumps({**summary, "train.spike_window": 20}))
+    runs = load_runs(root)
+    assert "train.spike_window" not in group_keys(runs) and {r["train.spike_window"] for r in runs} == {20}
