@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from suite import store
-from suite.analysis.load import AnalysisError, load_runs, read_curves
+from suite.results import AnalysisError, load_runs, read_curves
 from suite.analysis.lr import lr_table
 
 DEPTH, LR = "model.depth", "train.lr"

@@ -14,7 +14,7 @@ and do not import torch.
 
 Modules: ``config.py`` (the typed run config, every default in one place), ``registry.py`` (the names
 a user can choose: schemes, datasets), ``store.py`` (the results layout: run ids, statuses, atomic
-writes, provenance), ``files.py`` (reading and appending results files without trusting their names), ``interrupt.py``
+writes, provenance), ``results.py`` (runs read back from a results folder, and how each scores), ``files.py`` (reading and appending results files without trusting their names), ``interrupt.py``
 (the one CPython workaround for a caught Ctrl-C), ``learned.py`` (the test of whether a run learned);
 packages ``data/``, ``models/``, ``engine/`` (one run), ``sweep/`` (many runs), ``analysis/``,
 ``bench/`` and ``cli/`` (the ``suite`` command; ``__main__.py`` runs it as ``python -m suite``).

@@ -1,7 +1,6 @@
 """The analysis: a folder of finished runs -> comparison tables (md, tex, csv) and figures.
 
-``load.py`` (summaries and curves back from a results folder), ``score.py`` (how every finished run
-scores: one rule), ``grouping.py`` (which runs form a group, table sections), ``stats.py`` (pure
+the runs come from :mod:`suite.results` (the results table below the analysis and the sweep); ``grouping.py`` (which runs form a group, table sections), ``stats.py`` (pure
 statistical functions), ``summary.py`` (per-group rates, intervals, tests), ``pooled.py``
 (comparisons with few seeds: a pooled SD, intervals within a score's range, verdict words from 4
 seeds), ``lr.py`` (each scheme at

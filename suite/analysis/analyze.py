@@ -23,7 +23,7 @@ from suite.analysis import markup as tables
 from suite.analysis import coprimary, gamma, primary, products
 from suite.analysis import tables as paper
 from suite.analysis.grouping import choose_baseline, group_keys
-from suite.analysis.load import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, load_runs
+from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, load_runs
 from suite.analysis.findings import findings
 from suite.analysis.lr import lr_table
 from suite.analysis.propagation import KIND, is_propagation, summary_frame
@@ -182,7 +182,7 @@ OUTPUTS = ("findings.md", "runs.csv", "tables")  # what an analysis overwrites
 
 def _check_no_row_lost(root: Path, runs: list[dict], force: bool) -> None:
     """Refuse (unless ``force``) to write a ``runs.csv`` that lacks a run the existing one lists: its rows
-    are merged with the run folders (:func:`~suite.analysis.load.load_runs`), so only a damaged row, skipped
+    are merged with the run folders (:func:`~suite.results.load_runs`), so only a damaged row, skipped
     with a warning, can go missing, and a committed or shared results table never shrinks silently."""
     import csv
     import io
@@ -195,7 +195,7 @@ def _check_no_row_lost(root: Path, runs: list[dict], force: bool) -> None:
         return
     lost = sorted(str(i) for i in before - {str(r.get("run_id")) for r in runs} if i)
     if lost and not force:
-        from suite.analysis.load import runs_from_csv
+        from suite.results import runs_from_csv
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -37,8 +37,8 @@ from suite.analysis import stability  # noqa: E402
 from suite.analysis.grouping import DEPTH, LR, group_of, section_keys, sections, variant_order  # noqa: E402
 from suite.analysis.lr import lr_curves  # noqa: E402
 from suite.analysis.propagation import profiles  # noqa: E402
-from suite.analysis.score import selection_split  # noqa: E402
-from suite.analysis.load import read_curves, run_folder  # noqa: E402
+from suite.results import selection_split  # noqa: E402
+from suite.results import read_curves, run_folder  # noqa: E402
 from suite.analysis.markup import section_title, fmt_rate, fmt_value, safe, slug  # noqa: E402
 
 
@@ -482,7 +482,7 @@ def val_vs_lr_by_depth(runs: list[dict[str, Any]], colors: dict[str, Any], title
     """Mean validation score vs learning rate, one panel per scheme, one curve per depth (darker =
     deeper): the figure of the Depth-muP and CompleteP papers, where curves that peak at one rate
     mean the rate transfers."""
-    from suite.analysis.score import score
+    from suite.results import score
 
     split = selection_split(runs)
     fig, axes, variants, depths, shades = _depth_panels(runs, colors)

@@ -319,7 +319,7 @@ def regime(runs: list[dict]) -> str:
     convergence the best cell ended (accuracies of short CPU runs are not the schemes' final accuracies)."""
     from statistics import mean
 
-    from suite.analysis.score import score
+    from suite.results import score
 
     def values(key: str) -> str:
         found = sorted({str(fmt_value(r.get(key))) for r in runs if r.get(key) is not None})

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis.grouping import group_of
-from suite.analysis.load import read_curves, run_folder
+from suite.results import read_curves, run_folder
 
 COLUMNS = ["step", "block", "scale_mean", "n_runs"]
 PER_DECADE = 4  # log-spaced steps kept per decade

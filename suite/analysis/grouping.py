@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from suite.analysis.load import AnalysisError
+from suite.results import AnalysisError
 from suite.registry import did_you_mean
 from suite.store import EXECUTION_KEYS
 

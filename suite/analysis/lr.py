@@ -3,7 +3,7 @@
 Used when ``train.lr`` is a group key (an ablation with a learning-rate axis). A *cell* is a group
 without the learning rate: scheme x depth x the other keys. In a cell:
 
-- **score** of a run: :func:`suite.analysis.score.score` (accuracy if ``ok``, chance if not ok).
+- **score** of a run: :func:`suite.results.score` (accuracy if ``ok``, chance if not ok).
 - **best learning rate**: the rate with the highest mean *validation* score (ties: the smaller
   rate). Nothing is selected on test accuracy; the test score at the selected rate is reported with
   its interval (:func:`suite.analysis.stats.score_interval`). The comparison with the baseline is
@@ -44,8 +44,8 @@ import pandas as pd
 
 from suite.analysis import crossfit, doseresponse, pooled, stats
 from suite.analysis.grouping import LR, adjust_family, group_of, ordered_groups, sort_value
-from suite.analysis.score import chance as chance_of
-from suite.analysis.score import score, selection_split
+from suite.results import chance as chance_of
+from suite.results import score, selection_split
 from suite.analysis.summary import compare_accuracy
 
 AGREE_RESAMPLES = 2000  # seed resamples for best_lr_agree (seeded: reruns agree)
@@ -181,7 +181,7 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
     """One row per cell (scheme x depth x other keys, without the learning rate).
 
     Args:
-        runs: as returned by :func:`suite.analysis.load.load_runs`.
+        runs: as returned by :func:`suite.results.load_runs`.
         keys: group keys; nothing is computed unless ``train.lr`` is one of them.
         baseline: the baseline variant.
 

@@ -27,7 +27,7 @@ import pandas as pd
 
 from suite.analysis import coprimary, crossfit, primary, stats
 from suite.analysis.grouping import DEPTH, choose_baseline, group_keys
-from suite.analysis.load import load_runs
+from suite.results import load_runs
 from suite.analysis.lr import lr_table
 from suite.analysis.markup import fmt_value
 from suite.analysis.summary import summarize

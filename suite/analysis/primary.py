@@ -45,9 +45,9 @@ from suite.config import read_yaml
 from suite.analysis import crossfit, sequential, stats
 from suite.analysis.doseresponse import frontier, relative_potency
 from suite.analysis.grouping import DEPTH, LR
-from suite.analysis.load import AnalysisError
+from suite.results import AnalysisError
 from suite.analysis.markup import fmt_value
-from suite.analysis.score import score, selection_split
+from suite.results import score, selection_split
 
 ENDPOINTS = ("best_lr_score", "score", "not_ok_rate", "frontier", "interaction", "frontier_slope")
 FREE_LR = ("best_lr_score", "frontier", "frontier_slope")  # endpoints that compare across the learning-rate axis
@@ -315,7 +315,7 @@ def evaluate(runs: list[dict[str, Any]], primary: Primary,
     """Test the primary comparison on ``runs`` (see the module docstring), alone at ``ALPHA``.
 
     Args:
-        runs: as returned by :func:`suite.analysis.load.load_runs`.
+        runs: as returned by :func:`suite.results.load_runs`.
         primary: the declared comparison.
         rounds: a group-sequential design (``sequential.json`` as :func:`read_design` reads it: the
             planned rounds and the looks taken), its planned seed counts alone (no look taken yet), or

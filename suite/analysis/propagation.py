@@ -16,7 +16,7 @@ import pandas as pd
 from suite import store
 from suite.analysis import stats
 from suite.analysis.grouping import group_of, ordered_groups
-from suite.analysis.load import run_folder
+from suite.results import run_folder
 
 KIND = "propagation"
 RECORDS = "propagation.jsonl"  # as suite.engine.propagation writes it (that module imports torch)

@@ -31,7 +31,7 @@ from markupsafe import Markup
 
 from suite import files, store
 from suite.analysis import findings, markup, products
-from suite.analysis.load import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning
+from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning
 from suite.config import flatten, read_yaml
 
 REPORT = "report.html"

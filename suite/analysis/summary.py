@@ -3,7 +3,7 @@
 Each group is tested against the baseline variant's group at the same values of all other keys;
 where that group does not exist the tests are ``nan`` and the tables say so. Runs of status
 ``error`` are left out of everything (``n`` counts the other runs) and counted in ``n_error``. The
-score is :func:`suite.analysis.score.score` (``acc_*``); survivors' accuracy stays as ``ok_acc_*``.
+score is :func:`suite.results.score` (``acc_*``); survivors' accuracy stays as ``ok_acc_*``.
 Every test here is exploratory: Bonferroni over the groups of a table section, with simultaneous
 intervals that agree with it (:func:`suite.analysis.grouping.adjust_family`). A score comparison with
 fewer than :data:`suite.analysis.pooled.MIN_SEEDS` seed pairs, every run of both arms ok, takes its SD
@@ -25,7 +25,7 @@ import pandas as pd
 from suite.analysis import pooled, stats
 from suite.analysis.grouping import (adjust_family, group_of, ordered_groups, section_keys, sort_value,
                                      variant_order)
-from suite.analysis.score import chance, score
+from suite.results import chance, score
 from suite.store import STATUSES
 
 
@@ -130,7 +130,7 @@ def summarize(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.
     test, rates with Wilson intervals and Fisher tests, survivor-only accuracy, step time.
 
     Args:
-        runs: as returned by :func:`suite.analysis.load.load_runs`.
+        runs: as returned by :func:`suite.results.load_runs`.
         keys: group keys, ``variant`` first (:func:`suite.analysis.grouping.group_keys`).
         baseline: the baseline variant.
 
@@ -186,7 +186,7 @@ def summarize(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.
 
 
 def runs_frame(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame:
-    """``runs.csv``: one row per run, its ``score`` and ``val_score`` (:mod:`suite.analysis.score`) and every
+    """``runs.csv``: one row per run, its ``score`` and ``val_score`` (:mod:`suite.results`) and every
     summary field; sorted by group, then seed, then run id."""
     order = {v: i for i, v in enumerate(variant_order([r["variant"] for r in runs], baseline))}
 

@@ -4,7 +4,7 @@ Used when ``model.depth`` and ``train.lr`` are both group keys. For each scheme 
 the other keys), at every depth:
 
 - **best rate**: the rate with the highest mean validation score (:mod:`suite.analysis.lr`'s rule:
-  ties go to the smaller rate; the score is :func:`suite.analysis.score.score`), with a percentile
+  ties go to the smaller rate; the score is :func:`suite.results.score`), with a percentile
   bootstrap interval: resample the depth's seeds with replacement and choose again; its ends are
   tested rates (the 2.5% and 97.5% order statistics of the choices). **peak rate**: where a quadratic
   in log(rate) fitted around the best rate peaks (:func:`suite.analysis.lrpeak.peak`), between tested
@@ -42,7 +42,7 @@ from suite.analysis import lrpeak
 from suite.analysis.grouping import DEPTH, LR, ordered_groups
 from suite.analysis.lr import lr_cell, complete_seeds
 from suite.analysis.pooled import MIN_SEEDS
-from suite.analysis.score import selection_split
+from suite.results import selection_split
 
 RESAMPLES = 2000  # bootstrap resamples (seeded: a rerun writes the same numbers)
 # A slope whose whole interval lies strictly within +/- this reads "transfers": the best rate moves by
@@ -252,7 +252,7 @@ def transfer_table(runs: list[dict[str, Any]], keys: list[str], baseline: str,
     """One row per scheme x depth (x the other keys): best rate, regret, slope, with intervals.
 
     Args:
-        runs: as returned by :func:`suite.analysis.load.load_runs`.
+        runs: as returned by :func:`suite.results.load_runs`.
         keys: group keys; nothing is computed unless both ``model.depth`` and ``train.lr`` are among
             them and there are at least two depths.
         baseline: the baseline variant (listed first).

@@ -26,7 +26,7 @@ import pandas as pd
 
 from suite.analysis import pooled, regression, robust, stats
 from suite.analysis.grouping import DEPTH, adjust_family, group_of, section_keys, sort_value, variant_order
-from suite.analysis.score import chance, score
+from suite.results import chance, score
 
 MIN_PAIRS = 10  # P(improvement) from fewer seed pairs moves in steps too coarse to report
 

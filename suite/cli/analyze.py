@@ -9,7 +9,7 @@ import warnings
 from suite import store
 from suite.analysis.analyze import FORMATS, analyze
 from suite.analysis.grouping import DEFAULT_BASELINE
-from suite.analysis.load import AnalysisError, AnalysisWarning
+from suite.results import AnalysisError, AnalysisWarning
 from suite.cli.checks import fail
 
 

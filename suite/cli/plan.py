@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from suite.analysis.load import AnalysisError, AnalysisWarning
+    from suite.results import AnalysisError, AnalysisWarning
     from suite.analysis.plan import plan_table, render
 
     if not 0 < args.effect < 100:

@@ -70,11 +70,11 @@ def _arm_keys(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def edge_cells(out: Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The cells of the results in ``out`` (a folder, or its runs as :func:`suite.analysis.load.load_runs`
+    """The cells of the results in ``out`` (a folder, or its runs as :func:`suite.results.load_runs`
     reads them) whose best learning rate is at an edge (and above chance):
     ``{"variant", "keys": {key: value}, "lr": edge rate, "side": "lowest" | "highest", "new": rate to add}``."""
     from suite.analysis.grouping import group_keys
-    from suite.analysis.load import load_runs
+    from suite.results import load_runs
     from suite.analysis.lr import lr_table
 
     runs = load_runs(out) if isinstance(out, (str, Path)) else out
@@ -101,7 +101,7 @@ def frontier_arms(runs: list[dict[str, Any]], keys: list[str] | None = None) -> 
 
     Args:
         runs: summary rows with ``variant``, ``train.lr``, ``status`` and the arm keys
-            (:func:`suite.analysis.load.load_runs`).
+            (:func:`suite.results.load_runs`).
         keys: the keys besides ``variant`` that split arms (default: those the tables group by).
 
     Returns:
@@ -230,7 +230,7 @@ def run_refine(path: str | Path, out: str | Path | None, options: SweepOptions, 
         :func:`edge_cells`) or still unbracketed (``kind`` "frontier", as :func:`frontier_arms`), with
         ``stopped``: why (a limit, or the round limit).
     """
-    from suite.analysis.load import load_runs
+    from suite.results import load_runs
 
     ablation = load_ablation(path, max_runs=options.max_runs, overrides=options.overrides)
     if LR not in ablation.grid:

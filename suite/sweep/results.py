@@ -7,13 +7,13 @@ from pathlib import Path
 import pandas as pd
 
 from suite import store
-from suite.analysis.load import load_runs as summaries
+from suite.results import load_runs as summaries
 
 
 def load_runs(folder: str | Path) -> pd.DataFrame:
     """The run summaries under ``folder`` (e.g. ``results/<ablation>``) as a pandas DataFrame.
 
-    One row per ``summary.json`` (read by :func:`suite.analysis.load.load_runs`: damaged summaries are
+    One row per ``summary.json`` (read by :func:`suite.results.load_runs`: damaged summaries are
     skipped with a warning); columns are the summary's keys (``run_id``, ``variant``, ``seed``,
     ``status``, ``test_acc``, every dotted config key such as ``model.depth``...) plus ``run_dir``,
     the run folder relative to ``folder``.

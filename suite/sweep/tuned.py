@@ -4,7 +4,7 @@ rate of each cell, written out), so that a study confirms at rates chosen on oth
 
 The rate of a cell (a variant at one value of each grid axis) is the tuning study's best on validation: the
 rate with the highest mean validation score over its seeds, not-ok runs at chance (the suite's one scoring
-rule, :mod:`suite.analysis.score`), ties to the smaller rate. Choosing there and testing here on fresh seeds is
+rule, :mod:`suite.results`), ties to the smaller rate. Choosing there and testing here on fresh seeds is
 what lets the confirmation use a plain paired t on all of its seeds instead of cross-fitting.
 """
 
@@ -26,8 +26,8 @@ def from_folder(folder: Path, variants: list[str], grid: dict[str, list[Any]], s
     rate is at the edge of what was tried (``lowest`` / ``highest``: a better one may lie outside)."""
     import itertools
 
-    from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
-    from suite.analysis.score import score, selection_split
+    from suite.results import AnalysisError, AnalysisWarning, load_runs
+    from suite.results import score, selection_split
 
     if not folder.is_dir():
         study = Path(src).parent / f"{folder.name}.yaml"

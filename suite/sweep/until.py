@@ -48,7 +48,7 @@ def errored_runs(runs: list[dict[str, Any]], primary: Any, seeds: list[int]) -> 
 
 def _design_file(out: Path, rounds: list[int], seeds: list[int]) -> dict[str, Any]:
     """Read the folder's design, or write this one; refuse a different design for the same folder."""
-    from suite.analysis.load import AnalysisError
+    from suite.results import AnalysisError
     from suite.analysis.primary import ALPHA, SEQUENTIAL, taken_looks
 
     path = out / SEQUENTIAL
@@ -86,7 +86,7 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
         ConfigError: no primary comparison or several (a co-primary list), a frontier or not-ok endpoint,
             ``--only``, a cap below the ablation's seeds, or a folder whose design differs.
     """
-    from suite.analysis.load import load_runs
+    from suite.results import load_runs
     from suite.analysis.primary import SEQUENTIAL, as_list, evaluate, taken_looks
     from suite.analysis.sequential import Looks
 

@@ -17,7 +17,7 @@ from suite.analysis import stats
 from suite.analysis import markup as report
 from suite.analysis.analyze import analyze
 from suite.analysis.grouping import group_keys
-from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
+from suite.results import AnalysisError, AnalysisWarning, load_runs
 from suite.cli import analyze as analyze_cli
 from suite.cli import main as analyze_cli_main
 

@@ -11,7 +11,7 @@ import yaml
 from suite.analysis import coprimary, primary, primary_text
 from suite.analysis.analyze import analyze
 from suite.analysis.doseresponse import relative_potency
-from suite.analysis.load import load_runs
+from suite.results import load_runs
 from suite.analysis.plan import plan_table
 from suite.analysis.findings import answer_lines
 from suite.sweep.spec import SpecError, load_ablation

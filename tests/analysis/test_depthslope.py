@@ -140,7 +140,7 @@ def test_findings_open_with_the_declared_depth_comparison_and_say_what_broke_fir
 
 
 def _runs(root):
-    from suite.analysis.load import load_runs
+    from suite.results import load_runs
     return load_runs(root)
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from suite.analysis.analyze import analyze
-from suite.analysis.load import AnalysisWarning
+from suite.results import AnalysisWarning
 from suite.cli import main
 
 from test_analyze import write_run
@@ -142,7 +142,7 @@ def test_a_run_folder_named_with_a_hash_links_to_itself_and_one_not_utf8_is_skip
 
 def test_runs_csv_reads_back_at_the_most_runs_an_ablation_may_have():
     """A runs.csv of 28,000 runs (17.3 MB) was written, then refused by the reader's 16 MiB cap."""
-    from suite.analysis.load import RUNS_CSV_BYTES
+    from suite.results import RUNS_CSV_BYTES
     from suite.sweep.spec import MAX_RUNS
 
     rows = (Path(__file__).resolve().parents[2] / "results" / "stability" / "runs.csv").read_text().splitlines()[1:]
@@ -183,7 +183,7 @@ def test_runs_from_before_a_key_was_added_group_with_runs_that_record_it(tmp_pat
     """train.spike_window came later at 20 (store.ADDED_KEYS): old runs, which lack it, and new seeds, which
     record 20, are one group, not two."""
     from suite.analysis.grouping import group_keys
-    from suite.analysis.load import load_runs
+    from suite.results import load_runs
 
     root = folder(tmp_path)
     for seed in (7, 8):

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from suite.analysis.load import load_runs
+from suite.results import load_runs
 from suite.analysis.lr import lr_table
 
 from test_analyze import write_run

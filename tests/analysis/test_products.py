@@ -17,7 +17,7 @@ import pytest
 
 from suite.analysis import products
 from suite.analysis.analyze import analyze, study
-from suite.analysis.load import AnalysisError, AnalysisWarning, load_runs
+from suite.results import AnalysisError, AnalysisWarning, load_runs
 from suite.analysis.report import MAX_CURVE_POINTS, SPARK_READ_ALL, _sparkline, write_report
 from suite.cli import main
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from suite.analysis.analyze import analyze
-from suite.analysis.load import AnalysisWarning, run_folder, runs_from_csv
+from suite.results import AnalysisWarning, run_folder, runs_from_csv
 from suite.analysis.report import write_report
 from suite.cli import main
 

@@ -273,7 +273,7 @@ def test_an_alias_bomb_in_a_folders_ablation_yaml_is_refused_not_expanded(tmp_pa
     guard as an ablation file: refused in one line (analyze) or left out (compare), never expanded."""
     import time
 
-    from suite.analysis.load import AnalysisError
+    from suite.results import AnalysisError
     from suite.analysis.primary import read
     from suite.analysis.report import _ablation
 

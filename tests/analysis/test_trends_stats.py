@@ -82,7 +82,7 @@ def test_iqm_is_the_mean_of_the_middle_half_and_poi_counts_pairs():
 def test_no_depth_interaction_interval_reaches_past_what_a_slope_can_be(tmp_path):
     """Two noisy seeds at depths 4, 8, 16: the paired t on 1 degree of freedom gives intervals of hundreds of
     points per doubling; a difference can move by at most 2 over 2 doublings, so they stop at +/-1."""
-    from suite.analysis.load import load_runs
+    from suite.results import load_runs
     from suite.analysis.trends import depth_trends
 
     from test_analyze import write_run

@@ -13,7 +13,7 @@ import torch
 
 from suite import store
 from suite.analysis.analyze import analyze
-from suite.analysis.load import AnalysisError
+from suite.results import AnalysisError
 from suite.cli import main
 from suite.config import load_config
 from suite.engine.propagation import RECORDS, backward_records, cls_cosine, mean_cosine, propagate

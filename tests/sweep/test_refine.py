@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from suite.cli import main
-from suite.analysis.load import load_runs
+from suite.results import load_runs
 from suite.sweep import refine
 from suite.sweep.refine import MAX_ROUNDS, edge_cells, frontier_arms, past_edge, plan_round, run_refine
 from suite.sweep.spec import Refine, SpecError, load_ablation

@@ -1,4 +1,8 @@
-"""Reading a folder of finished runs back: their summaries, and their training curves."""
+"""The results table of a folder of finished runs, read back: their summaries (or ``runs.csv``), their
+training curves, and how each finished run scores (one rule for every table, figure, finding and sweep
+decision: an ``ok`` run its accuracy, a ``diverged`` or ``failed`` run chance, ``1 / model.num_classes``,
+an ``error`` run nothing; docs/statistics.md, "One score"). Below the analysis and the sweep, which both
+read runs through it; the columns: results/README.md."""
 
 from __future__ import annotations
 
@@ -339,3 +343,28 @@ def read_curves(run_path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         pd.DataFrame(train, columns=["step", "loss"], dtype=float),
         pd.DataFrame(blocks, columns=["step", "block", "scale_mean"], dtype=float),
     )
+
+
+# ----------------------------------------------------------------------------- one score
+
+
+def chance(run: dict[str, Any]) -> float | None:
+    """``1 / model.num_classes``, or None when the summary does not say."""
+    classes = run.get("model.num_classes")
+    return 1.0 / classes if isinstance(classes, int) and not isinstance(classes, bool) and classes > 0 else None
+
+
+def selection_split(runs: list[dict[str, Any]]) -> str:
+    """``val`` when every ``ok`` run measured a validation accuracy, else ``test``: the split a learning
+    rate (or any other setting) is chosen on."""
+    return "val" if all(r.get("val_acc") is not None for r in runs if r["status"] == "ok") else "test"
+
+
+def score(run: dict[str, Any], split: str = "test") -> float | None:
+    """A run's ``test`` (or ``val``) score under the rule above; None for ``error`` or a missing value."""
+    if run["status"] == "error":
+        return None
+    if run["status"] in ("diverged", "failed"):
+        return chance(run)
+    value = run.get(f"{split}_acc")
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
