@@ -133,11 +133,12 @@ class TrainConfig:
     eval_schedule: Literal["fixed", "log"] = "fixed"
     timing_warmup_steps: int = 5  # steps excluded from step_time_ms
     checkpoint_every: int = 0  # 0 = no checkpoints; else save every N steps (resumable)
-    # auto: on CUDA bf16 autocast from model.dim BF16_MIN_WIDTH up, fp32 (TF32 matmuls) below it, where
-    # bf16 only adds casts; fp32 on CPU. Resolved before the run id is computed (resolve_precision), so
-    # a bf16 GPU run and a CPU run of one config land in different folders. fp16: autocast with
-    # dynamic loss scaling (torch.amp.GradScaler), DeiT's and CaiT's setting; CUDA only
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    # auto: on CUDA bf16 autocast from model.dim BF16_MIN_WIDTH up, tf32 below it, where bf16 only adds
+    # casts; fp32 on CPU. Resolved before the run id is computed (resolve_precision), so a GPU run and a
+    # CPU run of one config land in different folders. fp32: IEEE fp32 matmuls everywhere; tf32: fp32
+    # with TF32 matmuls on CUDA's tensor cores (CUDA only). fp16: autocast with dynamic loss scaling
+    # (torch.amp.GradScaler), DeiT's and CaiT's setting; CUDA only
+    precision: Literal["auto", "fp32", "tf32", "bf16", "fp16"] = "auto"
     # torch.compile each block (regional: compile time does not grow with depth): false, true (= the
     # default mode), or a mode: default | reduce-overhead (CUDA graphs) | max-autotune
     compile: bool | Literal["default", "reduce-overhead", "max-autotune"] = False
@@ -672,9 +673,10 @@ def _validate_data(cfg: RunConfig, source: str) -> None:
         raise ConfigError(f"{source}: data.root {d.root}: is a file, not a folder; pass the folder that holds the data")
 
 
-# Where fp16 training (autocast with a loss scaler) is offered; elsewhere `train.precision: fp16` is refused.
+# Where fp16 training (autocast with a loss scaler) and TF32 matmuls are offered; elsewhere
+# `train.precision: fp16` or `tf32` is refused.
 FP16_DEVICES: tuple[str, ...] = ("cuda",)
-# `train.precision: auto` on CUDA is bf16 from this model width up and fp32 (TF32 matmuls) below it.
+# `train.precision: auto` on CUDA is bf16 from this model width up and tf32 (fp32, TF32 matmuls) below it.
 # bf16 adds casts whatever the width: a packed step at the default ablation's shape (depth 48, batch
 # 32, pack of 4) dispatches 6,497 kernel-launching operators in bf16 against 4,852 in fp32 (+34%, at
 # model.dim 32 and 128 alike; counted on a CPU). What it saves is matmul time: the MLP's matmul of a
@@ -690,27 +692,30 @@ def resolve_precision(cfg: RunConfig, device_type: str) -> RunConfig:
     """``train.precision: auto`` made concrete for the device type the run executes on.
 
     ``auto`` means bf16 autocast on CUDA for models of width ``model.dim`` >= :data:`BF16_MIN_WIDTH`,
-    and fp32 below it (on CUDA with TF32 matmuls: ``suite.engine.precision``) and on every other
-    device. The run id hashes the resolved value, so a bf16 GPU result is never taken for the CPU one
-    (or the reverse); below the width a GPU and a CPU run of one config are the same fp32 run, as
-    with an explicit ``fp32``.
+    tf32 below it (fp32 with TF32 matmuls: ``suite.engine.precision``), and fp32 on every other device.
+    The run id hashes the resolved value, so a GPU result is never taken for the CPU one (or the
+    reverse): TF32 rounds matmuls to a 10-bit mantissa, and a folder continued on the other device
+    would otherwise pool the two. An explicit ``fp32`` is IEEE fp32 on every device.
 
     Args:
         cfg: a validated config (not changed).
         device_type: ``"cuda"`` or ``"cpu"``, where the run executes.
 
     Returns:
-        ``cfg`` itself when its precision is explicit, else a copy with ``bf16`` or ``fp32``.
+        ``cfg`` itself when its precision is explicit, else a copy with ``bf16``, ``tf32`` or ``fp32``.
 
     Raises:
-        ConfigError: ``fp16`` on a device without fp16 training (:data:`FP16_DEVICES`).
+        ConfigError: ``fp16`` or ``tf32`` on a device without them (:data:`FP16_DEVICES`).
     """
     if cfg.train.precision == "fp16" and device_type not in FP16_DEVICES:
         raise ConfigError(f"train.precision fp16: training in fp16 with loss scaling runs on "
                           f"{' or '.join(FP16_DEVICES)} only, not on {device_type}; use bf16 or fp32")
+    if cfg.train.precision == "tf32" and device_type not in FP16_DEVICES:
+        raise ConfigError(f"train.precision tf32: TF32 matmuls run on {' or '.join(FP16_DEVICES)} only, not on "
+                          f"{device_type}; use fp32")
     if cfg.train.precision != "auto":
         return cfg
-    resolved = "bf16" if device_type == "cuda" and cfg.model.dim >= BF16_MIN_WIDTH else "fp32"
+    resolved = ("fp32" if device_type != "cuda" else "bf16" if cfg.model.dim >= BF16_MIN_WIDTH else "tf32")
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=resolved))
 
 

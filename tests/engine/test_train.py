@@ -137,7 +137,7 @@ def test_precision_auto_is_resolved_into_the_run_id(tmp_path):
     auto = tiny()
     assert auto.train.precision == "auto"
     fp32 = resolve_precision(auto, "cpu")
-    assert resolve_precision(auto, "cuda").train.precision == "fp32"  # narrow: on CUDA bf16 would only add casts
+    assert resolve_precision(auto, "cuda").train.precision == "tf32"  # narrow: on CUDA bf16 would only add casts
     wide = dataclasses.replace(auto, model=dataclasses.replace(auto.model, dim=BF16_MIN_WIDTH))
     bf16 = resolve_precision(wide, "cuda")
     assert (fp32.train.precision, bf16.train.precision) == ("fp32", "bf16")
