@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import warnings
 from typing import Any, Callable
 
@@ -242,11 +243,17 @@ class Program:
             return self.fn(*state.args(), x, y)
 
 
+# What torch says when it skips a CUDA graph (inductor's log_cudagraph_skip_and_bump_counter, raised under
+# cudagraph_or_error: "skipping cudagraphs due to ...", "disabling cudagraphs ...") or when CUDA refuses a
+# capture (cudaErrorStreamCapture*: "operation not permitted when stream is capturing", "... during capture").
+CAPTURE_FAILURE = re.compile(r"\b(skipping|disabling) cudagraphs?\b|stream is capturing|during (stream )?capture|"
+                             r"cudaErrorStreamCapture|graph capture (failed|invalidated)", re.IGNORECASE)
+
+
 def _capture_failure(err: BaseException) -> bool:
-    """Whether ``err`` says a CUDA graph could not be captured (skipped under ``cudagraph_or_error``,
-    or a capture error), rather than a failure of the step itself."""
-    text = " ".join(str(e) for e in _chain(err)).lower()
-    return any(k in text for k in ("cudagraph", "cuda graph", "capturing", "capture"))
+    """Whether ``err`` says a CUDA graph could not be captured (:data:`CAPTURE_FAILURE`), rather than a failure
+    of the step itself (dynamo's hint to set ``capture_scalar_outputs`` is not one)."""
+    return any(CAPTURE_FAILURE.search(str(e)) for e in _chain(err))
 
 
 def _chain(err: BaseException | None) -> list[BaseException]:

@@ -154,3 +154,24 @@ def test_where_cuda_graphs_cannot_be_captured_the_pack_says_why_in_one_line_and_
     assert compiled.program.mode == "default"
     for g, w in zip(got, want):
         assert [v for r in g for v in r[2:]] == pytest.approx([v for r in w for v in r[2:]], rel=1e-5)
+
+
+def test_only_a_cuda_graph_capture_failure_falls_back_to_no_graphs():
+    """A step that fails for another reason is not recompiled without graphs: dynamo's hint to set
+    capture_scalar_outputs mentions "capture" and is no capture failure."""
+    from suite.engine.packstep import _capture_failure
+
+    graphs = ["skipping cudagraphs due to mutated inputs (1 instances)", "disabling cudagraphs due to "
+              "override_cudagraphs annotation", "CUDA error: operation not permitted when stream is capturing",
+              "skipping cudagraph due to function 3 exceeding max re-recording limit"]
+    others = ["Dynamic control flow is not supported; consider torch._dynamo.config.capture_scalar_outputs = True",
+              "CUDA out of memory. Tried to allocate 2.00 GiB", "shape mismatch in the captured step"]
+    assert all(_capture_failure(RuntimeError(m)) for m in graphs)
+    assert not any(_capture_failure(RuntimeError(m)) for m in others)
+    try:
+        try:
+            raise RuntimeError("skipping cudagraphs due to cpu device")
+        except RuntimeError as inner:
+            raise ValueError("the compiled step failed") from inner
+    except ValueError as outer:
+        assert _capture_failure(outer)  # found down the chain
