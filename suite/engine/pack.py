@@ -271,7 +271,8 @@ def train_pack(cfgs: list[RunConfig], out_dirs: list[str | Path], extras: list[d
     extras = extras or [{} for _ in cfgs]
     # ``packed``: the analysis keeps packed and solo runs apart where they are not the same computation
     # (bf16: the stacked matmuls round differently from a solo run's).
-    folders = [RunFolder(c, Path(o), {**e, "packed": True, "pack_size": len(cfgs)})
+    # ``peak_mem_scope``: a member's peak_mem_mb is the whole pack's (the device holds every member at once)
+    folders = [RunFolder(c, Path(o), {**e, "packed": True, "pack_size": len(cfgs), "peak_mem_scope": "pack"})
                for c, o, e in zip(cfgs, out_dirs, extras)]
     members: list[Training] = []
     data = None

@@ -20,7 +20,7 @@ BASE = {
 }
 # Differ between a packed and a solo run by design (timing, how it ran) or by float rounding.
 VOLATILE = {"wall_s", "step_time_ms", "throughput", "peak_mem_mb", "started_at", "timing_cpu_util", "timing_load1",
-            "timing_cores", "timing_contended", "packed", "pack_size", "final_train_loss"}
+            "timing_cores", "timing_contended", "packed", "pack_size", "peak_mem_scope", "final_train_loss"}
 # A pack member's diagnostics: its attention peaks differ by float rounding (one vmapped probe), and it
 # records no logits RMS or update ratio (the pack updates one stacked model), so their peaks are None.
 VOLATILE |= {f"{name}{end}" for name in ("attn_logit_peak", "attn_entropy_low", "stream_rms_peak", "logit_rms_peak",
@@ -47,7 +47,7 @@ def test_a_pack_of_4_matches_4_solo_runs_over_50_steps(tmp_path):
     packed = train_pack(configs, [tmp_path / "pack" / str(i) for i in range(4)])
     for i, c in enumerate(configs):
         solo = train(c, tmp_path / "solo" / str(i))
-        assert packed[i]["pack_size"] == 4 and packed[i]["packed"] is True and packed[i]["run_id"] == solo["run_id"]
+        assert packed[i]["pack_size"] == 4 and packed[i]["packed"] is True and packed[i]["peak_mem_scope"] == "pack" and packed[i]["run_id"] == solo["run_id"]
         assert losses(tmp_path / "pack" / str(i)) == pytest.approx(losses(tmp_path / "solo" / str(i)), rel=1e-4)
         assert probes(tmp_path / "pack" / str(i)) == pytest.approx(probes(tmp_path / "solo" / str(i)), rel=1e-3, abs=1e-6)
         assert packed[i]["final_train_loss"] == pytest.approx(solo["final_train_loss"], rel=1e-4)
