@@ -127,10 +127,11 @@ def run(args: argparse.Namespace) -> int:
         cfg = resolve_precision(cfg, device.type)
     except (RuntimeError, ConfigError) as err:  # device cuda without a GPU; fp16 where it is not offered
         return fail(str(err))
+    from suite.engine.compiled import solo_graph_problem
     from suite.engine.resources import memory_problem
 
-    problem = memory_problem(cfg, device)  # before anything is allocated: a blow-up is one line, not a crash
-    if problem:
+    problem = solo_graph_problem(cfg.train.compile, device.type) or memory_problem(cfg, device)  # before anything
+    if problem:                                                            # is allocated: one line, not a crash
         return fail(problem)
     out = Path("results") / "train" / store.run_id(cfg) if args.out is None else args.out  # --out '' is refused
     problem = writable_dir(out, "--out")

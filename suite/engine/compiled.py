@@ -62,6 +62,21 @@ def reuse(key: Hashable, build: Callable[[], T]) -> T:
     return value
 
 
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes that capture CUDA graphs on CUDA
+
+
+def solo_graph_problem(compile_setting: bool | str, device_type: str) -> str | None:
+    """Why a solo run on ``device_type`` cannot use ``compile_setting``, or None. A solo run compiles block by
+    block, every block sharing one graph: under CUDA graphs each replay overwrites the output of the block
+    before it, which the next block and the backward still read (pytorch/pytorch#152887), so the CUDA-graph
+    modes are refused there; a pack compiles its whole step and captures it (``compile: true``)."""
+    if compile_setting in CUDA_GRAPH_MODES and device_type != "cpu":
+        return (f"train.compile {compile_setting}: a run compiled block by block cannot replay CUDA graphs (each "
+                f"block's replay overwrites the output of the one before, pytorch#152887); use compile: true, or "
+                f"--pack N, whose packs capture their whole step as one CUDA graph")
+    return None
+
+
 def compile_for_run(model: nn.Module, mode: str = "default", regional: bool = True, **options: Any) -> nn.Module:
     """``model`` compiled with ``mode`` after clearing what earlier runs in this process compiled.
 

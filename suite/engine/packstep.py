@@ -40,6 +40,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from suite import store
 from suite.engine import steplog
+from suite.engine.compiled import CUDA_GRAPH_MODES
 from suite.engine.optim import stacked_adamw_
 
 
@@ -180,7 +181,6 @@ def compile_mode(setting: bool | str, device_type: str) -> str | None:
     return str(setting)
 
 
-CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 NO_CUDA_GRAPHS = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 
 

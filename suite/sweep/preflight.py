@@ -47,6 +47,8 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
         pack: ``--pack``: a run that can be packed is checked as a pack of that many runs of its shape
             (:func:`suite.engine.pack.pack_memory_mb`: every member's state and the [N, P] stacks).
     """
+    from suite.engine.compiled import solo_graph_problem
+
     if pack > 1:
         from suite.engine.pack import pack_memory_mb, packable
     problems: list[str] = []
@@ -70,6 +72,10 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
                 models.add(model_key)
                 _model(cfg, run, src, shape, problems)
         where = device or cfg.device
+        if run.kind == "train" and not (pack > 1 and packable(cfg) is None):  # a solo run
+            problem = solo_graph_problem(cfg.train.compile, "cpu" if where == "cpu" else "cuda")
+            if problem:
+                problems.append(f"{src}: {_cell(run)}: {problem}")
         if check_device and run.kind == "train":
             n = pack if pack > 1 and packable(cfg) is None else 1
             need = pack_memory_mb(cfg, n) * 2**20 if n > 1 else memory_estimate(cfg)[0]

@@ -134,3 +134,20 @@ def test_the_memory_check_counts_the_pack(tmp_path, monkeypatch):
     assert preflight(runs, str(path), check_data=False) == []
     problems = preflight(runs, str(path), check_data=False, pack=64)
     assert len(problems) == 1 and "for a pack of 64 (--pack)" in problems[0] and "lower --pack" in problems[0]
+
+
+def test_a_solo_run_may_not_replay_cuda_graphs_block_by_block_but_a_pack_may():
+    """train.compile reduce-overhead compiles each block into one shared graph; replayed as a CUDA graph, each
+    block's output is overwritten by the next's (pytorch#152887): refused for a solo run, one line."""
+    import dataclasses
+
+    from suite.sweep.preflight import preflight
+    from suite.sweep.spec import load_ablation
+
+    runs = load_ablation(Path(__file__).resolve().parents[2] / "ablations" / "smoke.yaml").runs[:2]
+    graphs = [dataclasses.replace(r, cfg=dataclasses.replace(r.cfg, train=dataclasses.replace(
+        r.cfg.train, compile="reduce-overhead"))) for r in runs]
+    solo = preflight(graphs, "smoke.yaml", check_device=False, check_data=False, device="cuda")
+    assert len(solo) == 2 and all("train.compile reduce-overhead: a run compiled block by block" in p for p in solo)
+    assert preflight(graphs, "smoke.yaml", check_device=False, check_data=False, device="cpu") == []
+    assert preflight(graphs, "smoke.yaml", check_device=False, check_data=False, device="cuda", pack=2) == []
