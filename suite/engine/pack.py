@@ -312,7 +312,7 @@ def _end(folder: RunFolder, err: BaseException | None = None) -> None:
 
 def _train(members: list[Training], on_step: Callable[[int], None] | None) -> None:
     first = members[0]
-    set_matmul_precision(first.tc.precision, first.device)  # fp32 on CUDA: TF32 matmuls
+    set_matmul_precision(first.tc.precision, first.device)  # tf32 on CUDA: TF32 matmuls
     pack = Pack(members)
     seeds = [m.cfg.seed for m in members]
     stream = PackStream(first.data, first.tc.batch_size, seeds, first.device, first.cfg.data.augment,
@@ -324,6 +324,8 @@ def _train(members: list[Training], on_step: Callable[[int], None] | None) -> No
     def ended(m: Training) -> None:
         pack.leave(m)
         m.metrics.close()
+        if pack.program.mode is not None:  # compiled: did its step replay CUDA graphs, or run without them
+            m.summary["cuda_graphs"] = pack.program.uses_cuda_graphs() and first.device.type == "cuda"
         if m.summary["status"] != "error":
             m.finish()
         m.run.close()

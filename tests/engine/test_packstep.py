@@ -121,6 +121,7 @@ def test_the_next_pack_of_the_same_shape_runs_the_compiled_step_it_left(tmp_path
     other = train_pack([cfg(seed=0, **{**compiled, "model.depth": 3})] * 2, [tmp_path / "c0", tmp_path / "c1"])
     assert counters["stats"]["unique_graphs"] == 2
     assert all(s["status"] in ("ok", "failed") and s["steps_done"] == 20 for s in first + second + other)
+    assert {s["cuda_graphs"] for s in first + second + other} == {False}  # compiled, on a CPU: no CUDA graphs
 
 
 def test_where_cuda_graphs_cannot_be_captured_the_pack_says_why_in_one_line_and_runs_compiled(tmp_path):
