@@ -81,7 +81,7 @@ def test_ctrl_c_inside_code_a_library_builds_with_exec_exits_130(folder: Path, t
     """namedtuple, dataclasses and scipy.stats build functions with exec/eval while they load. CPython
     marks a KeyboardInterrupt that leaves such code as unhandled, and under ``python -m`` a process so
     marked kills itself with SIGINT at exit (status -2) although main caught the interrupt, printed its
-    line and returned 130 (CI, stop 46). Here the interrupt is raised inside exec'd code, every time."""
+    line and returned 130. Here the interrupt is raised inside exec'd code, every time."""
     (tmp_path / "ctrl_c_in_exec.py").write_text(
         "import sys\n"
         "import suite.cli.analyze as cli\n"
@@ -103,7 +103,7 @@ def test_ctrl_c_inside_code_a_library_builds_with_exec_exits_130(folder: Path, t
 def test_a_stop_signal_a_library_turns_into_another_error_still_stops_in_one_line(folder, signum, code, line):
     """matplotlib's pybind11 converters call a transform's ``__array__``; when the signal's exception
     is raised in there, they clear it and raise ``ValueError: Invalid affine transformation matrix``:
-    a Ctrl-C while ``suite analyze`` drew was a matplotlib traceback and exit 1 (1 press in 80)."""
+    a Ctrl-C while ``suite analyze`` drew was a matplotlib traceback and exit 1."""
     script = ("import os, sys, time\n"
               "import suite.cli.analyze as cli\n"
               "def drawing(*a, **k):\n"

@@ -8,7 +8,7 @@ any false claim at ``ALPHA`` (statsmodels ``multipletests(method="holm")``). A c
 and its TOST's adjusted p is, ``undecided`` otherwise. Each interval is printed at the level of the
 Holm step that decided its test (``alpha / (m - j)`` for the j-th smallest p when rejected,
 ``alpha / (m - r)`` for every test left once r are rejected), so an interval excludes the null
-exactly when its verdict says so. One comparison alone is tested at alpha, as before.
+exactly when its verdict says so. One comparison alone is tested at alpha.
 """
 
 from __future__ import annotations

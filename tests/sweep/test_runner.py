@@ -369,7 +369,7 @@ def test_ctrl_c_while_the_workers_start_is_one_line_and_exit_130(tmp_path, to):
 def test_a_ctrl_c_while_the_fork_server_starts_is_delivered_after_it_even_with_other_threads():
     """SIGINT is blocked in the thread that starts the fork server; a kill(2) to the process may then
     go to any other thread (torch's pool has some by then). It was taken there while SIGINT was set to
-    SIG_IGN for the server's sake, and lost: the sweep ran to the end, exit 0 (make test, stop 46)."""
+    SIG_IGN for the server's sake, and lost: the sweep ran to the end, exit 0."""
     script = ("import multiprocessing.forkserver, os, signal, threading, time\n"
               "import suite.sweep.local as local\n"
               "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
