@@ -28,7 +28,8 @@ from suite.analysis.findings import findings
 from suite.analysis.lr import lr_table
 from suite.analysis.propagation import KIND, is_propagation, summary_frame
 from suite.analysis.summary import runs_frame, summarize
-from suite.analysis.stability import stability_table
+from suite.analysis.grouping import DEPTH, LR
+from suite.analysis.stability import models, stability_table
 from suite.analysis.survival import learn_table
 from suite.analysis.trends import aggregates, depth_trends
 from suite.analysis.transfer import transfer_table
@@ -150,6 +151,7 @@ def study(root: Path, baseline: str | None = None, by: list[str] | None = None, 
     if not missing.empty:
         warnings.warn(f"{len(missing)} group(s) have no '{base}' group at the same keys: no tests there",
                       AnalysisWarning)
+    fitted = models(runs, keys, base) if DEPTH in keys and LR in keys else {}  # fitted once: table and figures
     frames = {
         "summary": summary,
         "trends": depth_trends(runs, keys, base),
@@ -157,10 +159,10 @@ def study(root: Path, baseline: str | None = None, by: list[str] | None = None, 
         "lr": lr_table(runs, keys, base),
         "learn": learn_table(runs, keys, base),
         "transfer": transfer_table(runs, keys, base),
-        "stability": stability_table(runs, keys, base),
+        "stability": stability_table(runs, keys, base, fitted),
         "gamma": gamma.gamma_frame(root, runs, keys),
     }
-    return products.Analysis(root, title, runs, keys, base, frames, _primary(root, runs))
+    return products.Analysis(root, title, runs, keys, base, frames, _primary(root, runs), depth_models=fitted)
 
 
 def _primary(root: Path, runs: list[dict]) -> primary.Answer | list[primary.Answer] | None:

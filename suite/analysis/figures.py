@@ -69,6 +69,14 @@ def readable_log_ticks(fig: plt.Figure) -> None:
             axis.set_minor_formatter(ticker.NullFormatter())
 
 
+def _titled(fig: plt.Figure, title: str, caption: str, y: float) -> plt.Figure:
+    """``fig`` with its title (from data: :func:`plain`) and a grey caption under the axes, laid out."""
+    fig.suptitle(plain(title))
+    fig.text(0.01, y, caption, fontsize="small", color="0.3")
+    fig.tight_layout()
+    return fig
+
+
 def dodge(x: np.ndarray, index: int, count: int, decades: float = 0.035) -> np.ndarray:
     """``x`` (on a log axis) shifted a little per scheme, so that schemes at the same rate do not hide each
     other: scheme ``index`` of ``count`` moves by ``(index - (count - 1) / 2) * decades`` decades."""
@@ -470,12 +478,8 @@ def phase_diagram(runs: list[dict[str, Any]], model: Any, colors: dict[str, Any]
         plt.Line2D([], [], color="black", label="LR50 (model), 95% band")]
     axes[0][-1].legend(handles=handles, fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
                        borderaxespad=0)
-    fig.suptitle(plain(title))
-    fig.text(0.01, -0.04, "each cell: its runs' outcomes as shares, side by side; line: where half of the "
-             "runs end not ok, one Firth logistic model of every run (docs/statistics.md)", fontsize="small",
-             color="0.3")
-    fig.tight_layout()
-    return fig
+    return _titled(fig, title, "each cell: its runs' outcomes as shares, side by side; line: where half of the "
+                   "runs end not ok, one Firth logistic model of every run (docs/statistics.md)", -0.04)
 
 
 def val_vs_lr_by_depth(runs: list[dict[str, Any]], colors: dict[str, Any], title: str) -> plt.Figure:
@@ -648,8 +652,10 @@ def draw(analysis: Any) -> list[Path]:
 
 
 def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys: list[str], baseline: str,
-             title: str, lr: pd.DataFrame | None = None, transfer: pd.DataFrame | None = None) -> list[Path]:
-    """Draw every figure of the analysis into ``root/figures``; returns the files written."""
+             title: str, lr: pd.DataFrame | None = None, transfer: pd.DataFrame | None = None,
+             depth_models: dict | None = None) -> list[Path]:
+    """Draw every figure of the analysis into ``root/figures``; returns the files written. ``depth_models``:
+    the frontier-across-depth model of each section (:func:`suite.analysis.stability.models`)."""
     out = root / "figures"
     if all(r["status"] == "error" for r in runs):  # nothing finished: nothing to draw
         return []
@@ -659,7 +665,7 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
     if lr is not None and not lr.empty:
         rest = [k for k in keys if k != LR]
         curves = lr_curves(runs, keys)
-        fitted = stability.models(runs, keys, baseline) if DEPTH in keys else {}
+        fitted = depth_models or {}
         for label, part in sections(lr, rest):
             _, suffix, head = _heading(label, section_keys(rest), title)
             members = curves[[group_of(r, section_keys(rest)) == label
@@ -717,12 +723,8 @@ def time_to_learn(members: list[dict[str, Any]], colors: dict[str, Any], title: 
         ax.set_ylim(-2, 102)
     axes[0][0].set_ylabel("runs that have learned (%)")
     axes[0][-1].legend(fontsize=7, loc="lower right")
-    fig.suptitle(plain(title))
-    fig.text(0.01, -0.06, "Kaplan-Meier: learned = first held-out evaluation above always guessing the largest "
-             "class (binomial test, alpha 0.01); runs that never learned are censored", fontsize="small",
-             color="0.3")
-    fig.tight_layout()
-    return fig
+    return _titled(fig, title, "Kaplan-Meier: learned = first held-out evaluation above always guessing the largest "
+                   "class (binomial test, alpha 0.01); runs that never learned are censored", -0.06)
 
 
 def _scale_figures(root: Path, members: list[dict[str, Any]], keys: list[str], out: Path, suffix: str,

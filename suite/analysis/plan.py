@@ -71,20 +71,19 @@ def _primary_row(answer: primary.Answer, effect: float, power: float) -> dict[st
                 "pairs": min(na, nb), "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
                 "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": answer.min_p,
                 "note": f"observed not ok {ka}/{na} vs {kb}/{nb}"}
-    if declared.endpoint == "frontier":
-        need = primary.plan_frontier(answer.low, answer.high, answer.level, answer.seeds, primary.DEFAULT_RATIO,
-                                     power, alpha)
-        note = (f"seeds per rate to detect an LR50 ratio of {primary.DEFAULT_RATIO:g}, scaled from the ratio's "
-                f"interval" if math.isfinite(need) else "the ratio's interval is open or missing: extend the grid")
-        return {"comparison": declared.describe(), "endpoint": "frontier", "role": role, "alpha": alpha,
-                "pairs": answer.seeds, "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
-                "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": math.nan, "note": note}
-    if declared.endpoint == "frontier_slope":
-        need = primary.plan_slope(answer.low, answer.high, answer.level, answer.seeds, primary.DEFAULT_SLOPE,
-                                  power, alpha)
-        note = (f"seeds per rate, depth and scheme to detect a slope difference of {primary.DEFAULT_SLOPE:g}, scaled "
-                f"from its interval" if math.isfinite(need) else "the slope difference's interval is open or missing")
-        return {"comparison": declared.describe(), "endpoint": "frontier_slope", "role": role, "alpha": alpha,
+    if declared.endpoint in ("frontier", "frontier_slope"):  # seeds scaled from the interval's width
+        ratio = declared.endpoint == "frontier"
+        plan_, target = ((primary.plan_frontier, primary.DEFAULT_RATIO) if ratio else
+                         (primary.plan_slope, primary.DEFAULT_SLOPE))
+        need = plan_(answer.low, answer.high, answer.level, answer.seeds, target, power, alpha)
+        if math.isfinite(need):
+            note = (f"seeds per rate to detect an LR50 ratio of {target:g}, scaled from the ratio's interval" if ratio
+                    else f"seeds per rate, depth and scheme to detect a slope difference of {target:g}, scaled from "
+                         f"its interval")
+        else:
+            note = ("the ratio's interval is open or missing: extend the grid" if ratio else
+                    "the slope difference's interval is open or missing")
+        return {"comparison": declared.describe(), "endpoint": declared.endpoint, "role": role, "alpha": alpha,
                 "pairs": answer.seeds, "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
                 "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": math.nan, "note": note}
     row = _row(declared.describe(), declared.endpoint, role, alpha, answer.n_pairs, answer.sd,

@@ -117,13 +117,9 @@ def _frontier_text(a: Answer) -> str:
             how = f"at most {_x(a.high)}x" if a.censored in ("low", "both") else f"only {_x(a.estimate)}x"
             head = f"**{pr.scheme} tolerates {how} {pr.baseline}'s learning rate.**"
         return f"{head} {body}{open_}"
-    if math.isfinite(a.seeds_needed):
-        at = f" at alpha = {ALPHA / a.family:.3g} (Holm's first step)" if a.family > 1 else ""
-        need = (f" To detect a ratio of {a.effect:g} with {int(100 * POWER)}% power{at}, about "
-                f"{int(a.seeds_needed)} seeds per rate and scheme are needed (now {a.seeds}; approximate, from "
-                f"the interval's width).")
-    else:
-        need = " No number of seeds can be planned from an interval open at one end." if side else ""
+    need = _scaled_need(a, f"a ratio of {a.effect:g}", "rate and scheme")
+    if not need and side:
+        need = " No number of seeds can be planned from an interval open at one end."
     return f"**Undecided**: the interval includes 1.{need} {body}{open_}"
 
 
@@ -154,14 +150,17 @@ def _slope_text(a: Answer) -> str:
     if a.decision == "difference":
         how = "more slowly" if a.estimate > 0 else "faster"
         return f"**{pr.scheme}'s frontier falls {how} with depth than {pr.baseline}'s.** {body}{note}"
-    if math.isfinite(a.seeds_needed):
-        at = f" at alpha = {ALPHA / a.family:.3g} (Holm's first step)" if a.family > 1 else ""
-        need = (f" To detect a difference of {a.effect:g} in slope with {int(100 * POWER)}% power{at}, about "
-                f"{int(a.seeds_needed)} seeds per rate, depth and scheme are needed (now {a.seeds}; approximate, "
-                f"from the interval's width).")
-    else:
-        need = ""
+    need = _scaled_need(a, f"a difference of {a.effect:g} in slope", "rate, depth and scheme")
     return f"**Undecided**: the interval includes 0.{need} {body}{note}"
+
+
+def _scaled_need(a: Answer, effect: str, per: str) -> str:
+    """The seeds that would detect ``effect``, planned from the interval's width ("" when none is planned)."""
+    if not math.isfinite(a.seeds_needed):
+        return ""
+    at = f" at alpha = {ALPHA / a.family:.3g} (Holm's first step)" if a.family > 1 else ""
+    return (f" To detect {effect} with {int(100 * POWER)}% power{at}, about {int(a.seeds_needed)} seeds per {per} "
+            f"are needed (now {a.seeds}; approximate, from the interval's width).")
 
 
 def _score_text(a: Answer) -> str:

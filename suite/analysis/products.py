@@ -70,6 +70,7 @@ class Analysis:
     frames: dict[str, pd.DataFrame | None] = field(default_factory=dict)
     answer: Any = None
     propagation: bool = False
+    depth_models: dict = field(default_factory=dict)  # section -> the frontier-across-depth model (stability.py)
 
     @property
     def summary(self) -> pd.DataFrame:

@@ -52,16 +52,18 @@ def models(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> dict[t
             for label, m in out.items()}
 
 
-def stability_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame | None:
+def stability_table(runs: list[dict[str, Any]], keys: list[str], baseline: str,
+                    fitted: dict[tuple, depthslope.DepthFrontier] | None = None) -> pd.DataFrame | None:
     """One row per scheme x depth (x the other keys): the keys without ``train.lr`` then :data:`COLUMNS`;
-    None unless depth and rate are group keys with two depths or more."""
+    None unless depth and rate are group keys with two depths or more. ``fitted``: :func:`models` of the
+    same runs, when the caller has them (the analysis fits them once, for this table and the figures)."""
     if DEPTH not in keys or LR not in keys:
         return None
     rest = [k for k in keys if k not in ("variant", LR, DEPTH)]
     done = [r for r in runs if r["status"] != "error" and r.get(LR) is not None and r.get(DEPTH) is not None]
     if len({float(r[DEPTH]) for r in done}) < 2:
         return None
-    fitted = models(done, keys, baseline)
+    fitted = models(done, keys, baseline) if fitted is None else fitted
     rows = []
     for label, members in ordered_groups(done, ["variant", *rest, DEPTH], baseline).items():
         variant, depth = label[0], float(label[-1])
