@@ -152,3 +152,17 @@ def test_the_table_counts_each_cause():
     assert list(frame["n_not_learned"]) == [2, 2] and list(frame["n_diverged"]) == [2, 2]
     assert list(frame["first_not_ok_lr"]) == [1e-2, 1e-2] and set(frame["first_cause"]) == {"did not learn"}
     assert [outcome(r) for r in runs[:3]] == ["ok", "did not learn", "diverged"]
+
+
+def test_the_power_script_simulates_from_the_committed_study(capsys, monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("stability_power", root / "scripts" / "stability_power.py")
+    power = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(power)
+    monkeypatch.setattr(power, "SIMULATIONS", 2)
+    power.main(root / "results" / "stability")
+    out = capsys.readouterr().out
+    assert "| +0.50 | 8 |" in out and "(as fitted) | 2 |" in out and out.count("\n| ") == 10
