@@ -114,10 +114,13 @@ def pack_key(cfg: RunConfig) -> str:
 class Pack:
     """The members' parameters as one stack, its device state, and the stacked step and evaluation."""
 
-    def __init__(self, members: list[Training]) -> None:
+    def __init__(self, members: list[Training], width: int = 0) -> None:
         first = members[0]
         self.members, self.device, self.tc = members, first.device, first.tc
-        n = len(members)
+        # ``width`` > N: the stack has inert rows after the members' (copies of the first member that
+        # never train), so that a compiled step keeps one shape whatever the number of members.
+        n, self.width = len(members), max(len(members), width)
+        pad = [first] * (self.width - n)
         # The code of the model, none of its tensors (copied before they become views of the stack).
         self.base = copy.deepcopy(first.model).to("meta")
         named = [dict(m.model.named_parameters()) for m in members]
@@ -131,8 +134,9 @@ class Pack:
                                   for k, g in zip(names, groups)], device=self.device)
         lr_scale, decay = per_param.repeat_interleave(torch.tensor(sizes, device=self.device), dim=0).unbind(1)  # [P]
         # One pass over the parameters, whatever N: each parameter's N copies stacked, the stacks joined.
+        named += named[:1] * len(pad)
         flat = torch.cat([torch.stack([nm[k].detach() for nm in named]).flatten(1) for k in names], 1)
-        opt_state = [[m.optimizer.state.get(nm[k], {}) for k in names] for m, nm in zip(members, named)]
+        opt_state = [[m.optimizer.state.get(nm[k], {}) for k in names] for m, nm in zip(members + pad, named)]
         moments = []
         for key in ("exp_avg", "exp_avg_sq"):
             if any(key in st for row in opt_state for st in row):  # resumed: the checkpoint's moments
@@ -143,17 +147,19 @@ class Pack:
                 moments.append(torch.zeros_like(flat))
         self.step_count = first.state.step
         self.step_tensor = torch.tensor(float(self.step_count))  # every member's AdamW state "step" (its checkpoints)
-        self.log = StepLog(max(1, self.tc.log_every), self.device, n)
+        self.log = StepLog(max(1, self.tc.log_every), self.device, self.width)
+        for i in range(n, self.width):
+            self.log.leave(i)
         self.state = PackState(
             flat=flat, exp_avg=moments[0], exp_avg_sq=moments[1],
             step=torch.tensor(self.step_count, device=self.device),
-            lrs=lr_table(first.total_steps, [m.tc for m in members]).to(self.device),
-            weight_decay=torch.tensor([[m.tc.weight_decay] for m in members], device=self.device),
+            lrs=lr_table(first.total_steps, [m.tc for m in members + pad]).to(self.device),
+            weight_decay=torch.tensor([[m.tc.weight_decay] for m in members + pad], device=self.device),
             decay=decay.contiguous(), lr_scale=lr_scale.contiguous(),
-            live=torch.ones(n, dtype=torch.bool, device=self.device), log=self.log.values, bad=self.log.bad,
-            buffers={name: torch.stack([dict(m.model.named_buffers())[name] for m in members])
+            live=torch.arange(self.width, device=self.device) < n, log=self.log.values, bad=self.log.bad,
+            buffers={name: torch.stack([dict(m.model.named_buffers())[name] for m in members + pad])
                      for name, _ in first.model.named_buffers()})
-        for i, (m, nm) in enumerate(zip(members, named)):  # each member's tensors become views of its row
+        for i, (m, nm) in enumerate(zip(members, named[:n])):  # each member's tensors become views of its row
             rows = [stack[i].split(sizes) for stack in (flat, *moments)]
             for j, k in enumerate(names):
                 p = nm[k]
@@ -169,7 +175,7 @@ class Pack:
         if mode is None:
             self.program = Program(spec, None)
         else:  # the next pack of this shape in this process runs the same compiled graph
-            self.program = reuse((pack_key(first.cfg), n, str(self.device), mode), lambda: Program(spec, mode))
+            self.program = reuse((pack_key(first.cfg), self.width, str(self.device), mode), lambda: Program(spec, mode))
             if self.program.uses_cuda_graphs():
                 mark_static(self.state)
         self.spec = self.program.spec
@@ -198,6 +204,7 @@ class Pack:
         (:func:`suite.engine.packstep.make_step`) that reads no host value."""
         started = time.perf_counter(), time.process_time()
         lrs = [m.begin_step()[0] if going else 0.0 for m, going in zip(self.members, self._going)]
+        lrs += [0.0] * (self.width - len(lrs))
         self.x = x
         self.log.note(self.step_count, lrs)
         self.program(self.state, x, y)
@@ -230,7 +237,7 @@ class Pack:
         if self._evals[0] != step:
             self._evals = (step, {})
         if split not in self._evals[1]:
-            first, n = self.members[0], len(self.members)
+            first, n = self.members[0], self.width
             cfg, data = first.cfg, first.data
             loss_sum = torch.zeros(n, device=self.device)
             correct = torch.zeros(n, device=self.device)
@@ -249,7 +256,7 @@ class Pack:
 
 
 def train_pack(cfgs: list[RunConfig], out_dirs: list[str | Path], extras: list[dict[str, Any]] | None = None,
-               on_step: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+               on_step: Callable[[int], None] | None = None, width: int = 0) -> list[dict[str, Any]]:
     """Train ``cfgs`` as one pack, each into its own folder; returns their summaries (in order).
 
     Args:
@@ -258,6 +265,9 @@ def train_pack(cfgs: list[RunConfig], out_dirs: list[str | Path], extras: list[d
         extras: top-level summary keys per run (the sweep adds ``ablation``, ``variant``).
         on_step: called after every pack step with the members' step; it may raise ``StopRun``
             (a preempted worker: every member still going then checkpoints this step first).
+        width: under ``train.compile``, a pack of fewer runs is padded to this many rows with inert copies
+            of its first run, so that every pack of one shape runs the one compiled step (the sweep
+            passes ``--pack``); eager packs are never padded.
 
     Raises:
         ValueError: the runs cannot share a pack.
@@ -290,7 +300,7 @@ def train_pack(cfgs: list[RunConfig], out_dirs: list[str | Path], extras: list[d
         # Members resumed from different steps (a run preempted alone, packed again) train as one
         # pack per step, one after another.
         for step in sorted({m.state.step for m in members}):
-            _train([m for m in members if m.state.step == step], on_step)
+            _train([m for m in members if m.state.step == step], on_step, width)
     except BaseException:
         for m in members:
             if not m.run.closed:
@@ -310,11 +320,11 @@ def _end(folder: RunFolder, err: BaseException | None = None) -> None:
     folder.close()
 
 
-def _train(members: list[Training], on_step: Callable[[int], None] | None) -> None:
+def _train(members: list[Training], on_step: Callable[[int], None] | None, width: int) -> None:
     first = members[0]
     set_matmul_precision(first.tc.precision, first.device)  # tf32 on CUDA: TF32 matmuls
-    pack = Pack(members)
-    seeds = [m.cfg.seed for m in members]
+    pack = Pack(members, width if compile_mode(first.tc.compile, first.device.type) else 0)
+    seeds = [m.cfg.seed for m in members] + [first.cfg.seed] * (pack.width - len(members))  # inert rows: row 0's batches
     stream = PackStream(first.data, first.tc.batch_size, seeds, first.device, first.cfg.data.augment,
                         first.cfg.data.device_max_mb, first.cfg.data.num_workers)
     pack.x = next(stream.batches(first.state.step, first.state.step + 1))[0]  # the probes at step 0

@@ -195,7 +195,7 @@ def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Placement, int]:
 
     worker = Worker(str(sweep.out.resolve()), [[prepared(r) for r in pack] for pack in packs], lease_s=opts.lease,
                     attempts=opts.attempts, threads=threads, gpus=placement.gpus,
-                    poll_s=opts.poll or placement.poll_s, grace_s=placement.grace_s)
+                    poll_s=opts.poll or placement.poll_s, grace_s=placement.grace_s, pack=opts.pack or 1)
     return worker, placement, n
 
 

@@ -104,6 +104,7 @@ class Worker:
     gpus: list[str] | None = None  # worker i sees gpus[i % len] ([]: none); None: the scheduler decides
     grace_s: float = 90.0  # after a preemption signal, how long a run may take to reach a step
     poll_s: float = 5.0  # how often to look again at packs other workers hold
+    pack: int = 1  # --pack: a compiled pack of fewer runs is padded to this many rows (one compile per shape)
 
     def __call__(self, index: int = 0) -> dict[str, Any]:
         """Train packs until every run has a summary, or until told to stop.
@@ -205,7 +206,7 @@ class Worker:
 
         try:
             with summary_guard(still_ours):
-                execute(todo, out, on_step=self._check)
+                execute(todo, out, on_step=self._check, width=self.pack)
             self._event("finish", todo)
             counts["trained"] += len(todo)
         except StopRun as stop:
@@ -257,7 +258,7 @@ class Worker:
             f.write(line)
 
 
-def execute(runs: list[Run], out: Path, on_step=None) -> list[dict[str, Any]]:
+def execute(runs: list[Run], out: Path, on_step=None, width: int = 0) -> list[dict[str, Any]]:
     """Train ``runs`` (one run, or a pack: :func:`suite.engine.pack.train_pack`), or measure a
     propagation run; each writes its own summary. ``on_step`` may stop a run (:class:`StopRun`).
 
@@ -270,7 +271,7 @@ def execute(runs: list[Run], out: Path, on_step=None) -> list[dict[str, Any]]:
     if len(runs) > 1:
         from suite.engine.pack import train_pack
 
-        return train_pack([r.cfg for r in runs], dirs, [r.extra for r in runs], on_step=on_step)
+        return train_pack([r.cfg for r in runs], dirs, [r.extra for r in runs], on_step=on_step, width=width)
     run = runs[0]
     if run.kind == "propagation":
         from suite.engine.propagation import propagate

@@ -124,6 +124,25 @@ def test_the_next_pack_of_the_same_shape_runs_the_compiled_step_it_left(tmp_path
     assert {s["cuda_graphs"] for s in first + second + other} == {False}  # compiled, on a CPU: no CUDA graphs
 
 
+def test_a_smaller_compiled_pack_is_padded_to_the_width_and_reuses_the_step(tmp_path, monkeypatch):
+    """A sweep's last pack of a shape holds fewer runs than ``--pack``: padded with inert rows to the same
+    width it runs the compiled step of the full packs (no second compile), and its members train exactly
+    as in an unpadded pack."""
+    from suite.engine.pack import train_pack
+
+    monkeypatch.setattr(pack_module, "Program", functools.partial(Program, backend="aot_eager"))
+    counters.clear()
+    compiled = {"train.compile": True}
+    train_pack([cfg(seed=s, **compiled) for s in range(3)], [tmp_path / f"a{s}" for s in range(3)], width=3)
+    padded = train_pack([cfg(seed=5, **compiled), cfg(seed=6, **{**compiled, "train.lr": 5e-3})],
+                        [tmp_path / "b0", tmp_path / "b1"], width=3)
+    assert counters["stats"]["unique_graphs"] == 1
+    eager = train_pack([cfg(seed=5), cfg(seed=6, **{"train.lr": 5e-3})], [tmp_path / "c0", tmp_path / "c1"], width=3)
+    for p, e in zip(padded, eager):
+        assert p["steps_done"] == e["steps_done"] == 20 and p["pack_size"] == 2
+        assert p["final_train_loss"] == pytest.approx(e["final_train_loss"], rel=1e-4)
+
+
 def test_where_cuda_graphs_cannot_be_captured_the_pack_says_why_in_one_line_and_runs_compiled(tmp_path):
     """On a CPU ``reduce-overhead`` has no CUDA graphs to capture: one line, then the step compiled
     without them. On CUDA a capture that fails (the compiler's reason, raised under
