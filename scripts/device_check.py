@@ -1,0 +1,281 @@
+"""The GPU path's one device check: solo, packed and compiled runs on CUDA, offline, in one process.
+
+    python3 scripts/device_check.py OUT          # on the GPU machine (docs/gpu-and-ray.md gives the call)
+    python3 scripts/device_check.py OUT --dry    # the same phases on the CPU, tiny shapes, eager compiles
+
+Each phase prints one line the moment it ends and appends it to ``OUT/device_check.md`` (and a JSON row
+to ``OUT/device_check.jsonl``), so a command killed by its time limit keeps every phase that finished.
+Exit 1 if a phase failed. The phases, at the default ablation's shape (``DEFAULT_BASE``, 100 steps):
+
+- ``env``: GPU, torch, triton, the C compiler Triton builds with, the fp32 matmul setting of a tf32 run;
+- ``solo``: 8 runs one after another (the baseline's runs per GPU-hour);
+- ``pack``: the same 8 seeds and 8 more as one eager pack of 16 (runs per GPU-hour against solo;
+  member 0 against solo seed 0);
+- ``bf16``: a solo bf16 run at width 128;
+- ``pack-compiled``: the pack of 16 compiled (CUDA graphs on CUDA): one graph, no break, graphs used,
+  losses against the eager pack;
+- ``pack-reuse``: a pack of 12 more seeds (padded to 16) runs the same compiled step: no recompile;
+- ``solo-compiled``: a solo run compiled block by block; ``reduce-overhead`` refused for it in one line;
+- ``overhead-eager``, ``overhead-compiled``: LayerScale's training-step time over Pre-LN's on ViT-S/16 at
+  224 px, bf16, batch 128 (``suite bench``'s measurement, 10 interleaved rounds of 5 steps).
+
+Every run's steps after its first few run under ``torch.cuda.set_sync_debug_mode("error")``: a step
+that waits for the host ends its run in ``error``, and its phase fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import importlib.metadata
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+STEPS, SOLO_RUNS, PACK = 100, 8, 16
+DRY = {"data": {"name": "synthetic", "synthetic_train": 64, "synthetic_test": 32, "synthetic_img_size": 8},
+       "model": {"patch_size": 4, "dim": 8, "heads": 2, "depth": 2}, "train": {"batch_size": 8, "warmup_steps": 1}}
+WARM_STEPS = 5  # steps before the sync guard: a compiled pack compiles, warms CUDA graphs up and records
+
+
+class Check:
+    """Phases, each timed, printed and written as it ends."""
+
+    def __init__(self, out: Path, dry: bool) -> None:
+        import torch
+
+        from suite.bench.throughput import DEFAULT_BASE
+
+        self.out, self.dry, self.failed = out, dry, []
+        self.device = "cpu" if dry else "cuda"
+        base = {k: dict(v) for k, v in DEFAULT_BASE.items()}
+        for key, values in (DRY.items() if dry else ()):
+            base[key].update(values)
+        base["train"].update(steps=4 if dry else STEPS, log_every=2 if dry else 10)
+        self.base, self.torch = base, torch
+        self.runs = 2 if dry else SOLO_RUNS
+        self.pack = 3 if dry else PACK
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "device_check.md").write_text(f"# Device check ({'dry, CPU' if dry else 'CUDA'})\n\n")
+        (out / "device_check.jsonl").write_text("")
+
+    def cfg(self, seed: int, **overrides):
+        from suite.config import flatten, load_config
+
+        flat = {**flatten(self.base), "seed": seed, "device": self.device, **overrides}
+        return load_config(None, [f"{k}={v}" for k, v in flat.items()])
+
+    def phase(self, name: str, fn) -> dict | None:
+        started = time.perf_counter()
+        try:
+            ok, line, row = fn()
+        except Exception as err:  # noqa: BLE001  (a phase that raises fails alone; the next ones still run)
+            ok, line, row = False, f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}", {}
+        seconds = time.perf_counter() - started
+        text = f"{name}: {'ok' if ok else 'FAIL'}, {line} ({seconds:.1f} s)"
+        print(text, flush=True)
+        with open(self.out / "device_check.md", "a") as f:
+            f.write(f"- {text}\n")
+        with open(self.out / "device_check.jsonl", "a") as f:
+            f.write(json.dumps({"phase": name, "ok": ok, "seconds": round(seconds, 2), **row}) + "\n")
+        if not ok:
+            self.failed.append(name)
+        return row if ok else None
+
+    def train(self, seeds: list[int], folder: str, **overrides) -> tuple[list[dict], float]:
+        """Solo runs of ``seeds``, one after another: their summaries and the wall seconds."""
+        from suite.engine import train
+
+        started = time.perf_counter()
+        out = [train(self.cfg(s, **overrides), self.out / "runs" / folder / str(s), progress=False) for s in seeds]
+        return out, time.perf_counter() - started
+
+    def train_pack(self, seeds: list[int], folder: str, width: int = 0, **overrides) -> tuple[list[dict], float]:
+        from suite.engine.pack import train_pack
+
+        started = time.perf_counter()
+        out = train_pack([self.cfg(s, **overrides) for s in seeds],
+                         [self.out / "runs" / folder / str(s) for s in seeds], width=width)
+        return out, time.perf_counter() - started
+
+
+def errors(summaries: list[dict]) -> str | None:
+    bad = [s for s in summaries if s["status"] == "error"]
+    return f"{len(bad)} run(s) in error, the first: {bad[0].get('error', '')[:300]}" if bad else None
+
+
+@contextlib.contextmanager
+def sync_guard(device: str):
+    """Every training step after the first :data:`WARM_STEPS` of each run or pack raises if it waits for the
+    host (on CUDA)."""
+    from suite.engine.loop import Training
+    from suite.engine.pack import Pack
+
+    if device != "cuda":
+        yield
+        return
+    import torch
+
+    originals = {cls: cls.step for cls in (Training, Pack)}
+
+    def guarded(original):
+        @functools.wraps(original)
+        def step(self, x, y):
+            self._device_check_steps = getattr(self, "_device_check_steps", 0) + 1
+            if self._device_check_steps <= WARM_STEPS:
+                return original(self, x, y)
+            before = torch.cuda.get_sync_debug_mode()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                return original(self, x, y)
+            finally:
+                torch.cuda.set_sync_debug_mode(before)
+        return step
+
+    for cls, original in originals.items():
+        cls.step = guarded(original)
+    try:
+        yield
+    finally:
+        for cls, original in originals.items():
+            cls.step = original
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path, help="folder for device_check.md, device_check.jsonl and the runs")
+    parser.add_argument("--dry", action="store_true", help="on the CPU, tiny shapes, compiled with dynamo's eager backends")
+    args = parser.parse_args(argv)
+    import torch
+    from torch._dynamo.utils import counters
+
+    check = Check(args.out, args.dry)
+    if not args.dry and not torch.cuda.is_available():
+        print("device check: torch sees no CUDA device (torch.cuda.is_available() is False); --dry runs it on the CPU")
+        return 1
+    if args.dry:  # dynamo's eager backends: the same graphs, no C compiler, seconds instead of minutes
+        from suite.engine import pack, packstep
+
+        torch.compile = functools.partial(torch.compile, backend="eager")
+        pack.Program = functools.partial(packstep.Program, backend="aot_eager")  # functionalises the in-place update
+
+    def env():
+        from suite.engine.precision import set_matmul_precision
+
+        set_matmul_precision("tf32", torch.device(check.device))
+        row = {"gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "none",
+               "torch": torch.__version__, "triton": _version("triton"),
+               "c_compiler": next((shutil.which(c) for c in ("cc", "gcc", "clang") if shutil.which(c)), None),
+               "tf32_matmul": torch.get_float32_matmul_precision()}
+        return row["c_compiler"] is not None or args.dry, ", ".join(f"{k} {v}" for k, v in row.items()), row
+
+    solo: dict = {}
+
+    def solo_runs():
+        runs, wall = check.train(list(range(check.runs)), "solo")
+        solo.update(runs=runs, per_hour=len(runs) * 3600 / wall)
+        row = {"runs_per_hour": round(solo["per_hour"]), "step_time_ms": runs[-1].get("step_time_ms"),
+               "precision": runs[0]["train.precision"], "statuses": [s["status"] for s in runs]}
+        return errors(runs) is None, errors(runs) or f"{len(runs)} runs, {row['runs_per_hour']} runs per hour, " \
+                                                     f"step {row['step_time_ms']} ms, precision {row['precision']}", row
+
+    eager: dict = {}
+
+    def eager_pack():
+        runs, wall = check.train_pack(list(range(check.pack)), "pack")
+        eager["runs"] = runs
+        per_hour = len(runs) * 3600 / wall
+        gap = _rel(runs[0]["final_train_loss"], solo["runs"][0]["final_train_loss"]) if solo else float("nan")
+        row = {"runs_per_hour": round(per_hour), "vs_solo": round(per_hour / solo["per_hour"], 2) if solo else None,
+               "member0_vs_solo_loss_rel": gap}
+        problem = errors(runs) or (f"member 0's loss differs from solo seed 0's by {gap:.2e} (relative)"
+                                   if not gap <= 5e-2 else None)
+        return problem is None, problem or (f"{len(runs)} runs, {row['runs_per_hour']} runs per hour, "
+                                            f"x{row['vs_solo']} solo; member 0 vs solo loss {gap:.1e}"), row
+
+    def bf16():
+        runs, _ = check.train([0], "bf16", **{"model.dim": 128, "model.heads": 4, "train.precision": "bf16"})
+        s = runs[0]
+        return errors(runs) is None and s["status"] != "diverged", \
+            f"width 128: {s['status']}, val acc {s.get('val_acc')}, step {s.get('step_time_ms')} ms", \
+            {"status": s["status"], "step_time_ms": s.get("step_time_ms")}
+
+    def compiled_pack():
+        counters.clear()
+        runs, wall = check.train_pack(list(range(check.pack)), "pack-compiled", width=check.pack,
+                                      **{"train.compile": True})
+        graphs, breaks = counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+        used = {s.get("cuda_graphs") for s in runs}
+        gap = max((_rel(a["final_train_loss"], b["final_train_loss"]) for a, b in zip(runs, eager.get("runs", []))),
+                  default=float("nan"))
+        row = {"graphs": graphs, "graph_breaks": breaks, "cuda_graphs": sorted(map(str, used)), "wall_s": round(wall, 1),
+               "loss_vs_eager_rel_max": gap, "runs_per_hour": round(len(runs) * 3600 / wall)}
+        problem = (errors(runs) or (f"{graphs} graphs, {breaks} breaks" if graphs != 1 or breaks else None)
+                   or (f"CUDA graphs used: {used}" if used != {check.device == "cuda"} else None)
+                   or (f"losses differ from the eager pack's by {gap:.2e}" if not gap <= 5e-2 else None))
+        return problem is None, problem or (f"1 graph, no break, CUDA graphs {used.pop()}, {wall:.0f} s with the "
+                                            f"compile; losses vs eager {gap:.1e}"), row
+
+    def reuse():
+        before = counters["stats"]["unique_graphs"]
+        seeds = list(range(check.pack, check.pack + max(1, check.pack * 3 // 4)))
+        runs, wall = check.train_pack(seeds, "pack-reuse", width=check.pack, **{"train.compile": True})
+        new = counters["stats"]["unique_graphs"] - before
+        row = {"new_graphs": new, "runs": len(runs), "wall_s": round(wall, 1),
+               "runs_per_hour": round(len(runs) * 3600 / wall)}
+        return errors(runs) is None and new == 0, errors(runs) or \
+            f"{len(runs)} runs padded to {check.pack}: {new} new graphs, {wall:.1f} s, {row['runs_per_hour']} runs per hour", row
+
+    def solo_compiled():
+        from suite.engine.compiled import solo_graph_problem
+
+        refused = solo_graph_problem("reduce-overhead", check.device)
+        runs, _ = check.train([0], "solo-compiled", **{"train.compile": True})
+        ok = errors(runs) is None and (refused is not None or check.device != "cuda")
+        return ok, errors(runs) or (f"{runs[0]['status']}, step {runs[0].get('step_time_ms')} ms; reduce-overhead: "
+                                    f"{'refused: ' + refused.split(';')[0] if refused else 'allowed on ' + check.device}"), \
+            {"status": runs[0]["status"], "reduce_overhead_refused": refused is not None}
+
+    def overhead(compile_: bool):
+        from suite.bench.arms import BenchShape, build_arm
+        from suite.bench.measure import measure
+        from suite.bench.report import build_rows
+
+        shape = BenchShape(depth=1, dim=12, heads=6, tokens=5, batch=2) if args.dry else \
+            BenchShape(depth=12, dim=384, heads=6, tokens=197, batch=128)  # ViT-S/16 at 224 px
+        res = measure({n: (lambda n=n: build_arm(n, shape)) for n in ("preln", "layerscale")}, shape,
+                      device=check.device, dtype="bf16", compile=compile_, rounds=2 if args.dry else 10,
+                      warmup=1 if args.dry else 5, steps=1 if args.dry else 5, forward=False)
+        row = next(r for r in build_rows(res) if r["num"] == "layerscale")
+        return True, (f"LayerScale / Pre-LN step {row['train_ratio']:.3f} [{row['train_low']:.3f}, "
+                      f"{row['train_high']:.3f}], Pre-LN {row['baseline_train_ms']:.2f} ms"), \
+            {k: row[k] for k in ("train_ratio", "train_low", "train_high", "baseline_train_ms", "train_ms")}
+
+    with sync_guard(check.device):
+        for name, fn in (("env", env), ("solo", solo_runs), ("pack", eager_pack), ("bf16", bf16),
+                         ("pack-compiled", compiled_pack), ("pack-reuse", reuse), ("solo-compiled", solo_compiled),
+                         ("overhead-eager", lambda: overhead(False)), ("overhead-compiled", lambda: overhead(True))):
+            check.phase(name, fn)
+    print(f"device check: {'all phases ok' if not check.failed else 'failed: ' + ', '.join(check.failed)}; "
+          f"{args.out / 'device_check.md'}")
+    return 1 if check.failed else 0
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _rel(a: float | None, b: float | None) -> float:
+    return abs(a - b) / max(abs(b), 1e-12) if a is not None and b is not None else float("nan")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,54 @@
+"""The GPU path's device check (scripts/device_check.py) runs end to end on the CPU, and a phase that fails
+fails alone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "device_check.py"
+PHASES = ["env", "solo", "pack", "bf16", "pack-compiled", "pack-reuse", "solo-compiled", "overhead-eager",
+          "overhead-compiled"]
+
+
+def test_the_dry_run_takes_every_phase_and_writes_each_line(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--dry"], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [json.loads(line) for line in (tmp_path / "device_check.jsonl").read_text().splitlines()]
+    assert [r["phase"] for r in rows] == PHASES and all(r["ok"] for r in rows)
+    by = {r["phase"]: r for r in rows}
+    assert by["pack-compiled"]["graphs"] == 1 and by["pack-compiled"]["graph_breaks"] == 0
+    assert by["pack-reuse"]["new_graphs"] == 0  # a smaller pack, padded: the same compiled step
+    assert by["pack"]["member0_vs_solo_loss_rel"] < 1e-4  # fp32 on a CPU: the pack is the solo run
+    md = (tmp_path / "device_check.md").read_text()
+    assert all(f"- {p}: ok" in md for p in PHASES)
+    assert proc.stdout.splitlines()[-1].startswith("device check: all phases ok")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the line a machine without CUDA gets")
+def test_without_cuda_it_says_so_in_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stdout.strip().splitlines() == [
+        "device check: torch sees no CUDA device (torch.cuda.is_available() is False); --dry runs it on the CPU"]
+
+
+def test_a_phase_that_raises_fails_alone_and_is_written(tmp_path):
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import device_check
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    check = device_check.Check(tmp_path, dry=True)
+    assert check.phase("broken", lambda: 1 / 0) is None
+    assert check.phase("fine", lambda: (True, "good", {"x": 1})) == {"x": 1}
+    assert check.failed == ["broken"]
+    assert (tmp_path / "device_check.md").read_text().splitlines()[-2:][0].startswith(
+        "- broken: FAIL, ZeroDivisionError: division by zero")
