@@ -648,7 +648,7 @@ def draw(analysis: Any) -> list[Path]:
     if a.propagation:
         return draw_propagation(a.root, a.runs, a.summary, a.keys, a.baseline, a.title)
     return draw_all(a.root, a.runs, a.summary, a.keys, a.baseline, a.title, a.frames.get("lr"),
-                    a.frames.get("transfer"))
+                    a.frames.get("transfer"), a.depth_models)
 
 
 def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys: list[str], baseline: str,

@@ -124,10 +124,17 @@ def _folder(root, bad_at: dict[tuple[str, int], float]):
     return root
 
 
-def test_findings_open_with_the_declared_depth_comparison_and_say_what_broke_first(tmp_path):
+def test_findings_open_with_the_declared_depth_comparison_and_say_what_broke_first(tmp_path, monkeypatch):
+    from suite.analysis import figures
+
     root = _folder(tmp_path / "r", {("preln", 12): 0.01, ("preln", 48): 0.01,
                                     ("layerscale", 12): 0.1, ("layerscale", 48): 0.01})
+    drawn_with = []
+    phase_diagram = figures.phase_diagram
+    monkeypatch.setattr(figures, "phase_diagram", lambda runs, model, *a: drawn_with.append(model) or
+                        phase_diagram(runs, model, *a))
     analyze(root, figures=True)
+    assert drawn_with and all(m is not None for m in drawn_with)  # the study's fitted model, with its line
     text = (root / "findings.md").read_text()
     assert text.index("across depth (frontier_slope)") < text.index("## Stability across depth")
     assert "**Undecided**" in text and "seeds per rate, depth and scheme are needed" in text
