@@ -19,12 +19,11 @@ from pathlib import Path
 import pandas as pd
 
 from suite import store
-from suite.analysis import markup as tables
-from suite.analysis import coprimary, gamma, primary, products
+from suite.analysis import coprimary, gamma, markup, primary, products
 from suite.analysis import tables as paper
 from suite.analysis.grouping import choose_baseline, group_keys
 from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, load_runs
-from suite.analysis.findings import findings
+from suite.analysis import findings as findings_text
 from suite.analysis.lr import lr_table
 from suite.analysis.propagation import KIND, is_propagation, summary_frame
 from suite.analysis.summary import runs_frame, summarize
@@ -72,7 +71,7 @@ def analyze(
     root = Path(run_dir)
     result = study(root, baseline, by, force)
     _check_no_row_lost(root, result.runs, force)
-    written = [tables.write_csv(runs_frame(result.runs, result.keys, result.baseline), root / "runs.csv")]
+    written = [markup.write_csv(runs_frame(result.runs, result.keys, result.baseline), root / "runs.csv")]
     table_dir = store.no_link(root / "tables")
     table_dir.mkdir(exist_ok=True)
     for kind in products.TABLES.values():
@@ -86,12 +85,12 @@ def analyze(
             if fmt != "csv" and not kind.tables:  # a table too long to typeset (gamma): CSV only
                 continue
             if fmt == "csv":
-                written.append(tables.write_csv(frame, table_dir / f"{kind.name}.csv"))
+                written.append(markup.write_csv(frame, table_dir / f"{kind.name}.csv"))
             else:
                 doc = paper.document(fmt, kind, result.title, frame, result.keys, result.baseline, result.intro)
-                written.append(tables.write_text(doc, table_dir / f"{kind.name}.{fmt}"))
+                written.append(markup.write_text(doc, table_dir / f"{kind.name}.{fmt}"))
     if not result.propagation:
-        written.append(tables.write_text(findings(result), root / "findings.md"))
+        written.append(markup.write_text(findings_text.findings(result), root / "findings.md"))
     n_error = sum(r["status"] == "error" for r in result.runs)
     if not figures or n_error == len(result.runs):
         if figures:
@@ -105,10 +104,39 @@ def analyze(
         drawn = fig.draw(result)
         _remove_stale_figures(root / "figures", drawn)
         written += drawn
+    store.write_json(root / products.MANIFEST, manifest(result, [p for p in written if p.parent.name == "figures"]))
+    written.append(root / products.MANIFEST)
     summary = result.summary
     summary.attrs.update(written=[str(p) for p in written], keys=result.keys, baseline=result.baseline,
                          **({} if result.propagation else {"primary": result.answer}))
     return summary
+
+
+def manifest(analysis: products.Analysis, figures: list[Path]) -> dict:
+    """What ``suite report`` renders besides ``runs.csv`` and the figure files (:data:`products.MANIFEST`): the
+    title, baseline, group keys and depths; the answer block and each findings part as Markdown lines; each
+    table kind's tables as Markdown without their legends, and the legends once; each figure file's kind and the
+    section it shows in words."""
+    from suite.analysis.markup import MD, Table, render_md
+
+    tables = []
+    for kind in products.TABLES.values():
+        frame = kind.frame(analysis)
+        built = [] if frame is None or frame.empty else [
+            t for make in kind.tables for t in make(frame, analysis.keys, analysis.baseline, MD)]
+        if built:
+            tables.append({"name": kind.name,
+                           "tables": [render_md(Table(t.caption, t.label, t.corner, t.columns, t.rows)) for t in built],
+                           "notes": list(dict.fromkeys(n for t in built for n in t.notes))})
+    shown = {}
+    for path in figures:
+        kind, part = products.figure_kind(path.stem, analysis)
+        if path.suffix == ".png" and kind is not None:
+            shown[path.name] = {"kind": kind.name, "part": part}
+    return {"title": analysis.title, "baseline": analysis.baseline, "keys": analysis.keys, "depths": analysis.depths,
+            "answer": findings_text.answer_block(analysis),
+            "findings": [{"name": part.name, "lines": lines} for part, lines in findings_text.parts(analysis)],
+            "tables": tables, "figures": dict(sorted(shown.items()))}
 
 
 def _remove_stale_figures(folder: Path, drawn: list[Path]) -> None:
@@ -179,7 +207,7 @@ def _primary(root: Path, runs: list[dict]) -> primary.Answer | list[primary.Answ
     return answers if isinstance(declared, list) else answers[0]
 
 
-OUTPUTS = ("findings.md", "runs.csv", "tables")  # what an analysis overwrites
+OUTPUTS = ("findings.md", "runs.csv", "tables", products.MANIFEST)  # what an analysis overwrites
 
 
 def _check_no_row_lost(root: Path, runs: list[dict], force: bool) -> None:

@@ -20,6 +20,7 @@ from suite.analysis.grouping import DEPTH, LR, section_keys, sections
 from suite.analysis.markup import section_title, safe, slug
 
 DOCS = "docs/statistics.md"
+MANIFEST = "analysis.json"  # what `suite report` renders, written by `suite analyze` (analyze.manifest)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """``suite report DIR [--compare OTHER]``: one self-contained HTML page of an analysed results folder.
 
-The page renders the analysis itself (:func:`suite.analysis.analyze.study`: the same objects
-``suite analyze`` writes, listed once in :mod:`suite.analysis.products`), from the run folders or,
-for a folder shared without them, from its ``runs.csv``; the figures are the ``figures/*.png`` that
-``suite analyze`` drew. Everything is embedded (figures as data URIs, no script, no network at view
+The page renders what ``suite analyze`` wrote and recomputes nothing: ``analysis.json`` (the title, the
+answer, the findings, each table as Markdown and each figure's kind: :func:`suite.analysis.analyze.manifest`),
+``runs.csv`` and the ``figures/*.png``; the products' titles and captions come from
+:mod:`suite.analysis.products`. Everything is embedded (figures as data URIs, no script, no network at view
 time): a table of contents, the ablation's description and variants, the plain-language answer,
 then the figures, the tables (each kind's legend once), the findings and every run with its status,
 a loss curve and links to its ``config.yaml`` and ``metrics.jsonl``.
@@ -30,7 +30,7 @@ import yaml
 from markupsafe import Markup
 
 from suite import files, store
-from suite.analysis import findings, markup, products
+from suite.analysis import markup, products
 from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning
 from suite.config import flatten, read_yaml
 
@@ -61,22 +61,22 @@ def build(root: Path, compare: str | Path | None = None, warn: Callable[[str], N
     """The report of ``root`` as one HTML document."""
     if not root.is_dir():
         raise AnalysisError(f"{root}: no such folder; pass a results folder, e.g. results/default")
-    analysis = _study(root)
-    ablation = _ablation_file(root)
-    figures = _figures(root, analysis, warn)
-    tables = _tables(root, analysis)
-    found = [(part, _md(_demote("\n".join(_untitled(lines))))) for part, lines in findings.parts(analysis)
-             if part.name != "answer" and lines]
+    runs = _runs(root)
+    written = _manifest(root)
+    figures = _figures(root, written["figures"], warn)
+    tables = _tables(root, written["tables"])
+    found = [(products.FINDINGS[name], _md(_demote("\n".join(_untitled(lines))))) for name, lines in written["findings"]
+             if name != "answer" and name in products.FINDINGS and lines]
     toc = [("design", "Design"), ("answer", "Answer")] + ([("compare", "Comparison")] if compare else [])
     toc += [("figures", "Figures")] * bool(figures) + [("tables", "Tables")] * bool(tables)
     toc += [(f"findings-{part.name}", part.title) for part, _ in found] + [("runs", "Runs")]
-    return PAGE.render(title=analysis.title, provenance=_provenance(root, analysis.runs), toc=toc,
-                       design=_design(ablation, analysis),
-                       answer=_md("\n".join(findings.answer_block(analysis))),
-                       incomplete=_completeness(root, analysis.runs),
+    return PAGE.render(title=written["title"], provenance=_provenance(root, runs), toc=toc,
+                       design=_design(_ablation_file(root), runs, written),
+                       answer=_md("\n".join(written["answer"])),
+                       incomplete=_completeness(root, runs),
                        compare=None if compare is None else _compare(root, Path(compare), warn),
                        figures=figures, tables=tables, findings=found,
-                       runs=_run_list(root, analysis.runs), css=Markup(CSS))
+                       runs=_run_list(root, runs), css=Markup(CSS))
 
 
 def _untitled(lines: list[str]) -> list[str]:
@@ -84,18 +84,53 @@ def _untitled(lines: list[str]) -> list[str]:
     return lines[1:] if lines and lines[0].startswith("## ") else lines
 
 
-def _study(root: Path) -> products.Analysis:
-    """The analysis of ``root``, computed again (seconds; nothing written); its warnings are ``suite
-    analyze``'s to print, and an unfinished sweep is said on the page."""
+def _runs(root: Path) -> list[dict[str, Any]]:
+    """The runs of ``root``'s ``runs.csv``, as their summaries held them; a damaged row is ``suite analyze``'s
+    to report (it refuses to write one), so it is left out here without a word."""
     import warnings
 
-    from suite.analysis.analyze import study
+    from suite.results import runs_from_csv
 
     if not (root / "runs.csv").is_file():  # not analysed: no figures, no table files to link
         raise AnalysisError(f"{root / 'runs.csv'}: missing; run `suite analyze {root}` first, then `suite report`")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AnalysisWarning)
-        return study(root, check_complete=False, **_options(root))
+        return runs_from_csv(root / "runs.csv")
+
+
+def _manifest(root: Path) -> dict[str, Any]:
+    """``analysis.json`` as ``suite analyze`` writes it, every field checked for its type (the folder is
+    untrusted, and a page is rendered from it, not a traceback).
+
+    Raises:
+        AnalysisError: it is missing, not JSON, or not what ``suite analyze`` writes.
+    """
+    path = root / products.MANIFEST
+    again = f"run `suite analyze {root}` first, then `suite report`"
+    try:
+        raw = store.loads(files.read_text(path))
+    except FileNotFoundError:
+        raise AnalysisError(f"{path}: missing; {again}") from None
+    except (OSError, ValueError, files.UnsafeFile) as err:
+        raise AnalysisError(f"{path}: cannot be read ({err}); {again}") from None
+
+    def strings(v: Any) -> bool:
+        return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+    ok = (isinstance(raw, dict) and isinstance(raw.get("title"), str) and isinstance(raw.get("baseline"), str)
+          and isinstance(raw.get("depths"), list) and all(isinstance(d, (int, float)) for d in raw["depths"])
+          and strings(raw.get("answer")) and isinstance(raw.get("findings"), list)
+          and all(isinstance(f, dict) and isinstance(f.get("name"), str) and strings(f.get("lines"))
+                  for f in raw["findings"])
+          and isinstance(raw.get("tables"), list)
+          and all(isinstance(t, dict) and isinstance(t.get("name"), str) and strings(t.get("tables"))
+                  and strings(t.get("notes")) for t in raw["tables"])
+          and isinstance(raw.get("figures"), dict)
+          and all(isinstance(f, dict) and isinstance(f.get("kind"), str) and isinstance(f.get("part"), str)
+                  for f in raw["figures"].values()))
+    if not ok:
+        raise AnalysisError(f"{path}: not what `suite analyze` writes; {again}")
+    return {**raw, "findings": [(f["name"], f["lines"]) for f in raw["findings"]]}
 
 
 # ----------------------------------------------------------------------------- reading
@@ -130,18 +165,6 @@ def _runs_csv(root: Path) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- sections
 
 
-def _options(root: Path) -> dict[str, Any]:
-    """The baseline and group keys ``suite analyze`` used (``--baseline``, ``--by``), read back from its
-    ``tables/summary.csv`` (its key columns, :func:`_cell_keys`; the variant of the baseline rows);
-    nothing when that table cannot be read, so the analysis picks them as ``suite analyze`` does by default."""
-    summary = _summary(root)
-    keys = _cell_keys(summary)
-    if not keys or "variant" not in keys:
-        return {}
-    base = summary.loc[summary["is_baseline"].astype(str) == "True", "variant"].dropna().astype(str).unique()
-    return {"by": [k for k in keys if k != "variant"], **({"baseline": base[0]} if len(base) == 1 else {})}
-
-
 def _ablation_file(root: Path) -> dict[str, Any]:
     """The folder's ``ablation.yaml`` as read by every ablation reader (size and alias-bomb guards); {}
     when it is missing or cannot be read."""
@@ -152,37 +175,37 @@ def _ablation_file(root: Path) -> dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
-def _design(ablation: dict[str, Any], analysis: products.Analysis) -> dict[str, Any]:
+def _design(ablation: dict[str, Any], runs: list[dict[str, Any]], written: dict[str, Any]) -> dict[str, Any]:
     """The top of the page: the ablation's description, and what each variant sets (its overrides)."""
     variants = ablation.get("variants") if isinstance(ablation.get("variants"), dict) else {}
-    ran = {str(r["variant"]) for r in analysis.runs}
+    ran = {str(r["variant"]) for r in runs}
     rows = []
     for name in [v for v in variants if str(v) in ran] + sorted(ran - {str(v) for v in variants}):
         sets = variants.get(name)
         flat = flatten(sets) if isinstance(sets, dict) else {}
         text = ", ".join(f"{k} = {_short(v)}" for k, v in flat.items()) or ("(nothing: the base)" if name in variants
                                                                             else "(not in ablation.yaml)")
-        rows.append((str(name), str(name) == analysis.baseline, text))
+        rows.append((str(name), str(name) == written["baseline"], text))
     grid = ablation.get("grid") if isinstance(ablation.get("grid"), dict) else {}
     return {"description": _short(ablation.get("description", ""), 2000) if ablation.get("description") else "",
             "variants": rows, "grid": [(str(k), _short(v)) for k, v in grid.items()],
             "seeds": _short(ablation["seeds"]) if "seeds" in ablation else "",
-            "depths": ", ".join(markup.fmt_value(d) for d in analysis.depths) or "not recorded"}
+            "depths": ", ".join(markup.fmt_value(float(d)) for d in written["depths"]) or "not recorded"}
 
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MAX_FIGURE_BYTES = 8 << 20  # the suite's figures are tens of kB
 
 
-def _figures(root: Path, analysis: products.Analysis, warn: Callable[[str], None]) -> list[dict[str, Any]]:
-    """The figures ``suite analyze`` drew, grouped by kind, in the registry's order: each kind's title, caption
-    and method, then one item per figure with the section it shows in words (from the analysis's groups, not
-    the file name), its PNG as a data URI and its PDF's link (when there is one).
+def _figures(root: Path, drawn: dict[str, dict[str, str]], warn: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The figures ``suite analyze`` drew (``drawn``: file name -> kind and section in words), grouped by kind,
+    in the registry's order: each kind's title, caption and method, then one item per figure with the section
+    it shows, its PNG as a data URI and its PDF's link (when there is one).
 
     A page is shared, so nothing from outside the folder may enter it: ``figures/`` must not be a link (as
-    ``suite analyze`` refuses it), and a figure is embedded only when it is a regular file (not a link) of a
-    kind the analysis draws (:func:`products.figure_kind`) that starts with PNG's signature; anything else is
-    left out with a warning naming it.
+    ``suite analyze`` refuses it), and a figure is embedded only when it is a regular file (not a link) that
+    the analysis drew, of a kind the registry lists, and starts with PNG's signature; anything else is left
+    out with a warning naming it.
     """
     folder = root / "figures"
     if folder.is_symlink():
@@ -190,7 +213,8 @@ def _figures(root: Path, analysis: products.Analysis, warn: Callable[[str], None
                             f"(replace it by a real folder: `suite analyze {root}` draws the figures again)")
     groups: dict[str, dict[str, Any]] = {}
     for path in sorted(folder.glob("*.png")) if folder.is_dir() else []:
-        kind, part = products.figure_kind(path.stem, analysis)
+        entry = drawn.get(path.name, {})
+        kind, part = products.FIGURES.get(entry.get("kind", "")), entry.get("part", "")
         data = None if path.is_symlink() or kind is None else _read_png(path)
         if data is None:
             warn(f"{path}: left out of the page (not a figure `suite analyze` draws, a link, or not a PNG file)")
@@ -230,26 +254,20 @@ def _read_png(path: Path) -> bytes | None:
     return data if data.startswith(PNG_MAGIC) and len(data) <= MAX_FIGURE_BYTES else None
 
 
-def _tables(root: Path, analysis: products.Analysis) -> list[dict[str, Any]]:
-    """One entry per table kind with rows, in the registry's order: its tables as HTML without their
-    legends, and the legends once (each distinct note once, in order)."""
-    from suite.analysis.markup import MD, Table, render_md
-
+def _tables(root: Path, written: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per table kind ``suite analyze`` wrote, in the registry's order: its tables as HTML (their
+    Markdown without legends) and the legends once."""
+    by_name = {t["name"]: t for t in written}
     out = []
     for kind in products.TABLES.values():
-        frame = kind.frame(analysis)
-        if frame is None or frame.empty:
+        entry = by_name.get(kind.name)
+        if entry is None or not entry["tables"]:
             continue
-        built = [t for make in kind.tables for t in make(frame, analysis.keys, analysis.baseline, MD)]
-        if not built:
-            continue
-        notes = list(dict.fromkeys(n for t in built for n in t.notes))
-        html = [_md(_demote(render_md(Table(t.caption, t.label, t.corner, t.columns, t.rows)))) for t in built]
         links = [(ext, markup.link(f"tables/{kind.name}.{ext}")) for ext in ("csv", "md", "tex")
                  if (root / "tables" / f"{kind.name}.{ext}").is_file()]
         out.append({"id": "tab-" + kind.name, "title": kind.title, "caption": kind.caption,
-                    "doc": products.doc_link(kind.anchor), "tables": html, "legend": _md("\n\n".join(notes)),
-                    "links": links})
+                    "doc": products.doc_link(kind.anchor), "tables": [_md(_demote(t)) for t in entry["tables"]],
+                    "legend": _md("\n\n".join(entry["notes"])), "links": links})
     return out
 
 
@@ -520,7 +538,7 @@ PAGE = _ENV.from_string("""<!DOCTYPE html>
 <body>
 {% macro a(href, text) %}{% if href %}<a href="{{ href }}">{{ text }}</a>{% else %}{{ text }}{% endif %}{% endmacro %}
 <h1>{{ title }}: {{ "comparison" if compare else "report" }}</h1>
-<p class="meta">{{ provenance.n }} runs ({{ provenance.statuses }}) in <code>{{ provenance.root }}</code>; code {{ provenance.commit }}; suite {{ provenance.version }}. Written by <code>suite report</code> from the analysis of these runs (the objects <code>suite analyze</code> writes to <code>findings.md</code>, <code>tables/</code> and <code>runs.csv</code>) and <code>figures/</code>.</p>
+<p class="meta">{{ provenance.n }} runs ({{ provenance.statuses }}) in <code>{{ provenance.root }}</code>; code {{ provenance.commit }}; suite {{ provenance.version }}. Written by <code>suite report</code> from what <code>suite analyze</code> wrote: <code>analysis.json</code>, <code>runs.csv</code> and <code>figures/</code>.</p>
 <nav><strong>Contents</strong><ol>
 {% for id, name in toc %}<li><a href="#{{ id }}">{{ name }}</a></li>
 {% endfor %}</ol></nav>

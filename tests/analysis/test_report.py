@@ -205,3 +205,51 @@ def test_compare_warns_when_the_folders_cannot_be_compared(analysed, tmp_path, c
     page = (analysed / "compare.html").read_text()
     part = page[page.index('id="compare"'):page.index('id="figures"')]
     assert part.count('class="warn"') == 2 and "cells moved" not in part
+
+
+def test_the_report_renders_what_analyze_wrote_and_computes_nothing(analysed, tmp_path, monkeypatch):
+    """`suite report` reads analysis.json, runs.csv and figures/: with every analysis function gone it writes
+    the same page."""
+    from suite.analysis import analyze as analyze_module
+    from suite.analysis import findings as findings_module
+
+    root = shutil.copytree(analysed, tmp_path / "copy")
+    before = write_report(root).read_text()
+
+    def computed(*args, **kw):
+        raise AssertionError("the report recomputed the analysis")
+
+    for module, name in ((analyze_module, "study"), (findings_module, "parts"), (findings_module, "answer_block")):
+        monkeypatch.setattr(module, name, computed)
+    assert write_report(root).read_text() == before
+
+
+@pytest.mark.parametrize("damage", ["{", "[]", '{"title": 3}', "missing"])
+def test_a_damaged_or_missing_analysis_json_is_one_line_exit_2(analysed, tmp_path, capsys, damage):
+    root = shutil.copytree(analysed, tmp_path / "copy")
+    if damage == "missing":
+        (root / "analysis.json").unlink()
+    else:
+        (root / "analysis.json").write_text(damage)
+    assert main(["report", str(root)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "analysis.json" in err and "run `suite analyze" in err
+
+
+def test_a_registered_table_is_written_rendered_and_linked_with_no_other_change(analysed, tmp_path, monkeypatch):
+    """A new table kind is one registry entry and its builder: analyze writes its files and the report shows it."""
+    from suite.analysis import products
+    from suite.analysis.markup import Table
+
+    def counts(frame, keys, baseline, flavour):
+        rows = [(str(v), [str(int(n))]) for v, n in frame.groupby("variant")["acc_n"].sum().items()]
+        return [Table("Runs per scheme", "tab:dummy", "scheme", ["runs"], rows, notes=["counted from the summary"])]
+
+    monkeypatch.setitem(products.TABLES, "dummy", products.TableKind(
+        "dummy", "Runs per scheme (a dummy)", "how many runs each scheme has", "intervals-and-tests",
+        lambda a: a.frames["summary"], (counts,)))
+    root = shutil.copytree(analysed, tmp_path / "copy")
+    analyze(root, figures=False)
+    assert {p.name for p in (root / "tables").glob("dummy.*")} == {"dummy.md", "dummy.tex", "dummy.csv"}
+    page = write_report(root).read_text()
+    assert 'id="tab-dummy"' in page and "Runs per scheme (a dummy)" in page and "counted from the summary" in page
