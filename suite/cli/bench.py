@@ -59,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--diagnostics", action="store_true",
                         help="measure what the instability diagnostics add to a step at the default ablation's shape "
                              "instead (diagnostics.md)")
+    parser.add_argument("--profile", action="store_true",
+                        help="where each arm's training step spends its time instead, by operator family, on the CPU "
+                             "(step_profile.md; --steps: profiled steps per arm, default 10)")
     parser.add_argument("--throughput", action="store_true",
                         help="measure runs per hour instead: the default ablation's shape trained solo, "
                              "co-located and packed (throughput.{csv,md,json})")
@@ -149,6 +152,29 @@ def run_throughput(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_profile(args: argparse.Namespace, names: list[str], shape: BenchShape, opt: dict) -> int:
+    """``suite bench --profile``: each arm's step by operator family (suite/bench/profile.py), to OUT/step_profile.md."""
+    from suite.bench import profile
+
+    if args.device != "cpu":
+        return fail("--profile: profiles the CPU's operators; use --device cpu (on CUDA, torch.profiler directly)")
+    steps = args.steps or 10
+    command = (f"suite bench --profile --schemes {' '.join(names[1:])} --depth {shape.depth} --dim {shape.dim} "
+               f"--heads {shape.heads} --tokens {shape.tokens} --batch {shape.batch} --steps {steps} "
+               f"--threads {torch.get_num_threads()} --gemm {opt['gemm'] or 1024}")
+    results = [profile.profile_arm(name, shape, steps) for name in names]
+    gemm = profile.gemm_gflops(opt["gemm"] or 1024)
+    prov = store.provenance("cpu")
+    header = (f"# Where a training step's time goes (CPU, {torch.get_num_threads()} thread(s))\n\nWritten by "
+              f"`{command}` at {prov['started_at']}: torch {prov['torch_version']}, {prov['device_name']}, suite commit "
+              f"{prov['git_commit']}.")
+    text = profile.table(results, shape, gemm, opt["gemm"] or 1024, header)
+    store.atomic_write_text(Path(args.out) / "step_profile.md", text)
+    print(text, end="")
+    print(f"wrote {Path(args.out) / 'step_profile.md'}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.throughput:
         return run_throughput(args)
@@ -181,6 +207,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.profile:
+        return run_profile(args, names, shape, opt)
     settings = {**dataclasses.asdict(shape), "device": args.device, "dtype": opt["dtype"], "compile": args.compile,
                 "rounds": opt["rounds"], "steps": opt["steps"], "warmup": opt["warmup"], "forward": args.forward,
                 "seed": args.seed, "threads": torch.get_num_threads(), "arms": names, "gemm": opt["gemm"],

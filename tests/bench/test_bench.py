@@ -438,3 +438,19 @@ def test_compiled_throughput_arms_compile_from_empty_caches_and_report_their_ste
     table = markdown(rows, meta)
     assert "eager and compiled" in table and "empty compile caches" in table
     assert f"| packed 2 compiled | 1 x 1 | 2 | 2 | 3 | {rows[1]['wall_s']:.1f} | {rows[1]['step_ms']:.1f} |" in table
+
+
+def test_profile_writes_each_arms_step_by_operator_family(tmp_path):
+    assert main(["bench", "--profile", "--schemes", "layerscale", "--depth", "1", "--dim", "8", "--heads", "2",
+                 "--tokens", "5", "--batch", "2", "--steps", "2", "--gemm", "64", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "step_profile.md").read_text()
+    assert "| family | preln | layerscale |" in text and "`suite bench --profile --schemes layerscale" in text
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert {"linear", "attention", "residual", "other", "**step, profiled**"} <= set(rows)
+    shares = [sum(int(cell.split("(")[1].rstrip("%) |")) for cell in [rows[f].split(" | ")[1 + i]
+                                                                        for f in ("linear", "attention", "GELU",
+                                                                                  "LayerNorm", "residual",
+                                                                                  "layout copies", "optimizer",
+                                                                                  "other")])
+              for i in range(2)]
+    assert all(95 <= s <= 105 for s in shares)  # each arm's families are its whole profiled step (rounded shares)
