@@ -62,6 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true",
                         help="where each arm's training step spends its time instead, by operator family, on the CPU "
                              "(step_profile.md; --steps: profiled steps per arm, default 10)")
+    parser.add_argument("--eval-cost", nargs="?", const="ablations/default.yaml", metavar="ABLATION",
+                        help="what the log evaluation schedule adds to a run of ABLATION's first shape instead "
+                             "(default ablations/default.yaml; eval_cost.txt)")
     parser.add_argument("--throughput", action="store_true",
                         help="measure runs per hour instead: the default ablation's shape trained solo, "
                              "co-located and packed (throughput.{csv,md,json})")
@@ -175,7 +178,28 @@ def run_profile(args: argparse.Namespace, names: list[str], shape: BenchShape, o
     return 0
 
 
+def run_eval_cost(args: argparse.Namespace) -> int:
+    """``suite bench --eval-cost``: the log evaluation schedule's share of a run (suite/bench/evalcost.py)."""
+    from suite.bench.evalcost import eval_cost
+    from suite.config import ConfigError
+
+    problem = writable_dir(args.out, "--out")
+    if problem:
+        return fail(problem)
+    try:
+        text = eval_cost(args.eval_cost)
+    except (ConfigError, OSError) as err:
+        return fail(str(err))
+    prov = store.provenance("cpu")
+    text = f"# suite bench --eval-cost {args.eval_cost} at {prov['git_commit'][:12]}, {prov['started_at']}, {prov['device_name']}\n" + text
+    store.atomic_write_text(Path(args.out) / "eval_cost.txt", text)
+    print(text, end="")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.eval_cost:
+        return run_eval_cost(args)
     if args.throughput:
         return run_throughput(args)
     if args.diagnostics:
