@@ -1,34 +1,20 @@
-"""The GPU path's one device check: solo, packed and compiled runs on CUDA, offline, in one process.
+"""The GPU path's one device check: solo, packed, bf16 and compiled runs on CUDA, offline, in one process.
 
     python3 scripts/device_check.py OUT          # on the GPU machine (docs/gpu-and-ray.md gives the call)
     python3 scripts/device_check.py OUT --dry    # the same phases on the CPU, tiny shapes, eager compiles
 
-Each phase prints one line the moment it ends and appends it to ``OUT/device_check.md`` (and a JSON row
-to ``OUT/device_check.jsonl``), so a command killed by its time limit keeps every phase that finished.
-Exit 1 if a phase failed. The phases, at the default ablation's shape (``DEFAULT_BASE``, 100 steps):
-
-- ``env``: GPU, torch, triton, the C compiler Triton builds with, the fp32 matmul setting of a tf32 run;
-- ``solo``: 8 runs one after another (the baseline's runs per GPU-hour);
-- ``pack``: the same 8 seeds and 8 more as one eager pack of 16 (runs per GPU-hour against solo;
-  member 0 against solo seed 0);
-- ``bf16``: a solo bf16 run at width 128;
-- ``pack-compiled``: the pack of 16 compiled (CUDA graphs on CUDA): one graph, no break, graphs used,
-  losses against the eager pack;
-- ``pack-reuse``: a pack of 12 more seeds (padded to 16) runs the same compiled step: no recompile;
-- ``solo-compiled``: a solo run compiled block by block; ``reduce-overhead`` refused for it in one line;
-- ``overhead-eager``, ``overhead-compiled``: LayerScale's training-step time over Pre-LN's on ViT-S/16 at
-  224 px, bf16, batch 128 (``suite bench``'s measurement, 10 interleaved rounds of 5 steps).
-
-Every run's steps after its first few run under ``torch.cuda.set_sync_debug_mode("error")``: a step
-that waits for the host ends its run in ``error``, and its phase fails.
+Each phase (docs/gpu-and-ray.md lists them) prints one line the moment it ends and appends it to
+``OUT/device_check.md`` and a JSON row to ``OUT/device_check.jsonl``, so a time limit keeps what finished;
+exit 1 if a phase failed. Every run's steps after its first few run under
+``torch.cuda.set_sync_debug_mode("error")``: a step that waits for the host fails its phase.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import importlib.metadata
+import importlib.util
 import json
 import shutil
 import sys
@@ -37,18 +23,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-STEPS, SOLO_RUNS, PACK = 100, 8, 16
 DRY = {"data": {"name": "synthetic", "synthetic_train": 64, "synthetic_test": 32, "synthetic_img_size": 8},
        "model": {"patch_size": 4, "dim": 8, "heads": 2, "depth": 2}, "train": {"batch_size": 8, "warmup_steps": 1}}
-WARM_STEPS = 5  # steps before the sync guard: a compiled pack compiles, warms CUDA graphs up and records
+# WARM_STEPS: a run's steps before the sync guard (a compiled pack compiles, warms CUDA graphs up and records)
+STEPS, SOLO_RUNS, PACK, WARM_STEPS = 100, 8, 16, 5
 
 
 class Check:
     """Phases, each timed, printed and written as it ends."""
 
     def __init__(self, out: Path, dry: bool) -> None:
-        import torch
-
         from suite.bench.throughput import DEFAULT_BASE
 
         self.out, self.dry, self.failed = out, dry, []
@@ -57,7 +41,7 @@ class Check:
         for key, values in (DRY.items() if dry else ()):
             base[key].update(values)
         base["train"].update(steps=4 if dry else STEPS, log_every=2 if dry else 10)
-        self.base, self.torch = base, torch
+        self.base = base
         self.runs = 2 if dry else SOLO_RUNS
         self.pack = 3 if dry else PACK
         out.mkdir(parents=True, exist_ok=True)
@@ -79,28 +63,23 @@ class Check:
         seconds = time.perf_counter() - started
         text = f"{name}: {'ok' if ok else 'FAIL'}, {line} ({seconds:.1f} s)"
         print(text, flush=True)
-        with open(self.out / "device_check.md", "a") as f:
-            f.write(f"- {text}\n")
-        with open(self.out / "device_check.jsonl", "a") as f:
-            f.write(json.dumps({"phase": name, "ok": ok, "seconds": round(seconds, 2), **row}) + "\n")
-        if not ok:
-            self.failed.append(name)
+        for file, line in (("device_check.md", f"- {text}"),
+                           ("device_check.jsonl", json.dumps({"phase": name, "ok": ok, "seconds": round(seconds, 2), **row}))):
+            with open(self.out / file, "a") as f:
+                f.write(line + "\n")
+        self.failed += [] if ok else [name]
         return row if ok else None
 
-    def train(self, seeds: list[int], folder: str, **overrides) -> tuple[list[dict], float]:
-        """Solo runs of ``seeds``, one after another: their summaries and the wall seconds."""
+    def train(self, seeds: list[int], folder: str, width: int | None = None, **overrides) -> tuple[list[dict], float]:
+        """Solo runs of ``seeds`` one after another, or (``width`` not None) one pack padded to ``width`` rows:
+        their summaries and the wall seconds."""
         from suite.engine import train
-
-        started = time.perf_counter()
-        out = [train(self.cfg(s, **overrides), self.out / "runs" / folder / str(s), progress=False) for s in seeds]
-        return out, time.perf_counter() - started
-
-    def train_pack(self, seeds: list[int], folder: str, width: int = 0, **overrides) -> tuple[list[dict], float]:
         from suite.engine.pack import train_pack
 
-        started = time.perf_counter()
-        out = train_pack([self.cfg(s, **overrides) for s in seeds],
-                         [self.out / "runs" / folder / str(s) for s in seeds], width=width)
+        started, cfgs = time.perf_counter(), [self.cfg(s, **overrides) for s in seeds]
+        dirs = [self.out / "runs" / folder / str(s) for s in seeds]
+        out = ([train(c, d, progress=False) for c, d in zip(cfgs, dirs)] if width is None
+               else train_pack(cfgs, dirs, width=width))
         return out, time.perf_counter() - started
 
 
@@ -109,19 +88,13 @@ def errors(summaries: list[dict]) -> str | None:
     return f"{len(bad)} run(s) in error, the first: {bad[0].get('error', '')[:300]}" if bad else None
 
 
-@contextlib.contextmanager
-def sync_guard(device: str):
-    """Every training step after the first :data:`WARM_STEPS` of each run or pack raises if it waits for the
-    host (on CUDA)."""
-    from suite.engine.loop import Training
-    from suite.engine.pack import Pack
-
-    if device != "cuda":
-        yield
-        return
+def guard_steps() -> None:
+    """From here on, every training step after the first :data:`WARM_STEPS` of each run or pack raises if it
+    waits for the host (CUDA's sync debug mode)."""
     import torch
 
-    originals = {cls: cls.step for cls in (Training, Pack)}
+    from suite.engine.loop import Training
+    from suite.engine.pack import Pack
 
     def guarded(original):
         @functools.wraps(original)
@@ -129,21 +102,15 @@ def sync_guard(device: str):
             self._device_check_steps = getattr(self, "_device_check_steps", 0) + 1
             if self._device_check_steps <= WARM_STEPS:
                 return original(self, x, y)
-            before = torch.cuda.get_sync_debug_mode()
             torch.cuda.set_sync_debug_mode("error")
             try:
                 return original(self, x, y)
             finally:
-                torch.cuda.set_sync_debug_mode(before)
+                torch.cuda.set_sync_debug_mode("default")
         return step
 
-    for cls, original in originals.items():
-        cls.step = guarded(original)
-    try:
-        yield
-    finally:
-        for cls, original in originals.items():
-            cls.step = original
+    for cls in (Training, Pack):
+        cls.step = guarded(cls.step)
 
 
 def main(argv: list[str]) -> int:
@@ -169,12 +136,12 @@ def main(argv: list[str]) -> int:
 
         set_matmul_precision("tf32", torch.device(check.device))
         row = {"gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "none",
-               "torch": torch.__version__, "triton": _version("triton"),
+               "torch": torch.__version__, "triton": importlib.metadata.version("triton") if importlib.util.find_spec("triton") else None,
                "c_compiler": next((shutil.which(c) for c in ("cc", "gcc", "clang") if shutil.which(c)), None),
                "tf32_matmul": torch.get_float32_matmul_precision()}
         return row["c_compiler"] is not None or args.dry, ", ".join(f"{k} {v}" for k, v in row.items()), row
 
-    solo: dict = {}
+    solo, eager = {}, {}
 
     def solo_runs():
         runs, wall = check.train(list(range(check.runs)), "solo")
@@ -184,10 +151,8 @@ def main(argv: list[str]) -> int:
         return errors(runs) is None, errors(runs) or f"{len(runs)} runs, {row['runs_per_hour']} runs per hour, " \
                                                      f"step {row['step_time_ms']} ms, precision {row['precision']}", row
 
-    eager: dict = {}
-
     def eager_pack():
-        runs, wall = check.train_pack(list(range(check.pack)), "pack")
+        runs, wall = check.train(list(range(check.pack)), "pack", width=0)
         eager["runs"] = runs
         per_hour = len(runs) * 3600 / wall
         gap = _rel(runs[0]["final_train_loss"], solo["runs"][0]["final_train_loss"]) if solo else float("nan")
@@ -199,15 +164,13 @@ def main(argv: list[str]) -> int:
                                             f"x{row['vs_solo']} solo; member 0 vs solo loss {gap:.1e}"), row
 
     def bf16():
-        runs, _ = check.train([0], "bf16", **{"model.dim": 128, "model.heads": 4, "train.precision": "bf16"})
-        s = runs[0]
-        return errors(runs) is None and s["status"] != "diverged", \
-            f"width 128: {s['status']}, val acc {s.get('val_acc')}, step {s.get('step_time_ms')} ms", \
-            {"status": s["status"], "step_time_ms": s.get("step_time_ms")}
+        (s,), _ = check.train([0], "bf16", **{"model.dim": 128, "model.heads": 4, "train.precision": "bf16"})
+        return s["status"] not in ("error", "diverged"), f"width 128: {s['status']} {s.get('error') or ''}, val acc " \
+            f"{s.get('val_acc')}, step {s.get('step_time_ms')} ms", {"status": s["status"], "step_time_ms": s.get("step_time_ms")}
 
     def compiled_pack():
         counters.clear()
-        runs, wall = check.train_pack(list(range(check.pack)), "pack-compiled", width=check.pack,
+        runs, wall = check.train(list(range(check.pack)), "pack-compiled", width=check.pack,
                                       **{"train.compile": True})
         graphs, breaks = counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
         used = {s.get("cuda_graphs") for s in runs}
@@ -224,7 +187,7 @@ def main(argv: list[str]) -> int:
     def reuse():
         before = counters["stats"]["unique_graphs"]
         seeds = list(range(check.pack, check.pack + max(1, check.pack * 3 // 4)))
-        runs, wall = check.train_pack(seeds, "pack-reuse", width=check.pack, **{"train.compile": True})
+        runs, wall = check.train(seeds, "pack-reuse", width=check.pack, **{"train.compile": True})
         new = counters["stats"]["unique_graphs"] - before
         row = {"new_graphs": new, "runs": len(runs), "wall_s": round(wall, 1),
                "runs_per_hour": round(len(runs) * 3600 / wall)}
@@ -256,21 +219,15 @@ def main(argv: list[str]) -> int:
                       f"{row['train_high']:.3f}], Pre-LN {row['baseline_train_ms']:.2f} ms"), \
             {k: row[k] for k in ("train_ratio", "train_low", "train_high", "baseline_train_ms", "train_ms")}
 
-    with sync_guard(check.device):
-        for name, fn in (("env", env), ("solo", solo_runs), ("pack", eager_pack), ("bf16", bf16),
-                         ("pack-compiled", compiled_pack), ("pack-reuse", reuse), ("solo-compiled", solo_compiled),
-                         ("overhead-eager", lambda: overhead(False)), ("overhead-compiled", lambda: overhead(True))):
-            check.phase(name, fn)
+    if check.device == "cuda":
+        guard_steps()
+    for name, fn in (("env", env), ("solo", solo_runs), ("pack", eager_pack), ("bf16", bf16),
+                     ("pack-compiled", compiled_pack), ("pack-reuse", reuse), ("solo-compiled", solo_compiled),
+                     ("overhead-eager", lambda: overhead(False)), ("overhead-compiled", lambda: overhead(True))):
+        check.phase(name, fn)
     print(f"device check: {'all phases ok' if not check.failed else 'failed: ' + ', '.join(check.failed)}; "
           f"{args.out / 'device_check.md'}")
     return 1 if check.failed else 0
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def _rel(a: float | None, b: float | None) -> float:
