@@ -37,11 +37,10 @@ class Check:
 
         self.out, self.dry, self.failed = out, dry, []
         self.device = "cpu" if dry else "cuda"
-        base = {k: dict(v) for k, v in DEFAULT_BASE.items()}
+        self.base = base = {k: dict(v) for k, v in DEFAULT_BASE.items()}
         for key, values in (DRY.items() if dry else ()):
             base[key].update(values)
         base["train"].update(steps=4 if dry else STEPS, log_every=2 if dry else 10)
-        self.base = base
         self.runs = 2 if dry else SOLO_RUNS
         self.pack = 3 if dry else PACK
         out.mkdir(parents=True, exist_ok=True)
