@@ -20,8 +20,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as sps
 
-from suite.results import AnalysisWarning, load_runs
-from suite.results import score
+from suite.results import AnalysisWarning, load_runs, score
 
 SCHEMES, DEPTHS, SIMULATIONS, ALPHA = ("preln", "layerscale-cait"), (12, 48), 4000, 0.05
 

@@ -88,10 +88,8 @@ def errors(summaries: list[dict]) -> str | None:
 
 
 def guard_steps() -> None:
-    """From here on, every training step after the first :data:`WARM_STEPS` of each run or pack raises if it
-    waits for the host (CUDA's sync debug mode)."""
+    """From here on, each run's or pack's steps after its first :data:`WARM_STEPS` raise if they wait for the host."""
     import torch
-
     from suite.engine.loop import Training
     from suite.engine.pack import Pack
 
@@ -117,8 +115,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("out", type=Path, help="folder for device_check.md, device_check.jsonl and the runs")
     parser.add_argument("--dry", action="store_true", help="on the CPU, tiny shapes, compiled with dynamo's eager backends")
     args = parser.parse_args(argv)
-    import torch
-    from torch._dynamo.utils import counters
+    try:
+        import torch
+        from torch._dynamo.utils import counters
+    except ImportError as err:
+        print(f"device check: {sys.executable} cannot import torch ({err}); run it with the Python that has torch")
+        return 2
 
     check = Check(args.out, args.dry)
     if not args.dry and not torch.cuda.is_available():

@@ -21,9 +21,8 @@ import numpy as np
 
 from suite import store
 from suite.results import AnalysisError, load_runs, read_curves
+from suite.analysis.grouping import DEPTH, LR
 from suite.analysis.lr import lr_table
-
-DEPTH, LR = "model.depth", "train.lr"
 
 
 def settled(root: Path, variant: str) -> list[dict]:
