@@ -61,7 +61,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 LAYERS = [
     ("suite.registry", "suite.files", "suite.interrupt", "suite.learned"),
     ("suite.config",),
-    ("suite.data", "suite.models", "suite.store", "suite.results"),
+    ("suite.data", "suite.models", "suite.store", "suite.results", "suite.declared"),
     ("suite.engine", "suite.analysis"),
     ("suite.sweep",),
     ("suite.bench",),
@@ -106,7 +106,8 @@ def test_each_product_is_one_folder():
     products = {p.name for p in SUITE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert products == {"models", "data", "engine", "sweep", "analysis", "bench", "cli"}
     flat = {p.name for p in SUITE.glob("*.py")}
-    assert flat == {"__init__.py", "__main__.py", "config.py", "files.py", "interrupt.py", "learned.py", "registry.py", "results.py", "store.py"}
+    assert flat == {"__init__.py", "__main__.py", "config.py", "declared.py", "files.py", "interrupt.py", "learned.py",
+                    "registry.py", "results.py", "store.py"}
     for package in products:
         assert ast.get_docstring(ast.parse((SUITE / package / "__init__.py").read_text())), package
 

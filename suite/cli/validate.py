@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         print(f"{path}: ok: '{ablation.name}', {ablation.describe()} -> results/{ablation.name}")
         if ablation.primary is not None:
-            from suite.analysis.primary import as_list
+            from suite.declared import as_list
 
             declared = as_list(ablation.primary)
             how = "tested alone" if len(declared) == 1 else f"one of {len(declared)} tested as one family (Holm)"

@@ -93,7 +93,7 @@ class Ablation:
     variants: list[str] = field(default_factory=list)
     seeds: list[int] = field(default_factory=list)
     excluded: int = 0
-    primary: Any = None  # the declared primary comparison (suite.analysis.primary.Primary), if any
+    primary: Any = None  # the declared primary comparison (suite.declared.Primary), if any
     refine: Refine = field(default_factory=Refine)  # the limits of --refine
 
     def describe(self) -> str:
@@ -440,7 +440,7 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -
                         f"narrow its conditions")
     primary = None
     if raw.get("primary") is not None:  # the analysis's module (scipy, pandas): imported only when declared
-        from suite.analysis.primary import parse
+        from suite.declared import parse
 
         primary = parse(raw["primary"], src, list(variants), dict(grid), problems)
         _warn_undecidable(primary, len(seeds), src)
@@ -463,7 +463,7 @@ def _warn_undecidable(primary: Any, n_seeds: int, src: str) -> None:
 
     from scipy import stats as sps
 
-    from suite.analysis.primary import ALPHA, as_list
+    from suite.declared import ALPHA, as_list
 
     declared = as_list(primary)
     m = 1 if len(declared) == 1 else len(declared) + sum(p.margin is not None for p in declared)  # Holm's family

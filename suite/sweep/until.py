@@ -40,7 +40,7 @@ def rounds_for(initial: int, max_seeds: int) -> list[int]:
 
 def errored_runs(runs: list[dict[str, Any]], primary: Any, seeds: list[int]) -> int:
     """Runs of the compared cells (both sides, ``seeds`` only) whose status is ``error``."""
-    from suite.analysis.primary import same_value
+    from suite.declared import same_value
 
     return sum(r["status"] == "error" and r.get("variant") in (primary.scheme, primary.baseline)
                and r.get("seed") in seeds and all(same_value(r.get(k), v) for k, v in primary.where.items()) for r in runs)
@@ -49,7 +49,8 @@ def errored_runs(runs: list[dict[str, Any]], primary: Any, seeds: list[int]) -> 
 def _design_file(out: Path, rounds: list[int], seeds: list[int]) -> dict[str, Any]:
     """Read the folder's design, or write this one; refuse a different design for the same folder."""
     from suite.results import AnalysisError
-    from suite.analysis.primary import ALPHA, SEQUENTIAL, taken_looks
+    from suite.analysis.primary import taken_looks
+    from suite.declared import ALPHA, SEQUENTIAL
 
     path = out / SEQUENTIAL
     design = {"design": "group-sequential, two-sided, O'Brien-Fleming-type alpha spending (Lan-DeMets) at the "
@@ -87,7 +88,8 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
             ``--only``, a cap below the ablation's seeds, or a folder whose design differs.
     """
     from suite.results import load_runs
-    from suite.analysis.primary import SEQUENTIAL, as_list, evaluate, taken_looks
+    from suite.analysis.primary import evaluate, taken_looks
+    from suite.declared import SEQUENTIAL, as_list
     from suite.analysis.sequential import Looks
 
     ablation = load_ablation(path, max_runs=options.max_runs, overrides=options.overrides)

@@ -1,0 +1,166 @@
+"""The comparison an ablation declares (``primary:``): its fields, their checks and the constants both the
+sweep and the analysis use. Parsed where the ablation file is parsed (:mod:`suite.sweep.spec`); tested by
+:mod:`suite.analysis.primary` (the tests, the answer in words: docs/ablations.md, docs/statistics.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+DEPTH, LR = "model.depth", "train.lr"
+ENDPOINTS = ("best_lr_score", "score", "not_ok_rate", "frontier", "interaction", "frontier_slope")
+FREE_LR = ("best_lr_score", "frontier", "frontier_slope")  # endpoints that compare across the learning-rate axis
+NO_MARGIN = ("not_ok_rate", "frontier", "frontier_slope")  # no equivalence test
+ALPHA = 0.05
+POWER = 0.8
+DEFAULT_EFFECT = 0.05  # the difference planned for when no margin is declared: 5 points
+DEFAULT_RATIO = 2.0  # the frontier ratio planned for
+DEFAULT_SLOPE = 0.5  # the difference of frontier slopes on log depth planned for: a 4x ratio over 16x depth
+MAX_PRIMARY = 3  # co-primary comparisons at most: each one costs the others power
+MAX_SEEDS = 10_000  # seeds per cell a sequential design may plan (suite run --max-seeds is far below)
+SEQUENTIAL = "sequential.json"  # written by `suite run --until-decided` into the results folder
+
+
+@dataclass(frozen=True)
+class Primary:
+    """A declared primary comparison (the ``primary:`` block of an ablation file)."""
+
+    scheme: str
+    baseline: str
+    where: dict[str, Any] = field(default_factory=dict)
+    endpoint: str = "best_lr_score"
+    margin: float | None = None  # a fraction of accuracy (the file says points: 5 -> 0.05)
+    versus: dict[str, Any] = field(default_factory=dict)  # interaction: the cell the gain at `where` is set against
+
+    def describe(self) -> str:
+        where = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.where.items())
+        if self.endpoint == "interaction":
+            versus = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.versus.items())
+            return f"{self.scheme} - {self.baseline} at {where}, minus the same at {versus}"
+        if self.endpoint == "frontier_slope":
+            return f"{self.scheme} vs {self.baseline} across depth" + (f" at {where}" if where else "")
+        return f"{self.scheme} vs {self.baseline}" + (f" at {where}" if where else "")
+
+
+def parse(raw: Any, src: str, variants: list[str], grid: dict[str, list[Any]],
+          problems: list[str]) -> Primary | list[Primary] | None:
+    """Check a ``primary:`` block against the ablation's variants and grid; one line per problem.
+
+    Returns:
+        A :class:`Primary` for a mapping; a list of them for a list of up to ``MAX_PRIMARY`` mappings
+        (co-primary comparisons, one family: :mod:`suite.analysis.coprimary`); None when absent or wrong.
+    """
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        return _parse_one(raw, src, "primary", variants, grid, problems)
+    start = len(problems)
+    if not raw or len(raw) > MAX_PRIMARY:
+        problems.append(f"{src}: primary: a list of 1 to {MAX_PRIMARY} comparisons, got {len(raw)}; keep the "
+                        f"questions that matter (each one costs the others power: they share alpha, Holm)")
+        return None
+    parsed = [_parse_one(item, src, f"primary[{i}]", variants, grid, problems) for i, item in enumerate(raw)]
+    seen: dict[tuple, int] = {}
+    for i, one in enumerate(parsed):
+        if one is None:
+            continue
+        key = (frozenset((one.scheme, one.baseline)), tuple(sorted(one.where.items())), one.endpoint,
+               tuple(sorted(one.versus.items())))
+        if key in seen:
+            problems.append(f"{src}: primary[{i}]: the same comparison as primary[{seen[key]}] "
+                            f"({one.describe()}, {one.endpoint}); remove one")
+        seen.setdefault(key, i)
+    return None if len(problems) > start else parsed
+
+
+def _parse_one(raw: Any, src: str, name: str, variants: list[str], grid: dict[str, list[Any]],
+               problems: list[str]) -> Primary | None:
+    """One comparison (``name``: ``primary`` or ``primary[i]`` in the messages)."""
+    from suite.registry import did_you_mean
+
+    fields = ("scheme", "baseline", "where", "endpoint", "margin", "versus")
+    example = "e.g. `primary: {scheme: layerscale, baseline: preln, where: {model.depth: 48}}`"
+    if not isinstance(raw, dict):
+        problems.append(f"{src}: {name}: expected a mapping (or a list of up to {MAX_PRIMARY}); {example}")
+        return None
+    start = len(problems)
+    for key in raw:
+        if key not in fields:
+            problems.append(f"{src}: {name}.{key}: unknown field; valid fields: {', '.join(fields)}")
+    for key in ("scheme", "baseline"):
+        if raw.get(key) not in variants:
+            problems.append(f"{src}: {name}.{key}: {raw.get(key)!r} is not a variant of this ablation"
+                            f"{did_you_mean(str(raw.get(key)), variants)}; use one of {', '.join(variants)}")
+    if raw.get("scheme") == raw.get("baseline") and raw.get("scheme") is not None:
+        problems.append(f"{src}: {name}: scheme and baseline are both {raw['scheme']!r}; compare two variants")
+    where = raw.get("where") or {}
+    if not isinstance(where, dict):
+        problems.append(f"{src}: {name}.where: expected a mapping of grid key -> value; {example}")
+        where = {}
+    for key, value in where.items():
+        if key not in grid:
+            problems.append(f"{src}: {name}.where.{key}: not a grid axis of this ablation; use one of "
+                            f"{', '.join(grid) or '(no grid)'}")
+        elif not any(same_value(value, v) for v in grid[key]):
+            problems.append(f"{src}: {name}.where.{key}: {value!r} is not in the grid "
+                            f"({', '.join(map(str, grid[key]))}); use one of those values")
+    endpoint = raw.get("endpoint", "best_lr_score" if LR in grid and LR not in where else "score")
+    if endpoint not in ENDPOINTS:
+        problems.append(f"{src}: {name}.endpoint: {endpoint!r} is not one of {', '.join(ENDPOINTS)}")
+    elif endpoint in FREE_LR and (LR not in grid or LR in where):
+        problems.append(f"{src}: {name}.endpoint: {endpoint} needs a `{LR}` grid axis left free"
+                        + ("; use `endpoint: score`" if endpoint == "best_lr_score" else
+                           f"; add `{LR}` to the grid (rates from below the optimum until half of the runs fail)"
+                           f" and leave it out of `where`"))
+    if endpoint == "frontier_slope" and (DEPTH in where or len(grid.get(DEPTH) or []) < 2):
+        problems.append(f"{src}: {name}.endpoint: frontier_slope needs a `{DEPTH}` grid axis of two depths or more, "
+                        f"left out of `where`; or use `endpoint: frontier` at one depth")
+    for key in grid:
+        if key not in where and key != LR and not (endpoint == "frontier_slope" and key == DEPTH):
+            problems.append(f"{src}: {name}.where: also fix {key} (one of {', '.join(map(str, grid[key]))}); "
+                            f"the primary comparison is one cell")
+    if endpoint in ("score", "interaction") and LR in grid and LR not in where:
+        problems.append(f"{src}: {name}.where: fix {LR} for `endpoint: score`, or use `endpoint: best_lr_score`")
+    versus = raw.get("versus") or {}
+    if endpoint == "interaction":
+        if not isinstance(versus, dict) or not versus or set(versus) - set(where):
+            problems.append(f"{src}: {name}.versus: `endpoint: interaction` needs `versus`, new values of some "
+                            f"`where` keys, e.g. `where: {{model.depth: 48}}, versus: {{model.depth: 12}}`")
+            versus = {}
+        for key, value in versus.items():
+            if key in grid and not any(same_value(value, v) for v in grid[key]):
+                problems.append(f"{src}: {name}.versus.{key}: {value!r} is not in the grid "
+                                f"({', '.join(map(str, grid[key]))}); use one of those values")
+        if versus and all(same_value(versus[k], where.get(k)) for k in versus):
+            problems.append(f"{src}: {name}.versus: the same cell as `where`; give another value")
+        versus = {**where, **versus} if isinstance(versus, dict) else {}
+    elif raw.get("versus") is not None:
+        problems.append(f"{src}: {name}.versus: only for `endpoint: interaction`; remove it")
+    margin = raw.get("margin")
+    if margin is not None and not (isinstance(margin, (int, float)) and not isinstance(margin, bool)
+                                   and 0 < margin < 100):
+        problems.append(f"{src}: {name}.margin: expected points of accuracy in (0, 100), e.g. `margin: 5`; "
+                        f"got {margin!r}")
+    elif margin is not None and endpoint in NO_MARGIN:
+        problems.append(f"{src}: {name}.margin: no equivalence test for {endpoint}; remove margin")
+    if len(problems) > start:
+        return None
+    return Primary(raw["scheme"], raw["baseline"], dict(where), endpoint, None if margin is None else margin / 100,
+                   dict(versus))
+
+
+def as_list(declared: Primary | list[Primary] | None) -> list[Primary]:
+    """The declared comparisons as a list: [] for none, [one] for a single mapping."""
+    return [] if declared is None else list(declared) if isinstance(declared, list) else [declared]
+
+
+def same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-9)
+    return a == b
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
