@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from suite import store  # noqa: E402
-from suite.analysis import stability  # noqa: E402
+from suite.analysis import products, stability  # noqa: E402
 from suite.analysis.grouping import DEPTH, LR, group_of, section_keys, sections, variant_order  # noqa: E402
 from suite.analysis.lr import lr_curves  # noqa: E402
 from suite.analysis.propagation import profiles  # noqa: E402
@@ -83,8 +83,10 @@ def dodge(x: np.ndarray, index: int, count: int, decades: float = 0.035) -> np.n
     return np.asarray(x, float) * 10 ** ((index - (count - 1) / 2) * decades)
 
 
-def save(fig: plt.Figure, base: Path) -> list[Path]:
-    """Save ``fig`` as ``base.png`` (150 dpi) and ``base.pdf``, atomically; close it."""
+def save(fig: plt.Figure, folder: Path, kind: str, suffix: str = "") -> list[Path]:
+    """Save ``fig`` as ``folder/<kind><suffix>.png`` (150 dpi) and ``.pdf``, atomically; close it. ``kind`` is a
+    :data:`~suite.analysis.products.FIGURES` name: the registry is the one list of figure names."""
+    base = folder / (products.FIGURES[kind].name + suffix)
     readable_log_ticks(fig)
     store.no_link(base.parent).mkdir(parents=True, exist_ok=True)
     paths = [base.with_name(base.name + ".png"), base.with_name(base.name + ".pdf")]
@@ -622,16 +624,16 @@ def draw_propagation(root: Path, runs: list[dict[str, Any]], frame: pd.DataFrame
     written: list[Path] = []
     if not profile.empty and DEPTH in keys:
         written += save(block_profiles(profile, "stream_rms", "residual stream RMS", colors, f"{title}: forward"),
-                        out / "stream_rms_vs_block")
+                        out, "stream_rms_vs_block")
         written += save(block_profiles(profile, "grad_stream", "‖∂loss/∂stream‖", colors, f"{title}: backward"),
-                        out / "grad_norm_vs_block")
+                        out, "grad_norm_vs_block")
         written += save(block_profiles(profile, "mean_cos", "cosine between images", colors, f"{title}: rank collapse",
-                                       log_y=False), out / "rank_collapse_vs_block")
+                                       log_y=False), out, "rank_collapse_vs_block")
     if DEPTH in keys:
         written += save(quantity_vs_depth(frame, "rank_collapse", "cosine between images after the last block",
-                                          colors, f"{title}: rank collapse at init"), out / "rank_collapse_vs_depth")
+                                          colors, f"{title}: rank collapse at init"), out, "rank_collapse_vs_depth")
         written += save(quantity_vs_depth(frame, "grad_ratio", "‖∂loss/∂stream‖ first / last block", colors,
-                                          f"{title}: gradient ratio", log_y=True), out / "grad_ratio_vs_depth")
+                                          f"{title}: gradient ratio", log_y=True), out, "grad_ratio_vs_depth")
     return written
 
 
@@ -672,14 +674,14 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
                               for r in curves.to_dict("records")]] if section_keys(rest) else curves
             if members.empty:  # every run of this section ended in error
                 continue
-            written += save(accuracy_vs_lr(members, colors, head), out / f"accuracy_vs_lr{suffix}")
+            written += save(accuracy_vs_lr(members, colors, head), out, "accuracy_vs_lr", suffix)
             if DEPTH in rest and part[DEPTH].nunique() >= 2:  # a "vs depth" figure needs two depths
                 rates = sorted({float(v) for v in members[LR]})
                 model = fitted.get(tuple(label))
-                written += save(frontier_vs_depth(part, colors, head, rates, model), out / f"frontier_vs_depth{suffix}")
+                written += save(frontier_vs_depth(part, colors, head, rates, model), out, "frontier_vs_depth", suffix)
                 done = [r for r in runs if r["status"] != "error" and r.get(LR) is not None and r.get(DEPTH) is not None
                         and group_of(r, section_keys(rest)) == label]
-                written += save(phase_diagram(done, model, colors, head), out / f"phase_diagram{suffix}")
+                written += save(phase_diagram(done, model, colors, head), out, "phase_diagram", suffix)
     if transfer is not None and not transfer.empty:
         rest = [k for k in keys if k != LR]
         for label, part in sections(transfer, rest):
@@ -688,19 +690,19 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
                        and group_of(r, section_keys(rest)) == label]
             rates = sorted({float(r[LR]) for r in members})
             if part[DEPTH].nunique() >= 2:
-                written += save(best_lr_vs_depth(part, colors, head, rates), out / f"best_lr_vs_depth{suffix}")
-            written += save(val_vs_lr_by_depth(members, colors, head), out / f"val_vs_lr_by_depth{suffix}")
+                written += save(best_lr_vs_depth(part, colors, head, rates), out, "best_lr_vs_depth", suffix)
+            written += save(val_vs_lr_by_depth(members, colors, head), out, "val_vs_lr_by_depth", suffix)
             logits = attn_logit_vs_lr(members, colors, head)
             if logits is not None:
-                written += save(logits, out / f"attn_logit_vs_lr{suffix}")
+                written += save(logits, out, "attn_logit_vs_lr", suffix)
     for label, part in sections(summary, keys):
         name, suffix, head = _heading(label, skeys, title)
         members = [r for r in runs if r["status"] != "error" and group_of(r, skeys) == label]
         if any("steps_to_learn" in r for r in members):
-            written += save(time_to_learn(members, colors, head), out / f"time_to_learn{suffix}")
+            written += save(time_to_learn(members, colors, head), out, "time_to_learn", suffix)
         if DEPTH in keys and part[DEPTH].nunique() >= 2:
-            written += save(accuracy_vs_depth(part, colors, head), out / f"accuracy_vs_depth{suffix}")
-            written += save(not_ok_vs_depth(part, colors, head), out / f"not_ok_vs_depth{suffix}")
+            written += save(accuracy_vs_depth(part, colors, head), out, "accuracy_vs_depth", suffix)
+            written += save(not_ok_vs_depth(part, colors, head), out, "not_ok_vs_depth", suffix)
         written += _scale_figures(root, members, keys, out, suffix, name)
         written += _loss_figure(root, members, colors, out, suffix, name)
     return written
@@ -740,7 +742,7 @@ def _scale_figures(root: Path, members: list[dict[str, Any]], keys: list[str], o
                 blocks = pd.concat(frames).groupby(["step", "block"])["scale_mean"].mean()
                 curves[float(depth)] = blocks.unstack("block").sort_index()
         if curves:
-            written += save(scale_trajectories(curves, v, name), out / f"scales_{safe(v)}{suffix}")
+            written += save(scale_trajectories(curves, v, name), out, "scales", f"_{safe(v)}{suffix}")
     return written
 
 
@@ -755,4 +757,4 @@ def _loss_figure(root: Path, members: list[dict[str, Any]], colors: dict[str, An
                     curves.setdefault(float(r[DEPTH]), {}).setdefault(v, []).append((frame, r["status"]))
     if not curves:
         return []
-    return save(loss_curves(curves, colors, name), out / f"loss_vs_step{suffix}")
+    return save(loss_curves(curves, colors, name), out, "loss_vs_step", suffix)
