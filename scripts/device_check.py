@@ -3,10 +3,9 @@
     python3 scripts/device_check.py OUT          # on the GPU machine (docs/gpu-and-ray.md gives the call)
     python3 scripts/device_check.py OUT --dry    # the same phases on the CPU, tiny shapes, eager compiles
 
-Each phase (docs/gpu-and-ray.md lists them) prints one line the moment it ends and appends it to
-``OUT/device_check.md`` and a JSON row to ``OUT/device_check.jsonl``, so a time limit keeps what finished;
-exit 1 if a phase failed. Every run's steps after its first few run under
-``torch.cuda.set_sync_debug_mode("error")``: a step that waits for the host fails its phase.
+Each phase (docs/gpu-and-ray.md) prints its line as it ends, into ``OUT/device_check.md`` and ``.jsonl`` too, so a
+time limit keeps what finished; exit 1 if a phase failed. After a run's first steps, a step that waits for the
+host fails its phase (``torch.cuda.set_sync_debug_mode("error")``).
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ import importlib.util
 import json
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,9 +41,9 @@ class Check:
         for key, values in (DRY.items() if dry else ()):
             base[key].update(values)
         base["train"].update(steps=4 if dry else STEPS, log_every=2 if dry else 10)
-        self.runs = 2 if dry else SOLO_RUNS
-        self.pack = 3 if dry else PACK
+        self.runs, self.pack = (2, 3) if dry else (SOLO_RUNS, PACK)
         out.mkdir(parents=True, exist_ok=True)
+        self.tmp = tempfile.TemporaryDirectory(prefix="device-check-runs-")  # the runs, removed at exit (not in OUT)
         (out / "device_check.md").write_text(f"# Device check ({'dry, CPU' if dry else 'CUDA'})\n\n")
         (out / "device_check.jsonl").write_text("")
 
@@ -76,7 +76,7 @@ class Check:
         from suite.engine.pack import train_pack
 
         started, cfgs = time.perf_counter(), [self.cfg(s, **overrides) for s in seeds]
-        dirs = [self.out / "runs" / folder / str(s) for s in seeds]
+        dirs = [Path(self.tmp.name) / folder / str(s) for s in seeds]
         out = ([train(c, d, progress=False) for c, d in zip(cfgs, dirs)] if width is None
                else train_pack(cfgs, dirs, width=width))
         return out, time.perf_counter() - started
@@ -112,7 +112,7 @@ def guard_steps() -> None:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out", type=Path, help="folder for device_check.md, device_check.jsonl and the runs")
+    parser.add_argument("out", type=Path, help="folder for device_check.md and device_check.jsonl")
     parser.add_argument("--dry", action="store_true", help="on the CPU, tiny shapes, compiled with dynamo's eager backends")
     args = parser.parse_args(argv)
     try:
