@@ -16,8 +16,8 @@ either side are dropped). A seed's test score never helped choose its own rate.
 
 The halves are not independent: each half's validation scores chose the rate the other half is scored
 at, and those scores track its own test scores, so when both halves happen to choose the same rate both
-are lucky together. In the flat-curve simulation the two halves' means correlate about 0.3, and a t-test
-that pools all the cross-fitted differences as independent gave 10-13% false positives. So the halves
+are lucky together (in the flat-curve simulation the two halves' means correlate), and a t-test that pools
+all the cross-fitted differences as independent gives too many false positives. So the halves
 are combined with a standard error that holds for any correlation between them (Cauchy-Schwarz: the SD
 of a weighted mean is at most the weighted mean of the SDs):
 
@@ -31,11 +31,9 @@ of a weighted mean is at most the weighted mean of the SDs):
   ``estimate +/- t_{1 - alpha/2, n - H} * se``.
 
 The cost: the test has the precision of n/2 seeds, and each half's rate is chosen on n/2 seeds, so a
-peaked scheme sometimes gets a neighbouring rate (and is scored honestly there). Simulated
-(tests/analysis/test_crossfit.py: flat against peaked curves with the same maximum, correlation 0.95,
-5% errored runs): 4.6%, 4.5% and 4.3% false positives at 4, 6 and 10 seeds; the power to find a
-5-point difference at 10 seeds is 49% (the paired t at rates chosen on all seeds: 70%, with its 6.8%
-false positives), an 8-point one 89%.
+peaked scheme sometimes gets a neighbouring rate (and is scored honestly there). Its false positives and
+power, simulated in tests/analysis/test_crossfit.py, are in docs/statistics.md
+(#learning-rates-each-scheme-at-its-best-and-how-wide-a-range-trains).
 """
 
 from __future__ import annotations
