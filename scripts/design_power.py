@@ -4,11 +4,9 @@
 
 For the main job (ablations/default.yaml): at each arm's tuned rate (the best on validation, as
 `rates_from` takes it), each cell's test score is drawn as its tuning mean plus normal noise with the SD
-pooled over the tuning runs at each cell's two best rates (independent across cells, which is pessimistic
-for seed-paired tests); (a) LayerScale - Pre-LN at depth 48 and (b) the interaction
-(LS - Pre-LN at 48) - (LS - Pre-LN at 12) are each tested with a paired t over the seeds, Holm over the two.
-Tuning gaps are optimistic (the best of several rates, on 2 seeds), so the table also shows the effects
-shrunk to half. Prints Markdown.
+pooled over the tuning runs at each cell's two best rates (independent across cells: pessimistic for paired
+tests); (a) LS - Pre-LN at depth 48 and (b) (LS - Pre-LN at 48) - (LS - Pre-LN at 12) get a paired t, Holm.
+Tuning gaps are optimistic (the best of several rates, on 2 seeds), so the table also shows them halved.
 """
 
 from __future__ import annotations

@@ -122,7 +122,11 @@ def main(argv: list[str]) -> int:
         print(f"device check: {sys.executable} cannot import torch ({err}); run it with the Python that has torch")
         return 2
 
-    check = Check(args.out, args.dry)
+    try:
+        check = Check(args.out, args.dry)
+    except OSError as err:
+        print(f"device check: {args.out}: cannot write there ({err.strerror}); pass a folder")
+        return 2
     if not args.dry and not torch.cuda.is_available():
         print("device check: torch sees no CUDA device (torch.cuda.is_available() is False); --dry runs it on the CPU")
         return 1

@@ -3,12 +3,10 @@ frozen at (ablations/mechanisms.yaml, issue 41).
 
     python scripts/settled_gamma.py results/mechanisms layerscale-1e-6
 
-For each depth of VARIANT's runs in the results folder: its best learning rate (the rate with the highest
-mean validation score, ties to the smaller: the analysis's own rule, :func:`suite.analysis.lr.lr_table`),
-and, over its ok runs at that rate, the mean |γ| over channels and blocks at the last logged step (the
-probes' ``scale_mean``, averaged over blocks), its mean over seeds, and the range over seeds and blocks.
-Writes ``settled_gamma.md`` into the folder and prints it. A bad folder or a variant with no γ ends with
-one line and exit 2.
+For each depth of VARIANT's runs: its best learning rate (:func:`suite.analysis.lr.lr_table`'s rule) and,
+over its ok runs at that rate, the mean |γ| at the last logged step (the probes' ``scale_mean`` over
+blocks), its mean over seeds and the range over seeds and blocks. Writes ``settled_gamma.md`` into the
+folder and prints it; a bad folder or a variant with no γ ends with one line and exit 2.
 """
 
 from __future__ import annotations

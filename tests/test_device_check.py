@@ -52,3 +52,12 @@ def test_a_phase_that_raises_fails_alone_and_is_written(tmp_path):
     assert check.failed == ["broken"]
     assert (tmp_path / "device_check.md").read_text().splitlines()[-2:][0].startswith(
         "- broken: FAIL, ZeroDivisionError: division by zero")
+
+
+def test_an_out_that_is_a_file_is_one_line_exit_2(tmp_path):
+    (tmp_path / "taken").write_text("")
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "taken"), "--dry"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr == ""
+    assert proc.stdout.strip().splitlines() == [f"device check: {tmp_path / 'taken'}: cannot write there (File exists); "
+                                                f"pass a folder"]

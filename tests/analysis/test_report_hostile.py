@@ -247,6 +247,29 @@ def test_5_a_script_appended_to_a_table_and_to_findings(analysed, tmp_path):
 
 
 @needs_chromium
+def test_a_hostile_analysis_json_is_rendered_inert(analysed, tmp_path):
+    """The page is rendered from analysis.json, which travels with the folder: markup in its title, answer,
+    findings, tables, legends and figure sections stays text, and no link leaves the folder."""
+    import json
+
+    root = copy(analysed, tmp_path)
+    path = root / "analysis.json"
+    written = json.loads(path.read_text())
+    hostile = f"{SCRIPT} {IMG} {SVG} [x](javascript:alert(1)) [up](../../secret) <iframe src=\"javascript:1\"></iframe>"
+    written["title"] = hostile
+    written["answer"] = [hostile]
+    written["findings"] = [{"name": f["name"], "lines": [*f["lines"], hostile]} for f in written["findings"]]
+    for table in written["tables"]:
+        table["tables"] = [t + f"\n| {SCRIPT} |\n" for t in table["tables"]]
+        table["notes"] = [hostile]
+    written["figures"] = {name: {**fig, "part": hostile} for name, fig in written["figures"].items()}
+    path.write_text(json.dumps(written))
+    text = assert_inert(write_report(root))
+    assert "<script" not in text and "<iframe" not in text and "<svg onload" not in text
+    assert text.count("&lt;script&gt;") >= 4 and not re.search(r'(href|src)="(javascript:|\.\./)', text)
+
+
+@needs_chromium
 def test_6_run_dirs_that_leave_the_folder_are_not_links(analysed, tmp_path):
     root = copy(analysed, tmp_path)
     shutil.rmtree(root / "runs")  # a folder shared without its runs: runs.csv is the source of truth
