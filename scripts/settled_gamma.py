@@ -19,7 +19,7 @@ import numpy as np
 
 from suite import store
 from suite.results import AnalysisError, load_runs, read_curves
-from suite.analysis.grouping import DEPTH, LR
+from suite.grouping import DEPTH, LR
 from suite.analysis.lr import lr_table
 
 

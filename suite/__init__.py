@@ -14,7 +14,7 @@ and do not import torch.
 
 Modules: ``config.py`` (the typed run config, every default in one place), ``registry.py`` (the names
 a user can choose: schemes, datasets), ``store.py`` (the results layout: run ids, statuses, atomic
-writes, provenance), ``results.py`` (runs read back from a results folder, and how each scores), ``files.py`` (reading and appending results files without trusting their names), ``interrupt.py``
+writes, provenance), ``results.py`` (runs read back from a results folder, and how each scores), ``grouping.py`` (which runs form an arm, and how arms are ordered and sectioned), ``files.py`` (reading and appending results files without trusting their names), ``interrupt.py``
 (the one CPython workaround for a caught Ctrl-C), ``learned.py`` (the test of whether a run learned),
 ``declared.py`` (an ablation's declared comparison, ``primary:``, parsed with the ablation file);
 packages ``data/``, ``models/``, ``engine/`` (one run), ``sweep/`` (many runs), ``analysis/``,

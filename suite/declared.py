@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from suite.results import AnalysisError
 
 DEPTH, LR = "model.depth", "train.lr"
 ENDPOINTS = ("best_lr_score", "score", "not_ok_rate", "frontier", "interaction", "frontier_slope")
@@ -164,3 +167,15 @@ def same_value(a: Any, b: Any) -> bool:
 
 def _fmt(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def taken_looks(looks: Any, src: Path | str) -> tuple[tuple[int, int], ...]:
+    """(seeds, pairs) of the looks recorded in ``sequential.json``, in the order they were taken."""
+    def whole(x: Any) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+    if not isinstance(looks, list) or not all(isinstance(x, dict) and whole(x.get("look")) and whole(x.get("seeds"))
+                                              and whole(x.get("pairs")) for x in looks):
+        raise AnalysisError(f"{src}: looks: expected a list of {{look, seeds, pairs, ...}} records; delete the file "
+                            f"to analyse as a fixed design")
+    return tuple((x["seeds"], x["pairs"]) for x in sorted(looks, key=lambda x: x["look"]))

@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from suite import store
@@ -368,3 +369,21 @@ def score(run: dict[str, Any], split: str = "test") -> float | None:
         return chance(run)
     value = run.get(f"{split}_acc")
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def best_rate(runs: list[dict[str, Any]], split: str, key: str = "train.lr") -> tuple[float, float, str] | None:
+    """An arm's best learning rate: the one whose runs' mean ``split`` score is highest (ties: the smaller),
+    that mean, and ``"lowest"`` / ``"highest"`` when it is an edge of the rates the arm ran (else ``""``).
+    None when no run scores. The one rule for the tables (:mod:`suite.analysis.lr`) and ``--refine``."""
+    by_rate: dict[float, list[float]] = {}
+    for r in runs:
+        x = score(r, split)
+        by_rate.setdefault(float(r[key]), []).extend([] if x is None else [x])
+    means = {lr: float(np.mean(xs)) for lr, xs in by_rate.items() if xs}
+    if not means:
+        return None
+    top = max(means.values())
+    best = min(lr for lr, m in means.items() if m == top)
+    rates = sorted(by_rate)
+    edge = "" if len(rates) < 2 else "lowest" if best == rates[0] else "highest" if best == rates[-1] else ""
+    return best, top, edge

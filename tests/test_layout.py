@@ -61,7 +61,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 LAYERS = [
     ("suite.registry", "suite.files", "suite.interrupt", "suite.learned"),
     ("suite.config",),
-    ("suite.data", "suite.models", "suite.store", "suite.results", "suite.declared"),
+    ("suite.data", "suite.models", "suite.store", "suite.results", "suite.grouping", "suite.declared"),
     ("suite.engine", "suite.analysis"),
     ("suite.sweep",),
     ("suite.bench",),
@@ -82,6 +82,13 @@ def test_imports_only_go_down_the_layers():
     upward = [f"{m} (layer {_layer(m)}) imports {n} (layer {_layer(n)})" for m, p in MODULES.items()
               if m != "suite" for n in sorted(_imports(m, p)) if n != "suite" and _layer(n) > _layer(m)]
     assert upward == []
+
+
+def test_the_sweep_imports_nothing_from_the_analysis():
+    """The sweep reads runs through suite.results and suite.grouping; what judges them is passed in."""
+    reach = [f"{m} imports {n}" for m, p in MODULES.items() if m.startswith("suite.sweep")
+             for n in sorted(_imports(m, p)) if n.startswith("suite.analysis")]
+    assert reach == []
 
 
 def test_no_module_imports_another_modules_private_names():
@@ -106,8 +113,8 @@ def test_each_product_is_one_folder():
     products = {p.name for p in SUITE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert products == {"models", "data", "engine", "sweep", "analysis", "bench", "cli"}
     flat = {p.name for p in SUITE.glob("*.py")}
-    assert flat == {"__init__.py", "__main__.py", "config.py", "declared.py", "files.py", "interrupt.py", "learned.py",
-                    "registry.py", "results.py", "store.py"}
+    assert flat == {"__init__.py", "__main__.py", "config.py", "declared.py", "files.py", "grouping.py", "interrupt.py",
+                    "learned.py", "registry.py", "results.py", "store.py"}
     for package in products:
         assert ast.get_docstring(ast.parse((SUITE / package / "__init__.py").read_text())), package
 

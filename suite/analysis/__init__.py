@@ -1,7 +1,7 @@
 """The analysis: a folder of finished runs -> comparison tables (md, tex, csv) and figures.
 
-the runs come from :mod:`suite.results` (the results table below the analysis and the sweep); ``grouping.py`` (which runs form a group, table sections), ``stats.py`` (pure
-statistical functions), ``summary.py`` (per-group rates, intervals, tests), ``pooled.py``
+the runs come from :mod:`suite.results` and their groups from :mod:`suite.grouping` (below the analysis and the sweep); ``stats.py`` (pure
+statistical functions, Bonferroni over a table's section), ``summary.py`` (per-group rates, intervals, tests), ``pooled.py``
 (comparisons with few seeds: a pooled SD, intervals within a score's range, verdict words from 4
 seeds), ``lr.py`` (each scheme at
 its best learning rate, LR sensitivity, the stability frontier), ``doseresponse.py`` (the frontier as

@@ -20,14 +20,16 @@ import pandas as pd
 
 from suite import store
 from suite.analysis import coprimary, gamma, markup, primary, products
+from suite.declared import SEQUENTIAL
+from suite.declared import as_list as declared_list
 from suite.analysis import tables as paper
-from suite.analysis.grouping import choose_baseline, group_keys
+from suite.grouping import choose_baseline, group_keys
 from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, load_runs
 from suite.analysis import findings as findings_text
 from suite.analysis.lr import lr_table
 from suite.analysis.propagation import KIND, is_propagation, summary_frame
 from suite.analysis.summary import runs_frame, summarize
-from suite.analysis.grouping import DEPTH, LR
+from suite.grouping import DEPTH, LR
 from suite.analysis.stability import models, stability_table
 from suite.analysis.survival import learn_table
 from suite.analysis.trends import aggregates, depth_trends
@@ -199,9 +201,9 @@ def _primary(root: Path, runs: list[dict]) -> primary.Answer | list[primary.Answ
     if declared is None:
         return None
     rounds = primary.read_design(root)
-    if rounds and len(primary.as_list(declared)) > 1:
-        raise AnalysisError(f"{root / primary.SEQUENTIAL}: a group-sequential design decides one primary comparison "
-                            f"and ablation.yaml declares {len(declared)}; delete {primary.SEQUENTIAL} to analyse "
+    if rounds and len(declared_list(declared)) > 1:
+        raise AnalysisError(f"{root / SEQUENTIAL}: a group-sequential design decides one primary comparison "
+                            f"and ablation.yaml declares {len(declared)}; delete {SEQUENTIAL} to analyse "
                             f"them as a fixed design")
     answers = coprimary.evaluate_all(runs, declared, rounds)
     return answers if isinstance(declared, list) else answers[0]

@@ -1,6 +1,6 @@
 """Co-primary comparisons: up to 3 declared questions tested as one family, Holm's step-down.
 
-An ablation's ``primary:`` may be a list of comparisons (:func:`suite.analysis.primary.parse`). The
+An ablation's ``primary:`` may be a list of comparisons (:func:`suite.declared.parse`). The
 family is every hypothesis they test: each comparison's difference test, and for each with a margin
 its equivalence test (TOST) too. Holm's step-down correction over that family keeps the chance of
 any false claim at ``ALPHA`` (statsmodels ``multipletests(method="holm")``). A comparison is a
@@ -21,7 +21,8 @@ import numpy as np
 from statsmodels.stats.multitest import multipletests
 
 from suite.analysis.sequential import Looks
-from suite.analysis.primary import ALPHA, Answer, Primary, as_list, evaluate, plan_answer, plan_frontier, plan_slope
+from suite.analysis.primary import Answer, evaluate, plan_answer, plan_frontier, plan_slope
+from suite.declared import ALPHA, Primary, as_list
 
 
 def holm(p: Sequence[float], alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
@@ -57,7 +58,7 @@ def evaluate_all(runs: list[dict[str, Any]], declared: Primary | list[Primary],
 
     Args:
         runs: as returned by :func:`suite.results.load_runs`.
-        declared: what :func:`suite.analysis.primary.parse` returned.
+        declared: what :func:`suite.declared.parse` returned.
         rounds: a group-sequential design (:func:`suite.analysis.primary.read_design`); only for a
             single comparison.
     """

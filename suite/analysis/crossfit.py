@@ -47,7 +47,7 @@ import numpy as np
 from scipy import stats as sps
 
 from suite.analysis import stats
-from suite.analysis.grouping import sort_value
+from suite.grouping import sort_value
 
 TEST = "cross-fitted paired t"
 # What findings.md says about how the rates were chosen and what that costs (one sentence).

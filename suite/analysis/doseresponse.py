@@ -31,7 +31,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as sps
-from scipy.special import expit
 
 MAX_ITER = 100
 TOL = 1e-8

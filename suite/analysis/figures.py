@@ -34,7 +34,7 @@ import pandas as pd  # noqa: E402
 
 from suite import store  # noqa: E402
 from suite.analysis import products, stability  # noqa: E402
-from suite.analysis.grouping import DEPTH, LR, group_of, section_keys, sections, variant_order  # noqa: E402
+from suite.grouping import DEPTH, LR, group_of, section_keys, sections, variant_order  # noqa: E402
 from suite.analysis.lr import lr_curves  # noqa: E402
 from suite.analysis.propagation import profiles  # noqa: E402
 from suite.results import selection_split  # noqa: E402

@@ -20,7 +20,7 @@ import math
 import pandas as pd
 
 from suite.analysis import crossfit
-from suite.analysis.grouping import DEPTH, LR, sections, section_keys, sort_value, variant_order
+from suite.grouping import DEPTH, LR, sections, section_keys, sort_value, variant_order
 from suite.analysis.markup import fmt_rate, fmt_value
 from suite.analysis.primary import Answer
 from suite.analysis.products import FINDINGS, Analysis, FindingsSection

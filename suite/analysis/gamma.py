@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from suite.analysis.grouping import group_of
+from suite.grouping import group_of
 from suite.results import read_curves, run_folder
 
 COLUMNS = ["step", "block", "scale_mean", "n_runs"]

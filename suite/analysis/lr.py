@@ -43,9 +43,10 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis import crossfit, doseresponse, pooled, stats
-from suite.analysis.grouping import LR, adjust_family, group_of, ordered_groups, sort_value
+from suite.grouping import LR, group_of, ordered_groups, sort_value
+from suite.analysis.stats import adjust_family
 from suite.results import chance as chance_of
-from suite.results import score, selection_split
+from suite.results import best_rate, score, selection_split
 from suite.analysis.summary import compare_accuracy
 
 AGREE_RESAMPLES = 2000  # seed resamples for best_lr_agree (seeded: reruns agree)
@@ -76,7 +77,6 @@ def lr_cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
     lrs = sorted(by_lr)
     val = {lr: [(r.get("seed"), score(r, split)) for r in by_lr[lr]] for lr in lrs}
     val = {lr: [(s, x) for s, x in pairs if x is not None] for lr, pairs in val.items()}
-    means = {lr: float(np.mean([x for _, x in pairs])) for lr, pairs in val.items() if pairs}
     out: dict[str, Any] = {"n_lr": len(lrs), "lr_tested_min": lrs[0], "lr_tested_max": lrs[-1],
                            "_seeds": sorted({r.get("seed") for r in runs}, key=sort_value)}
 
@@ -88,15 +88,14 @@ def lr_cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
     out["_doses"] = doses
     f = doseresponse.frontier([d for d, _ in doses], [b for _, b in doses])
     out.update(lr50=f.lr50, lr50_ci_low=f.low, lr50_ci_high=f.high, lr50_censored=f.censored)
-    if not means:
+    found = best_rate(runs, split)
+    if found is None:
         out.update(best_lr=math.nan, best_lr_at_edge="", val_at_best=math.nan, above_chance=False, _test=[])
         return out
-    best_mean = max(means.values())
+    best, best_mean, edge = found
     chance = next((c for c in map(chance_of, runs) if c is not None), 0.0)
     out["above_chance"] = bool(best_mean > chance + 1e-9)
     out["_chance"] = chance
-    best = min(lr for lr, m in means.items() if m == best_mean)
-    edge = "lowest" if best == lrs[0] and len(lrs) > 1 else "highest" if best == lrs[-1] and len(lrs) > 1 else ""
     test = [(r.get("seed"), score(r, "test"), r["status"] == "ok") for r in by_lr[best]]
     test = [(s, x, ok) for s, x, ok in test if x is not None]
     out.update(best_lr=best, best_lr_at_edge=edge, val_at_best=best_mean, _test=[(s, x) for s, x, _ in test],

@@ -26,7 +26,8 @@ from typing import Any
 import pandas as pd
 
 from suite.analysis import coprimary, crossfit, primary, stats
-from suite.analysis.grouping import DEPTH, choose_baseline, group_keys
+from suite.declared import ALPHA, DEFAULT_RATIO, DEFAULT_SLOPE
+from suite.grouping import DEPTH, choose_baseline, group_keys
 from suite.results import load_runs
 from suite.analysis.lr import lr_table
 from suite.analysis.markup import fmt_value
@@ -62,7 +63,7 @@ def _row(comparison: str, endpoint: str, role: str, alpha: float, pairs: int, sd
 def _primary_row(answer: primary.Answer, effect: float, power: float) -> dict[str, Any]:
     """A declared comparison's row: tested alone at 0.05, or planned at 0.05 / m in a Holm family of m."""
     declared, m = answer.primary, answer.family
-    alpha = primary.ALPHA / m
+    alpha = ALPHA / m
     role = "primary" if m == 1 else f"co-primary (Holm, {m} tests)"
     if declared.endpoint == "not_ok_rate":
         ka, na, kb, nb = answer.counts
@@ -73,8 +74,8 @@ def _primary_row(answer: primary.Answer, effect: float, power: float) -> dict[st
                 "note": f"observed not ok {ka}/{na} vs {kb}/{nb}"}
     if declared.endpoint in ("frontier", "frontier_slope"):  # seeds scaled from the interval's width
         ratio = declared.endpoint == "frontier"
-        plan_, target = ((primary.plan_frontier, primary.DEFAULT_RATIO) if ratio else
-                         (primary.plan_slope, primary.DEFAULT_SLOPE))
+        plan_, target = ((primary.plan_frontier, DEFAULT_RATIO) if ratio else
+                         (primary.plan_slope, DEFAULT_SLOPE))
         need = plan_(answer.low, answer.high, answer.level, answer.seeds, target, power, alpha)
         if math.isfinite(need):
             note = (f"seeds per rate to detect an LR50 ratio of {target:g}, scaled from the ratio's interval" if ratio

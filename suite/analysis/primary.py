@@ -44,13 +44,11 @@ from suite import store
 from suite.config import read_yaml
 from suite.analysis import crossfit, sequential, stats
 from suite.analysis.doseresponse import frontier, relative_potency
-from suite.analysis.grouping import DEPTH, LR
+from suite.grouping import DEPTH, LR
 from suite.results import AnalysisError
-# The declaration itself (parsed with the ablation file) lives below the analysis; its names are used from here too.
-from suite.declared import (ALPHA, DEFAULT_EFFECT, DEFAULT_RATIO, DEFAULT_SLOPE, MAX_SEEDS, POWER,  # noqa: F401
-                            SEQUENTIAL, Primary, as_list, parse, same_value)
+from suite.declared import (ALPHA, DEFAULT_EFFECT, DEFAULT_RATIO, DEFAULT_SLOPE, MAX_SEEDS, POWER, SEQUENTIAL, Primary,
+                            parse, same_value, taken_looks)
 from suite.results import score, selection_split
-
 
 
 def read(folder: str | Path) -> Primary | list[Primary] | None:
@@ -89,18 +87,6 @@ def read_design(folder: str | Path) -> sequential.Looks | None:
         raise AnalysisError(f"{path}: rounds: expected increasing seed counts from 2 to {MAX_SEEDS:,}; delete it to "
                             f"analyse as a fixed design")
     return sequential.Looks(tuple(rounds), taken_looks(looks, path))
-
-
-def taken_looks(looks: Any, src: Path | str) -> tuple[tuple[int, int], ...]:
-    """(seeds, pairs) of the looks recorded in ``sequential.json``, in the order they were taken."""
-    def whole(x: Any) -> bool:
-        return isinstance(x, int) and not isinstance(x, bool) and x >= 0
-
-    if not isinstance(looks, list) or not all(isinstance(x, dict) and whole(x.get("look")) and whole(x.get("seeds"))
-                                              and whole(x.get("pairs")) for x in looks):
-        raise AnalysisError(f"{src}: looks: expected a list of {{look, seeds, pairs, ...}} records; delete the file "
-                            f"to analyse as a fixed design")
-    return tuple((x["seeds"], x["pairs"]) for x in sorted(looks, key=lambda x: x["look"]))
 
 
 @dataclass
@@ -251,6 +237,13 @@ def evaluate(runs: list[dict[str, Any]], primary: Primary,
     if answer.decision == "undecided":
         plan_answer(answer)
     return answer
+
+
+def look(runs: list[dict[str, Any]], primary: Primary, rounds: list[int],
+         taken: tuple[tuple[int, int], ...]) -> Answer:
+    """One look of ``suite run --until-decided`` (:mod:`suite.sweep.until`): the comparison tested at its
+    boundary, given the planned ``rounds`` of seeds and the (seeds, pairs) of the looks ``taken`` before it."""
+    return evaluate(runs, primary, sequential.Looks(tuple(rounds), tuple(taken)))
 
 
 def plan_answer(answer: Answer, alpha: float = ALPHA) -> None:

@@ -13,7 +13,8 @@ import math
 
 from suite.analysis import crossfit
 from suite.analysis.markup import fmt_rate, fmt_value
-from suite.analysis.primary import ALPHA, POWER, Answer
+from suite.analysis.primary import Answer
+from suite.declared import ALPHA, POWER
 
 WHAT = {
     "best_lr_score": "each at its own best learning rate (chosen on validation, cross-fitted over halves of the "

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from suite.analysis import tables as paper
-from suite.analysis.grouping import DEPTH, LR, section_keys, sections
+from suite.grouping import DEPTH, LR, section_keys, sections
 from suite.analysis.markup import section_title, safe, slug
 
 DOCS = "docs/statistics.md"

@@ -15,7 +15,7 @@ import pandas as pd
 
 from suite import store
 from suite.analysis import stats
-from suite.analysis.grouping import group_of, ordered_groups
+from suite.grouping import group_of, ordered_groups
 from suite.results import run_folder
 
 KIND = "propagation"

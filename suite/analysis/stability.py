@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from suite.analysis import depthslope
-from suite.analysis.grouping import DEPTH, LR, ordered_groups
+from suite.grouping import DEPTH, LR, ordered_groups
 
 OUTCOMES = ("ok", "did not learn", "unstable", "diverged")  # the phase diagram's colours, in this order
 COLUMNS = ["n", "n_not_ok", "n_unstable", "n_not_learned", "n_diverged", "lr50", "lr50_low", "lr50_high",

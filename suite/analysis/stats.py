@@ -18,8 +18,11 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 from scipy import stats as sps
 from scipy.special import gammaln
+
+from suite.grouping import sections
 
 BOOTSTRAP_SEED = 0  # fixed so that reruns of the analysis write identical tables
 BOOTSTRAP_RESAMPLES = 10_000
@@ -425,3 +428,25 @@ def tost_p(d: Sequence[float], margin: float) -> float:
     if d.size < 2 or is_constant(d) or not margin > 0:
         return math.nan
     return float(ttost_paired(d, np.zeros_like(d), -margin, margin)[0])
+
+
+def adjust_family(frame: pd.DataFrame, keys: list[str], column: str, diffs: list | None = None,
+                  interval: str = "", alpha: float = 0.05) -> pd.DataFrame:
+    """Bonferroni over each section of ``frame`` for the p-values in ``column``: writes ``<column>_adj``,
+    and, given ``diffs`` (one :class:`Difference` per row, or None), the
+    simultaneous interval ``<interval>_ci_low/high`` at level ``1 - alpha / m``, which excludes 0
+    exactly when the adjusted p is below ``alpha``; ``<column>_m`` is the family's size m."""
+    frame[f"{column}_adj"] = math.nan
+    frame[f"{column}_m"] = 0
+    for _, part in sections(frame, keys):
+        p = part[column].to_numpy(dtype=float)
+        m = int((~np.isnan(p)).sum())
+        frame.loc[part.index, f"{column}_adj"] = bonferroni(p)
+        frame.loc[part.index, f"{column}_m"] = m
+        if diffs is not None:
+            for i in part.index:
+                d = diffs[i]
+                if d is not None:
+                    d = d.at(alpha / max(m, 1))
+                    frame.loc[i, [f"{interval}_ci_low", f"{interval}_ci_high"]] = [d.low, d.high]
+    return frame

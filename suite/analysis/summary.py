@@ -5,7 +5,7 @@ where that group does not exist the tests are ``nan`` and the tables say so. Run
 ``error`` are left out of everything (``n`` counts the other runs) and counted in ``n_error``. The
 score is :func:`suite.results.score` (``acc_*``); survivors' accuracy stays as ``ok_acc_*``.
 Every test here is exploratory: Bonferroni over the groups of a table section, with simultaneous
-intervals that agree with it (:func:`suite.analysis.grouping.adjust_family`). A score comparison with
+intervals that agree with it (:func:`suite.grouping.adjust_family`). A score comparison with
 fewer than :data:`suite.analysis.pooled.MIN_SEEDS` seed pairs, every run of both arms ok, takes its SD
 pooled over the section's arms whose runs are all ok (:mod:`suite.analysis.pooled`) instead of its own
 from one or two degrees of freedom (a comparison with a run at chance keeps its own: the spread of a
@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis import pooled, stats
-from suite.analysis.grouping import (adjust_family, group_of, ordered_groups, section_keys, sort_value,
-                                     variant_order)
+from suite.analysis.stats import adjust_family
+from suite.grouping import group_of, ordered_groups, section_keys, sort_value, variant_order
 from suite.results import chance, score
 from suite.store import STATUSES
 
@@ -131,7 +131,7 @@ def summarize(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.
 
     Args:
         runs: as returned by :func:`suite.results.load_runs`.
-        keys: group keys, ``variant`` first (:func:`suite.analysis.grouping.group_keys`).
+        keys: group keys, ``variant`` first (:func:`suite.grouping.group_keys`).
         baseline: the baseline variant.
 
     Returns:

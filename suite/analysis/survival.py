@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from suite.analysis.grouping import adjust_family, ordered_groups
+from suite.grouping import ordered_groups
+from suite.analysis.stats import adjust_family
 
 COLUMNS = ["is_baseline", "has_baseline", "n", "n_learned", "median", "median_ci_low", "median_ci_high",
            "logrank_chi2", "logrank_p", "logrank_p_adj", "logrank_p_m", "first_eval", "all_first"]

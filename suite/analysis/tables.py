@@ -16,7 +16,7 @@ from suite.analysis import robust
 from suite.analysis.trends import MIN_PAIRS
 from suite.analysis.survival import first_eval_line, uninformative
 from suite.analysis.transfer import DRIFT, reading
-from suite.analysis.grouping import DEPTH, LR, section_keys, sections, sort_value, variant_order
+from suite.grouping import DEPTH, LR, section_keys, sections, sort_value, variant_order
 from suite.analysis.markup import (MD, TEX, Markup, Table, fmt_ms, section_title, fmt_rate, fmt_value, missing,
                                    render_md, render_tex, slug)
 
@@ -490,7 +490,7 @@ def aggregate_tables(agg: pd.DataFrame, keys: list[str], baseline: str, m: Marku
 
 def _section_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup, caption: str, label: str,
                     cell, notes, best_of=None) -> list[Table]:
-    """One table per section of ``frame`` (:func:`~suite.analysis.grouping.sections`).
+    """One table per section of ``frame`` (:func:`~suite.grouping.sections`).
 
     Args:
         caption, label: the table's caption and LaTeX label; the section's keys are appended.

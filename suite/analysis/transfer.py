@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis import lrpeak
-from suite.analysis.grouping import DEPTH, LR, ordered_groups
+from suite.grouping import DEPTH, LR, ordered_groups
 from suite.analysis.lr import lr_cell, complete_seeds
 from suite.analysis.pooled import MIN_SEEDS
 from suite.results import selection_split

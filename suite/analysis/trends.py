@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis import pooled, regression, robust, stats
-from suite.analysis.grouping import DEPTH, adjust_family, group_of, section_keys, sort_value, variant_order
+from suite.grouping import DEPTH, group_of, section_keys, sort_value, variant_order
+from suite.analysis.stats import adjust_family
 from suite.results import chance, score
 
 MIN_PAIRS = 10  # P(improvement) from fewer seed pairs moves in steps too coarse to report

@@ -8,7 +8,7 @@ import warnings
 
 from suite import store
 from suite.analysis.analyze import FORMATS, analyze
-from suite.analysis.grouping import DEFAULT_BASELINE
+from suite.grouping import DEFAULT_BASELINE
 from suite.results import AnalysisError, AnalysisWarning
 from suite.cli.checks import fail
 

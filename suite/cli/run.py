@@ -127,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _until_decided(args: argparse.Namespace, progress: "Progress"):
+    from suite.analysis.primary import look
     from suite.sweep.spec import MAX_RUNS, load_ablation
     from suite.sweep.until import run_until_decided
 
@@ -141,7 +142,7 @@ def _until_decided(args: argparse.Namespace, progress: "Progress"):
     if most > limit:
         raise RunnerError(f"--max-seeds {max_seeds}: up to {most:,.0f} runs, more than the limit of {limit:,}; "
                           f"lower --max-seeds, or pass --max-runs {math.ceil(most)} if you mean it")
-    return run_until_decided(args.ablation, args.out, options(args), max_seeds, report=progress,
+    return run_until_decided(args.ablation, args.out, options(args), max_seeds, look, report=progress,
                              notify=lambda line: print(line, flush=True))
 
 

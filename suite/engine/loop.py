@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Iterator, TextIO
 import torch
 import torch.nn.functional as F
 
-from suite import files, store
+from suite import files, learned, store
 from suite.config import ConfigError, RunConfig, dump_yaml, flatten, to_dict
 from suite.data import TrainStream, eval_batches, load_dataset
 from suite.data.bundle import DatasetBundle
@@ -542,12 +542,12 @@ def check_held_out(data: DatasetBundle) -> None:
         return
     counts = torch.bincount(torch.as_tensor(labels, dtype=torch.int64))
     n = int(counts.sum())
-    if n and not outcome.can_pass(n, int(counts.max()) / n):
+    if n and not learned.can_pass(n, int(counts.max()) / n):
         name = "val" if data.val is not None else "test"
         fix = "raise data.val_fraction" if name == "val" else "set data.val_fraction above 0"
         raise ConfigError(f"data.val_fraction: the {name} split that judges each run holds {n} images (largest class "
                           f"{int(counts.max())}), too few for the learning test to pass even at 100% accuracy; it "
-                          f"needs about {outcome.smallest_passing(int(counts.max()) / n)}: {fix}")
+                          f"needs about {learned.smallest_passing(int(counts.max()) / n)}: {fix}")
 
 
 def fill_model_shape(cfg: RunConfig, data: DatasetBundle) -> RunConfig:

@@ -2,7 +2,7 @@
 
 A run *learned* at an evaluation when its held-out accuracy is significantly above what always
 guessing the most frequent class would score: a one-sided exact binomial test of the number correct
-against ``n`` trials at the largest class share, at :data:`ALPHA` = 0.01. With 450 held-out images
+against ``n`` trials at the largest class share, at :data:`suite.learned.ALPHA` = 0.01. With 450 held-out images
 and a largest share of 0.11 that takes 14.7% or more (tests/engine/test_outcome.py).
 
 - ``ok``: it learned at its final evaluation, by a margin: the final held-out accuracy is also at least
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from suite.learned import ALPHA, can_pass, learned, smallest_passing  # noqa: F401 (the test, re-exported)
+from suite.learned import learned
 
 FLOOR = 2.0  # ok needs a final held-out accuracy of at least FLOOR x the largest class share
 

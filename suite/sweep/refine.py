@@ -4,7 +4,7 @@ stability frontier is bracketed.
 An *arm* (a cell) is a scheme x the other keys that split the results (depth, ...), without the rate.
 After the ablation's runs are done, each round looks at the results and, per arm, adds:
 
-- **past an edge optimum**: a best rate (chosen on validation, :mod:`suite.analysis.lr`) at the
+- **past an edge optimum**: a best rate (chosen on validation, :func:`suite.results.best_rate`) at the
   smallest or largest rate tested says only that the optimum may lie outside the grid; the arm gets
   the next rate past that edge. An arm that never beats chance is left alone here (its "best" rate
   is a tie broken towards the smaller one, not an optimum).
@@ -34,6 +34,8 @@ from typing import Any, Callable
 
 from suite import store
 from suite.config import ConfigError, validate
+from suite.grouping import group_keys, ordered_groups
+from suite.results import best_rate, chance, load_runs, selection_split
 from suite.sweep.folder import RunnerError
 from suite.sweep.spec import MAX_ROUNDS, Ablation, Run, SpecError, load_ablation
 from suite.sweep.sweep import Report, SweepOptions, run_sweep
@@ -64,8 +66,6 @@ def _plain(value: Any) -> Any:
 
 def _arm_keys(runs: list[dict[str, Any]]) -> list[str]:
     """The keys besides ``variant`` and the rate that split the runs into arms (as the tables group them)."""
-    from suite.analysis.grouping import group_keys
-
     return [k for k in group_keys(runs) if k not in ("variant", LR)]
 
 
@@ -73,26 +73,24 @@ def edge_cells(out: Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The cells of the results in ``out`` (a folder, or its runs as :func:`suite.results.load_runs`
     reads them) whose best learning rate is at an edge (and above chance):
     ``{"variant", "keys": {key: value}, "lr": edge rate, "side": "lowest" | "highest", "new": rate to add}``."""
-    from suite.analysis.grouping import group_keys
-    from suite.results import load_runs
-    from suite.analysis.lr import lr_table
-
     runs = load_runs(out) if isinstance(out, (str, Path)) else out
     keys = group_keys(runs)
-    variants = sorted({r["variant"] for r in runs})
-    table = lr_table(runs, keys, "preln" if "preln" in variants else variants[0])
-    if table is None:
+    if LR not in keys:
         return []
     rest = [k for k in keys if k not in ("variant", LR)]
+    split = selection_split(runs)
+    variants = sorted({r["variant"] for r in runs})
+    baseline = "preln" if "preln" in variants else variants[0]  # the tables' order: the baseline's arms first
     cells = []
-    for _, row in table.iterrows():
-        if not row["best_lr_at_edge"] or not row["above_chance"]:
+    for group, arm in ordered_groups([r for r in runs if r.get(LR) is not None], ["variant"] + rest, baseline).items():
+        found = best_rate(arm, split)
+        chance_level = next((c for c in map(chance, arm) if c is not None), 0.0)
+        if found is None or not found[2] or found[1] <= chance_level + 1e-9:
             continue
-        where = {k: _plain(row[k]) for k in rest}
-        rates = sorted({float(r[LR]) for r in runs if r["variant"] == row["variant"] and r["status"] != "error"
-                        and all(r.get(k) == v for k, v in where.items())})
-        cells.append({"variant": row["variant"], "keys": where, "lr": float(row["best_lr"]),
-                      "side": row["best_lr_at_edge"], "new": past_edge(rates, row["best_lr_at_edge"])})
+        best, _, side = found
+        where = {k: _plain(v) for k, v in zip(rest, group[1:])}
+        rates = sorted({float(r[LR]) for r in arm if r["status"] != "error"})
+        cells.append({"variant": group[0], "keys": where, "lr": best, "side": side, "new": past_edge(rates, side)})
     return cells
 
 
@@ -230,8 +228,6 @@ def run_refine(path: str | Path, out: str | Path | None, options: SweepOptions, 
         :func:`edge_cells`) or still unbracketed (``kind`` "frontier", as :func:`frontier_arms`), with
         ``stopped``: why (a limit, or the round limit).
     """
-    from suite.results import load_runs
-
     ablation = load_ablation(path, max_runs=options.max_runs, overrides=options.overrides)
     if LR not in ablation.grid:
         raise SpecError([f"{path}: grid: --refine extends the {LR} axis, and this ablation has none; add "

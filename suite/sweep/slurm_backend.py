@@ -35,7 +35,7 @@ from suite.sweep.folder import RunnerError
 from suite.sweep.launcher import Backend, Detached, Placement, devices
 from suite.sweep.options import SweepOptions
 from suite.sweep.spec import Run
-from suite.sweep.slurm_jobs import SUBMISSION, ended, live_jobs, read_submission  # noqa: F401 (read from here too)
+from suite.sweep.slurm_jobs import SUBMISSION, ended, live_jobs
 from suite.sweep.worker import Worker, signal_handlers
 
 MAX_TIMEOUTS = 100  # requeues after a time-out that submitit allows one worker job (preemptions are not counted)

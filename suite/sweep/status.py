@@ -195,7 +195,7 @@ def _resolved_ids(runs: list[Run]) -> list[str]:
 
 def _slurm_view(out: Path, now: float) -> SlurmView | None:
     """What ``slurm/submission.json`` and ``claims/`` say, or None for a sweep that never used Slurm."""
-    from suite.sweep.slurm_backend import read_submission
+    from suite.sweep.slurm_jobs import read_submission
 
     record = read_submission(out)
     if record is None:

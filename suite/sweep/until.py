@@ -4,7 +4,7 @@ The first round is the ablation as written (every cell, its ``seeds``). Each lat
 seeds again, only to the primary comparison's cells (its scheme and baseline where it says; every
 learning rate for ``best_lr_score``), up to ``--max-seeds``. After each round the primary comparison
 is analysed as a look of a group-sequential design, O'Brien-Fleming-type alpha spending
-(:mod:`suite.analysis.sequential`) at the information the look reached: the seed pairs it has over the
+(docs/statistics.md) at the information the look reached: the seed pairs it has over the
 most the study allows, so a look that lost pairs to errored runs is tested at its own boundary, never
 at a fixed p < 0.05. Before each look, the compared cells' errored runs are run once more
 (:data:`RETRIES`): an error says nothing about a scheme, and a pair lost to a transient failure is
@@ -49,8 +49,7 @@ def errored_runs(runs: list[dict[str, Any]], primary: Any, seeds: list[int]) -> 
 def _design_file(out: Path, rounds: list[int], seeds: list[int]) -> dict[str, Any]:
     """Read the folder's design, or write this one; refuse a different design for the same folder."""
     from suite.results import AnalysisError
-    from suite.analysis.primary import taken_looks
-    from suite.declared import ALPHA, SEQUENTIAL
+    from suite.declared import ALPHA, SEQUENTIAL, taken_looks
 
     path = out / SEQUENTIAL
     design = {"design": "group-sequential, two-sided, O'Brien-Fleming-type alpha spending (Lan-DeMets) at the "
@@ -76,8 +75,12 @@ def _design_file(out: Path, rounds: list[int], seeds: list[int]) -> dict[str, An
 
 
 def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOptions, max_seeds: int,
+                      look: Callable[[list[dict[str, Any]], Any, list[int], tuple[tuple[int, int], ...]], Any],
                       report: Report | None = None, notify: Callable[[str], None] = lambda line: None):
     """Run the ablation in rounds of seeds until its primary comparison is decided or ``max_seeds``.
+
+    ``look(runs, primary, rounds, taken)`` tests the comparison at one look (the analysis's
+    :func:`suite.analysis.primary.look`, passed in by the command line: the sweep runs, the analysis judges).
 
     Returns:
         (the last round's :class:`Sweep`, the last look's :class:`~suite.analysis.primary.Answer`, or
@@ -88,9 +91,7 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
             ``--only``, a cap below the ablation's seeds, or a folder whose design differs.
     """
     from suite.results import load_runs
-    from suite.analysis.primary import evaluate, taken_looks
-    from suite.declared import SEQUENTIAL, as_list
-    from suite.analysis.sequential import Looks
+    from suite.declared import SEQUENTIAL, as_list, taken_looks
 
     ablation = load_ablation(path, max_runs=options.max_runs, overrides=options.overrides)
     declared = as_list(ablation.primary)
@@ -124,9 +125,9 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
     cells = [f"variant={v}" + "".join(f",{k}={val}" for k, val in primary.where.items())
              for v in (primary.scheme, primary.baseline)]
     sweep, answer = None, None
-    for look, n in enumerate(rounds):
+    for round_, n in enumerate(rounds):
         raw = {**ablation.resolved, "seeds": seeds[:n]}
-        opts = dataclasses.replace(options, only=[] if look == 0 else cells)
+        opts = dataclasses.replace(options, only=[] if round_ == 0 else cells)
         sweep = run_sweep(raw, out, opts, report=report, notify=notify)
         for _ in range(RETRIES):
             if sweep.stopped:
@@ -134,19 +135,19 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
             errored = errored_runs(load_runs(out), primary, seeds[:n])
             if not errored:
                 break
-            notify(f"look {look + 1}: {errored} run{'s' if errored > 1 else ''} of the compared cells errored; "
+            notify(f"look {round_ + 1}: {errored} run{'s' if errored > 1 else ''} of the compared cells errored; "
                    f"running {'them' if errored > 1 else 'it'} once more before the look")
             sweep = run_sweep(raw, out, dataclasses.replace(options, only=cells, retry_errors=True), report=report,
                               notify=notify)
         if sweep.stopped:
             return sweep, None
-        before = Looks(tuple(rounds), taken_looks([x for x in design["looks"] if x["look"] <= look], out / SEQUENTIAL))
-        answer = evaluate(load_runs(out), primary, before)
-        record = {"look": look + 1, "seeds": n, "pairs": answer.n_pairs, "estimate": answer.estimate,
+        before = taken_looks([x for x in design["looks"] if x["look"] <= round_], out / SEQUENTIAL)
+        answer = look(load_runs(out), primary, rounds, before)
+        record = {"look": round_ + 1, "seeds": n, "pairs": answer.n_pairs, "estimate": answer.estimate,
                   "p": answer.p, "decision": answer.decision}
-        design["looks"] = [x for x in design["looks"] if x["look"] != look + 1] + [record]
+        design["looks"] = [x for x in design["looks"] if x["look"] != round_ + 1] + [record]
         store.write_json(out / SEQUENTIAL, design)
-        notify(f"look {look + 1} of {len(rounds)} at {n} seeds: {answer.decision} "
+        notify(f"look {round_ + 1} of {len(rounds)} at {n} seeds: {answer.decision} "
                f"({100 * answer.estimate:+.1f} points, p = {answer.p:.3f})")
         if answer.decision != "undecided":
             break

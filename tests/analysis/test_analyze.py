@@ -16,7 +16,7 @@ from scipy import stats as sps
 from suite.analysis import stats
 from suite.analysis import markup as report
 from suite.analysis.analyze import analyze
-from suite.analysis.grouping import group_keys
+from suite.grouping import group_keys
 from suite.results import AnalysisError, AnalysisWarning, load_runs
 from suite.cli import analyze as analyze_cli
 from suite.cli import main as analyze_cli_main

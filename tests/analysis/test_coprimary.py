@@ -4,7 +4,6 @@ under `primary:`, tested as one family with Holm."""
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 
@@ -153,8 +152,8 @@ def test_until_decided_decides_one_comparison(tmp_path):
     path = tmp_path / "a.yaml"
     path.write_text(yaml.safe_dump({**ABLATION, "primary": [AT, FRONTIER]}))
     with pytest.raises(SpecError, match=r"--until-decided decides one comparison and this file declares 2"):
-        run_until_decided(path, tmp_path / "o", SweepOptions(), 8)
+        run_until_decided(path, tmp_path / "o", SweepOptions(), 8, primary.look)
     path.write_text(yaml.safe_dump({**ABLATION, "primary": FRONTIER}))
     with pytest.raises(SpecError, match=r"--until-decided works with a score endpoint .* not frontier"):
-        run_until_decided(path, tmp_path / "o", SweepOptions(), 8)
+        run_until_decided(path, tmp_path / "o", SweepOptions(), 8, primary.look)
     assert not (tmp_path / "o").exists()

@@ -182,7 +182,7 @@ def test_status_reads_past_a_metrics_step_no_number_can_hold(tmp_path, capsys):
 def test_runs_from_before_a_key_was_added_group_with_runs_that_record_it(tmp_path):
     """train.spike_window came later at 20 (store.ADDED_KEYS): old runs, which lack it, and new seeds, which
     record 20, are one group, not two."""
-    from suite.analysis.grouping import group_keys
+    from suite.grouping import group_keys
     from suite.results import load_runs
 
     root = folder(tmp_path)

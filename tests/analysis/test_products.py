@@ -252,7 +252,7 @@ def test_gamma_trajectories_are_a_csv_product_read_back_without_run_folders(tmp_
 def test_packed_and_solo_runs_of_one_cell_are_not_pooled(tmp_path):
     import json
 
-    from suite.analysis.grouping import group_keys
+    from suite.grouping import group_keys
 
     root = tmp_path / "p"
     for seed in range(2):

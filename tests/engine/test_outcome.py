@@ -2,7 +2,8 @@
 
 from scipy import stats as sps
 
-from suite.engine.outcome import ALPHA, judge, learned
+from suite.engine.outcome import judge
+from suite.learned import ALPHA, learned
 
 
 def test_learned_is_a_one_sided_binomial_test_against_the_largest_class():

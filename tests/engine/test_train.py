@@ -62,7 +62,7 @@ def test_zero_lr_fails_to_train(tmp_path):
 def test_statuses_follow_held_out_accuracy_and_time_to_learn_is_recorded(tmp_path):
     """The run is judged on its validation evaluations (every 5 steps here), not on its training loss:
     ok when the last one beats always guessing the largest class, with the step of the first that did."""
-    from suite.engine.outcome import learned
+    from suite.learned import learned
 
     s = train(tiny(**{"train.eval_every": 5}), tmp_path)
     evals = [m for m in metrics(tmp_path) if m["kind"] == "eval"]

@@ -7,6 +7,7 @@ import json
 
 import yaml
 
+from suite.analysis.primary import look
 from suite.cli import main
 from test_api import TINY as API_TINY
 
@@ -97,7 +98,7 @@ def test_errored_runs_are_run_again_before_a_look_and_each_look_is_recorded(tmp_
     path = tmp_path / "until.yaml"
     path.write_text(yaml.safe_dump({**TINY, "seeds": 3}))
     lines: list[str] = []
-    until.run_until_decided(path, tmp_path / "out", SweepOptions(device="cpu"), 6, notify=lines.append)
+    until.run_until_decided(path, tmp_path / "out", SweepOptions(device="cpu"), 6, look, notify=lines.append)
     cells = ["variant=layerscale", "variant=preln"]
     assert calls[:3] == [([0, 1, 2], [], False), ([0, 1, 2], cells, True), ([0, 1, 2, 3, 4, 5], cells, False)]
     assert "look 1: 1 run of the compared cells errored; running it once more before the look" in lines

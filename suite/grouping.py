@@ -11,7 +11,7 @@ compared at each depth, each at its rate. ``--by KEY ...`` replaces the automati
 added whenever that does not split a group, so tables can show depth as columns. Keys other than
 ``variant`` and ``model.depth`` (e.g. ``train.lr``) split the tables into sections, one per
 combination of their values; each section is one exploratory family per p-value column
-(:func:`adjust_family`).
+(:func:`suite.analysis.stats.adjust_family`).
 """
 
 from __future__ import annotations
@@ -170,27 +170,3 @@ def choose_baseline(runs: list[dict[str, Any]], baseline: str | None) -> str:
         raise AnalysisError(f"--baseline {baseline}: no such variant{did_you_mean(baseline, variants)}; "
                             f"variants: {', '.join(variants)}")
     return baseline
-
-
-def adjust_family(frame: pd.DataFrame, keys: list[str], column: str, diffs: list | None = None,
-                  interval: str = "", alpha: float = 0.05) -> pd.DataFrame:
-    """Bonferroni over each section of ``frame`` for the p-values in ``column``: writes ``<column>_adj``,
-    and, given ``diffs`` (one :class:`~suite.analysis.stats.Difference` per row, or None), the
-    simultaneous interval ``<interval>_ci_low/high`` at level ``1 - alpha / m``, which excludes 0
-    exactly when the adjusted p is below ``alpha``; ``<column>_m`` is the family's size m."""
-    from suite.analysis import stats
-
-    frame[f"{column}_adj"] = math.nan
-    frame[f"{column}_m"] = 0
-    for _, part in sections(frame, keys):
-        p = part[column].to_numpy(dtype=float)
-        m = int((~np.isnan(p)).sum())
-        frame.loc[part.index, f"{column}_adj"] = stats.bonferroni(p)
-        frame.loc[part.index, f"{column}_m"] = m
-        if diffs is not None:
-            for i in part.index:
-                d = diffs[i]
-                if d is not None:
-                    d = d.at(alpha / max(m, 1))
-                    frame.loc[i, [f"{interval}_ci_low", f"{interval}_ci_high"]] = [d.low, d.high]
-    return frame
