@@ -589,16 +589,10 @@ _NOT_READ_BECAUSE = {("depth-mup", "model.depth_alpha"): "fixes alpha at 1/2",
 
 
 def check_scheme_options(cfg: RunConfig, reference: RunConfig, source: str = "config") -> None:
-    """Refuse a scheme option (:data:`suite.registry.SCHEME_OPTIONS`) that the run's scheme does not read
-    but the user set: it would give the same computation a second run id (``model.layerscale.init`` on
-    ``preln``), or record a value the run does not train with (``model.depth_alpha`` 0.9 on ``depth-mup``,
-    which trains at 1/2).
-
-    What the user set is what differs from ``reference``, the config their settings were laid over: the
-    typed defaults for ``suite train`` and ``suite config``, an ablation's ``base`` for its variants and
-    grid (a base shared by every variant, such as ``model.base_depth`` for the depth-scaled arms, renames
-    no run twice). Defaults are present in every config and never refused, nor is a key set to its
-    reference value.
+    """Refuse a scheme option (:data:`suite.registry.SCHEME_OPTIONS`) set for a scheme that does not read
+    it: it would rename the run (``model.layerscale.init`` on ``preln``) or record a value the run does not
+    train with (``model.depth_alpha`` on ``depth-mup``). "Set" means different from ``reference``, the
+    config the settings were laid over (the typed defaults, or an ablation's ``base``).
 
     Raises:
         ConfigError: naming the key, its value, the scheme and the schemes that read the key.
@@ -689,20 +683,10 @@ BF16_MIN_WIDTH = 128
 
 
 def resolve_precision(cfg: RunConfig, device_type: str) -> RunConfig:
-    """``train.precision: auto`` made concrete for the device type the run executes on.
-
-    ``auto`` means bf16 autocast on CUDA for models of width ``model.dim`` >= :data:`BF16_MIN_WIDTH`,
-    tf32 below it (fp32 with TF32 matmuls: ``suite.engine.precision``), and fp32 on every other device.
-    The run id hashes the resolved value, so a GPU result is never taken for the CPU one (or the
-    reverse): TF32 rounds matmuls to a 10-bit mantissa, and a folder continued on the other device
-    would otherwise pool the two. An explicit ``fp32`` is IEEE fp32 on every device.
-
-    Args:
-        cfg: a validated config (not changed).
-        device_type: ``"cuda"`` or ``"cpu"``, where the run executes.
-
-    Returns:
-        ``cfg`` itself when its precision is explicit, else a copy with ``bf16``, ``tf32`` or ``fp32``.
+    """``train.precision: auto`` made concrete for ``device_type`` (``cuda`` or ``cpu``): on CUDA bf16 from
+    width :data:`BF16_MIN_WIDTH`, tf32 below, fp32 elsewhere (docs/training.md). The run id hashes the
+    result, so a GPU result is never pooled with the CPU one. Returns ``cfg`` itself when its precision is
+    explicit, else a copy.
 
     Raises:
         ConfigError: ``fp16`` or ``tf32`` on a device without them (:data:`FP16_DEVICES`).

@@ -34,12 +34,8 @@ def _unsafe(path: Path | str, why: str) -> UnsafeFile:
 
 
 def no_link(path: Path) -> Path:
-    """``path``, unless it is a symbolic link: a folder the suite writes into (a run folder, ``runs/``,
-    ``tables/``) could otherwise point anywhere.
-
-    Raises:
-        UnsafeFile: ``path`` is a symbolic link.
-    """
+    """``path``, unless it is a symbolic link (a folder the suite writes into could then point anywhere).
+    Raises :class:`UnsafeFile` if it is."""
     path = Path(path)
     if path.is_symlink():
         raise _unsafe(path, "is a symbolic link; the suite does not write through links in a results folder "

@@ -62,15 +62,8 @@ def section_keys(keys: list[str]) -> list[str]:
 
 
 def sections(frame: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, pd.DataFrame]]:
-    """Split a per-group frame into table sections, sorted by the :func:`section_keys` values.
-
-    Args:
-        frame: one row per group, with a column per key.
-        keys: the group keys.
-
-    Returns:
-        ``[(label, part), ...]``: label is the tuple of section-key values, part the rows.
-    """
+    """A per-group frame (a column per key in ``keys``) split into table sections: ``[(label, rows), ...]``,
+    label the tuple of :func:`section_keys` values, sorted by them."""
     skeys = section_keys(keys)
     if not skeys:
         return [((), frame)]

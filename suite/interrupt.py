@@ -2,9 +2,7 @@
 
 
 def forget_caught_interrupt() -> None:
-    """Keep the exit status after a caught Ctrl-C. CPython marks a KeyboardInterrupt that leaves code run
-    by ``exec``/``eval`` of a string as unhandled (namedtuple, dataclasses and scipy.stats build functions
-    that way while they load), even when it is caught further up; under ``python -m`` a process so marked
-    kills itself with SIGINT at exit (status -2, not 130). Running a string of no code clears the mark:
-    CPython resets it before each such run and sets it only if one fails."""
+    """Keep the exit status 130 after a caught Ctrl-C: CPython marks a KeyboardInterrupt that leaves code run
+    by ``exec`` of a string (as namedtuple, dataclasses and scipy.stats do while loading) even if caught,
+    and under ``python -m`` such a process kills itself with SIGINT at exit; an empty ``exec`` clears it."""
     exec("")

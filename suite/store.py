@@ -45,12 +45,9 @@ ADDED_KEYS = {"train.spike_window": 20}
 
 
 def run_id(cfg: RunConfig) -> str:
-    """Stable 12-hex-digit id of a resolved run config.
-
-    Independent of key order and of the machine (``EXECUTION_KEYS`` are left out); any change of a
-    hyperparameter gives a new id, so new runs never overwrite old ones. Every other key counts, also
-    one added later at its default, except an ``ADDED_KEYS`` key at its listed value (results/README.md).
-    """
+    """Stable 12-hex-digit id of a resolved run config: any change of what a run computes gives a new id, so
+    new runs never overwrite old ones. Key order and ``EXECUTION_KEYS`` do not count, nor an ``ADDED_KEYS``
+    key at its listed value (results/README.md)."""
     flat = {k: v for k, v in flatten(to_dict(cfg)).items()
             if k not in EXECUTION_KEYS and not (k in ADDED_KEYS and v == ADDED_KEYS[k])}
     blob = json.dumps(flat, sort_keys=True, separators=(",", ":"), default=str)

@@ -119,16 +119,11 @@ def combine(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
 
 
 def difference(d: Sequence[float], alpha: float = 0.05) -> tuple[stats.Difference, float]:
-    """The cross-fitted test of one comparison.
+    """The cross-fitted test of one comparison, with the standard error of the module docstring.
 
-    Args:
-        d: (S,) cross-fitted differences by seed position, nan where a seed has no pair.
-        alpha: 1 - confidence level of the interval.
-
-    Returns:
-        (the :class:`~suite.analysis.stats.Difference`, test :data:`TEST`, its se and df; the pooled
-        within-half SD ``s_p``). Interval and p are nan with no degree of freedom, or when every
-        difference of a half is the same as the half's mean (no spread to test against).
+    ``d``: (S,) cross-fitted differences by seed position, nan where a seed has no pair. Returns the
+    :class:`~suite.analysis.stats.Difference` (test :data:`TEST`) and the pooled within-half SD ``s_p``;
+    interval and p are nan with no degree of freedom or no spread within the halves.
     """
     estimate, se, df, n, sd = (float(v) for v in combine(np.asarray(d, float)))
     if n == 0:

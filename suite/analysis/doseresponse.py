@@ -37,13 +37,8 @@ TOL = 1e-8
 
 
 def firth(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Firth-penalised logistic regression: (coefficients, their covariance: the inverse information).
-
-    Args:
-        X: (n, k) design matrix.
-        y: (n,) outcomes, 0/1; or counts of not-ok runs out of ``trials`` (grouped binomial rows).
-        trials: (n,) runs per row (default 1: one run per row).
-    """
+    """Firth-penalised logistic regression: (coefficients, covariance). ``X`` (n, k); ``y`` (n,) 0/1, or
+    counts of not-ok runs out of ``trials`` (n,) per row (default 1)."""
     beta, _, cov = firth_fit(X, y, trials)
     return beta, cov
 

@@ -43,10 +43,9 @@ from suite.analysis.markup import section_title, fmt_rate, fmt_value, safe, slug
 
 
 def plain(text: Any) -> str:
-    """``text`` drawn as written. matplotlib reads a label with two unescaped ``$`` as mathtext, so a
-    variant named ``ls$\\frac{$`` (results folders travel: names are data) crashed the whole analysis;
-    ``\\$`` is a literal dollar, and a backslash outside ``$...$`` is drawn as itself. Every label, title
-    and legend entry built from data goes through here, once (twice would show the escape)."""
+    """``text`` drawn as written: only ``$`` needs escaping (a backslash outside ``$...$`` is drawn as itself),
+    so matplotlib does not read a label from data (a variant named ``ls$\\frac{$``) as mathtext. Every label
+    built from data goes through here exactly once (twice would show the escape)."""
     return str(text).replace("$", r"\$")
 
 

@@ -53,17 +53,9 @@ def best_index(means: np.ndarray) -> int:
 
 
 def peak(rates: np.ndarray, means: np.ndarray) -> float:
-    """log(rate) at the peak of a mean validation curve (see the module docstring).
-
-    Args:
-        rates: tested rates, ascending, shape (R,).
-        means: the mean validation score at each, shape (R,).
-
-    Returns:
-        The vertex of the quadratic fitted around the best rate, within the fitted window; the best
-        rate itself when it is at the grid's edge, the window is a single point, or the fit is not
-        concave (a flat top).
-    """
+    """log(rate) at the peak of a mean validation curve (``rates`` ascending and ``means``, both (R,); see
+    the module docstring): the vertex of the quadratic fitted around the best rate, within its window, or
+    the best rate itself at the grid's edge, with a one-point window, or when the fit is not concave."""
     x = np.log(np.asarray(rates, dtype=float))
     i = best_index(means)
     w = min(WINDOW, i, len(x) - 1 - i)
@@ -102,16 +94,11 @@ def grid_step(curves: Sequence[Curve]) -> float:
 
 def jackknife(statistic: Callable[[Hashable | None], float], seeds: Sequence[Hashable],
               alpha: float = 0.05) -> tuple[float, float, float]:
-    """Delete-one jackknife interval of ``statistic``: ``estimate +/- t(1 - alpha/2, n - 1) * se``.
+    """Delete-one jackknife interval of ``statistic``, ``estimate +/- t(1 - alpha/2, n - 1) * se``.
 
-    Args:
-        statistic: called with None (all seeds) or a seed to leave out.
-        seeds: the seeds that can be left out, n of them.
-        alpha: 1 - confidence level.
-
-    Returns:
-        (estimate, low, high); low and high nan with fewer than 2 seeds or no spread across the
-        leave-one-out values (every seed agrees: no interval rather than a zero-width one).
+    ``statistic`` is called with None (all seeds) or one of the n ``seeds`` to leave out. Returns
+    (estimate, low, high); low and high are nan with fewer than 2 seeds or no spread across the
+    leave-one-out values.
     """
     estimate = statistic(None)
     n = len(seeds)

@@ -110,13 +110,8 @@ def pooled_difference(d: Sequence[float], sd: float, df: float, alpha: float = 0
 
 
 def clip(low: float, high: float, bound: float) -> tuple[float, float, bool]:
-    """An interval of a difference kept within ``[-bound, +bound]`` (the most two scores can differ).
-
-    Returns:
-        (low, high, clipped): clipped is True when an end was moved. A t interval that reaches past what
-        a difference can be says nothing more than the range itself, and printing it as +/-500 points
-        invites reading it as information.
-    """
+    """``(low, high, clipped)``: the interval kept within ``[-bound, +bound]``, the most two scores can differ
+    (a wider one says nothing the range does not); ``clipped`` is True when an end moved."""
     if math.isnan(low) or math.isnan(high):
         return (low, high, False)
     new = (max(low, -bound), min(high, bound))
@@ -124,18 +119,9 @@ def clip(low: float, high: float, bound: float) -> tuple[float, float, bool]:
 
 
 def verdict(estimate: float, p_adjusted: float, seeds: int, alpha: float = 0.05) -> str:
-    """The word for one exploratory comparison.
-
-    Args:
-        estimate: the difference (scheme minus baseline).
-        p_adjusted: its multiplicity-adjusted p (nan: no test).
-        seeds: the smaller number of seeds of its two arms (seed pairs when paired).
-        alpha: the family's level.
-
-    Returns:
-        ``""`` without a test; ``"too few seeds"`` below :data:`MIN_SEEDS`; else ``"higher"`` or
-        ``"lower"`` when the adjusted p is below alpha, ``"not significant"`` otherwise (never "same").
-    """
+    """The word for one exploratory comparison: ``""`` without a test (``p_adjusted`` nan), ``"too few
+    seeds"`` when ``seeds`` (the smaller arm's, or the pairs) is below :data:`MIN_SEEDS`, else ``"higher"``
+    / ``"lower"`` when the adjusted p is below ``alpha``, ``"not significant"`` otherwise (never "same")."""
     if math.isnan(p_adjusted):
         return ""
     if seeds < MIN_SEEDS:

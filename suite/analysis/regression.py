@@ -38,15 +38,8 @@ def _design(x1: np.ndarray, x2: np.ndarray | None) -> np.ndarray:
 
 
 def linear_slope(x: Sequence[float], y: Sequence[float], alpha: float = 0.05) -> Slope:
-    """OLS slope of ``y`` on ``x`` with its t interval (n - 2 df).
-
-    Args:
-        x: predictor, shape (n,) (here log2 of the depth).
-        y: response, shape (n,) (here the score).
-
-    Returns:
-        The :class:`Slope`; all nan unless x takes at least 2 values and n >= 3.
-    """
+    """OLS slope of ``y`` on ``x`` (both (n,); here score on log2 depth) with its t interval (n - 2 df); all
+    nan unless x takes at least 2 values and n >= 3."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.size < 3 or np.unique(x).size < 2:
         return NO_SLOPE

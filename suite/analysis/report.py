@@ -42,9 +42,8 @@ MAX_CURVE_POINTS = 200  # a sparkline needs no more
 
 def write_report(root: str | Path, compare: str | Path | None = None,
                  warn: Callable[[str], None] = lambda line: None) -> Path:
-    """Write ``root/report.html`` (with ``compare``: ``root/compare.html``, the same page with the
-    comparison; atomically, never through a link) and return its path. ``warn`` gets each line the
-    comparison warns with (also on the page).
+    """Write ``root/report.html`` (with ``compare``: ``root/compare.html``) atomically, never through a link,
+    and return its path; ``warn`` gets each line the comparison warns with.
 
     Raises:
         AnalysisError: ``root`` (or ``compare``) is not an analysed results folder.

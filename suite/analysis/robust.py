@@ -53,20 +53,13 @@ def stratified_bootstrap(
     alpha: float = 0.05,
     seed: int = BOOTSTRAP_SEED,
 ) -> tuple[float, float]:
-    """Percentile interval of ``statistic`` with runs resampled within each stratum.
+    """Percentile interval (low, high) of ``statistic`` with runs resampled within each stratum; (nan, nan)
+    unless every group has :data:`MIN_RUNS` runs and every stratum :data:`MIN_PER_STRATUM`.
 
     Args:
-        strata: one entry per group of runs being compared (e.g. [scheme, baseline]); each is a
-            list of strata, each stratum an array of observations. Every group must have at least
-            :data:`MIN_RUNS` runs and every stratum :data:`MIN_PER_STRATUM`.
-        statistic: called once as ``statistic(*resampled_groups)``, each group a list of strata of shape
-            (n_resamples, stratum size); returns the n_resamples values.
-        n_resamples: bootstrap resamples.
-        alpha: 1 - confidence level.
-        seed: seed of the ``numpy.random.Generator``.
-
-    Returns:
-        (low, high); (nan, nan) when a group or a stratum is too small to resample soundly.
+        strata: one entry per group compared (e.g. [scheme, baseline]), each a list of strata of observations.
+        statistic: called once with every group resampled, each stratum of shape (n_resamples, size);
+            returns the n_resamples values.
     """
     groups = [[np.asarray(s, dtype=float) for s in group] for group in strata]
     for group in groups:

@@ -138,18 +138,9 @@ def _cached(fractions: tuple[float, ...], alpha: float, final: bool) -> Design:
 
 
 def at_information(pairs: Sequence[int], maximum: int, final: bool, alpha: float = 0.05) -> Design:
-    """The design of the looks taken so far, each at the information it reached.
-
-    Args:
-        pairs: seed pairs at each look that added pairs, increasing; the last is this look's.
-        maximum: the most pairs the study allows (the seeds of its last round).
-        final: this look is the study's last planned one (it spends the alpha left).
-        alpha: overall two-sided level.
-
-    Returns:
-        The :class:`Design` at fractions ``pairs / maximum`` (cached: a simulation asks for the same
-        few designs thousands of times).
-    """
+    """The :class:`Design` of the looks so far, each at the information it reached: ``pairs`` (seed pairs at
+    each look that added some, the last this look's) over ``maximum``. ``final``: this look spends the alpha
+    left. Cached: simulations ask for the same few designs thousands of times."""
     return _cached(tuple(min(p / maximum, 1.0) for p in pairs), float(alpha), bool(final))
 
 

@@ -31,7 +31,7 @@ FISHER_TIE_TOL = 1e-7  # relative tolerance for "as or less likely" tables (R us
 
 @functools.lru_cache(maxsize=256)
 def _z(alpha: float) -> float:
-    """The two-sided normal quantile ``z(1 - alpha/2)`` (cached: scipy's quantiles cost ~50 us a call)."""
+    """The two-sided normal quantile ``z(1 - alpha/2)``, cached (scipy's quantiles are slow to call)."""
     return float(sps.norm.isf(alpha / 2))
 
 
@@ -56,15 +56,8 @@ def wilson_interval(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
 
 
 def fisher_exact_p(k1: int, n1: int, k2: int, n2: int) -> float:
-    """Two-sided Fisher exact test of equal proportions k1/n1 vs k2/n2.
-
-    Args:
-        k1, n1: events and trials of the first group (e.g. a variant's diverged runs / runs).
-        k2, n2: the same for the second group (the baseline).
-
-    Returns:
-        The p-value of the 2x2 table [[k1, n1-k1], [k2, n2-k2]]; nan if either group is empty.
-    """
+    """Two-sided Fisher exact test of k1/n1 (e.g. a variant's diverged runs / runs) against k2/n2 (the
+    baseline's); nan if either group is empty."""
     if n1 == 0 or n2 == 0:
         return math.nan
     return float(sps.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]], alternative="two-sided").pvalue)
@@ -103,19 +96,8 @@ def is_constant(x: np.ndarray) -> bool:
 
 
 def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float]:
-    """Student-t interval of the mean: ``mean +/- t(1 - alpha/2, n - 1) * sd / sqrt(n)``.
-
-    Unlike a percentile bootstrap, it widens as n shrinks (at n = 2 the t quantile is 12.7), so
-    its coverage stays near ``1 - alpha`` for normal data at every n (tests/analysis/test_stats.py
-    simulates it).
-
-    Args:
-        x: observations, shape (n,).
-        alpha: 1 - confidence level.
-
-    Returns:
-        (low, high); (nan, nan) when n < 2.
-    """
+    """Student-t interval of the mean, ``mean +/- t(1 - alpha/2, n - 1) * sd / sqrt(n)``; (nan, nan) when
+    n < 2. Unlike a percentile bootstrap it widens as n shrinks, so it covers at any n for normal data."""
     x = np.asarray(x, dtype=float)
     if x.size < 2:
         return (math.nan, math.nan)
@@ -124,17 +106,9 @@ def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float]:
 
 
 def paired_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Difference:
-    """Paired t-test of seed-matched observations: mean of ``a - b`` with its t interval.
-
-    Args:
-        a: the scheme's observations, shape (n,), ``a[i]`` and ``b[i]`` from the same seed.
-        b: the baseline's, shape (n,).
-        alpha: 1 - confidence level.
-
-    Returns:
-        The :class:`Difference`; interval and p are nan with fewer than 2 pairs, p (and the
-        interval) also when every difference is the same (the t statistic is undefined).
-    """
+    """Paired t-test of seed-matched observations (``a[i]`` and ``b[i]`` from one seed): mean of ``a - b``
+    with its t interval. Interval and p are nan with fewer than 2 pairs or when every difference is the
+    same (the t statistic is undefined)."""
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     if d.size == 0:
         return NO_DIFFERENCE
@@ -148,16 +122,7 @@ def paired_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.0
 
 def welch_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Difference:
     """Welch's t-test (unequal variances): ``mean(a) - mean(b)`` with its Welch-Satterthwaite interval.
-
-    Args:
-        a: observations of the first group, shape (n_a,).
-        b: observations of the second group, shape (n_b,).
-        alpha: 1 - confidence level.
-
-    Returns:
-        The :class:`Difference`; interval and p are nan when a group has fewer than 2
-        observations or both have zero variance (no test is better than a fake one).
-    """
+    Interval and p are nan when a group has fewer than 2 observations or both have no spread."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.size == 0 or b.size == 0:
         return NO_DIFFERENCE
@@ -178,23 +143,11 @@ def _log_choose(n: int, k: np.ndarray) -> np.ndarray:
 
 
 def fisher_power(p1: float, p2: float, n1: int, n2: int, alpha: float = 0.05) -> float:
-    """Exact power of the two-sided Fisher test to tell rates p1 and p2 apart.
+    """Exact power of the two-sided Fisher test to tell true rates p1 and p2 apart with n1 and n2 runs.
 
-    Exact enumeration, no simulation: for every total t of events, the hypergeometric
-    distribution of the first group's count given t defines the rejection region
-    {k1 : p-value(k1) <= alpha} (p-value = probability of tables at most as likely, with a
-    relative tie tolerance of 1e-7); the power is the binomial probability of that region,
-    summed over t. Costs O((n1 + n2) * n1 log n1).
-
-    Args:
-        p1: true event rate of group 1, in [0, 1].
-        p2: true event rate of group 2, in [0, 1].
-        n1: runs in group 1.
-        n2: runs in group 2.
-        alpha: significance level.
-
-    Returns:
-        The probability of p <= alpha, in [0, 1].
+    No simulation: for each total t of events, the hypergeometric law of the first group's count given t
+    defines the rejection region (p-value <= alpha, ties within :data:`FISHER_TIE_TOL`), and the power
+    sums the binomial probability of that region over t.
     """
     k1 = np.arange(n1 + 1)
     k2 = np.arange(n2 + 1)
@@ -218,22 +171,8 @@ def fisher_power(p1: float, p2: float, n1: int, n2: int, alpha: float = 0.05) ->
 def fisher_seeds_needed(
     p1: float, p2: float, power: float = 0.8, alpha: float = 0.05, max_n: int = 2000
 ) -> float:
-    """Seeds per group for the two-sided Fisher test to reach ``power`` at true rates p1, p2.
-
-    Doubling finds an n with enough power, then bisection finds the boundary. The exact power of a
-    discrete test is slightly saw-toothed in n, so this is the smallest n under a monotone
-    reading, not a guarantee that every larger n also has the power.
-
-    Args:
-        p1: rate of group 1 (e.g. a variant's observed divergence rate), in [0, 1].
-        p2: rate of group 2 (the baseline's).
-        power: target power.
-        alpha: significance level.
-        max_n: give up above this many seeds per group.
-
-    Returns:
-        n per group (an integer value); inf if p1 == p2 (nothing to detect) or n > max_n.
-    """
+    """Seeds per group for the two-sided Fisher test to reach ``power`` at true rates p1, p2 (the smallest n
+    under a monotone reading: :func:`_smallest_n`); inf if p1 == p2 or more than ``max_n`` are needed."""
     if p1 == p2 or math.isnan(p1) or math.isnan(p2):
         return math.inf
 
@@ -259,17 +198,9 @@ def _smallest_n(enough, max_n: int) -> float:
 
 
 def t_power(difference: float, sd: float, n: int, alpha: float = 0.05) -> float:
-    """Power of the two-sided one-sample (paired) t-test with ``n`` pairs to detect a mean ``difference``.
-
-    Computed from the noncentral t distribution directly (``scipy.stats.nct``), both tails:
-    ``P(T > t_crit) + P(T < -t_crit)`` with ``T ~ nct(n - 1, difference / sd * sqrt(n))``. Survival
-    functions are used for both tails, so the value stays finite and increasing in n far into the
-    tail, where a library's ``1 - cdf`` can return nan; statsmodels' ``TTestPower`` agrees except there
-    (1.0 at 25 SDs with 2 pairs, against 0.9945 by integration: tests/analysis/test_stats.py).
-
-    Returns:
-        Power in [alpha, 1]; nan when ``n < 2`` or ``sd`` is not a positive number.
-    """
+    """Power of the two-sided paired t-test with ``n`` pairs to detect a mean ``difference``, from the
+    noncentral t (``scipy.stats.nct``, survival functions for both tails, so it stays finite and increasing
+    far into the tail, where ``1 - cdf`` gives nan). nan when ``n < 2`` or ``sd`` is not positive."""
     if n < 2 or not (math.isfinite(sd) and sd > 0) or not math.isfinite(difference):
         return math.nan
     df, nc = n - 1, abs(difference) / sd * math.sqrt(n)
@@ -278,12 +209,9 @@ def t_power(difference: float, sd: float, n: int, alpha: float = 0.05) -> float:
 
 
 def sd_upper(sd: float, df: int, level: float = 0.8) -> float:
-    """One-sided upper confidence limit of a standard deviation, ``sd * sqrt(df / chi2_{1-level}(df))``.
-
-    Planning with the point estimate of an SD from 2 degrees of freedom is too optimistic about as
-    often as not; an upper limit (80% by convention, Browne 1995) makes the planned n hold with
-    that confidence. nan when ``df < 1``.
-    """
+    """One-sided upper confidence limit of an SD, ``sd * sqrt(df / chi2_{1-level}(df))`` (nan when df < 1):
+    planning with it (80% by convention, Browne 1995) makes the planned n hold with that confidence, where
+    the point SD is too small about half the time (docs/statistics.md, "Planning seeds")."""
     if df < 1 or not math.isfinite(sd):
         return math.nan
     return float(sd * math.sqrt(df / sps.chi2.ppf(1 - level, df)))
@@ -291,19 +219,9 @@ def sd_upper(sd: float, df: int, level: float = 0.8) -> float:
 
 def paired_seeds_needed(difference: float, sd: float, power: float = 0.8, alpha: float = 0.05,
                         max_n: int = 10_000) -> float:
-    """The smallest number of seed pairs whose two-sided paired t-test reaches ``power`` (:func:`t_power`).
-
-    Args:
-        difference: the difference to detect (same unit as ``sd``), nonzero.
-        sd: standard deviation of the seed-matched differences (plan with :func:`sd_upper`).
-        power: target power.
-        alpha: significance level (the family's, e.g. alpha / m for one of m exploratory comparisons).
-        max_n: give up above this many pairs.
-
-    Returns:
-        Pairs per cell, an integer value >= 2; nan if ``sd`` is unknown; inf if ``difference`` is
-        0 or more than ``max_n`` pairs would be needed. Monotone: a larger sd never needs fewer.
-    """
+    """The smallest number of seed pairs (>= 2) whose paired t-test reaches ``power`` (:func:`t_power`), at
+    the comparison's own ``alpha`` (alpha / m in a family), ``sd`` that of the seed-matched differences
+    (plan with :func:`sd_upper`). nan if ``sd`` is unknown; inf if ``difference`` is 0 or above ``max_n``."""
     if not (math.isfinite(sd) and sd > 0 and math.isfinite(difference)):
         return math.nan
     if difference == 0:
@@ -312,11 +230,8 @@ def paired_seeds_needed(difference: float, sd: float, power: float = 0.8, alpha:
 
 
 def fisher_min_p(n1: int, n2: int) -> float:
-    """The smallest two-sided p-value Fisher's exact test can give with ``n1`` vs ``n2`` runs.
-
-    The most extreme table (every run of one group an event, none of the other) with equal groups:
-    ``2 / C(2n, n)``; 3 vs 3 gives 0.10, so such a design can never reach p < 0.05 on a rate.
-    """
+    """The smallest two-sided p-value Fisher's exact test can give with ``n1`` vs ``n2`` runs (the most extreme
+    table): 3 vs 3 gives 0.10, so such a design can never reach p < 0.05 on a rate."""
     if n1 < 1 or n2 < 1:
         return math.nan
     return min(fisher_exact_p(n1, n1, 0, n2), fisher_exact_p(0, n1, n2, n2))
@@ -327,30 +242,13 @@ def fisher_min_p(n1: int, n2: int) -> float:
 
 def score_interval(scores: Sequence[float], ok: Sequence[bool], chance: float,
                    alpha: float = 0.05) -> tuple[float, float]:
-    """Interval for the mean score of a cell: not-ok runs score exactly ``chance``, ok runs their accuracy.
+    """Interval for the mean score of a cell, not-ok runs scoring exactly ``chance``, ok runs their accuracy.
 
-    - **Every run ok**: the Student-t interval of the scores, clipped to ``[chance, 1]``. It speaks for
-      the runs as they ended; how often a run of the cell might fail is what the not-ok rate's Wilson
-      interval, printed beside it, says (0 of 4 not ok: up to 49%).
-    - **Some runs not ok** (a mixture): the mean is ``chance + P(ok) * (m - chance)``, m the ok runs'
-      mean, increasing in both parts; the interval multiplies the ends of a Wilson interval for P(ok)
-      and of a Student-t interval for m (``[chance, 1]`` with fewer than 2 ok runs), each at
-      ``1 - alpha``. The failure part dominates the spread of a mixture (``(m - chance)^2 p (1 - p)``
-      against ``p sd^2``, tens of times larger when ok runs are tens of points above chance), so the
-      product covers about as its Wilson part does, rather than the ``1 - 2 alpha`` a worst case gives.
-      Simulated (tests/analysis/test_stats.py; docs/statistics.md has the table): over mixtures
-      with 10-50% of runs at chance and normal or right-skewed ok scores, 95-100% at 3, 4 and 8
-      seeds, where the Bonferroni product it replaces (each part at ``1 - alpha/2``) gave 98-100%, and
-      a Student-t interval on the mixture itself 72-85%.
-
-    Args:
-        scores: the runs' scores, shape (n,).
-        ok: whether each run ended ok, shape (n,).
-        chance: the score of a not-ok run (1 / classes).
-        alpha: 1 - confidence level.
-
-    Returns:
-        (low, high) within [chance, 1]; (nan, nan) with fewer than 2 runs.
+    Every run ok: the t interval of the scores, clipped to ``[chance, 1]``. Some runs not ok (a mixture,
+    mean ``chance + P(ok) * (m - chance)``): the ends of a Wilson interval for P(ok) times those of a t
+    interval for the ok runs' mean m (``[chance, 1]`` with fewer than 2 ok runs), each at ``1 - alpha``.
+    Why the product covers, and its simulated coverage: docs/statistics.md, "Intervals and tests".
+    Returns (low, high) within ``[chance, 1]``; (nan, nan) with fewer than 2 runs.
     """
     x, ok = np.asarray(scores, dtype=float), np.asarray(ok, dtype=bool)
     if x.size < 2:  # like the t interval: a single run has none
@@ -368,11 +266,8 @@ def score_interval(scores: Sequence[float], ok: Sequence[bool], chance: float,
 
 
 def bonferroni(pvalues: Sequence[float]) -> np.ndarray:
-    """Bonferroni adjustment of one family: ``min(1, m * p)``, m the number of non-nan p-values.
-
-    Chosen over Holm for exploratory families because it has simultaneous intervals that agree with
-    it: a t interval at level ``1 - alpha / m`` excludes 0 exactly when the adjusted p < alpha.
-    """
+    """Bonferroni adjustment of one family, ``min(1, m * p)`` with m the non-nan p-values; chosen over Holm
+    because the simultaneous t interval at ``1 - alpha / m`` then excludes 0 exactly when it says p < alpha."""
     p = np.asarray(pvalues, dtype=float)
     m = int((~np.isnan(p)).sum())
     return np.minimum(1.0, p * m) if m else p.copy()

@@ -86,19 +86,12 @@ def paired_differences(scheme: list[tuple[Any, float]], baseline: list[tuple[Any
 
 def compare_accuracy(scheme: list[tuple[Any, float]], baseline: list[tuple[Any, float]],
                      pool: tuple[float, float] = (math.nan, 0)) -> tuple[stats.Difference, float]:
-    """The score of a scheme against the baseline in one cell.
+    """The score of a scheme against the baseline in one cell, from (seed, score) pairs of each.
 
-    Args:
-        scheme: (seed, score) of the scheme's runs in the cell.
-        baseline: the same for the baseline.
-        pool: (sd, df) of the seed-matched differences pooled over the family
-            (:func:`suite.analysis.pooled.pooled_sd`), used below :data:`~suite.analysis.pooled.MIN_SEEDS`
-            pairs; without one, a comparison's own SD whatever its pairs.
-
-    Returns:
-        (difference, sd of the seed-matched differences). Paired (:func:`paired_differences`): the
-        paired t-test from :data:`~suite.analysis.pooled.MIN_SEEDS` pairs, below that the paired t with
-        the pooled SD where there is one; unpaired: Welch's t-test on all runs (and the sd is nan).
+    Seed-matched (:func:`paired_differences`): the paired t-test, or below
+    :data:`~suite.analysis.pooled.MIN_SEEDS` pairs the paired t with ``pool``, the family's (sd, df)
+    (:func:`suite.analysis.pooled.pooled_sd`) where there is one; unmatched: Welch's t-test. Returns
+    (difference, SD of the seed-matched differences, nan when unmatched).
     """
     d = paired_differences(scheme, baseline)
     if d is None:

@@ -490,16 +490,9 @@ def aggregate_tables(agg: pd.DataFrame, keys: list[str], baseline: str, m: Marku
 
 def _section_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup, caption: str, label: str,
                     cell, notes, best_of=None) -> list[Table]:
-    """One table per section of ``frame`` (:func:`~suite.grouping.sections`).
-
-    Args:
-        caption, label: the table's caption and LaTeX label; the section's keys are appended.
-        cell: ``(row, best) -> str``, one cell (see :func:`_grid`). best_of: the best value per column.
-        notes: ``(section rows) -> list of notes`` under the table.
-
-    Returns:
-        The tables, in section order; a section without rows gives none.
-    """
+    """One table per non-empty section of ``frame`` (:func:`~suite.grouping.sections`), in section order:
+    the section's keys appended to ``caption`` and ``label``, cells from ``cell(row, best)``
+    (:func:`_grid`), notes under it from ``notes(section rows)``."""
     skeys = section_keys(keys)
     out = []
     for values, part in sections(frame, keys):

@@ -69,23 +69,13 @@ class TooFewRounds(ValueError):
 
 
 def gate(ratios: np.ndarray, threshold: float, alpha: float = ALPHA, what: str = "overhead") -> tuple[bool, str]:
-    """Decide one check from its per-round ratios.
-
-    Fails only if the median ratio exceeds ``1 + threshold`` *and* the lower bound of its
-    distribution-free ``1 - alpha`` interval does too.
-
-    Args:
-        ratios: (R,) per-round time ratios candidate / baseline.
-        threshold: allowed relative overhead (0.05 = 5%).
-        alpha: 1 - confidence level of the interval.
-        what: the quantity's name, for the message.
-
-    Returns:
-        (passed, one-line message).
+    """Decide one check from its (R,) per-round ratios candidate / baseline: fail only when the median
+    *and* the lower end of its distribution-free ``1 - alpha`` interval exceed ``1 + threshold``
+    (0.05 = 5%). Returns (passed, a one-line message naming ``what``).
 
     Raises:
-        TooFewRounds: fewer than :func:`min_rounds` ratios; without an interval, noise could pass
-            or fail the check, so it is not judged at all.
+        TooFewRounds: fewer than :func:`min_rounds` ratios; without an interval noise could decide the
+            check, so it is not judged.
     """
     s = summarize(ratios, alpha)
     limit = f"{100 * threshold:+.1f}%"
@@ -124,11 +114,8 @@ def residual_path(model: nn.Module) -> nn.Sequential:
 def measure_step(shape: BenchShape = GATE_SHAPE, rounds: int = STEP_ROUNDS, *,
                  candidate: Callable[[], nn.Module] | None = None, seed: int = 0,
                  log: Callable[[str], None] | None = None) -> np.ndarray:
-    """Per-round training-step ratios LayerScale / Pre-LN, shape (rounds,).
-
-    Args:
-        candidate: builds the LayerScale model (default: ours); tests inject a slowed one here.
-    """
+    """Per-round training-step ratios LayerScale / Pre-LN, shape (rounds,); ``candidate`` builds the
+    LayerScale model (tests inject a slowed one)."""
     factories = {"preln": lambda: build_arm("preln", shape),
                  "layerscale": candidate or (lambda: build_arm("layerscale", shape))}
     res = measure(factories, shape, rounds=rounds, warmup=2, forward=False, seed=seed, log=log)

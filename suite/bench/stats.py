@@ -20,14 +20,8 @@ from scipy import stats as sps
 
 
 def round_means(times: np.ndarray) -> np.ndarray:
-    """Mean time per round.
-
-    Args:
-        times: (R, V) seconds per step, V timed visits of one arm in each of R rounds.
-
-    Returns:
-        (R,) the mean of each round's visits.
-    """
+    """(R,) mean time of each round, from ``times`` (R, V): seconds per step of V timed visits of one arm in
+    each of R rounds."""
     times = np.asarray(times, dtype=float)
     if times.ndim != 2 or times.shape[1] == 0:
         raise ValueError(f"times must be (rounds, visits) with at least one visit, got shape {times.shape}")
@@ -35,15 +29,8 @@ def round_means(times: np.ndarray) -> np.ndarray:
 
 
 def round_ratios(candidate: np.ndarray, baseline: np.ndarray) -> np.ndarray:
-    """Per-round ratio ``mean(candidate) / mean(baseline)``: > 1 means the candidate is slower.
-
-    Args:
-        candidate: (R, V) seconds per step of the candidate arm.
-        baseline: (R, V') seconds per step of the baseline arm, timed in the same R rounds.
-
-    Returns:
-        (R,) ratios.
-    """
+    """(R,) per-round ratios ``mean(candidate) / mean(baseline)`` (> 1: the candidate is slower), from (R, V)
+    and (R, V') step times of the two arms timed in the same R rounds."""
     c, b = round_means(candidate), round_means(baseline)
     if c.shape != b.shape:
         raise ValueError(f"candidate and baseline need the same rounds, got {c.shape[0]} and {b.shape[0]}")

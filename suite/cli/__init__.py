@@ -107,10 +107,9 @@ def _on_stop(signum: int, frame: Any) -> None:
 
 
 def console() -> int:
-    """The ``suite`` command and ``python -m suite``: :func:`main`, then SIGINT ignored while the
-    interpreter shuts down. The status is decided and every file written by then, but Python sets its
-    own SIGINT handler back to the default as it ends, and a Ctrl-C in those tenths of a second killed
-    the process: no line, status -2, and whatever stdout still held in its buffer lost."""
+    """The ``suite`` command and ``python -m suite``: :func:`main`, then SIGINT ignored while the interpreter
+    shuts down, since Python restores the default handler as it ends and a Ctrl-C then would kill the
+    process (status -2, stdout's buffer lost) after the status was decided."""
     code = main()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     return code

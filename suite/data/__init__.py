@@ -22,15 +22,9 @@ if TYPE_CHECKING:
 
 
 def load_dataset(cfg: DataConfig) -> DatasetBundle:
-    """Load the dataset named by ``cfg.name`` (a name in :data:`suite.registry.DATASETS`), with
-    ``cfg.val_fraction`` of its training split held out as ``val`` (stratified, by ``cfg.split_seed``).
-
-    Loaders are imported on first use: torchvision (ImageFolder) is slow to import, and a sweep worker
-    training on the embedded data should not pay it.
-
-    Raises:
-        DataError: unknown name (with a did-you-mean) or missing / malformed files.
-    """
+    """Load the dataset ``cfg.name`` (:data:`suite.registry.DATASETS`, loaders imported on first use), with
+    ``cfg.val_fraction`` of its training split held out as ``val``. Raises :class:`DataError` for an
+    unknown name or missing / malformed files."""
     if cfg.name not in DATASETS:
         raise DataError(DATASETS.unknown(cfg.name))
     return carve_validation(DATASETS.get(cfg.name)(cfg), cfg.val_fraction, cfg.split_seed)

@@ -106,14 +106,8 @@ class DatasetBundle:
 
 
 def channel_stats(x: Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Per-channel mean and (population) std on the 0..1 scale.
-
-    Args:
-        x: (N, C, H, W) uint8 images (the train split: test statistics must not leak in).
-
-    Returns:
-        (mean, std), each a tuple of C floats.
-    """
+    """Per-channel mean and population std on the 0..1 scale, each a tuple of C floats, of (N, C, H, W) uint8
+    images: the train split's, so test statistics do not leak in."""
     xf = x.to(torch.float64) / 255  # float64: sums over millions of pixels stay exact enough
     mean = xf.mean(dim=(0, 2, 3))
     std = xf.std(dim=(0, 2, 3), unbiased=False).clamp_min(1e-8)  # constant channel: no div by 0

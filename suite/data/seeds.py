@@ -28,14 +28,8 @@ def _splitmix64(x: int) -> int:
 
 
 def mix_seed(*parts: int) -> int:
-    """Combine integers (negative ones too) into one seed in ``[0, 2**63)``.
-
-    Args:
-        *parts: e.g. ``(PERMUTATION, seed, epoch)``.
-
-    Returns:
-        A non-negative int accepted by ``torch.Generator.manual_seed``.
-    """
+    """Combine integers (negative ones too), e.g. ``(PERMUTATION, seed, epoch)``, into one seed in
+    ``[0, 2**63)``, as ``torch.Generator.manual_seed`` accepts."""
     state = 0
     for part in parts:
         state = _splitmix64(state ^ (int(part) & _MASK))

@@ -19,21 +19,12 @@ from suite.data.bundle import DataError, DatasetBundle, TensorSplit, channel_sta
 
 
 def stratified_split(y: Tensor, fraction: float, split_seed: int, tag: int = seeds.SPLIT) -> tuple[Tensor, Tensor]:
-    """Indices of a stratified split into (kept, held out), fixed by ``split_seed`` and ``tag``.
+    """(kept, held out): sorted int64 indices partitioning ``range(N)`` for (N,) labels ``y``, fixed by
+    ``split_seed`` and ``tag`` (:data:`seeds.SPLIT` for test, :data:`seeds.VALIDATION`, so the two draws
+    differ).
 
-    Per class (in class order), the class's indices are permuted by one seeded generator and the
-    first ``round(fraction * n_c)`` are held out (at least 1, and at least 1 kept when the class
-    has 2+ samples). Stratifying matters because mnist5k is sorted by class.
-
-    Args:
-        y: (N,) int64 labels.
-        fraction: share of each class held out, in (0, 1).
-        split_seed: seed of the split; independent of the run seed.
-        tag: which split this is (:data:`seeds.SPLIT` for test, :data:`seeds.VALIDATION`), so the
-            validation draw is not the test draw again.
-
-    Returns:
-        (kept_idx, held_idx): sorted int64 index tensors that partition ``range(N)``.
+    Per class, a seeded permutation holds out ``round(fraction * n_c)``, at least 1 and leaving at least 1
+    (a class of one sample is kept whole). Stratified because mnist5k is sorted by class.
     """
     gen = seeds.generator(tag, split_seed)
     kept, held = [], []

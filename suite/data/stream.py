@@ -227,11 +227,8 @@ class TrainStream:
         self.steps_per_epoch, self.resident = self._pack.steps_per_epoch, self._pack.resident
 
     def batches(self, start_step: int, end_step: int) -> Iterator[Batch]:
-        """Yield the batch of every step in ``range(start_step, end_step)``.
-
-        Yields:
-            (x, y): x (B, C, H, W) float32 normalised, y (B,) int64, both on the device.
-        """
+        """Yield the batch of every step in ``range(start_step, end_step)``: x (B, C, H, W) float32
+        normalised and y (B,) int64, on the device."""
         for x, y in self._pack.batches(start_step, end_step):
             yield x[0], y[0]
 

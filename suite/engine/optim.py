@@ -35,9 +35,8 @@ def build_optimizer(model: nn.Module, tc: TrainConfig, mc: ModelConfig | None = 
     (:mod:`suite.models.depth_scaled`, with the sources).
 
     The fused implementation (one kernel for all parameters instead of one per tensor) is used where
-    torch has it, CPU and CUDA: the same update to float rounding, in less time (the commit that
-    made it the default measured ``make run-ablations``). :func:`implementation` names the one a run
-    used (recorded as ``optimizer_impl`` in its summary).
+    torch has it, CPU and CUDA: the same update to float rounding, in less time. :func:`implementation`
+    names the one a run used (recorded as ``optimizer_impl`` in its summary).
     """
     hidden_scale = depth_scaled.hidden_lr_scale(mc) if mc is not None else 1.0
     eps = ADAM_EPS * (depth_scaled.eps_scale(mc) if mc is not None else 1.0)
@@ -107,25 +106,14 @@ def lr_table(total_steps: int, tcs: list[TrainConfig]) -> torch.Tensor:
 def stacked_adamw_(flat: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor,
                    lr: torch.Tensor, keep: torch.Tensor, step: torch.Tensor, weight_decay: torch.Tensor,
                    decay: torch.Tensor, lr_scale: torch.Tensor, betas: tuple[float, float], eps: float) -> None:
-    """One AdamW update of N models held as rows of ``[N, P]`` tensors, in place.
+    """One AdamW update (as ``torch.optim.AdamW``) of N models held as rows of ``[N, P]`` tensors, in place.
 
-    Per member the update of ``torch.optim.AdamW`` (decoupled weight decay, bias-corrected moments)
-    with its own learning rate and weight decay; per parameter the policy of :func:`build_optimizer`
-    (which parameters decay, each group's ``lr_scale``) as ``[P]`` columns. A member whose ``keep``
-    is false neither moves nor updates its moments (its gradient may be non-finite).
-
-    Every operand that is not ``[N, P]`` stays small: the weight decay is an ``[N, 1]`` factor times
-    the ``[P]`` mask ``decay`` (no stored ``[N, P]`` decay), the bias corrections are computed from
-    the device's ``step``. Eager, it allocates two ``[N, P]`` temporaries (the denominator and the
-    scaled numerator) and the decay factor; compiled (a pack's whole step is,
-    :mod:`suite.engine.packstep`), it is one loop over the four ``[N, P]`` tensors with no temporary.
-
-    Args:
-        flat, exp_avg, exp_avg_sq: ``[N, P]`` parameters and moments, updated in place.
-        grad: ``[N, P]`` gradients (already clipped); rows of members not kept are ignored (zeroed in place).
-        lr: ``[N]`` this step's learning rates. keep: ``[N]`` bool.
-        step: ``[]`` the step being taken, counted from 1 (the bias corrections, in float64).
-        weight_decay: ``[N, 1]``. decay: ``[P]``, 1.0 where a parameter decays. lr_scale: ``[P]``.
+    Per member its own ``lr`` ``[N]`` and ``weight_decay`` ``[N, 1]``; per parameter the policy of
+    :func:`build_optimizer` as ``[P]`` columns (``decay`` 1.0 where a parameter decays, ``lr_scale``). A
+    member whose ``keep`` ``[N]`` is false neither moves nor updates its moments, and its ``grad`` row is
+    zeroed (it may be non-finite). ``step`` ``[]`` counts from 1. Every other operand is ``[N, 1]`` or
+    ``[P]``: eager, the update allocates two ``[N, P]`` temporaries; compiled (:mod:`suite.engine.packstep`),
+    none.
     """
     b1, b2 = betas
     k = keep[:, None]  # [N, 1]

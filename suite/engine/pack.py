@@ -77,18 +77,10 @@ def packable(cfg: RunConfig) -> str | None:
 
 
 def pack_memory_mb(cfg: RunConfig, n: int) -> float:
-    """MiB a pack of ``n`` runs of ``cfg``'s shape needs at the least (a lower bound, as
-    :func:`suite.config.memory_estimate`, which gives one run's bytes ``M``)::
-
-        n * M + t * n * P + 4 * n * T
-
-    Every member's weights, gradient and two AdamW moments (the ``[N, P]`` stacks: 16 bytes a
-    parameter, in ``M``), its activations (the vmapped forward keeps all N members', in ``M``) and its
-    step log (in ``M``); in an eager pack, two ``[N, P]`` float32 temporaries alive at once (``t`` = 8:
-    the per-parameter gradients while the backward joins them into the ``[N, P]`` gradient, then the
-    update's denominator and numerator; ``t`` = 0 under ``train.compile``, whose fused kernels need
-    none); and the ``[T, N]`` float32 learning-rate table of ``T`` steps (``train.steps``; left out
-    under ``train.epochs``, whose steps depend on the data). ``P`` is the parameter count ``M`` assumes."""
+    """MiB a pack of ``n`` runs of ``cfg``'s shape needs at the least, ``n * M + t * n * P + 4 * n * T``:
+    ``M`` one run's bytes (:func:`suite.config.memory_estimate`, whose parameter count is ``P``), ``t`` = 8
+    for an eager pack's two ``[N, P]`` float32 temporaries (0 under ``train.compile``), ``T`` the steps of
+    the float32 learning-rate table (0 under ``train.epochs``). See docs/training.md, "A run that cannot fit"."""
     from suite.config import approx_params, data_shape, memory_estimate
 
     m = cfg.model

@@ -196,20 +196,13 @@ def _records(depth: int, slots: list[tuple[int, str]], numbers: list[float]) -> 
 def probe(model: nn.Module, x: torch.Tensor,
           on_output: Callable[[int, torch.Tensor], None] | None = None,
           model_level: dict[str, Any] | None = None, attention: bool = True) -> list[dict[str, Any]]:
-    """One record per block: scale_mean, scale_max, attn_ratio, mlp_ratio, out_rms, attn_logit_max,
-    attn_entropy_min.
+    """One record per block, in block order: ``scale_mean``, ``scale_max``, ``attn_ratio``, ``mlp_ratio``,
+    ``out_rms``, ``attn_logit_max``, ``attn_entropy_min`` (the last two only with ``attention``); a value is
+    a float, or None where not applicable or not finite.
 
-    Args:
-        model: the model, ours or timm's; its blocks are ``model.blocks``.
-        x: an input batch (B, C, H, W) on the model's device.
-        on_output: also called with (block index, block output) in the same forward, for callers
-            that measure more per block (signal propagation); it must not change the output.
-        model_level: when given, filled with ``logit_rms``, the RMS of the model's output logits.
-        attention: record the attention diagnostics (``attn_logit_max``, ``attn_entropy_min``).
-
-    Returns:
-        ``depth`` dicts in block order; values are floats, or ``None`` where not applicable (no
-        scales, a block layout without taps) or not finite.
+    ``model`` is ours or timm's (blocks in ``model.blocks``), ``x`` a (B, C, H, W) batch on its device.
+    ``on_output(block index, block output)`` is called in the same forward and must not change the output;
+    ``model_level``, when given, gets ``logit_rms``, the RMS of the output logits.
     """
     blocks = list(getattr(model, "blocks", []))
     with _hooked(model, on_output, attention) as got:

@@ -65,12 +65,8 @@ def cls_cosine(tokens: torch.Tensor) -> float:
 
 
 def mean_cosine(tokens: torch.Tensor) -> float:
-    """Mean cosine similarity between the token-averaged representations of different images.
-
-    The rank-collapse score: unlike the class token, which a block that starts as the identity
-    leaves equal for every image (its input is one learned vector), the token average carries the
-    image from the first block on, so it reaches 1 only when the stack itself maps images together.
-    """
+    """Mean cosine similarity between the token-averaged representations of different images: the
+    rank-collapse score (docs/propagation.md says why not the class token's)."""
     return pairwise_cosine(tokens.float().mean(dim=1))
 
 

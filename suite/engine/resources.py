@@ -19,13 +19,9 @@ def resolve_device(device: str) -> torch.device:
 
 
 def set_deterministic(on: bool) -> None:
-    """``train.deterministic``: make CUDA repeat its floats run after run, or leave torch's defaults.
-
-    Sets (or, when off, clears) ``torch.use_deterministic_algorithms`` and cuDNN's ``deterministic``
-    and ``benchmark`` flags, for the whole process: a sweep worker's next run gets its own setting.
-    ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` (unless already set) is what cuBLAS needs for deterministic
-    results; it takes effect only if set before the process's first cuBLAS call.
-    """
+    """``train.deterministic`` for the whole process, set or cleared so a sweep worker's next run gets its
+    own: torch's deterministic algorithms and cuDNN's flags, and when on ``CUBLAS_WORKSPACE_CONFIG`` unless
+    already set (docs/training.md)."""
     if on:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     if torch.are_deterministic_algorithms_enabled() != on:  # the call imports torch._inductor (seconds)

@@ -17,17 +17,8 @@ from torch import nn
 
 
 def cait_init(depth: int) -> float:
-    """ε by total depth, as in CaiT: 0.1 up to 18 blocks, 1e-5 up to 24, 1e-6 deeper.
-
-    The paper gives 0.1 / 1e-5 / 1e-6 for depths 12 / 24 / 36 and nothing between 18 and 24; we
-    keep 0.1 through 18 (its last "shallow" depth) and switch to 1e-5 from 19 on.
-
-    Args:
-        depth: total number of blocks of the network.
-
-    Returns:
-        The initial value of every scale.
-    """
+    """CaiT's initial scale ε for a network of ``depth`` blocks: 0.1 up to 18, 1e-5 up to 24, 1e-6 deeper (the
+    paper gives depths 12 / 24 / 36 only; docs/schemes.md)."""
     if depth <= 18:
         return 0.1
     if depth <= 24:

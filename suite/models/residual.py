@@ -173,16 +173,9 @@ class SandwichBlock(Block):
 # ----------------------------------------------------------------------------- builders (see suite.registry.SCHEMES)
 
 def build_block(m: ModelConfig, drop_path: float) -> Block:
-    """Build one block of the scheme ``m.residual`` (a name in :data:`suite.registry.SCHEMES`).
-
-    Args:
-        m: the model config; ``m.depth`` is the network's total number of blocks (DeepNorm's α/β,
-            CaiT's ε and the depth-scaled multipliers depend on it).
-        drop_path: this block's stochastic-depth probability.
-
-    Raises:
-        ValueError: unknown scheme (the message lists the valid names).
-    """
+    """One block of the scheme ``m.residual`` (:data:`suite.registry.SCHEMES`); ``m.depth`` is the network's
+    total blocks, which DeepNorm's α/β, CaiT's ε and the depth-scaled multipliers read. Raises
+    ``ValueError`` for an unknown scheme, listing the valid names."""
     if m.residual not in SCHEMES:
         raise ValueError(SCHEMES.unknown(m.residual))
     return SCHEMES.get(m.residual)(m, drop_path)

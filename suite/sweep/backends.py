@@ -16,11 +16,7 @@ BACKENDS: dict[str, type[Backend]] = {b.name: b for b in (LocalBackend, RayBacke
 
 
 def backend(name: str) -> Backend:
-    """The backend called ``name``.
-
-    Raises:
-        RunnerError: no backend has that name.
-    """
+    """The backend called ``name``; :class:`RunnerError` if none is."""
     if name not in BACKENDS:
         raise RunnerError(f"--backend {name}: unknown; use {', '.join(BACKENDS)}")
     return BACKENDS[name]()

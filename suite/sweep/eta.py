@@ -18,15 +18,8 @@ MEASURE_PARAMS = 20e6  # a larger model is not timed here: its few steps on the 
 
 
 def starting_line(ablation: Ablation, todo: list[Run], n: int, threads: int, device: str) -> str:
-    """E.g. ``starting 2 workers; 63 runs, about 12 min of training steps by suite cost's estimate (...)``.
-
-    Args:
-        ablation: the sweep's ablation.
-        todo: the runs the workers are to bring to a summary.
-        n: workers starting.
-        threads: torch CPU threads per worker.
-        device: what the workers train on, ``cpu`` or ``cuda``.
-    """
+    """E.g. ``starting 2 workers; 63 runs, about 12 min of training steps by suite cost's estimate (...)``, for
+    ``n`` workers of ``threads`` CPU threads each training ``todo`` on ``device`` (``cpu`` or ``cuda``)."""
     line = f"starting {n} worker{'s' if n != 1 else ''}; {len(todo)} run{'s' if len(todo) != 1 else ''}"
     how_long = estimate_text(ablation, todo, n, threads, device)
     return f"{line}, {how_long}" if how_long else line

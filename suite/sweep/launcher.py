@@ -107,12 +107,8 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def place(self, out: Path, todo: list[Run], opts: SweepOptions) -> Placement:
-        """The launcher and the workers for the runs ``todo`` of the results folder ``out``, after this
-        backend's checks that need the runs.
-
-        Raises:
-            RunnerError: the runs cannot execute where this backend would put them.
-        """
+        """The launcher and workers for the runs ``todo`` of the results folder ``out``, after this backend's
+        checks that need the runs. Raises :class:`RunnerError` when they cannot execute where it would put them."""
 
 
 def devices(todo: list[Run], opts: SweepOptions) -> set[str]:

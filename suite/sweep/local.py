@@ -95,11 +95,10 @@ class _Stdio:
 
 
 def _start_server() -> None:
-    """Start the fork server (if it is not running) with SIGINT blocked, which it inherits: a Ctrl-C
-    in a terminal reaches the whole process group, and the server, importing torch for seconds before
-    it ignores SIGINT itself (which drops a pending one), died of it with a KeyboardInterrupt traceback.
-    Here a SIGINT is not lost: blocked in this thread, it may go to any other (torch's pool), where
-    it is only recorded, then raised again here once the server is started."""
+    """Start the fork server (if it is not running) with SIGINT blocked, which it inherits: a terminal's
+    Ctrl-C reaches the whole process group, and the server, importing torch for seconds before it ignores
+    SIGINT itself, would die of it. A SIGINT is not lost: blocked here, it may go to another thread
+    (torch's pool), where it is only recorded, then raised again here once the server is started."""
     import multiprocessing.resource_tracker
 
     multiprocessing.resource_tracker.ensure_running()  # first: it unblocks SIGINT when it has started its own

@@ -31,19 +31,9 @@ from suite.sweep.worker import Worker, signal_handlers
 
 
 def init_address(address: str | None, environ: Mapping[str, str]) -> tuple[str, str | None]:
-    """The ``address`` to give ``ray.init``, and a note for the user when ``RAY_ADDRESS`` is ignored.
-
-    Only ``--ray-address`` joins a cluster. Without it the sweep starts a private instance, as the docs
-    promise: ``"local"``, because ``ray.init(address=None)`` would silently join the cluster named by
-    ``RAY_ADDRESS`` or the last one ``ray start`` launched on this machine.
-
-    Args:
-        address: ``--ray-address``, or None.
-        environ: the environment (``os.environ``).
-
-    Returns:
-        ``(address for ray.init, note or None)``.
-    """
+    """(the address for ``ray.init``, a note for the user or None). Only ``--ray-address`` joins a cluster;
+    without it ``"local"`` starts a private instance, because ``address=None`` would join the one named by
+    ``RAY_ADDRESS`` (then ignored, with the note) or the last ``ray start`` here (docs/backends/ray.md)."""
     if address:
         return address, None
     named = environ.get("RAY_ADDRESS", "").strip()

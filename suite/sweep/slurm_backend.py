@@ -172,13 +172,8 @@ class SlurmBackend(Backend):
 
 
 def _jobs_ignore_ctrl_c(local: bool) -> contextlib.AbstractContextManager[bool]:
-    """Start the local executor's jobs with SIGINT ignored, as a cluster's jobs are out of reach of Ctrl-C.
-
-    Ctrl-C in a terminal sends SIGINT to the whole foreground process group, and the local executor's
-    job processes belong to ours: its controllers died with a ``KeyboardInterrupt`` traceback each and
-    killed their workers, although ``suite run`` said the jobs go on. An ignored signal stays ignored
-    across ``fork`` and ``exec``, down to the workers. Kill a job with ``kill PID`` (SIGTERM) instead.
-    """
+    """Start the local executor's jobs with SIGINT ignored (inherited down to the workers), so a terminal's
+    Ctrl-C, which reaches our whole process group, leaves them running as a cluster's jobs would."""
     return signal_handlers({signal.SIGINT: signal.SIG_IGN} if local else {})
 
 
