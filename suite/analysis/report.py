@@ -31,6 +31,7 @@ from markupsafe import Markup
 
 from suite import files, store
 from suite.analysis import markup, products
+from suite.analysis.stats import welch_p
 from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning
 from suite.config import flatten, read_yaml
 
@@ -460,16 +461,11 @@ def moved_cells(mine: pd.DataFrame, theirs: pd.DataFrame, alpha: float = 0.05) -
 
 
 def _welch(r: pd.Series) -> float:
-    """Welch's two-sided p between two cells from their summary statistics (NaN without two runs each)."""
-    from scipy import stats as sps
-
+    """Welch's p between two cells of the summary tables, from their means, SDs and counts."""
     n1, n2 = r["acc_n"], r["acc_n_other"]
-    if markup.missing(n1) or markup.missing(n2) or n1 < 2 or n2 < 2:
+    if markup.missing(n1) or markup.missing(n2):
         return math.nan
-    s1, s2 = float(r["acc_std"]), float(r["acc_std_other"])
-    if s1 == 0 and s2 == 0:  # no spread on either side: any difference is all there is
-        return 0.0 if r["acc_mean"] != r["acc_mean_other"] else 1.0
-    return float(sps.ttest_ind_from_stats(r["acc_mean"], s1, n1, r["acc_mean_other"], s2, n2, equal_var=False).pvalue)
+    return welch_p(r["acc_mean"], float(r["acc_std"]), n1, r["acc_mean_other"], float(r["acc_std_other"]), n2)
 
 
 def _moved_cells_view(mine: pd.DataFrame, theirs: pd.DataFrame, name: str, other: str) -> dict[str, Any] | None:

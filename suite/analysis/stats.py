@@ -135,6 +135,16 @@ def welch_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05
     return Difference(diff, float(ci.low), float(ci.high), float(res.pvalue), "Welch t", 0, se, float(res.df))
 
 
+def welch_p(mean1: float, sd1: float, n1: float, mean2: float, sd2: float, n2: float) -> float:
+    """Welch's two-sided p from two groups' summary statistics (scipy's ``ttest_ind_from_stats``): nan
+    without two observations in each; with no spread on either side, 0 for any difference, else 1."""
+    if n1 < 2 or n2 < 2:
+        return math.nan
+    if sd1 == 0 and sd2 == 0:
+        return 0.0 if mean1 != mean2 else 1.0
+    return float(sps.ttest_ind_from_stats(mean1, sd1, n1, mean2, sd2, n2, equal_var=False).pvalue)
+
+
 # ----------------------------------------------------------------------------- power
 
 

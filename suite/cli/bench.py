@@ -23,7 +23,7 @@ from suite.models.flops import train_step_flops
 
 # Per-device defaults. CPU: about a minute on 2 cores (docs/benchmark.md), single-threaded because
 # on a shared machine a second thread stalls at every op's barrier whenever a neighbour holds its
-# core, which adds noise in proportion to the op count (up to 100x per step, measured), not cost.
+# core, which adds noise in proportion to the op count, not cost (docs/benchmark.md).
 # CUDA: a ViT-S/16 training batch, and enough steps per visit to dwarf the event overhead; the
 # reference matmul large enough to reach the GPU's peak (a 1024^3 one is bound by its launch on an H200).
 DEVICE_DEFAULTS = {

@@ -19,8 +19,8 @@ from suite.cli.checks import fail, file_and_overrides, writable_dir
 
 
 # What `suite train` alone trains: a first run sized for a CPU. LayerScale (CaiT's init) at depth 12 on the
-# embedded MNIST-5k, 200 steps, one CPU thread (torch's threads spin-wait for each other on a busy machine:
-# 2 threads took 3-8x longer than 1 on this project's shared 2-core machine). docs/training.md has its time.
+# embedded MNIST-5k, 200 steps, one CPU thread (torch's threads spin-wait for each other on a busy machine;
+# docs/training.md has its time and why).
 DEMO = ("model.residual=layerscale", "model.depth=12", "train.steps=200", "train.threads=1")
 DEMO_TIME = "about 1.5 minutes on 2 busy CPU cores (93 s: results/reference/train_demo.txt)"
 

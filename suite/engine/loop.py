@@ -65,11 +65,23 @@ def train(
     extra: dict[str, Any] | None = None,
     on_step: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Train one ViT into ``out_dir`` (``config.yaml``, ``metrics.jsonl``, ``summary.json``), resuming from a
-    ``checkpoint.pt`` there, and return the summary. ``progress``: a tqdm bar (None: when stderr is a
-    terminal); ``extra``: top-level summary keys (the sweep's ``ablation``, ``variant``); ``on_step(step)``
-    runs after each optimizer step and may raise :class:`StopRun` to end the run unfinished. Raises
-    :class:`~suite.store.DiskFull` when the disk fills: no summary (the run is run again), the checkpoint kept."""
+    """Train one ViT and write ``config.yaml``, ``metrics.jsonl`` and ``summary.json`` to ``out_dir``.
+
+    Args:
+        cfg: the resolved run config (validated).
+        out_dir: the run folder; a ``checkpoint.pt`` there (from a killed run) is resumed from.
+        progress: show a tqdm bar; ``None`` = only when stderr is a terminal.
+        extra: top-level keys added to the summary (the sweep adds ``ablation``, ``variant``).
+        on_step: called after every optimizer step with the step number (tests inject faults here);
+            it may raise :class:`StopRun` to end the run unfinished (a preempted sweep worker).
+
+    Returns:
+        The summary dict (also written atomically to ``out_dir/summary.json``).
+
+    Raises:
+        DiskFull: the disk filled up. The run then has no summary (it is run again next time) and
+            keeps its checkpoint.
+    """
     with RunFolder(cfg, out_dir, extra) as run:
         cfg, _ = run.start(cfg)
         training = Training(cfg, run)
