@@ -92,7 +92,8 @@ def analyze(
                 doc = paper.document(fmt, kind, result.title, frame, result.keys, result.baseline, result.intro)
                 written.append(markup.write_text(doc, table_dir / f"{kind.name}.{fmt}"))
     if not result.propagation:
-        written.append(markup.write_text(findings_text.findings(result), root / "findings.md"))
+        tables = [p for p in written if p.parent == table_dir]
+        written.append(markup.write_text(findings_text.findings(result, tables), root / "findings.md"))
     n_error = sum(r["status"] == "error" for r in result.runs)
     if not figures or n_error == len(result.runs):
         if figures:

@@ -16,6 +16,7 @@ interval printed next to a p-value is always the one that agrees with it.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
@@ -23,7 +24,7 @@ from suite.analysis import crossfit
 from suite.grouping import DEPTH, LR, sections, section_keys, sort_value, variant_order
 from suite.analysis.markup import fmt_rate, fmt_value
 from suite.analysis.primary import Answer
-from suite.analysis.products import FINDINGS, Analysis, FindingsSection
+from suite.analysis.products import FINDINGS, TABLES, Analysis, FindingsSection
 from suite.analysis.primary_text import paragraph, verdict_table
 from suite.analysis.stats import fisher_min_p
 from suite.analysis.survival import first_eval_line, uninformative
@@ -260,13 +261,25 @@ def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[
     return lines[:4] + ([summary, ""] if summary else []) + lines[4:]
 
 
-def findings(analysis: Analysis) -> str:
-    """The text of ``findings.md`` (Markdown; deterministic, like the tables): a title, then each of
-    the :func:`parts` in order."""
+def findings(analysis: Analysis, tables: list[Path] | tuple = ()) -> str:
+    """The text of ``findings.md`` (Markdown; deterministic, like the tables): a title, each of the
+    :func:`parts` in order, then :func:`table_index` of the ``tables`` files the analysis wrote."""
     lines = [f"# Findings: {analysis.title}", ""]
     for _, part in parts(analysis):
         lines += part
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join(lines + table_index(tables)).rstrip() + "\n"
+
+
+def table_index(tables: list[Path] | tuple) -> list[str]:
+    """Each table written (files under ``tables/``), in the order of :data:`suite.analysis.products.TABLES`,
+    linked with its title and caption: its Markdown file, else its CSV, else its LaTeX."""
+    names = {(f.stem, f.suffix[1:]) for f in tables}
+    lines = []
+    for kind in TABLES.values():
+        fmt = next((x for x in ("md", "csv", "tex") if (kind.name, x) in names), None)
+        if fmt:
+            lines.append(f"- [{kind.title}](tables/{kind.name}.{fmt}): {kind.caption}.")
+    return ["## Tables", "", *lines, ""] if lines else []
 
 
 def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:

@@ -29,12 +29,6 @@ BOOTSTRAP_RESAMPLES = 10_000
 FISHER_TIE_TOL = 1e-7  # relative tolerance for "as or less likely" tables (R uses the same)
 
 
-@functools.lru_cache(maxsize=256)
-def _z(alpha: float) -> float:
-    """The two-sided normal quantile ``z(1 - alpha/2)``, cached (scipy's quantiles are slow to call)."""
-    return float(sps.norm.isf(alpha / 2))
-
-
 @functools.lru_cache(maxsize=4096)
 def t_quantile(alpha: float, df: float) -> float:
     """The two-sided Student-t quantile ``t(1 - alpha/2, df)``, cached (tables and simulations ask for the

@@ -237,7 +237,8 @@ def test_a_damaged_or_missing_analysis_json_is_one_line_exit_2(analysed, tmp_pat
 
 
 def test_a_registered_table_is_written_rendered_and_linked_with_no_other_change(analysed, tmp_path, monkeypatch):
-    """A new table kind is one registry entry and its builder: analyze writes its files and the report shows it."""
+    """A new table kind is one registry entry and its builder: analyze writes its files, the report shows it and
+    findings.md links it."""
     from suite.analysis import products
     from suite.analysis.markup import Table
 
@@ -253,3 +254,4 @@ def test_a_registered_table_is_written_rendered_and_linked_with_no_other_change(
     assert {p.name for p in (root / "tables").glob("dummy.*")} == {"dummy.md", "dummy.tex", "dummy.csv"}
     page = write_report(root).read_text()
     assert 'id="tab-dummy"' in page and "Runs per scheme (a dummy)" in page and "counted from the summary" in page
+    assert "tables/dummy.md" in (root / "findings.md").read_text()
