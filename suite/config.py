@@ -685,8 +685,8 @@ BF16_MIN_WIDTH = 128
 def resolve_precision(cfg: RunConfig, device_type: str) -> RunConfig:
     """``train.precision: auto`` made concrete for ``device_type`` (``cuda`` or ``cpu``): on CUDA bf16 from
     width :data:`BF16_MIN_WIDTH`, tf32 below, fp32 elsewhere (docs/training.md). The run id hashes the
-    result, so a GPU result is never pooled with the CPU one. Returns ``cfg`` itself when its precision is
-    explicit, else a copy.
+    result, so a GPU result is never pooled with the CPU one. An explicit ``fp32`` is IEEE fp32 on every device.
+    Returns ``cfg`` itself when its precision is explicit, else a copy.
 
     Raises:
         ConfigError: ``fp16`` or ``tf32`` on a device without them (:data:`FP16_DEVICES`).

@@ -124,10 +124,11 @@ def frontier(lrs: Sequence[float], not_ok: Sequence[int], alpha: float = 0.05) -
 def curves_differ(lrs_a: Sequence[float], bad_a: Sequence[int], lrs_b: Sequence[float],
                   bad_b: Sequence[int]) -> float:
     """p of the Wald test that two cells' dose-response curves are the same (group and group x log-rate
-    terms of a joint Firth fit, 2 df); nan when there is nothing to compare (no run not ok, or every one)."""
+    terms of a joint Firth fit, 2 df); nan when there is nothing to compare (no run not ok, or every one,
+    or a cell with fewer than two rates, whose slope the fit cannot tell from its group term)."""
     xa, xb = np.log10(np.asarray(lrs_a, float)), np.log10(np.asarray(lrs_b, float))
     y = np.r_[np.asarray(bad_a, float), np.asarray(bad_b, float)]
-    if y.size == 0 or not y.any() or y.all() or np.unique(np.r_[xa, xb]).size < 2:
+    if y.size == 0 or not y.any() or y.all() or np.unique(xa).size < 2 or np.unique(xb).size < 2:
         return math.nan
     x = np.r_[xa, xb]
     g = np.r_[np.ones(xa.size), np.zeros(xb.size)]

@@ -5,7 +5,7 @@ where that group does not exist the tests are ``nan`` and the tables say so. Run
 ``error`` are left out of everything (``n`` counts the other runs) and counted in ``n_error``. The
 score is :func:`suite.results.score` (``acc_*``); survivors' accuracy stays as ``ok_acc_*``.
 Every test here is exploratory: Bonferroni over the groups of a table section, with simultaneous
-intervals that agree with it (:func:`suite.grouping.adjust_family`). A score comparison with
+intervals that agree with it (:func:`suite.analysis.stats.adjust_family`). A score comparison with
 fewer than :data:`suite.analysis.pooled.MIN_SEEDS` seed pairs, every run of both arms ok, takes its SD
 pooled over the section's arms whose runs are all ok (:mod:`suite.analysis.pooled`) instead of its own
 from one or two degrees of freedom (a comparison with a run at chance keeps its own: the spread of a

@@ -25,9 +25,10 @@ def crop_flip_draws(gens: list[torch.Generator], b: int, padding: int = CROP_PAD
 
 
 def crop_flip(x: Tensor, offsets: Tensor, flip: Tensor, padding: int = CROP_PADDING) -> Tensor:
-    """Per-sample crop of (B, C, H, W) images from a zero-padded copy (black, as torchvision's RandomCrop
+    """Per-sample crop of (B, C, H, W) uint8 images from a zero-padded copy (black, as torchvision's RandomCrop
     before normalisation), then a horizontal flip where ``flip`` (B,) says; ``offsets`` (B, 2) are the
-    crops' (row, column) in the padded image. One gather instead of a loop over samples."""
+    crops' (row, column) in the padded image, both on ``x``'s device. Returns the same dtype and device.
+    One gather instead of a loop over samples."""
     b, c, h, w = x.shape
     padded = F.pad(x, (padding, padding, padding, padding))  # (B, C, H+2p, W+2p)
     ar_h = torch.arange(h, device=x.device)

@@ -111,7 +111,7 @@ def stacked_adamw_(flat: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor
     Per member its own ``lr`` ``[N]`` and ``weight_decay`` ``[N, 1]``; per parameter the policy of
     :func:`build_optimizer` as ``[P]`` columns (``decay`` 1.0 where a parameter decays, ``lr_scale``). A
     member whose ``keep`` ``[N]`` is false neither moves nor updates its moments, and its ``grad`` row is
-    zeroed (it may be non-finite). ``step`` ``[]`` counts from 1. Every other operand is ``[N, 1]`` or
+    zeroed (it may be non-finite); ``grad`` is already clipped. ``step`` ``[]`` counts from 1. Every other operand is ``[N, 1]`` or
     ``[P]``: eager, the update allocates two ``[N, P]`` temporaries; compiled (:mod:`suite.engine.packstep`),
     none.
     """

@@ -88,8 +88,10 @@ def edge_cells(out: Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
         if found is None or not found[2] or found[1] <= chance_level + 1e-9:
             continue
         best, _, side = found
-        where = {k: _plain(v) for k, v in zip(rest, group[1:])}
+        where = {k: _plain(arm[0].get(k)) for k in rest}
         rates = sorted({float(r[LR]) for r in arm if r["status"] != "error"})
+        if len(rates) < 2:  # its other rates only errored: nothing to step past (--retry-errors runs them)
+            continue
         cells.append({"variant": group[0], "keys": where, "lr": best, "side": side, "new": past_edge(rates, side)})
     return cells
 

@@ -173,7 +173,8 @@ class SlurmBackend(Backend):
 
 def _jobs_ignore_ctrl_c(local: bool) -> contextlib.AbstractContextManager[bool]:
     """Start the local executor's jobs with SIGINT ignored (inherited down to the workers), so a terminal's
-    Ctrl-C, which reaches our whole process group, leaves them running as a cluster's jobs would."""
+    Ctrl-C, which reaches our whole process group, leaves them running as a cluster's jobs would. Stop a
+    job with ``kill PID`` (SIGTERM)."""
     return signal_handlers({signal.SIGINT: signal.SIG_IGN} if local else {})
 
 

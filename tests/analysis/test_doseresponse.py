@@ -52,6 +52,8 @@ def test_curves_differ_tests_the_group_terms():
     apart = curves_differ(rates, [0] * 4 + [1] * 4 + [1] * 4, rates, [0] * 4 + [0] * 4 + [0, 0, 0, 1])
     assert same > 0.5 and apart < same
     assert math.isnan(curves_differ(rates, [0] * 12, rates, [0] * 12))
+    # a cell left with one rate (its others only errored): its slope cannot be told from its group term
+    assert math.isnan(curves_differ([2e-4], [0], [1e-4, 2e-4, 2e-4, 8e-4], [0, 0, 1, 1]))
 
 
 # ----------------------------------------------------------------------------- relative potency

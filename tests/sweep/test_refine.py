@@ -46,6 +46,16 @@ def test_edge_cells_are_those_whose_best_rate_is_at_an_edge_and_above_chance(tmp
     assert cells["preln"]["keys"] == {"model.depth": 6}
 
 
+def test_an_arm_whose_other_rates_only_errored_has_no_edge_to_step_past(tmp_path):
+    for seed in range(3):
+        for lr, acc in ((1e-3, 0.5), (2e-3, 0.7), (4e-3, 0.6)):
+            write_run(tmp_path, "preln", 6, seed, lr=lr, acc=acc)
+        write_run(tmp_path, "layerscale", 6, seed, lr=1e-3, acc=0.5)
+        for lr in (2e-3, 4e-3):
+            write_run(tmp_path, "layerscale", 6, seed, lr=lr, status="error", acc=None)
+    assert edge_cells(tmp_path) == []
+
+
 BASE = copy.deepcopy(API_TINY["base"])  # the notebook test's runs, with enough data and steps to learn
 BASE["data"].update(synthetic_train=128, synthetic_test=64)
 BASE["train"].update(steps=12, batch_size=32, warmup_steps=2, log_every=4)

@@ -497,7 +497,7 @@ def test_sigterm_to_the_whole_group_checkpoints_the_run_in_flight_and_the_next_r
     """Slurm's time limit and `timeout` signal the whole process group: the fork server died of it and took
     its workers with it (their parent-death signal), so the run in flight left no checkpoint."""
     ablation = tmp_path / "long.yaml"
-    ablation.write_text(SMOKE.read_text().replace("steps: 30", "steps: 600").replace("model.depth: [1, 2]",
+    ablation.write_text(SMOKE.read_text().replace("steps: 30", "steps: 1200").replace("model.depth: [1, 2]",
                                                                                       "model.depth: [1]")
                         .replace("seeds: 2", "seeds: 1"))
     out = tmp_path / "out"
