@@ -10,7 +10,7 @@ import math
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -371,9 +371,21 @@ def score(run: dict[str, Any], split: str = "test") -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-def best_rate(runs: list[dict[str, Any]], split: str, key: str = "train.lr") -> tuple[float, float, str] | None:
-    """An arm's best learning rate: the one whose runs' mean ``split`` score is highest (ties: the smaller),
-    that mean, and ``"lowest"`` / ``"highest"`` when it is an edge of the rates the arm ran (else ``""``).
+class BestRate(NamedTuple):
+    """An arm's best learning rate (:func:`best_rate`)."""
+
+    rate: float
+    mean: float  # the mean score there
+    edge: str  # "lowest" / "highest" when it is an edge of the rates the arm ran, else ""
+    chance: float  # the arm's chance score (0 when its runs do not say)
+
+    @property
+    def above_chance(self) -> bool:
+        return self.mean > self.chance + 1e-9
+
+
+def best_rate(runs: list[dict[str, Any]], split: str, key: str = "train.lr") -> BestRate | None:
+    """An arm's best learning rate: the one whose runs' mean ``split`` score is highest (ties: the smaller).
     None when no run scores. The one rule for the tables (:mod:`suite.analysis.lr`) and ``--refine``."""
     by_rate: dict[float, list[float]] = {}
     for r in runs:
@@ -386,4 +398,4 @@ def best_rate(runs: list[dict[str, Any]], split: str, key: str = "train.lr") -> 
     best = min(lr for lr, m in means.items() if m == top)
     rates = sorted(by_rate)
     edge = "" if len(rates) < 2 else "lowest" if best == rates[0] else "highest" if best == rates[-1] else ""
-    return best, top, edge
+    return BestRate(best, top, edge, next((c for c in map(chance, runs) if c is not None), 0.0))

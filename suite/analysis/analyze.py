@@ -20,8 +20,7 @@ import pandas as pd
 
 from suite import store
 from suite.analysis import coprimary, gamma, markup, primary, products
-from suite.declared import SEQUENTIAL
-from suite.declared import as_list as declared_list
+from suite.declared import SEQUENTIAL, as_list as declared_list
 from suite.analysis import tables as paper
 from suite.grouping import choose_baseline, group_keys
 from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, load_runs

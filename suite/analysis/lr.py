@@ -45,7 +45,6 @@ import pandas as pd
 from suite.analysis import crossfit, doseresponse, pooled, stats
 from suite.grouping import LR, group_of, ordered_groups, sort_value
 from suite.analysis.stats import adjust_family
-from suite.results import chance as chance_of
 from suite.results import best_rate, score, selection_split
 from suite.analysis.summary import compare_accuracy
 
@@ -92,9 +91,8 @@ def lr_cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
     if found is None:
         out.update(best_lr=math.nan, best_lr_at_edge="", val_at_best=math.nan, above_chance=False, _test=[])
         return out
-    best, best_mean, edge = found
-    chance = next((c for c in map(chance_of, runs) if c is not None), 0.0)
-    out["above_chance"] = bool(best_mean > chance + 1e-9)
+    best, best_mean, edge, chance = found
+    out["above_chance"] = found.above_chance
     out["_chance"] = chance
     test = [(r.get("seed"), score(r, "test"), r["status"] == "ok") for r in by_lr[best]]
     test = [(s, x, ok) for s, x, ok in test if x is not None]

@@ -35,7 +35,7 @@ from typing import Any, Callable
 from suite import store
 from suite.config import ConfigError, validate
 from suite.grouping import group_keys, ordered_groups
-from suite.results import best_rate, chance, load_runs, selection_split
+from suite.results import best_rate, load_runs, selection_split
 from suite.sweep.folder import RunnerError
 from suite.sweep.spec import MAX_ROUNDS, Ablation, Run, SpecError, load_ablation
 from suite.sweep.sweep import Report, SweepOptions, run_sweep
@@ -84,10 +84,9 @@ def edge_cells(out: Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
     cells = []
     for group, arm in ordered_groups([r for r in runs if r.get(LR) is not None], ["variant"] + rest, baseline).items():
         found = best_rate(arm, split)
-        chance_level = next((c for c in map(chance, arm) if c is not None), 0.0)
-        if found is None or not found[2] or found[1] <= chance_level + 1e-9:
+        if found is None or not found.edge or not found.above_chance:
             continue
-        best, _, side = found
+        best, side = found.rate, found.edge
         where = {k: _plain(arm[0].get(k)) for k in rest}
         rates = sorted({float(r[LR]) for r in arm if r["status"] != "error"})
         if len(rates) < 2:  # its other rates only errored: nothing to step past (--retry-errors runs them)
