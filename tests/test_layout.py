@@ -99,6 +99,18 @@ def test_no_module_imports_another_modules_private_names():
     assert private == []
 
 
+def test_no_function_imports_a_dotted_module():
+    """``import torch._dynamo`` inside a function makes ``torch`` a local name of the whole function, so a
+    use of ``torch`` above it raises UnboundLocalError, on a path the CPU may never take (the first device
+    check found one in a compiled pack's CUDA branch): write ``from torch import _dynamo``."""
+    scripts = {p.stem: p for p in (ROOT / "scripts").glob("*.py")}
+    found = [f"{m}: {fn.name}: import {a.name}" for m, p in {**MODULES, **scripts}.items()
+             for fn in ast.walk(ast.parse(p.read_text())) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for node in ast.walk(fn) if isinstance(node, ast.Import) for a in node.names
+             if "." in a.name and a.asname is None]
+    assert found == []
+
+
 def test_the_graph_check_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None

@@ -248,8 +248,8 @@ def measure(
 def _raise_recompile_limit() -> None:
     # Every arm compiles the same forward code objects again (other modules, other blocks); past
     # dynamo's per-code recompile limit (8) it would silently run the rest eager.
-    import torch._dynamo
+    from torch import _dynamo
 
     for attr in ("recompile_limit", "cache_size_limit"):
-        if hasattr(torch._dynamo.config, attr):
-            setattr(torch._dynamo.config, attr, max(64, getattr(torch._dynamo.config, attr)))
+        if hasattr(_dynamo.config, attr):
+            setattr(_dynamo.config, attr, max(64, getattr(_dynamo.config, attr)))

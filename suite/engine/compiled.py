@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Hashable, Iterator, TypeVar
 
+import torch
 from torch import nn
 
 MODES = ("default", "reduce-overhead", "max-autotune")
@@ -50,14 +51,14 @@ def reuse(key: Hashable, build: Callable[[], T]) -> T:
 
     ``key`` must name everything the compiled code holds as a constant (for a pack: its config
     without the members' own keys, its size, device and mode)."""
-    import torch._dynamo
+    from torch import _dynamo
 
     if key in _kept:
         return _kept[key]
     _kept.clear()
-    torch._dynamo.reset()
-    torch._dynamo.config.fail_on_recompile_limit_hit = True
-    torch._dynamo.config.recompile_limit = 8
+    _dynamo.reset()
+    _dynamo.config.fail_on_recompile_limit_hit = True
+    _dynamo.config.recompile_limit = 8
     value = _kept[key] = build()
     return value
 
@@ -95,11 +96,11 @@ def compile_for_run(model: nn.Module, mode: str = "default", regional: bool = Tr
         raise ValueError(f"compile mode {mode!r}: expected one of {', '.join(MODES)}")
     if _packing[0]:
         return model
-    import torch._dynamo  # seconds to import: only runs that compile pay for it
+    from torch import _dynamo  # seconds to import: only runs that compile pay for it
 
-    torch._dynamo.reset()
+    _dynamo.reset()
     _kept.clear()  # a pack's kept program is gone with the caches
-    torch._dynamo.config.fail_on_recompile_limit_hit = True
+    _dynamo.config.fail_on_recompile_limit_hit = True
     options = {**options, "mode": None if mode == "default" else mode}
     blocks = getattr(model, "blocks", None)
     if regional and isinstance(blocks, nn.Module) and len(blocks):
@@ -107,10 +108,10 @@ def compile_for_run(model: nn.Module, mode: str = "default", regional: bool = Tr
         # every block has its own rate, so each block compiles once (in training and in eval mode)
         # and compile time grows with depth; without drop path, or with the uniform schedule, all
         # blocks share one graph. Allow that many compilations for this run, and no more.
-        torch._dynamo.config.recompile_limit = max(8, 2 * len(blocks) + 4)
-        torch._dynamo.config.accumulated_recompile_limit = max(256, 4 * len(blocks) + 16)
+        _dynamo.config.recompile_limit = max(8, 2 * len(blocks) + 4)
+        _dynamo.config.accumulated_recompile_limit = max(256, 4 * len(blocks) + 16)
         for block in blocks:
             block.forward = torch.compile(block.forward, **options)
         return model
-    torch._dynamo.config.recompile_limit = 8  # dynamo's default: a whole model compiles once per mode
+    _dynamo.config.recompile_limit = 8  # dynamo's default: a whole model compiles once per mode
     return torch.compile(model, **options)

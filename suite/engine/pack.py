@@ -185,7 +185,7 @@ class Pack:
 
     def forward(self, x: torch.Tensor, shared_input: bool = False) -> torch.Tensor:
         """Logits ``[N, B, classes]`` of every member on its own ``x[i]`` (or all on one ``x``)."""
-        with attention(self.device.type):
+        with attention():
             return packstep.forward(self.spec, self.leaves, self.buffers, x, shared_input)
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -210,7 +210,7 @@ class Pack:
         computed at the first member's request."""
         step = self.step_count  # the pack's step: a member that diverged went back to its step
         if self._probed is None or self._probed[0] != step:
-            with attention(self.device.type):
+            with attention():
                 self._probed = (step, probe_stacked(self.base, self.leaves, self.buffers, self.x))
         return self._probed[1]
 

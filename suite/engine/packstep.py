@@ -131,10 +131,12 @@ def forward(spec: StepSpec, params: dict[str, torch.Tensor], buffers: dict[str, 
         return vmap(one, in_dims=(0, 0, None if shared_input else 0), randomness="error")(params, buffers, x)
 
 
-def attention(device_type: str) -> contextlib.AbstractContextManager:
-    """torch has no vmap rule for the CPU's fused attention (it would loop over the members): on a
-    CPU a pack takes the math attention, which vmaps into batched matmuls."""
-    return sdpa_kernel(SDPBackend.MATH) if device_type == "cpu" else contextlib.nullcontext()
+def attention() -> contextlib.AbstractContextManager:
+    """A pack takes the math attention, which vmaps into batched matmuls, on every device: torch has no vmap
+    rule for the CPU's fused attention (it would loop over the members), and on CUDA the memory-efficient
+    kernel's backward refuses the vmapped log-sum-exp's strides ("LSE is not correctly aligned (strideH)",
+    H200, torch 2.11: the first device check)."""
+    return sdpa_kernel(SDPBackend.MATH)
 
 
 def make_step(spec: StepSpec) -> Callable[..., None]:
@@ -204,7 +206,6 @@ class Program:
         step = make_step(self.spec)
         if mode is None:
             return step
-        import torch._dynamo  # noqa: F401  (seconds to import: only compiled packs pay for it)
 
         options: dict[str, Any] = {"fullgraph": True, "dynamic": False, **self.options}
         if mode in CUDA_GRAPH_MODES:
@@ -222,7 +223,7 @@ class Program:
 
     def __call__(self, state: PackState, x: torch.Tensor, y: torch.Tensor) -> None:
         self.calls += 1
-        with attention(self.spec.device_type):
+        with attention():
             if self.uses_cuda_graphs() and self.spec.device_type == "cuda":
                 torch.compiler.cudagraph_mark_step_begin()  # a new step: no output of the last one is kept
             if not self.uses_cuda_graphs() or self.calls > 3:  # cudagraph trees warm up, then record
@@ -235,9 +236,7 @@ class Program:
                 reason = _first_line(err)
             self.warn(f"pack: the compiled step runs without CUDA graphs ({reason}); its host time per step "
                       f"is that of the compiled graph's kernel launches")
-            import torch._dynamo
-
-            torch._dynamo.reset()
+            torch._dynamo.reset()  # torch.compile imported it
             self.mode = NO_CUDA_GRAPHS[self.mode]
             self.fn = self._build(self.mode)
             return self.fn(*state.args(), x, y)
@@ -276,7 +275,7 @@ def _first_line(err: BaseException) -> str:
 def mark_static(state: PackState) -> None:
     """Tell the compiler that the state's tensors keep their addresses across steps (a CUDA graph then
     updates them in place instead of copying them in and out at every replay)."""
-    import torch._dynamo
+    from torch import _dynamo
 
     for t in state.tensors():
-        torch._dynamo.mark_static_address(t)
+        _dynamo.mark_static_address(t)

@@ -22,6 +22,7 @@ import ctypes
 import multiprocessing
 import multiprocessing.forkserver
 import multiprocessing.reduction
+import multiprocessing.resource_tracker
 import os
 import signal
 import sys
@@ -99,7 +100,6 @@ def _start_server() -> None:
     Ctrl-C reaches the whole process group, and the server, importing torch for seconds before it ignores
     SIGINT itself, would die of it. A SIGINT is not lost: blocked here, it may go to another thread
     (torch's pool), where it is only recorded, then raised again here once the server is started."""
-    import multiprocessing.resource_tracker
 
     multiprocessing.resource_tracker.ensure_running()  # first: it unblocks SIGINT when it has started its own
     if not hasattr(signal, "pthread_sigmask"):

@@ -71,7 +71,7 @@ def test_the_packed_step_is_one_graph_with_no_breaks(tmp_path, precision):
     """Forward, loss, backward, clipping, the step log, the skip mask and the AdamW update: one graph."""
     pack = make_pack(tmp_path, **{"train.precision": precision, "train.grad_clip": 1.0})
     x, y = next(batches(pack))
-    with attention("cpu"):
+    with attention():
         explained = torch._dynamo.explain(make_step(pack.spec))(*pack.state.args(), x, y)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
 
