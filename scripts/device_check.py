@@ -186,10 +186,10 @@ def main(argv: list[str]) -> int:
         runs, wall = check.train(list(range(check.pack)), "pack", width=0)
         eager["runs"] = runs
         per_hour = len(runs) * 3600 / wall
-        problem, same = errors(runs) or None, same_losses(runs, solo.get("runs", []))
+        same = same_losses(runs, solo.get("runs", []))
         row = {"runs_per_hour": round(per_hour), "vs_solo": round(per_hour / solo["per_hour"], 2) if solo else None,
                "vs_solo_loss": same}
-        problem = problem or (f"losses against the solo runs': {same['problem']}" if same["problem"] else None)
+        problem = errors(runs) or (f"losses against the solo runs': {same['problem']}" if same["problem"] else None)
         return problem is None, problem or (f"{len(runs)} runs, {row['runs_per_hour']} runs per hour, "
                                             f"x{row['vs_solo']} solo; losses vs solo {same['line']}"), row
 
