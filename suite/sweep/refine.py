@@ -225,9 +225,9 @@ def run_refine(path: str | Path, out: str | Path | None, options: SweepOptions, 
     ``refine.max_rounds`` rounds.
 
     Returns:
-        The last sweep, and what is left open: a dict per arm still at an edge (``kind`` "edge", as
-        :func:`edge_cells`) or still unbracketed (``kind`` "frontier", as :func:`frontier_arms`), with
-        ``stopped``: why (a limit, or the round limit).
+        Every round's sweep as one (:meth:`Sweep.then`), and what is left open: a dict per arm still at
+        an edge (``kind`` "edge", as :func:`edge_cells`) or still unbracketed (``kind`` "frontier", as
+        :func:`frontier_arms`), with ``stopped``: why (a limit, or the round limit).
     """
     ablation = load_ablation(path, max_runs=options.max_runs, overrides=options.overrides)
     if LR not in ablation.grid:
@@ -263,7 +263,8 @@ def run_refine(path: str | Path, out: str | Path | None, options: SweepOptions, 
             break
         rounds += 1
         ablation = dataclasses.replace(ablation, runs=ablation.runs + extra)
-        sweep = run_sweep(dataclasses.replace(ablation, runs=extra), out, options, report=report, notify=notify)
+        sweep = sweep.then(run_sweep(dataclasses.replace(ablation, runs=extra), out, options, report=report,
+                                     notify=notify))
     if sweep.stopped:
         return sweep, []
     return sweep, _report_open(load_runs(out), stops, rounds, limit, notify)

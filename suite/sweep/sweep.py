@@ -54,6 +54,12 @@ class Sweep:
         counts.update(s.get("status") or "error" for s in [*self.done.values(), *self.results.values()])
         return counts
 
+    def then(self, later: "Sweep") -> "Sweep":
+        """This sweep and ``later`` (another round into the same folder, e.g. --refine's) as one: what
+        `suite run` counts in its last line."""
+        return dataclasses.replace(later, runs=self.runs + later.runs, todo=self.todo + later.todo,
+                                   done={**self.done, **later.done}, results={**self.results, **later.results})
+
 
 Report = Callable[[Sweep, Run, dict], None]
 

@@ -7,7 +7,6 @@ import copy
 import json
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -17,7 +16,7 @@ from suite.results import load_runs
 from suite.sweep import refine
 from suite.sweep.refine import MAX_ROUNDS, edge_cells, frontier_arms, past_edge, plan_round, run_refine
 from suite.sweep.spec import Refine, SpecError, load_ablation
-from suite.sweep.sweep import SweepOptions
+from suite.sweep.sweep import Sweep, SweepOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
 from test_analyze import write_run  # noqa: E402
@@ -143,16 +142,16 @@ def simulated(outcome, trained: list):
     from suite.config import validate
 
     def run_sweep(ablation, out, options=None, report=None, notify=None):
-        out = Path(out)
+        out, results = Path(out), {}
         for run in ablation.runs:
             validate(run.cfg)  # nothing invalid ever trains
             trained.append(run.cfg.train.lr)
             status, acc = outcome(run.cfg.train.lr, run.seed)
             folder = write_run(out / run.run_id, run.variant, run.cfg.model.depth, run.seed, status=status, acc=acc,
                                lr=run.cfg.train.lr, ablation=ablation.name)
-            summary = json.loads((folder / "summary.json").read_text())
-            (folder / "summary.json").write_text(json.dumps({**summary, "run_id": run.run_id}))
-        return SimpleNamespace(out=out, stopped=None)
+            results[run.run_id] = {**json.loads((folder / "summary.json").read_text()), "run_id": run.run_id}
+            (folder / "summary.json").write_text(json.dumps(results[run.run_id]))
+        return Sweep(ablation.name, out, ablation, list(ablation.runs), list(ablation.runs), {}, {}, results)
 
     return run_sweep
 
@@ -189,6 +188,18 @@ def test_a_rate_that_makes_an_invalid_config_is_never_added(tmp_path, monkeypatc
     assert [c["kind"] for c in left] == ["edge"] and "not a valid run" in left[0]["stopped"]
     assert lines[1].startswith("refine: preln model.depth=2: best rate 0.003 is still at an edge")
     assert len(lines) == 2  # the refusal once, then what is left open; 30.0 above max_lr 1.0 is the grid's own
+
+
+def test_the_sweep_it_returns_counts_every_round(tmp_path, monkeypatch):
+    """`suite run --refine`'s last line counts the returned sweep: every round's runs, not the last round's."""
+    def outcome(lr, seed):  # best at 4e-3; at 8e-3 seed 0 diverges: three rounds after the first sweep's 4 runs
+        return ("diverged", None) if lr > 6e-3 and seed == 0 else ("ok", {1e-3: 0.5, 2e-3: 0.6, 4e-3: 0.7}.get(lr, 0.6))
+
+    trained: list[float] = []
+    monkeypatch.setattr(refine, "run_sweep", simulated(outcome, trained))
+    sweep, _ = run_refine(refine_file(tmp_path, [1e-3, 2e-3]), tmp_path / "out", SweepOptions())
+    assert len(sweep.runs) == len(sweep.todo) == len(sweep.results) == len(trained) == 8
+    assert sweep.counts()["diverged"] == 1 and sweep.counts()["ok"] == 7
 
 
 def test_refine_grows_an_arm_until_half_its_seeds_fail_and_says_why(tmp_path, monkeypatch):
