@@ -236,7 +236,9 @@ class Program:
                 reason = _first_line(err)
             self.warn(f"pack: the compiled step runs without CUDA graphs ({reason}); its host time per step "
                       f"is that of the compiled graph's kernel launches")
-            torch._dynamo.reset()  # torch.compile imported it
+            from torch import _dynamo
+
+            _dynamo.reset()
             self.mode = NO_CUDA_GRAPHS[self.mode]
             self.fn = self._build(self.mode)
             return self.fn(*state.args(), x, y)
