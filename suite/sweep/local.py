@@ -7,9 +7,10 @@ later one, unless the suite's source changed in between (then a new server impor
 starts, not as they were when the server started. Elsewhere workers are spawned.
 
 Workers and the fork server ignore SIGINT (Ctrl-C reaches the whole process group; the parent
-decides how to stop) and die with the parent, even on SIGKILL. On Ctrl-C or SIGTERM the parent sends
-each worker SIGTERM: a worker's run checkpoints at its next step and the next ``suite run`` resumes it;
-a Ctrl-C while the workers are still starting stops those already started.
+decides how to stop), the fork server never acts on SIGTERM (a time limit's reaches the whole group: the
+workers handle it), and workers die with the parent, even on SIGKILL. On Ctrl-C or SIGTERM the parent
+sends each worker SIGTERM and waits for it: a worker's run checkpoints at its next step and the next
+``suite run`` resumes it; a Ctrl-C while the workers are still starting stops those already started.
 
 :class:`LocalBackend` owns the local checks: GPUs for ``cuda`` and ``--runs-per-gpu``, and a script
 that calls ``run_sweep`` outside ``if __name__ == "__main__":`` (:mod:`suite.sweep.guard`).
@@ -39,6 +40,7 @@ from suite.sweep.spec import Run
 from suite.sweep.worker import Worker, signal_handlers
 
 DISK_FULL_EXIT = 28  # a worker's exit status when it found no space left (ENOSPC)
+SERVER_BLOCKS = {signal.SIGINT, signal.SIGTERM}  # what the fork server never acts on (_start_server)
 
 
 # What the fork server imports once: torch, the models, the data, the loop, and torch._dynamo, which
@@ -96,9 +98,12 @@ class _Stdio:
 
 
 def _start_server() -> None:
-    """Start the fork server (if it is not running) with SIGINT blocked, which it inherits: a terminal's
-    Ctrl-C reaches the whole process group, and the server, importing torch for seconds before it ignores
-    SIGINT itself, would die of it. A SIGINT is not lost: blocked here, it may go to another thread
+    """Start the fork server (if it is not running) with SIGINT and SIGTERM blocked, which it inherits and
+    keeps: a terminal's Ctrl-C and a time limit's SIGTERM (Slurm's, `timeout`'s) reach the whole process
+    group, and a server that died of either would take its workers with it (their parent-death signal)
+    before their runs checkpoint. The server ends when this process does (its pipe closes). Its workers
+    inherit the mask: each unblocks SIGTERM once its own handler is set (:meth:`Worker._take_signals`), so
+    a signal that came first waits for it. A SIGINT is not lost here: blocked, it may go to another thread
     (torch's pool), where it is only recorded, then raised again here once the server is started."""
 
     multiprocessing.resource_tracker.ensure_running()  # first: it unblocks SIGINT when it has started its own
@@ -106,14 +111,14 @@ def _start_server() -> None:
         multiprocessing.forkserver.ensure_running()
         return
     came: list[int] = []
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SERVER_BLOCKS)
     try:
-        with signal_handlers({signal.SIGINT: lambda signum, frame: came.append(signum)}):
+        with signal_handlers({sig: lambda signum, frame: came.append(signum) for sig in SERVER_BLOCKS}):
             multiprocessing.forkserver.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-    if came:
-        signal.raise_signal(signal.SIGINT)  # to the handler that was there before: KeyboardInterrupt in a sweep
+    for signum in dict.fromkeys(came):
+        signal.raise_signal(signum)  # to the handler that was there before: KeyboardInterrupt in a sweep
 
 
 def source_stamp() -> int:

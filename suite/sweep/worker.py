@@ -32,6 +32,9 @@ from suite.sweep.spec import Run
 WORKERS = "workers"
 # Test hook: the worker that picks up run <run_id> dies with os._exit(3) (worker death across processes).
 CRASH_ENV = "SUITE_TEST_CRASH_RUN"
+# Test hook: after each step the worker sleeps this many seconds before it looks for a stop, so that a
+# signal lands mid-step on any machine (the SIGTERM-to-the-group test must not be won by a fast step).
+SLOW_STEP_ENV = "SUITE_TEST_STEP_SECONDS"
 RESULT_KEYS = ("status", "test_acc", "diverged_step", "diverged_reason", "error", "wall_s", "stream_growth",
                "grad_ratio")
 
@@ -221,6 +224,8 @@ class Worker:
         """After every step of a run: stop it if its claim was lost or the worker is preempted."""
         from suite.engine.lifecycle import StopRun
 
+        if os.environ.get(SLOW_STEP_ENV):
+            time.sleep(float(os.environ[SLOW_STEP_ENV]))
         if self.beat.lost.is_set():
             raise StopRun("claim lost: another worker took this run over", save=False)
         if self._preempted:
@@ -248,6 +253,8 @@ class Worker:
 
         for sig in sigs:
             signal.signal(sig, on_signal)
+        if hasattr(signal, "pthread_sigmask"):  # a local worker starts with SIGTERM blocked (local._start_server)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
         return previous
 
     def _event(self, event: str, runs: list[Run], **fields: Any) -> None:

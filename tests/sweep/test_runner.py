@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +17,7 @@ import pytest
 
 from suite import store
 from suite.cli import main
-from suite.sweep.worker import CRASH_ENV
+from suite.sweep.worker import CRASH_ENV, SLOW_STEP_ENV
 from suite.sweep.plan import resolve_runs
 from suite.sweep.spec import load_ablation
 
@@ -492,39 +492,50 @@ def test_a_sweep_whose_largest_run_cannot_fit_in_memory_is_refused_before_anythi
     assert main(["run", str(SMOKE), "--out", str(out), "--dry-run", *ARGS]) == 0  # a dry run allocates nothing
 
 
-@pytest.mark.skipif(not hasattr(os, "killpg"), reason="signals a process group")
-def test_sigterm_to_the_whole_group_checkpoints_the_run_in_flight_and_the_next_run_resumes_it(tmp_path):
+@pytest.mark.skipif(not hasattr(os, "killpg") or shutil.which("timeout") is None, reason="signals a process group")
+@pytest.mark.parametrize("how, workers", [("killpg", 1), ("timeout", 2)])
+def test_sigterm_to_the_whole_group_checkpoints_every_run_in_flight_and_the_next_run_resumes_it(tmp_path, how, workers):
     """Slurm's time limit and `timeout` signal the whole process group: the fork server died of it and took
-    its workers with it (their parent-death signal), so the run in flight left no checkpoint."""
+    its workers with it (their parent-death signal), so the runs in flight left no checkpoint. Each step
+    lasts 0.3 s (SLOW_STEP_ENV), so the signal lands mid-step on any machine: a fast step cannot win the race.
+    ``timeout``: the signal it sends when its time is up (to the command, then to its own group), sent early."""
     ablation = tmp_path / "long.yaml"
-    ablation.write_text(SMOKE.read_text().replace("steps: 30", "steps: 1200").replace("model.depth: [1, 2]",
+    ablation.write_text(SMOKE.read_text().replace("steps: 30", "steps: 200").replace("model.depth: [1, 2]",
                                                                                       "model.depth: [1]")
-                        .replace("seeds: 2", "seeds: 1"))
+                        .replace("seeds: 2", f"seeds: {workers}"))
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     env.pop(CRASH_ENV, None)
-    proc = subprocess.Popen([sys.executable, "-m", "suite", "run", str(ablation), "--out", str(out), "--workers", "1",
-                             "--only", "variant=preln", *ARGS], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    env[SLOW_STEP_ENV] = "0.3"
+    command = [sys.executable, "-m", "suite", "run", str(ablation), "--out", str(out), "--workers", str(workers),
+               "--only", "variant=preln", *ARGS]
+    proc = subprocess.Popen((["timeout", "600"] if how == "timeout" else []) + command, cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # until the run has logged a few steps
-            logs = list(out.glob("runs/*/metrics.jsonl"))
-            if logs and logs[0].read_text().count('"kind": "train"') >= 3:
+        while time.monotonic() < deadline:  # until every run has logged a few steps
+            logs = sorted(out.glob("runs/*/metrics.jsonl"))
+            if len(logs) == workers and all(p.read_text().count('"kind": "train"') >= 3 for p in logs):
                 break
             time.sleep(0.1)
         else:
-            pytest.fail("the run never started: " + proc.stderr.read())
-        os.killpg(proc.pid, signal.SIGTERM)
+            pytest.fail("the runs never started: " + proc.stderr.read())
+        if how == "timeout":
+            proc.send_signal(signal.SIGTERM)  # timeout passes it on to the command and to its group
+        else:
+            os.killpg(proc.pid, signal.SIGTERM)
         proc.communicate(timeout=120)
-        folder = logs[0].parent
-        assert (folder / "checkpoint.pt").is_file() and not (folder / "summary.json").exists()
+        folders = [p.parent for p in logs]
+        for folder in folders:
+            assert (folder / "checkpoint.pt").is_file() and not (folder / "summary.json").exists()
         events = [json.loads(line) for p in (out / "workers").glob("*.jsonl") for line in p.read_text().splitlines()]
-        assert [e.get("reason") for e in events if e["event"] == "stop"] == ["preempted"]
+        assert [e.get("reason") for e in events if e["event"] == "stop"] == ["preempted"] * workers
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert main(["run", str(ablation), "--out", str(out), "--workers", "1", "--only", "variant=preln", *ARGS]) == 0
-    summary = json.loads((folder / "summary.json").read_text())
-    assert summary["status"] in ("ok", "failed") and summary["resumed_at"] and summary["resumed_at"][0] > 0
+    assert main(["run", str(ablation), "--out", str(out), "--workers", str(workers), "--only", "variant=preln",
+                 *ARGS]) == 0
+    for folder in folders:
+        summary = json.loads((folder / "summary.json").read_text())
+        assert summary["status"] in ("ok", "failed") and summary["resumed_at"] and summary["resumed_at"][0] > 0
