@@ -77,10 +77,9 @@ def analyze(
     table_dir.mkdir(exist_ok=True)
     for kind in products.TABLES.values():
         frame = kind.frame(result)
-        if frame is None or frame.empty:
-            for stale in (table_dir / f"{kind.name}.{fmt}" for fmt in FORMATS):  # an earlier analysis's
-                if stale.is_file() and not stale.is_symlink():
-                    stale.unlink()
+        if frame is None or frame.empty:  # an earlier analysis's files of it are stale
+            _remove_unless_committed(root, [table_dir / f"{kind.name}.{fmt}" for fmt in FORMATS],
+                                     f"this analysis builds no {kind.name} table from the runs here")
             continue
         for fmt in formats:
             if fmt != "csv" and not kind.tables:  # a table too long to typeset (gamma): CSV only
@@ -98,15 +97,16 @@ def analyze(
         if figures:
             warnings.warn("no figures: every run ended in error (runs.csv has each one's error)", AnalysisWarning)
         # an earlier analysis's figures would otherwise pass for this one's (in the report, say)
-        _remove_stale_figures(store.no_link(root / "figures"), [])
+        kept = _remove_stale_figures(root, store.no_link(root / "figures"), [])
     else:
         from suite.analysis import figures as fig  # matplotlib is slow to import: only when drawing
 
         store.no_link(root / "figures")  # refused before drawing, even when no figure applies
         drawn = fig.draw(result)
-        _remove_stale_figures(root / "figures", drawn)
+        kept = _remove_stale_figures(root, root / "figures", drawn)
         written += drawn
-    store.write_json(root / products.MANIFEST, manifest(result, [p for p in written if p.parent.name == "figures"]))
+    shown = [p for p in written if p.parent.name == "figures"] + kept
+    store.write_json(root / products.MANIFEST, manifest(result, shown))
     written.append(root / products.MANIFEST)
     summary = result.summary
     summary.attrs.update(written=[str(p) for p in written], keys=result.keys, baseline=result.baseline,
@@ -141,15 +141,34 @@ def manifest(analysis: products.Analysis, figures: list[Path]) -> dict:
             "tables": tables, "figures": dict(sorted(shown.items()))}
 
 
-def _remove_stale_figures(folder: Path, drawn: list[Path]) -> None:
+def _remove_stale_figures(root: Path, folder: Path, drawn: list[Path]) -> list[Path]:
     """Delete the figures an earlier analysis drew that this one did not (a "vs depth" figure once a
     folder has one depth, a section that is gone), so ``figures/`` and the report show this analysis
-    only. Files no :data:`~suite.analysis.products.FIGURES` kind names are left alone."""
+    only; those committed to git are kept (:func:`_remove_unless_committed`). Files no
+    :data:`~suite.analysis.products.FIGURES` kind names are left alone. Returns the figures kept."""
     keep = {p.name for p in drawn}
-    for path in sorted(folder.glob("*")) if folder.is_dir() and not folder.is_symlink() else []:
-        if (path.suffix in (".png", ".pdf") and path.name not in keep and path.is_file()
-                and products.figure_kind(path.stem, None)[0] is not None):
+    stale = [path for path in (sorted(folder.glob("*")) if folder.is_dir() and not folder.is_symlink() else [])
+             if path.suffix in (".png", ".pdf") and path.name not in keep and path.is_file()
+             and products.figure_kind(path.stem, None)[0] is not None]
+    return _remove_unless_committed(root, stale, "this analysis cannot draw it from the runs here (a figure of "
+                                                 "each run's metrics.jsonl needs the run folders)")
+
+
+def _remove_unless_committed(root: Path, paths: list[Path], why: str) -> list[Path]:
+    """Delete the earlier analysis's outputs in ``paths`` that this one does not rebuild, except those git
+    tracks: a committed output (drawn from run folders that are not committed, say) is kept, with one
+    warning that names it and ``why``. Links and missing files are left alone. Returns the paths kept."""
+    present = [p for p in paths if p.is_file() and not p.is_symlink()]
+    committed = set(_committed(root, [str(p.relative_to(root)) for p in present])) if present else set()
+    kept = [p for p in present if str(p.relative_to(root)) in committed]
+    for path in present:
+        if path not in kept:
             path.unlink()
+    if kept:
+        warnings.warn(f"kept {len(kept)} committed file(s) that this analysis does not rebuild "
+                      f"({', '.join(str(p) for p in kept[:3])}{', ...' if len(kept) > 3 else ''}): {why}; "
+                      f"`git rm` them if they are stale", AnalysisWarning)
+    return kept
 
 
 def study(root: Path, baseline: str | None = None, by: list[str] | None = None, force: bool = False,
@@ -252,7 +271,8 @@ def _check_complete(root: Path, runs: list[dict], force: bool) -> None:
     if have >= len(ids):
         return
     what = f"{have} of {len(ids)} runs have a summary"
-    committed = _committed(root)
+    tracked = _committed(root, list(OUTPUTS))
+    committed = sorted({name for name in OUTPUTS if any(t == name or t.startswith(name + "/") for t in tracked)})
     if committed and not force:
         raise AnalysisError(f"{root}: the sweep is incomplete ({what}) and analysing it would overwrite "
                             f"{', '.join(committed)}, committed to git; finish it (the same `suite run` again) "
@@ -260,14 +280,14 @@ def _check_complete(root: Path, runs: list[dict], force: bool) -> None:
     warnings.warn(f"the sweep is incomplete ({what}): the tables and findings are provisional", AnalysisWarning)
 
 
-def _committed(root: Path) -> list[str]:
-    """Which of the analysis outputs in ``root`` git tracks ([] outside a repository or without git)."""
+def _committed(root: Path, names: list[str]) -> list[str]:
+    """The files under ``names`` (paths relative to ``root``) that git tracks, relative to ``root`` ([] outside
+    a repository or without git)."""
     import subprocess
 
     try:
-        done = subprocess.run(["git", "-C", str(root), "ls-files", "--", *OUTPUTS], capture_output=True, text=True,
-                              timeout=20, check=False)
+        done = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", *names], capture_output=True,
+                              text=True, timeout=20, check=False)
     except (OSError, subprocess.SubprocessError):
         return []
-    tracked = done.stdout.split() if done.returncode == 0 else []
-    return sorted({name for name in OUTPUTS if any(t == name or t.startswith(name + "/") for t in tracked)})
+    return [t for t in done.stdout.split("\0") if t] if done.returncode == 0 else []
