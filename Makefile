@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 # which keeps its module fixtures built once. TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= 2
 
-.PHONY: install test run-ablations tune stability propagate tables bench bench-check device-check device-wheels clean
+.PHONY: install test run-ablations tune deep stability propagate tables bench bench-check device-check device-wheels clean
 
 install: $(STAMP)
 
@@ -69,6 +69,13 @@ stability: install
 	$(BIN)/suite run ablations/stability.yaml --out results/stability --workers $(WORKERS)
 	$(BIN)/suite analyze results/stability
 	$(BIN)/suite report results/stability
+
+# The main comparison at depth 192 against 48, same seeds, rates registered beforehand (ablations/deep.yaml,
+# results/deep; its chance of deciding, simulated before the runs: results/deep/power.md). About an hour on 2 cores.
+deep: install
+	$(BIN)/suite run ablations/deep.yaml --out results/deep --workers $(WORKERS)
+	$(BIN)/suite analyze results/deep
+	$(BIN)/suite report results/deep
 
 # Signal propagation to depth 1000 (ablations/propagation.yaml), then its tables and figures.
 propagate: install

@@ -1,0 +1,58 @@
+"""The chance that the deep study (ablations/deep.yaml) decides its two questions, before its runs.
+
+    python scripts/deep_power.py [results/default] > results/deep/power.md
+
+From the gain the main job confirmed at depth 48 (its per-seed LayerScale - Pre-LN differences, with their
+uncertainty: suite.analysis.assurance), for a range of gains at depth 192 (a share of the confirmed one)
+and per-seed SDs there (a multiple of the confirmed one): the share of simulated studies on n seeds that
+Holm decides (a) the gain at 192 and (b) its change from depth 48.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from suite.analysis.assurance import Evidence, change_assurance
+from suite.results import AnalysisWarning, load_runs, score
+
+SCHEME, BASELINE, DEPTH, SEEDS = "layerscale-cait", "preln", 48, (6, 8, 10)
+GAINS, SDS = (1.0, 0.72, 0.5), (1.0, 1.5, 2.0)
+PLANNED = (0.5, 1.5, 8)  # the gain's share, the SD's multiple and the seeds ablations/deep.yaml plans for
+
+
+def gains(root: Path) -> np.ndarray:
+    """Per seed, LayerScale's test score minus Pre-LN's at depth 48, in points."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AnalysisWarning)
+        runs = load_runs(root, from_csv=True)
+    cell = {(r["variant"], r["seed"]): score(r) for r in runs if r["model.depth"] == DEPTH}
+    seeds = sorted({s for v, s in cell if v == SCHEME} & {s for v, s in cell if v == BASELINE})
+    return np.array([100 * (cell[SCHEME, s] - cell[BASELINE, s]) for s in seeds])
+
+
+def main(root: Path) -> None:
+    g = gains(root)
+    base = Evidence.of(g)
+    print(f"# Chance that the deep study decides its questions, simulated before its runs from {root}\n")
+    print(f"The gain confirmed at depth {DEPTH}: {base.mean:+.1f} points, per-seed SD {base.sd:.1f}, {base.n} seeds. "
+          f"Each row draws the true gain at depth {DEPTH} and its SD from that evidence (assurance, 20,000 studies), "
+          f"the gain at 192 as a share of it and the SD there as a multiple; Holm over (a) the gain at 192 and "
+          f"(b) its change from {DEPTH} (a true null when the share is 100%). Planned for: share "
+          f"{PLANNED[0]:.0%}, SD x{PLANNED[1]:g}, {PLANNED[2]} seeds.\n")
+    print("| gain at 192 | SD at 192 | " + " | ".join(f"(a), (b) at {n} seeds" for n in SEEDS) + " |")
+    print("|--:|--:|" + "--:|" * len(SEEDS))
+    for share in GAINS:
+        for sd in SDS:
+            cells = []
+            for n in SEEDS:
+                a, b = change_assurance(base, share, sd, n)
+                cells.append(f"{100 * a:.0f}%, {100 * b:.0f}%")
+            print(f"| {share:.0%} ({share * base.mean:+.1f}) | x{sd:g} ({sd * base.sd:.1f}) | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "results/default"))

@@ -1,0 +1,95 @@
+"""The honest chance that a rerun decides a declared question: assurance, not power at a point estimate.
+
+Power at an estimate takes the estimate as the truth; a 2-seed tuning gap or a barely significant
+confirmation then promises far more than a rerun delivers. Assurance (O'Hagan, Stevens & Campbell 2005)
+averages the power over what the evidence allows: each simulated study first draws a true mean
+difference and a true per-seed SD from the confirmation's own per-seed differences (the t and chi-square
+posteriors of a normal sample under the reference prior), then draws ``n`` fresh seeds and makes the
+paired t the analysis makes; a family is decided by Holm, as ``suite analyze`` decides co-primary
+questions. The method and its figures: docs/statistics.md#the-honest-chance-of-a-rerun.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a confirmation found for one paired question: the per-seed differences' mean, SD and count.
+    ``scale`` multiplies the mean (0.5: plan for half the effect), ``sd_scale`` the SD."""
+
+    mean: float
+    sd: float
+    n: int
+    scale: float = 1.0
+    sd_scale: float = 1.0
+
+    @classmethod
+    def of(cls, diffs: Sequence[float], scale: float = 1.0, sd_scale: float = 1.0) -> "Evidence":
+        x = np.asarray(diffs, float)
+        x = x[np.isfinite(x)]
+        if x.size < 2:
+            raise ValueError(f"assurance needs at least 2 per-seed differences, got {x.size}")
+        return cls(float(x.mean()), float(x.std(ddof=1)), int(x.size), scale, sd_scale)
+
+    def draw(self, sims: int, rng: np.random.Generator, uncertain: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """(true mean, true SD) per simulated study, each (sims,): fixed at the estimate, or drawn from the
+        posterior (SD: s * sqrt(df / chi2_df); mean: the estimate + that SD / sqrt(n) * a standard normal)."""
+        if not uncertain:
+            return np.full(sims, self.scale * self.mean), np.full(sims, self.sd_scale * self.sd)
+        df = self.n - 1
+        sd = self.sd * np.sqrt(df / rng.chisquare(df, sims))
+        mean = self.mean + sd / np.sqrt(self.n) * rng.standard_normal(sims)
+        return self.scale * mean, self.sd_scale * sd
+
+
+def paired_p(x: np.ndarray) -> np.ndarray:
+    """Two-sided paired-t p-value of each row of ``x`` (studies x seeds)."""
+    n = x.shape[1]
+    t = x.mean(1) / (x.std(1, ddof=1) / np.sqrt(n))
+    return 2 * sps.t.sf(np.abs(t), n - 1)
+
+
+def holm_decided(p: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
+    """Which questions Holm decides in each simulated study: ``p`` is (studies x questions), the result
+    a boolean array of the same shape (the j-th smallest p at alpha / (m - j), stopping at the first miss)."""
+    m = p.shape[1]
+    order = np.argsort(p, axis=1, kind="stable")
+    ranked = np.take_along_axis(p, order, axis=1)
+    passes = np.cumprod(ranked < alpha / (m - np.arange(m)), axis=1).astype(bool)
+    decided = np.zeros_like(passes)
+    np.put_along_axis(decided, order, passes, axis=1)
+    return decided
+
+
+def assurance(evidence: Sequence[Evidence], n: int, sims: int = 20_000, seed: int = 0, uncertain: bool = True,
+              alpha: float = ALPHA) -> np.ndarray:
+    """The share of simulated reruns on ``n`` fresh seeds that decide each question of a Holm family
+    (one :class:`Evidence` each; their per-seed differences drawn independently). Returns (questions,)."""
+    rng = np.random.default_rng(seed)
+    ps = []
+    for ev in evidence:
+        mean, sd = ev.draw(sims, rng, uncertain)
+        ps.append(paired_p(mean[:, None] + sd[:, None] * rng.standard_normal((sims, n))))
+    return holm_decided(np.stack(ps, 1), alpha).mean(0)
+
+
+def change_assurance(base: Evidence, share: float, sd_scale: float, n: int, sims: int = 20_000, seed: int = 0,
+                     uncertain: bool = True, alpha: float = ALPHA) -> np.ndarray:
+    """A new cell's two questions as one Holm family, both cells run on the same ``n`` seeds: (a) the gain at
+    the new cell, (b) its change from the base cell, (new - base) per seed. One draw of the base cell's true
+    gain and SD per study (``base``); the new cell's are ``share`` and ``sd_scale`` times them (share 1: (b)
+    is a true null). The two cells' per-seed gains are drawn independently. Returns the share of reruns
+    deciding (a) and (b)."""
+    rng = np.random.default_rng(seed)
+    m0, s0 = base.draw(sims, rng, uncertain)
+    g0 = m0[:, None] + s0[:, None] * rng.standard_normal((sims, n))
+    g1 = share * m0[:, None] + sd_scale * s0[:, None] * rng.standard_normal((sims, n))
+    return holm_decided(np.stack([paired_p(g1), paired_p(g1 - g0)], 1), alpha).mean(0)
