@@ -2,7 +2,8 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# One stamp per way of installing: switching USE_SYSTEM_TORCH installs again (the recipe says when it cannot).
+STAMP  := $(VENV)/.installed-$(if $(USE_SYSTEM_TORCH),system-torch,pinned-torch)
 # Pinned so every machine trains with the same kernels; override, e.g. TORCH_SPEC="torch==2.9.1 torchvision==0.24.1".
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 ABLATION ?= ablations/default.yaml
@@ -36,11 +37,13 @@ UV_INSTALL = $(BIN)/python -m pip install -q uv && \
 $(STAMP): pyproject.toml
 ifdef USE_SYSTEM_TORCH
 	@$(PYTHON) -c 'import torch, torchvision' 2>/dev/null || { echo "make install USE_SYSTEM_TORCH=1: $(PYTHON) cannot import torch and torchvision; load the Python that has both (PYTHON=...), or install without USE_SYSTEM_TORCH" >&2; exit 2; }
+	@! grep -qs 'include-system-site-packages = false' $(VENV)/pyvenv.cfg || { echo "make install USE_SYSTEM_TORCH=1: $(VENV) was made with the pinned torch and cannot see $(PYTHON)'s; remove it (make clean) or pass VENV=.venv-system" >&2; exit 2; }
 	test -x $(BIN)/python || $(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PYTHON) -c 'import site; print(*site.getsitepackages(), sep="\n")' \
 	    > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/system.pth"
 	$(BIN)/python -m pip install -q $(if $(wildcard wheelhouse),--no-index --find-links wheelhouse) -e '$(EXTRAS)'
 else
+	@! grep -qs 'include-system-site-packages = true' $(VENV)/pyvenv.cfg || { echo "make install: $(VENV) was made with USE_SYSTEM_TORCH=1; pass it again, or remove $(VENV) (make clean) for the pinned torch" >&2; exit 2; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(if $(filter uv,$(INSTALLER)),($(UV_INSTALL)) || { echo 'make install: uv failed; pip installs instead' >&2; $(PIP_INSTALL); },$(PIP_INSTALL))
 endif

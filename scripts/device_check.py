@@ -45,8 +45,11 @@ class Check:
         self.runs, self.pack = (2, 3) if dry else (SOLO_RUNS, PACK)
         out.mkdir(parents=True, exist_ok=True)
         self.tmp = tempfile.TemporaryDirectory(prefix="device-check-runs-")  # the runs, removed at exit (not in OUT)
-        (out / "device_check.md").write_text(f"# Device check ({'dry, CPU' if dry else 'CUDA'})\n\n")
-        (out / "device_check.jsonl").write_text("")
+        from suite import files, store
+
+        self.append = files.open_append  # never through a link planted in OUT (nor is the start: it renames)
+        store.atomic_write_text(out / "device_check.md", f"# Device check ({'dry, CPU' if dry else 'CUDA'})\n\n")
+        store.atomic_write_text(out / "device_check.jsonl", "")
 
     def cfg(self, seed: int, **overrides):
         from suite.config import flatten, load_config
@@ -65,7 +68,7 @@ class Check:
         print(text, flush=True)
         for file, line in (("device_check.md", f"- {text}"),
                            ("device_check.jsonl", json.dumps({"phase": name, "ok": ok, "seconds": round(seconds, 2), **row}))):
-            with open(self.out / file, "a") as f:
+            with self.append(self.out / file) as f:
                 f.write(line + "\n")
         self.failed += [] if ok else [name]
         return row if ok else None

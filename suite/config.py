@@ -303,15 +303,16 @@ def parse_overrides(items: typing.Sequence[str], source: str = "command line") -
     return nest(dotted)
 
 
-def read_yaml(path: str | Path) -> Any:
+def read_yaml(path: str | Path, links: bool = True) -> Any:
     """Read a YAML file; syntax errors become a one-line :class:`ConfigError` with the line, and so does
     a file that is not a regular one (a FIFO, a device) or is over :data:`MAX_YAML_BYTES`, nested too deeply, or
-    whose aliases expand beyond :data:`MAX_YAML_NODES` values."""
+    whose aliases expand beyond :data:`MAX_YAML_NODES` values. ``links`` False: a link is refused too (a
+    results folder's ``ablation.yaml``, whose text enters shared pages)."""
     path = Path(path)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise ConfigError(f"{path}: file not found")
     try:
-        text = read_text(path, MAX_YAML_BYTES)  # a regular file, not a FIFO or /dev/zero, and not huge
+        text = read_text(path, MAX_YAML_BYTES, links)  # a regular file, not a FIFO or /dev/zero, and not huge
     except UnicodeDecodeError as err:
         raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); an ablation or config is a YAML text file") from None
     except OSError as err:
@@ -663,8 +664,14 @@ def _validate_data(cfg: RunConfig, source: str) -> None:
         raise ConfigError(f"{source}: {what} leaves no class of {d.name} with 2 training images, so the validation "
                           f"split (data.val_fraction {d.val_fraction:g}) would be empty; lower it or set data.val_fraction: 0")
     _check_held_out(d, source)
-    if d.root is not None and Path(d.root).expanduser().exists() and not Path(d.root).expanduser().is_dir():
-        raise ConfigError(f"{source}: data.root {d.root}: is a file, not a folder; pass the folder that holds the data")
+    if d.root is not None:
+        try:
+            is_file = Path(d.root).expanduser().exists() and not Path(d.root).expanduser().is_dir()
+        except (OSError, ValueError) as err:  # a name longer than the file system allows, a NUL byte
+            raise ConfigError(f"{source}: data.root {str(d.root)[:60]}...: not a usable path "
+                              f"({getattr(err, 'strerror', None) or err}); pass the folder that holds the data") from None
+        if is_file:
+            raise ConfigError(f"{source}: data.root {d.root}: is a file, not a folder; pass the folder that holds the data")
 
 
 # Where fp16 training (autocast with a loss scaler) and TF32 matmuls are offered; elsewhere

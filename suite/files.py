@@ -43,17 +43,22 @@ def no_link(path: Path) -> Path:
     return path
 
 
-def open_regular(path: Path, max_bytes: int | None = MAX_READ_BYTES) -> IO[bytes]:
-    """Open for reading a file that must be a regular one (a link to one is fine), never blocking on a
-    FIFO and never reading a device.
+def open_regular(path: Path, max_bytes: int | None = MAX_READ_BYTES, links: bool = True) -> IO[bytes]:
+    """Open for reading a file that must be a regular one, never blocking on a FIFO and never reading a
+    device. ``links``: a link to a regular file is fine; False for a results folder's file that enters a
+    shared page (a link could bring in any file of the machine: results/README.md, Security).
 
     Raises:
-        UnsafeFile: not a regular file, or larger than ``max_bytes``.
+        UnsafeFile: not a regular file, a link where ``links`` is False, or larger than ``max_bytes``.
         OSError: as ``open`` (FileNotFoundError, NotADirectoryError, ...).
     """
+    if not links and os.path.islink(path):
+        raise _unsafe(path, "is a symbolic link; a results folder's file enters a shared page only when it is a "
+                            "regular file inside the folder (replace the link by the file)")
     if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: opening a device may do something
         raise _unsafe(path, "not a regular file (a FIFO, a device or a folder); refused to read it")
-    f = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb")  # a FIFO swapped in meanwhile: no wait
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if links else getattr(os, "O_NOFOLLOW", 0))  # a link swapped in: refused
+    f = os.fdopen(os.open(path, flags), "rb")  # a FIFO swapped in meanwhile: no wait
     st = os.fstat(f.fileno())
     if not stat.S_ISREG(st.st_mode) or (max_bytes is not None and st.st_size > max_bytes):
         f.close()
@@ -62,13 +67,13 @@ def open_regular(path: Path, max_bytes: int | None = MAX_READ_BYTES) -> IO[bytes
     return f
 
 
-def read_text(path: Path, max_bytes: int | None = MAX_READ_BYTES) -> str:
-    """The UTF-8 text of a regular file of at most ``max_bytes`` (:func:`open_regular`).
+def read_text(path: Path, max_bytes: int | None = MAX_READ_BYTES, links: bool = True) -> str:
+    """The UTF-8 text of a regular file of at most ``max_bytes`` (:func:`open_regular`, ``links`` too).
 
     Raises:
         UnsafeFile: see :func:`open_regular`; UnicodeDecodeError (a ValueError): not UTF-8.
     """
-    with open_regular(path, max_bytes) as f:
+    with open_regular(path, max_bytes, links) as f:
         data = f.read() if max_bytes is None else f.read(max_bytes + 1)  # +1: one that grew meanwhile
     if max_bytes is not None and len(data) > max_bytes:
         raise _unsafe(path, f"larger than {max_bytes} bytes; refused to read it")

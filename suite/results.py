@@ -175,7 +175,7 @@ def runs_from_csv(path: Path) -> list[dict[str, Any]]:
     from suite.config import RunConfig, flatten, to_dict
 
     try:
-        rows = list(csv.DictReader(io.StringIO(files.read_text(path, RUNS_CSV_BYTES), newline="")))
+        rows = list(csv.DictReader(io.StringIO(files.read_text(path, RUNS_CSV_BYTES, links=False), newline="")))
     except (OSError, ValueError, csv.Error) as err:
         raise AnalysisError(f"{path}: cannot be read ({str(err).splitlines()[0]}); run `suite analyze` on the "
                             f"folder with its run folders to write it again") from None

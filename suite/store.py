@@ -258,7 +258,33 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
         value = summary.get(key)
         if isinstance(value, str) and any(ord(c) < 32 or ord(c) == 127 for c in value):
             return f"'{key}' holds a line break or another control character"
+    for key, allowed in (("failed_reason", FAILED_REASONS), ("diverged_reason", DIVERGED_REASONS)):
+        value = summary.get(key)  # a cause lands in findings.md and the report as a word of this list
+        if value is not None and value not in allowed:
+            return f"'{key}' is {str(value)[:40]!r}, not one of {', '.join(allowed)}"
+    # a run of `train.epochs` may record no `train.steps`: its steps done bound it then
+    steps = max([v for v in (summary.get("train.steps"), summary.get("steps_done")) if _int(v)] or [0]) or 10**9
+    learn = summary.get("steps_to_learn")
+    if learn is not None:
+        if not _int(learn):
+            return f"'steps_to_learn' is {str(learn)[:20]!r}, not an integer"
+        if not 0 <= learn <= steps:
+            return f"'steps_to_learn' is {str(learn)[:20]}, not within the run's {steps} steps"
+    for key in DIAGNOSTIC_PEAKS:
+        value = summary.get(key)
+        if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                      and math.isfinite(value) and value >= 0):
+            return f"'{key}' is {str(value)[:20]!r}, not a finite number >= 0"
     return None
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# The causes a run's summary may name (suite.engine.outcome, suite.engine.divergence; docs/training.md).
+FAILED_REASONS = ("never_learned", "collapsed", "too_low", "unstable")
+DIVERGED_REASONS = ("nonfinite", "spike", "collapse", "scale_collapse")
 
 
 MAX_DEPTH = 1000  # model.depth's range in the run config

@@ -915,6 +915,25 @@ CASES: list[Case] = [
            _says("not a run folder")) for where in ("results folder", "runs/")],
     Case("YAML over 1 MiB", "hang", "error", _file_then(["validate", "{f}"], "name: x\ndescription: " + "a" * (2 << 20) + "\n"),
          _says("larger than")),
+    # round six (issue 61): each a traceback or a silent wrong result before
+    *[Case(f"summary.json has {what}: analyze", "silent", "ok", bad_summary(_summary_of(**fields)), analyzed_without("bad"))
+      for what, fields in (("steps_to_learn -5", {"steps_to_learn": -5, "train.steps": 30}),
+                           ("steps_to_learn 10^11", {"steps_to_learn": 10**11, "train.steps": 30}),
+                           ("steps_to_learn 'abc'", {"steps_to_learn": "abc"}),
+                           ("failed_reason 'bogus'", {"status": "failed", "failed_reason": "bogus"}),
+                           ("a heading in failed_reason", {"status": "failed", "failed_reason": "x\n## Verdict: LS wins"}),
+                           ("an inf attention-logit peak", {"attn_logit_peak": 1e999}))],
+    Case("suite cost --measured with 401 digits", "traceback", "error",
+         _argv("cost", str(SMOKE), "--measured", "1" * 401 + "@12"), _says("--measured")),
+    Case("suite train data.root longer than a file name", "traceback", "error",
+         _argv("train", *TINY, "data.root=" + "r" * 300, "--out", "{d}/run"), _says("data.root")),
+    Case("suite run FILE seed=7", "silent", "error",
+         lambda d: ["run", str(SMOKE), "--out", str(d / "out"), "--dry-run", "seed=7"], _says("seed", "seeds:")),
+    Case("suite run FILE train.batch_size=0", "misleading", "error",
+         lambda d: ["run", str(SMOKE), "--out", str(d / "out"), "--dry-run", "train.batch_size=0"],
+         _says("command line: train.batch_size=0")),
+    Case("suite analyze: a rates: entry with an integer key", "traceback", "ok",
+         _analysis_with("ablation.yaml", DEMO_ABLATION + "rates:\n  - {variant: preln, 12: 3, train.lr: 0.001}\n")),
 ]
 
 

@@ -84,3 +84,18 @@ def test_an_out_that_is_a_file_is_one_line_exit_2(tmp_path):
     assert proc.returncode == 2 and proc.stderr == ""
     assert proc.stdout.strip().splitlines() == [f"device check: {tmp_path / 'taken'}: cannot write there (File exists); "
                                                 f"pass a folder"]
+
+
+def test_a_link_planted_in_out_is_replaced_never_written_through(tmp_path):
+    """Issue 61: OUT/device_check.md planted as a link to an outside file had that file overwritten."""
+    device_check = _script()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("device_check.md", "device_check.jsonl"):
+        (out / name).symlink_to(outside)
+    check = device_check.Check(out, dry=True)
+    check.phase("fine", lambda: (True, "good", {"x": 1}))
+    assert outside.read_text() == "precious"
+    assert not (out / "device_check.md").is_symlink() and "- fine: ok" in (out / "device_check.md").read_text()

@@ -196,7 +196,8 @@ DATA_PNG = re.compile(r"data:image/png;base64,[A-Za-z0-9+/]*={0,2}")
 def href_ok(url: str) -> bool:
     """Whether ``url`` may be a link (or image source) in the report: a relative path that stays
     inside the results folder (optionally with a ``#fragment``; a fragment alone is this page), or a
-    PNG as a ``data:image/png;base64,`` URI. Anything else (a scheme such as ``javascript:``, ``file:``
+    PNG as a ``data:image/png;base64,`` URI, and only to a kind of file the suite writes (:data:`LINKABLE`:
+    never an ``.html`` or ``.svg`` page of the folder, which would run its script). Anything else (a scheme such as ``javascript:``, ``file:``
     or another ``data:``, a leading ``/``, a ``..`` segment, a backslash, which browsers read as ``/``,
     whitespace or a control character, which they strip, a query) is not.
 
@@ -212,7 +213,14 @@ def href_ok(url: str) -> bool:
     path = unquote(path)
     if ":" in path:  # a scheme (javascript:, data:, C:), or a name a browser could take for one
         return False
+    if path and not path.lower().endswith(LINKABLE):  # a folder's own .html/.svg page would run its script
+        return False
     return not path.startswith("/") and ".." not in path.split("/")
+
+
+# What a page may link to: the kinds of file the suite writes (a run's config and metrics, tables, figures,
+# docs), none a browser runs (.html, .svg, .xhtml, ...) when a reader clicks it.
+LINKABLE = (".yaml", ".jsonl", ".json", ".csv", ".md", ".tex", ".png", ".pdf", ".txt")
 
 
 def link(path: str, anchor: bool = True) -> str | None:

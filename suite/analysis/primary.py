@@ -55,10 +55,10 @@ def read(folder: str | Path) -> Primary | list[Primary] | None:
     """The primary comparison(s) declared in ``folder/ablation.yaml`` (written by ``suite run``), as
     :func:`parse` returns them."""
     path = Path(folder) / "ablation.yaml"
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         return None
     try:
-        data = read_yaml(path)  # the alias-bomb and size guards of every ablation file
+        data = read_yaml(path, links=False)  # the alias-bomb and size guards of every ablation file
     except (OSError, ValueError, yaml.YAMLError) as err:
         raise AnalysisError(f"{path}: cannot read it ({err}); restore it or run `suite run` again") from None
     if not isinstance(data, dict) or data.get("primary") is None:

@@ -63,7 +63,7 @@ def build(root: Path, compare: str | Path | None = None, warn: Callable[[str], N
         raise AnalysisError(f"{root}: no such folder; pass a results folder, e.g. results/default")
     runs = _runs(root)
     written = _manifest(root)
-    figures = _figures(root, written["figures"], warn)
+    figures = _figures(root, written["figures"], warn, _answering(root))
     tables = _tables(root, written["tables"])
     found = [(products.FINDINGS[name], _md(_demote("\n".join(_untitled(lines))))) for name, lines in written["findings"]
              if name != "answer" and name in products.FINDINGS and lines]
@@ -108,7 +108,7 @@ def _manifest(root: Path) -> dict[str, Any]:
     path = root / products.MANIFEST
     again = f"run `suite analyze {root}` first, then `suite report`"
     try:
-        raw = store.loads(files.read_text(path))
+        raw = store.loads(files.read_text(path, links=False))
     except FileNotFoundError:
         raise AnalysisError(f"{path}: missing; {again}") from None
     except (OSError, ValueError, files.UnsafeFile) as err:
@@ -138,7 +138,7 @@ def _manifest(root: Path) -> dict[str, Any]:
 
 def _read(path: Path, max_bytes: int = files.MAX_READ_BYTES) -> str:
     try:
-        return files.read_text(path, max_bytes)
+        return files.read_text(path, max_bytes, links=False)
     except FileNotFoundError:
         raise AnalysisError(f"{path}: missing; run `suite analyze {path.parent}` first, then `suite report`") from None
 
@@ -169,7 +169,7 @@ def _ablation_file(root: Path) -> dict[str, Any]:
     """The folder's ``ablation.yaml`` as read by every ablation reader (size and alias-bomb guards); {}
     when it is missing or cannot be read."""
     try:
-        raw = read_yaml(root / "ablation.yaml")
+        raw = read_yaml(root / "ablation.yaml", links=False)
     except (OSError, ValueError, yaml.YAMLError):
         return {}
     return raw if isinstance(raw, dict) else {}
@@ -197,9 +197,29 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MAX_FIGURE_BYTES = 8 << 20  # the suite's figures are tens of kB
 
 
-def _figures(root: Path, drawn: dict[str, dict[str, str]], warn: Callable[[str], None]) -> list[dict[str, Any]]:
-    """The figures ``suite analyze`` drew (``drawn``: file name -> kind and section in words), grouped by kind,
-    in the registry's order: each kind's title, caption and method, then one item per figure with the section
+# The figure kinds that show each declared endpoint's answer: the report opens them first.
+ANSWERING = {"score": ("accuracy_vs_depth",), "interaction": ("accuracy_vs_depth",),
+             "best_lr_score": ("accuracy_vs_lr", "val_vs_lr_by_depth"), "not_ok_rate": ("not_ok_vs_depth",),
+             "frontier": ("accuracy_vs_lr", "phase_diagram"), "frontier_slope": ("frontier_vs_depth", "phase_diagram")}
+
+
+def _answering(root: Path) -> tuple[str, ...]:
+    """The figure kinds that show the answers to the folder's declared comparisons (:data:`ANSWERING`)."""
+    from suite.analysis import primary
+
+    try:
+        declared = primary.read(root)
+    except (AnalysisError, OSError, ValueError):
+        return ()
+    found = [] if declared is None else declared if isinstance(declared, list) else [declared]
+    return tuple(dict.fromkeys(k for p in found for k in ANSWERING.get(p.endpoint, ())))
+
+
+def _figures(root: Path, drawn: dict[str, dict[str, str]], warn: Callable[[str], None],
+             answering: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The figures ``suite analyze`` drew (``drawn``: file name -> kind and section in words), grouped by kind:
+    those of the ``answering`` kinds first and open, then the rest in the registry's order (the first two open
+    when none answers): each kind's title, caption and method, then one item per figure with the section
     it shows, its PNG as a data URI and its PDF's link (when there is one).
 
     A page is shared, so nothing from outside the folder may enter it: ``figures/`` must not be a link (as
@@ -227,9 +247,17 @@ def _figures(root: Path, drawn: dict[str, dict[str, str]], warn: Callable[[str],
         group["members"].append({"part": part, "src": src,
                                  "pdf": markup.link(f"figures/{pdf.name}") if pdf.is_file() and not pdf.is_symlink()
                                  else None})
+    absent = sorted(name for name in drawn if name.endswith(".png") and not (folder / name).is_file())
+    if absent:  # a folder committed with a few of its figures: say so rather than show fewer in silence
+        warn(f"{folder}: {len(absent)} of the {len(drawn)} figures the analysis drew are not here (e.g. {absent[0]}); "
+             f"`suite analyze {root}` draws them again, then `suite report {root}`")
     for group in groups.values():  # sections in number order: 3.125e-05 before 0.128
         group["members"].sort(key=lambda m: _natural(m["part"]))
-    return sorted(groups.values(), key=lambda g: g["order"])
+    ordered = sorted(groups.items(), key=lambda item: (item[0] not in answering, item[1]["order"]))
+    some = any(name in answering for name in groups)
+    for i, (name, group) in enumerate(ordered):
+        group["open"] = name in answering if some else i < 2
+    return [group for _, group in ordered]
 
 
 def _natural(text: str) -> list[tuple[int, float, str]]:
@@ -302,7 +330,7 @@ def _run_list(root: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
                                         _sortable(r.get("seed"))))
     for r in order:
         rel = str(r.get("run_dir") or "").rstrip("/")
-        inside = rel != "" and markup.link(rel) is not None
+        inside = rel != "" and markup.link(f"{rel}/metrics.jsonl", anchor=False) is not None  # a path inside the folder
         folder = root / rel
         acc, steps = r.get("test_acc"), r.get("steps_done")
         rows.append({
@@ -408,7 +436,7 @@ def _cell_keys(summary: pd.DataFrame) -> list[str]:
 def _ablation(root: Path) -> dict[str, Any] | None:
     """The folder's ablation.yaml flattened (its description aside); None when it cannot be read."""
     try:
-        raw = read_yaml(root / "ablation.yaml")  # the alias-bomb and size guards of every ablation file
+        raw = read_yaml(root / "ablation.yaml", links=False)  # the alias-bomb and size guards of every ablation file
     except (OSError, ValueError, yaml.YAMLError):
         return None
     return {k: v for k, v in flatten(raw).items() if k != "description"} if isinstance(raw, dict) else None
@@ -428,7 +456,7 @@ def _summary(root: Path) -> pd.DataFrame:
 
     path = root / "tables" / "summary.csv"
     try:
-        frame = pd.read_csv(StringIO(files.read_text(path)), dtype={"variant": str})
+        frame = pd.read_csv(StringIO(files.read_text(path, links=False)), dtype={"variant": str})
     except (OSError, ValueError, pd.errors.ParserError):
         return pd.DataFrame()
     for col in [c for c in NUMBERS if c in frame.columns]:
@@ -572,7 +600,7 @@ PAGE = _ENV.from_string("""<!DOCTYPE html>
 {% if figures %}
 <section id="figures"><h2>Figures</h2><p class="caption">Click a figure to see it at full size; click again to make it fit. Kinds with several figures (one per section of the runs) start folded after the first two kinds.</p>
 {% for g in figures %}
-<details id="{{ g.id }}"{% if loop.index <= 2 %} open{% endif %}><summary><strong>{{ g.title }}</strong> ({{ g.members|length }} figure{{ "s" if g.members|length != 1 }})</summary>
+<details id="{{ g.id }}"{% if g.open %} open{% endif %}><summary><strong>{{ g.title }}</strong> ({{ g.members|length }} figure{{ "s" if g.members|length != 1 }})</summary>
 <p class="caption">{{ g.caption }}{% if g.doc %} (method: <code>{{ g.doc }}</code>){% endif %}</p><div class="{{ 'grid' if g.members|length > 1 else 'one' }}">
 {% for f in g.members %}
 <figure><label class="zoom"><input type="checkbox"><img alt="{{ g.title }} {{ f.part }}" src="{{ f.src }}"></label>

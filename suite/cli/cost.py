@@ -51,9 +51,11 @@ def run(args: argparse.Namespace) -> int:
                       f"with {threads} CPU thread{'s' if threads > 1 else ''}")
         elif args.measured:
             match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*@\s*(\d+)\s*", args.measured)
-            if not match or float(match.group(1)) <= 0 or not 1 <= int(match.group(2)) <= 1000:  # model.depth's range
-                return fail(f"--measured {args.measured}: expected MS@DEPTH (MS > 0, DEPTH from 1 to 1000), "
-                            f"e.g. 38.5@12")
+            # MS: up to 10^9 ms (11 days a step); a longer one overflowed into a zero rate (ZeroDivisionError)
+            if (not match or not 0 < float(match.group(1)) <= 1e9 or len(match.group(2)) > 4
+                    or not 1 <= int(match.group(2)) <= 1000):  # model.depth's range
+                return fail(f"--measured {args.measured[:40]}: expected MS@DEPTH (MS > 0 and at most 1e9, DEPTH from "
+                            f"1 to 1000), e.g. 38.5@12")
             ms, depth = float(match.group(1)), int(match.group(2))
             cfg, _ = cost_shape(ablation.runs[0].cfg)
             model = dataclasses.replace(cfg.model, depth=depth)

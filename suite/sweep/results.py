@@ -13,9 +13,10 @@ from suite.results import load_runs as summaries
 def load_runs(folder: str | Path) -> pd.DataFrame:
     """The run summaries under ``folder`` as a DataFrame, one row per ``summary.json`` (damaged ones skipped
     with a warning): its keys, dotted config keys such as ``model.depth`` among them, plus ``run_dir``
-    relative to ``folder``. Raises :class:`~suite.results.AnalysisError` for no such folder, no usable
-    summary, or runs of more than one ablation."""
-    return pd.DataFrame(summaries(folder))
+    relative to ``folder``. A folder shared or committed without its run folders is read from its
+    ``runs.csv``, as ``suite analyze`` reads it. Raises :class:`~suite.results.AnalysisError` for no such
+    folder, no usable summary or row, or runs of more than one ablation."""
+    return pd.DataFrame(summaries(folder, from_csv=True))
 
 
 def load_metrics(run_dir: str | Path) -> pd.DataFrame:

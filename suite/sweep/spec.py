@@ -148,12 +148,25 @@ def _override(raw: dict[str, Any], overrides: list[str], problems: list[str]) ->
     except ConfigError as err:
         problems.append(str(err))
         return raw
+    from suite.config import RANGES
+
+    for key in sorted(given):  # a value out of range is the command line's, not the file's
+        check, what = RANGES.get(key, (lambda v: True, ""))
+        if not check(given[key]):
+            problems.append(f"command line: {key}={str(given[key])[:40]}: expected {what}; fix the value")
     owned = set((raw.get("grid") or {}) if isinstance(raw.get("grid"), dict) else {})
     for name, body in (raw.get("variants") or {}).items() if isinstance(raw.get("variants"), dict) else []:
         owned |= {k for k in flatten(body)} if isinstance(body, dict) else set()
     for key in sorted(set(given) & owned):
         problems.append(f"command line: {key}: the ablation's grid or a variant sets it; change the file, or use "
                         f"--only {key}=VALUE to run a part of its grid")
+    # Every override is applied to every run and recorded, or refused: these the sweep sets run by run.
+    if "seed" in given:
+        problems.append("command line: seed: each run's seed comes from the ablation's `seeds:`; change `seeds:` in "
+                        "the file, or use --only seed=N to run one of its seeds")
+    if "train.lr" in given and ("rates" in raw or "rates_from" in raw):
+        problems.append("command line: train.lr: each run's rate comes from the file's rates/rates_from; change "
+                        "those, or remove them to sweep the rate set here")
     base = flatten(raw.get("base") or {}) if isinstance(raw.get("base"), dict) else {}
     return {**raw, "base": {**base, **given}}  # dotted, as the file's base is once checked
 

@@ -3,8 +3,8 @@ rate of each cell, written out), so that a study confirms at rates chosen on oth
 "Tune, then confirm").
 
 The rate of a cell (a variant at one value of each grid axis) is the tuning study's best on validation: the
-rate with the highest mean validation score over its seeds, not-ok runs at chance (the suite's one scoring
-rule, :mod:`suite.results`), ties to the smaller rate. Choosing there and testing here on fresh seeds is
+rate with the highest mean validation score over its seeds, not-ok runs at chance, ties to the smaller rate
+(:func:`suite.results.best_rate`, the rule the tables and ``--refine`` use). Choosing there and testing here on fresh seeds is
 what lets the confirmation use a plain paired t on all of its seeds instead of cross-fitting.
 """
 
@@ -26,44 +26,49 @@ def from_folder(folder: Path, variants: list[str], grid: dict[str, list[Any]], s
     rate is at the edge of what was tried (``lowest`` / ``highest``: a better one may lie outside)."""
     import itertools
 
-    from suite.results import AnalysisError, AnalysisWarning, load_runs
-    from suite.results import score, selection_split
+    from suite.results import AnalysisError, AnalysisWarning, best_rate, load_runs, selection_split
 
     if not folder.is_dir():
+        if folder.exists():
+            problems.append(f"{src}: rates_from: {folder} is a file, not a results folder; name the tuning study's "
+                            f"folder (e.g. ../results/tune)")
+            return None
         study = Path(src).parent / f"{folder.name}.yaml"
         how = f"`suite run {study}`" if study.is_file() else "the tuning study that writes it"
         problems.append(f"{src}: rates_from: {folder} does not exist yet; run {how} first")
         return None
+    if not (folder / "runs.csv").is_file() and not (folder / "runs").is_dir():  # never a walk of a whole disk
+        problems.append(f"{src}: rates_from: {folder} holds neither runs.csv nor runs/, so it is no sweep's results "
+                        f"folder; name the tuning study's folder (e.g. ../results/tune)")
+        return None
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", AnalysisWarning)
+        with warnings.catch_warnings(record=True) as caught:  # read as `suite analyze` reads it, drops said
+            warnings.simplefilter("always", AnalysisWarning)
             runs = [r for r in load_runs(folder, from_csv=True) if r["status"] != "error"]
     except (AnalysisError, OSError) as err:
         problems.append(f"{src}: rates_from: {str(err).splitlines()[0]}")
+        return None
+    dropped = [str(w.message) for w in caught if ": skipped: " in str(w.message)]
+    if dropped:
+        problems.append(f"{src}: rates_from: {len(dropped)} run(s) of the tuning study cannot be read, and a best "
+                        f"rate may be among them: {dropped[0][:300]}; fix or rerun them there first")
         return None
     split = selection_split(runs)
     entries = []
     for values in itertools.product(*grid.values()):
         point = dict(zip(grid, values))
         for variant in variants:
-            cell = [r for r in runs if r.get("variant") == variant and all(_same(r.get(k), v) for k, v in point.items())]
-            by_lr: dict[float, list[float]] = {}
-            for r in cell:
-                x = score(r, split)
-                if x is not None and isinstance(r.get(LR), (int, float)):
-                    by_lr.setdefault(float(r[LR]), []).append(x)
-            if not by_lr:
+            cell = [r for r in runs if r.get("variant") == variant and isinstance(r.get(LR), (int, float))
+                    and all(_same(r.get(k), v) for k, v in point.items())]
+            best = best_rate(cell, split) if cell else None
+            if best is None:
                 where = ", ".join(f"{k}={v}" for k, v in point.items())
                 problems.append(f"{src}: rates_from: {folder} has no finished run of variant {variant}"
                                 f"{' at ' + where if where else ''}; tune it there first, or drop the cell")
                 continue
-            means = {lr: sum(xs) / len(xs) for lr, xs in by_lr.items()}
-            best = min(lr for lr, m in means.items() if m == max(means.values()))
-            lrs = sorted(means)
-            edge = "lowest" if best == lrs[0] else "highest" if best == lrs[-1] else ""
-            entries.append({"variant": variant, **point, LR: best,
+            entries.append({"variant": variant, **point, LR: best.rate,
                             "tuning_seeds": sorted({int(r["seed"]) for r in cell}),
-                            "val_score": round(means[best], 6), "at_edge": edge if len(lrs) > 1 else ""})
+                            "val_score": round(best.mean, 6), "at_edge": best.edge})
     return entries
 
 

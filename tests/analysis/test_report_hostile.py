@@ -54,7 +54,7 @@ def test_a_variant_named_like_mathtext_analyses(tmp_path):
 
 
 @pytest.mark.parametrize("url", ["runs/abc/config.yaml", "tables/summary.md", "runs/a%20b/metrics.jsonl", "#runs",
-                                 "runs/x#frag", "data:image/png;base64,iVBORw0KGgo=", "figures/a.pdf"])
+                                 "docs/x.md#frag", "data:image/png;base64,iVBORw0KGgo=", "figures/a.pdf"])
 def test_paths_inside_the_folder_and_png_data_are_links(url):
     assert href_ok(url)
 
@@ -64,14 +64,16 @@ def test_paths_inside_the_folder_and_png_data_are_links(url):
     "java\nscript:alert(1)", "vbscript:msgbox(1)", "file:///etc/passwd", "http://example.com/x", "//example.com/x",
     "/etc/passwd", "../secret", "runs/../../secret", "runs/%2e%2e/%2E%2E/secret", ".%2e/x", "\\\\host\\share",
     "runs\\..\\..\\x", "C:/Windows", "data:text/html;base64,PHNjcmlwdD4=", "data:image/svg+xml;base64,PHN2Zz4=",
-    "data:image/png;base64,AA\"onerror=x", "runs/x?q=1", "%2fetc/passwd", "runs/a%3Ab"])
+    "data:image/png;base64,AA\"onerror=x", "runs/x?q=1", "%2fetc/passwd", "runs/a%3Ab",
+    # issue 61: a folder's own page runs its script when clicked; links go only to the kinds of file the suite writes
+    "evil.html", "EVIL.HTML", "runs/a/page.svg", "x.xhtml", "x.htm", "runs/abc", "evil.html#x"])
 def test_anything_else_is_not_a_link(url):
     assert not href_ok(url)
 
 
 def test_link_encodes_a_path_and_refuses_one_that_leaves():
     assert link("runs/a b/config.yaml") == "runs/a%20b/config.yaml"
-    assert link("runs/ü/x") == "runs/%C3%BC/x"
+    assert link("runs/ü/config.yaml") == "runs/%C3%BC/config.yaml"
     assert link("../x") is None and link("/etc/passwd") is None and link("javascript:alert(1)") is None
 
 

@@ -140,3 +140,14 @@ def test_where_a_call_runs_only_as_main():
     assert _only_as_main(negated, 4) and not _only_as_main(negated, 2)
     assert not _only_as_main(first("if debug:\n    run()\n"), 2)
     assert not _only_as_main(first("if __name__ == 'other':\n    run()\n"), 2)
+
+
+@pytest.mark.parametrize("folder, rows", [("stability", 170), ("default", 40), ("tune", 42)])
+def test_load_runs_reads_a_committed_folder_from_its_runs_csv(folder, rows):
+    """Issue 61: a clone's results folders hold runs.csv without run folders; the notebook API read none."""
+    from pathlib import Path
+
+    from suite import load_runs
+
+    runs = load_runs(Path(__file__).resolve().parents[2] / "results" / folder)
+    assert len(runs) == rows and runs["run_id"].is_unique and {"variant", "model.depth", "status"} <= set(runs.columns)

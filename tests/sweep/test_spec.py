@@ -312,8 +312,19 @@ def test_key_value_on_the_command_line_sets_every_runs_base(tmp_path, capsys):
     assert {r.cfg.train.steps for r in shorter.runs} == {5} and not set(r.run_id for r in shorter.runs) & set(plain)
     for bad, says in (("model.depth=3", "model.depth: the ablation's grid or a variant sets it"),
                       ("model.residual=preln", "model.residual: the ablation's grid or a variant sets it"),
-                      ("trian.steps=5", "command line: unknown key 'trian'")):
+                      ("trian.steps=5", "command line: unknown key 'trian'"),
+                      # issue 61: applied and recorded, or refused; a bad value is the command line's, not the file's
+                      ("seed=7", "command line: seed: each run's seed comes from the ablation's `seeds:`"),
+                      ("seed=-1", "command line: seed=-1: expected an integer from 0"),
+                      ("train.batch_size=0", "command line: train.batch_size=0: expected an integer from 1")):
         with pytest.raises(SpecError, match=re.escape(says)):
             load_ablation(smoke, overrides=[bad])
     assert main(["run", str(smoke), "--out", str(tmp_path / "o"), "--dry-run", "train.steps=abc"]) == 2
     assert "command line: train.steps: expected an integer" in capsys.readouterr().err
+
+
+def test_a_rate_on_the_command_line_is_refused_where_the_file_takes_its_rates():
+    """Issue 61: with rates_from, `train.lr=0.5` was recorded as the base rate and applied to no run."""
+    default = Path(__file__).resolve().parents[2] / "ablations" / "default.yaml"
+    with pytest.raises(SpecError, match=re.escape("command line: train.lr: each run's rate comes from the file's")):
+        load_ablation(default, overrides=["train.lr=0.5"])

@@ -80,6 +80,9 @@ def test_rates_from_takes_each_cells_best_validation_rate(tmp_path):
     ("rates_from: ../results/tune\nseeds: [200]\n# lr axis\n", "grid.train.lr: the rates come"),
     ("rates: [{variant: preln, model.depth: 2, train.lr: 0.1}]\n", "rates: no rate for variant preln at model.depth=4"),
     ("rates: [{variant: preln, model.depth: 2, train.lr: -1}]\n", "rates[0].train.lr: expected a number > 0"),
+    # issue 61: a file, or a folder that is no sweep's (`rates_from: /` walked the whole disk), said at once
+    ("rates_from: ../results/tune/runs/preln21000.004/summary.json\n", "is a file, not a results folder"),
+    ("rates_from: ../ablations\n", "holds neither runs.csv nor runs/"),
 ])
 def test_rates_that_cannot_be_used_are_one_line_each(tmp_path, capsys, extra, message):
     tuning_folder(tmp_path / "results" / "tune")
@@ -90,6 +93,14 @@ def test_rates_that_cannot_be_used_are_one_line_each(tmp_path, capsys, extra, me
         load_ablation(path)
     assert main(["validate", str(path)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_tuning_run_that_cannot_be_read_is_named_not_dropped(tmp_path):
+    """Issue 61: a damaged best row was dropped silently and the confirmation ran at another rate."""
+    tuning = tuning_folder(tmp_path / "results" / "tune")
+    (tuning / "runs" / "ls41010.004" / "summary.json").write_text('{"status": "ok", "val_acc": 2.5}')
+    with pytest.raises(SpecError, match=r"rates_from: 1 run\(s\) of the tuning study cannot be read.*ls41010\.004"):
+        load_ablation(ablation(tmp_path, "rates_from: ../results/tune\nseeds: [200, 201]\n"))
 
 
 def test_the_interaction_is_a_paired_t_on_each_seeds_difference_of_differences():
