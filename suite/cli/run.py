@@ -163,11 +163,12 @@ class Progress:
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
         self.bar = None
+        self.flops: dict[str, float | None] | None = None  # each run's training FLOPs, computed once
 
     def __call__(self, sweep, run, result: dict[str, Any]) -> None:
         n, todo = len(sweep.results), len(sweep.todo)
         status = result.get("status") or "error"
-        eta = format_duration((time.perf_counter() - self.t0) / n * (todo - n))
+        eta = format_duration(self.eta(sweep))
         line = f"[{n}/{todo}] {status:<8} {run.label}  {_detail(result)}  ({result.get('wall_s') or 0:.1f} s)"
         if not sys.stderr.isatty():
             print(f"{line}  eta {eta}", flush=True)
@@ -180,6 +181,25 @@ class Progress:
         self.bar.update(1)
         if status == "error":
             self.bar.write(line)
+
+    def eta(self, sweep) -> float:
+        """The time left: the time so far, times the work left over the work done, each run's work its
+        seconds from its FLOPs (:func:`suite.sweep.eta.fit_seconds` on the runs finished so far), so a sweep
+        of shallow runs then deep ones is not timed by the shallow ones alone."""
+        from suite.sweep.eta import fit_seconds, run_flops
+
+        elapsed = time.perf_counter() - self.t0
+        if self.flops is None:
+            self.flops = {r.run_id: run_flops(r) for r in sweep.todo}
+        finished = [r for r in sweep.todo if r.run_id in sweep.results]
+        left = [r for r in sweep.todo if r.run_id not in sweep.results]
+        fit = fit_seconds([(self.flops[r.run_id], sweep.results[r.run_id].get("wall_s") or 0.0) for r in finished
+                           if self.flops[r.run_id] is not None and sweep.results[r.run_id].get("status") != "error"])
+        if fit is None or any(self.flops[r.run_id] is None for r in sweep.todo):
+            return elapsed / max(len(finished), 1) * len(left)
+        work = {r.run_id: fit[0] + fit[1] * self.flops[r.run_id] for r in sweep.todo}
+        done = sum(work[r.run_id] for r in finished)
+        return elapsed * sum(work[r.run_id] for r in left) / done if done > 0 else 0.0
 
     def close(self) -> None:
         if self.bar is not None:

@@ -3,8 +3,11 @@ their training takes by ``suite cost``'s estimate (:mod:`suite.sweep.cost`).
 
 The estimate is ``suite cost --measure --workers N``'s: every run's training FLOPs at the throughput of a
 few steps of the first run's shape timed on this machine's CPU with the workers' threads, when the
-workers train on the CPU; at ``suite cost``'s assumed :data:`ASSUMED_TFLOPS` on GPUs. Like ``suite cost``
-it leaves out start-up, data loading and evaluation, and runs that end early.
+workers train on the CPU; at ``suite cost``'s assumed :data:`ASSUMED_TFLOPS` on GPUs, each run queued in
+order over the workers (:func:`queue_seconds`). Like ``suite cost`` it leaves out start-up, data loading and
+evaluation, and runs that end early. Once runs finish, the progress lines and ``suite status`` time the rest
+from them (:func:`remaining_seconds`): a line ``a + b * FLOPs`` fitted to the finished runs, so start-up and
+evaluation count, and each shape is timed by its own FLOPs rather than at the first runs' pace.
 """
 
 from __future__ import annotations
@@ -49,8 +52,70 @@ def estimate_text(ablation: Ablation, todo: list[Run], n: int, threads: int, dev
         how = f"{ms:.1f} ms per step of the first run's shape, measured here"
     else:
         tflops, how = ASSUMED_TFLOPS, f"at an assumed {ASSUMED_TFLOPS:g} TFLOP/s"
-    wall = cost.hours(tflops) * 3600 / min(n, len(todo))
+    rate = tflops * 1e12  # FLOP/s; each run's steps queued over the workers in the order they take them
+    flops = [run_flops(r) for r in todo]
+    if any(f is None for f in flops):
+        wall = cost.hours(tflops) * 3600 / min(n, len(todo))
+    else:
+        wall = queue_seconds([f / rate for f in flops], min(n, len(todo)))
     return f"{about(wall)} of training steps by suite cost's estimate ({how}; start-up and evaluation not counted)"
+
+
+def run_flops(run: Run) -> float | None:
+    """A run's training FLOPs (:func:`suite.sweep.cost.estimate`'s model of one run), None where unknown."""
+    from suite.models.flops import train_step_flops
+    from suite.sweep.cost import CostError, cost_shape, run_steps
+
+    try:
+        cfg, train = cost_shape(run.cfg)
+        return float(run_steps(cfg, train) * train_step_flops(cfg.model, cfg.train.batch_size))
+    except (CostError, ValueError, AttributeError):
+        return None
+
+
+def fit_seconds(done: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """Seconds a run takes as ``a + b * flops``, fitted on finished runs ``(flops, wall seconds)``: least squares
+    where they span two shapes or more (``a``: start-up and evaluation, not proportional to the training FLOPs;
+    kept >= 0), else through the origin. None without a finished run."""
+    import numpy as np
+
+    pts = [(f, w) for f, w in done if f and f > 0 and w and w > 0]
+    if not pts:
+        return None
+    x, y = np.array([p[0] for p in pts]), np.array([p[1] for p in pts])
+    if np.ptp(x) > 0.05 * x.max():
+        b, a = np.polyfit(x, y, 1)
+        if a >= 0 and b > 0:
+            return float(a), float(b)
+    return 0.0, float(y.sum() / x.sum())
+
+
+def queue_seconds(costs: list[float], workers: int, busy: list[float] | None = None) -> float:
+    """When the last of ``costs`` (seconds per run, in the order the workers take them) ends, each run going to
+    the first free of ``workers`` workers, which are still busy for ``busy`` seconds each (runs in flight)."""
+    import heapq
+
+    free = sorted((busy or [])[:workers]) + [0.0] * max(0, workers - len(busy or []))
+    heapq.heapify(free)
+    end = max(free, default=0.0)
+    for cost in costs:
+        start = heapq.heappop(free)
+        heapq.heappush(free, start + cost)
+        end = max(end, start + cost)
+    return end
+
+
+def remaining_seconds(done: list[tuple[float, float]], left: list[float], running: list[tuple[float, float]],
+                      workers: int) -> float | None:
+    """Seconds until a sweep ends: each run's time from its FLOPs (:func:`fit_seconds` on the finished runs
+    ``(flops, wall seconds)``), the runs ``left`` (their FLOPs, in order) queued after those ``running``
+    (``(flops, fraction done)``) over ``workers`` (:func:`queue_seconds`). None before a run has finished."""
+    fit = fit_seconds(done)
+    if fit is None:
+        return None
+    a, b = fit
+    busy = [(a + b * f) * (1.0 - min(max(frac, 0.0), 1.0)) for f, frac in running]
+    return queue_seconds([a + b * f for f in left], max(1, workers), busy)
 
 
 def about(seconds: float) -> str:

@@ -7,9 +7,11 @@ in the last :data:`RUNNING_WITHIN` seconds and its worker still holds its claim;
 it has a log but its worker is gone (claim dead or missing: a killed or Ctrl-C'd sweep) or the log is
 old (the next ``suite run`` resumes it); ``pending`` otherwise.
 
-The ETA divides the work left by the workers at work: every pending or interrupted run at the mean
-duration of the last :data:`RECENT` finished runs, each running run at what its logged step leaves of
-that, over the number of running runs. With no run running it is unknown (nothing is progressing).
+The ETA queues the work left over the workers at work (:func:`suite.sweep.eta.remaining_seconds`): each run's
+time from its training FLOPs, on a line fitted to the last :data:`RECENT` finished runs' durations (so deeper
+runs after shallow ones are not timed as shallow ones), each running run at what its logged step leaves of
+its own time. Where a run's FLOPs are unknown, every run counts at the mean duration. With no run running it is
+unknown (nothing is progressing).
 """
 
 from __future__ import annotations
@@ -168,6 +170,14 @@ def _estimate(result: SweepStatus) -> None:
     if not running:
         return
     result.runs_per_hour = len(running) * 3600 / mean
+    from suite.sweep.eta import remaining_seconds, run_flops
+
+    flops = {id(v): run_flops(v.run) for v in [*done, *left, *running]}
+    if all(f is not None for f in flops.values()):  # each run's time from its shape (eta.remaining_seconds)
+        frac = {id(v): min(v.step / v.steps, 1.0) if v.step is not None and v.steps else 0.5 for v in running}
+        result.eta_s = remaining_seconds([(flops[id(v)], v.wall_s) for v in done], [flops[id(v)] for v in left],
+                                         [(flops[id(v)], frac[id(v)]) for v in running], len(running))
+        return
     work = len(left) * mean
     for v in running:
         frac = min(v.step / v.steps, 1.0) if v.step is not None and v.steps else 0.5  # epochs: assume half

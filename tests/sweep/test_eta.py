@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 
 from suite.models.flops import train_step_flops
@@ -29,10 +30,13 @@ def test_on_the_cpu_the_throughput_is_measured_here(monkeypatch):
     seen = []
     cfg, _ = cost_shape(ablation.runs[0].cfg)
     flops = train_step_flops(cfg.model, cfg.train.batch_size)
-    ms = 1e3 * 12 * 60 * 2 * flops / estimate(ablation).flops  # the step time that makes 12 min on 2 workers
+    ms = 1e3 * 12 * 60 * 2 * flops / estimate(ablation).flops  # the step time that makes 12 min of work per worker
     monkeypatch.setattr(eta, "_measure", lambda cfg, threads: seen.append(threads) or ms)
+    # each run queued in order on the first free worker: depth 1 and 2 alternate, so one worker ends later
+    seconds = eta.queue_seconds([eta.run_flops(r) / flops * ms / 1e3 for r in ablation.runs], 2)
+    assert 12 * 60 < seconds < 16 * 60
     assert eta.starting_line(ablation, ablation.runs, 2, 3, "cpu") == (
-        f"starting 2 workers; 8 runs, about 12 min of training steps by suite cost's estimate "
+        f"starting 2 workers; 8 runs, {eta.about(seconds)} of training steps by suite cost's estimate "
         f"({ms:.1f} ms per step of the first run's shape, measured here; start-up and evaluation not counted)")
     assert seen == [3]  # with the workers' threads
     assert eta.starting_line(ablation, ablation.runs[:1], 1, 1, "cpu").startswith("starting 1 worker; 1 run, ")
@@ -63,3 +67,17 @@ def test_measuring_leaves_the_caller_s_random_state_and_threads_alone():
     assert ms is not None and ms > 0
     assert torch.equal(torch.rand(3), expected) and torch.get_num_threads() == threads
 
+
+
+def test_a_run_is_timed_by_its_shape_not_by_the_first_runs():
+    """Issue 61: every estimate was 2-5x short when depth-24 runs came first and depth-96 ones after."""
+    from suite.sweep.eta import fit_seconds, queue_seconds, remaining_seconds
+
+    shallow, deep = 1e12, 4e12
+    assert fit_seconds([(shallow, 12.0), (deep, 42.0), (shallow, 12.0)]) == pytest.approx((2.0, 1e-11))
+    assert fit_seconds([(shallow, 10.0)]) == (0.0, 1e-11)  # one shape: through the origin
+    assert fit_seconds([]) is None
+    assert queue_seconds([3.0, 3.0, 3.0], 2) == 6.0 and queue_seconds([1.0, 1.0], 2, busy=[5.0]) == 5.0
+    # two depth-24 runs done (12 s each), two depth-96 runs left and one in flight halfway, 2 workers
+    left = remaining_seconds([(shallow, 12.0), (shallow, 12.0), (deep, 42.0)], [deep, deep], [(deep, 0.5)], 2)
+    assert left == pytest.approx(21.0 + 42.0)  # the free worker takes one, the other after its 21 s
