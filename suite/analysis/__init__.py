@@ -13,7 +13,9 @@ comparisons, one Holm family), ``sequential.py`` (group-sequential looks at it),
 over training), ``survival.py`` (time to learn: Kaplan-Meier, log-rank), ``transfer.py`` (does the best rate transfer across depth; ``lrpeak.py``:
 where a validation curve peaks and the jackknife of that peak's slope over depth), ``regression.py`` and
 ``trends.py`` (trends with depth), ``robust.py`` (rliable-style aggregates across cells),
-``propagation.py`` (``suite propagate`` runs), ``plan.py`` (seeds needed: ``suite plan``),
+``propagation.py`` (``suite propagate`` runs), ``plan.py`` (seeds needed: ``suite plan``), ``assurance.py``
+(the honest chance that a rerun decides a declared question), ``separation.py`` (which diagnostic separates
+the runs that were not ok: an AUC per scheme),
 ``markup.py`` and ``tables.py`` (Markdown / LaTeX / CSV tables; markup also turns Markdown into the
 report's HTML and checks its links), ``products.py`` (the one registry of what an analysis writes:
 tables, figures, findings sections), ``findings.py`` (``findings.md``, in

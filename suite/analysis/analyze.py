@@ -29,6 +29,7 @@ from suite.analysis.lr import lr_table
 from suite.analysis.propagation import KIND, is_propagation, summary_frame
 from suite.analysis.summary import runs_frame, summarize
 from suite.grouping import DEPTH, LR
+from suite.analysis.separation import separation_frame
 from suite.analysis.stability import models, stability_table
 from suite.analysis.survival import learn_table
 from suite.analysis.trends import aggregates, depth_trends
@@ -210,7 +211,9 @@ def study(root: Path, baseline: str | None = None, by: list[str] | None = None, 
         "transfer": transfer_table(runs, keys, base),
         "stability": stability_table(runs, keys, base, fitted),
         "gamma": gamma.gamma_frame(root, runs, keys),
+        "diagnostics": separation_frame(runs),
     }
+    frames["gamma_settled"] = gamma.settled_frame(frames["gamma"], keys)
     return products.Analysis(root, title, runs, keys, base, frames, _primary(root, runs), depth_models=fitted)
 
 

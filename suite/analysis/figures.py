@@ -386,33 +386,60 @@ def _label_panels(fig: plt.Figure, axes: np.ndarray, variants: list[str], ylabel
 
 def attn_logit_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: str) -> plt.Figure | None:
     """The largest attention logit a run reached (``attn_logit_peak``, docs/training.md) against its learning
-    rate, one panel per scheme, one line per depth (the median over seeds, every run a dot), with the bound
-    above which a run that did not learn is called ``unstable``. None when no run recorded it."""
+    rate (:func:`peak_vs_lr`), with the bound above which a run that did not learn is called ``unstable``."""
     from suite.engine.diagnostics import ATTN_LOGIT_BOUND
 
-    runs = [r for r in runs if isinstance(r.get("attn_logit_peak"), (int, float)) and r.get(LR) is not None
-            and r.get(DEPTH) is not None and r["attn_logit_peak"] > 0]
+    return peak_vs_lr(runs, colors, title, "attn_logit_peak", "largest attention logit",
+                      f"each run's peak |pre-softmax logit| over training (dots), median over seeds (lines);\n"
+                      f"dashed: {ATTN_LOGIT_BOUND:g}, above which a run that did not learn is unstable", ATTN_LOGIT_BOUND)
+
+
+def stream_rms_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: str) -> plt.Figure | None:
+    """The residual stream's largest RMS a run reached (``stream_rms_peak``) against its learning rate: the
+    growth that separates the runs that break (tables/diagnostics.csv) (:func:`peak_vs_lr`)."""
+    return peak_vs_lr(runs, colors, title, "stream_rms_peak", "largest residual-stream RMS",
+                      "each run's peak RMS of the residual stream after a block over training (dots), median over "
+                      "seeds (lines)")
+
+
+def gamma_vs_lr(settled: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure | None:
+    """Where LayerScale's γ settled (:func:`suite.analysis.gamma.settled_frame`: the mean |γ| over blocks at the
+    last step) against the learning rate, one line per depth (:func:`peak_vs_lr`)."""
+    if settled is None or settled.empty or LR not in settled or DEPTH not in settled:
+        return None
+    rows = [{"variant": r["variant"], DEPTH: r[DEPTH], LR: r[LR], "gamma": r["gamma"]}
+            for r in settled.to_dict("records")]
+    return peak_vs_lr(rows, colors, title, "gamma", "settled mean |γ|",
+                      "the mean |γ| over blocks at the last logged step, averaged over the group's runs; a line per "
+                      "depth: where the lines lie on each other, the rate, not the depth, sets γ's size")
+
+
+def peak_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: str, key: str, ylabel: str, note: str,
+               bound: float | None = None) -> plt.Figure | None:
+    """Each run's ``key`` against its learning rate, one panel per scheme, one line per depth (the median over
+    seeds, every run a dot), log-log, with an optional dashed ``bound``. None when no run recorded it."""
+    runs = [r for r in runs if isinstance(r.get(key), (int, float)) and math.isfinite(r[key]) and r[key] > 0
+            and r.get(LR) is not None and r.get(DEPTH) is not None]
     if not runs:
         return None
     fig, axes, variants, depths, shades = _depth_panels(runs, colors)
     for ax, v in zip(axes.flat, variants):
         for depth, shade in zip(depths, shades):
-            by_lr = _by_lr(runs, v, depth, lambda r: float(r["attn_logit_peak"]))
+            by_lr = _by_lr(runs, v, depth, lambda r: float(r[key]))
             if not by_lr:
                 continue
             lrs = sorted(by_lr)
             ax.plot(lrs, [float(np.median(by_lr[lr])) for lr in lrs], color=shade, lw=1.2,
                     label=f"depth {fmt_value(depth)}")
             ax.scatter([lr for lr in lrs for _ in by_lr[lr]], [x for lr in lrs for x in by_lr[lr]], color=shade, s=8)
-        ax.axhline(ATTN_LOGIT_BOUND, color="0.4", ls="--", lw=0.8)
+        if bound is not None:
+            ax.axhline(bound, color="0.4", ls="--", lw=0.8)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(plain(v), fontsize="medium")
         ax.grid(alpha=0.3)
-    _label_panels(fig, axes, variants, "largest attention logit", title)
-    fig.text(0.01, -0.08, f"each run's peak |pre-softmax logit| over training (dots), median over seeds (lines);\n"
-             f"dashed: {ATTN_LOGIT_BOUND:g}, above which a run that did not learn is unstable",
-             fontsize="small", color="0.3")
+    _label_panels(fig, axes, variants, ylabel, title)
+    fig.text(0.01, -0.08, note, fontsize="small", color="0.3")
     return fig
 
 
@@ -649,14 +676,15 @@ def draw(analysis: Any) -> list[Path]:
     if a.propagation:
         return draw_propagation(a.root, a.runs, a.summary, a.keys, a.baseline, a.title)
     return draw_all(a.root, a.runs, a.summary, a.keys, a.baseline, a.title, a.frames.get("lr"),
-                    a.frames.get("transfer"), a.depth_models)
+                    a.frames.get("transfer"), a.depth_models, a.frames.get("gamma_settled"))
 
 
 def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys: list[str], baseline: str,
              title: str, lr: pd.DataFrame | None = None, transfer: pd.DataFrame | None = None,
-             depth_models: dict | None = None) -> list[Path]:
+             depth_models: dict | None = None, gamma_settled: pd.DataFrame | None = None) -> list[Path]:
     """Draw every figure of the analysis into ``root/figures``; returns the files written. ``depth_models``:
-    the frontier-across-depth model of each section (:func:`suite.analysis.stability.models`)."""
+    the frontier-across-depth model of each section (:func:`suite.analysis.stability.models`);
+    ``gamma_settled``: where γ settled per group (:func:`suite.analysis.gamma.settled_frame`)."""
     out = root / "figures"
     if all(r["status"] == "error" for r in runs):  # nothing finished: nothing to draw
         return []
@@ -691,9 +719,16 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
             if part[DEPTH].nunique() >= 2:
                 written += save(best_lr_vs_depth(part, colors, head, rates), out, "best_lr_vs_depth", suffix)
             written += save(val_vs_lr_by_depth(members, colors, head), out, "val_vs_lr_by_depth", suffix)
-            logits = attn_logit_vs_lr(members, colors, head)
-            if logits is not None:
-                written += save(logits, out, "attn_logit_vs_lr", suffix)
+            for name, figure in (("attn_logit_vs_lr", attn_logit_vs_lr(members, colors, head)),
+                                 ("stream_rms_vs_lr", stream_rms_vs_lr(members, colors, head))):
+                if figure is not None:
+                    written += save(figure, out, name, suffix)
+            settled = gamma_settled
+            if settled is not None and section_keys(rest):
+                settled = settled[[group_of(r, section_keys(rest)) == label for r in settled.to_dict("records")]]
+            figure = gamma_vs_lr(settled, colors, head) if settled is not None else None
+            if figure is not None:
+                written += save(figure, out, "gamma_vs_lr", suffix)
     for label, part in sections(summary, keys):
         name, suffix, head = _heading(label, skeys, title)
         members = [r for r in runs if r["status"] != "error" and group_of(r, skeys) == label]

@@ -92,3 +92,22 @@ def read_back(root: Path) -> pd.DataFrame | None:
     except (OSError, ValueError, pd.errors.ParserError):
         return None
     return frame if set(COLUMNS) <= set(frame.columns) else None
+
+
+SETTLED = ["step", "gamma", "block_min", "block_max", "n_runs"]
+
+
+def settled_frame(frame: pd.DataFrame | None, keys: list[str]) -> pd.DataFrame | None:
+    """Where γ settles, per group: at the group's last logged step, the mean over blocks of each block's mean
+    |γ| (averaged over the group's runs), and the smallest and largest block. Beside the rate and the depth
+    of each group it shows what sets γ's size (issue 60: the rate, within the warm-up, whatever the init).
+    None without γ."""
+    if frame is None or frame.empty:
+        return None
+    rows = []
+    for group, part in frame.groupby(keys, sort=True, dropna=False):
+        last = part[part["step"] == part["step"].max()]
+        rows.append({**dict(zip(keys, group if isinstance(group, tuple) else (group,))), "step": int(last["step"].iloc[0]),
+                     "gamma": float(last["scale_mean"].mean()), "block_min": float(last["scale_mean"].min()),
+                     "block_max": float(last["scale_mean"].max()), "n_runs": int(last["n_runs"].max())})
+    return pd.DataFrame(rows, columns=[*keys, *SETTLED])

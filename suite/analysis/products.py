@@ -116,6 +116,12 @@ TABLES: dict[str, TableKind] = {t.name: t for t in (
     TableKind("gamma", "LayerScale γ per block over training",
               "the mean |γ| of each block at log-spaced steps, averaged over each group's seeds (CSV only)",
               "docs/schemes.md#per-block-probes", _frame("gamma"), ()),
+    TableKind("gamma_settled", "Where LayerScale's γ settles",
+              "the mean |γ| over blocks at the last step, by scheme, rate and depth", "docs/schemes.md#per-block-probes",
+              _frame("gamma_settled"), (paper.settled_gamma_tables,)),
+    TableKind("diagnostics", "What separates the runs that were not ok",
+              "per scheme, the AUC of each peak diagnostic for not-ok against ok runs (CSV only)",
+              "docs/training.md#why-a-run-broke", _frame("diagnostics"), ()),
     TableKind("propagation", "Signal propagation at initialisation", "forward and backward signal by depth",
               "docs/propagation.md#the-quantities", _frame("propagation"), (paper.propagation_tables,)),
 )}
@@ -137,6 +143,12 @@ FIGURES: dict[str, FigureKind] = {f.name: f for f in (
     FigureKind("attn_logit_vs_lr", "Largest attention logit against learning rate",
                "each run's peak pre-softmax attention logit, one line per depth: where attention-logit growth "
                "sets in", "docs/training.md#why-a-run-broke"),
+    FigureKind("stream_rms_vs_lr", "Residual-stream growth against learning rate",
+               "each run's peak residual-stream RMS, one line per depth: the growth that separates the runs that "
+               "break", "docs/training.md#why-a-run-broke"),
+    FigureKind("gamma_vs_lr", "Where LayerScale's γ settles, against learning rate",
+               "the mean |γ| over blocks at the last step, one line per depth: what sets γ's size",
+               "docs/schemes.md#per-block-probes"),
     FigureKind("accuracy_vs_depth", "Score against depth", "each scheme's score at each depth", "intervals-and-tests"),
     FigureKind("not_ok_vs_depth", "Runs not ok against depth", "the share of runs that diverged or failed",
                "intervals-and-tests"),
@@ -160,6 +172,7 @@ FINDINGS: dict[str, FindingsSection] = {s.name: s for s in (
     FindingsSection("answer", "Answer", "the-primary-comparison-and-everything-else"),
     FindingsSection("depth", "Stability across depth", "stability-frontier-across-depth"),
     FindingsSection("causes", "Why runs were not ok", "docs/training.md#why-a-run-broke"),
+    FindingsSection("separation", "What separates the runs that were not ok", "docs/training.md#why-a-run-broke"),
     FindingsSection("transfer", "Learning-rate transfer across depth", "learning-rate-transfer-across-depth"),
     FindingsSection("exploratory", "Exploratory comparisons", "intervals-and-tests"),
 )}

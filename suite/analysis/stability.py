@@ -22,7 +22,7 @@ from suite.grouping import DEPTH, LR, ordered_groups
 
 OUTCOMES = ("ok", "did not learn", "unstable", "diverged")  # the phase diagram's colours, in this order
 COLUMNS = ["n", "n_not_ok", "n_unstable", "n_not_learned", "n_diverged", "lr50", "lr50_low", "lr50_high",
-           "slope", "slope_low", "slope_high", "first_not_ok_lr", "first_cause", "first_attn_logit",
+           "slope", "slope_low", "slope_high", "ok_through_lr", "first_not_ok_lr", "first_cause", "first_attn_logit",
            "parallel_p", "linear_p", "note"]
 
 
@@ -78,6 +78,9 @@ def stability_table(runs: list[dict[str, Any]], keys: list[str], baseline: str,
         lr50 = model.lr50(variant, [depth]) if not math.isnan(slope.slope) else ([math.nan],) * 3
         row.update(lr50=float(lr50[0][0]), lr50_low=float(lr50[1][0]), lr50_high=float(lr50[2][0]))
         first = min((float(r[LR]) for r in bad), default=math.nan)
+        # what the runs at this depth show, beside the model's line: the highest rate tried below the first not ok
+        below = [float(r[LR]) for r in members if math.isnan(first) or float(r[LR]) < first]
+        row.update(ok_through_lr=max(below, default=math.nan))
         there = [r for r in bad if float(r[LR]) == first]
         peaks = [float(r["attn_logit_peak"]) for r in there if isinstance(r.get("attn_logit_peak"), (int, float))]
         row.update(first_not_ok_lr=first,

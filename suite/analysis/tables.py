@@ -247,6 +247,22 @@ def frontier_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
     return _section_tables(lr, fkeys, baseline, m, "Stability frontier", "tab:frontier", cell, notes, best_of)
 
 
+def settled_gamma_tables(settled: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
+    """Rows = scheme, columns = depth, cells = where γ settled (mean over blocks at the last logged step) and
+    the range over blocks; one table per rate."""
+
+    def cell(r: pd.Series, best: str | None) -> str:
+        return m.lines([f"{r['gamma']:.3g}", m.esc(f"blocks {r['block_min']:.3g} to {r['block_max']:.3g}")])
+
+    def notes(part: pd.DataFrame) -> list[str]:
+        return [m.esc("Cell: the mean |γ| over the blocks at the last logged step (each block's mean over channels, "
+                      "averaged over the group's runs, whether they ended ok or not), and the smallest and largest "
+                      "block. Read across a row for depth, across the tables for the rate. Full precision: "
+                      "tables/gamma_settled.csv; every logged step: tables/gamma.csv.")]
+
+    return _section_tables(settled, keys, baseline, m, "Where LayerScale's γ settles", "tab:gamma", cell, notes)
+
+
 def learn_tables(learn: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
     """Rows = scheme, columns = depth, cells = Kaplan-Meier median steps to learn [95%] and learned k/n."""
 
@@ -353,15 +369,17 @@ def stability_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mar
     fkeys = [k for k in keys if k != LR]
 
     def cell(r: pd.Series, best: str | None) -> str:
-        lr50 = (m.esc(f"LR50 {fmt_rate(r['lr50'])} [{fmt_rate(r['lr50_low'])}, {fmt_rate(r['lr50_high'])}]")
-                if not missing(r["lr50"]) else m.esc("LR50 -"))
+        lr50 = (m.esc(f"model's LR50 {fmt_rate(r['lr50'])} [{fmt_rate(r['lr50_low'])}, {fmt_rate(r['lr50_high'])}]")
+                if not missing(r["lr50"]) else m.esc("model's LR50 -"))
         causes = ", ".join(f"{int(r[c])} {w}" for c, w in (("n_unstable", "unstable"), ("n_not_learned",
                            "did not learn"), ("n_diverged", "diverged")) if r[c])
-        first = (m.esc(f"first at {fmt_rate(r['first_not_ok_lr'])}: {r['first_cause']}")
+        through = (m.esc(f"ok through {fmt_rate(r['ok_through_lr'])}; ") if not missing(r.get("ok_through_lr"))
+                   else m.esc("not ok at its lowest rate; "))
+        first = (through + m.esc(f"first not ok at {fmt_rate(r['first_not_ok_lr'])}: {r['first_cause']}")
                  + (m.esc(f" (logit {r['first_attn_logit']:.3g})") if not missing(r["first_attn_logit"]) else "")
                  if not missing(r["first_not_ok_lr"]) else m.esc("every run ok"))
-        return m.lines([lr50, m.esc(f"not ok {int(r['n_not_ok'])}/{int(r['n'])}" + (f": {causes}" if causes else "")),
-                        first])
+        return m.lines([first, m.esc(f"not ok {int(r['n_not_ok'])}/{int(r['n'])}" + (f": {causes}" if causes else "")),
+                        lr50])
 
     def notes(part: pd.DataFrame) -> list[str]:
         slopes = part.drop_duplicates("variant")
@@ -375,10 +393,12 @@ def stability_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mar
                   + ("" if missing(first["linear_p"]) else f", a straight frontier in log depth p = "
                                                              f"{first['linear_p']:.2f}") + ".")
         return [m.esc(
-            "Cell: LR50, the rate where half of the runs end not ok, on the scheme's frontier line from one Firth "
-            "logistic model of not ok on log rate and log depth with a line per scheme [95% pointwise band]; the "
-            "runs not ok by cause (docs/training.md); the lowest rate at which a run ended not ok, its commonest "
-            "cause and the median largest attention logit there. Frontier slope on log depth (LR50 grows as "
+            "Cell: what the runs at that depth show (the highest rate tried below the first not-ok run, then the "
+            "lowest rate at which a run ended not ok, its commonest cause and the median largest attention logit "
+            "there; the runs not ok by cause, docs/training.md), then the model's LR50: the rate where half of the "
+            "runs end not ok on the scheme's frontier line, from one Firth logistic model of not ok on log rate and "
+            "log depth with a line per scheme [95% pointwise band], which pools every depth and can differ from "
+            "the runs at one depth. Frontier slope on log depth (LR50 grows as "
             f"depth^slope) [95% profile-likelihood interval]: {said}.{checks}")]
 
     return _section_tables(frame, fkeys, baseline, m, "Stability frontier across depth", "tab:stability", cell,

@@ -140,10 +140,27 @@ def test_findings_open_with_the_declared_depth_comparison_and_say_what_broke_fir
     assert "**Undecided**" in text and "seeds per rate, depth and scheme are needed" in text
     assert "- **layerscale**: LR50" in text and "48 at 0.01 (unstable, logit 100)" in text
     table = (root / "tables" / "stability.md").read_text()
-    assert "first at 0.1: unstable (logit 100)" in table and "not ok 2/6: 2 unstable" in table
+    assert "first not ok at 0.1: unstable (logit 100)" in table and "not ok 2/6: 2 unstable" in table
+    # issue 61: what the runs at a depth show comes first; the line's value is labelled as the model's
+    assert "ok through 0.01; first not ok at 0.1" in table and "model's LR50" in table
     assert (root / "figures" / "phase_diagram.png").is_file()
+    # issue 61: the report opens the figures that answer the declared question, first
+    from suite.analysis.report import build
+
+    page = build(root)
+    opened = [page[i:].split('"', 1)[0] for i in [j + len('<details id="') for j in _find_all(page, '<details id="')]
+              if page[i:].split(">", 1)[0].endswith(" open")]
+    assert opened[:2] == ["fig-frontier-vs-depth", "fig-phase-diagram"] and len(opened) == 2
     answer = primary.evaluate(list(_runs(root)), primary.Primary("layerscale", "preln", {}, "frontier_slope"))
     assert answer.estimate < 0 and "layerscale" in primary_text.verdict(answer)
+
+
+def _find_all(text: str, part: str) -> list[int]:
+    found, at = [], text.find(part)
+    while at >= 0:
+        found.append(at)
+        at = text.find(part, at + 1)
+    return found
 
 
 def _runs(root):
