@@ -26,6 +26,7 @@ from suite.analysis.markup import fmt_rate, fmt_value
 from suite.analysis.primary import Answer
 from suite.analysis.products import FINDINGS, TABLES, Analysis, FindingsSection
 from suite.analysis.primary_text import paragraph, verdict_table
+from suite.analysis.separation import separation_lines
 from suite.analysis.stats import fisher_min_p
 from suite.analysis.survival import first_eval_line, uninformative
 from suite.analysis.transfer import DRIFT, READINGS, TRANSFER_MARGIN, reading
@@ -63,9 +64,13 @@ def score_line(row: pd.Series, base: pd.Series) -> str:
     clipped = ", clipped to what two scores can differ by" if row.get("acc_diff_ci_clipped") is True else ""
     few = "; fewer than 4 seeds per arm: an estimate, no verdict" if row.get("acc_verdict") == "too few seeds" else ""
     interval = _interval(row['acc_diff_ci_low'], row['acc_diff_ci_high'], row['acc_p_m'])
+    pairs, n_base = row.get("acc_pairs"), base.get("acc_n")
+    subset = (f"; the difference is over the {int(pairs)} seeds both ran, the baseline's mean over its {int(n_base)}"
+              if pairs and isinstance(n_base, (int, float)) and not pd.isna(n_base) and int(n_base) != int(pairs)
+              else "")
     return (f"{_where(row)}: score {100 * row['acc_mean']:.1f}% vs {100 * base['acc_mean']:.1f}%, difference "
             f"{_points(row['acc_diff'])} points ({interval}{clipped}; {test}, "
-            f"{_adj(row['acc_p_adj'], row['acc_p_m'])}{few})")
+            f"{_adj(row['acc_p_adj'], row['acc_p_m'])}{few}{subset})")
 
 
 def rate_line(row: pd.Series, base: pd.Series) -> str:
@@ -295,6 +300,7 @@ def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:
     if frames.get("stability") is not None and not frames["stability"].empty:
         out.append((FINDINGS["depth"], depth_lines(frames["stability"], analysis.keys, analysis.baseline)))
     out.append((FINDINGS["causes"], cause_lines(analysis.runs, analysis.keys)))
+    out.append((FINDINGS["separation"], separation_lines(frames.get("diagnostics"))))
     transfer = frames.get("transfer")
     if transfer is not None and not transfer.empty:
         out.append((FINDINGS["transfer"], _transfer_section(transfer, analysis.keys, analysis.baseline)))
@@ -306,14 +312,99 @@ def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:
 
 def answer_block(analysis: Analysis) -> list[str]:
     """The answer block of ``findings.md`` and the report: :func:`answer_lines`, with where each arm's rate
-    came from (:func:`tuned_rates_line`) after the regime line."""
+    came from (:func:`tuned_rates_line`) after the regime line, and after the answers each declared cell's
+    failures (:func:`declared_cells_line`) and each arm's initial scale where it changes across the cells
+    it is compared in (:func:`inits_line`)."""
     answer = answer_lines(analysis.answer, analysis.runs)
+    if analysis.answer is None:
+        return answer
     rates = tuned_rates_line(analysis.root)
-    if rates and analysis.answer is not None:
+    if rates:
         line = regime(analysis.runs)
         at = answer.index(line) + 2 if line in answer else 0
         answer[at:at] = [rates, ""]
+    answers = analysis.answer if isinstance(analysis.answer, list) else [analysis.answer]
+    for extra in (declared_cells_line(answers, analysis.runs), inits_line(answers, analysis.runs)):
+        if extra:
+            answer += [extra, ""]
     return answer
+
+
+def _declared_cells(a: Answer) -> list[tuple[str, dict]]:
+    """The (variant, where) cells a score or interaction comparison pairs seeds across; [] for the others."""
+    pr = a.primary
+    if pr.endpoint not in ("score", "interaction"):
+        return []
+    wheres = [dict(pr.where)] + ([{**pr.where, **pr.versus}] if pr.endpoint == "interaction" else [])
+    return [(v, w) for w in wheres for v in (pr.scheme, pr.baseline)]
+
+
+def _in_cell(run: dict, variant: str, where: dict) -> bool:
+    from suite.declared import same_value
+
+    return run.get("variant") == variant and all(same_value(run.get(k), v) for k, v in where.items())
+
+
+def declared_cells_line(answers: list[Answer], runs: list[dict]) -> str:
+    """Each declared paired comparison's cells: runs not ok of runs and the exact (Clopper-Pearson) 95% upper
+    bound on the cell's failure rate. A paired t on scores takes a not-ok run at chance: its level holds only
+    when failures are rare in every cell, so the bound says how rare the runs show them to be."""
+    from scipy.stats import beta
+
+    seen, cells = set(), []
+    for a in answers:
+        for variant, where in _declared_cells(a):
+            key = (variant, tuple(sorted((k, str(v)) for k, v in where.items())))
+            if key in seen:
+                continue
+            seen.add(key)
+            inside = [r for r in runs if _in_cell(r, variant, where) and r.get("status") != "error"]
+            if not inside:
+                continue
+            k = sum(r.get("status") in ("failed", "diverged") for r in inside)
+            upper = 1.0 if k == len(inside) else float(beta.ppf(0.975, k + 1, len(inside) - k))
+            at = " ".join(f"{str(name).rsplit('.', 1)[-1]} {fmt_value(v)}" for name, v in where.items())
+            cells.append(f"{' '.join(variant.split())} {at}: {k}/{len(inside)} (95% upper bound {100 * upper:.0f}%)")
+    if not cells:
+        return ""
+    return ("*Failures in the declared cells* (runs diverged or failed, of those run; a paired t scores them at "
+            "chance, so its level assumes failures are rare in each cell, and a cell near its bound would weaken "
+            f"that): {'; '.join(cells)}.")
+
+
+def inits_line(answers: list[Answer], runs: list[dict]) -> str:
+    """For each arm of a declared comparison across cells (an interaction) whose LayerScale starts at a
+    different scale in each cell (CaiT's rule sets it by depth), the scale in each: the two gains then compare
+    two initialisations, not one scheme at two depths."""
+    from suite.models.layerscale import cait_init
+
+    def start(run: dict) -> str | None:
+        init = run.get("model.layerscale.init")
+        if run.get("model.residual") != "layerscale" or init is None:
+            return None
+        if str(init) == "cait" and isinstance(run.get(DEPTH), (int, float)):
+            return f"{cait_init(int(run[DEPTH])):g}"
+        return str(fmt_value(init))
+
+    parts = []
+    for a in answers:
+        if a.primary.endpoint != "interaction":
+            continue
+        for variant in (a.primary.scheme, a.primary.baseline):
+            where_list = [w for v, w in _declared_cells(a) if v == variant]
+            starts = []
+            for where in where_list:
+                found = sorted({s for r in runs if _in_cell(r, variant, where) and (s := start(r)) is not None})
+                if found:
+                    at = " ".join(f"{str(name).rsplit('.', 1)[-1]} {fmt_value(v)}" for name, v in where.items())
+                    starts.append((at, "/".join(found)))
+            if len({s for _, s in starts}) > 1:
+                parts.append(f"{' '.join(variant.split())}'s γ starts at "
+                             + " and ".join(f"{s} at {at}" for at, s in starts))
+    if not parts:
+        return ""
+    return (f"*Initial scales*: {'; '.join(dict.fromkeys(parts))}, so a gain that changes across those cells "
+            f"compares different initialisations as well as different cells.")
 
 
 def answer_lines(answer: Answer | list[Answer] | None, runs: list[dict] | None = None) -> list[str]:
@@ -346,9 +437,15 @@ def regime(runs: list[dict]) -> str:
     best = max((mean(xs) for xs in cells.values()), default=math.nan)
     reach = f"; the best cell's mean test accuracy is {100 * best:.1f}%" if math.isfinite(best) else ""
     devices = ", ".join(sorted({str(r.get("device_name") or r.get("device") or "?").split(":")[0] for r in runs}))
+    judged = [r for r in runs if r.get("status") != "error"]
+    not_ok = sum(r.get("status") in ("failed", "diverged") for r in judged)
+    failures = (f"; {not_ok} of {len(judged)} runs ended not ok" if not_ok else
+                f"; none of the {len(judged)} runs ended not ok, so the scores compare how far each arm got, not "
+                f"whether it trained")
     return (f"*Regime*: data {values('data.name')}, {values('train.steps')} steps at batch "
             f"{values('train.batch_size')}, on {devices}{reach}: these are short runs far from "
-            f"convergence, so the answer is about training at this length and scale, not about final accuracy.")
+            f"convergence, so the answer is about early optimisation (how far each arm gets in this many steps at "
+            f"its rate), not about final accuracy{failures}.")
 
 
 def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
@@ -375,7 +472,8 @@ def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str
                 head = f"no frontier line ({first['note'] or 'nothing to fit'})"
             else:
                 move = ("falls with depth" if first["slope_high"] < 0 else "rises with depth" if first["slope_low"] > 0
-                        else "no detectable change with depth")
+                        else "no detectable change with depth, its interval allowing a fall or a rise")
+                move += " (exploratory: only a declared comparison of two schemes is a verdict)"
                 head = (f"LR50 {fmt_rate(first['lr50'])} at depth {fmt_value(first[DEPTH])}, {fmt_rate(last['lr50'])} "
                         f"at depth {fmt_value(last[DEPTH])}; slope {first['slope']:+.2f} [{first['slope_low']:+.2f}, "
                         f"{first['slope_high']:+.2f}]: {move}")
@@ -428,23 +526,38 @@ def tuned_rates_line(root) -> str:
     from suite.config import read_yaml
 
     try:
-        data = read_yaml(root / "ablation.yaml")
+        data = read_yaml(root / "ablation.yaml", links=False)
     except (OSError, ValueError):
         return ""
     rates = data.get("rates") if isinstance(data, dict) else None
     if not isinstance(rates, list) or not all(isinstance(e, dict) for e in rates):
         return ""
-    cells = []
+    cells, by_arm = [], {}
     for e in rates:
-        where = " ".join(f"{k.rsplit('.', 1)[-1]} {fmt_value(v)}" for k, v in e.items()
-                         if k not in ("variant", LR, "tuning_seeds", "val_score", "at_edge"))
-        edge = f" ({e['at_edge']} tried)" if e.get("at_edge") else ""
-        cells.append(f"{' '.join(str(e.get('variant')).split())} {where}: {fmt_value(e.get(LR))}{edge}")
+        where = " ".join(f"{' '.join(str(k).split()).rsplit('.', 1)[-1]} {' '.join(str(fmt_value(v)).split())}"
+                         for k, v in e.items() if k not in ("variant", LR, "tuning_seeds", "val_score", "at_edge"))
+        edge = f" ({' '.join(str(e['at_edge']).split())} tried)" if e.get("at_edge") else ""
+        variant = " ".join(str(e.get("variant")).split())
+        cells.append(f"{variant} {where}: {' '.join(str(fmt_value(e.get(LR))).split())}{edge}")
+        if isinstance(e.get(DEPTH), (int, float)) and isinstance(e.get(LR), (int, float)) and e[LR] > 0:
+            by_arm.setdefault(variant, {})[e[DEPTH]] = float(e[LR])
+    moves = []
+    for variant, at in by_arm.items():
+        if len(at) > 1:
+            low, high = min(at), max(at)
+            ratio = at[low] / at[high]
+            how = ("stays at " + fmt_rate(at[low]) if math.isclose(ratio, 1.0) else
+                   f"falls {ratio:.3g}x" if ratio > 1 else f"rises {1 / ratio:.3g}x")
+            moves.append(f"{variant}'s {how} from depth {fmt_value(low)} to {fmt_value(high)}")
+    moved = f" How each arm's rate moves with depth: {'; '.join(moves)}." if moves else ""
     seeds = sorted({s for e in rates for s in e.get("tuning_seeds") or [] if isinstance(s, int)})
-    source = data.get("rates_from") or "the ablation file"
+    if not data.get("rates_from"):
+        return (f"*Rates*: each arm at the rate the ablation file registered before its runs (`rates:`): "
+                f"{'; '.join(cells)}.{moved}")
+    source = data.get("rates_from")
     return (f"*Rates*: each arm at its rate chosen on validation in {' '.join(str(source).split())}"
             f"{' (tuning seeds ' + ', '.join(map(str, seeds)) + ')' if seeds else ''}, so no rate is scored on "
-            f"the seeds that chose it: {'; '.join(cells)}.")
+            f"the seeds that chose it: {'; '.join(cells)}.{moved}")
 
 
 def _exploratory(summary: pd.DataFrame, keys: list[str], baseline: str, trends: pd.DataFrame | None,

@@ -41,7 +41,8 @@ def opening(answers: list[Answer]) -> str:
     head = (f"**Primary comparisons** (declared in ablation.yaml): {len(answers)} comparisons tested as one "
             f"family of {m} hypotheses (a difference test each, and an equivalence test for each with a margin), "
             f"Holm's step-down correction at alpha = {ALPHA}; each p is shown with its Holm-adjusted p, each "
-            f"interval at the level of the Holm step that decided it.")
+            f"interval at the level of the Holm step that decided it. The intervals are not simultaneous: each "
+            f"holds at its own level, and together they cover the true values less often than the least of them.")
     items = [f"{i}. {a.primary.describe()}, {WHAT[a.primary.endpoint]}: {verdict(a)}"
              for i, a in enumerate(answers, 1)]
     return head + "\n\n" + "\n".join(items)  # a blank line: every Markdown renders the list as one

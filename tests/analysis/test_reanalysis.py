@@ -217,10 +217,11 @@ def test_a_committed_output_the_analysis_cannot_rebuild_is_kept_and_said(tmp_pat
     assert set(scales) <= set(shown)  # a kept figure is still in the report
 
 
-@pytest.mark.parametrize("folder", ["default", "mechanisms", "tune"])
+@pytest.mark.parametrize("folder", ["default", "mechanisms", "tune", "deep"])
 def test_analysing_a_committed_folder_as_committed_changes_no_committed_file(tmp_path, folder):
     """`suite analyze results/<folder>` on a clone changes nothing: every output is rebuilt to the same bytes
-    or, where its runs are not committed, kept. (stability, 24 s, is checked by hand: see issue 61's note.)"""
+    or, where its runs are not committed, kept (`make tables` on a clone). (stability, 24 s, is checked by
+    hand: see issue 61's note.)"""
     root = committed_copy(REPO / "results" / folder, tmp_path / folder)
     quiet(analyze, root)
     assert git(root, "status", "--porcelain", "--untracked-files=no") == ""
