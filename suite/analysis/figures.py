@@ -410,8 +410,8 @@ def gamma_vs_lr(settled: pd.DataFrame, colors: dict[str, Any], title: str) -> pl
     rows = [{"variant": r["variant"], DEPTH: r[DEPTH], LR: r[LR], "gamma": r["gamma"]}
             for r in settled.to_dict("records")]
     return peak_vs_lr(rows, colors, title, "gamma", "settled mean |γ|",
-                      "the mean |γ| over blocks at the last logged step, averaged over the group's runs; a line per "
-                      "depth: where the lines lie on each other, the rate, not the depth, sets γ's size")
+                      "the mean |γ| over blocks at the last logged step, averaged over the group's runs;\n"
+                      "where the depths' lines lie on each other, the rate, not the depth, sets γ's size")
 
 
 def peak_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: str, key: str, ylabel: str, note: str,
