@@ -70,7 +70,13 @@ def load_runs(run_dir: str | Path, from_csv: bool = False) -> list[dict[str, Any
         summary["run_dir"] = name
         runs.append(summary)
     skipped: list[str] = []
-    if from_csv and (root / RUNS_CSV).is_file():
+    if from_csv and (root / RUNS_CSV).is_symlink():  # it could bring in any file: never read through it
+        if not runs:
+            raise AnalysisError(f"{root / RUNS_CSV}: is a symbolic link; a results folder's runs.csv is read only "
+                                f"when it is a regular file inside the folder (replace the link by the file)")
+        warnings.warn(f"{root / RUNS_CSV}: is a symbolic link, not read; the run folders here rebuild it",
+                      AnalysisWarning)
+    elif from_csv and (root / RUNS_CSV).is_file():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", AnalysisWarning)
             runs = _merge_csv(root, runs)

@@ -290,6 +290,39 @@ def linked_in_analysis(name: str) -> Callable[[Path], list[str]]:
     return setup
 
 
+OUTSIDE_TEXT = "OUTSIDE-SECRET-7f3a"
+
+
+def linked_into_page(name: str) -> Callable[[Path], list[str]]:
+    """`suite report` of an analysed folder whose ``name`` (``ablation.yaml``, ``runs.csv``) was then replaced by
+    a link to a file outside it that holds :data:`OUTSIDE_TEXT` (as a description, or an error cell)."""
+    def setup(d: Path) -> list[str]:
+        from suite.analysis.analyze import analyze
+
+        root = analysis_runs(d)
+        write(root / "ablation.yaml", DEMO_ABLATION)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            analyze(root, figures=False)
+        text = (root / name).read_text()
+        outside = (text.replace("name: demo", f"name: demo\ndescription: {OUTSIDE_TEXT}") if name == "ablation.yaml"
+                   else text.replace(",ok,", f",ok,{OUTSIDE_TEXT}", 1))
+        (root / name).unlink()
+        os.symlink(write(d / f"outside-{name}", outside), root / name)
+        if name == "runs.csv":
+            shutil.rmtree(root / "runs")  # a folder shared as runs.csv alone: the link is all there is
+        return ["report", str(root)]
+    return setup
+
+
+def nothing_from_outside(d: Path, p: subprocess.CompletedProcess) -> str | None:
+    """No page holds the outside file's text."""
+    for page in d.rglob("*.html"):
+        if OUTSIDE_TEXT in page.read_text(errors="replace"):
+            return f"{page.name} holds text from a file outside the folder"
+    return None
+
+
 def special_file(where: str, kind: str) -> Callable[[Path], list[str]]:
     """A results folder where a regular file is expected but a FIFO (nobody writes to it) or a link to
     ``/dev/zero`` stands: ``where`` is ``summary``, ``metrics`` or ``ablation`` and names the command."""
@@ -932,6 +965,9 @@ CASES: list[Case] = [
     Case("suite run FILE train.batch_size=0", "misleading", "error",
          lambda d: ["run", str(SMOKE), "--out", str(d / "out"), "--dry-run", "train.batch_size=0"],
          _says("command line: train.batch_size=0")),
+    Case("ablation.yaml is a link out: suite report", "security", "ok", linked_into_page("ablation.yaml"),
+         nothing_from_outside),
+    Case("runs.csv is a link out: suite report", "security", "error", linked_into_page("runs.csv"), _says("link")),
     Case("suite analyze: a rates: entry with an integer key", "traceback", "ok",
          _analysis_with("ablation.yaml", DEMO_ABLATION + "rates:\n  - {variant: preln, 12: 3, train.lr: 0.001}\n")),
 ]

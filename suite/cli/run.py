@@ -163,7 +163,7 @@ class Progress:
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
         self.bar = None
-        self.flops: dict[str, float | None] | None = None  # each run's training FLOPs, computed once
+        self.flops: dict[str, float | None] = {}  # each run's training FLOPs, computed once
 
     def __call__(self, sweep, run, result: dict[str, Any]) -> None:
         n, todo = len(sweep.results), len(sweep.todo)
@@ -189,8 +189,9 @@ class Progress:
         from suite.sweep.eta import fit_seconds, run_flops
 
         elapsed = time.perf_counter() - self.t0
-        if self.flops is None:
-            self.flops = {r.run_id: run_flops(r) for r in sweep.todo}
+        for r in sweep.todo:  # a later round (--refine, --until-decided) brings runs of its own
+            if r.run_id not in self.flops:
+                self.flops[r.run_id] = run_flops(r)
         finished = [r for r in sweep.todo if r.run_id in sweep.results]
         left = [r for r in sweep.todo if r.run_id not in sweep.results]
         fit = fit_seconds([(self.flops[r.run_id], sweep.results[r.run_id].get("wall_s") or 0.0) for r in finished
