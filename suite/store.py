@@ -273,8 +273,8 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
     for key in DIAGNOSTIC_PEAKS:
         value = summary.get(key)
         if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                      and math.isfinite(value) and value >= 0):
-            return f"'{key}' is {str(value)[:20]!r}, not a finite number >= 0"
+                                      and math.isfinite(value)):
+            return f"'{key}' is {str(value)[:20]!r}, not a finite number"
     return None
 
 

@@ -598,7 +598,7 @@ PAGE = _ENV.from_string("""<!DOCTYPE html>
 </section>
 {% endif %}
 {% if figures %}
-<section id="figures"><h2>Figures</h2><p class="caption">Click a figure to see it at full size; click again to make it fit. Kinds with several figures (one per section of the runs) start folded after the first two kinds.</p>
+<section id="figures"><h2>Figures</h2><p class="caption">Click a figure to see it at full size; click again to make it fit. The figures that show the declared answer come first and open (without a declared answer, the first two kinds); the others start folded.</p>
 {% for g in figures %}
 <details id="{{ g.id }}"{% if g.open %} open{% endif %}><summary><strong>{{ g.title }}</strong> ({{ g.members|length }} figure{{ "s" if g.members|length != 1 }})</summary>
 <p class="caption">{{ g.caption }}{% if g.doc %} (method: <code>{{ g.doc }}</code>){% endif %}</p><div class="{{ 'grid' if g.members|length > 1 else 'one' }}">
