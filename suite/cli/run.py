@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from suite.config import ConfigError
     from suite.sweep.sweep import run_sweep
 
-    progress = Progress()
+    progress = Progress(getattr(args, "workers", None))
     answer = None
     try:
         if args.until_decided and args.refine:
@@ -160,9 +160,10 @@ def _counts_text(sweep) -> str:
 class Progress:
     """A tqdm bar over runs on a terminal, else one line per finished run."""
 
-    def __init__(self) -> None:
+    def __init__(self, workers: int | None = None) -> None:
         self.t0 = time.perf_counter()
         self.bar = None
+        self.workers = workers  # --workers, when given: the runs left are queued over them
         self.flops: dict[str, float | None] = {}  # each run's training FLOPs, computed once
 
     def __call__(self, sweep, run, result: dict[str, Any]) -> None:
@@ -183,10 +184,11 @@ class Progress:
             self.bar.write(line)
 
     def eta(self, sweep) -> float:
-        """The time left: the time so far, times the work left over the work done, each run's work its
-        seconds from its FLOPs (:func:`suite.sweep.eta.fit_seconds` on the runs finished so far), so a sweep
-        of shallow runs then deep ones is not timed by the shallow ones alone."""
-        from suite.sweep.eta import fit_seconds, run_flops
+        """The time left, each run's time from its FLOPs (:func:`suite.sweep.eta.fit_seconds` on the runs
+        finished so far), so a sweep of shallow runs then deep ones is not timed by the shallow ones alone: the
+        runs not finished queued over ``--workers`` (:func:`suite.sweep.eta.queue_seconds`; a run in flight
+        counts whole), or without it the time so far times the work left over the work done."""
+        from suite.sweep.eta import fit_seconds, queue_seconds, run_flops
 
         elapsed = time.perf_counter() - self.t0
         for r in sweep.todo:  # a later round (--refine, --until-decided) brings runs of its own
@@ -199,6 +201,8 @@ class Progress:
         if fit is None or any(self.flops[r.run_id] is None for r in sweep.todo):
             return elapsed / max(len(finished), 1) * len(left)
         work = {r.run_id: fit[0] + fit[1] * self.flops[r.run_id] for r in sweep.todo}
+        if self.workers:
+            return queue_seconds([work[r.run_id] for r in left], min(self.workers, max(len(left), 1)))
         done = sum(work[r.run_id] for r in finished)
         return elapsed * sum(work[r.run_id] for r in left) / done if done > 0 else 0.0
 

@@ -81,3 +81,21 @@ def test_a_run_is_timed_by_its_shape_not_by_the_first_runs():
     # two depth-24 runs done (12 s each), two depth-96 runs left and one in flight halfway, 2 workers
     left = remaining_seconds([(shallow, 12.0), (shallow, 12.0), (deep, 42.0)], [deep, deep], [(deep, 0.5)], 2)
     assert left == pytest.approx(21.0 + 42.0)  # the free worker takes one, the other after its 21 s
+
+
+def test_the_progress_line_queues_the_runs_left_by_their_shape_over_the_workers():
+    """The progress line's ETA after the first depth-1 runs of smoke (depths 1 and 2 alternate): the runs left,
+    each timed by its FLOPs on the finished runs' line, queued over --workers; not the first runs' pace."""
+    import types
+
+    from suite.cli.run import Progress
+
+    runs = load_ablation(SMOKE).runs
+    flops = {r.run_id: eta.run_flops(r) for r in runs}
+    shallow = [r for r in runs if r.cfg.model.depth == 1][:2]
+    seconds = {r.run_id: 10.0 for r in shallow}  # 10 s per depth-1 run, so b = 10 / its FLOPs
+    sweep = types.SimpleNamespace(todo=runs, results={i: {"status": "ok", "wall_s": s} for i, s in seconds.items()})
+    left = [r for r in runs if r.run_id not in seconds]
+    expected = eta.queue_seconds([10.0 * flops[r.run_id] / flops[shallow[0].run_id] for r in left], 2)
+    assert Progress(2).eta(sweep) == pytest.approx(expected)
+    assert expected > 10.0 * len(left) / 2  # the depth-2 runs left count for more than the depth-1 ones done
