@@ -315,6 +315,22 @@ def linked_into_page(name: str) -> Callable[[Path], list[str]]:
     return setup
 
 
+def _manifest_depth(token: str) -> Callable[[Path], list[str]]:
+    """`suite report` of an analysed folder whose analysis.json lists the depth ``token`` (a JSON number)."""
+    def setup(d: Path) -> list[str]:
+        from suite.analysis.analyze import analyze
+
+        root = analysis_runs(d)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            analyze(root, figures=False)
+        data = json.loads((root / "analysis.json").read_text())
+        data["depths"] = ["DEPTH"]
+        (root / "analysis.json").write_text(json.dumps(data).replace('"DEPTH"', token))
+        return ["report", str(root)]
+    return setup
+
+
 def nothing_from_outside(d: Path, p: subprocess.CompletedProcess) -> str | None:
     """No page holds the outside file's text."""
     for page in d.rglob("*.html"):
@@ -965,6 +981,8 @@ CASES: list[Case] = [
     Case("suite run FILE train.batch_size=0", "misleading", "error",
          lambda d: ["run", str(SMOKE), "--out", str(d / "out"), "--dry-run", "train.batch_size=0"],
          _says("command line: train.batch_size=0")),
+    Case("analysis.json with a 401-digit depth: suite report", "traceback", "error", _manifest_depth("1" * 401),
+         _says("analysis.json")),
     Case("ablation.yaml is a link out: suite report", "security", "ok", linked_into_page("ablation.yaml"),
          nothing_from_outside),
     Case("runs.csv is a link out: suite report", "security", "error", linked_into_page("runs.csv"), _says("link")),

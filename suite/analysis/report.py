@@ -118,7 +118,7 @@ def _manifest(root: Path) -> dict[str, Any]:
         return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
     ok = (isinstance(raw, dict) and isinstance(raw.get("title"), str) and isinstance(raw.get("baseline"), str)
-          and isinstance(raw.get("depths"), list) and all(isinstance(d, (int, float)) for d in raw["depths"])
+          and isinstance(raw.get("depths"), list) and all(_depth(d) for d in raw["depths"])
           and strings(raw.get("answer")) and isinstance(raw.get("findings"), list)
           and all(isinstance(f, dict) and isinstance(f.get("name"), str) and strings(f.get("lines"))
                   for f in raw["findings"])
@@ -134,6 +134,11 @@ def _manifest(root: Path) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- reading
+
+
+def _depth(value: Any) -> bool:
+    """A depth as analysis.json holds it: a number within model.depth's range (a 401-digit one overflowed)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= store.MAX_DEPTH
 
 
 def _read(path: Path, max_bytes: int = files.MAX_READ_BYTES) -> str:

@@ -224,12 +224,27 @@ def _detail(result: dict[str, Any]) -> str:
     return f"acc={acc:.3f}" if acc is not None else ""
 
 
+def _state(out, run, done: dict[str, dict]) -> str:
+    """A run's line in the plan: done (with its status), to resume (an interrupted run's checkpoint is there:
+    the next `suite run` goes on from its step), or to run."""
+    from suite import store
+    from suite.sweep.folder import run_dir
+
+    if run.run_id in done:
+        return f"done ({done[run.run_id]['status']})"
+    folder = run_dir(out, run)
+    if (folder / store.CHECKPOINT).is_file():
+        step = store.last_logged_step(folder)
+        return f"to resume (from step {step})" if step is not None else "to resume"
+    return "to run"
+
+
 def _print_plan(sweep) -> None:
     runs, done, ablation = sweep.runs, sweep.done, sweep.ablation
     keys = list(ablation.grid)
     header = ["run_id", "variant", *keys, "seed", "state"]
-    rows = [[r.run_id, r.variant, *(str(r.point[k]) for k in keys), str(r.seed),
-             f"done ({done[r.run_id]['status']})" if r.run_id in done else "to run"] for r in runs]
+    rows = [[r.run_id, r.variant, *(str(r.point[k]) for k in keys), str(r.seed), _state(sweep.out, r, done)]
+            for r in runs]
     widths = [max(len(x) for x in col) for col in zip(header, *rows)]
     for row in [header, *rows]:
         print("  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip())

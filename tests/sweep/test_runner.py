@@ -494,7 +494,8 @@ def test_a_sweep_whose_largest_run_cannot_fit_in_memory_is_refused_before_anythi
 
 @pytest.mark.skipif(not hasattr(os, "killpg") or shutil.which("timeout") is None, reason="signals a process group")
 @pytest.mark.parametrize("how, workers", [("killpg", 1), ("timeout", 2)])
-def test_sigterm_to_the_whole_group_checkpoints_every_run_in_flight_and_the_next_run_resumes_it(tmp_path, how, workers):
+def test_sigterm_to_the_whole_group_checkpoints_every_run_in_flight_and_the_next_run_resumes_it(tmp_path, how, workers,
+                                                                                                capsys):
     """Slurm's time limit and `timeout` signal the whole process group: the fork server died of it and took
     its workers with it (their parent-death signal), so the runs in flight left no checkpoint. Each step
     lasts 0.3 s (SLOW_STEP_ENV), so the signal lands mid-step on any machine: a fast step cannot win the race.
@@ -534,6 +535,9 @@ def test_sigterm_to_the_whole_group_checkpoints_every_run_in_flight_and_the_next
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    capsys.readouterr()
+    assert main(["run", str(ablation), "--out", str(out), "--only", "variant=preln", "--dry-run", *ARGS]) == 0
+    assert capsys.readouterr().out.count("to resume (from step") == workers  # not listed as plain "to run"
     assert main(["run", str(ablation), "--out", str(out), "--workers", str(workers), "--only", "variant=preln",
                  *ARGS]) == 0
     for folder in folders:
