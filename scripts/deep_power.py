@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from suite.analysis.assurance import Evidence, change_assurance
-from suite.results import AnalysisWarning, load_runs, score
+from suite.analysis.assurance import Evidence, change_assurance, seed_gains
+from suite.results import AnalysisError, AnalysisWarning, load_runs
 
 SCHEME, BASELINE, DEPTH, SEEDS = "layerscale-cait", "preln", 48, (6, 8, 10)
 GAINS, SDS = (1.0, 0.72, 0.5), (1.0, 1.5, 2.0)
@@ -25,13 +25,18 @@ PLANNED = (0.5, 1.5, 8)  # the gain's share, the SD's multiple and the seeds abl
 
 
 def gains(root: Path) -> np.ndarray:
-    """Per seed, LayerScale's test score minus Pre-LN's at depth 48, in points."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", AnalysisWarning)
-        runs = load_runs(root, from_csv=True)
-    cell = {(r["variant"], r["seed"]): score(r) for r in runs if r["model.depth"] == DEPTH}
-    seeds = sorted({s for v, s in cell if v == SCHEME} & {s for v, s in cell if v == BASELINE})
-    return np.array([100 * (cell[SCHEME, s] - cell[BASELINE, s]) for s in seeds])
+    """Per seed, LayerScale's test score minus Pre-LN's at depth 48, in points; a bad folder ends in one line."""
+    return seed_gains(read(root), SCHEME, BASELINE, [DEPTH])[DEPTH]
+
+
+def read(root: Path) -> list[dict]:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AnalysisWarning)
+            return load_runs(root, from_csv=True)
+    except AnalysisError as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def main(root: Path) -> None:

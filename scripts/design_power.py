@@ -13,13 +13,12 @@ interaction, each with the effect and SD fixed at the estimates (power) and draw
 from __future__ import annotations
 
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
 
-from suite.analysis.assurance import Evidence, assurance
-from suite.results import AnalysisWarning, load_runs, score
+from deep_power import read  # scripts/ is on the path: the same one-line refusal of a bad folder
+from suite.analysis.assurance import Evidence, assurance, seed_gains
 
 SCHEME, BASELINE, DEEP, SHALLOW = "layerscale-cait", "preln", 48, 12
 SEEDS = (6, 8, 10, 12, 17, 20, 26)
@@ -27,13 +26,7 @@ SEEDS = (6, 8, 10, 12, 17, 20, 26)
 
 def differences(root: Path) -> tuple[np.ndarray, np.ndarray]:
     """Per seed with all four runs, in points: (a) the gain at DEEP, (b) that gain minus the gain at SHALLOW."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", AnalysisWarning)
-        runs = load_runs(root, from_csv=True)
-    cell = {(r["variant"], r["model.depth"], r["seed"]): score(r) for r in runs if r["status"] != "error"}
-    seeds = sorted(s for (v, d, s) in cell if v == SCHEME and d == DEEP
-                   and all((x, y, s) in cell for x in (SCHEME, BASELINE) for y in (DEEP, SHALLOW)))
-    gain = {d: np.array([100 * (cell[SCHEME, d, s] - cell[BASELINE, d, s]) for s in seeds]) for d in (DEEP, SHALLOW)}
+    gain = seed_gains(read(root), SCHEME, BASELINE, [DEEP, SHALLOW])
     return gain[DEEP], gain[DEEP] - gain[SHALLOW]
 
 

@@ -12,7 +12,7 @@ questions. The method and its figures: docs/statistics.md#the-honest-chance-of-a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from scipy import stats as sps
@@ -93,3 +93,13 @@ def change_assurance(base: Evidence, share: float, sd_scale: float, n: int, sims
     g0 = m0[:, None] + s0[:, None] * rng.standard_normal((sims, n))
     g1 = share * m0[:, None] + sd_scale * s0[:, None] * rng.standard_normal((sims, n))
     return holm_decided(np.stack([paired_p(g1), paired_p(g1 - g0)], 1), alpha).mean(0)
+
+
+def seed_gains(runs: list[dict[str, Any]], scheme: str, baseline: str, depths: Sequence[int]) -> dict[int, np.ndarray]:
+    """Per depth, ``scheme``'s test score minus ``baseline``'s seed by seed, in points, over the seeds that have
+    both runs at every one of ``depths`` (error runs left out): the per-seed differences an Evidence is made of."""
+    from suite.results import score
+
+    cell = {(r["variant"], r["model.depth"], r["seed"]): score(r) for r in runs if r.get("status") != "error"}
+    seeds = sorted({s for (_, _, s) in cell if all((v, d, s) in cell for v in (scheme, baseline) for d in depths)})
+    return {d: np.array([100 * (cell[scheme, d, s] - cell[baseline, d, s]) for s in seeds]) for d in depths}

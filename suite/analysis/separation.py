@@ -23,14 +23,13 @@ COLUMNS = ["variant", "diagnostic", "n_ok", "n_not_ok", "auc", "median_ok", "med
 
 def auc(bad: list[float], good: list[float], low_is_bad: bool = False) -> float:
     """P(a bad run's value is further on the bad side than a good run's), ties half; nan without both."""
+    from scipy.stats import mannwhitneyu
+
     if not bad or not good:
         return math.nan
-    b, g = np.asarray(bad, float), np.asarray(good, float)
-    if low_is_bad:
-        b, g = -b, -g
-    greater = (b[:, None] > g[None, :]).sum()
-    ties = (b[:, None] == g[None, :]).sum()
-    return float((greater + 0.5 * ties) / (b.size * g.size))
+    sign = -1.0 if low_is_bad else 1.0
+    u = mannwhitneyu(sign * np.asarray(bad, float), sign * np.asarray(good, float)).statistic  # ties count half
+    return float(u / (len(bad) * len(good)))
 
 
 def separation_frame(runs: list[dict[str, Any]]) -> pd.DataFrame | None:
