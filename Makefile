@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 # which keeps its module fixtures built once. TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= 2
 
-.PHONY: install test run-ablations tune deep stability propagate tables bench bench-check device-check device-wheels clean
+.PHONY: install test run-ablations tune deep stability frontier propagate tables bench bench-check device-check device-wheels clean
 
 install: $(STAMP)
 
@@ -72,6 +72,14 @@ stability: install
 	$(BIN)/suite run ablations/stability.yaml --out results/stability --workers $(WORKERS)
 	$(BIN)/suite analyze results/stability
 	$(BIN)/suite report results/stability
+
+# Where the stable range ends, on a 2x grid with 6 seeds, and the depth-aware LayerScale (ablations/frontier.yaml,
+# results/frontier; registered with its power simulated before its runs: results/frontier/plan_power.md). About
+# 70 min on 2 cores; it resumes.
+frontier: install
+	$(BIN)/suite run ablations/frontier.yaml --out results/frontier --workers $(WORKERS)
+	$(BIN)/suite analyze results/frontier
+	$(BIN)/suite report results/frontier
 
 # The main comparison at depth 192 against 48, same seeds, rates registered beforehand (ablations/deep.yaml,
 # results/deep; its chance of deciding, simulated before the runs: results/deep/power.md). About an hour on 2 cores.

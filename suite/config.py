@@ -68,7 +68,7 @@ class ModelConfig:
     # suite/models/depth_scaled.py; depth-mup and completep fix depth_alpha at 0.5 and 1 (and refuse it
     # set, as every scheme refuses an option it does not read: suite.registry.SCHEME_OPTIONS)
     depth_alpha: float = 0.5
-    base_depth: int = 12  # the depth a learning rate is tuned at (depth-scaled schemes only)
+    base_depth: int = 12  # the depth a learning rate is tuned at (depth-scaled schemes and layerscale-depth only)
     drop_path: float = 0.0
     drop_path_schedule: Literal["linear", "uniform"] = "linear"
     # Linear weights: timm's truncated normal (std 0.02), or Xavier uniform as in the original
@@ -612,7 +612,7 @@ def check_scheme_options(cfg: RunConfig, reference: RunConfig, source: str = "co
 def _check_frozen_zero(cfg: RunConfig, source: str) -> None:
     """Refuse a frozen LayerScale at init 0: it multiplies its branches by a fixed 0 for good."""
     ls = cfg.model.layerscale
-    if cfg.model.residual == "layerscale" and not ls.learnable and not isinstance(ls.init, str) and ls.init == 0:
+    if cfg.model.residual in ("layerscale", "layerscale-depth") and not ls.learnable and not isinstance(ls.init, str) and ls.init == 0:
         branches = {"both": "attention and MLP branch", "attn": "attention branch", "mlp": "MLP branch"}[ls.placement]
         raise ConfigError(f"{source}: model.layerscale.init 0 with model.layerscale.learnable false multiplies every "
                           f"block's {branches} by a fixed 0, so those branches never contribute; make it learnable "

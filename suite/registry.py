@@ -102,6 +102,7 @@ SCHEME_OPTIONS: dict[str, tuple[str, ...]] = {
     "preln": (),
     "postln": (),
     "layerscale": LAYERSCALE_OPTIONS,
+    "layerscale-depth": (*LAYERSCALE_OPTIONS, "model.base_depth"),  # gamma's rate x base_depth / depth
     "rezero": (),
     "deepnorm": (),
     "sandwich": (),
@@ -115,6 +116,7 @@ SCHEMES = Registry("model.residual", {
     "preln": "suite.models.residual:build_preln",
     "postln": "suite.models.residual:build_postln",
     "layerscale": "suite.models.residual:build_layerscale",
+    "layerscale-depth": "suite.models.residual:build_layerscale",  # its rule is gamma's rate (engine/optim.py)
     "rezero": "suite.models.residual:build_rezero",
     "deepnorm": "suite.models.residual:build_deepnorm",
     "sandwich": "suite.models.residual:build_sandwich",
@@ -125,6 +127,8 @@ SCHEMES = Registry("model.residual", {
     "preln": "x + F(LN(x)): the baseline (ViT, DeiT)",
     "postln": "LN(x + F(x)): the original Transformer",
     "layerscale": "x + gamma * F(LN(x)), gamma per channel, init tiny (CaiT); model.layerscale.*",
+    "layerscale-depth": "layerscale whose gamma learns at lr x base_depth / depth (depth-aware); model.layerscale.*, "
+                        "model.base_depth",
     "rezero": "x + alpha * F(x), no LayerNorm, alpha = 0 at init (ReZero)",
     "deepnorm": "LN(alpha * x + F(x)), alpha = (2N)^1/4, DeepNet's init (DeepNet)",
     "sandwich": "x + LN(F(LN(x))) (CogView's Sandwich-LN)",

@@ -464,4 +464,5 @@ def empty_summary(cfg: RunConfig, extra: dict[str, Any] | None = None) -> dict[s
 
 
 # the instability diagnostics' extremes a summary keeps (suite.engine.diagnostics.PEAKS; docs/training.md)
-DIAGNOSTIC_PEAKS = ("attn_logit_peak", "attn_entropy_low", "stream_rms_peak", "logit_rms_peak", "update_ratio_peak")
+DIAGNOSTIC_PEAKS = ("attn_logit_peak", "attn_entropy_low", "stream_rms_peak", "stream_growth_peak", "logit_rms_peak",
+                    "update_ratio_peak")

@@ -2,7 +2,8 @@
 
 At each log step the probes record, per block, the largest |pre-softmax attention logit| and the lowest
 attention entropy (:func:`suite.engine.probes.attention_stats`) and the residual stream's RMS after the
-block (``out_rms``); the train record adds the output logits' RMS and the update-to-weight ratio of the
+block (``out_rms``), and from it the stream's largest growth over its size at init (:func:`stream_growth`,
+per block, the largest kept); the train record adds the output logits' RMS and the update-to-weight ratio of the
 step's optimizer update. :func:`peaks` keeps, for the summary, each one's extreme over the run and the step
 it was reached, so a table can say *why* a run is not ok, not only that it is (docs/training.md,
 "Why a run broke").
@@ -47,7 +48,30 @@ def peaks(records: list[dict[str, Any]]) -> dict[str, Any]:
             if best is None or (here > best if pick is max else here < best):  # strictly: the first step it is reached
                 best, at = here, int(rec["step"])
         out[name], out[f"{name}_step"] = best, at
+    out["stream_growth_peak"], out["stream_growth_peak_step"] = stream_growth(records)
     return out
+
+
+def stream_growth(records: list[dict[str, Any]]) -> tuple[float | None, int | None]:
+    """The residual stream's largest growth from init: over the logged steps and the blocks, the largest
+    ratio of a block's output RMS to the same block's at the first train record (step 0, before any update),
+    and the step it was first reached; ``(None, None)`` without two such records. The stream's size at init
+    differs by scheme and depth (a LayerScale block adds almost nothing at init); this ratio is what the
+    training did to it."""
+    base: list[float] | None = None
+    best, at = None, None
+    for rec in records:
+        if rec.get("kind") != "train" or not _number(rec.get("step")):
+            continue
+        sizes = [b.get("out_rms") if isinstance(b, dict) else None for b in rec.get("blocks") or []]
+        if base is None:
+            if sizes and all(_number(v) and math.isfinite(v) and v > 0 for v in sizes):
+                base = [float(v) for v in sizes]
+            continue
+        ratios = [float(v) / b for v, b in zip(sizes, base) if _number(v) and math.isfinite(v)]
+        if ratios and (best is None or max(ratios) > best):
+            best, at = max(ratios), int(rec["step"])
+    return best, at
 
 
 def unstable(found: dict[str, Any], bound: float = ATTN_LOGIT_BOUND) -> bool:

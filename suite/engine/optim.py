@@ -10,6 +10,7 @@ from torch import nn
 
 from suite.config import ModelConfig, TrainConfig
 from suite.models import depth_scaled
+from suite.models.layerscale import GAMMA_PARAMETER, gamma_lr_scale
 
 # Parameters that are not matrices: norms' weights and biases, linear biases, LayerScale γ,
 # ReZero α, and (as in timm's no_weight_decay) the position embedding and class token.
@@ -32,7 +33,8 @@ def build_optimizer(model: nn.Module, tc: TrainConfig, mc: ModelConfig | None = 
     With a depth-scaled scheme in ``mc`` (``depth_scaled``, ``depth-mup``, ``completep``), the
     parameters inside the blocks get the learning-rate factor ``m_L^(α-1)`` (each group's
     ``lr_scale``, applied by :func:`set_lr`) and ε is ``ADAM_EPS · m_L^-α``
-    (:mod:`suite.models.depth_scaled`, with the sources).
+    (:mod:`suite.models.depth_scaled`, with the sources). With ``layerscale-depth``, γ inside the blocks
+    gets the factor ``L_base / L`` (:func:`suite.models.layerscale.gamma_lr_scale`).
 
     The fused implementation (one kernel for all parameters instead of one per tensor) is used where
     torch has it, CPU and CUDA: the same update to float rounding, in less time. :func:`implementation`
@@ -40,10 +42,13 @@ def build_optimizer(model: nn.Module, tc: TrainConfig, mc: ModelConfig | None = 
     """
     hidden_scale = depth_scaled.hidden_lr_scale(mc) if mc is not None else 1.0
     eps = ADAM_EPS * (depth_scaled.eps_scale(mc) if mc is not None else 1.0)
+    gamma_scale = gamma_lr_scale(mc.residual, mc.depth, mc.base_depth) if mc is not None else 1.0
     groups: dict[tuple[bool, float], list[torch.Tensor]] = {}
     for name, p in model.named_parameters():
         if p.requires_grad:
             scale = hidden_scale if name.startswith(depth_scaled.HIDDEN_PREFIX) else 1.0
+            if name.startswith(depth_scaled.HIDDEN_PREFIX) and name.split(".")[-1] == GAMMA_PARAMETER:
+                scale *= gamma_scale
             groups.setdefault((is_no_decay(name, p), scale), []).append(p)
     param_groups = [
         {"params": params, "lr_scale": scale,
@@ -60,7 +65,8 @@ def build_optimizer(model: nn.Module, tc: TrainConfig, mc: ModelConfig | None = 
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    """This step's learning rate for every group, times the group's ``lr_scale`` (1 unless depth-scaled)."""
+    """This step's learning rate for every group, times the group's ``lr_scale`` (1 unless depth-scaled or
+    γ of ``layerscale-depth``)."""
     for group in optimizer.param_groups:
         group["lr"] = lr * group.get("lr_scale", 1.0)
 

@@ -15,6 +15,19 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+# The depth-aware LayerScale (``model.residual: layerscale-depth``): CaiT's LayerScale whose γ learns at
+# ``η · (L / L_base)^-1`` (every other parameter at η), so that γ's settled size, which under AdamW is set
+# by its learning rate and not by its init (docs/schemes.md, LayerScale under AdamW), falls as 1/L and the
+# sum of the 2L scaled branches stays the same size as the network deepens.
+DEPTH_AWARE = "layerscale-depth"
+GAMMA_PARAMETER = "gamma"  # the name of a LayerScale's (and a HeadScale's) γ inside a block
+
+
+def gamma_lr_scale(residual: str, depth: int, base_depth: int) -> float:
+    """The factor on γ's learning rate: ``(depth / base_depth)^-1`` for ``layerscale-depth``, 1 for every
+    other scheme (and 1 at ``depth == base_depth``, where the two LayerScales are one)."""
+    return base_depth / depth if residual == DEPTH_AWARE else 1.0
+
 
 def cait_init(depth: int) -> float:
     """CaiT's initial scale ε for a network of ``depth`` blocks: 0.1 up to 18, 1e-5 up to 24, 1e-6 deeper (the

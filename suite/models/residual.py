@@ -7,6 +7,7 @@ N is the total number of blocks; F is a sublayer (attention or MLP).
 | ``preln``    | ``x + F(LN(x))`` (the baseline)                |
 | ``postln``   | ``LN(x + F(x))``                               |
 | ``layerscale`` | ``x + γ ⊙ F(LN(x))`` (CaiT), see ``LayerScaleConfig`` |
+| ``layerscale-depth`` | ``layerscale`` with γ's learning rate × L_base/L (``suite/models/layerscale.py``) |
 | ``rezero``   | ``x + α·F(x)``, no LN, one α per block, α = 0   |
 | ``deepnorm`` | ``LN(α·x + F(x))``, α = (2N)^¼; fc1, fc2, v, out init × β = (8N)^-¼ |
 | ``sandwich`` | ``x + LN(F(LN(x)))``                           |

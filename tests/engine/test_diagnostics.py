@@ -33,6 +33,18 @@ def test_peaks_are_each_diagnostics_extreme_and_the_first_step_it_was_reached():
     assert peaks([])["attn_logit_peak"] is None and not unstable(peaks([]))
 
 
+def test_stream_growth_is_each_blocks_output_rms_over_its_own_at_step_0_the_largest_kept():
+    """Block 1's stream starts at half block 0's, so the same RMS later is twice the growth."""
+    history = [record(0, 0.1, rms=2.0), record(10, 1.0, rms=4.0), record(20, 1.0, rms=3.0),
+               {"kind": "train", "step": 30, "blocks": [{"out_rms": 2.0}, {"out_rms": 5.0}]},
+               {"kind": "train", "step": 40, "blocks": [{"out_rms": float("nan")}, {"out_rms": None}]}]
+    found = peaks(history)
+    assert (found["stream_growth_peak"], found["stream_growth_peak_step"]) == (5.0, 30)  # 5.0 / (2.0 / 2)
+    assert (found["stream_rms_peak"], found["stream_rms_peak_step"]) == (5.0, 30)
+    assert peaks([record(0, 0.1)])["stream_growth_peak"] is None  # only the init: no growth yet
+    assert peaks([record(0, 0.1, rms=0.0), record(10, 1.0)])["stream_growth_peak"] is None  # no size at init
+
+
 def test_attention_stats_are_the_logits_and_entropy_of_the_module_computed_by_hand():
     torch.manual_seed(0)
     model = build_model(ModelConfig(depth=1, dim=16, heads=2, patch_size=7, img_size=28, in_chans=1, num_classes=10))

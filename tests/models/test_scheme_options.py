@@ -67,7 +67,7 @@ def test_the_table_says_exactly_which_options_change_what_a_scheme_computes(sche
 @pytest.mark.parametrize("overrides, message", [
     (["model.layerscale.init=0.01"],
      "command line: model.layerscale.init 0.01: model.residual preln does not read it, so the setting would only "
-     "rename the run; remove it (or set it back to 'cait'), or use a scheme that reads it: layerscale"),
+     "rename the run; remove it (or set it back to 'cait'), or use a scheme that reads it: layerscale, layerscale-depth"),
     (["model.residual=preln", "model.layerscale.learnable=false"], "model.layerscale.learnable False: model.residual preln"),
     (["model.depth_alpha=0.9"], "model.depth_alpha 0.9: model.residual preln does not read it"),
     (["model.residual=depth-mup", "model.depth_alpha=0.9"],
@@ -75,7 +75,7 @@ def test_the_table_says_exactly_which_options_change_what_a_scheme_computes(sche
     (["model.residual=completep", "model.depth_alpha=0"], "model.residual completep fixes alpha at 1"),
     (["model.residual=rezero", "model.base_depth=4"],
      "model.base_depth 4: model.residual rezero does not read it, so the setting would only rename the run; remove "
-     "it (or set it back to 12), or use a scheme that reads it: depth_scaled, depth-mup, completep"),
+     "it (or set it back to 12), or use a scheme that reads it: layerscale-depth, depth_scaled, depth-mup, completep"),
 ])
 def test_an_option_the_scheme_does_not_read_is_refused_naming_the_key(overrides, message):
     with pytest.raises(ConfigError) as err:
@@ -89,6 +89,7 @@ def test_an_option_the_scheme_does_not_read_is_refused_naming_the_key(overrides,
     ["model.residual=layerscale", "model.layerscale.init=0.01", "model.layerscale.placement=mlp"],
     ["model.residual=depth_scaled", "model.depth_alpha=0.9", "model.base_depth=3"],
     ["model.residual=depth-mup", "model.base_depth=3"],
+    ["model.residual=layerscale-depth", "model.base_depth=3", "model.layerscale.init=1e-4"],
     ["model.residual=layerscale", "model.layerscale.init=0"],  # learnable init 0: a real init
     ["model.residual=layerscale", "model.layerscale.init=1e-6", "model.layerscale.learnable=false"],
 ])
