@@ -1,6 +1,6 @@
 """The chance that a stability study's declared frontier-slope question is decided, by simulation.
 
-    python scripts/stability_power.py results/stability > results/stability/power.md
+    python scripts/stability_power.py results/frontier > results/frontier/power.md
     python scripts/stability_power.py results/stability --plan ablations/frontier.yaml > results/frontier/plan_power.md
 
 The model is suite.analysis.depthslope's: a run is not ok with probability expit(b (log10 lr - x0) + c_s + d_s
@@ -8,8 +8,8 @@ The model is suite.analysis.depthslope's: a run is not ok with probability expit
 Each simulated study draws every run's outcome from such a model and is tested as `suite analyze` tests it
 (profile penalised likelihood ratio on the slope difference, in one model of every scheme's runs).
 
-Without --plan: the committed study's own grid and fit, its question (LayerScale against Pre-LN) with the slope
-difference as fitted or set to +/-0.5.
+Without --plan: a study that has run, on its own grid and seeds (and 2x and 3x as many), its declared frontier-slope
+questions tested together under Holm, with the differences as fitted and halved: the seeds a rerun would need.
 
 With --plan FILE: a study not yet run, on FILE's grid and seeds (every run it would make), its co-primary
 questions tested together under Holm as `suite analyze` tests them. Pre-LN and LayerScale (CaiT) keep the rate
@@ -29,17 +29,19 @@ import numpy as np
 from scipy.special import expit
 
 from suite.analysis import depthslope
+from suite.analysis.assurance import holm_decided
 from suite.results import AnalysisWarning, load_runs
 
 SCHEME, BASELINE, SIMULATIONS, ALPHA = "layerscale-cait", "preln", 100, 0.05
 DEPTH_AWARE = "layerscale-depth"
 
 
-def fitted(root: Path) -> tuple[depthslope.DepthFrontier, list[dict]]:
+def fitted(root: Path, variants: tuple[str, ...] | None = (SCHEME, BASELINE)) -> tuple[depthslope.DepthFrontier, list[dict]]:
+    """The model of ``root``'s runs (of ``variants`` only, or every variant's as `suite analyze` fits it)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AnalysisWarning)
         runs = [r for r in load_runs(root, from_csv=True) if r["status"] != "error"
-                and r["variant"] in (SCHEME, BASELINE)]
+                and (variants is None or r["variant"] in variants)]
     model = depthslope.fit([float(r["train.lr"]) for r in runs], [float(r["model.depth"]) for r in runs],
                            [r["variant"] for r in runs], [int(r["status"] != "ok") for r in runs])
     return model, runs
@@ -60,38 +62,46 @@ def draw(rng: np.random.Generator, cells: list[tuple[str, float, float, int]], l
 
 
 def committed(root: Path) -> None:
-    model, runs = fitted(root)
+    from suite.analysis.primary import read
+
+    declared = read(root)
+    questions = [(p.scheme, p.baseline) for p in (declared if isinstance(declared, list) else [declared])
+                 if p is not None and p.endpoint == "frontier_slope"]
+    if not questions:
+        raise SystemExit(f"{root}/ablation.yaml: declares no frontier_slope comparison; nothing to simulate")
+    model, runs = fitted(root, None)
+    cells: dict[tuple[str, float, float], int] = {}
+    for r in runs:
+        cell = (r["variant"], float(r["train.lr"]), float(r["model.depth"]))
+        cells[cell] = cells.get(cell, 0) + 1
     seeds_now = len({r["seed"] for r in runs})
-    cells = sorted({(r["variant"], float(r["train.lr"]), float(r["model.depth"])) for r in runs})
     b, k = model.beta[0], model.schemes
     c = dict(zip(k, model.beta[1:1 + len(k)]))
-    d = dict(zip(k, model.beta[1 + len(k):]))
-    difference = model.slopes[SCHEME].slope - model.slopes[BASELINE].slope
+    slope = {v: model.slopes[v].slope for v in k}
+    print(f"# Chance that a rerun of {root} decides its declared questions, simulated on its own grid\n")
+    print(f"The model fitted to its runs (as `suite analyze` fits it, every scheme in one model): rate steepness "
+          f"{b:.2f} per decade; frontier slopes on log depth " + ", ".join(f"{v} {slope[v]:+.2f}" for v in k)
+          + f". The grid is the study's: {len(cells)} cells (scheme x rate x depth), {len(runs)} runs, {seeds_now} "
+          f"seeds. Each simulated rerun draws every run from the model (its cells, each with the seeds of the row) "
+          f"and tests the questions as one family under Holm at alpha {ALPHA}; {SIMULATIONS} per row. 'As "
+          f"fitted' takes the fitted differences as the truth; 'halved' each at half its size (a fitted "
+          f"difference that decided a study tends to overstate the truth).\n")
+    names = " | ".join(f"{s} vs {t} ({slope[s] - slope[t]:+.2f} as fitted): decided" for s, t in questions)
+    print(f"| truth | seeds per cell | {names} |\n|:--|--:|" + "--:|" * len(questions))
     rng = np.random.default_rng(0)
-    print(f"# Chance that the stability study decides its declared question, simulated from {root}\n")
-    print(f"Fitted frontier slopes on log depth: {SCHEME} {model.slopes[SCHEME].slope:+.2f}, {BASELINE} "
-          f"{model.slopes[BASELINE].slope:+.2f} (difference {difference:+.2f}); rate steepness {b:.2f} per decade; "
-          f"{len(cells)} cells (scheme x rate x depth) as run, {seeds_now} seeds now. {SIMULATIONS} simulated "
-          f"studies per row, each tested at alpha {ALPHA} as `suite analyze` tests it.\n")
-    print("| true difference of slopes | seeds per cell | decided (p < 0.05) |\n|--:|--:|--:|")
-    for delta in (difference, 0.5, -0.5):
-        lines = {s: (c[s], d[s]) for s in k}
-        lines[SCHEME] = (c[SCHEME], d[BASELINE] - delta * b)  # slope = -d / b
-        for n in (2, 4, 8):
-            hits = sum(depthslope.difference(*draw(rng, [(*cell, n) for cell in cells], lines, b, model.centre),
-                                             SCHEME, BASELINE).p < ALPHA for _ in range(SIMULATIONS))
-            print(f"| {delta:+.2f}{' (as fitted)' if delta == difference else ''} | {n} | {100 * hits / SIMULATIONS:.0f}% |")
-
-
-def holm(ps: list[float], alpha: float = ALPHA) -> list[bool]:
-    """Holm's step-down decisions for the family ``ps``."""
-    order = sorted(range(len(ps)), key=ps.__getitem__)
-    decided = [False] * len(ps)
-    for step, i in enumerate(order):
-        if ps[i] >= alpha / (len(ps) - step):
-            break
-        decided[i] = True
-    return decided
+    for label, factor in (("as fitted", 1.0), ("halved", 0.5)):
+        truth = dict(slope)
+        for s, t in questions:
+            truth[s] = truth[t] + factor * (slope[s] - slope[t])
+        lines = {v: (c[v], -truth[v] * b) for v in k}
+        for n in (seeds_now, 2 * seeds_now, 3 * seeds_now):
+            ps = np.ones((SIMULATIONS, len(questions)))
+            for i in range(SIMULATIONS):
+                study = draw(rng, [(*cell, round(m * n / seeds_now)) for cell, m in cells.items()], lines, b,
+                             model.centre)
+                ps[i] = [depthslope.difference(*study, s, t).p for s, t in questions]
+            said = " | ".join(f"{100 * h:.0f}%" for h in holm_decided(ps, ALPHA).mean(axis=0))
+            print(f"| {label} | {n}{' (as run)' if n == seeds_now else ''} | {said} |")
 
 
 def planned(root: Path, plan: Path) -> None:
@@ -127,24 +137,22 @@ def planned(root: Path, plan: Path) -> None:
         lines = {BASELINE: (c[BASELINE], d_base), SCHEME: (c[SCHEME], d_cait),
                  DEPTH_AWARE: (c[SCHEME] + (d_cait - d_deep) * z12, d_deep)}  # one line at depth 12
         for n in sorted({max(2, seeds - 2), seeds, seeds + 2}):
-            hits = [0] * len(questions)
-            for _ in range(SIMULATIONS):
+            ps = np.ones((SIMULATIONS, len(questions)))
+            for i in range(SIMULATIONS):
                 runs = draw(rng, [(s, lr, depth, n) for (s, lr, depth) in counts], lines, b, (x0, z0))
-                ps = [depthslope.difference(*runs, s, t).p for s, t in questions]
-                for i, yes in enumerate(holm(ps)):
-                    hits[i] += yes
-            said = " | ".join(f"{100 * h / SIMULATIONS:.0f}%" for h in hits)
+                ps[i] = [depthslope.difference(*runs, s, t).p for s, t in questions]
+            said = " | ".join(f"{100 * h:.0f}%" for h in holm_decided(ps, ALPHA).mean(axis=0))
             print(f"| {delta_a:+.2f} | {delta_b:+.2f} | {n}{' (the plan)' if n == seeds else ''} | {said} |")
     print("\nAn effect is a difference of frontier slopes on log depth (LR50 grows as depth^slope): 0.5 is a "
           "stable range that falls 2x more (or less) over each 4x of depth than the other scheme's. The rows at 0 "
           "are each question's chance of a false decision.")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", nargs="?", default="results/stability", type=Path)
+    parser.add_argument("folder", nargs="?", default="results/frontier", type=Path)
     parser.add_argument("--plan", type=Path, help="an ablation not yet run: simulate its questions on its grid")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.plan:
         planned(args.folder, args.plan)
     else:

@@ -15,7 +15,8 @@ where a validation curve peaks and the jackknife of that peak's slope over depth
 ``trends.py`` (trends with depth), ``robust.py`` (rliable-style aggregates across cells),
 ``propagation.py`` (``suite propagate`` runs), ``plan.py`` (seeds needed: ``suite plan``), ``assurance.py``
 (the honest chance that a rerun decides a declared question), ``separation.py`` (which diagnostic separates
-the runs that were not ok: an AUC per scheme),
+the runs that were not ok: an AUC per scheme), ``sensitivity.py`` (a declared frontier-slope verdict under other
+definitions of not ok),
 ``markup.py`` and ``tables.py`` (Markdown / LaTeX / CSV tables; markup also turns Markdown into the
 report's HTML and checks its links), ``products.py`` (the one registry of what an analysis writes:
 tables, figures, findings sections), ``findings.py`` (``findings.md``, in

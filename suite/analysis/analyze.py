@@ -30,6 +30,7 @@ from suite.analysis.propagation import KIND, is_propagation, summary_frame
 from suite.analysis.summary import runs_frame, summarize
 from suite.grouping import DEPTH, LR
 from suite.analysis.separation import separation_frame
+from suite.analysis.sensitivity import sensitivity_frame
 from suite.analysis.stability import models, stability_table
 from suite.analysis.survival import learn_table
 from suite.analysis.trends import aggregates, depth_trends
@@ -214,6 +215,7 @@ def study(root: Path, baseline: str | None = None, by: list[str] | None = None, 
         "diagnostics": separation_frame(runs),
     }
     frames["gamma_settled"] = gamma.settled_frame(frames["gamma"], keys)
+    frames["sensitivity"] = sensitivity_frame(runs, primary.read(root))
     return products.Analysis(root, title, runs, keys, base, frames, _primary(root, runs), depth_models=fitted)
 
 

@@ -386,20 +386,23 @@ def _label_panels(fig: plt.Figure, axes: np.ndarray, variants: list[str], ylabel
 
 def attn_logit_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: str) -> plt.Figure | None:
     """The largest attention logit a run reached (``attn_logit_peak``, docs/training.md) against its learning
-    rate (:func:`peak_vs_lr`), with the bound above which a run that did not learn is called ``unstable``."""
+    rate (:func:`peak_vs_lr`), with the bound the old word ``unstable`` used."""
     from suite.engine.diagnostics import ATTN_LOGIT_BOUND
 
     return peak_vs_lr(runs, colors, title, "attn_logit_peak", "largest attention logit",
                       f"each run's peak |pre-softmax logit| over training (dots), median over seeds (lines);\n"
-                      f"dashed: {ATTN_LOGIT_BOUND:g}, above which a run that did not learn is unstable", ATTN_LOGIT_BOUND)
+                      f"dashed: {ATTN_LOGIT_BOUND:g}, the bound the sensitivity analysis counts as not ok", ATTN_LOGIT_BOUND)
 
 
 def stream_rms_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: str) -> plt.Figure | None:
     """The residual stream's largest RMS a run reached (``stream_rms_peak``) against its learning rate: the
     growth that separates the runs that break (tables/diagnostics.csv) (:func:`peak_vs_lr`)."""
+    from suite.engine.diagnostics import STREAM_RMS_BOUND
+
     return peak_vs_lr(runs, colors, title, "stream_rms_peak", "largest residual-stream RMS",
                       "each run's peak RMS of the residual stream after a block over training (dots), median over "
-                      "seeds (lines)")
+                      f"seeds (lines);\ndashed: {STREAM_RMS_BOUND:g}, above which a run that did not learn is said to "
+                      "have grown its stream", STREAM_RMS_BOUND)
 
 
 def gamma_vs_lr(settled: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure | None:
@@ -439,11 +442,13 @@ def peak_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: str, k
         ax.set_title(plain(v), fontsize="medium")
         ax.grid(alpha=0.3)
     _label_panels(fig, axes, variants, ylabel, title)
-    fig.text(0.01, -0.08, note, fontsize="small", color="0.3")
+    fig.tight_layout()
+    fig.text(0.01, -0.01, note, fontsize="small", color="0.3", va="top")  # under the axes' labels, any height
     return fig
 
 
-PHASE_COLORS = {"ok": "#4daf4a", "did not learn": "#bdbdbd", "unstable": "#e41a1c", "diverged": "#252525"}
+PHASE_COLORS = {"ok": "#4daf4a", "did not learn": "#bdbdbd", "did not learn, stream grew": "#e41a1c",
+                "diverged": "#252525"}
 
 
 def _edges(values: list[float]) -> np.ndarray:
@@ -456,7 +461,7 @@ def _edges(values: list[float]) -> np.ndarray:
 
 def phase_diagram(runs: list[dict[str, Any]], model: Any, colors: dict[str, Any], title: str) -> plt.Figure:
     """Depth x learning rate, one panel per scheme: each cell split by the share of its runs ok, that did not
-    learn, unstable or diverged (:func:`suite.analysis.stability.outcome`), with the scheme's frontier line
+    learn (with its residual stream grown past the bound, or not) or diverged (:func:`suite.analysis.stability.outcome`), with the scheme's frontier line
     from the model (:class:`suite.analysis.depthslope.DepthFrontier`) and its 95% pointwise band."""
     from matplotlib.patches import Patch, Rectangle
 

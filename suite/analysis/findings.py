@@ -26,6 +26,7 @@ from suite.analysis.markup import fmt_rate, fmt_value
 from suite.analysis.primary import Answer
 from suite.analysis.products import FINDINGS, TABLES, Analysis, FindingsSection
 from suite.analysis.primary_text import paragraph, verdict_table
+from suite.analysis.sensitivity import sensitivity_lines
 from suite.analysis.separation import separation_lines
 from suite.analysis.stats import fisher_min_p
 from suite.analysis.survival import first_eval_line, uninformative
@@ -269,10 +270,29 @@ def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[
 def findings(analysis: Analysis, tables: list[Path] | tuple = ()) -> str:
     """The text of ``findings.md`` (Markdown; deterministic, like the tables): a title, each of the
     :func:`parts` in order, then :func:`table_index` of the ``tables`` files the analysis wrote."""
-    lines = [f"# Findings: {analysis.title}", ""]
+    lines = [f"# Findings: {analysis.title}", "", *superseded_lines(analysis.root)]
     for _, part in parts(analysis):
         lines += part
     return "\n".join(lines + table_index(tables)).rstrip() + "\n"
+
+
+def superseded_lines(root: Path) -> list[str]:
+    """A first line saying which study replaces this one (``superseded_by:`` in its ablation.yaml); none when
+    none does or the file cannot be read (the analysis reports that elsewhere)."""
+    import yaml
+
+    from suite.config import read_yaml
+
+    try:
+        raw = read_yaml(Path(root) / "ablation.yaml", links=False)
+    except (OSError, ValueError, yaml.YAMLError):
+        return []
+    text = raw.get("superseded_by") if isinstance(raw, dict) else None
+    if not isinstance(text, str) or not text.strip():
+        return []
+    said = " ".join(text.split())[:500].replace("|", "\\|").replace("<", "&lt;")
+    return [f"> **Superseded** by {said}. What follows is kept as it was analysed; read the study that replaces "
+            f"it for the answer.", ""]
 
 
 def table_index(tables: list[Path] | tuple) -> list[str]:
@@ -301,6 +321,7 @@ def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:
         out.append((FINDINGS["depth"], depth_lines(frames["stability"], analysis.keys, analysis.baseline)))
     out.append((FINDINGS["causes"], cause_lines(analysis.runs, analysis.keys)))
     out.append((FINDINGS["separation"], separation_lines(frames.get("diagnostics"))))
+    out.append((FINDINGS["sensitivity"], sensitivity_lines(frames.get("sensitivity"))))
     transfer = frames.get("transfer")
     if transfer is not None and not transfer.empty:
         out.append((FINDINGS["transfer"], _transfer_section(transfer, analysis.keys, analysis.baseline)))
@@ -459,8 +480,8 @@ def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str
              "runs end not ok) from one Firth logistic model of every run, not ok on log rate and log depth with a "
              "frontier line per scheme, and its slope on log depth (LR50 grows as depth^slope: 0 = the stable range "
              "does not move, -1 = it halves when the depth doubles) with a 95% profile-likelihood interval; then, at "
-             "each depth, the lowest rate at which a run ended not ok, its commonest cause and the median largest "
-             "attention logit there. Table: tables/stability.md; figures: phase_diagram, frontier_vs_depth.", ""]
+             "each depth, the lowest rate at which a run ended not ok, what its runs there commonly showed and their "
+             "median largest stream RMS and attention logit. Table: tables/stability.md; figures: phase_diagram, frontier_vs_depth.", ""]
     for label, part in sections(frame, fkeys):
         title = section_title(label, section_keys(fkeys))
         if title:
@@ -478,16 +499,34 @@ def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str
                         f"at depth {fmt_value(last[DEPTH])}; slope {first['slope']:+.2f} [{first['slope_low']:+.2f}, "
                         f"{first['slope_high']:+.2f}]: {move}")
             broke = [f"{fmt_value(r[DEPTH])} at {fmt_rate(r['first_not_ok_lr'])} ({r['first_cause']}"
+                     + (f", stream RMS {r['first_stream_rms']:.3g}" if pd.notna(r.get("first_stream_rms")) else "")
                      + (f", logit {r['first_attn_logit']:.3g}" if pd.notna(r["first_attn_logit"]) else "") + ")"
                      for _, r in rows.iterrows() if pd.notna(r["first_not_ok_lr"])]
-            lines.append(f"- **{v}**: {head}. First not ok, by depth: {'; '.join(broke) or 'never'}.")
+            measured = [f"{fmt_value(r[DEPTH])} " + (fmt_rate(r["lr50_measured"]) if pd.notna(r["lr50_measured"]) else
+                                                     {"below": "below its rates", "above": "above its rates"}.get(
+                                                         r["lr50_measured_censored"], "-"))
+                        for _, r in rows.iterrows()] if "lr50_measured" in rows else []
+            lines.append(f"- **{v}**: {head}. " + (f"Measured LR50 (its runs, no model), by depth: {'; '.join(measured)}. "
+                                                   if measured else "")
+                         + f"First not ok, by depth: {'; '.join(broke) or 'never'}.")
         lines.append("")
     return lines
 
 
+# a failed run's reason in words that say what was observed (docs/training.md, Statuses)
+OBSERVED = {"never_learned": "did not learn by step {n}", "too_low": "under the floor at step {n}",
+            "collapsed": "learned, then lost it by step {n}",
+            "unstable": "did not learn by step {n}, logits past 30"}  # runs made before the word was retired
+
+
 def cause(run: dict) -> str:
-    """Why a run is not ok, in one word: its status and reason (``failed: unstable``, ``diverged: spike``)."""
-    reason = run.get("failed_reason") if run["status"] == "failed" else run.get("diverged_reason")
+    """What was observed of a run that is not ok, in a few words: ``did not learn by step 100``,
+    ``diverged: spike``."""
+    if run["status"] == "failed":
+        steps = run.get("steps_done")
+        words = OBSERVED.get(run.get("failed_reason"), "failed")
+        return words.format(n=steps if isinstance(steps, int) and not isinstance(steps, bool) else "?")
+    reason = run.get("diverged_reason")
     return f"{run['status']}: {reason}" if reason else str(run["status"])
 
 
@@ -504,19 +543,24 @@ def cause_lines(runs: list[dict], keys: list[str]) -> list[str]:
     if not cells:
         return []
     lines = ["## Why runs were not ok", "",
-             "Each cell with a run that diverged or failed: how many ended so, by cause (docs/training.md: "
-             "`unstable` = did not learn while its attention logits grew past the bound), and the median of "
-             "those runs' largest attention logit.", "",
-             "| " + " | ".join(keys) + " | not ok, by cause | largest attention logit (median) |",
-             "|" + ":--|" * (len(keys) + 2)]
+             "Each cell with a run that diverged or failed: how many ended so, by what was observed "
+             "(docs/training.md, Statuses), and the medians of those runs' largest residual-stream RMS and "
+             "largest attention logit (which of them separates the runs that break: the next section).", "",
+             "| " + " | ".join(keys) + " | not ok, by what was observed | largest stream RMS (median) | "
+             "largest attention logit (median) |",
+             "|" + ":--|" * (len(keys) + 3)]
     for cell in sorted(cells, key=lambda c: [sort_value(v) for v in c]):
         counted: dict[str, int] = {}
         for r in cells[cell]:
             counted[cause(r)] = counted.get(cause(r), 0) + 1
-        peaks = [float(r["attn_logit_peak"]) for r in cells[cell] if isinstance(r.get("attn_logit_peak"), (int, float))]
+        said = []
+        for key in ("stream_rms_peak", "attn_logit_peak"):
+            peaks = [float(r[key]) for r in cells[cell] if isinstance(r.get(key), (int, float))
+                     and not isinstance(r.get(key), bool)]
+            said.append(f"{median(peaks):.3g}" if peaks else "not recorded")
         values = " | ".join(" ".join(str(fmt_value(v)).split()).replace("|", "\\|") for v in cell)
         lines.append(f"| {values} | {', '.join(f'{n} {c}' for c, n in sorted(counted.items()))} | "
-                     f"{f'{median(peaks):.3g}' if peaks else 'not recorded'} |")
+                     f"{' | '.join(said)} |")
     return lines + [""]
 
 

@@ -153,6 +153,8 @@ def _slope_text(a: Answer) -> str:
         how = "more slowly" if a.estimate > 0 else "faster"
         return f"**{pr.scheme}'s frontier falls {how} with depth than {pr.baseline}'s.** {body}{note}"
     need = _scaled_need(a, f"a difference of {a.effect:g} in slope", "rate, depth and scheme")
+    need += (" The chance that a rerun decides it, by seeds, simulated on this study's own grid: "
+             "`python scripts/stability_power.py FOLDER > FOLDER/power.md`.")
     return f"**Undecided**: the interval includes 0.{need} {body}{note}"
 
 

@@ -122,6 +122,9 @@ TABLES: dict[str, TableKind] = {t.name: t for t in (
     TableKind("diagnostics", "What separates the runs that were not ok",
               "per scheme, the AUC of each peak diagnostic for not-ok against ok runs (CSV only)",
               "docs/training.md#why-a-run-broke", _frame("diagnostics"), ()),
+    TableKind("sensitivity", "How the verdict depends on the definition of not ok",
+              "each declared frontier-slope comparison refitted under other definitions of not ok (CSV only)",
+              "stability-frontier-across-depth", _frame("sensitivity"), ()),
     TableKind("propagation", "Signal propagation at initialisation", "forward and backward signal by depth",
               "docs/propagation.md#the-quantities", _frame("propagation"), (paper.propagation_tables,)),
 )}
@@ -136,7 +139,8 @@ FIGURES: dict[str, FigureKind] = {f.name: f for f in (
                "the highest rate at which most seeds were ok, and the fitted rate where half are not",
                "learning-rates-each-scheme-at-its-best-and-how-wide-a-range-trains"),
     FigureKind("phase_diagram", "Phase diagram: depth x learning rate",
-               "one panel per scheme, each cell the share of its runs ok, that did not learn, unstable or diverged, "
+               "one panel per scheme, each cell the share of its runs ok, that did not learn (with or without the stream grown "
+               "past its bound) or diverged, "
                "with the scheme's frontier line and its 95% band", "stability-frontier-across-depth"),
     FigureKind("val_vs_lr_by_depth", "Validation score against learning rate, by depth",
                "one panel per scheme, one curve per depth", "learning-rate-transfer-across-depth"),
@@ -173,6 +177,8 @@ FINDINGS: dict[str, FindingsSection] = {s.name: s for s in (
     FindingsSection("depth", "Stability across depth", "stability-frontier-across-depth"),
     FindingsSection("causes", "Why runs were not ok", "docs/training.md#why-a-run-broke"),
     FindingsSection("separation", "What separates the runs that were not ok", "docs/training.md#why-a-run-broke"),
+    FindingsSection("sensitivity", "How the verdict depends on the definition of not ok",
+                    "stability-frontier-across-depth"),
     FindingsSection("transfer", "Learning-rate transfer across depth", "learning-rate-transfer-across-depth"),
     FindingsSection("exploratory", "Exploratory comparisons", "intervals-and-tests"),
 )}

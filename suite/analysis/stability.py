@@ -3,9 +3,11 @@
 Used when ``model.depth`` (two depths or more) and ``train.lr`` are group keys. Per section (the other
 keys), one model of every scheme's runs (:func:`suite.analysis.depthslope.fit`); one row per scheme x
 depth with the model's frontier there (LR50 with a pointwise 95% band), the scheme's slope on log depth,
-and what the runs show: the lowest rate at which a run ended not ok and its commonest cause. The causes
-(:func:`outcome`) are those of docs/training.md: ``unstable`` (did not learn while the attention logits
-passed the bound), ``did not learn`` (every other ``failed``), ``diverged`` (a non-finite value).
+the LR50 its runs at that depth show without the model (:func:`measured_lr50`), and what the runs show: the lowest rate at which a run ended not ok, what was observed there and the
+diagnostics' medians. The words (:func:`outcome`) say what was observed, not a cause: ``did not learn``,
+``did not learn, stream grew`` (its residual stream's RMS passed
+:data:`suite.engine.diagnostics.STREAM_RMS_BOUND`: the diagnostic that separates the runs that break,
+tables/diagnostics.csv), ``diverged`` (a divergence rule fired: docs/training.md).
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ from typing import Any
 import pandas as pd
 
 from suite.analysis import depthslope
+from suite.engine.diagnostics import STREAM_RMS_BOUND
 from suite.grouping import DEPTH, LR, ordered_groups
 
-OUTCOMES = ("ok", "did not learn", "unstable", "diverged")  # the phase diagram's colours, in this order
-COLUMNS = ["n", "n_not_ok", "n_unstable", "n_not_learned", "n_diverged", "lr50", "lr50_low", "lr50_high",
-           "slope", "slope_low", "slope_high", "ok_through_lr", "first_not_ok_lr", "first_cause", "first_attn_logit",
+STREAM_GREW = "did not learn, stream grew"
+OUTCOMES = ("ok", "did not learn", STREAM_GREW, "diverged")  # the phase diagram's colours, in this order
+COLUMNS = ["n", "n_not_ok", "n_stream_grew", "n_not_learned", "n_diverged", "lr50_measured", "lr50_measured_censored",
+           "lr50", "lr50_low", "lr50_high",
+           "slope", "slope_low", "slope_high", "ok_through_lr", "first_not_ok_lr", "first_cause", "first_attn_logit", "first_stream_rms",
            "parallel_p", "linear_p", "note"]
 
 
@@ -32,7 +37,29 @@ def outcome(run: dict[str, Any]) -> str:
         return "ok"
     if run["status"] == "diverged":
         return "diverged"
-    return "unstable" if run.get("failed_reason") == "unstable" else "did not learn"
+    peak = run.get("stream_rms_peak")
+    grew = isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > STREAM_RMS_BOUND
+    return STREAM_GREW if grew else "did not learn"
+
+
+def measured_lr50(rates: list[float], not_ok: list[int]) -> tuple[float, str]:
+    """The LR50 at one depth as its runs show it, no model: the rate where the share of runs not ok first
+    reaches one half, interpolated on log rate between the two rates tried around it. Returns ``(rate, "")``,
+    or ``(nan, "below")`` when the share is already a half at the lowest rate tried, ``(nan, "above")`` when
+    it never reaches a half, ``(nan, "")`` without runs."""
+    share: dict[float, list[int]] = {}
+    for lr, bad in zip(rates, not_ok):
+        share.setdefault(float(lr), []).append(int(bad))
+    points = [(lr, sum(v) / len(v)) for lr, v in sorted(share.items())]
+    if not points:
+        return math.nan, ""
+    if points[0][1] >= 0.5:
+        return math.nan, "below"
+    for (lo, s_lo), (hi, s_hi) in zip(points, points[1:]):
+        if s_hi >= 0.5:
+            t = (0.5 - s_lo) / (s_hi - s_lo)
+            return 10 ** (math.log10(lo) + t * (math.log10(hi) - math.log10(lo))), ""
+    return math.nan, "above"
 
 
 def has_line(model: depthslope.DepthFrontier | None, variant: str) -> bool:
@@ -71,20 +98,24 @@ def stability_table(runs: list[dict[str, Any]], keys: list[str], baseline: str,
         bad = [r for r in members if r["status"] != "ok"]
         counts = Counter(outcome(r) for r in members)
         row = dict(zip(["variant", *rest, DEPTH], label), n=len(members), n_not_ok=len(bad),
-                   n_unstable=counts["unstable"], n_not_learned=counts["did not learn"], n_diverged=counts["diverged"],
+                   n_stream_grew=counts[STREAM_GREW], n_not_learned=counts["did not learn"], n_diverged=counts["diverged"],
                    parallel_p=model.parallel_p, linear_p=model.linear_p, note=model.note)
         slope = model.slopes.get(variant, depthslope.Slope(note="no line: run at one depth or one rate"))
         row.update(slope=slope.slope, slope_low=slope.low, slope_high=slope.high, note=model.note or slope.note)
         lr50 = model.lr50(variant, [depth]) if not math.isnan(slope.slope) else ([math.nan],) * 3
         row.update(lr50=float(lr50[0][0]), lr50_low=float(lr50[1][0]), lr50_high=float(lr50[2][0]))
+        measured, censored = measured_lr50([float(r[LR]) for r in members], [int(r["status"] != "ok") for r in members])
+        row.update(lr50_measured=measured, lr50_measured_censored=censored)
         first = min((float(r[LR]) for r in bad), default=math.nan)
         # what the runs at this depth show, beside the model's line: the highest rate tried below the first not ok
         below = [float(r[LR]) for r in members if math.isnan(first) or float(r[LR]) < first]
         row.update(ok_through_lr=max(below, default=math.nan))
         there = [r for r in bad if float(r[LR]) == first]
         peaks = [float(r["attn_logit_peak"]) for r in there if isinstance(r.get("attn_logit_peak"), (int, float))]
+        streams = [float(r["stream_rms_peak"]) for r in there if isinstance(r.get("stream_rms_peak"), (int, float))]
         row.update(first_not_ok_lr=first,
                    first_cause=Counter(outcome(r) for r in there).most_common(1)[0][0] if there else "",
-                   first_attn_logit=median(peaks) if peaks else math.nan)
+                   first_attn_logit=median(peaks) if peaks else math.nan,
+                   first_stream_rms=median(streams) if streams else math.nan)
         rows.append(row)
     return pd.DataFrame(rows, columns=["variant", *rest, DEPTH, *COLUMNS])

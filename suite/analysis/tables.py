@@ -14,6 +14,7 @@ import pandas as pd
 
 from suite.analysis import robust
 from suite.analysis.trends import MIN_PAIRS
+from suite.analysis.stability import STREAM_GREW
 from suite.analysis.survival import first_eval_line, uninformative
 from suite.analysis.transfer import DRIFT, reading
 from suite.grouping import DEPTH, LR, section_keys, sections, sort_value, variant_order
@@ -363,6 +364,13 @@ def slope_tables(tr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) ->
                        ["slope [95% CI]", "reading", "minus the baseline's slope [95% CI]"], cells, notes)
 
 
+def _peaks(r: pd.Series) -> str:
+    """`` (stream RMS 936, logit 149)``: the medians of the diagnostics of the first not-ok runs ("" if none)."""
+    said = [f"{name} {r[key]:.3g}" for key, name in (("first_stream_rms", "stream RMS"), ("first_attn_logit", "logit"))
+            if key in r and not missing(r[key])]
+    return f" ({', '.join(said)})" if said else ""
+
+
 def stability_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
     """Rows = scheme (with its frontier slope on log depth), columns = depth, cells = the model's LR50 [95%
     band], the runs not ok by cause and the lowest rate at which one ended not ok."""
@@ -371,15 +379,19 @@ def stability_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mar
     def cell(r: pd.Series, best: str | None) -> str:
         lr50 = (m.esc(f"model's LR50 {fmt_rate(r['lr50'])} [{fmt_rate(r['lr50_low'])}, {fmt_rate(r['lr50_high'])}]")
                 if not missing(r["lr50"]) else m.esc("model's LR50 -"))
-        causes = ", ".join(f"{int(r[c])} {w}" for c, w in (("n_unstable", "unstable"), ("n_not_learned",
-                           "did not learn"), ("n_diverged", "diverged")) if r[c])
+        causes = ", ".join(f"{int(r[c])} {w}" for c, w in (("n_not_learned", "did not learn"), ("n_stream_grew",
+                           STREAM_GREW), ("n_diverged", "diverged")) if r[c])
         through = (m.esc(f"ok through {fmt_rate(r['ok_through_lr'])}; ") if not missing(r.get("ok_through_lr"))
                    else m.esc("not ok at its lowest rate; "))
         first = (through + m.esc(f"first not ok at {fmt_rate(r['first_not_ok_lr'])}: {r['first_cause']}")
-                 + (m.esc(f" (logit {r['first_attn_logit']:.3g})") if not missing(r["first_attn_logit"]) else "")
+                 + m.esc(_peaks(r))
                  if not missing(r["first_not_ok_lr"]) else m.esc("every run ok"))
+        censored = r.get("lr50_measured_censored") if isinstance(r.get("lr50_measured_censored"), str) else ""
+        measured = m.esc("measured LR50 " + (fmt_rate(r["lr50_measured"]) if not missing(r.get("lr50_measured")) else
+                                             {"below": "below the rates run", "above": "above the rates run"}.get(
+                                                 censored, "-")))
         return m.lines([first, m.esc(f"not ok {int(r['n_not_ok'])}/{int(r['n'])}" + (f": {causes}" if causes else "")),
-                        lr50])
+                        measured, lr50])
 
     def notes(part: pd.DataFrame) -> list[str]:
         slopes = part.drop_duplicates("variant")
@@ -394,8 +406,10 @@ def stability_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mar
                                                              f"{first['linear_p']:.2f}") + ".")
         return [m.esc(
             "Cell: what the runs at that depth show (the highest rate tried below the first not-ok run, then the "
-            "lowest rate at which a run ended not ok, its commonest cause and the median largest attention logit "
-            "there; the runs not ok by cause, docs/training.md), then the model's LR50: the rate where half of the "
+            "lowest rate at which a run ended not ok, what its runs there commonly showed and their median largest "
+            "stream RMS and attention logit; the runs not ok by what was observed, docs/training.md), the measured LR50: where the share of its runs not ok "
+            "at that depth first reaches a half, interpolated on log rate between the rates tried, no model; then "
+            "the model's LR50: the rate where half of the "
             "runs end not ok on the scheme's frontier line, from one Firth logistic model of not ok on log rate and "
             "log depth with a line per scheme [95% pointwise band], which pools every depth and can differ from "
             "the runs at one depth. Frontier slope on log depth (LR50 grows as "

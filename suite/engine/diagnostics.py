@@ -21,6 +21,10 @@ import math
 from typing import Any
 
 ATTN_LOGIT_BOUND = 30.0
+# The residual stream's RMS above which a run's stream is said to have grown: in the stability study
+# (results/stability) every ok Pre-LN and LayerScale run peaked at 128 or less (90% under 43) and every
+# not-ok LayerScale run above 320; fixed on 2026-12-06 before the frontier study's analysis.
+STREAM_RMS_BOUND = 100.0
 # summary field -> (record field, per-block or per-record, max or min)
 PEAKS = {
     "attn_logit_peak": ("attn_logit_max", True, max),

@@ -25,7 +25,7 @@ from suite.registry import did_you_mean
 from suite.sweep import tuned as tuned_mod
 
 FIELDS = ("name", "description", "extends", "base", "grid", "variants", "seeds", "exclude", "primary", "refine",
-          "rates_from", "rates")
+          "rates_from", "rates", "superseded_by")
 RESERVED = ("variant", "seed")  # set by `variants:` / `seeds:`, never by a config key
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a folder name on every OS; use with fullmatch
 # (`$` also matches before a final newline, which would make "a\n" a folder name and break tables)
@@ -248,6 +248,9 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
                         f"use letters, digits, '.', '_', '+' or '-'")
     if "description" in data and not isinstance(data["description"], str):
         problems.append(f"{src}: description: expected a string; quote it")
+    if "superseded_by" in data and not (isinstance(data["superseded_by"], str) and data["superseded_by"].strip()):
+        problems.append(f"{src}: superseded_by: expected one line naming the study that replaces this one, e.g. "
+                        f"`superseded_by: results/frontier (ablations/frontier.yaml)`")
     if "base" in data:
         data["base"] = _overrides(data["base"], src, "base", problems)
     if "variants" in data:
@@ -481,11 +484,17 @@ def _warn_undecidable(primary: Any, n_seeds: int, src: str) -> None:
     declared = as_list(primary)
     m = 1 if len(declared) == 1 else len(declared) + sum(p.margin is not None for p in declared)  # Holm's family
     for i, p in enumerate(declared):
+        name = "primary" if len(declared) == 1 and not isinstance(primary, list) else f"primary[{i}]"
+        if p.endpoint in ("frontier", "frontier_slope") and n_seeds < 2:
+            warnings.warn(f"{src}: {name}: a {p.endpoint} comparison on one seed places each frontier with single "
+                          f"runs, whose outcomes a rerun moves, and its test assumes runs independent given rate and "
+                          f"depth, which one seed cannot check; run 2 or more seeds (ablations/frontier.yaml runs 6 "
+                          f"at every rate)", store.SuiteWarning, stacklevel=2)
+            continue
         if p.endpoint != "best_lr_score" or n_seeds >= CROSSFIT_MIN_SEEDS:
             continue
         df = n_seeds - 2
         crit = f"critical t {sps.t.isf(ALPHA / m / 2, df):.1f} at alpha {ALPHA / m:.3g}" if df >= 1 else "no test"
-        name = "primary" if len(declared) == 1 and not isinstance(primary, list) else f"primary[{i}]"
         warnings.warn(f"{src}: {name}: a cross-fitted best-rate comparison on {n_seeds} seeds has {max(df, 0)} "
                       f"degrees of freedom ({crit}), so it can hardly be decided; run {CROSSFIT_MIN_SEEDS} or more "
                       f"seeds, or tune the rates on other seeds and confirm them here (rates_from: "

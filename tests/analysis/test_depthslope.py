@@ -111,7 +111,8 @@ def test_the_endpoint_needs_a_free_depth_axis_and_takes_no_margin(tmp_path):
 
 
 def _folder(root, bad_at: dict[tuple[str, int], float]):
-    """Runs of ABLATION: a run is not ok (failed: unstable, logits 100) at rates from bad_at[(variant, depth)] up."""
+    """Runs of ABLATION: a run is not ok (did not learn, stream RMS 500, logits 100) at rates from
+    bad_at[(variant, depth)] up."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "ablation.yaml").write_text(yaml.safe_dump({**ABLATION, "primary": SLOPE}))
     for (variant, depth), first in bad_at.items():
@@ -120,7 +121,8 @@ def _folder(root, bad_at: dict[tuple[str, int], float]):
                 broken = lr >= first
                 write_run(root, variant, depth, seed, lr=lr, acc=0.1 if broken else 0.8,
                           status="failed" if broken else "ok",
-                          extra={"failed_reason": "unstable", "attn_logit_peak": 100.0} if broken else {})
+                          extra={"failed_reason": "never_learned", "attn_logit_peak": 100.0, "stream_rms_peak": 500.0,
+                                 "steps_done": 100} if broken else {})
     return root
 
 
@@ -138,9 +140,12 @@ def test_findings_open_with_the_declared_depth_comparison_and_say_what_broke_fir
     text = (root / "findings.md").read_text()
     assert text.index("across depth (frontier_slope)") < text.index("## Stability across depth")
     assert "**Undecided**" in text and "seeds per rate, depth and scheme are needed" in text
-    assert "- **layerscale**: LR50" in text and "48 at 0.01 (unstable, logit 100)" in text
+    assert "- **layerscale**: LR50" in text and "48 at 0.01 (did not learn, stream grew, stream RMS 500, logit 100)" in text
+    assert "| 2 did not learn by step 100 | 500 | 100 |" in text  # why runs were not ok: what was observed
+    assert "Measured LR50 (its runs, no model), by depth: 12 0.0316; 48 0.00316." in text
     table = (root / "tables" / "stability.md").read_text()
-    assert "first not ok at 0.1: unstable (logit 100)" in table and "not ok 2/6: 2 unstable" in table
+    assert "first not ok at 0.1: did not learn, stream grew (stream RMS 500, logit 100)" in table
+    assert "not ok 2/6: 2 did not learn, stream grew" in table and "measured LR50 0.0316" in table
     # issue 61: what the runs at a depth show comes first; the line's value is labelled as the model's
     assert "ok through 0.01; first not ok at 0.1" in table and "model's LR50" in table
     assert (root / "figures" / "phase_diagram.png").is_file()
@@ -187,6 +192,10 @@ def test_the_power_script_simulates_from_the_committed_study(capsys, monkeypatch
     power = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(power)
     monkeypatch.setattr(power, "SIMULATIONS", 2)
-    power.main(root / "results" / "stability")
+    power.main([str(root / "results" / "frontier")])  # a study that ran: its two questions on its own grid
     out = capsys.readouterr().out
-    assert "| +0.50 | 8 |" in out and "(as fitted) | 2 |" in out and out.count("\n| ") == 10
+    assert "| as fitted | 6 (as run) |" in out and "| halved | 18 |" in out and out.count("\n| ") == 7
+    assert "layerscale-depth vs layerscale-cait (+0.32 as fitted): decided" in out
+    power.main([str(root / "results" / "stability"), "--plan", str(root / "ablations" / "frontier.yaml")])
+    out = capsys.readouterr().out  # a study before its runs: its grid, set effects, Holm over its questions
+    assert "| -0.25 | +0.25 | 6 (the plan) |" in out and out.count("\n| ") == 13

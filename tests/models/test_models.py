@@ -37,6 +37,7 @@ PER_BLOCK = {
     "preln": block_params() + 2 * LN,
     "postln": block_params() + 2 * LN,
     "layerscale": block_params() + 2 * LN + 2 * DIM,
+    "layerscale-depth": block_params() + 2 * LN + 2 * DIM,  # layerscale; only gamma's learning rate differs
     "rezero": block_params() + 1,
     "deepnorm": block_params() + 2 * LN,
     "sandwich": block_params() + 4 * LN,
@@ -51,7 +52,7 @@ def test_registry_lists_every_scheme():
 
 
 def test_unknown_scheme_lists_valid_names():
-    with pytest.raises(ValueError, match="valid: completep, deepnorm, depth-mup, depth_scaled, layerscale, postln"):
+    with pytest.raises(ValueError, match="valid: completep, deepnorm, depth-mup, depth_scaled, layerscale, layerscale-depth, postln"):
         build_block(small("layerscal"), 0.0)
 
 

@@ -140,3 +140,18 @@ def test_a_cross_fitted_comparison_on_too_few_seeds_is_named_with_its_critical_t
     with warnings.catch_warnings():
         warnings.simplefilter("error", store.SuiteWarning)
         load_ablation(path)
+
+
+@pytest.mark.parametrize("endpoint, where", [("frontier", ", where: {model.depth: 2}"), ("frontier_slope", "")])
+def test_a_frontier_comparison_on_one_seed_is_warned_of_and_on_two_is_not(tmp_path, endpoint, where):
+    path = ablation(tmp_path, f"seeds: 1\nprimary: {{scheme: ls, baseline: preln, endpoint: {endpoint}{where}}}\n")
+    path.write_text(path.read_text().replace("model.depth: [2, 4]", "model.depth: [2, 4]\n  train.lr: [0.001, 0.004]"))
+    with pytest.warns(store.SuiteWarning, match=rf"primary: a {endpoint} comparison on one seed places each frontier "
+                                                r"with single runs"):
+        load_ablation(path)
+    path.write_text(path.read_text().replace("seeds: 1", "seeds: 2"))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", store.SuiteWarning)
+        load_ablation(path)

@@ -1,0 +1,105 @@
+"""How a declared frontier-slope verdict depends on what counts as "not ok".
+
+A study declares its definition of not ok before its runs (the suite's status: docs/training.md, Statuses).
+A verdict that flips when the floor moves by 5 points, or when runs whose residual stream or attention logits
+blew up are counted as not ok too, is a verdict about the definition. For each definition of
+:data:`DEFINITIONS` the declared ``frontier_slope`` comparisons are refitted (one model of every scheme's runs,
+:func:`suite.analysis.depthslope.difference`) and decided together under Holm, as the declared analysis
+decides them. Exploratory: only the declared definition's row is the verdict.
+
+The bounds are the suite's (suite.engine.diagnostics: STREAM_RMS_BOUND, fixed on 2026-12-06 while the frontier
+study ran, before any of its analysis, from the earlier study's runs; ATTN_LOGIT_BOUND, the one the old
+``unstable`` cause used).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from suite.analysis.assurance import holm_decided
+from suite.engine.diagnostics import ATTN_LOGIT_BOUND, STREAM_RMS_BOUND
+from suite.declared import same_value
+from suite.grouping import DEPTH, LR
+
+COLUMNS = ["definition", "meaning", "comparison", "n_not_ok", "n", "estimate", "low", "high", "p", "decided", "note"]
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def _held_out(run: dict[str, Any]) -> float:
+    """The final accuracy the run's status was judged on (validation, or test without a validation split)."""
+    return _number(run.get("test_acc") if run.get("judged_on") == "test" else run.get("val_acc"))
+
+
+def _floor(floor: float) -> Callable[[dict[str, Any]], bool]:
+    return lambda r: r["status"] == "diverged" or not _held_out(r) >= floor
+
+
+# name -> (what it counts as not ok, the rule); the first is the declared one
+DEFINITIONS: dict[str, tuple[str, Callable[[dict[str, Any]], bool]]] = {
+    "as declared": ("the status: diverged, or failed the held-out test or the floor (20% on MNIST-5k)",
+                    lambda r: r["status"] != "ok"),
+    "floor 15%": ("diverged, or final held-out accuracy under 15%", _floor(0.15)),
+    "floor 25%": ("diverged, or final held-out accuracy under 25%", _floor(0.25)),
+    "stream": (f"not ok as declared, or the residual stream's RMS peaked above {STREAM_RMS_BOUND:g}",
+               lambda r: r["status"] != "ok" or _number(r.get("stream_rms_peak")) > STREAM_RMS_BOUND),
+    "logit": (f"not ok as declared, or the largest attention logit passed {ATTN_LOGIT_BOUND:g}",
+              lambda r: r["status"] != "ok" or _number(r.get("attn_logit_peak")) > ATTN_LOGIT_BOUND),
+}
+
+
+def sensitivity_frame(runs: list[dict[str, Any]], declared: Any, alpha: float = 0.05) -> pd.DataFrame | None:
+    """One row per definition x declared ``frontier_slope`` comparison (:data:`COLUMNS`): the slope
+    difference, its ``1 - alpha`` profile interval, its p and whether Holm over the declared comparisons
+    decides it. None when no declared comparison is a ``frontier_slope`` one."""
+    from suite.analysis import depthslope
+
+    declared = [p for p in (declared if isinstance(declared, list) else [declared] if declared else [])]
+    slopes = [p for p in declared if p.endpoint == "frontier_slope"]
+    if not slopes:
+        return None
+    rows = []
+    for name, (meaning, not_ok) in DEFINITIONS.items():
+        found = []
+        for p in slopes:
+            mine = [r for r in runs if r["status"] != "error" and r.get(LR) is not None and r.get(DEPTH) is not None
+                    and all(same_value(r.get(k), v) for k, v in p.where.items())]
+            bad = [int(not_ok(r)) for r in mine]
+            fit = depthslope.difference([float(r[LR]) for r in mine], [float(r[DEPTH]) for r in mine],
+                                        [str(r["variant"]) for r in mine], bad, p.scheme, p.baseline, alpha)
+            found.append((p, sum(bad), len(mine), fit))
+        ps = np.array([[f.p if math.isfinite(f.p) else 1.0 for *_, f in found]])
+        decided = holm_decided(ps, alpha)[0]
+        for (p, n_bad, n, fit), yes in zip(found, decided):
+            rows.append({"definition": name, "meaning": meaning, "comparison": p.describe(), "n_not_ok": n_bad,
+                         "n": n, "estimate": fit.estimate, "low": fit.low, "high": fit.high, "p": fit.p,
+                         "decided": bool(yes), "note": fit.note})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def sensitivity_lines(frame: pd.DataFrame | None) -> list[str]:
+    """``## How the verdict depends on the definition of not ok``: each definition's verdicts."""
+    if frame is None or frame.empty:
+        return []
+    lines = ["## How the verdict depends on the definition of not ok", "",
+             "Each declared frontier-slope comparison refitted with another definition of a run that is not ok: "
+             "the difference of slopes with its 95% profile-likelihood interval and p, decided under Holm as the "
+             "declared analysis is (whose answer above gives the interval at the level of its Holm step). Only the first definition is the declared one; the "
+             "others show whether the verdict is about the runs or about where the line was drawn. Exploratory; "
+             "table: tables/sensitivity.csv.", ""]
+    for name, part in frame.groupby("definition", sort=False):
+        said = "; ".join(
+            f"{c}: {e:+.2f} [{lo:+.2f}, {hi:+.2f}], p = {p:.3g}, {'decided' if d else 'undecided'}"
+            if math.isfinite(e) else f"{c}: not fitted ({' '.join(str(n or 'no estimate').split())})"
+            for c, e, lo, hi, p, d, n in zip(part["comparison"], part["estimate"], part["low"], part["high"], part["p"],
+                                             part["decided"], part["note"]))
+        first = part.iloc[0]
+        lines.append(f"- **{name}** ({first['meaning']}; {int(first['n_not_ok'])} of {int(first['n'])} not ok): "
+                     f"{said}.")
+    return lines + [""]

@@ -1,0 +1,45 @@
+"""The declared frontier-slope verdict under other definitions of not ok (suite.analysis.sensitivity)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from suite.analysis.sensitivity import DEFINITIONS, sensitivity_frame, sensitivity_lines
+from suite.declared import Primary
+
+
+def runs() -> list[dict]:
+    """Pre-LN's edge stays at 2e-2; LayerScale's falls from 8e-2 at depth 12 to 5e-3 at 192 (noisy edges)."""
+    rng = np.random.default_rng(0)
+    out = []
+    for variant, edge in (("preln", lambda d: 2e-2), ("ls", lambda d: 8e-2 * (12 / d))):
+        for depth in (12, 48, 192):
+            for lr in np.geomspace(1e-3, 3.2e-1, 6):
+                for seed in range(3):
+                    bad = np.log10(lr / edge(depth)) + rng.normal(0, 0.3) > 0
+                    out.append({"variant": variant, "model.depth": depth, "train.lr": float(lr), "seed": seed,
+                                "status": "failed" if bad else "ok", "judged_on": "val",
+                                "val_acc": 0.1 if bad else (0.22 if seed == 0 else 0.4),
+                                "stream_rms_peak": 900.0 if bad else (500.0 if seed == 1 and lr > 0.01 else 5.0),
+                                "attn_logit_peak": 3.0})
+    return out
+
+
+def test_each_definition_refits_the_declared_comparison_and_counts_its_own_not_ok():
+    frame = sensitivity_frame(runs(), [Primary("ls", "preln", endpoint="frontier_slope")])
+    assert list(frame["definition"]) == list(DEFINITIONS)
+    row = frame.set_index("definition")
+    declared = row.loc["as declared"]
+    assert declared["decided"] and declared["high"] < 0  # LayerScale's frontier falls faster
+    assert row.loc["floor 25%", "n_not_ok"] > declared["n_not_ok"]  # seed 0's ok runs sit at 22%
+    assert row.loc["floor 15%", "n_not_ok"] == declared["n_not_ok"]
+    assert row.loc["stream", "n_not_ok"] > declared["n_not_ok"]  # seed 1's ok runs whose stream peaked at 500
+    assert row.loc["logit", "n_not_ok"] == declared["n_not_ok"]
+    text = "\n".join(sensitivity_lines(frame))
+    assert "- **as declared** (the status" in text and "decided" in text
+
+
+def test_nothing_without_a_declared_frontier_slope_comparison():
+    assert sensitivity_frame(runs(), None) is None
+    assert sensitivity_frame(runs(), Primary("ls", "preln", endpoint="not_ok_rate")) is None
+    assert sensitivity_lines(None) == []
