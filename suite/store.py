@@ -270,6 +270,9 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
             return f"'steps_to_learn' is {str(learn)[:20]!r}, not an integer"
         if not 0 <= learn <= steps:
             return f"'steps_to_learn' is {str(learn)[:20]}, not within the run's {steps} steps"
+    said = summary.get("crossed")  # diagnostics past their bounds, comma-separated (suite.engine.diagnostics)
+    if said not in (None, "") and not (isinstance(said, str) and set(said.split(",")) <= set(DIAGNOSTIC_PEAKS)):
+        return f"'crossed' is {str(said)[:40]!r}, not a comma-separated list of {', '.join(DIAGNOSTIC_PEAKS)}"
     for key in DIAGNOSTIC_PEAKS:
         value = summary.get(key)
         if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -283,7 +286,7 @@ def _int(value: Any) -> bool:
 
 
 # The causes a run's summary may name (suite.engine.outcome, suite.engine.divergence; docs/training.md).
-FAILED_REASONS = ("never_learned", "collapsed", "too_low", "unstable")
+FAILED_REASONS = ("never_learned", "collapsed", "too_low", "unstable")  # unstable: runs before 2026-12-06 only
 DIVERGED_REASONS = ("nonfinite", "spike", "collapse", "scale_collapse")
 
 
@@ -327,7 +330,7 @@ class CorruptFile(ValueError):
     """A results file that cannot be read; the message names the file, the line and the fix."""
 
 
-def read_metrics(run_dir: Path, name: str = METRICS) -> list[dict[str, Any]]:
+def read_metrics(run_dir: Path, name: str = METRICS, skip_damaged: bool = False) -> list[dict[str, Any]]:
     """Every record of a run's ``metrics.jsonl`` (or another JSON-lines file of the run folder,
     ``name``, e.g. ``propagation.jsonl``); ``[]`` when the file does not exist.
 
@@ -335,9 +338,12 @@ def read_metrics(run_dir: Path, name: str = METRICS) -> list[dict[str, Any]]:
     killed writer or a full disk leaves behind, so it is skipped with a warning; any other line
     that is not a JSON object is damage, and raises.
 
+    ``skip_damaged``: skip a bad line anywhere with a warning naming it, instead of raising (a resumed run,
+    whose checkpoint does not depend on its log, keeps training and rewrites the log without it).
+
     Raises:
-        CorruptFile: a bad line before the last one, naming the file and the line number; or the file is
-            a FIFO or a device.
+        CorruptFile: a bad line before the last one (unless ``skip_damaged``), naming the file and the line
+            number; or the file is a FIFO or a device.
     """
     path = Path(run_dir) / name
     try:
@@ -359,6 +365,9 @@ def read_metrics(run_dir: Path, name: str = METRICS) -> list[dict[str, Any]]:
             records.append(record)
         elif number == len(lines):
             warnings.warn(f"{path}: line {number} is cut off (a killed writer?); skipped it", SuiteWarning, stacklevel=2)
+        elif skip_damaged:
+            warnings.warn(f"{path}: line {number} is not a JSON object; dropped it from the log", SuiteWarning,
+                          stacklevel=2)
         else:
             raise CorruptFile(f"{path}: line {number} is not a JSON object; delete the run folder to rerun it")
     return records
@@ -459,7 +468,7 @@ def empty_summary(cfg: RunConfig, extra: dict[str, Any] | None = None) -> dict[s
         "step_time_ms": None, "throughput": None, "timing_cpu_util": None, "timing_load1": None,
         "timing_cores": None, "timing_contended": None, "peak_mem_mb": None, "num_params": None,
         "optimizer_impl": None, "resumed_at": [],
-        **{f"{name}{end}": None for name in DIAGNOSTIC_PEAKS for end in ("", "_step")},
+        **{f"{name}{end}": None for name in DIAGNOSTIC_PEAKS for end in ("", "_step")}, "crossed": None,
     }
 
 

@@ -20,7 +20,7 @@ def test_unknown_names_get_a_did_you_mean_and_the_valid_names():
     assert did_you_mean("zzz", SCHEMES) == ""
     assert SCHEMES.unknown("rezro") == (
         "model.residual 'rezro' is unknown (did you mean 'rezero'?); valid: "
-        "completep, deepnorm, depth-mup, depth_scaled, layerscale, postln, preln, rezero, sandwich")
+        "completep, deepnorm, depth-mup, depth_scaled, layerscale, layerscale-depth, postln, preln, rezero, sandwich")
     with pytest.raises(KeyError, match="did you mean 'mnist5k'"):
         DATASETS.get("mnist5")
     with pytest.raises(ConfigError, match=r"model.residual 'preLN' is unknown \(did you mean 'preln'"):

@@ -6,7 +6,7 @@ its loss history), ``steplog.py`` (the step's numbers
 kept on the device until read), ``outcome.py`` (ok or failed, judged on held-out accuracy by an
 exact binomial test), ``optim.py`` (AdamW and the warmup + cosine schedule), ``probes.py``
 (per-block probes attached with forward hooks), ``diagnostics.py`` (why a run broke: the peaks of its
-attention-logit, entropy, stream and update diagnostics, and the ``unstable`` cause), ``checkpoint.py`` (save, resume), ``compiled.py``
+attention-logit, entropy, stream and update diagnostics, and which crossed their bounds), ``checkpoint.py`` (save, resume), ``compiled.py``
 (``train.compile``), ``resources.py`` (device, peak memory), ``pack.py`` (several runs as one stacked
 model; its step as one program of device tensors in ``packstep.py``), ``precision.py`` (what
 ``train.precision`` sets on the device: TF32 matmuls for fp32 on CUDA), ``propagation.py`` (``suite propagate``: signal propagation instead of training) and

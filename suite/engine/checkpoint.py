@@ -140,9 +140,12 @@ def _check_optimizer_shapes(optimizer: torch.optim.Optimizer) -> None:
 
 
 def truncate_metrics(run_dir: Path, step: int) -> None:
-    """Drop metric records written after the checkpoint, so a resumed run's log has no duplicates."""
+    """Drop metric records written after the checkpoint, so a resumed run's log has no duplicates. A
+    damaged line (or a record without a step) is dropped with a warning: the weights come from the
+    checkpoint, so one bad log line must not turn a run that can go on into an error."""
     path = Path(run_dir) / store.METRICS
     if not path.exists():
         return
-    keep = [r for r in store.read_metrics(run_dir) if r["step"] <= step]
+    keep = [r for r in store.read_metrics(run_dir, skip_damaged=True)
+            if isinstance(r.get("step"), int) and not isinstance(r.get("step"), bool) and r["step"] <= step]
     store.atomic_write_text(path, "".join(store.metrics_line(r) for r in keep))

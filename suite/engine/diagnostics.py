@@ -8,11 +8,12 @@ step's optimizer update. :func:`peaks` keeps, for the summary, each one's extrem
 it was reached, so a table can say *why* a run is not ok, not only that it is (docs/training.md,
 "Why a run broke").
 
-``unstable``: a run whose largest attention logit passed :data:`ATTN_LOGIT_BOUND`. Wortsman et al. (2023)
-trace small-model instabilities at high learning rates to attention-logit growth; an outside probe on this
-suite's default shape (depth 48, dim 32, MNIST-5k) measured 0.08-3 at the best rates and 187-422 in the runs
-that broke at 3.2e-2, so the bound sits an order of magnitude above the healthy range and well below the
-broken one. Pure functions of the records.
+``crossed``: which diagnostics passed their bound (:data:`BOUNDS`): the residual stream's RMS past
+:data:`STREAM_RMS_BOUND` (the diagnostic that separates the runs that break, tables/diagnostics.csv of the
+committed studies) and the largest attention logit past :data:`ATTN_LOGIT_BOUND` (Wortsman et al. 2023 trace
+small-model instabilities to attention-logit growth; on this suite's runs healthy LayerScale runs pass it too).
+Until 2026-12-06 a failed run whose logit passed the bound was recorded as ``failed_reason: unstable``; its runs
+keep that word, which the analysis reads as "did not learn, logits past 30". Pure functions of the records.
 """
 
 from __future__ import annotations
@@ -78,10 +79,15 @@ def stream_growth(records: list[dict[str, Any]]) -> tuple[float | None, int | No
     return best, at
 
 
-def unstable(found: dict[str, Any], bound: float = ATTN_LOGIT_BOUND) -> bool:
-    """Whether the run's attention logits grew past ``bound`` (module docstring)."""
-    peak = found.get("attn_logit_peak")
-    return _number(peak) and peak > bound
+# summary field -> its bound: the diagnostics whose crossing a summary lists in ``crossed``
+BOUNDS = {"stream_rms_peak": STREAM_RMS_BOUND, "attn_logit_peak": ATTN_LOGIT_BOUND}
+
+
+def crossed(found: dict[str, Any]) -> str:
+    """The diagnostics of :data:`BOUNDS` that passed their bound, comma-separated in that order ("" for
+    none): what a summary records beside its status, so its words say what was observed and the fields
+    what crossed (a CSV cell, hence a string)."""
+    return ",".join(key for key, bound in BOUNDS.items() if _number(found.get(key)) and found[key] > bound)
 
 
 def _number(x: Any) -> bool:

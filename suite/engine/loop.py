@@ -428,11 +428,9 @@ class Training:
             summary["throughput"] = self.tc.batch_size / med
             summary.update(timing_contention(self.timed_cpu, self.timed_wall, torch.get_num_threads(), self.device))
         summary["peak_mem_mb"] = peak_memory_mb(self.device)
-        if self.tc.diagnostics:  # each diagnostic's extreme and its step; a run that did not learn and whose
-            found = diagnostics.peaks(store.read_metrics(self.out))  # attention logits blew up: unstable
-            summary.update(found)
-            if summary.get("status") == "failed" and diagnostics.unstable(found):
-                summary["failed_reason"] = "unstable"
+        if self.tc.diagnostics:  # each diagnostic's extreme and its step, and which passed their bounds
+            found = diagnostics.peaks(store.read_metrics(self.out))
+            summary.update(found, crossed=diagnostics.crossed(found))
 
     def log(self, record: dict[str, Any]) -> None:
         self.metrics.write(store.metrics_line(record))

@@ -12,8 +12,8 @@ and a largest share of 0.11 that takes 14.7% or more (tests/engine/test_outcome.
   187-422, nearly constant outputs) scored 19%; healthy runs of the default score 40-80%;
 - ``failed`` with ``failed_reason`` ``never_learned`` (at no evaluation), ``collapsed`` (at an
   earlier evaluation, then no longer at the last) or ``too_low`` (it passed the test at its last
-  evaluation, under the floor); the loop turns any of them into ``unstable`` when the run's attention
-  logits blew up (:mod:`suite.engine.diagnostics`);
+  evaluation, under the floor); the summary's ``crossed`` lists the diagnostics that passed their bounds
+  beside it (:mod:`suite.engine.diagnostics`);
 - ``steps_to_learn``: the step of the first evaluation at which it learned; ``None`` (censored at
   the last evaluation) when it never did. It tells "slow" from "unstable", which one status cannot.
 

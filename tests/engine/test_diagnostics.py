@@ -1,12 +1,12 @@
 """Why a run broke (issue 49): the instability diagnostics a run records at each log step, their peaks in
-the summary, and the ``unstable`` cause, judged from recorded histories."""
+the summary, and which of them crossed their bounds, judged from recorded histories."""
 
 import math
 
 import torch
 
 from suite.config import ModelConfig
-from suite.engine.diagnostics import ATTN_LOGIT_BOUND, peaks, unstable
+from suite.engine.diagnostics import ATTN_LOGIT_BOUND, STREAM_RMS_BOUND, crossed, peaks
 from suite.engine.probes import attention_stats, probe
 from suite.models import build_model
 
@@ -26,11 +26,12 @@ def test_peaks_are_each_diagnostics_extreme_and_the_first_step_it_was_reached():
     assert (found["attn_entropy_low"], found["attn_entropy_low_step"]) == (0.5, 10)
     assert (found["stream_rms_peak"], found["stream_rms_peak_step"]) == (9.0, 10)
     assert (found["logit_rms_peak"], found["logit_rms_peak_step"]) == (7.0, 20)
-    assert found["update_ratio_peak"] == 1e-3 and unstable(found)
+    assert found["update_ratio_peak"] == 1e-3 and crossed(found) == "attn_logit_peak"
     healthy = peaks([record(10, 3.0), record(20, 2.5)])
-    assert healthy["attn_logit_peak"] == 3.0 and not unstable(healthy)
-    assert not unstable(peaks([record(10, ATTN_LOGIT_BOUND)])) and unstable(peaks([record(10, ATTN_LOGIT_BOUND + 1)]))
-    assert peaks([])["attn_logit_peak"] is None and not unstable(peaks([]))
+    assert healthy["attn_logit_peak"] == 3.0 and crossed(healthy) == ""
+    assert crossed(peaks([record(10, ATTN_LOGIT_BOUND)])) == ""  # at the bound is not past it
+    assert crossed(peaks([record(10, ATTN_LOGIT_BOUND + 1, rms=STREAM_RMS_BOUND + 1)])) == "stream_rms_peak,attn_logit_peak"
+    assert peaks([])["attn_logit_peak"] is None and crossed(peaks([])) == ""
 
 
 def test_stream_growth_is_each_blocks_output_rms_over_its_own_at_step_0_the_largest_kept():

@@ -25,7 +25,7 @@ VOLATILE = {"wall_s", "step_time_ms", "throughput", "peak_mem_mb", "started_at",
 # A pack member's diagnostics: its attention peaks differ by float rounding (one vmapped probe), and it
 # records no logits RMS or update ratio (the pack updates one stacked model), so their peaks are None.
 VOLATILE |= {f"{name}{end}" for name in ("attn_logit_peak", "attn_entropy_low", "stream_rms_peak", "stream_growth_peak",
-                                         "logit_rms_peak", "update_ratio_peak") for end in ("", "_step")}
+                                         "logit_rms_peak", "update_ratio_peak") for end in ("", "_step")} | {"crossed"}
 ACCURACIES = ("val_acc", "best_val_acc", "test_acc", "best_test_acc")  # a borderline image may flip
 
 

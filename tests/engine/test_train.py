@@ -288,6 +288,32 @@ def test_preempted_run_saves_at_that_step_and_resumes_without_periodic_checkpoin
     assert not list((tmp_path / "pre").glob("checkpoint.pt")) and not (tmp_path / "pre" / "preempted.json").exists()
 
 
+def test_a_damaged_log_line_before_the_checkpoint_is_dropped_and_the_run_resumes(tmp_path):
+    """Hostile round six: one damaged metrics.jsonl record before a checkpoint turned a resumed run that
+    then trained to the end into `error`. The weights come from the checkpoint: the line goes, with a warning."""
+    from suite.engine.lifecycle import StopRun
+    from suite.store import SuiteWarning
+
+    cfg = tiny(**{"train.steps": 20})
+    full = train(cfg, tmp_path / "full")
+
+    def preempt(step):
+        if step == 13:
+            raise StopRun("preempted", save=True)
+
+    with pytest.raises(StopRun):
+        train(cfg, tmp_path / "pre", on_step=preempt)
+    log = tmp_path / "pre" / "metrics.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    damaged = next(i for i, line in enumerate(lines) if '"kind": "train"' in line and '"step": 0,' not in line)
+    lines[damaged] = '{"kind": "train", "step": 5, "loss": \n'
+    log.write_text("".join(lines))
+    with pytest.warns(SuiteWarning, match=rf"metrics.jsonl: line {damaged + 1} is not a JSON object; dropped it"):
+        resumed = train(cfg, tmp_path / "pre")
+    assert resumed["status"] == full["status"] and resumed["steps_done"] == 20 and resumed["resumed_at"] == [13]
+    assert len(metrics(tmp_path / "pre")) == len(metrics(tmp_path / "full")) - 1  # only the damaged record is gone
+
+
 def test_a_preemption_at_the_last_step_lets_the_run_finish(tmp_path):
     from suite.engine.lifecycle import StopRun
 
