@@ -30,6 +30,9 @@ def test_the_dry_run_takes_every_phase_and_writes_each_line(tmp_path):
     md = (tmp_path / "device_check.md").read_text()
     assert all(f"- {p}: ok" in md for p in PHASES)
     assert proc.stdout.splitlines()[-1].startswith("device check: all phases ok")
+    # hostile round six: no line says "ok, failed" or "[nan, nan]" without saying why
+    assert "ok, failed" not in md and "nan" not in md and "no interval: too few rounds" in md
+    assert "run failed (expected: a dry run's steps are too few to learn" in md
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the line a machine without CUDA gets")
