@@ -132,7 +132,7 @@ def plan_table(root: str | Path, effect: float = 0.05, power: float = 0.8, basel
                                                       == r[[k for k in keys if k != "variant"]]).all(axis=1)].iloc[0]
         m_rate = max(int(r["not_ok_p_m"]), 1)
         rate_a, rate_b = r["not_ok_rate"], b["not_ok_rate"]
-        need = stats.fisher_seeds_needed(rate_a, rate_b, power, 0.05 / m_rate)
+        need = stats.fisher_seeds_needed(rate_a, rate_b, power, 0.05 / m_rate) if rate_a != rate_b else math.nan
         rows.append({"comparison": where, "endpoint": "not_ok_rate", "role": "exploratory", "alpha": 0.05 / m_rate,
                      "pairs": int(min(r["n"], b["n"])), "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
                      "seeds_needed_point": math.nan, "seeds_needed": need,
@@ -148,15 +148,25 @@ def render(frame: pd.DataFrame, power: float) -> str:
         return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else (
             "> 10,000" if math.isinf(x) else format(x, spec))
 
-    lines = ["| comparison | endpoint | role | alpha | pairs now | sd | 80% upper sd | seeds (point sd) | "
+    def effect(r: pd.Series) -> str:  # what each row's seeds would detect
+        if r["endpoint"] == "not_ok_rate":
+            return "the rates seen"
+        if r["endpoint"] == "frontier_slope":
+            return f"{DEFAULT_SLOPE:g} in slope"
+        if r["endpoint"] == "frontier":
+            return f"LR50 ratio {DEFAULT_RATIO:g}"
+        return num(100 * r["effect"], ".3g") + " points"
+
+    lines = ["| comparison | endpoint | role | effect | alpha | pairs now | sd | 80% upper sd | seeds (point sd) | "
              "seeds (upper sd) | min p now | note |",
-             "|:--|:--|:--|--:|--:|--:|--:|--:|--:|--:|:--|"]
+             "|:--|:--|:--|:--|--:|--:|--:|--:|--:|--:|--:|:--|"]
     for _, r in frame.iterrows():
-        lines.append(f"| {r['comparison']} | {r['endpoint']} | {r['role']} | {r['alpha']:.4f} | {r['pairs']} | "
+        lines.append(f"| {r['comparison']} | {r['endpoint']} | {r['role']} | {effect(r)} | {r['alpha']:.4f} | {r['pairs']} | "
                      f"{num(100 * r['sd'], '.1f')} | {num(100 * r['planning_sd'], '.1f')} | "
                      f"{num(r['seeds_needed_point'], '.0f')} | {num(r['seeds_needed'], '.0f')} | "
                      f"{num(r['min_p'], '.3f')} | {r['note']} |")
-    lines += ["", f"Seeds needed: per scheme, for a two-sided paired t-test at the row's alpha to detect the effect "
+    lines += ["", f"Seeds needed: per scheme, for a two-sided paired t-test at the row's alpha to detect the row's effect "
+              f"(`--effect`, or a declared margin) "
               f"with {int(100 * power)}% power (noncentral t), planned with the observed SD of seed-matched "
               f"differences (points) and, to hold with 80% confidence, with its 80% upper confidence limit: the "
               f"point SD is too small about half the time, the upper limit from few pairs is far above it (3.9x "

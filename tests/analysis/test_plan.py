@@ -18,6 +18,21 @@ def test_seeds_from_the_point_sd_and_from_its_upper_limit():
     assert row["note"] == "" and set(row) == set(COLUMNS)
     text = render(pd.DataFrame([row], columns=COLUMNS), 0.8)
     assert "| seeds (point sd) | seeds (upper sd) |" in text and "| 5.1 | 20.1 | 11 | 130 |" in text
+    assert "| primary | 5 points | 0.0500 |" in text  # the effect each row's seeds would detect, named
+
+
+def test_equal_not_ok_rates_need_no_seeds_rather_than_over_ten_thousand():
+    """Hostile round six: 6/6 against 6/6 (the frontier study, depth 96 at 3.2e-2) printed "> 10,000" seeds
+    beside "nothing to detect"."""
+    from pathlib import Path
+
+    from suite.analysis.plan import plan_table
+
+    frame = plan_table(Path(__file__).resolve().parents[2] / "results" / "frontier")
+    equal = frame[frame["note"].str.contains("6/6 vs 6/6; equal rates: nothing to detect", regex=False)]
+    assert len(equal) >= 1 and equal["seeds_needed"].isna().all()
+    text = render(frame, 0.8)
+    assert "> 10,000" not in text and "| 0.5 in slope |" in text and "| the rates seen |" in text
 
 
 def test_a_zero_sd_is_not_called_fewer_than_two_pairs():
