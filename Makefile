@@ -41,7 +41,14 @@ ifdef USE_SYSTEM_TORCH
 	test -x $(BIN)/python || $(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PYTHON) -c 'import site; print(*site.getsitepackages(), sep="\n")' \
 	    > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/system.pth"
-	$(BIN)/python -m pip install -q $(if $(wildcard wheelhouse),--no-index --find-links wheelhouse) -e '$(EXTRAS)'
+ifneq ($(wildcard wheelhouse),)
+	@# offline: no index, so the project is built with the setuptools at hand (an isolated build would look
+	@# for one in wheelhouse/ and fail); every other package the Python lacks must be in wheelhouse/
+	$(BIN)/python -c 'import setuptools, sys; sys.exit(tuple(map(int, setuptools.__version__.split(".")[:2])) < (70, 1))' 2>/dev/null || $(BIN)/python -m pip install -q --no-index --find-links wheelhouse 'setuptools>=70.1' || { echo "make install USE_SYSTEM_TORCH=1: building the suite without an index needs setuptools 70.1 or newer (its own bdist_wheel) and wheelhouse/ has none; add one where an index can be reached: pip download -d wheelhouse setuptools" >&2; exit 2; }
+	$(BIN)/python -m pip install -q --no-index --find-links wheelhouse --no-build-isolation -e '$(EXTRAS)' || { echo "make install USE_SYSTEM_TORCH=1: wheelhouse/ lacks a package that $(PYTHON) lacks too (pip says which, above); add it where an index can be reached (pip download -d wheelhouse NAME) and run make install again" >&2; exit 2; }
+else
+	$(BIN)/python -m pip install -q -e '$(EXTRAS)'
+endif
 else
 	@! grep -qs 'include-system-site-packages = true' $(VENV)/pyvenv.cfg || { echo "make install: $(VENV) was made with USE_SYSTEM_TORCH=1; pass it again, or remove $(VENV) (make clean) for the pinned torch" >&2; exit 2; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
