@@ -418,9 +418,15 @@ def _compare(root: Path, other: Path, warn: Callable[[str], None] = lambda line:
         if found is None:
             warnings.append(f"{folder}/ablation.yaml cannot be read (missing, damaged or too large): its keys are "
                             f"not compared")
+    readable = mine is not None and theirs is not None
     mine, theirs = mine or {}, theirs or {}
     changed = [(k, _short(theirs.get(k, "(absent)")), _short(mine.get(k, "(absent)")))
                for k in sorted(set(mine) | set(theirs)) if mine.get(k, "(absent)") != theirs.get(k, "(absent)")]
+    trained = [k for k, _, _ in changed if k.split(".")[0] in RUN_FIELDS] if readable else []
+    if trained:
+        warnings.append(f"the two folders' runs were made differently ({', '.join(trained[:4])}"
+                        f"{', ...' if len(trained) > 4 else ''} changed): a cell below names the same scheme and "
+                        f"grid values in both, not the same training, so a cell that moved may have moved for that")
     a, b = _summary(root), _summary(other)
     only = sorted(set(_cell_keys(a)) ^ set(_cell_keys(b)))
     if only:
@@ -430,6 +436,11 @@ def _compare(root: Path, other: Path, warn: Callable[[str], None] = lambda line:
         warn(line)
     return {"root": str(root), "other": str(other), "changed": changed, "warnings": warnings,
             "cells": None if only else _moved_cells_view(a, b, str(root), str(other))}
+
+
+# ablation.yaml fields that change what a run trains (a changed seed list is a rerun, a changed `primary` a new
+# question: neither makes two cells of the same name different runs)
+RUN_FIELDS = ("base", "grid", "variants", "rates", "rates_from", "extends")
 
 
 def _cell_keys(summary: pd.DataFrame) -> list[str]:

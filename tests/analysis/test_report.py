@@ -99,6 +99,22 @@ def test_compare_names_the_changed_keys_and_the_cells_that_moved(analysed, tmp_p
                      r"<td>\+30.0</td><td>0.000</td><td><span class=\"ch-moved\">moved</span>", part)
     assert "1 of the " in part and " cells in both folders moved" in part
     assert "<title>demo: comparison</title>" in page
+    assert "were made differently" not in part  # only the seeds changed: the same training, rerun
+
+
+def test_compare_says_when_the_same_cells_were_trained_differently(analysed, tmp_path, capsys):
+    """Hostile round six: a folder of 60-step runs compared with one of 100-step runs matched cell by cell
+    without a word."""
+    other = folder(tmp_path / "other", DECLARED, SCORES)
+    raw = yaml.safe_load((other / "ablation.yaml").read_text())
+    raw.setdefault("base", {}).setdefault("train", {})["steps"] = 60
+    (other / "ablation.yaml").write_text(yaml.safe_dump(raw))
+    analyze(other, figures=False)
+    assert main(["report", str(analysed), "--compare", str(other)]) == 0
+    err = capsys.readouterr().err
+    assert "runs were made differently (base.train.steps changed)" in err
+    page = (analysed / "compare.html").read_text()
+    assert "were made differently" in page[page.index('id="compare"'):page.index('id="figures"')]
 
 
 def test_compare_reads_cells_wherever_the_columns_stand_and_says_when_none_is_shared(analysed, tmp_path):
