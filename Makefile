@@ -81,8 +81,8 @@ stability: install
 	$(BIN)/suite report results/stability
 
 # Where the stable range ends, on a 2x grid with 6 seeds, and the depth-aware LayerScale (ablations/frontier.yaml,
-# results/frontier; registered with its power simulated before its runs: results/frontier/plan_power.md). About
-# 70 min on 2 cores; it resumes.
+# results/frontier; registered with its power simulated before its runs: results/frontier/plan_power.md);
+# its wall time on 2 cores is in results/frontier/sweep_log.txt; it resumes.
 frontier: install
 	$(BIN)/suite run ablations/frontier.yaml --out results/frontier --workers $(WORKERS)
 	$(BIN)/suite analyze results/frontier

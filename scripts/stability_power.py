@@ -22,6 +22,7 @@ one scheme there). Prints Markdown.
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from scipy.special import expit
 
 from suite.analysis import depthslope
 from suite.analysis.assurance import holm_decided
-from suite.results import AnalysisWarning, load_runs
+from suite.results import AnalysisError, AnalysisWarning, load_runs
 
 SCHEME, BASELINE, SIMULATIONS, ALPHA = "layerscale-cait", "preln", 100, 0.05
 DEPTH_AWARE = "layerscale-depth"
@@ -67,9 +68,10 @@ def committed(root: Path) -> None:
     declared = read(root)
     questions = [(p.scheme, p.baseline) for p in (declared if isinstance(declared, list) else [declared])
                  if p is not None and p.endpoint == "frontier_slope"]
+    model, runs = fitted(root, None)  # first: a folder that is not a results folder is said as such
     if not questions:
-        raise SystemExit(f"{root}/ablation.yaml: declares no frontier_slope comparison; nothing to simulate")
-    model, runs = fitted(root, None)
+        raise AnalysisError(f"{root}/ablation.yaml: declares no frontier_slope comparison; nothing to simulate "
+                            f"(a study with `endpoint: frontier_slope`, e.g. results/frontier)")
     cells: dict[tuple[str, float, float], int] = {}
     for r in runs:
         cell = (r["variant"], float(r["train.lr"]), float(r["model.depth"]))
@@ -109,7 +111,13 @@ def planned(root: Path, plan: Path) -> None:
 
     model, _ = fitted(root)
     ablation = load_ablation(plan)
-    questions = [(p.scheme, p.baseline) for p in ablation.primary]
+    declared = ablation.primary if isinstance(ablation.primary, list) else [ablation.primary] if ablation.primary else []
+    questions = [(p.scheme, p.baseline) for p in declared if p.endpoint == "frontier_slope"]
+    unknown = sorted({v for q in questions for v in q} - {SCHEME, BASELINE, DEPTH_AWARE})
+    if not questions or unknown or len({r.variant for r in ablation.runs} - {SCHEME, BASELINE, DEPTH_AWARE}):
+        raise AnalysisError(f"{plan}: simulates only frontier_slope questions among {BASELINE}, {SCHEME} and "
+                            f"{DEPTH_AWARE} (the model it starts from knows no other scheme); this file has "
+                            + (f"{', '.join(unknown)}" if unknown else "none" if not questions else "other variants"))
     counts: dict[tuple[str, float, float], int] = {}
     for run in ablation.runs:
         cell = (run.variant, float(run.cfg.train.lr), float(run.cfg.model.depth))
@@ -153,10 +161,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("folder", nargs="?", default="results/frontier", type=Path)
     parser.add_argument("--plan", type=Path, help="an ablation not yet run: simulate its questions on its grid")
     args = parser.parse_args(argv)
-    if args.plan:
-        planned(args.folder, args.plan)
-    else:
-        committed(args.folder)
+    from suite.sweep.spec import SpecError
+
+    try:
+        if args.plan:
+            planned(args.folder, args.plan)
+        else:
+            committed(args.folder)
+    except (AnalysisError, SpecError) as err:  # a bad folder or ablation file: one line, exit 2
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis.assurance import holm_decided
-from suite.engine.diagnostics import ATTN_LOGIT_BOUND, STREAM_RMS_BOUND
+from suite.engine.diagnostics import ATTN_LOGIT_BOUND, STREAM_RMS_BOUND, past_bounds
 from suite.declared import same_value
 from suite.grouping import DEPTH, LR
 
@@ -48,9 +48,9 @@ DEFINITIONS: dict[str, tuple[str, Callable[[dict[str, Any]], bool]]] = {
     "floor 15%": ("diverged, or final held-out accuracy under 15%", _floor(0.15)),
     "floor 25%": ("diverged, or final held-out accuracy under 25%", _floor(0.25)),
     "stream": (f"not ok as declared, or the residual stream's RMS peaked above {STREAM_RMS_BOUND:g}",
-               lambda r: r["status"] != "ok" or _number(r.get("stream_rms_peak")) > STREAM_RMS_BOUND),
+               lambda r: r["status"] != "ok" or "stream_rms_peak" in past_bounds(r)),
     "logit": (f"not ok as declared, or the largest attention logit passed {ATTN_LOGIT_BOUND:g}",
-              lambda r: r["status"] != "ok" or _number(r.get("attn_logit_peak")) > ATTN_LOGIT_BOUND),
+              lambda r: r["status"] != "ok" or "attn_logit_peak" in past_bounds(r)),
 }
 
 

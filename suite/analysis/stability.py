@@ -3,11 +3,12 @@
 Used when ``model.depth`` (two depths or more) and ``train.lr`` are group keys. Per section (the other
 keys), one model of every scheme's runs (:func:`suite.analysis.depthslope.fit`); one row per scheme x
 depth with the model's frontier there (LR50 with a pointwise 95% band), the scheme's slope on log depth,
-the LR50 its runs at that depth show without the model (:func:`measured_lr50`), and what the runs show: the lowest rate at which a run ended not ok, what was observed there and the
-diagnostics' medians. The words (:func:`outcome`) say what was observed, not a cause: ``did not learn``,
-``did not learn, stream grew`` (its residual stream's RMS passed
-:data:`suite.engine.diagnostics.STREAM_RMS_BOUND`: the diagnostic that separates the runs that break,
-tables/diagnostics.csv), ``diverged`` (a divergence rule fired: docs/training.md).
+the LR50 its runs at that depth show without the model (:func:`measured_lr50`), and what the runs show: the
+lowest rate at which a run ended not ok, what was observed there and the diagnostics' medians. The words
+(:func:`outcome`) say what was observed, not a cause: ``did not learn``, ``did not learn, stream grew`` (its
+residual stream's RMS passed its bound, :func:`suite.engine.diagnostics.past_bounds`: the diagnostic that
+separates the runs that break, tables/diagnostics.csv), ``diverged`` (a divergence rule fired:
+docs/training.md).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from suite.analysis import depthslope
-from suite.engine.diagnostics import STREAM_RMS_BOUND
+from suite.engine.diagnostics import past_bounds
 from suite.grouping import DEPTH, LR, ordered_groups
 
 STREAM_GREW = "did not learn, stream grew"
@@ -37,9 +38,7 @@ def outcome(run: dict[str, Any]) -> str:
         return "ok"
     if run["status"] == "diverged":
         return "diverged"
-    peak = run.get("stream_rms_peak")
-    grew = isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > STREAM_RMS_BOUND
-    return STREAM_GREW if grew else "did not learn"
+    return STREAM_GREW if "stream_rms_peak" in past_bounds(run) else "did not learn"
 
 
 def measured_lr50(rates: list[float], not_ok: list[int]) -> tuple[float, str]:

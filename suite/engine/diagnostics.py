@@ -22,9 +22,9 @@ import math
 from typing import Any
 
 ATTN_LOGIT_BOUND = 30.0
-# The residual stream's RMS above which a run's stream is said to have grown: in the stability study
-# (results/stability) every ok Pre-LN and LayerScale run peaked at 128 or less (90% under 43) and every
-# not-ok LayerScale run above 320; fixed on 2026-12-06 before the frontier study's analysis.
+# The residual stream's RMS above which a run's stream is said to have grown: between the stability study's
+# ok and not-ok runs (results/stability/tables/diagnostics.csv); fixed on 2026-12-06 before the frontier
+# study's analysis.
 STREAM_RMS_BOUND = 100.0
 # summary field -> (record field, per-block or per-record, max or min)
 PEAKS = {
@@ -83,11 +83,16 @@ def stream_growth(records: list[dict[str, Any]]) -> tuple[float | None, int | No
 BOUNDS = {"stream_rms_peak": STREAM_RMS_BOUND, "attn_logit_peak": ATTN_LOGIT_BOUND}
 
 
+def past_bounds(found: dict[str, Any]) -> list[str]:
+    """The diagnostics of :data:`BOUNDS` whose value in ``found`` (a summary, or :func:`peaks`) passed their
+    bound, in that order: the one rule the summary, the analysis's words and its sensitivity use."""
+    return [key for key, bound in BOUNDS.items() if _number(found.get(key)) and found[key] > bound]
+
+
 def crossed(found: dict[str, Any]) -> str:
-    """The diagnostics of :data:`BOUNDS` that passed their bound, comma-separated in that order ("" for
-    none): what a summary records beside its status, so its words say what was observed and the fields
-    what crossed (a CSV cell, hence a string)."""
-    return ",".join(key for key, bound in BOUNDS.items() if _number(found.get(key)) and found[key] > bound)
+    """:func:`past_bounds`, comma-separated ("" for none): what a summary records beside its status, so its
+    words say what was observed and the fields what crossed (a CSV cell, hence a string)."""
+    return ",".join(past_bounds(found))
 
 
 def _number(x: Any) -> bool:

@@ -183,6 +183,28 @@ def test_the_table_counts_each_cause():
     assert [outcome(r) for r in runs[:3]] == ["ok", "did not learn", "diverged"]
 
 
+def test_a_superseded_study_says_so_first_in_one_escaped_line(tmp_path):
+    """`superseded_by:` (a results folder's ablation.yaml travels between people: untrusted text) becomes one
+    line at the top of findings.md, its markup inert; anything but a string is refused by the file check."""
+    from suite.analysis.findings import superseded_lines
+    from suite.sweep.spec import SpecError, load_ablation
+
+    root = _folder(tmp_path / "r", {("preln", 12): 0.1, ("preln", 48): 0.1, ("layerscale", 12): 0.1,
+                                    ("layerscale", 48): 0.1})
+    raw = yaml.safe_load((root / "ablation.yaml").read_text())
+    (root / "ablation.yaml").write_text(yaml.safe_dump({**raw, "superseded_by": "results/x\n## Verdict <script>|"}))
+    lines = superseded_lines(root)
+    assert len(lines) == 2 and lines[0].startswith("> **Superseded** by results/x ## Verdict &lt;script>\\|.")
+    analyze(root, figures=False)
+    assert (root / "findings.md").read_text().splitlines()[2] == lines[0]
+    (root / "ablation.yaml").write_text("")
+    assert superseded_lines(root) == []  # nothing to say: the analysis reports the file elsewhere
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**ABLATION, "superseded_by": ["results/x"]}))
+    with pytest.raises(SpecError, match="superseded_by: expected one line naming the study"):
+        load_ablation(bad)
+
+
 def test_the_power_script_simulates_from_the_committed_study(capsys, monkeypatch):
     import importlib.util
     from pathlib import Path
@@ -199,3 +221,12 @@ def test_the_power_script_simulates_from_the_committed_study(capsys, monkeypatch
     power.main([str(root / "results" / "stability"), "--plan", str(root / "ablations" / "frontier.yaml")])
     out = capsys.readouterr().out  # a study before its runs: its grid, set effects, Holm over its questions
     assert "| -0.25 | +0.25 | 6 (the plan) |" in out and out.count("\n| ") == 13
+    for argv, said in (([str(root / "no-such-folder")], "no such folder"),
+                       ([str(root / "results" / "default")], "declares no frontier_slope comparison"),
+                       ([str(root / "results" / "stability"), "--plan", str(root / "ablations" / "default.yaml")],
+                        "simulates only frontier_slope questions"),
+                       ([str(root / "results" / "stability"), "--plan", str(root / "missing.yaml")], "not found")):
+        with pytest.raises(SystemExit) as stop:  # a bad folder or file: one line, exit 2, no traceback
+            power.main(argv)
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and said in err and err.count("\n") == 1, (argv, err)
