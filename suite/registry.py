@@ -97,7 +97,7 @@ class Registry:
 # timm_bridge.py); tests/models/test_scheme_options.py builds every scheme with every option changed and
 # checks that the model or its optimiser changes exactly where this table says the scheme reads it.
 LAYERSCALE_OPTIONS = ("model.layerscale.placement", "model.layerscale.granularity", "model.layerscale.init",
-                      "model.layerscale.learnable")
+                      "model.layerscale.learnable", "model.layerscale.cast")
 SCHEME_OPTIONS: dict[str, tuple[str, ...]] = {
     "preln": (),
     "postln": (),

@@ -14,7 +14,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "device_check.py"
 PHASES = ["env", "solo", "pack", "bf16", "pack-compiled", "pack-reuse", "solo-compiled", "overhead-eager",
-          "overhead-compiled"]
+          "overhead-compiled", "kernels-eager", "kernels-compiled", "study"]
 
 
 def test_the_dry_run_takes_every_phase_and_writes_each_line(tmp_path):

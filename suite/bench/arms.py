@@ -2,8 +2,10 @@
 
 Arms: every scheme of :data:`suite.registry.SCHEMES` at its defaults (``layerscale`` is per-channel,
 on both branches, ε by CaiT's rule); ``timm-preln`` / ``timm-layerscale``, timm's own
-``VisionTransformer`` without / with ``init_values`` at the same shape; and the optional variants
-``layerscale:scalar``, ``:head`` and ``:frozen`` (γ a buffer: no γ gradient, which isolates its cost).
+``VisionTransformer`` without / with ``init_values`` at the same shape; ``layerscale:cast``, the cheaper
+LayerScale that multiplies in the branch's dtype (``model.layerscale.cast``, measured beside the one users
+write in every default bench); and the optional variants ``layerscale:scalar``, ``:head`` and ``:frozen`` (γ a
+buffer: no γ gradient, which isolates its cost).
 
 Sequence length: ``tokens`` counts the class token, so it must be n² + 1 with patch size 16:
 65 = 8×8 patches at 128 px ("64 tokens"), 197 = 14×14 patches at 224 px.
@@ -25,7 +27,9 @@ from suite.registry import SCHEMES, did_you_mean
 
 BASELINE = "preln"
 TIMM_ARMS = {"timm-preln": "preln", "timm-layerscale": "layerscale"}  # arm -> our scheme it mirrors
+CAST = "layerscale:cast"  # in the default arms: the option measured beside the LayerScale users write
 VARIANTS = {
+    CAST: LayerScaleConfig(cast=True),
     "layerscale:scalar": LayerScaleConfig(granularity="scalar"),
     "layerscale:head": LayerScaleConfig(granularity="head"),
     "layerscale:frozen": LayerScaleConfig(learnable=False),  # no γ gradient: isolates its cost
@@ -36,7 +40,7 @@ def arm_names(include_variants: bool = False, include_timm: bool = True) -> list
     """Every arm ``suite bench`` knows, baseline first."""
     names = [BASELINE] + sorted(s for s in SCHEMES if s != BASELINE)
     names += list(TIMM_ARMS) if include_timm else []
-    return names + (list(VARIANTS) if include_variants else [])
+    return names + [CAST] + ([v for v in VARIANTS if v != CAST] if include_variants else [])
 
 
 @dataclass(frozen=True)

@@ -133,6 +133,35 @@ def interleave(
     return times
 
 
+def make_train_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, autocast: Callable,
+                    compile: bool = False) -> tuple[Callable[[], None], torch.optim.Optimizer]:
+    """One training step of ``model`` on ``(x, y)`` (forward under ``autocast()``, cross-entropy, backward, fused
+    AdamW, ``zero_grad``) and its optimizer; with ``compile``, the blocks are compiled one by one, in place,
+    as training compiles them (engine/compiled.py)."""
+    opt = build_optimizer(model, TrainConfig())
+    if compile:
+        for block in model.blocks:
+            block.forward = torch.compile(block.forward)
+
+    def train_step() -> None:
+        with autocast():
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return train_step, opt
+
+
+def autocast_for(device: torch.device, dtype: str) -> Callable:
+    """A context factory: bf16 autocast on ``device`` for ``dtype`` ``bf16``, nothing for ``fp32``."""
+    if dtype not in ("fp32", "bf16"):
+        raise ValueError(f"dtype must be fp32 or bf16, got {dtype!r}")
+    if dtype == "bf16":
+        return lambda: torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext
+
+
 GEMM = "gemm"  # the reference arm: one n x n x n matmul, timed in the same rounds as the models
 
 
@@ -174,14 +203,7 @@ def measure(
         Arm name -> :class:`ArmResult` with (R, 2) times (and :data:`GEMM` when asked for).
     """
     dev = torch.device(device)
-    if dtype not in ("fp32", "bf16"):
-        raise ValueError(f"dtype must be fp32 or bf16, got {dtype!r}")
-
-    def autocast():
-        if dtype == "bf16":
-            return torch.autocast(device_type=dev.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
-
+    autocast = autocast_for(dev, dtype)
     if compile:
         _raise_recompile_limit()
     gen = torch.Generator().manual_seed(seed)
@@ -191,18 +213,8 @@ def measure(
     for name, factory in factories.items():
         torch.manual_seed(seed)
         eager = factory().to(dev).train()
-        opt = build_optimizer(eager, TrainConfig())
         saved = saved_activation_bytes(eager, x, y, autocast)  # counted before any block is compiled
-        if compile:  # block by block, in place, as training compiles (engine/compiled.py)
-            for block in eager.blocks:
-                block.forward = torch.compile(block.forward)
-
-        def train_step(model=eager, opt=opt) -> None:
-            with autocast():
-                loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+        train_step, opt = make_train_step(eager, x, y, autocast, compile)
 
         def fwd_step(model=eager) -> None:
             with torch.no_grad(), autocast():

@@ -5,7 +5,8 @@ A row is a per-round ratio ``prod(num) / prod(den)`` of arms' round means (``sta
 * overhead: ``scheme / preln`` (and ``timm-layerscale / timm-preln``, timm's own overhead);
 * ours/timm: ``preln / timm-preln`` and ``layerscale / timm-layerscale`` (< 1: ours is faster);
 * LayerScale vs timm: ``(layerscale / preln) / (timm-layerscale / timm-preln)``, our overhead
-  relative to timm's, in the same rounds (< 1: ours costs less).
+  relative to timm's, in the same rounds (< 1: ours costs less);
+* cast vs plain: ``layerscale:cast / layerscale``, what multiplying in the branch's dtype saves (< 1).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from suite.bench.arms import BASELINE, TIMM_ARMS
+from suite.bench.arms import BASELINE, CAST, TIMM_ARMS
 from suite.bench.measure import GEMM, ArmResult, gemm_flops
 from suite.bench.stats import RatioSummary, round_means, summarize
 from suite.store import atomic_write_text, to_json, write_json
@@ -32,7 +33,7 @@ class Comparison:
     """One table row: per-round ``prod(num) / prod(den)``."""
 
     label: str
-    kind: str  # "overhead", "ours/timm" or "overhead vs timm"
+    kind: str  # "overhead", "ours/timm", "overhead vs timm" or "cast vs plain"
     num: tuple[str, ...]
     den: tuple[str, ...]
 
@@ -51,6 +52,8 @@ def comparisons(names: list[str]) -> list[Comparison]:
     if {BASELINE, "layerscale", *TIMM_ARMS} <= have:
         rows.append(Comparison("layerscale (overhead vs timm's)", "overhead vs timm",
                                ("layerscale", "timm-preln"), (BASELINE, "timm-layerscale")))
+    if {CAST, "layerscale"} <= have:
+        rows.append(Comparison(f"{CAST} / layerscale", "cast vs plain", (CAST,), ("layerscale",)))
     return rows
 
 

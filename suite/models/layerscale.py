@@ -58,11 +58,16 @@ class LayerScale(nn.Module):
         init: initial value of every entry (0 allowed).
         learnable: γ is a parameter if true, else a fixed buffer (the "frozen" ablation).
         scalar: one scale shared by all channels instead of one per channel.
+        cast: multiply in ``x``'s dtype (``x * γ.to(x.dtype)``). Off, a bf16 branch output times the fp32 γ
+            is promoted to an fp32 tensor of the branch's size, forward and backward (``mul`` is on no
+            autocast list); on, the product and γ's gradient stay bf16 and γ's master copy stays fp32. In
+            fp32 the cast is a no-op: the same operators and bit-identical results (docs/benchmark.md).
     """
 
-    def __init__(self, dim: int, init: float, learnable: bool = True, scalar: bool = False) -> None:
+    def __init__(self, dim: int, init: float, learnable: bool = True, scalar: bool = False,
+                 cast: bool = False) -> None:
         super().__init__()
-        self.init, self.learnable = float(init), learnable
+        self.init, self.learnable, self.cast = float(init), learnable, cast
         gamma = torch.full((1 if scalar else dim,), self.init)
         if learnable:
             self.gamma = nn.Parameter(gamma)
@@ -73,11 +78,15 @@ class LayerScale(nn.Module):
         with torch.no_grad():
             self.gamma.fill_(self.init)
 
+    def scale(self, x: torch.Tensor) -> torch.Tensor:
+        return self.gamma.to(x.dtype) if self.cast else self.gamma
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (..., C) -> (..., C)
-        return x * self.gamma
+        return x * self.scale(x)
 
     def extra_repr(self) -> str:
-        return f"size={self.gamma.numel()}, init={self.init:g}, {'param' if self.learnable else 'buffer'}"
+        return (f"size={self.gamma.numel()}, init={self.init:g}, {'param' if self.learnable else 'buffer'}"
+                f"{', cast' if self.cast else ''}")
 
 
 class HeadScale(LayerScale):
@@ -90,10 +99,11 @@ class HeadScale(LayerScale):
         heads: number of attention heads.
         init: initial value of every head's scale.
         learnable: a parameter if true, else a fixed buffer.
+        cast: multiply in ``x``'s dtype (see :class:`LayerScale`).
     """
 
-    def __init__(self, heads: int, init: float, learnable: bool = True) -> None:
-        super().__init__(heads, init, learnable)
+    def __init__(self, heads: int, init: float, learnable: bool = True, cast: bool = False) -> None:
+        super().__init__(heads, init, learnable, cast=cast)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, H, N, hd) -> (B, H, N, hd)
-        return x * self.gamma.view(-1, 1, 1)
+        return x * self.scale(x).view(-1, 1, 1)

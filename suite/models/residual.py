@@ -204,11 +204,11 @@ def build_layerscale(m: ModelConfig, drop_path: float) -> Block:
     head_scale: nn.Module = nn.Identity()
     ls1: nn.Module = nn.Identity()
     if on_attn and ls.granularity == "head":
-        head_scale = HeadScale(m.heads, init, ls.learnable)
+        head_scale = HeadScale(m.heads, init, ls.learnable, cast=ls.cast)
     elif on_attn:
-        ls1 = LayerScale(m.dim, init, ls.learnable, scalar=scalar)
+        ls1 = LayerScale(m.dim, init, ls.learnable, scalar=scalar, cast=ls.cast)
     # Per-head granularity has no meaning on the MLP branch: it uses per-channel scales there.
-    ls2 = LayerScale(m.dim, init, ls.learnable, scalar=scalar) if on_mlp else nn.Identity()
+    ls2 = LayerScale(m.dim, init, ls.learnable, scalar=scalar, cast=ls.cast) if on_mlp else nn.Identity()
     return PreLNBlock(**_shape(m, drop_path), ls1=ls1, ls2=ls2, head_scale=head_scale)
 
 

@@ -38,10 +38,10 @@ def timm_init_values(cfg: ModelConfig) -> float | None:
         return None
     if cfg.residual == "layerscale":
         ls = cfg.layerscale
-        if (ls.placement, ls.granularity, ls.learnable) != ("both", "channel", True):
+        if (ls.placement, ls.granularity, ls.learnable, ls.cast) != ("both", "channel", True, False):
             raise ValueError(
-                "timm's ViT only has learnable per-channel LayerScale on both branches; "
-                f"got placement={ls.placement}, granularity={ls.granularity}, learnable={ls.learnable}"
+                "timm's ViT only has learnable per-channel LayerScale on both branches, multiplied in γ's dtype; "
+                f"got placement={ls.placement}, granularity={ls.granularity}, learnable={ls.learnable}, cast={ls.cast}"
             )
         init = resolve_init(ls.init, cfg.depth)
         if init == 0.0:

@@ -274,10 +274,11 @@ def test_bench_cli_rejects_bad_tokens_and_arms(capsys):
     assert "did you mean" in capsys.readouterr().err
 
 
-def test_default_arms_cover_every_scheme():
+def test_default_arms_cover_every_scheme_timm_and_the_cast_layerscale():
     from suite.registry import SCHEMES
 
-    assert set(SCHEMES) | {"timm-preln", "timm-layerscale"} == set(arm_names())
+    assert set(SCHEMES) | {"timm-preln", "timm-layerscale", "layerscale:cast"} == set(arm_names())
+    assert arm_names(include_timm=False)[-1] == "layerscale:cast"
 
 
 # ----------------------------------------------------------------------------- the gate, both ways (real timing)

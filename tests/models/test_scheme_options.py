@@ -21,17 +21,20 @@ ROOT = Path(__file__).resolve().parents[2]
 # (at depth 6 with base_depth 12: m_L = 1/2; base_depth 3 makes it 2).
 CHANGED = {"model.layerscale.placement": "attn", "model.layerscale.granularity": "scalar",
            "model.layerscale.init": 0.5, "model.layerscale.learnable": False, "model.depth_alpha": 0.9,
-           "model.base_depth": 3}
+           "model.base_depth": 3, "model.layerscale.cast": True}
 
 
 def fingerprint(m: ModelConfig) -> tuple:
-    """What a run computes with ``m``: the logits of a fixed batch at init, every weight's name, shape and
-    whether it learns, and the optimiser's groups (learning-rate factor, ε, sizes)."""
+    """What a run computes with ``m``: the logits of a fixed batch at init, in fp32 and under bf16 autocast
+    (where ``model.layerscale.cast`` acts), every weight's name, shape and whether it learns, and the
+    optimiser's groups (learning-rate factor, ε, sizes)."""
     torch.manual_seed(0)
     model = build_model(m)
     x = torch.randn(2, m.in_chans, m.img_size, m.img_size, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         logits = model(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = torch.cat([logits, model(x).float()])
     weights = sorted((n, tuple(t.shape), t.requires_grad) for n, t in [*model.named_parameters(), *model.named_buffers()])
     opt = build_optimizer(model, TrainConfig(), m)
     groups = [(g["lr_scale"], g["eps"], sum(p.numel() for p in g["params"])) for g in opt.param_groups]
