@@ -67,3 +67,36 @@ def per_element(arm: StepCount, baseline: StepCount, scales: int, elements: int)
     """Bytes ``arm`` moves beyond ``baseline`` per element of a scaled branch output: the difference over
     ``scales`` (LayerScales in the model) × ``elements`` (B × N × C of one branch output)."""
     return (arm.bytes - baseline.bytes) / (scales * elements)
+
+
+def count_arms(names: list[str], shape, dtypes: tuple[str, ...] = ("fp32", "bf16"), seed: int = 0) -> list[dict]:
+    """One row per arm and dtype: operators and bytes of a step at ``shape`` (on the CPU), and their difference
+    from Pre-LN's per element of a branch output (``2 · depth`` branches of ``batch × tokens × dim``)."""
+    from suite.bench.arms import BASELINE, build_arm
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape.batch, 3, shape.img_size, shape.img_size, generator=g)
+    y = torch.randint(0, shape.num_classes, (shape.batch,), generator=g)
+    branch = 2 * shape.depth * shape.batch * shape.tokens * shape.dim
+    rows = []
+    for dtype in dtypes:
+        counted = {}
+        for name in dict.fromkeys([BASELINE, *names]):
+            torch.manual_seed(seed)
+            counted[name] = count_step(build_arm(name, shape), x, y, dtype)
+        base = counted[BASELINE]
+        rows += [{"arm": n, "dtype": dtype, "operators": c.calls, "bytes": c.bytes,
+                  "delta_operators": c.calls - base.calls, "delta_bytes_per_element": (c.bytes - base.bytes) / branch}
+                 for n, c in counted.items() if n in names]
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    """The rows of :func:`count_arms` as Markdown."""
+    lines = ["Counted, not timed (suite/bench/counts.py): the aten operators one forward and backward dispatch, and "
+             "the bytes they read and write (views excluded), against Pre-LN's per element of a branch output.\n",
+             "| arm | dtype | operators | MB moved | Δ operators | Δ bytes per branch element |",
+             "|---|---|---:|---:|---:|---:|"]
+    lines += [f"| {r['arm']} | {r['dtype']} | {r['operators']} | {r['bytes'] / 1e6:.1f} | {r['delta_operators']:+d} "
+              f"| {r['delta_bytes_per_element']:+.1f} |" for r in rows]
+    return "\n".join(lines) + "\n"

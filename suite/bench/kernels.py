@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from suite.bench.arms import BASELINE, BenchShape, build_arm
-from suite.bench.measure import _raise_recompile_limit, autocast_for, make_train_step
+from suite.bench.measure import raise_recompile_limit, autocast_for, make_train_step
 
 
 def step_tables(prof: torch.profiler.profile, steps: int, cuda: bool) -> dict[str, dict[str, float]]:
@@ -49,7 +49,7 @@ def profile_arms(names: list[str], shape: BenchShape, device: str, dtype: str, c
     y = torch.randint(0, shape.num_classes, (shape.batch,), generator=g).to(dev)
     activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     if compile:
-        _raise_recompile_limit()
+        raise_recompile_limit()
     out = {}
     for name in names:
         torch.manual_seed(0)

@@ -205,7 +205,7 @@ def measure(
     dev = torch.device(device)
     autocast = autocast_for(dev, dtype)
     if compile:
-        _raise_recompile_limit()
+        raise_recompile_limit()
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(shape.batch, 3, shape.img_size, shape.img_size, generator=gen).to(dev)
     y = torch.randint(0, shape.num_classes, (shape.batch,), generator=gen).to(dev)
@@ -257,7 +257,7 @@ def measure(
     return {n: ArmResult(train_s=train[n], forward_s=fwd.get(n), **info[n]) for n in train_fns}
 
 
-def _raise_recompile_limit() -> None:
+def raise_recompile_limit() -> None:
     # Every arm compiles the same forward code objects again (other modules, other blocks); past
     # dynamo's per-code recompile limit (8) it would silently run the rest eager.
     from torch import _dynamo

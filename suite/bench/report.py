@@ -178,7 +178,8 @@ def write_results(out: Path, stem: str, rows: list[dict[str, Any]], md: str, rec
 
 
 def write_outputs(out: Path, results: dict[str, ArmResult], rows: list[dict[str, Any]],
-                  meta: dict[str, Any], speed: list[dict[str, Any]] | None = None) -> list[Path]:
+                  meta: dict[str, Any], speed: list[dict[str, Any]] | None = None,
+                  counted: list[dict[str, Any]] | None = None) -> list[Path]:
     """Write ``overhead.csv``, ``overhead.md`` and ``overhead.json`` (with raw times) under ``out``.
 
     Args:
@@ -197,7 +198,11 @@ def write_outputs(out: Path, results: dict[str, ArmResult], rows: list[dict[str,
     ]
     if speed:
         md.append(efficiency_table(speed, s.get("gemm", 0)))
+    if counted:
+        from suite.bench.counts import table
+
+        md.append(table(counted))
     arms = {n: {"train_s": r.train_s, "forward_s": r.forward_s, "params": r.params,
                 "saved_bytes": r.saved_bytes, "peak_bytes": r.peak_bytes} for n, r in results.items()}
     return write_results(out, "overhead", rows, "\n".join(md),
-                         {**meta, "rows": rows, "efficiency": speed or [], "arms": arms})
+                         {**meta, "rows": rows, "efficiency": speed or [], "counted": counted or [], "arms": arms})

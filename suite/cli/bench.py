@@ -249,8 +249,12 @@ def run(args: argparse.Namespace) -> int:
     speed = report.efficiency(results, train_step_flops(shape.model_config(), shape.batch), opt["gemm"])
     meta = {"command": resolved_command(settings), "settings": settings, "provenance": prov,
             "wall_s": round(time.perf_counter() - t0, 1)}
-    paths = report.write_outputs(Path(args.out), results, rows, meta, speed)
+    from suite.bench.counts import count_arms, table
+
+    counted = count_arms([n for n in names if n != BASELINE], shape)  # on the CPU, after the timing
+    paths = report.write_outputs(Path(args.out), results, rows, meta, speed, counted)
     print(report.markdown_table(rows))
     print(report.efficiency_table(speed, opt["gemm"]))
+    print(table(counted))
     print(f"wrote {', '.join(str(p) for p in paths)} ({meta['wall_s']:.0f} s)")
     return 0
