@@ -102,3 +102,31 @@ def test_a_link_planted_in_out_is_replaced_never_written_through(tmp_path):
     check.phase("fine", lambda: (True, "good", {"x": 1}))
     assert outside.read_text() == "precious"
     assert not (out / "device_check.md").is_symlink() and "- fine: ok" in (out / "device_check.md").read_text()
+
+
+def _row(ratio, low, high):
+    return {"train_ratio": ratio, "train_low": low, "train_high": high, "train_ms": 1.0, "baseline_train_ms": 1.0}
+
+
+def test_the_overhead_phases_judge_compiled_layerscale_against_the_floor_and_ours_against_timms():
+    judge = _script().judge
+    vs_timm = "layerscale (overhead vs timm's)"
+    at_floor = {"layerscale": _row(1.010, 1.004, 1.016), vs_timm: _row(0.99, 0.97, 1.01)}
+    assert judge(at_floor, compiled=True) is None and judge(at_floor, compiled=False) is None
+    past = {**at_floor, "layerscale": _row(1.030, 1.024, 1.036)}  # more than 2 points past x1.005
+    assert "past the floor" in judge(past, compiled=True) and judge(past, compiled=False) is None  # eager: reported only
+    wide = {**at_floor, "layerscale": _row(1.010, 0.98, 1.05)}  # the committed compiled interval was 12 points wide
+    assert "wider than the 2-point margin" in judge(wide, compiled=True)
+    dearer = {**at_floor, vs_timm: _row(1.05, 1.02, 1.08)}  # ours costs more than timm's beyond the interval
+    assert "more than timm's" in judge(dearer, compiled=False) and "more than timm's" in judge(dearer, compiled=True)
+
+
+def test_kernel_differences_are_the_largest_first_and_a_kernel_on_one_side_only_counts_from_zero():
+    from suite.bench.kernels import differences, markdown
+
+    base = {"gemm": 100.0, "add": 10.0, "gone": 5.0}
+    arm = {"gemm": 101.0, "add": 10.0, "mul_fp32": 20.0}
+    assert differences(arm, base) == [("mul_fp32", 0.0, 20.0, 20.0), ("gone", 5.0, 0.0, -5.0), ("gemm", 100.0, 101.0, 1.0)]
+    assert differences(arm, base, top=1) == [("mul_fp32", 0.0, 20.0, 20.0)]
+    text = markdown({"preln": {"kernels": base, "ops": {}}, "layerscale": {"kernels": {**arm, "a|b`c": 1.0}, "ops": {}}}, "eager")
+    assert "132 µs per step against 115 (+17 µs, +14.8%)" in text and "`a/b'c`" in text  # a name cannot break the table
