@@ -41,7 +41,7 @@ EXECUTION_KEYS = frozenset({"device", "train.threads", "data.num_workers", "data
 
 # Keys added after runs were committed, with the value those runs behaved as: left out of the id at that
 # value, so adding them renames no run (any other value counts like every key).
-ADDED_KEYS = {"train.spike_window": 20}
+ADDED_KEYS = {"train.spike_window": 20, "model.layerscale.cast": False}
 
 
 def run_id(cfg: RunConfig) -> str:
