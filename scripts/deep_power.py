@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from suite.analysis.assurance import Evidence, change_assurance, seed_gains
-from suite.results import AnalysisError, AnalysisWarning, load_runs
+from suite.results import AnalysisError, AnalysisWarning, run_records
 
 SCHEME, BASELINE, DEPTH, SEEDS = "layerscale-cait", "preln", 48, (6, 8, 10)
 GAINS, SDS = (1.0, 0.72, 0.5), (1.0, 1.5, 2.0)
@@ -33,7 +33,7 @@ def read(root: Path) -> list[dict]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", AnalysisWarning)
-            return load_runs(root, from_csv=True)
+            return run_records(root, from_csv=True)
     except AnalysisError as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from suite import store
-from suite.results import AnalysisError, load_runs, read_curves
+from suite.results import AnalysisError, run_records, read_curves
 from suite.grouping import DEPTH, LR
 from suite.analysis.lr import lr_table
 
@@ -26,7 +26,7 @@ from suite.analysis.lr import lr_table
 def settled(root: Path, variant: str) -> list[dict]:
     """One dict per depth: depth, best_lr, n (runs), gamma (mean over seeds), seed_min, seed_max,
     block_min, block_max (over the seeds' per-block means), step (the last logged step)."""
-    runs = [r for r in load_runs(root) if r.get("variant") == variant and r.get(LR) is not None]
+    runs = [r for r in run_records(root) if r.get("variant") == variant and r.get(LR) is not None]
     if not runs:
         raise AnalysisError(f"{root}: no runs of variant '{variant}' with a learning rate; pass a variant of its "
                             f"ablation.yaml")

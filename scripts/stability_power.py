@@ -31,7 +31,7 @@ from scipy.special import expit
 
 from suite.analysis import depthslope
 from suite.analysis.assurance import holm_decided
-from suite.results import AnalysisError, AnalysisWarning, load_runs
+from suite.results import AnalysisError, AnalysisWarning, run_records
 
 SCHEME, BASELINE, SIMULATIONS, ALPHA = "layerscale-cait", "preln", 100, 0.05
 DEPTH_AWARE = "layerscale-depth"
@@ -41,7 +41,7 @@ def fitted(root: Path, variants: tuple[str, ...] | None = (SCHEME, BASELINE)) ->
     """The model of ``root``'s runs (of ``variants`` only, or every variant's as `suite analyze` fits it)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AnalysisWarning)
-        runs = [r for r in load_runs(root, from_csv=True) if r["status"] != "error"
+        runs = [r for r in run_records(root, from_csv=True) if r["status"] != "error"
                 and (variants is None or r["variant"] in variants)]
     model = depthslope.fit([float(r["train.lr"]) for r in runs], [float(r["model.depth"]) for r in runs],
                            [r["variant"] for r in runs], [int(r["status"] != "ok") for r in runs])

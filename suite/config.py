@@ -102,6 +102,11 @@ class DataConfig:
     device_max_mb: int = 1024  # datasets up to this size are held as tensors on the device
 
 
+# The dotted keys that name a run's learning rate and depth: the tables' axes, the frontier's key, the rate a
+# tuning study chooses and a pack's members may differ in. Defined once, here, for every layer above.
+LR, DEPTH = "train.lr", "model.depth"
+
+
 @dataclass
 class TrainConfig:
     """Optimisation, divergence rules, logging and timing."""

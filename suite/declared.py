@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from suite.config import DEPTH, LR
 from suite.results import AnalysisError
 
-DEPTH, LR = "model.depth", "train.lr"
 ENDPOINTS = ("best_lr_score", "score", "not_ok_rate", "frontier", "interaction", "frontier_slope")
 FREE_LR = ("best_lr_score", "frontier", "frontier_slope")  # endpoints that compare across the learning-rate axis
 NO_MARGIN = ("not_ok_rate", "frontier", "frontier_slope")  # no equivalence test

@@ -22,12 +22,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from suite.config import DEPTH, LR
 from suite.results import AnalysisError
 from suite.registry import did_you_mean
 from suite.store import EXECUTION_KEYS
 
-DEPTH = "model.depth"  # the column key of every table
-LR = "train.lr"  # the key of the stability frontier
 CONFIG_PREFIXES = ("model.", "data.", "train.")
 DEFAULT_BASELINE = "preln"
 NOT_GROUPABLE = ("seed", "run_id", "status")
@@ -87,7 +86,7 @@ def group_keys(runs: list[dict[str, Any]], by: list[str] | None = None) -> list[
     """The keys that define a group: ``variant`` first, then sorted other keys.
 
     Args:
-        runs: as returned by :func:`load_runs`.
+        runs: as returned by :func:`run_records`.
         by: explicit keys (``--by``); None for the automatic rule (module docstring).
 
     Returns:

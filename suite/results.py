@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from suite import store
+from suite.config import DEPTH, LR
 
 
 class AnalysisError(ValueError):
@@ -29,7 +30,7 @@ class AnalysisWarning(store.SuiteWarning):
 # ----------------------------------------------------------------------------- loading
 
 
-def load_runs(run_dir: str | Path, from_csv: bool = False) -> list[dict[str, Any]]:
+def run_records(run_dir: str | Path, from_csv: bool = False) -> list[dict[str, Any]]:
     """Read every ``summary.json`` under ``run_dir`` (recursively).
 
     Args:
@@ -168,7 +169,7 @@ def runs_from_csv(path: Path) -> list[dict[str, Any]]:
     Every cell is read back to the type its summary held: text fields (:data:`TEXT_FIELDS` and the
     configuration keys whose default is text) stay text, empty cells are null, ``True``/``False`` are
     booleans, lists are lists, numbers are numbers (integers where written as integers). A row that
-    could not be a run's summary (the checks of :func:`load_runs`, e.g. a score ``abc`` or ``inf``) is
+    could not be a run's summary (the checks of :func:`run_records`, e.g. a score ``abc`` or ``inf``) is
     skipped with an :class:`AnalysisWarning` naming its line.
 
     Raises:
@@ -260,7 +261,7 @@ def _summary_problem(summary: dict[str, Any]) -> str | None:
         return f"status {summary.get('status')!r} is not one of {', '.join(store.STATUSES)}"
     if summary.get("variant") is None and summary.get("model.residual") is None:
         return "neither 'variant' nor 'model.residual' is set, so the scheme is unknown"
-    for key in ("seed", "model.depth"):
+    for key in ("seed", DEPTH):
         if not _is_int(summary.get(key)):
             return f"'{key}' is {summary.get(key)!r}, not an integer"
     for key in NUMERIC:
@@ -390,7 +391,7 @@ class BestRate(NamedTuple):
         return self.mean > self.chance + 1e-9
 
 
-def best_rate(runs: list[dict[str, Any]], split: str, key: str = "train.lr") -> BestRate | None:
+def best_rate(runs: list[dict[str, Any]], split: str, key: str = LR) -> BestRate | None:
     """An arm's best learning rate: the one whose runs' mean ``split`` score is highest (ties: the smaller).
     None when no run scores. The one rule for the tables (:mod:`suite.analysis.lr`) and ``--refine``."""
     by_rate: dict[float, list[float]] = {}

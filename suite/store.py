@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Callable
 
-from suite.config import RunConfig, flatten, to_dict
+from suite.config import DEPTH, LR, RunConfig, flatten, to_dict
 
 SCHEMA_VERSION = 1
 SUMMARY = "summary.json"
@@ -245,13 +245,13 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
         value = summary.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 <= value <= 1:
             return f"'{key}' is {value!r}, not in [0, 1]"
-    depth = summary.get("model.depth")
+    depth = summary.get(DEPTH)
     if isinstance(depth, int) and not isinstance(depth, bool) and not 1 <= depth <= MAX_DEPTH:
         return f"'model.depth' is {str(depth)[:20]}, not from 1 to {MAX_DEPTH}"
     seed = summary.get("seed")
     if isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed < 2**63:
         return f"'seed' is {str(seed)[:20]}, not from 0 to 2**63 - 1"
-    lr = summary.get("train.lr")
+    lr = summary.get(LR)
     if lr is not None and not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and math.isfinite(lr) and lr > 0):
         return f"'train.lr' is {str(lr)[:20]!r}, not a finite number > 0"
     for key in ("variant", "ablation", "run_id"):  # names land in Markdown headings and table cells

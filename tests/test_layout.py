@@ -178,3 +178,17 @@ def test_every_module_imports_and_the_config_needs_no_torch():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_one_definition_of_each_rule_issue_63_named():
+    """The learning-rate and depth keys are spelled once (suite.config.LR, DEPTH); one ``load_runs`` (the notebook
+    DataFrame; the list of records is ``suite.results.run_records``); one ``best_rate``."""
+    spelled, defined = {}, {}
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in ("train.lr", "model.depth"):
+                spelled.setdefault(node.value, set()).add(module)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in ("load_runs", "best_rate"):
+                defined.setdefault(node.name, []).append(module)
+    assert spelled == {"train.lr": {"suite.config"}, "model.depth": {"suite.config"}}, spelled
+    assert defined == {"load_runs": ["suite.sweep.results"], "best_rate": ["suite.results"]}

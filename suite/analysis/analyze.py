@@ -23,7 +23,7 @@ from suite.analysis import coprimary, gamma, markup, primary, products
 from suite.declared import SEQUENTIAL, as_list as declared_list
 from suite.analysis import tables as paper
 from suite.grouping import choose_baseline, group_keys
-from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, load_runs
+from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, run_records
 from suite.analysis import findings as findings_text
 from suite.analysis.lr import lr_table
 from suite.analysis.propagation import KIND, is_propagation, summary_frame
@@ -182,7 +182,7 @@ def study(root: Path, baseline: str | None = None, by: list[str] | None = None, 
     Raises:
         AnalysisError: as :func:`analyze`.
     """
-    runs = load_runs(root, from_csv=True)
+    runs = run_records(root, from_csv=True)
     if check_complete:
         _check_complete(root, runs, force)
     base = choose_baseline(runs, baseline)
@@ -238,7 +238,7 @@ OUTPUTS = ("findings.md", "runs.csv", "tables", products.MANIFEST)  # what an an
 
 def _check_no_row_lost(root: Path, runs: list[dict], force: bool) -> None:
     """Refuse (unless ``force``) to write a ``runs.csv`` that lacks a run the existing one lists: its rows
-    are merged with the run folders (:func:`~suite.results.load_runs`), so only a damaged row, skipped
+    are merged with the run folders (:func:`~suite.results.run_records`), so only a damaged row, skipped
     with a warning, can go missing, and a committed or shared results table never shrinks silently."""
     import csv
     import io

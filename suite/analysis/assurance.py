@@ -17,6 +17,8 @@ from typing import Any, Sequence
 import numpy as np
 from scipy import stats as sps
 
+from suite.config import DEPTH
+
 ALPHA = 0.05
 
 
@@ -100,6 +102,6 @@ def seed_gains(runs: list[dict[str, Any]], scheme: str, baseline: str, depths: S
     both runs at every one of ``depths`` (error runs left out): the per-seed differences an Evidence is made of."""
     from suite.results import score
 
-    cell = {(r["variant"], r["model.depth"], r["seed"]): score(r) for r in runs if r.get("status") != "error"}
+    cell = {(r["variant"], r[DEPTH], r["seed"]): score(r) for r in runs if r.get("status") != "error"}
     seeds = sorted({s for (_, _, s) in cell if all((v, d, s) in cell for v in (scheme, baseline) for d in depths)})
     return {d: np.array([100 * (cell[scheme, d, s] - cell[baseline, d, s]) for s in seeds]) for d in depths}

@@ -57,7 +57,7 @@ def evaluate_all(runs: list[dict[str, Any]], declared: Primary | list[Primary],
     """Answer every declared comparison: alone for one, as a Holm family for several (module docstring).
 
     Args:
-        runs: as returned by :func:`suite.results.load_runs`.
+        runs: as returned by :func:`suite.results.run_records`.
         declared: what :func:`suite.declared.parse` returned.
         rounds: a group-sequential design (:func:`suite.analysis.primary.read_design`); only for a
             single comparison.

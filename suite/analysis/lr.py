@@ -178,7 +178,7 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
     """One row per cell (scheme x depth x other keys, without the learning rate).
 
     Args:
-        runs: as returned by :func:`suite.results.load_runs`.
+        runs: as returned by :func:`suite.results.run_records`.
         keys: group keys; nothing is computed unless ``train.lr`` is one of them.
         baseline: the baseline variant.
 

@@ -27,8 +27,8 @@ import pandas as pd
 
 from suite.analysis import coprimary, crossfit, primary, stats
 from suite.declared import ALPHA, DEFAULT_RATIO, DEFAULT_SLOPE
-from suite.grouping import DEPTH, choose_baseline, group_keys
-from suite.results import load_runs
+from suite.grouping import DEPTH, LR, choose_baseline, group_keys
+from suite.results import run_records
 from suite.analysis.lr import lr_table
 from suite.analysis.markup import fmt_value
 from suite.analysis.summary import summarize
@@ -108,7 +108,7 @@ def plan_table(root: str | Path, effect: float = 0.05, power: float = 0.8, basel
         power: the power wanted.
         baseline: the baseline variant (default ``preln``).
     """
-    runs = load_runs(Path(root), from_csv=True)  # a folder shared as runs.csv alone plans too
+    runs = run_records(Path(root), from_csv=True)  # a folder shared as runs.csv alone plans too
     base = choose_baseline(runs, baseline)
     keys = group_keys(runs)
     rows = []
@@ -118,7 +118,7 @@ def plan_table(root: str | Path, effect: float = 0.05, power: float = 0.8, basel
         rows.append(_primary_row(answer, effect, power))
     lr = lr_table(runs, keys, base)
     if lr is not None:
-        rest = [k for k in keys if k != "train.lr"]
+        rest = [k for k in keys if k != LR]
         for _, r in lr[~lr["is_baseline"] & lr["has_baseline"]].iterrows():
             m = max(int(r["test_p_m"]), 1)
             rows.append(_row(f"{r['variant']} vs {base}, {_where(r, rest)}", "best_lr_score", "exploratory",

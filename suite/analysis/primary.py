@@ -153,7 +153,7 @@ def evaluate(runs: list[dict[str, Any]], primary: Primary,
     """Test the primary comparison on ``runs`` (see the module docstring), alone at ``ALPHA``.
 
     Args:
-        runs: as returned by :func:`suite.results.load_runs`.
+        runs: as returned by :func:`suite.results.run_records`.
         primary: the declared comparison.
         rounds: a group-sequential design (``sequential.json`` as :func:`read_design` reads it: the
             planned rounds and the looks taken), its planned seed counts alone (no look taken yet), or

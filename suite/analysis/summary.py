@@ -123,7 +123,7 @@ def summarize(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.
     test, rates with Wilson intervals and Fisher tests, survivor-only accuracy, step time.
 
     Args:
-        runs: as returned by :func:`suite.results.load_runs`.
+        runs: as returned by :func:`suite.results.run_records`.
         keys: group keys, ``variant`` first (:func:`suite.grouping.group_keys`).
         baseline: the baseline variant.
 

@@ -252,7 +252,7 @@ def transfer_table(runs: list[dict[str, Any]], keys: list[str], baseline: str,
     """One row per scheme x depth (x the other keys): best rate, regret, slope, with intervals.
 
     Args:
-        runs: as returned by :func:`suite.results.load_runs`.
+        runs: as returned by :func:`suite.results.run_records`.
         keys: group keys; nothing is computed unless both ``model.depth`` and ``train.lr`` are among
             them and there are at least two depths.
         baseline: the baseline variant (listed first).

@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 
 from suite import store
-from suite.config import RunConfig
+from suite.config import LR, RunConfig
 from suite.data import PackStream, eval_batches, load_dataset
 from suite.engine import packstep
 from suite.engine.compiled import pack_members, reuse
@@ -61,7 +61,7 @@ from suite.engine.probes import probe_stacked
 from suite.engine.steplog import StepLog
 
 # Keys in which the members of one pack may differ; everything else must be equal.
-MEMBER_KEYS = frozenset({"seed", "train.lr", "train.weight_decay", "train.warmup_steps", "train.min_lr",
+MEMBER_KEYS = frozenset({"seed", LR, "train.weight_decay", "train.warmup_steps", "train.min_lr",
                          "model.layerscale.init"})
 
 

@@ -33,16 +33,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from suite import store
-from suite.config import ConfigError, validate
+from suite.config import LR, ConfigError, validate
 from suite.grouping import group_keys, ordered_groups
-from suite.results import best_rate, load_runs, selection_split
+from suite.results import best_rate, run_records, selection_split
 from suite.sweep.folder import RunnerError
 from suite.sweep.spec import MAX_ROUNDS, Ablation, Run, SpecError, load_ablation
 from suite.sweep.sweep import Report, SweepOptions, run_sweep
 
 __all__ = ["MAX_ROUNDS", "past_edge", "edge_cells", "frontier_arms", "plan_round", "run_refine"]
 
-LR = "train.lr"
 
 
 def past_edge(rates: list[float], side: str) -> float:
@@ -70,10 +69,10 @@ def _arm_keys(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def edge_cells(out: Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The cells of the results in ``out`` (a folder, or its runs as :func:`suite.results.load_runs`
+    """The cells of the results in ``out`` (a folder, or its runs as :func:`suite.results.run_records`
     reads them) whose best learning rate is at an edge (and above chance):
     ``{"variant", "keys": {key: value}, "lr": edge rate, "side": "lowest" | "highest", "new": rate to add}``."""
-    runs = load_runs(out) if isinstance(out, (str, Path)) else out
+    runs = run_records(out) if isinstance(out, (str, Path)) else out
     keys = group_keys(runs)
     if LR not in keys:
         return []
@@ -100,7 +99,7 @@ def frontier_arms(runs: list[dict[str, Any]], keys: list[str] | None = None) -> 
 
     Args:
         runs: summary rows with ``variant``, ``train.lr``, ``status`` and the arm keys
-            (:func:`suite.results.load_runs`).
+            (:func:`suite.results.run_records`).
         keys: the keys besides ``variant`` that split arms (default: those the tables group by).
 
     Returns:
@@ -242,7 +241,7 @@ def run_refine(path: str | Path, out: str | Path | None, options: SweepOptions, 
     rounds = 0
     while rounds < limit and not sweep.stopped:
         extra: list[Run] = []
-        for arm_id, entry in plan_round(load_runs(out)).items():
+        for arm_id, entry in plan_round(run_records(out)).items():
             added, why_added = [], []
             for add in entry["add"]:
                 runs, why = admit(ablation, entry, add)
@@ -267,7 +266,7 @@ def run_refine(path: str | Path, out: str | Path | None, options: SweepOptions, 
                                      notify=notify))
     if sweep.stopped:
         return sweep, []
-    return sweep, _report_open(load_runs(out), stops, rounds, limit, notify)
+    return sweep, _report_open(run_records(out), stops, rounds, limit, notify)
 
 
 def _report_open(runs: list[dict[str, Any]], stops: dict[tuple, str], rounds: int, limit: int,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite import store
-from suite.results import load_runs as summaries
+from suite.results import run_records
 
 
 def load_runs(folder: str | Path) -> pd.DataFrame:
@@ -16,7 +16,7 @@ def load_runs(folder: str | Path) -> pd.DataFrame:
     relative to ``folder``. A folder shared or committed without its run folders is read from its
     ``runs.csv``, as ``suite analyze`` reads it. Raises :class:`~suite.results.AnalysisError` for no such
     folder, no usable summary or row, or runs of more than one ablation."""
-    return pd.DataFrame(summaries(folder, from_csv=True))
+    return pd.DataFrame(run_records(folder, from_csv=True))
 
 
 def load_metrics(run_dir: str | Path) -> pd.DataFrame:

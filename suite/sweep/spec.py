@@ -20,7 +20,7 @@ from typing import Any, Iterator
 import yaml
 
 from suite import store
-from suite.config import SEED_MAX, ConfigError, RunConfig, apply_dict, flatten, nest, read_yaml, to_dict, validate
+from suite.config import LR, SEED_MAX, ConfigError, RunConfig, apply_dict, flatten, nest, read_yaml, to_dict, validate
 from suite.registry import did_you_mean
 from suite.sweep import tuned as tuned_mod
 
@@ -164,7 +164,7 @@ def _override(raw: dict[str, Any], overrides: list[str], problems: list[str]) ->
     if "seed" in given:
         problems.append("command line: seed: each run's seed comes from the ablation's `seeds:`; change `seeds:` in "
                         "the file, or use --only seed=N to run one of its seeds")
-    if "train.lr" in given and ("rates" in raw or "rates_from" in raw):
+    if LR in given and ("rates" in raw or "rates_from" in raw):
         problems.append("command line: train.lr: each run's rate comes from the file's rates/rates_from; change "
                         "those, or remove them to sweep the rate set here")
     base = flatten(raw.get("base") or {}) if isinstance(raw.get("base"), dict) else {}

@@ -15,7 +15,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-LR = "train.lr"
+from suite.config import LR
+
 FIELDS = ("variant", LR, "tuning_seeds", "val_score", "at_edge")  # plus one key per grid axis
 
 
@@ -26,7 +27,7 @@ def from_folder(folder: Path, variants: list[str], grid: dict[str, list[Any]], s
     rate is at the edge of what was tried (``lowest`` / ``highest``: a better one may lie outside)."""
     import itertools
 
-    from suite.results import AnalysisError, AnalysisWarning, best_rate, load_runs, selection_split
+    from suite.results import AnalysisError, AnalysisWarning, best_rate, run_records, selection_split
 
     if not folder.is_dir():
         if folder.exists():
@@ -44,7 +45,7 @@ def from_folder(folder: Path, variants: list[str], grid: dict[str, list[Any]], s
     try:
         with warnings.catch_warnings(record=True) as caught:  # read as `suite analyze` reads it, drops said
             warnings.simplefilter("always", AnalysisWarning)
-            runs = [r for r in load_runs(folder, from_csv=True) if r["status"] != "error"]
+            runs = [r for r in run_records(folder, from_csv=True) if r["status"] != "error"]
     except (AnalysisError, OSError) as err:
         problems.append(f"{src}: rates_from: {str(err).splitlines()[0]}")
         return None

@@ -90,7 +90,7 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
         ConfigError: no primary comparison or several (a co-primary list), a frontier or not-ok endpoint,
             ``--only``, a cap below the ablation's seeds, or a folder whose design differs.
     """
-    from suite.results import load_runs
+    from suite.results import run_records
     from suite.declared import SEQUENTIAL, as_list, taken_looks
 
     ablation = load_ablation(path, max_runs=options.max_runs, overrides=options.overrides)
@@ -132,7 +132,7 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
         for _ in range(RETRIES):
             if sweep.stopped:
                 break
-            errored = errored_runs(load_runs(out), primary, seeds[:n])
+            errored = errored_runs(run_records(out), primary, seeds[:n])
             if not errored:
                 break
             notify(f"look {round_ + 1}: {errored} run{'s' if errored > 1 else ''} of the compared cells errored; "
@@ -142,7 +142,7 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
         if sweep.stopped:
             return sweep, None
         before = taken_looks([x for x in design["looks"] if x["look"] <= round_], out / SEQUENTIAL)
-        answer = look(load_runs(out), primary, rounds, before)
+        answer = look(run_records(out), primary, rounds, before)
         record = {"look": round_ + 1, "seeds": n, "pairs": answer.n_pairs, "estimate": answer.estimate,
                   "p": answer.p, "decision": answer.decision}
         design["looks"] = [x for x in design["looks"] if x["look"] != round_ + 1] + [record]

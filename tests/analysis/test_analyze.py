@@ -17,7 +17,7 @@ from suite.analysis import stats
 from suite.analysis import markup as report
 from suite.analysis.analyze import analyze
 from suite.grouping import group_keys
-from suite.results import AnalysisError, AnalysisWarning, load_runs
+from suite.results import AnalysisError, AnalysisWarning, run_records
 from suite.cli import analyze as analyze_cli
 from suite.cli import main as analyze_cli_main
 
@@ -101,7 +101,7 @@ def row(summary: pd.DataFrame, variant: str, depth: int) -> pd.Series:
 
 
 def test_group_keys_ignore_seed_provenance_and_variant_implied_keys(grid):
-    runs = load_runs(grid)
+    runs = run_records(grid)
     assert group_keys(runs) == ["variant", "model.depth"]  # not model.residual, git_commit, hostname, seed
     assert group_keys(runs, by=["model.depth"]) == ["variant", "model.depth"]
     with pytest.raises(AnalysisError, match="did you mean 'model.depth'"):
@@ -112,7 +112,7 @@ def test_group_keys_ignore_seed_provenance_and_variant_implied_keys(grid):
 
 def test_how_a_run_was_executed_never_splits_a_group(grid):
     """Runs resumed with other --threads or on another device are the same runs (same run id)."""
-    runs = load_runs(grid)
+    runs = run_records(grid)
     for i, r in enumerate(runs):
         r.update({"train.threads": 1 + i % 2, "device": ["cpu", "cuda"][i % 2], "data.num_workers": i % 3})
     assert group_keys(runs) == ["variant", "model.depth"]

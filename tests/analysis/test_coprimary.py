@@ -10,7 +10,7 @@ import yaml
 from suite.analysis import coprimary, primary, primary_text
 from suite.analysis.analyze import analyze
 from suite.analysis.doseresponse import relative_potency
-from suite.results import load_runs
+from suite.results import run_records
 from suite.analysis.plan import plan_table
 from suite.analysis.findings import answer_lines
 from suite.sweep.spec import SpecError, load_ablation
@@ -46,7 +46,7 @@ def folder(root: Path, block, not_ok=NOT_OK, acc=None) -> Path:
 
 def test_the_frontier_endpoint_is_the_lr50_ratio_with_its_profile_interval(tmp_path):
     root = folder(tmp_path / "f", FRONTIER)
-    answer = primary.evaluate(load_runs(root), primary.read(root))
+    answer = primary.evaluate(run_records(root), primary.read(root))
     bad = {v: [int(s < k) for k in c for s in range(4)] for v, c in NOT_OK.items()}
     lrs = [lr for lr in RATES for _ in range(4)]
     fit = relative_potency(lrs, bad["layerscale"], lrs, bad["preln"])
@@ -61,13 +61,13 @@ def test_the_frontier_endpoint_is_the_lr50_ratio_with_its_profile_interval(tmp_p
 
 def test_an_undecided_frontier_names_the_seeds_and_an_open_interval_says_so(tmp_path):
     close = {"preln": [0, 0, 1, 2, 3, 4], "layerscale": [0, 0, 1, 1, 3, 4]}
-    answer = primary.evaluate(load_runs(folder(tmp_path / "u", FRONTIER, close)), primary.Primary(**FRONTIER))
+    answer = primary.evaluate(run_records(folder(tmp_path / "u", FRONTIER, close)), primary.Primary(**FRONTIER))
     assert answer.decision == "undecided" and answer.low < 1 < answer.high and answer.seeds_needed > 4
     text = primary_text.paragraph(answer)
     assert "**Undecided**: the interval includes 1." in text
     assert f"about {int(answer.seeds_needed)} seeds per rate" in text
     never = {"preln": [0, 0, 1, 3, 4, 4], "layerscale": [0] * 6}  # layerscale never fails: no upper end
-    answer = primary.evaluate(load_runs(folder(tmp_path / "n", FRONTIER, never)), primary.Primary(**FRONTIER))
+    answer = primary.evaluate(run_records(folder(tmp_path / "n", FRONTIER, never)), primary.Primary(**FRONTIER))
     assert answer.censored == "high" and math.isinf(answer.high) and answer.decision == "difference"
     text = primary_text.paragraph(answer)
     assert f"tolerates at least {answer.low:.2g}x preln's" in text and "The interval is open above" in text

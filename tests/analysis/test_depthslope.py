@@ -169,8 +169,8 @@ def _find_all(text: str, part: str) -> list[int]:
 
 
 def _runs(root):
-    from suite.results import load_runs
-    return load_runs(root)
+    from suite.results import run_records
+    return run_records(root)
 
 
 def test_the_table_counts_each_cause():

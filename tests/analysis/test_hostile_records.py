@@ -183,12 +183,12 @@ def test_runs_from_before_a_key_was_added_group_with_runs_that_record_it(tmp_pat
     """train.spike_window came later at 20 (store.ADDED_KEYS): old runs, which lack it, and new seeds, which
     record 20, are one group, not two."""
     from suite.grouping import group_keys
-    from suite.results import load_runs
+    from suite.results import run_records
 
     root = folder(tmp_path)
     for seed in (7, 8):
         run = write_run(root, "preln", 6, seed, acc=0.8)
         summary = json.loads((run / "summary.json").read_text())
         (run / "summary.json").write_text(json.dumps({**summary, "train.spike_window": 20}))
-    runs = load_runs(root)
+    runs = run_records(root)
     assert "train.spike_window" not in group_keys(runs) and {r["train.spike_window"] for r in runs} == {20}

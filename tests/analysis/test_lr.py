@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from suite.results import load_runs
+from suite.results import run_records
 from suite.analysis.lr import lr_table
 
 from test_analyze import write_run
@@ -20,7 +20,7 @@ def _grid(root, curves: dict[str, dict[float, float]], seeds: int = 3):
         for lr, acc in curve.items():
             for seed in range(seeds):
                 write_run(root, variant, 6, seed, lr=lr, acc=acc + 0.01 * seed)
-    return load_runs(root)
+    return run_records(root)
 
 
 def test_sensitivity_is_compared_over_the_rates_both_schemes_ran(tmp_path):
@@ -58,7 +58,7 @@ def test_the_best_rate_difference_is_cross_fitted(tmp_path):
         write_run(tmp_path, "layerscale", 6, seed, lr=4e-3, acc=at4)
         write_run(tmp_path, "preln", 6, seed, lr=2e-3, acc=0.80 + 0.01 * seed)
         write_run(tmp_path, "preln", 6, seed, lr=4e-3, acc=0.5)
-    row = lr_table(load_runs(tmp_path), KEYS, "preln").set_index("variant").loc["layerscale"]
+    row = lr_table(run_records(tmp_path), KEYS, "preln").set_index("variant").loc["layerscale"]
     assert row["best_lr"] == 4e-3 and row["test_mean"] == pytest.approx((0.78 + 0.78 + 0.95) / 3)
     assert row["test_xfit_lrs"] == "0.002 / 0.004" and row["test_xfit_base_lrs"] == "0.002 / 0.002"
     scheme, base = np.array([0.80, 0.78, 0.80]), np.array([0.80, 0.81, 0.82])
@@ -75,7 +75,7 @@ def test_no_best_rate_interval_reaches_past_100_points(tmp_path):
     for seed, (a, b) in enumerate([(0.95, 0.10), (0.90, 0.10), (0.10, 0.95), (0.10, 0.90)]):
         write_run(tmp_path, "layerscale", 6, seed, lr=2e-3, acc=a)
         write_run(tmp_path, "preln", 6, seed, lr=2e-3, acc=b)
-    row = lr_table(load_runs(tmp_path), KEYS, "preln").set_index("variant").loc["layerscale"]
+    row = lr_table(run_records(tmp_path), KEYS, "preln").set_index("variant").loc["layerscale"]
     assert -1.0 <= row["test_diff_ci_low"] and row["test_diff_ci_high"] <= 1.0
     assert bool(row["test_diff_ci_clipped"])
 

@@ -82,7 +82,7 @@ def test_a_difference_at_the_best_rates_is_decided_by_the_cross_fitted_test(tmp_
     ls, pre = [0.80, 0.84, 0.83, 0.82], [0.60, 0.66, 0.61, 0.63]
     root = folder(tmp_path / "r", DECLARED, {("layerscale", 0.001): [0.5] * 4, ("layerscale", 0.01): ls,
                                              ("preln", 0.001): pre, ("preln", 0.01): [0.2, 0.2, 0.3, 0.2]})
-    answer = primary.evaluate(__import__("suite.results", fromlist=["x"]).load_runs(root), primary.read(root))
+    answer = primary.evaluate(__import__("suite.results", fromlist=["x"]).run_records(root), primary.read(root))
     # every half chooses the same rates here, so the differences are the paired ones; the test is not
     estimate, se, df, sd = crossfitted(list(np.array(ls) - np.array(pre)))
     p = 2 * sps.t.sf(estimate / se, df)
@@ -111,10 +111,10 @@ def test_a_rate_that_looks_best_by_luck_is_scored_on_seeds_that_did_not_choose_i
            ("preln", 0.001): [0.80] * 4, ("preln", 0.01): [0.2] * 4}
     test = {("layerscale", 0.001): [0.81, 0.79, 0.80, 0.80], ("layerscale", 0.01): [0.78, 0.78, 0.94, 0.78],
             ("preln", 0.001): [0.80, 0.80, 0.81, 0.79], ("preln", 0.01): [0.2] * 4}
-    from suite.results import load_runs
+    from suite.results import run_records
 
     root = folder(tmp_path / "luck", DECLARED, test, val)
-    answer = primary.evaluate(load_runs(root), primary.read(root))
+    answer = primary.evaluate(run_records(root), primary.read(root))
     assert answer.scheme_lr == 0.01 and answer.scheme_lrs == (0.001, 0.01) and answer.base_lrs == (0.001, 0.001)
     scheme, base = [0.81, 0.78, 0.80, 0.78], [0.80, 0.80, 0.81, 0.79]
     assert answer.scheme_mean == pytest.approx(np.mean(scheme)) and answer.base_mean == pytest.approx(np.mean(base))
@@ -127,9 +127,9 @@ def test_equivalence_within_the_margin_and_undecided_with_the_seeds_to_decide(tm
     close = {("layerscale", 0.001): [0.801, 0.799, 0.803, 0.800], ("layerscale", 0.01): [0.2] * 4,
              ("preln", 0.001): [0.80, 0.80, 0.801, 0.801], ("preln", 0.01): [0.2] * 4}
     root = folder(tmp_path / "eq", {**DECLARED, "margin": 5}, close)
-    from suite.results import load_runs
+    from suite.results import run_records
 
-    answer = primary.evaluate(load_runs(root), primary.read(root))
+    answer = primary.evaluate(run_records(root), primary.read(root))
     estimate, se, df, _ = crossfitted([0.001, -0.001, 0.002, -0.001])
     tost = max(sps.t.sf((estimate + 0.05) / se, df), sps.t.sf((0.05 - estimate) / se, df))
     assert answer.decision == "equivalent" and answer.tost_p == pytest.approx(tost)
@@ -138,7 +138,7 @@ def test_equivalence_within_the_margin_and_undecided_with_the_seeds_to_decide(tm
     noisy = {("layerscale", 0.001): [0.70, 0.95, 0.60, 0.80], ("layerscale", 0.01): [0.2] * 4,
              ("preln", 0.001): [0.72, 0.70, 0.71, 0.69], ("preln", 0.01): [0.2] * 4}
     root = folder(tmp_path / "un", {**DECLARED, "margin": 19}, noisy)
-    answer = primary.evaluate(load_runs(root), primary.read(root))
+    answer = primary.evaluate(run_records(root), primary.read(root))
     *_, sd = crossfitted(list(np.array([0.70, 0.95, 0.60, 0.80]) - np.array([0.72, 0.70, 0.71, 0.69])))
     assert answer.decision == "undecided" and answer.sd == pytest.approx(sd)
     planning = stats.sd_upper(sd, 2)  # the pooled within-half SD has n - 2 = 2 degrees of freedom
@@ -172,9 +172,9 @@ def test_a_not_ok_rate_endpoint_says_when_the_design_cannot_decide(tmp_path):
     runs = {("layerscale", 0.001): [0.8] * 3, ("layerscale", 0.01): [0.8] * 3,
             ("preln", 0.001): [0.8] * 3, ("preln", 0.01): [0.1] * 3}
     root = folder(tmp_path / "n", block, runs, status={("preln", 0.01): ["diverged", "diverged", "ok"]})
-    from suite.results import load_runs
+    from suite.results import run_records
 
-    answer = primary.evaluate(load_runs(root), primary.read(root))
+    answer = primary.evaluate(run_records(root), primary.read(root))
     assert answer.counts == (0, 6, 2, 6) and answer.p == pytest.approx(sps.fisher_exact([[0, 6], [2, 4]]).pvalue)
     assert answer.decision == "undecided" and answer.min_p == pytest.approx(2 / 924)
 
@@ -184,9 +184,9 @@ def test_a_sequential_look_reports_the_stagewise_p_and_the_repeated_interval(tmp
     root = folder(tmp_path / "s", DECLARED, {("layerscale", 0.001): [0.5] * 4, ("layerscale", 0.01): ls,
                                              ("preln", 0.001): pre, ("preln", 0.01): [0.2] * 4})
     (root / primary.SEQUENTIAL).write_text(json.dumps({"rounds": [4, 8, 12, 16]}))
-    from suite.results import load_runs
+    from suite.results import run_records
 
-    answer = primary.evaluate(load_runs(root), primary.read(root), primary.read_design(root))
+    answer = primary.evaluate(run_records(root), primary.read(root), primary.read_design(root))
     plan = sequential.design([0.25, 0.5, 0.75, 1.0], final=False)
     estimate, se, df, _ = crossfitted(list(np.array(ls) - np.array(pre)))  # the best-rate endpoint: cross-fitted
     z = sequential.t_to_z(estimate / se, df)
@@ -206,14 +206,14 @@ def test_a_sequential_design_of_impossible_rounds_is_refused_in_one_line(tmp_pat
 def test_a_look_short_of_its_planned_pairs_is_tested_at_the_information_it_reached(tmp_path):
     """A run errored, so look 2 has 5 pairs, not the planned 6: its boundary is the one for 5 of 12 pairs
     after a look at 3, never a fixed p < 0.05 (which leaked: 10% type I error with 5% errored runs)."""
-    from suite.results import load_runs
+    from suite.results import run_records
 
     ls, pre = [0.80, 0.76, 0.79, 0.83, 0.84, 0.76], [0.70, 0.74, 0.71, 0.72, 0.70, 0.73]
     root = folder(tmp_path / "e", AT_RATE, {("layerscale", 0.001): ls, ("preln", 0.001): pre},
                   status={("layerscale", 0.001): ["ok", "ok", "ok", "ok", "error", "ok"]})
     looks = {"rounds": [3, 6, 9, 12], "looks": [{"look": 1, "seeds": 3, "pairs": 3, "p": 0.2}]}
     (root / primary.SEQUENTIAL).write_text(json.dumps(looks))
-    answer = primary.evaluate(load_runs(root), primary.read(root), primary.read_design(root))
+    answer = primary.evaluate(run_records(root), primary.read(root), primary.read_design(root))
     d = np.delete(np.array(ls) - np.array(pre), 4)
     t = d.mean() / (d.std(ddof=1) / math.sqrt(5))
     plan = sequential.design([3 / 12, 5 / 12], final=False)
@@ -224,12 +224,12 @@ def test_a_look_short_of_its_planned_pairs_is_tested_at_the_information_it_reach
     # the same look read back after it was recorded: the same answer
     looks["looks"].append({"look": 2, "seeds": 6, "pairs": 5, "p": answer.p})
     (root / primary.SEQUENTIAL).write_text(json.dumps(looks))
-    again = primary.evaluate(load_runs(root), primary.read(root), primary.read_design(root))
+    again = primary.evaluate(run_records(root), primary.read(root), primary.read_design(root))
     assert (again.look, again.p, again.decision) == (1, pytest.approx(answer.p), "undecided")
     # runs removed after a look: no test at all
     looks["looks"].append({"look": 3, "seeds": 9, "pairs": 8, "p": 0.01})
     (root / primary.SEQUENTIAL).write_text(json.dumps(looks))
-    gone = primary.evaluate(load_runs(root), primary.read(root), primary.read_design(root))
+    gone = primary.evaluate(run_records(root), primary.read(root), primary.read_design(root))
     assert gone.decision == "undecided" and math.isnan(gone.p) and "not a look of the sequential design" in gone.note
     (root / primary.SEQUENTIAL).write_text(json.dumps({"rounds": [3, 6], "looks": [{"look": "one"}]}))
     with pytest.raises(primary.AnalysisError, match="looks: expected a list of"):

@@ -17,7 +17,7 @@ import pytest
 
 from suite.analysis import products
 from suite.analysis.analyze import analyze, study
-from suite.results import AnalysisError, AnalysisWarning, load_runs
+from suite.results import AnalysisError, AnalysisWarning, run_records
 from suite.analysis.report import MAX_CURVE_POINTS, SPARK_READ_ALL, _sparkline, write_report
 from suite.cli import main
 
@@ -47,13 +47,13 @@ def test_runs_csv_alone_reproduces_every_table_and_the_findings(analysed, tmp_pa
     root = shutil.copytree(analysed, tmp_path / "shared")
     shutil.rmtree(root / "runs")
     before = _outputs(root)
-    runs = load_runs(root, from_csv=True)
-    assert len(runs) == len(load_runs(analysed))
+    runs = run_records(root, from_csv=True)
+    assert len(runs) == len(run_records(analysed))
     first = runs[0]
     assert isinstance(first["seed"], int) and isinstance(first["train.betas"], list)
     assert isinstance(first["run_id"], str) and first["diverged_step"] is None
     with pytest.raises(AnalysisError, match="no usable summary.json"):
-        load_runs(root)  # the notebook loader reads run folders only
+        run_records(root)  # the notebook loader reads run folders only
     analyze(root, figures=False)
     assert _outputs(root) == before
     assert write_report(root).is_file()
@@ -163,7 +163,7 @@ def test_damaged_runs_csv_cells_are_one_warning_each(analysed, tmp_path):
         lines[i] = ",".join(cells)
     (root / "runs.csv").write_text("\n".join(lines) + "\n")
     with pytest.warns(AnalysisWarning) as seen:
-        runs = load_runs(root, from_csv=True)
+        runs = run_records(root, from_csv=True)
     said = [str(w.message) for w in seen]
     assert any("line 2: skipped: 'test_acc' is 'abc', not a number" in s for s in said)
     assert any("line 3: skipped: 'test_acc' is inf, not a finite number" in s for s in said)
@@ -240,11 +240,11 @@ def test_packed_and_solo_runs_of_one_cell_are_not_pooled(tmp_path):
         packed = write_run(root, "preln", 6, seed + 10, acc=0.5)
         summary = json.loads((packed / "summary.json").read_text())
         (packed / "summary.json").write_text(json.dumps({**summary, "packed": True, "pack_size": 2}))
-    runs = load_runs(root)
+    runs = run_records(root)
     assert group_keys(runs) == ["variant", "model.depth", "packed"]
     assert sorted({r["packed"] for r in runs}) == [False, True]
     assert group_keys([r for r in runs if not r["packed"]]) == ["variant", "model.depth"]
     for run in (root / "runs").iterdir():  # no packed run at all: nothing added to the summaries
         if json.loads((run / "summary.json").read_text()).get("packed"):
             shutil.rmtree(run)
-    assert all("packed" not in r for r in load_runs(root))
+    assert all("packed" not in r for r in run_records(root))

@@ -82,7 +82,7 @@ def test_iqm_is_the_mean_of_the_middle_half_and_poi_counts_pairs():
 def test_no_depth_interaction_interval_reaches_past_what_a_slope_can_be(tmp_path):
     """Two noisy seeds at depths 4, 8, 16: the paired t on 1 degree of freedom gives intervals of hundreds of
     points per doubling; a difference can move by at most 2 over 2 doublings, so they stop at +/-1."""
-    from suite.results import load_runs
+    from suite.results import run_records
     from suite.analysis.trends import depth_trends
 
     from test_analyze import write_run
@@ -92,7 +92,7 @@ def test_no_depth_interaction_interval_reaches_past_what_a_slope_can_be(tmp_path
         for seed in range(2):
             write_run(tmp_path, "layerscale", depth, seed, acc=a if seed == 0 else b)
             write_run(tmp_path, "preln", depth, seed, acc=0.5 + 0.01 * seed)
-    frame = depth_trends(load_runs(tmp_path), ["variant", "model.depth"], "preln").set_index("variant")
+    frame = depth_trends(run_records(tmp_path), ["variant", "model.depth"], "preln").set_index("variant")
     row = frame.loc["layerscale"]
     assert -1.0 <= row["acc_interaction_ci_low"] and row["acc_interaction_ci_high"] <= 1.0
     assert -1.0 <= row["acc_slope_ci_low"] and row["acc_slope_ci_high"] <= 1.0

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from suite.cli import main
-from suite.results import load_runs
+from suite.results import run_records
 from suite.sweep import refine
 from suite.sweep.refine import MAX_ROUNDS, edge_cells, frontier_arms, past_edge, plan_round, run_refine
 from suite.sweep.spec import Refine, SpecError, load_ablation
@@ -125,7 +125,7 @@ def test_a_round_adds_a_rate_asked_for_by_both_rules_once_and_both_sides_of_an_a
             write_run(tmp_path, "preln", 6, seed, lr=lr, acc=acc)
         for lr, acc in ((1e-3, 0.6), (2e-3, 0.5)):  # layerscale: best at the bottom, nothing fails at the top
             write_run(tmp_path, "layerscale", 6, seed, lr=lr, acc=acc)
-    plans = {p["variant"]: p for p in plan_round(load_runs(tmp_path)).values()}
+    plans = {p["variant"]: p for p in plan_round(run_records(tmp_path)).values()}
     (preln,) = plans["preln"]["add"]
     assert (preln["from"], preln["new"]) == (2e-3, pytest.approx(4e-3))
     assert preln["why"] == ["best rate 0.002 is at the top edge", "0 of 2 seeds not ok at its highest rate 0.002"]
