@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from suite import store
-from suite.config import DEPTH, LR
+from suite.config import DEPTH, LR, ConfigError, read_yaml
 
 
 class AnalysisError(ValueError):
@@ -28,6 +28,27 @@ class AnalysisWarning(store.SuiteWarning):
 
 
 # ----------------------------------------------------------------------------- loading
+
+
+ABLATION_FILE = "ablation.yaml"  # the ablation a results folder's runs came from, written by `suite run`
+
+
+def recorded_ablation(root: str | Path) -> dict[str, Any]:
+    """A results folder's ``ablation.yaml`` as a mapping: the one reader of it, under one policy, that of
+    every file from a results folder whose text may enter a shared page: :func:`suite.config.read_yaml` with
+    its size and alias-bomb guards and a link refused. {} when the folder has none.
+
+    Raises:
+        ConfigError: it exists but cannot be read (a link, a FIFO, bad YAML, too large) or is not a mapping;
+            one line naming the file. Each caller decides whether that is fatal.
+    """
+    path = Path(root) / ABLATION_FILE
+    if not path.exists() and not path.is_symlink():
+        return {}
+    raw = read_yaml(path, links=False)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: not a mapping of ablation keys; restore it or run `suite run` again")
+    return raw
 
 
 def run_records(run_dir: str | Path, from_csv: bool = False) -> list[dict[str, Any]]:

@@ -192,3 +192,11 @@ def test_one_definition_of_each_rule_issue_63_named():
                 defined.setdefault(node.name, []).append(module)
     assert spelled == {"train.lr": {"suite.config"}, "model.depth": {"suite.config"}}, spelled
     assert defined == {"load_runs": ["suite.sweep.results"], "best_rate": ["suite.results"]}
+
+
+def test_a_results_folders_ablation_yaml_has_one_reader():
+    """Its name is spelled once (suite.results.ABLATION_FILE) and only suite.results.recorded_ablation opens it
+    as YAML, under one policy (links refused, the size and alias-bomb guards); issue 63 counted 8 readers."""
+    spelled = {m for m, p in MODULES.items() for node in ast.walk(ast.parse(p.read_text()))
+               if isinstance(node, ast.Constant) and node.value == "ablation.yaml"}
+    assert spelled == {"suite.results"}

@@ -23,6 +23,7 @@ import pandas as pd
 from suite.analysis import crossfit
 from suite.grouping import DEPTH, LR, sections, section_keys, sort_value, variant_order
 from suite.analysis.markup import fmt_rate, fmt_value
+from suite.results import recorded_ablation
 from suite.analysis.primary import Answer
 from suite.analysis.products import FINDINGS, TABLES, Analysis, FindingsSection
 from suite.analysis.primary_text import paragraph, verdict_table
@@ -279,15 +280,10 @@ def findings(analysis: Analysis, tables: list[Path] | tuple = ()) -> str:
 def superseded_lines(root: Path) -> list[str]:
     """A first line saying which study replaces this one (``superseded_by:`` in its ablation.yaml); none when
     none does or the file cannot be read (the analysis reports that elsewhere)."""
-    import yaml
-
-    from suite.config import read_yaml
-
     try:
-        raw = read_yaml(Path(root) / "ablation.yaml", links=False)
-    except (OSError, ValueError, yaml.YAMLError):
+        text = recorded_ablation(root).get("superseded_by")
+    except ValueError:
         return []
-    text = raw.get("superseded_by") if isinstance(raw, dict) else None
     if not isinstance(text, str) or not text.strip():
         return []
     said = " ".join(text.split())[:500].replace("|", "\\|").replace("<", "&lt;")
@@ -567,13 +563,10 @@ def cause_lines(runs: list[dict], keys: list[str]) -> list[str]:
 def tuned_rates_line(root) -> str:
     """Where each arm's learning rate came from, when the ablation took them from a tuning study
     (``rates:`` in the folder's ``ablation.yaml``, written by ``rates_from``); "" otherwise."""
-    from suite.config import read_yaml
-
     try:
-        data = read_yaml(root / "ablation.yaml", links=False)
-    except (OSError, ValueError):
+        rates = recorded_ablation(root).get("rates")
+    except ValueError:
         return ""
-    rates = data.get("rates") if isinstance(data, dict) else None
     if not isinstance(rates, list) or not all(isinstance(e, dict) for e in rates):
         return ""
     cells, by_arm = [], {}

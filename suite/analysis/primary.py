@@ -37,31 +37,27 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from scipy import stats as sps
 
 from suite import store
-from suite.config import read_yaml
 from suite.analysis import crossfit, sequential, stats
 from suite.analysis.doseresponse import frontier, relative_potency
 from suite.grouping import DEPTH, LR
 from suite.results import AnalysisError
 from suite.declared import (ALPHA, DEFAULT_EFFECT, DEFAULT_RATIO, DEFAULT_SLOPE, MAX_SEEDS, POWER, SEQUENTIAL, Primary,
                             parse, same_value, taken_looks)
-from suite.results import score, selection_split
+from suite.results import ABLATION_FILE, recorded_ablation, score, selection_split
 
 
 def read(folder: str | Path) -> Primary | list[Primary] | None:
     """The primary comparison(s) declared in ``folder/ablation.yaml`` (written by ``suite run``), as
     :func:`parse` returns them."""
-    path = Path(folder) / "ablation.yaml"
-    if not path.is_file() and not path.is_symlink():
-        return None
+    path = Path(folder) / ABLATION_FILE
     try:
-        data = read_yaml(path, links=False)  # the alias-bomb and size guards of every ablation file
-    except (OSError, ValueError, yaml.YAMLError) as err:
+        data = recorded_ablation(folder)
+    except ValueError as err:
         raise AnalysisError(f"{path}: cannot read it ({err}); restore it or run `suite run` again") from None
-    if not isinstance(data, dict) or data.get("primary") is None:
+    if data.get("primary") is None:
         return None
     problems: list[str] = []
     grid = data.get("grid") if isinstance(data.get("grid"), dict) else {}

@@ -32,8 +32,8 @@ from markupsafe import Markup
 from suite import files, store
 from suite.analysis import markup, products
 from suite.analysis.stats import welch_p
-from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning
-from suite.config import flatten, read_yaml
+from suite.config import flatten
+from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, recorded_ablation
 
 REPORT = "report.html"
 COMPARE = "compare.html"  # --compare writes here: report.html stays the folder's own page
@@ -174,10 +174,9 @@ def _ablation_file(root: Path) -> dict[str, Any]:
     """The folder's ``ablation.yaml`` as read by every ablation reader (size and alias-bomb guards); {}
     when it is missing or cannot be read."""
     try:
-        raw = read_yaml(root / "ablation.yaml", links=False)
-    except (OSError, ValueError, yaml.YAMLError):
+        return recorded_ablation(root)
+    except ValueError:
         return {}
-    return raw if isinstance(raw, dict) else {}
 
 
 def _design(ablation: dict[str, Any], runs: list[dict[str, Any]], written: dict[str, Any]) -> dict[str, Any]:
@@ -452,10 +451,10 @@ def _cell_keys(summary: pd.DataFrame) -> list[str]:
 def _ablation(root: Path) -> dict[str, Any] | None:
     """The folder's ablation.yaml flattened (its description aside); None when it cannot be read."""
     try:
-        raw = read_yaml(root / "ablation.yaml", links=False)  # the alias-bomb and size guards of every ablation file
-    except (OSError, ValueError, yaml.YAMLError):
+        raw = recorded_ablation(root)
+    except ValueError:
         return None
-    return {k: v for k, v in flatten(raw).items() if k != "description"} if isinstance(raw, dict) else None
+    return {k: v for k, v in flatten(raw).items() if k != "description"} if raw else None
 
 
 NUMBERS = ("acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high")  # the summary cells a comparison reads

@@ -54,12 +54,13 @@ def sweep_owner(out: str | Path) -> str | None:
     ``suite train`` would lack the run's ``variant`` and ``ablation``, which the analysis groups by.
     Reads only: creates nothing.
     """
+    from suite.results import ABLATION_FILE
     from suite.sweep import claims
     from suite.sweep.sweep import SweepOptions
 
     out = Path(os.path.realpath(out))  # a link to a sweep's run folder is that folder
     for root in (out, out.parent):  # the sweep's own folder, or its runs/: a run there is no run folder
-        if (root / "ablation.yaml").is_file() and (root == out or out.name == "runs"):
+        if (root / ABLATION_FILE).is_file() and (root == out or out.name == "runs"):
             return (f"--out {out}: is {'the results folder' if root == out else 'the runs/ folder'} of the sweep in "
                     f"{root}, not a run folder; pass --out DIR for this run (or `suite run` to add runs there)")
     if out.parent.name != "runs":
@@ -69,7 +70,7 @@ def sweep_owner(out: str | Path) -> str | None:
     if _locked(root / ".lock") or claims.dead(claim, SweepOptions().lease) is False:
         return (f"--out {out}: a sweep is training this run (a `suite run` or one of its workers holds {root}); "
                 f"wait for it to finish (`suite status {root}`) or pass another --out")
-    if (root / "ablation.yaml").exists():
+    if (root / ABLATION_FILE).exists():
         return (f"--out {out}: is a run folder of the sweep in {root}; `suite run` trains it there and records its "
                 f"variant and ablation (--only, --retry-errors), or pass another --out")
     return None

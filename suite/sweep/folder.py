@@ -18,6 +18,7 @@ import yaml
 
 from suite import files, store
 from suite.config import ConfigError
+from suite.results import ABLATION_FILE, recorded_ablation
 from suite.sweep.spec import Ablation, Run
 
 
@@ -53,7 +54,7 @@ def prepare_out(out: Path, ablation: Ablation, run_ids: list[str]) -> Iterator[N
         except OSError:
             raise RunnerError(f"{out}: another `suite run` is writing here; wait for it or pass --out DIR") from None
         try:
-            store.atomic_write_text(out / "ablation.yaml", yaml.safe_dump(ablation.resolved, sort_keys=False))
+            store.atomic_write_text(out / ABLATION_FILE, yaml.safe_dump(ablation.resolved, sort_keys=False))
             store.write_json(out / RUN_IDS, run_ids)
         except OSError as err:
             raise _unwritable(out, err) from None
@@ -93,14 +94,12 @@ def check_out(out: Path, ablation: Ablation) -> None:
     if (out / "runs").is_dir():
         for entry in os.scandir(out / "runs"):
             store.check_run_folder(Path(entry.path))
-    marker = out / "ablation.yaml"
-    if marker.exists():
+    marker = out / ABLATION_FILE
+    if marker.exists() or marker.is_symlink():
         try:
-            other = (yaml.safe_load(store.read_text(marker)) or {}).get("name")
-        except store.UnsafeFile:  # a FIFO or a device: say so, rather than that it is another ablation's
-            raise
-        except (OSError, ValueError, yaml.YAMLError, AttributeError):  # ValueError: not UTF-8
-            other = None
+            other = recorded_ablation(out).get("name")
+        except ConfigError as err:  # a link, a FIFO, bad YAML: say what, rather than that it is another ablation's
+            raise RunnerError(f"{err}; remove it, or pass --out DIR to write elsewhere") from None
         if other != ablation.name:
             raise RunnerError(f"{out}: holds the runs of ablation '{other}' (see {marker}), not "
                               f"'{ablation.name}'; pass --out DIR to write elsewhere")

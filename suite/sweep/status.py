@@ -27,6 +27,7 @@ from pathlib import Path
 from suite import store
 from suite.sweep import claims
 from suite.sweep.claims import CLAIMS
+from suite.results import ABLATION_FILE
 from suite.sweep.folder import RUN_IDS
 from suite.sweep.spec import Run, SpecError, load_ablation
 from suite.sweep.sweep import SweepOptions
@@ -102,7 +103,7 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
     """
     out = Path(out)
     now = time.time() if now is None else now
-    marker = out / "ablation.yaml"
+    marker = out / ABLATION_FILE
     if not out.is_dir():
         raise StatusError(f"{out}: no such folder; pass the --out folder of a `suite run`")
     if not marker.exists():

@@ -142,11 +142,11 @@ def _record_ablation(out: Path, ablation: Ablation, run_ids: list[str]) -> None:
     """Bring ``out/ablation.yaml`` up to date when every run is done but the file changed since (e.g. a
     ``primary:`` comparison added afterwards, which ``suite analyze`` reads from there); a folder that
     cannot be written, or that another sweep holds, keeps its copy, with a warning."""
-    import yaml
+    from suite.results import recorded_ablation
 
     try:
-        recorded = yaml.safe_load(store.read_text(out / "ablation.yaml"))
-    except (OSError, ValueError, yaml.YAMLError):
+        recorded = recorded_ablation(out) or None
+    except ValueError:
         recorded = None
     if recorded == ablation.resolved or not out.is_dir():
         return

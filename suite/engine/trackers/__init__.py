@@ -186,14 +186,14 @@ def run_name(summary: dict[str, Any], run_dir: Path | None = None) -> str:
 
 def grid_axes(run_dir: Path) -> list[str]:
     """The grid's dotted keys of the sweep that ``run_dir`` belongs to ([] for ``suite train``)."""
-    import yaml
+    from suite.results import recorded_ablation
 
     folder = experiment_folder(run_dir)
     if folder == Path(run_dir).resolve():
         return []
     try:
-        grid = (yaml.safe_load(store.read_text(folder / "ablation.yaml")) or {}).get("grid") or {}
-    except (OSError, ValueError, AttributeError, yaml.YAMLError):
+        grid = recorded_ablation(folder).get("grid") or {}
+    except ValueError:  # unreadable: the run is tracked without its grid axes
         return []
     return [str(k) for k in grid] if isinstance(grid, dict) else []
 
