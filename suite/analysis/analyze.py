@@ -19,22 +19,15 @@ from pathlib import Path
 import pandas as pd
 
 from suite import store
-from suite.analysis import coprimary, gamma, markup, primary, products
-from suite.declared import SEQUENTIAL, as_list as declared_list
-from suite.analysis import tables as paper
-from suite.grouping import choose_baseline, group_keys
-from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, run_records
+from suite.analysis import coprimary, markup, primary, products
 from suite.analysis import findings as findings_text
-from suite.analysis.lr import lr_table
+from suite.analysis import tables as paper
 from suite.analysis.propagation import KIND, is_propagation, summary_frame
-from suite.analysis.summary import runs_frame, summarize
-from suite.grouping import DEPTH, LR
-from suite.analysis.separation import separation_frame
-from suite.analysis.sensitivity import sensitivity_frame
-from suite.analysis.stability import models, stability_table
-from suite.analysis.survival import learn_table
-from suite.analysis.trends import aggregates, depth_trends
-from suite.analysis.transfer import transfer_table
+from suite.analysis.stability import models
+from suite.analysis.summary import runs_frame
+from suite.declared import SEQUENTIAL, as_list as declared_list
+from suite.grouping import DEPTH, LR, choose_baseline, group_keys
+from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, run_records
 
 FORMATS = ("md", "tex", "csv")
 
@@ -197,25 +190,13 @@ def study(root: Path, baseline: str | None = None, by: list[str] | None = None, 
                                  propagation=True)
     if any(r.get("kind") == KIND for r in runs):
         raise AnalysisError(f"{root}: mixes `suite propagate` runs with training runs; analyse them in separate folders")
-    summary = summarize(runs, keys, base)
+    fitted = models(runs, keys, base) if DEPTH in keys and LR in keys else {}  # fitted once: table and figures
+    frames = products.build_frames(products.Inputs(root, runs, keys, base, fitted, primary.read(root)))
+    summary = frames["summary"]
     missing = summary[~summary["has_baseline"] & ~summary["is_baseline"]]
     if not missing.empty:
         warnings.warn(f"{len(missing)} group(s) have no '{base}' group at the same keys: no tests there",
                       AnalysisWarning)
-    fitted = models(runs, keys, base) if DEPTH in keys and LR in keys else {}  # fitted once: table and figures
-    frames = {
-        "summary": summary,
-        "trends": depth_trends(runs, keys, base),
-        "aggregate": aggregates(runs, keys, base),
-        "lr": lr_table(runs, keys, base),
-        "learn": learn_table(runs, keys, base),
-        "transfer": transfer_table(runs, keys, base),
-        "stability": stability_table(runs, keys, base, fitted),
-        "gamma": gamma.gamma_frame(root, runs, keys),
-        "diagnostics": separation_frame(runs),
-    }
-    frames["gamma_settled"] = gamma.settled_frame(frames["gamma"], keys)
-    frames["sensitivity"] = sensitivity_frame(runs, primary.read(root))
     return products.Analysis(root, title, runs, keys, base, frames, _primary(root, runs), depth_models=fitted)
 
 

@@ -564,9 +564,10 @@ def tuned_rates_line(root) -> str:
     """Where each arm's learning rate came from, when the ablation took them from a tuning study
     (``rates:`` in the folder's ``ablation.yaml``, written by ``rates_from``); "" otherwise."""
     try:
-        rates = recorded_ablation(root).get("rates")
+        data = recorded_ablation(root)
     except ValueError:
         return ""
+    rates = data.get("rates")
     if not isinstance(rates, list) or not all(isinstance(e, dict) for e in rates):
         return ""
     cells, by_arm = [], {}

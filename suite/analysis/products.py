@@ -15,7 +15,16 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from suite.analysis import gamma
 from suite.analysis import tables as paper
+from suite.analysis.lr import lr_table
+from suite.analysis.sensitivity import sensitivity_frame
+from suite.analysis.separation import separation_frame
+from suite.analysis.stability import stability_table
+from suite.analysis.summary import summarize
+from suite.analysis.survival import learn_table
+from suite.analysis.transfer import transfer_table
+from suite.analysis.trends import aggregates, depth_trends
 from suite.grouping import DEPTH, LR, section_keys, sections
 from suite.analysis.markup import section_title, safe, slug
 
@@ -31,8 +40,12 @@ class TableKind:
     title: str
     caption: str
     anchor: str  # a heading anchor of docs/statistics.md (or of the page named before '#')
-    frame: Callable[["Analysis"], pd.DataFrame | None]
+    build: Callable[["Inputs", dict], pd.DataFrame | None] | None  # from the inputs and the frames built before it
     tables: tuple[Callable[..., list[paper.Table]], ...]
+
+    def frame(self, analysis: "Analysis") -> pd.DataFrame | None:
+        """This kind's frame in an analysis (built once, by :func:`build_frames`)."""
+        return analysis.frames.get(self.name)
 
 
 @dataclass(frozen=True)
@@ -87,46 +100,70 @@ class Analysis:
         return sorted({float(r[DEPTH]) for r in self.runs if r.get(DEPTH) is not None})
 
 
-def _frame(name: str) -> Callable[[Analysis], pd.DataFrame | None]:
-    return lambda a: a.frames.get(name)
+@dataclass(frozen=True)
+class Inputs:
+    """What every table's frame is built from: the folder, its runs and groups, the frontier models fitted
+    once (table and figures share them) and the declared question(s)."""
+
+    root: Path
+    runs: list[dict[str, Any]]
+    keys: list[str]
+    base: str
+    fitted: dict
+    declared: Any
+
+
+def build_frames(inputs: Inputs) -> dict[str, pd.DataFrame | None]:
+    """Every :data:`TABLES` kind's frame, each built once, in the registry's order (a kind may read the
+    frames built before it)."""
+    frames: dict[str, pd.DataFrame | None] = {}
+    for kind in TABLES.values():
+        if kind.build is not None:
+            frames[kind.name] = kind.build(inputs, frames)
+    return frames
+
+
+def _standard(fn: Callable[..., pd.DataFrame | None]) -> Callable[[Inputs, dict], pd.DataFrame | None]:
+    """A builder of the usual signature ``fn(runs, keys, base)``."""
+    return lambda i, _: fn(i.runs, i.keys, i.base)
 
 
 TABLES: dict[str, TableKind] = {t.name: t for t in (
     TableKind("summary", "Score, stability and step time per cell",
               "each scheme against the baseline at every learning rate and depth: the score, the runs not ok, "
-              "the median step time", "intervals-and-tests", _frame("summary"),
+              "the median step time", "intervals-and-tests", _standard(summarize),
               (paper.accuracy_tables, paper.step_time_tables)),
     TableKind("lr", "Each scheme at its own best learning rate",
               "the score at each scheme's best rate, how much an untuned rate loses, and the rate where runs "
-              "stop learning", "learning-rates-each-scheme-at-its-best-and-how-wide-a-range-trains", _frame("lr"),
+              "stop learning", "learning-rates-each-scheme-at-its-best-and-how-wide-a-range-trains", _standard(lr_table),
               (paper.best_lr_tables, paper.sensitivity_tables, paper.frontier_tables)),
     TableKind("transfer", "Learning-rate transfer across depth",
               "each scheme's best rate at each depth and how it moves per doubling of depth",
-              "learning-rate-transfer-across-depth", _frame("transfer"),
+              "learning-rate-transfer-across-depth", _standard(transfer_table),
               (paper.transfer_tables, paper.slope_tables)),
     TableKind("stability", "Stability frontier across depth",
               "where each scheme's runs stop being ok at every depth, from one model with a frontier line per scheme, "
-              "and why they broke", "stability-frontier-across-depth", _frame("stability"), (paper.stability_tables,)),
+              "and why they broke", "stability-frontier-across-depth", lambda i, _: stability_table(i.runs, i.keys, i.base, i.fitted), (paper.stability_tables,)),
     TableKind("trends", "Depth trends", "how each score difference changes with depth", "intervals-and-tests",
-              _frame("trends"), (paper.trend_tables,)),
+              _standard(depth_trends), (paper.trend_tables,)),
     TableKind("aggregate", "Across depths", "each scheme's difference pooled over depths", "intervals-and-tests",
-              _frame("aggregate"), (paper.aggregate_tables,)),
+              _standard(aggregates), (paper.aggregate_tables,)),
     TableKind("learn", "Time to learn", "the step at which half of the runs have learned (Kaplan-Meier)",
-              "time-to-learn", _frame("learn"), (paper.learn_tables,)),
+              "time-to-learn", _standard(learn_table), (paper.learn_tables,)),
     TableKind("gamma", "LayerScale γ per block over training",
               "the mean |γ| of each block at log-spaced steps, averaged over each group's seeds (CSV only)",
-              "docs/schemes.md#per-block-probes", _frame("gamma"), ()),
+              "docs/schemes.md#per-block-probes", lambda i, _: gamma.gamma_frame(i.root, i.runs, i.keys), ()),
     TableKind("gamma_settled", "Where LayerScale's γ settles",
               "the mean |γ| over blocks at the last step, by scheme, rate and depth", "docs/schemes.md#per-block-probes",
-              _frame("gamma_settled"), (paper.settled_gamma_tables,)),
+              lambda i, f: gamma.settled_frame(f["gamma"], i.keys), (paper.settled_gamma_tables,)),
     TableKind("diagnostics", "What separates the runs that were not ok",
               "per scheme, the AUC of each peak diagnostic for not-ok against ok runs (CSV only)",
-              "docs/training.md#why-a-run-broke", _frame("diagnostics"), ()),
+              "docs/training.md#why-a-run-broke", lambda i, _: separation_frame(i.runs), ()),
     TableKind("sensitivity", "How the verdict depends on the definition of not ok",
               "each declared frontier-slope comparison refitted under other definitions of not ok (CSV only)",
-              "stability-frontier-across-depth", _frame("sensitivity"), ()),
+              "stability-frontier-across-depth", lambda i, _: sensitivity_frame(i.runs, i.declared), ()),
     TableKind("propagation", "Signal propagation at initialisation", "forward and backward signal by depth",
-              "docs/propagation.md#the-quantities", _frame("propagation"), (paper.propagation_tables,)),
+              "docs/propagation.md#the-quantities", None, (paper.propagation_tables,)),
 )}
 
 FIGURES: dict[str, FigureKind] = {f.name: f for f in (

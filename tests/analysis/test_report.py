@@ -264,7 +264,7 @@ def test_a_registered_table_is_written_rendered_and_linked_with_no_other_change(
 
     monkeypatch.setitem(products.TABLES, "dummy", products.TableKind(
         "dummy", "Runs per scheme (a dummy)", "how many runs each scheme has", "intervals-and-tests",
-        lambda a: a.frames["summary"], (counts,)))
+        lambda inputs, frames: frames["summary"], (counts,)))
     root = shutil.copytree(analysed, tmp_path / "copy")
     analyze(root, figures=False)
     assert {p.name for p in (root / "tables").glob("dummy.*")} == {"dummy.md", "dummy.tex", "dummy.csv"}
