@@ -76,6 +76,30 @@ class Registry:
         """The message for a name that is not registered: did-you-mean and the valid names."""
         return f"{self.key} '{name}' is unknown{did_you_mean(str(name), self._targets)}; valid: {', '.join(self.names())}"
 
+    def register(self, name: str, target: str | Any, description: str = "", options: tuple[str, ...] = ()) -> None:
+        """Add ``name``: ``target`` is ``"package.module:attribute"`` or the object itself; ``options`` the
+        dotted config keys it reads of those only some names read (:data:`SCHEME_OPTIONS`). A suite scheme or
+        dataset is one entry in the tables below; this adds one from outside (docs/extending.md). In-process
+        only: the workers of ``suite run`` start fresh and see the tables as written here.
+
+        Raises:
+            ValueError: ``name`` is registered already, or an option is no option of this registry.
+        """
+        if name in self._targets:
+            raise ValueError(f"{self.key} '{name}' is registered already; choose another name")
+        unknown = [k for k in options if k not in self.options()]
+        if unknown:
+            raise ValueError(f"{self.key} '{name}': {unknown[0]} is no option of {self.key}; options: "
+                             f"{', '.join(self.options()) or 'none'}")
+        if isinstance(target, str):
+            self._targets[name] = target
+        else:
+            self._targets[name] = f"{target.__module__}:{target.__qualname__}"
+            self._loaded[name] = target
+        self._descriptions[name] = description
+        if options:
+            self._options[name] = tuple(options)
+
     def get(self, name: str) -> Any:
         """The implementation registered under ``name`` (imported on first use).
 

@@ -37,3 +37,17 @@ def test_every_name_has_a_description_for_suite_schemes():
     for registry in (SCHEMES, DATASETS):
         for name in registry.names():
             assert registry.describe(name), name
+
+
+def test_register_adds_a_name_from_outside_and_refuses_a_taken_name_or_a_foreign_option():
+    from suite.registry import Registry
+
+    reg = Registry("model.residual", {"preln": "suite.models.residual:build_preln"}, options={"preln": ("model.x",)})
+    build = lambda m, drop_path: None  # noqa: E731
+    reg.register("mine", build, "my scheme", ("model.x",))
+    assert reg.get("mine") is build and reg.describe("mine") == "my scheme" and reg.reads("mine") == ("model.x",)
+    assert reg.readers("model.x") == ["preln", "mine"]
+    with pytest.raises(ValueError, match="registered already"):
+        reg.register("preln", build)
+    with pytest.raises(ValueError, match="model.y is no option of model.residual"):
+        reg.register("other", build, options=("model.y",))

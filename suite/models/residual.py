@@ -182,13 +182,14 @@ def build_block(m: ModelConfig, drop_path: float) -> Block:
     return SCHEMES.get(m.residual)(m, drop_path)
 
 
-def _shape(m: ModelConfig, drop_path: float) -> dict:
+def block_shape(m: ModelConfig, drop_path: float) -> dict:
+    """The keyword arguments every block takes from the model config: width, heads, MLP ratio, biases, drop-path."""
     return dict(dim=m.dim, heads=m.heads, mlp_ratio=m.mlp_ratio, qkv_bias=m.qkv_bias, qk_norm=m.qk_norm,
                 drop_path=drop_path)
 
 
 def build_preln(m: ModelConfig, drop_path: float) -> Block:
-    return PreLNBlock(**_shape(m, drop_path), ls1=nn.Identity(), ls2=nn.Identity(), head_scale=nn.Identity())
+    return PreLNBlock(**block_shape(m, drop_path), ls1=nn.Identity(), ls2=nn.Identity(), head_scale=nn.Identity())
 
 
 def build_layerscale(m: ModelConfig, drop_path: float) -> Block:
@@ -209,27 +210,27 @@ def build_layerscale(m: ModelConfig, drop_path: float) -> Block:
         ls1 = LayerScale(m.dim, init, ls.learnable, scalar=scalar, cast=ls.cast)
     # Per-head granularity has no meaning on the MLP branch: it uses per-channel scales there.
     ls2 = LayerScale(m.dim, init, ls.learnable, scalar=scalar, cast=ls.cast) if on_mlp else nn.Identity()
-    return PreLNBlock(**_shape(m, drop_path), ls1=ls1, ls2=ls2, head_scale=head_scale)
+    return PreLNBlock(**block_shape(m, drop_path), ls1=ls1, ls2=ls2, head_scale=head_scale)
 
 
 def build_depth_scaled(m: ModelConfig, drop_path: float) -> Block:
     """Pre-LN with both branches multiplied by (L / L_base)^-α (see :mod:`suite.models.depth_scaled`)."""
     factor = branch_multiplier(m)
-    return PreLNBlock(**_shape(m, drop_path), ls1=BranchMultiplier(factor), ls2=BranchMultiplier(factor),
+    return PreLNBlock(**block_shape(m, drop_path), ls1=BranchMultiplier(factor), ls2=BranchMultiplier(factor),
                       head_scale=nn.Identity())
 
 
 def build_postln(m: ModelConfig, drop_path: float) -> Block:
-    return PostLNBlock(**_shape(m, drop_path))
+    return PostLNBlock(**block_shape(m, drop_path))
 
 
 def build_rezero(m: ModelConfig, drop_path: float) -> Block:
-    return ReZeroBlock(**_shape(m, drop_path))
+    return ReZeroBlock(**block_shape(m, drop_path))
 
 
 def build_deepnorm(m: ModelConfig, drop_path: float) -> Block:
-    return DeepNormBlock(**_shape(m, drop_path), depth=m.depth)
+    return DeepNormBlock(**block_shape(m, drop_path), depth=m.depth)
 
 
 def build_sandwich(m: ModelConfig, drop_path: float) -> Block:
-    return SandwichBlock(**_shape(m, drop_path))
+    return SandwichBlock(**block_shape(m, drop_path))
