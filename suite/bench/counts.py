@@ -34,7 +34,9 @@ class StepCount:
         return sum(self.ops.values())
 
 
-class _Counting(TorchDispatchMode):
+class Counting(TorchDispatchMode):
+    """Counts every operator dispatched within the block into a :class:`StepCount`."""
+
     def __init__(self, count: StepCount) -> None:
         super().__init__()
         self.count = count
@@ -56,7 +58,7 @@ def count_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, dtype: str = 
     cast = (torch.autocast(device_type=x.device.type, dtype=torch.bfloat16) if dtype == "bf16"
             else contextlib.nullcontext())
     count = StepCount()
-    with _Counting(count):
+    with Counting(count):
         with cast:
             loss = F.cross_entropy(model(x), y)
         loss.backward()

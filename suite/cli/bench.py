@@ -68,6 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--throughput", action="store_true",
                         help="measure runs per hour instead: the default ablation's shape trained solo, "
                              "co-located and packed (throughput.{csv,md,json})")
+    parser.add_argument("--pack-phases", type=int, metavar="N",
+                        help="host time per run by phase (setup, steps, probes, evaluation, writes), solo against one "
+                             "member of an eager pack of N, and a step's operators, on the CPU instead (pack_phases.md)")
     parser.add_argument("--runs", type=int, default=4, metavar="N", help="--throughput: runs per arm (default: %(default)s)")
     parser.add_argument("--run-steps", type=int, default=100, metavar="S",
                         help="--throughput: training steps per run (default: %(default)s)")
@@ -197,7 +200,30 @@ def run_eval_cost(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_pack_phases(args: argparse.Namespace) -> int:
+    """``suite bench --pack-phases N``: a solo run against a member of an eager pack of N, phase by phase
+    (suite/bench/packphases.py), to OUT/pack_phases.md."""
+    from suite.bench import packphases
+
+    problem = at_least(args, 2, "pack_phases") or at_most(args, 256, "pack_phases") or \
+        at_least(args, 2, "run_steps") or at_most(args, 10**5, "run_steps")
+    if _refused(args, problem):
+        return 2
+    torch.set_num_threads(1)  # one core per run, as the sweep's workers train on this machine
+    result = packphases.measure(args.pack_phases, args.run_steps, log=lambda line: print(line, file=sys.stderr, flush=True))
+    prov = store.provenance("cpu")
+    command = f"suite bench --pack-phases {args.pack_phases} --run-steps {args.run_steps}"
+    text = packphases.markdown(result, f"# `{command}`\n\n{report.provenance_line(prov)}")
+    path = Path(args.out) / "pack_phases.md"
+    store.atomic_write_text(path, text)
+    print(text)
+    print(f"wrote {path}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.pack_phases is not None:
+        return run_pack_phases(args)
     if args.eval_cost:
         return run_eval_cost(args)
     if args.throughput:

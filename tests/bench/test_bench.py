@@ -467,3 +467,18 @@ def test_eval_cost_gives_the_log_schedules_share_and_refuses_a_missing_file(tmp_
     assert "40 steps" in text and "fixed schedule: 2 evaluations; log schedule:" in text and "% of the run's time" in text
     assert main(["bench", "--eval-cost", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.strip().endswith("nope.yaml: file not found")
+
+
+def test_pack_phases_splits_each_runs_wall_time_and_counts_a_steps_operators(tmp_path):
+    from suite.bench import packphases
+
+    result = packphases.measure(2, 4)
+    for arm, runs in (("solo", 1), ("pack", 2)):
+        r = result[arm]
+        assert r["runs"] == runs and set(r["phases_per_run_s"]) == set(packphases.ORDER)
+        assert sum(r["phases_per_run_s"].values()) == pytest.approx(r["wall_per_run_s"])
+        assert all(v >= 0 for k, v in r["phases_per_run_s"].items() if k != "other") and r["phases_per_run_s"]["steps"] > 0
+    assert 0 < result["solo"]["step_ops"] < result["pack"]["step_ops"]  # vmap dispatches more than one solo step
+    text = packphases.markdown(result, "# t")
+    assert "| steps |" in text and "pack of 2" in text
+    assert main(["bench", "--pack-phases", "1", "--out", str(tmp_path)]) == 2
