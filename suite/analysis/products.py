@@ -143,7 +143,8 @@ TABLES: dict[str, TableKind] = {t.name: t for t in (
               (paper.transfer_tables, paper.slope_tables)),
     TableKind("stability", "Stability frontier across depth",
               "where each scheme's runs stop being ok at every depth, from one model with a frontier line per scheme, "
-              "and why they broke", "stability-frontier-across-depth", lambda i, _: stability_table(i.runs, i.keys, i.base, i.fitted), (paper.stability_tables,)),
+              "and why they broke", "stability-frontier-across-depth",
+              lambda i, _: stability_table(i.runs, i.keys, i.base, i.fitted), (paper.stability_tables,)),
     TableKind("trends", "Depth trends", "how each score difference changes with depth", "intervals-and-tests",
               _standard(depth_trends), (paper.trend_tables,)),
     TableKind("aggregate", "Across depths", "each scheme's difference pooled over depths", "intervals-and-tests",

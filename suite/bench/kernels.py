@@ -47,7 +47,8 @@ def profile_arms(names: list[str], shape: BenchShape, device: str, dtype: str, c
     g = torch.Generator().manual_seed(0)
     x = torch.randn(shape.batch, 3, shape.img_size, shape.img_size, generator=g).to(dev)
     y = torch.randint(0, shape.num_classes, (shape.batch,), generator=g).to(dev)
-    activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    activities += [torch.profiler.ProfilerActivity.CUDA] if dev.type == "cuda" else []
     if compile:
         raise_recompile_limit()
     out = {}
@@ -85,7 +86,8 @@ def markdown(tables: dict[str, dict[str, dict[str, float]]], title: str, top: in
             lines += [f"**{name}** against {BASELINE}, {what}: {total_a:,.0f} µs per step against {total_b:,.0f} "
                       f"({total_a - total_b:+,.0f} µs, {_pct(total_a, total_b)})", "",
                       f"| {what[:-1]} | {BASELINE} µs | {name} µs | Δ µs |", "|---|---:|---:|---:|"]
-            lines += [f"| `{_cell(n)}` | {b:,.1f} | {a:,.1f} | {d:+,.1f} |" for n, b, a, d in differences(t[what], base[what], top)]
+            lines += [f"| `{_cell(n)}` | {b:,.1f} | {a:,.1f} | {d:+,.1f} |"
+                      for n, b, a, d in differences(t[what], base[what], top)]
             lines.append("")
     return "\n".join(lines) + "\n"
 

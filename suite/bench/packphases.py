@@ -2,10 +2,11 @@
 phase by phase, and the operators one training step dispatches (a CPU proxy of what caps packs on a GPU).
 
 The runs are :data:`suite.bench.throughput.DEFAULT_BASE`'s (the default ablation's shape at depth 12) with
-their probes and evaluation on, after an untimed short run (the process's one-off work). Every call of the functions in :data:`PHASES` is timed in this process,
-exclusively (a phase called inside another counts for itself only); ``other`` is the rest of the wall time
-(the loop, the data stream, the divergence rules). A pack's times are divided by its members. On a GPU the
-steps shrink and the host phases do not, which is what the device check's ``study`` phase counts whole.
+their probes and evaluation on, after an untimed short run (the process's one-off work). Every call of the
+functions in :data:`PHASES` is timed in this process, exclusively (a phase called inside another counts for
+itself only); ``other`` is the rest of the wall time (the loop, the data stream, the divergence rules). A pack's
+times are divided by its members. On a GPU the steps shrink and the host phases do not, which is what the
+device check's ``study`` phase counts whole.
 """
 
 from __future__ import annotations
