@@ -28,7 +28,7 @@ from torch import nn
 
 MODES = ("default", "reduce-overhead", "max-autotune")
 T = TypeVar("T")
-_kept: dict[Hashable, Any] = {}  # the last compiled program kept for reuse, by its key
+_kept: dict[Hashable, Any] = {}  # the compiled pack programs kept for reuse, by their key (at most KEEP)
 _packing = [False]  # inside pack_members(): a pack's members are set up, and the pack compiles its step
 
 
@@ -44,10 +44,15 @@ def pack_members() -> Iterator[None]:
         _packing[0] = False
 
 
+KEEP = 8  # the compiled pack programs a worker keeps, one per shape: dynamo's recompile limit of their step
+
+
 def reuse(key: Hashable, build: Callable[[], T]) -> T:
-    """What ``build()`` made for ``key``, kept from the last call when that was for ``key`` too and
-    nothing was compiled since (its compiled graphs are still in dynamo's caches); otherwise the caches
-    are cleared, as for any new run, and ``build()`` is called and kept.
+    """What ``build()`` made for ``key``, kept from an earlier call for ``key`` when nothing outside packs
+    was compiled since (its compiled graphs are still in dynamo's caches): a worker keeps one program per
+    pack shape for its life, up to :data:`KEEP` shapes, so that packs of alternating shapes compile each
+    shape once. The first program after a solo compiled run (which clears them), or one more than
+    :data:`KEEP`, starts from cleared caches, as any new run does.
 
     ``key`` must name everything the compiled code holds as a constant (for a pack: its config
     without the members' own keys, its size, device and mode)."""
@@ -55,10 +60,11 @@ def reuse(key: Hashable, build: Callable[[], T]) -> T:
 
     if key in _kept:
         return _kept[key]
-    _kept.clear()
-    _dynamo.reset()
-    _dynamo.config.fail_on_recompile_limit_hit = True
-    _dynamo.config.recompile_limit = 8
+    if not _kept or len(_kept) >= KEEP:
+        _kept.clear()
+        _dynamo.reset()
+        _dynamo.config.fail_on_recompile_limit_hit = True
+        _dynamo.config.recompile_limit = KEEP  # each kept shape is one compilation of the same step code
     value = _kept[key] = build()
     return value
 

@@ -105,8 +105,8 @@ def test_a_compiled_pack_steps_20_times_on_one_graph_and_as_the_eager_one(tmp_pa
 
 def test_the_next_pack_of_the_same_shape_runs_the_compiled_step_it_left(tmp_path, monkeypatch):
     """A sweep worker trains pack after pack of one shape: the second pack's step compiles nothing (its
-    members' set-up compiles no blocks and clears no cache either); a pack of another shape starts
-    from cleared caches, as a solo compiled run does."""
+    members' set-up compiles no blocks and clears no cache either); a pack of another shape compiles its
+    own step once, and the first shape's is still kept after it."""
     from suite.engine.compiled import compile_for_run
     from suite.engine.pack import train_pack
 
@@ -120,8 +120,11 @@ def test_the_next_pack_of_the_same_shape_runs_the_compiled_step_it_left(tmp_path
     assert counters["stats"]["unique_graphs"] == 1
     other = train_pack([cfg(seed=0, **{**compiled, "model.depth": 3})] * 2, [tmp_path / "c0", tmp_path / "c1"])
     assert counters["stats"]["unique_graphs"] == 2
-    assert all(s["status"] in ("ok", "failed") and s["steps_done"] == 20 for s in first + second + other)
-    assert {s["cuda_graphs"] for s in first + second + other} == {False}  # compiled, on a CPU: no CUDA graphs
+    # issue 62: a worker keeps one program per shape for its life; back to the first shape compiles nothing
+    again = train_pack([cfg(seed=4, **compiled), cfg(seed=5, **compiled)], [tmp_path / "d0", tmp_path / "d1"])
+    assert counters["stats"]["unique_graphs"] == 2
+    assert all(s["status"] in ("ok", "failed") and s["steps_done"] == 20 for s in first + second + other + again)
+    assert {s["cuda_graphs"] for s in first + second + other + again} == {False}  # on a CPU: no CUDA graphs
 
 
 def test_a_smaller_compiled_pack_is_padded_to_the_width_and_reuses_the_step(tmp_path, monkeypatch):
