@@ -271,7 +271,7 @@ def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[
 def findings(analysis: Analysis, tables: list[Path] | tuple = ()) -> str:
     """The text of ``findings.md`` (Markdown; deterministic, like the tables): a title, each of the
     :func:`parts` in order, then :func:`table_index` of the ``tables`` files the analysis wrote."""
-    lines = [f"# Findings: {analysis.title}", "", *superseded_lines(analysis.root)]
+    lines = [f"# Findings: {analysis.title}", ""]
     for _, part in parts(analysis):
         lines += part
     return "\n".join(lines + table_index(tables)).rstrip() + "\n"
@@ -328,11 +328,12 @@ def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:
 
 
 def answer_block(analysis: Analysis) -> list[str]:
-    """The answer block of ``findings.md`` and the report: :func:`answer_lines`, with where each arm's rate
-    came from (:func:`tuned_rates_line`) after the regime line, and after the answers each declared cell's
-    failures (:func:`declared_cells_line`) and each arm's initial scale where it changes across the cells
-    it is compared in (:func:`inits_line`)."""
-    answer = answer_lines(analysis.answer, analysis.runs)
+    """The answer block of ``findings.md`` and the report: the study that supersedes this one, if any
+    (:func:`superseded_lines`), then :func:`answer_lines`, with where each arm's rate came from
+    (:func:`tuned_rates_line`) after the regime line, and after the answers each declared cell's failures
+    (:func:`declared_cells_line`) and each arm's initial scale where it changes across the cells it is
+    compared in (:func:`inits_line`)."""
+    answer = superseded_lines(analysis.root) + answer_lines(analysis.answer, analysis.runs)
     if analysis.answer is None:
         return answer
     rates = tuned_rates_line(analysis.root)

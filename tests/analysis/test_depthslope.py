@@ -197,6 +197,10 @@ def test_a_superseded_study_says_so_first_in_one_escaped_line(tmp_path):
     assert len(lines) == 2 and lines[0].startswith("> **Superseded** by results/x ## Verdict &lt;script>\\|.")
     analyze(root, figures=False)
     assert (root / "findings.md").read_text().splitlines()[2] == lines[0]
+    from suite.analysis.report import write_report
+
+    page = write_report(root).read_text()  # the report says it too, first in its answer, inert
+    assert "Superseded" in page and "<script>" not in page.split("Superseded", 1)[1][:300]
     (root / "ablation.yaml").write_text("")
     assert superseded_lines(root) == []  # nothing to say: the analysis reports the file elsewhere
     bad = tmp_path / "bad.yaml"
