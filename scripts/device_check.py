@@ -10,7 +10,6 @@ host fails its phase (``torch.cuda.set_sync_debug_mode("error")``).
 
 from __future__ import annotations
 
-import argparse
 import functools
 import importlib.metadata
 import importlib.util
@@ -150,7 +149,9 @@ def guard_steps() -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from suite.cli import Parser  # a bad flag is one line naming it, exit 2
+
+    parser = Parser(prog="device_check.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="folder for device_check.md and device_check.jsonl")
     parser.add_argument("--dry", action="store_true", help="on the CPU, tiny shapes, compiled with dynamo's eager backends")
     parser.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES), metavar="PHASE",

@@ -130,3 +130,10 @@ def test_kernel_differences_are_the_largest_first_and_a_kernel_on_one_side_only_
     assert differences(arm, base, top=1) == [("mul_fp32", 0.0, 20.0, 20.0)]
     text = markdown({"preln": {"kernels": base, "ops": {}}, "layerscale": {"kernels": {**arm, "a|b`c": 1.0}, "ops": {}}}, "eager")
     assert "132 µs per step against 115 (+17 µs, +14.8%)" in text and "`a/b'c`" in text  # a name cannot break the table
+
+
+def test_a_phase_that_does_not_exist_is_one_line_exit_2(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--dry", "--phases", "bogus"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "--phases: invalid choice: 'bogus'" in proc.stderr

@@ -12,7 +12,6 @@ traffic, so bytes predict what LayerScale's multiply costs there (docs/benchmark
 from __future__ import annotations
 
 import collections
-import contextlib
 from dataclasses import dataclass, field
 
 import torch
@@ -20,6 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
+
+from suite.bench.measure import autocast_for
 
 
 @dataclass
@@ -53,13 +54,10 @@ class Counting(TorchDispatchMode):
 def count_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, dtype: str = "fp32") -> StepCount:
     """The operators and bytes of ``model``'s forward, cross-entropy and backward on ``(x, y)`` (``dtype``:
     ``fp32``, or ``bf16`` autocast on ``x``'s device). The step runs once; gradients are left set."""
-    if dtype not in ("fp32", "bf16"):
-        raise ValueError(f"dtype must be fp32 or bf16, got {dtype!r}")
-    cast = (torch.autocast(device_type=x.device.type, dtype=torch.bfloat16) if dtype == "bf16"
-            else contextlib.nullcontext())
+    cast = autocast_for(x.device, dtype)  # raises for another dtype
     count = StepCount()
     with Counting(count):
-        with cast:
+        with cast():
             loss = F.cross_entropy(model(x), y)
         loss.backward()
     return count

@@ -58,3 +58,13 @@ def test_timm_backend_builds_timm_model():
     model = build_model(c)
     assert type(model).__module__.startswith("timm")
     assert torch.equal(model.blocks[0].ls1.gamma.detach(), torch.full((48,), 0.5))
+
+
+@pytest.mark.parametrize("key, value", [("placement", "attn"), ("granularity", "scalar"), ("learnable", "false"),
+                                        ("cast", "true")])
+def test_a_layerscale_timm_cannot_express_is_refused_by_the_config_check_in_one_line(key, value):
+    """Before, such a run started and ended in error when timm's model was built."""
+    from suite.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=f"model.layerscale.{key} .*timm's ViT has only learnable per-channel"):
+        load_config(None, ["model.backend=timm", "model.residual=layerscale", f"model.layerscale.{key}={value}"])
