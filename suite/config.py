@@ -590,13 +590,6 @@ def validate(cfg: RunConfig, source: str = "config", reference: RunConfig | None
     if m.backend == "timm" and m.residual not in ("preln", "layerscale"):
         raise ConfigError(f"{source}: model.residual {m.residual}: timm's ViT has only preln and layerscale; "
                           f"use model.backend: suite")
-    if m.backend == "timm" and m.residual == "layerscale":  # what timm's init_values can express (timm_bridge.py)
-        ls, timms = m.layerscale, LayerScaleConfig()
-        other = next((k for k in ("placement", "granularity", "learnable", "cast")
-                      if getattr(ls, k) != getattr(timms, k)), None)
-        if other:
-            raise ConfigError(f"{source}: model.layerscale.{other} {getattr(ls, other)}: timm's ViT has only learnable "
-                              f"per-channel LayerScale on both branches, multiplied in γ's dtype; use model.backend: suite")
 
 
 # Why a scheme does not read an option, where "it does not read it" alone would puzzle (model.depth_alpha on

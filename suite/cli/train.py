@@ -131,6 +131,13 @@ def run(args: argparse.Namespace) -> int:
     from suite.engine.compiled import solo_graph_problem
     from suite.engine.resources import memory_problem
 
+    if cfg.model.backend == "timm":  # what timm's ViT cannot express, said before the run starts (as preflight does)
+        from suite.models.timm_bridge import timm_init_values
+
+        try:
+            timm_init_values(cfg.model)
+        except ValueError as err:
+            return fail(f"model.backend timm: {err}; or use model.backend: suite")
     problem = solo_graph_problem(cfg.train.compile, device.type) or memory_problem(cfg, device)  # before anything
     if problem:                                                            # is allocated: one line, not a crash
         return fail(problem)

@@ -61,10 +61,13 @@ def test_timm_backend_builds_timm_model():
 
 
 @pytest.mark.parametrize("key, value", [("placement", "attn"), ("granularity", "scalar"), ("learnable", "false"),
-                                        ("cast", "true")])
-def test_a_layerscale_timm_cannot_express_is_refused_by_the_config_check_in_one_line(key, value):
-    """Before, such a run started and ended in error when timm's model was built."""
-    from suite.config import ConfigError, load_config
+                                        ("cast", "true"), ("init", "0")])
+def test_suite_train_refuses_a_layerscale_timm_cannot_express_in_one_line(key, value, tmp_path, capsys):
+    """Before, such a run started and ended in error when timm's model was built (a sweep's preflight already
+    said it in one line)."""
+    from suite.cli import main
 
-    with pytest.raises(ConfigError, match=f"model.layerscale.{key} .*timm's ViT has only learnable per-channel"):
-        load_config(None, ["model.backend=timm", "model.residual=layerscale", f"model.layerscale.{key}={value}"])
+    code = main(["train", "--out", str(tmp_path / "run"), "data.name=digits", "model.patch_size=4", "model.backend=timm",
+                 "model.residual=layerscale", f"model.layerscale.{key}={value}", "train.steps=2"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "model.backend timm: timm" in err and not (tmp_path / "run").exists()
