@@ -11,11 +11,52 @@ from pathlib import Path
 from typing import Any
 
 from suite.config import DEPTH, LR
+from suite.registry import Registry
 from suite.results import AnalysisError
 
-ENDPOINTS = ("best_lr_score", "score", "not_ok_rate", "frontier", "interaction", "frontier_slope")
-FREE_LR = ("best_lr_score", "frontier", "frontier_slope")  # endpoints that compare across the learning-rate axis
-NO_MARGIN = ("not_ok_rate", "frontier", "frontier_slope")  # no equivalence test
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What an endpoint asks of the ablation's grid, checked where the file is read (``suite validate``, ``suite
+    run``) without importing the analysis; the endpoint itself is a class (:mod:`suite.analysis.endpoints`)."""
+
+    lr: str = "fixed"  # the learning-rate axis: "free" (compared across it), "fixed" (in `where`) or "any"
+    depth: bool = False  # compared across model.depth: two depths or more, left out of `where`
+    versus: bool = False  # the effect at `where` set against the same at a second cell, `versus`
+    margin: bool = True  # an equivalence test exists, so a margin may be declared
+    sequential: bool = False  # `suite run --until-decided` can decide it
+    runs_per_rate: bool = False  # places frontiers run by run: one seed is warned against
+    crossfit: bool = False  # rates chosen and scored on halves of the seeds: few seeds are warned against
+
+
+# Endpoints (primary.endpoint): each target is a class of suite.analysis.endpoints; RULES says what each asks
+# of the grid. Adding one: a class, a line in each table (docs/extending.md).
+ENDPOINTS = Registry("primary.endpoint", {
+    "best_lr_score": "suite.analysis.endpoints.score:BestLrScore",
+    "score": "suite.analysis.endpoints.score:Score",
+    "not_ok_rate": "suite.analysis.endpoints.failure:NotOkRate",
+    "frontier": "suite.analysis.endpoints.failure:Frontier",
+    "interaction": "suite.analysis.endpoints.score:Interaction",
+    "frontier_slope": "suite.analysis.endpoints.failure:FrontierSlope",
+})
+RULES: dict[str, Rule] = {
+    "best_lr_score": Rule(lr="free", sequential=True, crossfit=True),
+    "score": Rule(sequential=True),
+    "not_ok_rate": Rule(lr="any", margin=False),
+    "frontier": Rule(lr="free", margin=False, runs_per_rate=True),
+    "interaction": Rule(versus=True, sequential=True),
+    "frontier_slope": Rule(lr="free", depth=True, margin=False, runs_per_rate=True),
+}
+
+
+def register_endpoint(name: str, endpoint: Any, rule: Rule, description: str = "") -> None:
+    """Add an endpoint from outside (docs/extending.md): its class and what it asks of the grid. In-process
+    only, as :meth:`suite.registry.Registry.register`."""
+    ENDPOINTS.register(name, endpoint, description)
+    RULES[name] = rule
+
+
 ALPHA = 0.05
 POWER = 0.8
 DEFAULT_EFFECT = 0.05  # the difference planned for when no margin is declared: 5 points
@@ -39,10 +80,10 @@ class Primary:
 
     def describe(self) -> str:
         where = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.where.items())
-        if self.endpoint == "interaction":
+        if RULES[self.endpoint].versus:
             versus = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.versus.items())
             return f"{self.scheme} - {self.baseline} at {where}, minus the same at {versus}"
-        if self.endpoint == "frontier_slope":
+        if RULES[self.endpoint].depth:
             return f"{self.scheme} vs {self.baseline} across depth" + (f" at {where}" if where else "")
         return f"{self.scheme} vs {self.baseline}" + (f" at {where}" if where else "")
 
@@ -110,26 +151,27 @@ def _parse_one(raw: Any, src: str, name: str, variants: list[str], grid: dict[st
             problems.append(f"{src}: {name}.where.{key}: {value!r} is not in the grid "
                             f"({', '.join(map(str, grid[key]))}); use one of those values")
     endpoint = raw.get("endpoint", "best_lr_score" if LR in grid and LR not in where else "score")
+    rule = RULES.get(endpoint, Rule(lr="any"))
     if endpoint not in ENDPOINTS:
         problems.append(f"{src}: {name}.endpoint: {endpoint!r} is not one of {', '.join(ENDPOINTS)}")
-    elif endpoint in FREE_LR and (LR not in grid or LR in where):
+    elif rule.lr == "free" and (LR not in grid or LR in where):
         problems.append(f"{src}: {name}.endpoint: {endpoint} needs a `{LR}` grid axis left free"
-                        + ("; use `endpoint: score`" if endpoint == "best_lr_score" else
+                        + ("; use `endpoint: score`" if rule.crossfit else
                            f"; add `{LR}` to the grid (rates from below the optimum until half of the runs fail)"
                            f" and leave it out of `where`"))
-    if endpoint == "frontier_slope" and (DEPTH in where or len(grid.get(DEPTH) or []) < 2):
-        problems.append(f"{src}: {name}.endpoint: frontier_slope needs a `{DEPTH}` grid axis of two depths or more, "
+    if rule.depth and (DEPTH in where or len(grid.get(DEPTH) or []) < 2):
+        problems.append(f"{src}: {name}.endpoint: {endpoint} needs a `{DEPTH}` grid axis of two depths or more, "
                         f"left out of `where`; or use `endpoint: frontier` at one depth")
     for key in grid:
-        if key not in where and key != LR and not (endpoint == "frontier_slope" and key == DEPTH):
+        if key not in where and key != LR and not (rule.depth and key == DEPTH):
             problems.append(f"{src}: {name}.where: also fix {key} (one of {', '.join(map(str, grid[key]))}); "
                             f"the primary comparison is one cell")
-    if endpoint in ("score", "interaction") and LR in grid and LR not in where:
+    if rule.lr == "fixed" and LR in grid and LR not in where:
         problems.append(f"{src}: {name}.where: fix {LR} for `endpoint: score`, or use `endpoint: best_lr_score`")
     versus = raw.get("versus") or {}
-    if endpoint == "interaction":
+    if rule.versus:
         if not isinstance(versus, dict) or not versus or set(versus) - set(where):
-            problems.append(f"{src}: {name}.versus: `endpoint: interaction` needs `versus`, new values of some "
+            problems.append(f"{src}: {name}.versus: `endpoint: {endpoint}` needs `versus`, new values of some "
                             f"`where` keys, e.g. `where: {{model.depth: 48}}, versus: {{model.depth: 12}}`")
             versus = {}
         for key, value in versus.items():
@@ -146,7 +188,7 @@ def _parse_one(raw: Any, src: str, name: str, variants: list[str], grid: dict[st
                                    and 0 < margin < 100):
         problems.append(f"{src}: {name}.margin: expected points of accuracy in (0, 100), e.g. `margin: 5`; "
                         f"got {margin!r}")
-    elif margin is not None and endpoint in NO_MARGIN:
+    elif margin is not None and not rule.margin:
         problems.append(f"{src}: {name}.margin: no equivalence test for {endpoint}; remove margin")
     if len(problems) > start:
         return None

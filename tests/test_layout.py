@@ -200,3 +200,33 @@ def test_a_results_folders_ablation_yaml_has_one_reader():
     spelled = {m for m, p in MODULES.items() for node in ast.walk(ast.parse(p.read_text()))
                if isinstance(node, ast.Constant) and node.value == "ablation.yaml"}
     assert spelled == {"suite.results"}
+
+
+def test_every_endpoint_is_a_registered_class_with_its_rule():
+    """An endpoint is one class (suite/analysis/endpoints/) registered with what it asks of the grid."""
+    from suite.analysis.endpoints import Endpoint
+    from suite.declared import ENDPOINTS, RULES
+
+    assert list(ENDPOINTS) == list(RULES) and len(ENDPOINTS) >= 6
+    for name in ENDPOINTS:
+        kind = ENDPOINTS.get(name)
+        assert isinstance(kind, type) and issubclass(kind, Endpoint) and kind.name == name and kind.what, name
+        for method in ("test", "verdict", "decided", "cells", "plan_row"):
+            assert getattr(kind, method) is not getattr(Endpoint, method), f"{name} lacks {method}"
+
+
+def test_no_module_branches_on_an_endpoint_name():
+    """Only the endpoint classes know what an endpoint does: nothing else compares an endpoint with a name."""
+    from suite.declared import ENDPOINTS
+
+    names = set(ENDPOINTS)
+
+    def named(node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in names
+        return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(named(e) for e in node.elts)
+
+    found = [f"{m}:{node.lineno}" for m, p in MODULES.items() if not m.startswith("suite.analysis.endpoints")
+             for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.Compare)
+             and any(named(side) for side in (node.left, *node.comparators))]
+    assert found == []

@@ -7,7 +7,7 @@ seeds), ``lr.py`` (each scheme at
 its best learning rate, LR sensitivity, the stability frontier), ``doseresponse.py`` (the frontier as
 a dose-response fit, and two schemes' frontiers as a ratio), ``depthslope.py`` and ``stability.py`` (one
 model of every run's frontier across depth, a line per scheme, and the table of where and why runs broke), ``primary.py`` (the ablation's declared
-comparison, tested alone; its words in ``primary_text.py``), ``coprimary.py`` (several declared
+comparison, tested alone; its words in ``primary_text.py``; each endpoint a class in ``endpoints/``), ``coprimary.py`` (several declared
 comparisons, one Holm family), ``sequential.py`` (group-sequential looks at it), ``crossfit.py``
 (best-rate comparisons cross-fitted over halves of the seeds), ``gamma.py`` (LayerScale's γ per block
 over training), ``survival.py`` (time to learn: Kaplan-Meier, log-rank), ``transfer.py`` (does the best rate transfer across depth; ``lrpeak.py``:

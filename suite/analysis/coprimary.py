@@ -21,7 +21,8 @@ import numpy as np
 from statsmodels.stats.multitest import multipletests
 
 from suite.analysis.sequential import Looks
-from suite.analysis.primary import Answer, evaluate, plan_answer, plan_frontier, plan_slope
+from suite.analysis.endpoints import Answer, endpoint
+from suite.analysis.primary import evaluate
 from suite.declared import ALPHA, Primary, as_list
 
 
@@ -109,9 +110,4 @@ def _decide(a: Answer, m: int) -> None:
     a.seeds_needed = math.nan
     if a.decision != "undecided" or math.isnan(a.p):
         return
-    if a.primary.endpoint == "frontier":
-        a.seeds_needed = plan_frontier(a.low, a.high, a.level, a.seeds, alpha=ALPHA / m)
-    elif a.primary.endpoint == "frontier_slope":
-        a.seeds_needed = plan_slope(a.low, a.high, a.level, a.seeds, alpha=ALPHA / m)
-    elif a.primary.endpoint != "not_ok_rate":
-        plan_answer(a, alpha=ALPHA / m)
+    endpoint(a.primary.endpoint).plan(a, ALPHA / m)

@@ -21,10 +21,11 @@ from pathlib import Path
 import pandas as pd
 
 from suite.analysis import crossfit
+from suite.declared import RULES
 from suite.grouping import DEPTH, LR, sections, section_keys, sort_value, variant_order
 from suite.analysis.markup import fmt_rate, fmt_value
 from suite.results import recorded_ablation
-from suite.analysis.primary import Answer
+from suite.analysis.endpoints import Answer, endpoint
 from suite.analysis.products import FINDINGS, TABLES, Analysis, FindingsSection
 from suite.analysis.primary_text import paragraph, verdict_table
 from suite.analysis.sensitivity import sensitivity_lines
@@ -349,12 +350,8 @@ def answer_block(analysis: Analysis) -> list[str]:
 
 
 def _declared_cells(a: Answer) -> list[tuple[str, dict]]:
-    """The (variant, where) cells a score or interaction comparison pairs seeds across; [] for the others."""
-    pr = a.primary
-    if pr.endpoint not in ("score", "interaction"):
-        return []
-    wheres = [dict(pr.where)] + ([{**pr.where, **pr.versus}] if pr.endpoint == "interaction" else [])
-    return [(v, w) for w in wheres for v in (pr.scheme, pr.baseline)]
+    """The (variant, where) cells a paired comparison matches seeds across; [] for the others."""
+    return endpoint(a.primary.endpoint).paired_cells(a.primary)
 
 
 def _in_cell(run: dict, variant: str, where: dict) -> bool:
@@ -406,7 +403,7 @@ def inits_line(answers: list[Answer], runs: list[dict]) -> str:
 
     parts = []
     for a in answers:
-        if a.primary.endpoint != "interaction":
+        if not RULES[a.primary.endpoint].versus:
             continue
         for variant in (a.primary.scheme, a.primary.baseline):
             where_list = [w for v, w in _declared_cells(a) if v == variant]

@@ -25,8 +25,10 @@ from typing import Any
 
 import pandas as pd
 
-from suite.analysis import coprimary, crossfit, primary, stats
-from suite.declared import ALPHA, DEFAULT_RATIO, DEFAULT_SLOPE
+from suite.analysis import coprimary, primary, stats
+from suite.analysis.endpoints import Answer, endpoint
+from suite.analysis.endpoints.score import paired_plan
+from suite.declared import ALPHA
 from suite.grouping import DEPTH, LR, choose_baseline, group_keys
 from suite.results import run_records
 from suite.analysis.lr import lr_table
@@ -41,61 +43,19 @@ def _where(row: pd.Series, keys: list[str]) -> str:
     return ", ".join(f"{'depth' if k == DEPTH else k} {fmt_value(row[k])}" for k in keys if k != "variant")
 
 
-def _row(comparison: str, endpoint: str, role: str, alpha: float, pairs: int, sd: float, effect: float,
+def _row(comparison: str, endpoint_: str, role: str, alpha: float, pairs: int, sd: float, effect: float,
          power: float) -> dict[str, Any]:
-    """A score comparison's row: seeds from the point SD (``seeds_needed_point``) and from its 80% upper
-    limit (``seeds_needed``)."""
-    planning = stats.sd_upper(sd, pairs - 1) if pairs >= 2 else math.nan
-    point = stats.paired_seeds_needed(effect, sd, power, alpha)
-    need = stats.paired_seeds_needed(effect, planning, power, alpha)
-    if pairs < 2 or math.isnan(sd):
-        note = "fewer than 2 seed pairs: no SD"
-    elif sd == 0:
-        note = ("every seed pair differs by the same amount (SD 0: the same model twice, or both at chance in "
-                "every run?): nothing to plan from")
-    else:
-        note = "" if math.isfinite(need) else "> 10,000"
-    return {"comparison": comparison, "endpoint": endpoint, "role": role, "alpha": alpha, "pairs": pairs, "sd": sd,
-            "planning_sd": planning, "effect": effect, "seeds_needed_point": point, "seeds_needed": need,
-            "min_p": math.nan, "note": note}
+    """A score comparison's row (:func:`suite.analysis.endpoints.score.paired_plan`)."""
+    return {"comparison": comparison, "endpoint": endpoint_, "role": role, "alpha": alpha,
+            **paired_plan(pairs, sd, effect, power, alpha)}
 
 
-def _primary_row(answer: primary.Answer, effect: float, power: float) -> dict[str, Any]:
+def _primary_row(answer: Answer, effect: float, power: float) -> dict[str, Any]:
     """A declared comparison's row: tested alone at 0.05, or planned at 0.05 / m in a Holm family of m."""
     declared, m = answer.primary, answer.family
-    alpha = ALPHA / m
     role = "primary" if m == 1 else f"co-primary (Holm, {m} tests)"
-    if declared.endpoint == "not_ok_rate":
-        ka, na, kb, nb = answer.counts
-        need = stats.fisher_seeds_needed(ka / na, kb / nb, power, alpha) if na and nb else math.nan
-        return {"comparison": declared.describe(), "endpoint": "not_ok_rate", "role": role, "alpha": alpha,
-                "pairs": min(na, nb), "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
-                "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": answer.min_p,
-                "note": f"observed not ok {ka}/{na} vs {kb}/{nb}"}
-    if declared.endpoint in ("frontier", "frontier_slope"):  # seeds scaled from the interval's width
-        ratio = declared.endpoint == "frontier"
-        plan_, target = ((primary.plan_frontier, DEFAULT_RATIO) if ratio else
-                         (primary.plan_slope, DEFAULT_SLOPE))
-        need = plan_(answer.low, answer.high, answer.level, answer.seeds, target, power, alpha)
-        if math.isfinite(need):
-            note = (f"seeds per rate to detect an LR50 ratio of {target:g}, scaled from the ratio's interval" if ratio
-                    else f"seeds per rate, depth and scheme to detect a slope difference of {target:g}, scaled from "
-                         f"its interval")
-        else:
-            note = ("the ratio's interval is open or missing: extend the grid" if ratio else
-                    "the slope difference's interval is open or missing")
-        return {"comparison": declared.describe(), "endpoint": declared.endpoint, "role": role, "alpha": alpha,
-                "pairs": answer.seeds, "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
-                "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": math.nan, "note": note}
-    row = _row(declared.describe(), declared.endpoint, role, alpha, answer.n_pairs, answer.sd,
-               declared.margin or effect, power)
-    if answer.test == crossfit.TEST:  # each half chooses for the other: the SD of n - 2 df, the power of n / 2
-        n = answer.n_pairs
-        row["planning_sd"] = stats.sd_upper(answer.sd, n - 2) if n >= 3 else math.nan
-        row["seeds_needed_point"] = 2 * stats.paired_seeds_needed(row["effect"], answer.sd, power, alpha)
-        row["seeds_needed"] = 2 * stats.paired_seeds_needed(row["effect"], row["planning_sd"], power, alpha)
-        row["note"] = (row["note"] + "; " if row["note"] else "") + "cross-fitted: twice the seeds of a paired t"
-    return row
+    return {"comparison": declared.describe(), "endpoint": declared.endpoint, "role": role, "alpha": ALPHA / m,
+            **endpoint(declared.endpoint).plan_row(answer, effect, power, ALPHA / m)}
 
 
 def plan_table(root: str | Path, effect: float = 0.05, power: float = 0.8, baseline: str | None = None) -> pd.DataFrame:
@@ -149,13 +109,7 @@ def render(frame: pd.DataFrame, power: float) -> str:
             "> 10,000" if math.isinf(x) else format(x, spec))
 
     def effect(r: pd.Series) -> str:  # what each row's seeds would detect
-        if r["endpoint"] == "not_ok_rate":
-            return "the rates seen"
-        if r["endpoint"] == "frontier_slope":
-            return f"{DEFAULT_SLOPE:g} in slope"
-        if r["endpoint"] == "frontier":
-            return f"LR50 ratio {DEFAULT_RATIO:g}"
-        return num(100 * r["effect"], ".3g") + " points"
+        return endpoint(r["endpoint"]).effect_words() or num(100 * r["effect"], ".3g") + " points"
 
     lines = ["| comparison | endpoint | role | effect | alpha | pairs now | sd | 80% upper sd | seeds (point sd) | "
              "seeds (upper sd) | min p now | note |",

@@ -21,6 +21,8 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis.assurance import holm_decided
+from suite.analysis.endpoints import endpoint
+from suite.analysis.endpoints.failure import FrontierSlope
 from suite.engine.diagnostics import ATTN_LOGIT_BOUND, STREAM_RMS_BOUND, past_bounds
 from suite.declared import same_value
 from suite.grouping import DEPTH, LR
@@ -61,7 +63,7 @@ def sensitivity_frame(runs: list[dict[str, Any]], declared: Any, alpha: float = 
     from suite.analysis import depthslope
 
     declared = [p for p in (declared if isinstance(declared, list) else [declared] if declared else [])]
-    slopes = [p for p in declared if p.endpoint == "frontier_slope"]
+    slopes = [p for p in declared if isinstance(endpoint(p.endpoint), FrontierSlope)]
     if not slopes:
         return None
     rows = []

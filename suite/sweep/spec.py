@@ -479,19 +479,19 @@ def _warn_undecidable(primary: Any, n_seeds: int, src: str) -> None:
 
     from scipy import stats as sps
 
-    from suite.declared import ALPHA, as_list
+    from suite.declared import ALPHA, RULES, as_list
 
     declared = as_list(primary)
     m = 1 if len(declared) == 1 else len(declared) + sum(p.margin is not None for p in declared)  # Holm's family
     for i, p in enumerate(declared):
         name = "primary" if len(declared) == 1 and not isinstance(primary, list) else f"primary[{i}]"
-        if p.endpoint in ("frontier", "frontier_slope") and n_seeds < 2:
+        if RULES[p.endpoint].runs_per_rate and n_seeds < 2:
             warnings.warn(f"{src}: {name}: a {p.endpoint} comparison on one seed places each frontier with single "
                           f"runs, whose outcomes a rerun moves, and its test assumes runs independent given rate and "
                           f"depth, which one seed cannot check; run 2 or more seeds (ablations/frontier.yaml runs 6 "
                           f"at every rate)", store.SuiteWarning, stacklevel=2)
             continue
-        if p.endpoint != "best_lr_score" or n_seeds >= CROSSFIT_MIN_SEEDS:
+        if not RULES[p.endpoint].crossfit or n_seeds >= CROSSFIT_MIN_SEEDS:
             continue
         df = n_seeds - 2
         crit = f"critical t {sps.t.isf(ALPHA / m / 2, df):.1f} at alpha {ALPHA / m:.3g}" if df >= 1 else "no test"

@@ -91,7 +91,7 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
             ``--only``, a cap below the ablation's seeds, or a folder whose design differs.
     """
     from suite.results import run_records
-    from suite.declared import SEQUENTIAL, as_list, taken_looks
+    from suite.declared import RULES, SEQUENTIAL, as_list, taken_looks
 
     ablation = load_ablation(path, max_runs=options.max_runs, overrides=options.overrides)
     declared = as_list(ablation.primary)
@@ -102,7 +102,7 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
         raise SpecError([f"{path}: primary: --until-decided decides one comparison and this file declares "
                          f"{len(declared)}; keep one, or run the family without --until-decided"])
     primary = declared[0]
-    if primary.endpoint in ("not_ok_rate", "frontier", "frontier_slope"):
+    if not RULES[primary.endpoint].sequential:
         raise SpecError([f"{path}: primary.endpoint: --until-decided works with a score endpoint (best_lr_score or "
                          f"score), not {primary.endpoint}"])
     if options.only:

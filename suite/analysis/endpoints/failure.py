@@ -1,0 +1,291 @@
+"""The endpoints on runs that end not ok: ``not_ok_rate`` (Fisher's exact test, every rate pooled),
+``frontier`` (the ratio of the two schemes' LR50s, one Firth model with a common slope:
+:func:`suite.analysis.doseresponse.relative_potency`) and ``frontier_slope`` (the difference of their
+slopes of log LR50 on log depth: :mod:`suite.analysis.depthslope`). None has an equivalence test; the
+frontiers' seeds are planned from their interval's width."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from scipy import stats as sps
+
+from suite.analysis import stats
+from suite.analysis.endpoints.base import Answer, Endpoint, at_step, level, ps, pts
+from suite.analysis.markup import fmt_rate
+from suite.declared import ALPHA, DEFAULT_RATIO, DEFAULT_SLOPE, POWER, same_value
+from suite.grouping import DEPTH, LR
+
+
+@dataclass
+class FailureAnswer(Answer):
+    counts: tuple[int, int, int, int] = (0, 0, 0, 0)  # not ok k/n scheme, baseline
+    min_p: float = math.nan  # not_ok_rate: the smallest p Fisher's test can reach
+    seeds: int = 0  # seeds per rate and scheme (the frontiers)
+    censored: str = ""  # frontier: the ratio interval's open ends, "low", "high" or "both"
+    lr50: tuple[float, float] = (math.nan, math.nan)  # frontier: each side's own (scheme, baseline)
+    lr50_edge: tuple[str, str] = ("", "")  # "above" / "below" the rates tested, or ""
+    slopes: tuple = ()  # frontier_slope: each side's own slope (depthslope.Slope: scheme, baseline)
+    checks: tuple[float, float] = (math.nan, math.nan)  # frontier_slope's Wald p: parallel curves, straight frontier
+
+
+def _not_ok(side: list[dict[str, Any]]) -> int:
+    return sum(r["status"] != "ok" for r in side)
+
+
+class NotOkRate(Endpoint):
+    name = "not_ok_rate"
+    what = "the share of runs that diverged or failed"
+    answer = FailureAnswer
+
+    def test(self, answer: FailureAnswer, runs: list[dict[str, Any]], a: list[dict[str, Any]],
+             b: list[dict[str, Any]], alpha: float, looks: Any) -> None:
+        ka, kb = _not_ok(a), _not_ok(b)
+        answer.counts = (ka, len(a), kb, len(b))
+        answer.estimate = ka / len(a) - kb / len(b)
+        answer.p = stats.fisher_exact_p(ka, len(a), kb, len(b))
+        answer.min_p = stats.fisher_min_p(len(a), len(b))
+        answer.test = "Fisher's exact test"
+        answer.decision = "difference" if answer.p < ALPHA else "undecided"
+
+    def verdict(self, a: FailureAnswer) -> str:
+        pr = a.primary
+        ka, na, kb, nb = a.counts
+        body = f"Not ok {ka}/{na} vs {kb}/{nb} ({pts(a.estimate)} points; {a.test}, {ps(a.p, a.p_adj, a.family)})."
+        if a.decision == "difference":
+            return f"**{pr.scheme} ends not ok {'more' if a.estimate > 0 else 'less'} often than {pr.baseline}.** {body}"
+        reach = (f" With {na} vs {nb} runs this test cannot reach p < {ALPHA} at all (its smallest p is "
+                 f"{a.min_p:.3f}): add seeds." if a.min_p >= ALPHA else "")
+        return f"**Undecided.** {body}{reach}"
+
+    def decided(self, a: FailureAnswer) -> str:
+        return f"decided: {a.primary.scheme} ends not ok {'more' if a.estimate > 0 else 'less'} often"
+
+    def cells(self, a: FailureAnswer) -> tuple[str, str]:
+        return f"{pts(a.estimate)} points", "-"
+
+    def plan_row(self, a: FailureAnswer, effect: float, power: float, alpha: float) -> dict[str, Any]:
+        ka, na, kb, nb = a.counts
+        need = stats.fisher_seeds_needed(ka / na, kb / nb, power, alpha) if na and nb else math.nan
+        return {"pairs": min(na, nb), "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
+                "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": a.min_p,
+                "note": f"observed not ok {ka}/{na} vs {kb}/{nb}"}
+
+    def effect_words(self) -> str | None:
+        return "the rates seen"
+
+
+def _scaled(se: float, seeds: int, effect: float, power: float, alpha: float) -> float:
+    """Seeds for an estimate of standard error ``se`` at ``seeds`` to detect ``effect`` with ``power``, the
+    error shrinking as 1 / sqrt(seeds) (approximate)."""
+    need = seeds * (se * (sps.norm.isf(alpha / 2) + sps.norm.ppf(power)) / effect) ** 2
+    return float(max(math.ceil(need), 2))
+
+
+def plan_frontier(low: float, high: float, level_: float, seeds: int, ratio: float = DEFAULT_RATIO,
+                  power: float = POWER, alpha: float = ALPHA) -> float:
+    """Seeds per rate and scheme for the frontier test to detect an LR50 ratio of ``ratio`` with ``power``:
+    the interval [low, high] (at ``level_``, from ``seeds`` seeds) read as a normal one on log10(ratio). nan
+    when an end is open (no width to scale: the grid must first reach each scheme's failures)."""
+    if not (0 < low <= high < math.inf) or seeds < 1:
+        return math.nan
+    se = math.log10(high / low) / (2 * sps.norm.isf((1 - level_) / 2))
+    return _scaled(se, seeds, math.log10(ratio), power, alpha)
+
+
+def plan_slope(low: float, high: float, level_: float, seeds: int, effect: float = DEFAULT_SLOPE,
+               power: float = POWER, alpha: float = ALPHA) -> float:
+    """Seeds per cell for the slope difference to be detected at ``effect`` with ``power``, from its interval
+    read as a normal one; nan when an end is open."""
+    if not (math.isfinite(low) and math.isfinite(high)) or seeds < 1 or high <= low:
+        return math.nan
+    return _scaled((high - low) / (2 * sps.norm.isf((1 - level_) / 2)), seeds, effect, power, alpha)
+
+
+def _x(r: float) -> str:
+    """A ratio of learning rates: 2.7x; an open end: 0 or unbounded."""
+    return "unbounded" if math.isinf(r) else "0" if r == 0 else f"{r:.2g}"
+
+
+def _slope(x: float) -> str:
+    return "unbounded" if math.isinf(x) else f"{x:+.2f}"
+
+
+class _Scaled(Endpoint):
+    """A frontier endpoint: its seeds scaled from the interval's width."""
+
+    answer = FailureAnswer
+    per = ""  # what a seed count is per, in words
+    target = ""  # the effect planned for, in words
+
+    def scale(self, a: FailureAnswer, effect: float, power: float, alpha: float) -> float:
+        raise NotImplementedError
+
+    def plan(self, a: FailureAnswer, alpha: float) -> None:
+        a.seeds_needed = self.scale(a, self.effect, POWER, alpha)
+
+    def need(self, a: FailureAnswer) -> str:
+        """The seeds that would detect the planned effect ("" when none is planned)."""
+        if not math.isfinite(a.seeds_needed):
+            return ""
+        return (f" To detect {self.target.format(a.effect)} with {int(100 * POWER)}% power{at_step(a)}, about "
+                f"{int(a.seeds_needed)} seeds per {self.per} are needed (now {a.seeds}; approximate, from the "
+                f"interval's width).")
+
+    def decide(self, a: FailureAnswer, p: float) -> None:
+        a.test = "penalised likelihood-ratio test"
+        a.effect = self.effect
+        a.decision = "difference" if p < ALPHA else "undecided"
+        if a.decision == "undecided":
+            self.plan(a, ALPHA)
+
+    def plan_row(self, a: FailureAnswer, effect: float, power: float, alpha: float) -> dict[str, Any]:
+        need = self.scale(a, self.effect, power, alpha)
+        return {"pairs": a.seeds, "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
+                "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": math.nan,
+                "note": self.plan_note(math.isfinite(need))}
+
+
+class Frontier(_Scaled):
+    name = "frontier"
+    what = ("the learning rate where half of the runs end not ok (LR50), as the ratio scheme / baseline (one Firth "
+            "logistic model of not ok on log10(rate) with a common slope)")
+    effect = DEFAULT_RATIO
+    per = "rate and scheme"
+    target = "a ratio of {:g}"
+
+    def test(self, answer: FailureAnswer, runs: list[dict[str, Any]], a: list[dict[str, Any]],
+             b: list[dict[str, Any]], alpha: float, looks: Any) -> None:
+        from suite.analysis.doseresponse import frontier, relative_potency
+
+        sides = [([float(r[LR]) for r in side], [int(r["status"] != "ok") for r in side]) for side in (a, b)]
+        fit = relative_potency(*sides[0], *sides[1], alpha)
+        own = [frontier(*side) for side in sides]
+        answer.counts = (sum(sides[0][1]), len(a), sum(sides[1][1]), len(b))
+        answer.estimate, answer.low, answer.high, answer.p = fit.ratio, fit.low, fit.high, fit.p
+        answer.level, answer.censored, answer.note = 1 - alpha, fit.censored, fit.note
+        answer.lr50 = (own[0].lr50, own[1].lr50)
+        answer.lr50_edge = (own[0].censored, own[1].censored)
+        answer.seeds = min(len({r.get("seed") for r in side}) for side in (a, b))
+        self.decide(answer, fit.p)
+
+    def scale(self, a: FailureAnswer, effect: float, power: float, alpha: float) -> float:
+        return plan_frontier(a.low, a.high, a.level, a.seeds, effect, power, alpha)
+
+    def verdict(self, a: FailureAnswer) -> str:
+        pr = a.primary
+        ka, na, kb, nb = a.counts
+        ratio = "not estimable (the likelihood rises to a ratio of 10^6)" if math.isnan(a.estimate) else _x(a.estimate)
+        body = (f"LR50 ratio {ratio} ({level(a)} profile-likelihood CI [{_x(a.low)}, {_x(a.high)}]; {a.test}, "
+                f"{ps(a.p, a.p_adj, a.family)}); each side's own LR50: {pr.scheme} {_own(a.lr50[0], a.lr50_edge[0])}, "
+                f"{pr.baseline} {_own(a.lr50[1], a.lr50_edge[1])}; not ok {ka}/{na} vs {kb}/{nb} runs.")
+        side = {"high": "above", "low": "below", "both": "at both ends"}.get(a.censored)
+        open_ = (f" The interval is open {side}: the runs do not reach far enough past a frontier to bound it; "
+                 f"extend the grid until both schemes end not ok at their highest rates." if side else "")
+        open_ += f" Note: {a.note}." if a.note else ""
+        if a.decision == "difference":
+            if a.estimate > 1 or (math.isnan(a.estimate) and a.low > 1):
+                how = f"at least {_x(a.low)}x" if a.censored in ("high", "both") else f"{_x(a.estimate)}x"
+            else:
+                how = f"at most {_x(a.high)}x" if a.censored in ("low", "both") else f"only {_x(a.estimate)}x"
+            return f"**{pr.scheme} tolerates {how} {pr.baseline}'s learning rate.** {body}{open_}"
+        need = self.need(a)
+        if not need and side:
+            need = " No number of seeds can be planned from an interval open at one end."
+        return f"**Undecided**: the interval includes 1.{need} {body}{open_}"
+
+    def decided(self, a: FailureAnswer) -> str:
+        return f"decided: {a.primary.scheme} tolerates {'higher' if a.estimate > 1 else 'lower'} rates"
+
+    def cells(self, a: FailureAnswer) -> tuple[str, str]:
+        return ("ratio " + (_x(a.estimate) if math.isfinite(a.estimate) else "not estimable"),
+                f"{level(a)} [{_x(a.low)}, {_x(a.high)}]")
+
+    def plan_note(self, finite: bool) -> str:
+        return (f"seeds per rate to detect an LR50 ratio of {self.effect:g}, scaled from the ratio's interval"
+                if finite else "the ratio's interval is open or missing: extend the grid")
+
+    def effect_words(self) -> str | None:
+        return f"LR50 ratio {self.effect:g}"
+
+
+def _own(lr50: float, edge: str) -> str:
+    return f"{edge} the rates tested" if edge else "not estimable" if math.isnan(lr50) else fmt_rate(lr50)
+
+
+class FrontierSlope(_Scaled):
+    name = "frontier_slope"
+    what = ("how the learning rate where half of the runs end not ok (LR50) moves with depth: the difference of "
+            "the two schemes' slopes of log LR50 on log depth (one Firth logistic model of not ok on log rate and "
+            "log depth, every scheme's runs, a frontier line per scheme)")
+    effect = DEFAULT_SLOPE
+    per = "rate, depth and scheme"
+    target = "a difference of {:g} in slope"
+
+    def test(self, answer: FailureAnswer, runs: list[dict[str, Any]], a: list[dict[str, Any]],
+             b: list[dict[str, Any]], alpha: float, looks: Any) -> None:
+        """Every scheme's runs in one model (a frontier line per scheme); the two schemes' slopes compared."""
+        from suite.analysis import depthslope
+
+        pr = answer.primary
+        runs = [r for r in runs if r["status"] != "error" and all(same_value(r.get(k), v)
+                                                                  for k, v in pr.where.items())]
+        args = ([float(r[LR]) for r in runs], [float(r[DEPTH]) for r in runs], [str(r["variant"]) for r in runs],
+                [int(r["status"] != "ok") for r in runs])
+        model = depthslope.fit(*args, alpha=alpha)
+        fit = depthslope.difference(*args, pr.scheme, pr.baseline, alpha)
+        answer.estimate, answer.low, answer.high, answer.p = fit.estimate, fit.low, fit.high, fit.p
+        answer.level, answer.note = 1 - alpha, fit.note
+        answer.slopes = tuple(model.slopes.get(v, depthslope.Slope()) for v in (pr.scheme, pr.baseline))
+        answer.checks = (model.parallel_p, model.linear_p)
+        a, b = ([r for r in runs if r["variant"] == v] for v in (pr.scheme, pr.baseline))
+        answer.counts = (_not_ok(a), len(a), _not_ok(b), len(b))
+        answer.seeds = min((len({r.get("seed") for r in side}) for side in (a, b)), default=0)
+        self.decide(answer, fit.p)
+
+    def scale(self, a: FailureAnswer, effect: float, power: float, alpha: float) -> float:
+        return plan_slope(a.low, a.high, a.level, a.seeds, effect, power, alpha)
+
+    def verdict(self, a: FailureAnswer) -> str:
+        pr = a.primary
+        ka, na, kb, nb = a.counts
+        own = "; ".join(_own_slope(n, s) for n, s in zip((pr.scheme, pr.baseline), a.slopes))
+        checks = ""
+        if a.checks and math.isfinite(a.checks[0]):
+            checks = (f" Checks of the model (Wald): parallel curves over rate p = {a.checks[0]:.2f}"
+                      + (f", a straight frontier in log depth p = {a.checks[1]:.2f}" if math.isfinite(a.checks[1])
+                         else "") + " (a small p says the model misfits).")
+        body = (f"Slope of log LR50 on log depth (0: the stable range does not move with depth; -1: it halves when "
+                f"the depth doubles): {own}; difference {_slope(a.estimate)} ({level(a)} profile-likelihood CI "
+                f"[{_slope(a.low)}, {_slope(a.high)}]; {a.test}, {ps(a.p, a.p_adj, a.family)}); not ok {ka}/{na} vs "
+                f"{kb}/{nb} runs.{checks}")
+        note = f" Note: {a.note}." if a.note else ""
+        if a.decision == "difference":
+            how = "more slowly" if a.estimate > 0 else "faster"
+            return f"**{pr.scheme}'s frontier falls {how} with depth than {pr.baseline}'s.** {body}{note}"
+        need = self.need(a) + (" The chance that a rerun decides it, by seeds, simulated on this study's own grid: "
+                               "`python scripts/stability_power.py FOLDER > FOLDER/power.md`.")
+        return f"**Undecided**: the interval includes 0.{need} {body}{note}"
+
+    def decided(self, a: FailureAnswer) -> str:
+        return f"decided: {a.primary.scheme}'s frontier falls {'more slowly' if a.estimate > 0 else 'faster'} with depth"
+
+    def cells(self, a: FailureAnswer) -> tuple[str, str]:
+        if not math.isfinite(a.estimate):
+            return "-", "-"
+        return f"slope {_slope(a.estimate)}", f"{level(a)} [{_slope(a.low)}, {_slope(a.high)}]"
+
+    def plan_note(self, finite: bool) -> str:
+        return (f"seeds per rate, depth and scheme to detect a slope difference of {self.effect:g}, scaled from its "
+                f"interval" if finite else "the slope difference's interval is open or missing")
+
+    def effect_words(self) -> str | None:
+        return f"{self.effect:g} in slope"
+
+
+def _own_slope(name: str, s: Any) -> str:
+    if s.note or not math.isfinite(s.slope):
+        return f"{name} {s.note or 'not estimable'}"
+    return f"{name} {_slope(s.slope)} [{_slope(s.low)}, {_slope(s.high)}]"
