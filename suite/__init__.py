@@ -9,16 +9,14 @@ The Python API, for notebooks (the command line is ``suite``; both do the same w
     curve = load_metrics("results/smoke/runs/" + runs.run_id[0])  # one row per metrics record
     table = analyze("results/smoke", figures=False)  # writes tables/, returns the per-group summary
 
-Names load on first use (module ``__getattr__``), so ``import suite`` and ``suite --help`` stay fast
-and do not import torch.
+Names load on first use (module ``__getattr__``), so ``import suite`` and ``suite --help`` do not import torch.
 
-Modules: ``config.py`` (the typed run config, every default in one place), ``registry.py`` (the names
-a user can choose: schemes, datasets), ``store.py`` (the results layout: run ids, statuses, atomic
-writes, provenance), ``results.py`` (runs read back from a results folder, and how each scores), ``grouping.py`` (which runs form an arm, and how arms are ordered and sectioned), ``files.py`` (reading and appending results files without trusting their names), ``interrupt.py``
-(the one CPython workaround for a caught Ctrl-C), ``learned.py`` (the test of whether a run learned),
-``declared.py`` (an ablation's declared comparison, ``primary:``, parsed with the ablation file);
-packages ``data/``, ``models/``, ``engine/`` (one run), ``sweep/`` (many runs), ``analysis/``,
-``bench/`` and ``cli/`` (the ``suite`` command; ``__main__.py`` runs it as ``python -m suite``).
+Modules: ``config.py`` (the typed run config), ``registry.py`` (the names a user can choose), ``store.py`` (the results
+layout), ``results.py`` (runs read back, and how each scores), ``grouping.py`` (which runs form an arm),
+``files.py`` (results files read without trusting their names), ``interrupt.py`` (a caught Ctrl-C's exit status),
+``learned.py`` (did a run learn), ``declared.py`` (an ablation's ``primary:``); packages ``data/``, ``models/``,
+``engine/`` (one run), ``sweep/`` (many runs), ``analysis/``, ``bench/`` and ``cli/`` (the ``suite`` command;
+``__main__.py`` runs it as ``python -m suite``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Typed run configuration: every default in one visible place.
 
-A run is described by one :class:`RunConfig`, made of one dataclass per concern (model, data,
-training). YAML files and ``key=value`` overrides only *override* these defaults; an unknown or
-mistyped key fails at once with the file, the dotted key and a did-you-mean (:class:`ConfigError`).
-
-Order of precedence: dataclass defaults -> YAML -> command-line overrides. The resolved config is
-written next to every run (``config.yaml``) and flattened into ``summary.json``.
+A run is one :class:`RunConfig`, one dataclass per concern (model, data, training). YAML files, then ``key=value``
+overrides, only *override* these defaults; an unknown or mistyped key fails at once with the file, the dotted key and a
+did-you-mean (:class:`ConfigError`). The resolved config is written next to every run (``config.yaml``).
 """
 
 from __future__ import annotations
@@ -30,31 +27,20 @@ class ConfigError(ValueError):
 
 @dataclass
 class LayerScaleConfig:
-    """Options of the ``layerscale`` residual scheme (set away from their defaults on another scheme: a
-    :class:`ConfigError`, see :data:`suite.registry.SCHEME_OPTIONS`).
-
-    ``init`` is a float (``0.0`` is a real init, distinct from "no LayerScale", which is the
-    ``preln`` scheme), ``"cait"``: 0.1 for total depth <= 18, 1e-5 for depth <= 24, 1e-6 deeper, or
-    ``"rsqrt_depth"``: L^-1/2 for L blocks (with ``learnable: false``, a fixed per-channel vector the
-    size of Depth-μP's multiplier).
-    """
+    """Options of the ``layerscale`` scheme (refused away from their defaults on another scheme: SCHEME_OPTIONS).
+    ``init``: a float (0.0 is a real init), ``"cait"`` (0.1 to depth 18, 1e-5 to 24, 1e-6 deeper), ``"rsqrt_depth"``."""
 
     placement: Literal["attn", "mlp", "both"] = "both"
     granularity: Literal["channel", "head", "scalar"] = "channel"
     init: float | Literal["cait", "rsqrt_depth"] = "cait"
     learnable: bool = True
-    # Multiply in the branch output's dtype (γ cast to it; its master copy and AdamW stay fp32): under bf16
-    # autocast the product and γ's gradient stay bf16 instead of being promoted to fp32. A no-op in fp32
-    # (bit-identical results); off by default, which is the LayerScale users write (timm's). docs/benchmark.md.
+    # Multiply in the branch output's dtype (γ's master copy stays fp32); a no-op in fp32 (docs/benchmark.md).
     cast: bool = False
 
 
 @dataclass
 class ModelConfig:
-    """Shape and residual scheme of the Vision Transformer.
-
-    ``img_size``, ``in_chans`` and ``num_classes`` left at ``None`` are taken from the dataset.
-    """
+    """Shape and residual scheme of the ViT; ``img_size``, ``in_chans``, ``num_classes`` None: from the dataset."""
 
     backend: Literal["suite", "timm"] = "suite"
     residual: str = "preln"  # see suite.registry.SCHEMES (`suite schemes`)
@@ -68,16 +54,12 @@ class ModelConfig:
     mlp_ratio: float = 4.0
     qkv_bias: bool = True
     qk_norm: bool = False  # LayerNorm on each head's queries and keys (ViT-22B; timm's qk_norm)
-    # depth_scaled scheme: branches x (depth / base_depth)^-depth_alpha, with the AdamW rules of
-    # suite/models/depth_scaled.py; depth-mup and completep fix depth_alpha at 0.5 and 1 (and refuse it
-    # set, as every scheme refuses an option it does not read: suite.registry.SCHEME_OPTIONS)
+    # depth_scaled scheme: branches x (depth / base_depth)^-depth_alpha (depth-mup, completep fix it at 0.5, 1)
     depth_alpha: float = 0.5
     base_depth: int = 12  # the depth a learning rate is tuned at (depth-scaled schemes and layerscale-depth only)
     drop_path: float = 0.0
     drop_path_schedule: Literal["linear", "uniform"] = "linear"
-    # Linear weights: timm's truncated normal (std 0.02), or Xavier uniform as in the original
-    # Transformer and Xiong et al. 2020's Post-LN analysis (branches as large as the stream).
-    # Embeddings and each scheme's own init (DeepNorm's, LayerScale's γ) are the same either way.
+    # Linear weights: timm's truncated normal (std 0.02) or Xavier uniform (docs/training.md)
     weight_init: Literal["timm", "xavier"] = "timm"
     layerscale: LayerScaleConfig = field(default_factory=LayerScaleConfig)
 
@@ -102,8 +84,7 @@ class DataConfig:
     device_max_mb: int = 1024  # datasets up to this size are held as tensors on the device
 
 
-# The dotted keys that name a run's learning rate and depth: the tables' axes, the frontier's key, the rate a
-# tuning study chooses and a pack's members may differ in. Defined once, here, for every layer above.
+# The dotted keys of a run's learning rate and depth, spelled once here for every layer above.
 LR, DEPTH = "train.lr", "model.depth"
 
 
@@ -132,32 +113,22 @@ class TrainConfig:
     scale_max_skips: int = 20  # scale_collapse (fp16): the loss scaler skipped this many steps in a row, ...
     scale_min: float = 1e-4  # ... or its scale fell below this (fairseq's minimum loss scale)
     log_every: int = 10  # metrics.jsonl cadence (with per-block probes)
-    # the instability diagnostics at each log step (attention logits and entropy per block, output logits'
-    # RMS, update-to-weight ratio; docs/training.md): off only to time a step without them. They do not
-    # change what is trained, so, like threads, they are not part of the run id
+    # instability diagnostics at each log step (docs/training.md); not part of the run id
     diagnostics: bool = True
     eval_every: int = 100  # held-out evaluation cadence: validation every N steps, test at the end (0 = only at the end)
-    # fixed: every eval_every steps; log: also at 5, 10, 20, 40, ... below eval_every, so that time to
-    # learn can tell apart runs that all learn before the first fixed evaluation (docs/training.md)
+    # fixed: every eval_every steps; log: also at 5, 10, 20, 40, ... below eval_every (docs/training.md)
     eval_schedule: Literal["fixed", "log"] = "fixed"
     timing_warmup_steps: int = 5  # steps excluded from step_time_ms
     checkpoint_every: int = 0  # 0 = no checkpoints; else save every N steps (resumable)
-    # auto: on CUDA bf16 autocast from model.dim BF16_MIN_WIDTH up, tf32 below it, where bf16 only adds
-    # casts; fp32 on CPU. Resolved before the run id is computed (resolve_precision), so a GPU run and a
-    # CPU run of one config land in different folders. fp32: IEEE fp32 matmuls everywhere; tf32: fp32
-    # with TF32 matmuls on CUDA's tensor cores (CUDA only). fp16: autocast with dynamic loss scaling
-    # (torch.amp.GradScaler), DeiT's and CaiT's setting; CUDA only
+    # auto: on CUDA bf16 from model.dim BF16_MIN_WIDTH up, tf32 below, fp32 on CPU; resolved before the run id
+    # (resolve_precision). fp16 (loss scaling) and tf32: CUDA only (docs/training.md)
     precision: Literal["auto", "fp32", "tf32", "bf16", "fp16"] = "auto"
-    # torch.compile each block (regional: compile time does not grow with depth): false, true (= the
-    # default mode), or a mode: default | reduce-overhead (CUDA graphs) | max-autotune
+    # torch.compile each block (regional): false, true (= default) or a mode
     compile: bool | Literal["default", "reduce-overhead", "max-autotune"] = False
     threads: int | None = None  # torch CPU threads; None = leave torch's default
-    # CUDA determinism (CUBLAS_WORKSPACE_CONFIG, deterministic algorithms, cuDNN deterministic, no
-    # cuDNN benchmark): a resumed run then repeats the same floats. It changes only the order of
-    # float reductions, like device and threads, so it is an execution key, not part of the run id.
+    # CUDA determinism, so a resumed run repeats the same floats; an execution key, not part of the run id
     deterministic: bool = False
-    # Experiment trackers fed from the same records as metrics.jsonl (docs/trackers.md); execution
-    # only, not part of the run id. Each needs its package: pip install -e '.[trackers]'.
+    # Experiment trackers fed from metrics.jsonl's records (docs/trackers.md); not part of the run id
     log_to: tuple[Literal["tensorboard", "wandb", "mlflow"], ...] = ()
 
 
@@ -230,8 +201,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
-        # YAML 1.1 reads "1e-4" (no dot) as a string; accept it as the number it spells, but not
-        # Python's digit separators: float("1_0") is 10.0, a typo read as a number ten times too large.
+        # YAML 1.1 reads "1e-4" as a string; accept it, but not digit separators (float("1_0") is 10.0).
         if isinstance(value, str) and "_" not in value:
             try:
                 return float(value)
@@ -250,17 +220,8 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def apply_dict(obj: Any, updates: dict[str, Any], source: str, prefix: str = "") -> None:
-    """Apply a nested mapping of overrides onto a config dataclass in place, strictly.
-
-    Args:
-        obj: a config dataclass instance (e.g. ``RunConfig()``).
-        updates: nested mapping, e.g. ``{"model": {"depth": 12}}``.
-        source: where the mapping came from (a file name), for error messages.
-        prefix: dotted path of ``obj`` inside the root config.
-
-    Raises:
-        ConfigError: on an unknown key (with a did-you-mean) or a value of the wrong type.
-    """
+    """Apply a nested mapping of overrides (``{"model": {"depth": 12}}``) onto a config dataclass in place, strictly:
+    ConfigError on an unknown key (with a did-you-mean) or a value of the wrong type, naming ``source``."""
     if not isinstance(updates, dict):
         raise ConfigError(f"{source}: {prefix or 'top level'} must be a mapping, got {updates!r}")
     hints = _hints(type(obj))
@@ -313,10 +274,8 @@ def parse_overrides(items: typing.Sequence[str], source: str = "command line") -
 
 
 def read_yaml(path: str | Path, links: bool = True) -> Any:
-    """Read a YAML file; syntax errors become a one-line :class:`ConfigError` with the line, and so does
-    a file that is not a regular one (a FIFO, a device) or is over :data:`MAX_YAML_BYTES`, nested too deeply, or
-    whose aliases expand beyond :data:`MAX_YAML_NODES` values. ``links`` False: a link is refused too (a
-    results folder's ``ablation.yaml``, whose text enters shared pages)."""
+    """Read a YAML file; a syntax error, a non-regular file, one over :data:`MAX_YAML_BYTES`, too deep, or whose aliases
+    expand beyond :data:`MAX_YAML_NODES` is a one-line :class:`ConfigError`. ``links`` False: links are refused too."""
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         raise ConfigError(f"{path}: file not found")
@@ -349,9 +308,8 @@ MAX_YAML_BYTES = 1 << 20  # 1 MiB of YAML takes seconds to parse; the largest sh
 
 
 def expanded_size(root: yaml.Node | None) -> float:
-    """The number of nodes in ``root`` with every alias counted as a copy of its anchor's node (what a
-    reader that walks or copies the loaded values sees); ``inf`` for an alias inside its own anchor.
-    Each node is visited once, so an alias bomb is measured in time linear in the file."""
+    """Nodes in ``root`` with every alias counted as a copy of its anchor (``inf`` for an alias inside its own anchor),
+    in time linear in the file."""
     size: dict[int, float] = {}
     open_: set[int] = set()  # nodes whose children are being counted: meeting one again is a cycle
     stack = [(root, False)] if root is not None else []
@@ -404,9 +362,8 @@ def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
 SEED_MAX = 2**63 - 1  # seeds are stored as int64 (torch generators, numpy, JSON readers)
 MAX_PARAMS = 10**10  # about 160 GB of weights, gradients and AdamW state: more than any one device holds
 
-# Ranges a type cannot express: dotted key -> (check, what the key must be). Every number must be
-# finite (YAML reads `.nan` and `.inf` as floats). Upper bounds are generous (far beyond any ViT that
-# fits on one device) but keep a typo from asking for terabytes, years of steps or 100,000 threads.
+# Ranges a type cannot express: dotted key -> (check, what it must be). Numbers must be finite (YAML reads `.nan`);
+# upper bounds are generous but keep a typo from asking for terabytes or years of steps.
 RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "model.depth": (lambda v: 1 <= v <= 1000, "an integer from 1 to 1000"),
     "model.dim": (_between(1, 16384), "an integer from 1 to 16384"),
@@ -460,14 +417,11 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-# What each dataset gives the model, known without loading it: (image side, channels, classes, images in
-# its largest class). None where only the files can say (an ImageFolder's classes). tests/data checks
-# these against the loaders.
+# Known without loading: (image side, channels, classes, images in the largest class); tests/data checks them.
 DATA_SHAPES: dict[str, tuple[int, int, int | None, int | None]] = {
     "mnist5k": (28, 1, 10, 500), "digits": (8, 1, 10, 183), "cifar10": (32, 3, 10, None), "cifar100": (32, 3, 100, None),
 }
-# Images per class where they are known without the files: all of an embedded dataset's (its test split
-# is carved out of them, data.test_fraction), or a fixed (training, test) pair. tests/data checks them.
+# Images per class known without the files: an embedded dataset's (before the test split), or a (training, test) pair.
 CLASS_COUNTS: dict[str, list[int]] = {
     "mnist5k": [500] * 10, "digits": [178, 182, 177, 183, 181, 182, 181, 179, 174, 180],
 }
@@ -478,8 +432,7 @@ MAX_SYNTHETIC_PIXELS = 2**30  # data.synthetic_*: 1 GiB of uint8 images (generat
 
 
 def data_shape(data: DataConfig) -> tuple[int, int, int | None, int | None]:
-    """``(img_size, in_chans, num_classes, largest class)`` of ``data`` as :data:`DATA_SHAPES` has it, the
-    synthetic sizes, or an ImageFolder's ``data.img_size`` (224) with 3 channels."""
+    """``(img_size, in_chans, num_classes, largest class)`` of ``data``; None where only the files can say."""
     if data.name == "synthetic":
         return data.synthetic_img_size, data.synthetic_channels, data.synthetic_classes, None
     if data.name == "imagefolder":
@@ -493,8 +446,7 @@ def _held(count: int, fraction: float) -> int:
 
 
 def held_out_counts(data: DataConfig, val_fraction: float | None = None) -> tuple[str, list[int]] | None:
-    """The split a run is judged on (``val``, or ``test`` without a validation split) and its images per
-    class, where they are known without the files (None for an ImageFolder)."""
+    """The split a run is judged on (``val`` or ``test``) and its images per class; None if only the files know."""
     vf = data.val_fraction if val_fraction is None else val_fraction
     if data.name == "synthetic":
         c = data.synthetic_classes
@@ -511,8 +463,7 @@ def held_out_counts(data: DataConfig, val_fraction: float | None = None) -> tupl
 
 
 def _check_held_out(d: DataConfig, source: str) -> None:
-    """Refuse a held-out split too small for the learning test (suite/engine/outcome.py) to pass even at
-    100% accuracy: its runs could only ever be ``failed``."""
+    """Refuse a held-out split too small for the learning test to pass even at 100% accuracy."""
     from suite.learned import ALPHA, can_pass, smallest_passing  # scipy.special: only when checked
 
     found = held_out_counts(d)
@@ -543,16 +494,8 @@ def _get(cfg: Any, dotted: str) -> Any:
 
 
 def validate(cfg: RunConfig, source: str = "config", reference: RunConfig | None = None) -> None:
-    """Cross-field checks that a type alone cannot express: names resolved against the registries,
-    the ranges in :data:`RANGES`, the shape constraints between keys, and the scheme's options.
-
-    Args:
-        cfg: the config to check.
-        source: where it came from (a file, "command line"), for messages.
-        reference: the config the user's own settings were laid over (the typed defaults for a run
-            config, an ablation's ``base`` for its variants and grid): a scheme option the run's scheme
-            does not read is refused where it differs from this (:func:`check_scheme_options`). None:
-            not checked (the caller cannot tell what the user set).
+    """Cross-field checks a type cannot express: registry names, :data:`RANGES`, shapes between keys, scheme options
+    (against ``reference``, what the user's settings were laid over; None: not checked).
 
     Raises:
         ConfigError: the first problem, naming the source, the dotted key, the valid range and the value.
@@ -592,21 +535,14 @@ def validate(cfg: RunConfig, source: str = "config", reference: RunConfig | None
                           f"use model.backend: suite")
 
 
-# Why a scheme does not read an option, where "it does not read it" alone would puzzle (model.depth_alpha on
-# depth-mup was recorded as 0.9 and trained at 1/2).
+# Why a scheme does not read an option, where "it does not read it" alone would puzzle.
 _NOT_READ_BECAUSE = {("depth-mup", "model.depth_alpha"): "fixes alpha at 1/2",
                      ("completep", "model.depth_alpha"): "fixes alpha at 1"}
 
 
 def check_scheme_options(cfg: RunConfig, reference: RunConfig, source: str = "config") -> None:
-    """Refuse a scheme option (:data:`suite.registry.SCHEME_OPTIONS`) set for a scheme that does not read
-    it: it would rename the run (``model.layerscale.init`` on ``preln``) or record a value the run does not
-    train with (``model.depth_alpha`` on ``depth-mup``). "Set" means different from ``reference``, the
-    config the settings were laid over (the typed defaults, or an ablation's ``base``).
-
-    Raises:
-        ConfigError: naming the key, its value, the scheme and the schemes that read the key.
-    """
+    """Refuse (ConfigError) a scheme option set, differing from ``reference``, for a scheme that does not read it: it
+    would only rename the run or record a value the run does not train with."""
     scheme = cfg.model.residual
     for key in SCHEMES.options():
         value, default = _get(cfg, key), _get(reference, key)
@@ -629,11 +565,8 @@ def _check_frozen_zero(cfg: RunConfig, source: str) -> None:
 
 
 def memory_estimate(cfg: RunConfig) -> tuple[float, str]:
-    """The bytes one training run needs at the least, and how they add up: weights, gradients and
-    AdamW's two moments (16 bytes a parameter), the activations the backward pass keeps (per block and
-    token about (10 + 2 x mlp_ratio) x dim values, plus two heads x tokens x tokens attention maps; 2
-    bytes a value, as under bf16, so that it never overstates), and the step-log buffer (``log_every`` x
-    2 float64). A lower bound: a run refused for it could not have fitted."""
+    """A lower bound on the bytes one training run needs, and how they add up (docs/training.md): a run refused for it
+    could not have fitted."""
     m, t = cfg.model, cfg.train
     img, chans, classes, _ = data_shape(cfg.data)
     img, chans = m.img_size or img, m.in_chans or chans
@@ -648,7 +581,7 @@ def memory_estimate(cfg: RunConfig) -> tuple[float, str]:
 
 
 def approx_params(m: ModelConfig) -> float:
-    """The blocks' weights, 4 d^2 (attention) + 2 r d^2 (MLP) per block: enough to refuse what cannot fit."""
+    """The blocks' weights, 4 d^2 + 2 r d^2 per block: enough to refuse what cannot fit."""
     return m.depth * m.dim**2 * (4 + 2 * m.mlp_ratio)
 
 
@@ -683,30 +616,16 @@ def _validate_data(cfg: RunConfig, source: str) -> None:
             raise ConfigError(f"{source}: data.root {d.root}: is a file, not a folder; pass the folder that holds the data")
 
 
-# Where fp16 training (autocast with a loss scaler) and TF32 matmuls are offered; elsewhere
-# `train.precision: fp16` or `tf32` is refused.
+# Where fp16 training (loss scaling) and TF32 matmuls are offered; elsewhere they are refused.
 FP16_DEVICES: tuple[str, ...] = ("cuda",)
-# `train.precision: auto` on CUDA is bf16 from this model width up and tf32 (fp32, TF32 matmuls) below it.
-# bf16 adds casts whatever the width: a packed step at the default ablation's shape (depth 48, batch
-# 32, pack of 4) dispatches 6,497 kernel-launching operators in bf16 against 4,852 in fp32 (+34%, at
-# model.dim 32 and 128 alike; counted on a CPU). What it saves is matmul time: the MLP's matmul of a
-# pack of 64 ([64*32*17, d] x [d, 4d], 8*34,816*d^2 flops) takes less than a kernel launch (~5 us) at
-# TF32's ~400 TFLOP/s on an H200 until d ~ 85, and halving ~11 us at d = 128 first pays for its two
-# casts. Chosen from that count and a GPU's datasheet rate, not from GPU timings (no GPU has been lent
-# to this project); the shipped ablations are at 32 (fp32) or 192 and 384 (bf16), on either side of
-# any width in (32, 192].
+# `train.precision: auto` on CUDA: bf16 from this model width up, tf32 below. bf16 adds ~34% more kernel launches at
+# any width; below ~128 the matmul time it saves is less than its casts cost (counted on a CPU, not timed on a GPU).
 BF16_MIN_WIDTH = 128
 
 
 def resolve_precision(cfg: RunConfig, device_type: str) -> RunConfig:
-    """``train.precision: auto`` made concrete for ``device_type`` (``cuda`` or ``cpu``): on CUDA bf16 from
-    width :data:`BF16_MIN_WIDTH`, tf32 below, fp32 elsewhere (docs/training.md). The run id hashes the
-    result, so a GPU result is never pooled with the CPU one. An explicit ``fp32`` is IEEE fp32 on every device.
-    Returns ``cfg`` itself when its precision is explicit, else a copy.
-
-    Raises:
-        ConfigError: ``fp16`` or ``tf32`` on a device without them (:data:`FP16_DEVICES`).
-    """
+    """``train.precision: auto`` made concrete for ``device_type`` (docs/training.md); the run id hashes the result, so
+    a GPU result is never pooled with a CPU one. ConfigError for ``fp16`` or ``tf32`` where there are none."""
     if cfg.train.precision == "fp16" and device_type not in FP16_DEVICES:
         raise ConfigError(f"train.precision fp16: training in fp16 with loss scaling runs on "
                           f"{' or '.join(FP16_DEVICES)} only, not on {device_type}; use bf16 or fp32")

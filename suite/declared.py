@@ -1,6 +1,5 @@
-"""The comparison an ablation declares (``primary:``): its fields, their checks and the constants both the
-sweep and the analysis use. Parsed where the ablation file is parsed (:mod:`suite.sweep.spec`); tested by
-:mod:`suite.analysis.primary` (the tests, the answer in words: docs/ablations.md, docs/statistics.md).
+"""The comparison an ablation declares (``primary:``): its fields, their checks and the constants both the sweep and
+the analysis use. Parsed with the ablation file (:mod:`suite.sweep.spec`); tested by :mod:`suite.analysis.primary`.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from suite.results import AnalysisError
 
 @dataclass(frozen=True)
 class Rule:
-    """What an endpoint asks of the ablation's grid, checked where the file is read (``suite validate``, ``suite
-    run``) without importing the analysis; the endpoint itself is a class (:mod:`suite.analysis.endpoints`)."""
+    """What an endpoint asks of the ablation's grid, checked where the file is read without importing the analysis."""
 
     lr: str = "fixed"  # the learning-rate axis: "free" (compared across it), "fixed" (in `where`) or "any"
     depth: bool = False  # compared across model.depth: two depths or more, left out of `where`
@@ -30,8 +28,7 @@ class Rule:
     crossfit: bool = False  # rates chosen and scored on halves of the seeds: few seeds are warned against
 
 
-# Endpoints (primary.endpoint): each target is a class of suite.analysis.endpoints; RULES says what each asks
-# of the grid. Adding one: a class, a line in each table (docs/extending.md).
+# Endpoints (primary.endpoint): a class of suite.analysis.endpoints each, and its Rule (docs/extending.md).
 ENDPOINTS = Registry("primary.endpoint", {
     "best_lr_score": "suite.analysis.endpoints.score:BestLrScore",
     "score": "suite.analysis.endpoints.score:Score",
@@ -51,8 +48,7 @@ RULES: dict[str, Rule] = {
 
 
 def register_endpoint(name: str, endpoint: Any, rule: Rule, description: str = "") -> None:
-    """Add an endpoint from outside (docs/extending.md): its class and what it asks of the grid. In-process
-    only, as :meth:`suite.registry.Registry.register`."""
+    """Add an endpoint from outside (docs/extending.md); in-process only, as :meth:`Registry.register`."""
     ENDPOINTS.register(name, endpoint, description)
     RULES[name] = rule
 
@@ -90,12 +86,8 @@ class Primary:
 
 def parse(raw: Any, src: str, variants: list[str], grid: dict[str, list[Any]],
           problems: list[str]) -> Primary | list[Primary] | None:
-    """Check a ``primary:`` block against the ablation's variants and grid; one line per problem.
-
-    Returns:
-        A :class:`Primary` for a mapping; a list of them for a list of up to ``MAX_PRIMARY`` mappings
-        (co-primary comparisons, one family: :mod:`suite.analysis.coprimary`); None when absent or wrong.
-    """
+    """Check a ``primary:`` block against the ablation's variants and grid, one line per problem in ``problems``; a
+    :class:`Primary`, a list of them (co-primary comparisons), or None when absent or wrong."""
     if raw is None:
         return None
     if not isinstance(raw, list):

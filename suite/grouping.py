@@ -1,17 +1,8 @@
 """Which runs form a group, how groups are ordered, and how they split into table sections.
 
-A group is ``variant`` plus every config key (``model.*``, ``data.*``, ``train.*``) that varies
-*within* some variant; keys that only say how a run was executed (``device``, ``train.threads``, ...)
-never do, as they are not part of the run id either. A key that varies only across variants (``model.residual``) is
-implied by the variant and left out; the seed is never a key; provenance and results never are,
-except ``packed``: a folder that holds packed and solo runs of one cell keeps them apart (a bf16 pack
-is not bit for bit its solo runs). A key the other keys imply (each arm's rate tuned per depth, ``rates_from``:
-``train.lr`` is then a function of variant and depth) splits no group and is left out too, so the arms are
-compared at each depth, each at its rate. ``--by KEY ...`` replaces the automatic keys (``variant`` is always kept). ``model.depth`` is
-added whenever that does not split a group, so tables can show depth as columns. Keys other than
-``variant`` and ``model.depth`` (e.g. ``train.lr``) split the tables into sections, one per
-combination of their values; each section is one exploratory family per p-value column
-(:func:`suite.analysis.stats.adjust_family`).
+The rule is docs/statistics.md, "Groups and layout": ``variant`` plus every config key that varies within a variant,
+execution keys excluded. Two more: ``packed`` keeps packed and solo runs of one cell apart (a bf16 pack is not bit for
+bit its solo runs), and a key the others imply (each arm's rate tuned per depth, ``rates_from``) splits no group.
 """
 
 from __future__ import annotations
@@ -61,8 +52,7 @@ def section_keys(keys: list[str]) -> list[str]:
 
 
 def sections(frame: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, pd.DataFrame]]:
-    """A per-group frame (a column per key in ``keys``) split into table sections: ``[(label, rows), ...]``,
-    label the tuple of :func:`section_keys` values, sorted by them."""
+    """A per-group frame split into table sections, ``[(label, rows), ...]``, label the :func:`section_keys` values."""
     skeys = section_keys(keys)
     if not skeys:
         return [((), frame)]
@@ -74,8 +64,7 @@ def sections(frame: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, pd.DataF
 
 
 def _is_config_key(key: str) -> bool:
-    """A key that says what a run computes: config keys, but not how it was executed (threads,
-    device, data location: :data:`suite.store.EXECUTION_KEYS`, also left out of the run id)."""
+    """A config key that says what a run computes, not how it was executed."""
     return key.startswith(CONFIG_PREFIXES) and key not in EXECUTION_KEYS
 
 
@@ -83,18 +72,8 @@ PACKED = "packed"  # set by a pack (suite/engine/pack.py); part of the cell when
 
 
 def group_keys(runs: list[dict[str, Any]], by: list[str] | None = None) -> list[str]:
-    """The keys that define a group: ``variant`` first, then sorted other keys.
-
-    Args:
-        runs: as returned by :func:`run_records`.
-        by: explicit keys (``--by``); None for the automatic rule (module docstring).
-
-    Returns:
-        Key names, e.g. ``["variant", "model.depth", "train.lr"]``.
-
-    Raises:
-        AnalysisError: an unknown key (with a did-you-mean) or a key that cannot group runs.
-    """
+    """The keys that define a group: ``variant`` first, then sorted other keys; ``by`` None: the automatic rule.
+    AnalysisError for an unknown key (with a did-you-mean) or one that cannot group runs."""
     columns = sorted({k for r in runs for k in r})
     if by is not None:
         keys = []
@@ -135,8 +114,7 @@ def group_of(run: dict[str, Any], keys: list[str]) -> tuple:
 
 
 def ordered_groups(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> dict[tuple, list[dict[str, Any]]]:
-    """``runs`` grouped by ``keys`` (the first is ``variant``), in table order: the baseline variant
-    first (:func:`variant_order`), then the other keys' values (:func:`sort_value`)."""
+    """``runs`` grouped by ``keys`` in table order: the baseline variant first, then the other keys' values."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in runs:
         groups.setdefault(group_of(r, keys), []).append(r)
@@ -145,11 +123,7 @@ def ordered_groups(runs: list[dict[str, Any]], keys: list[str], baseline: str) -
 
 
 def choose_baseline(runs: list[dict[str, Any]], baseline: str | None) -> str:
-    """The baseline variant: ``baseline`` if given, else ``preln`` if present.
-
-    Raises:
-        AnalysisError: the named variant is absent, or no ``preln`` and no ``--baseline``.
-    """
+    """The baseline variant: ``baseline`` if given, else ``preln`` if present; AnalysisError otherwise."""
     variants = sorted({str(r["variant"]) for r in runs})
     if baseline is None:
         if DEFAULT_BASELINE in variants:

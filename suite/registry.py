@@ -1,10 +1,7 @@
 """Names a user can choose (residual schemes, datasets), and the one did-you-mean helper.
 
-A :class:`Registry` maps each name to the object that implements it, given as ``"module:attr"`` and
-imported on first use. So the config can check ``model.residual`` and ``data.name`` without importing
-torch, models or data (``suite validate`` stays fast), and there is no import circle between the
-config and the code it configures. Each registered target must exist: ``tests/test_registry.py``
-resolves every entry.
+A :class:`Registry` maps each name to ``"module:attr"``, imported on first use, so the config checks names without
+importing torch and without an import circle; ``tests/test_registry.py`` resolves every entry.
 """
 
 from __future__ import annotations
@@ -22,15 +19,8 @@ def did_you_mean(name: str, options: Iterable[str]) -> str:
 
 
 class Registry:
-    """Names of one kind (e.g. residual schemes) -> lazily imported implementations.
-
-    Args:
-        key: the config key that picks a name (``model.residual``), for messages.
-        entries: name -> ``"package.module:attribute"``, in the order they are listed.
-        descriptions: name -> one line saying what it is (``suite schemes`` prints them).
-        options: name -> the dotted config keys it reads of those that only some names read (its
-            *options*); a name not listed reads none. See :meth:`reads` and :data:`SCHEME_OPTIONS`.
-    """
+    """Names of one kind (``key``: the config key that picks one) -> lazily imported implementations; ``options``: name
+    -> the dotted config keys it reads of those only some names read (:data:`SCHEME_OPTIONS`)."""
 
     def __init__(self, key: str, entries: dict[str, str], descriptions: dict[str, str] | None = None,
                  options: dict[str, tuple[str, ...]] | None = None) -> None:
@@ -77,9 +67,7 @@ class Registry:
         return f"{self.key} '{name}' is unknown{did_you_mean(str(name), self._targets)}; valid: {', '.join(self.names())}"
 
     def register(self, name: str, target: str | Any, description: str = "", options: tuple[str, ...] = ()) -> None:
-        """Add ``name``: ``target`` is ``"package.module:attribute"`` or the object itself; ``options`` the
-        dotted config keys it reads of those only some names read (:data:`SCHEME_OPTIONS`). A suite scheme or
-        dataset is one entry in the tables below; this adds one from outside (docs/extending.md). In-process
+        """Add ``name`` from outside (docs/extending.md): ``target`` is ``"module:attribute"`` or the object. In-process
         only: the workers of ``suite run`` start fresh and see the tables as written here.
 
         Raises:
@@ -101,11 +89,7 @@ class Registry:
             self._options[name] = tuple(options)
 
     def get(self, name: str) -> Any:
-        """The implementation registered under ``name`` (imported on first use).
-
-        Raises:
-            KeyError: ``name`` is not registered (the message is :meth:`unknown`).
-        """
+        """The implementation registered under ``name`` (imported on first use); KeyError (:meth:`unknown`) if none."""
         if name not in self._targets:
             raise KeyError(self.unknown(name))
         if name not in self._loaded:
@@ -114,12 +98,8 @@ class Registry:
         return self._loaded[name]
 
 
-# The model keys that only some residual schemes read, and which scheme reads which: one table, read by
-# suite.config.validate. A key a scheme does not read, set away from its default, would rename the run
-# without changing its computation (a second run id for the same run), so it is refused. "Reads" is
-# what the model and its optimiser do with the key (suite/models/residual.py, depth_scaled.py,
-# timm_bridge.py); tests/models/test_scheme_options.py builds every scheme with every option changed and
-# checks that the model or its optimiser changes exactly where this table says the scheme reads it.
+# The model keys only some schemes read, and which scheme reads which. A key a scheme does not read, set away from its
+# default, would rename the run without changing it, so it is refused; tests/models/test_scheme_options.py checks it.
 LAYERSCALE_OPTIONS = ("model.layerscale.placement", "model.layerscale.granularity", "model.layerscale.init",
                       "model.layerscale.learnable", "model.layerscale.cast")
 SCHEME_OPTIONS: dict[str, tuple[str, ...]] = {

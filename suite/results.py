@@ -1,8 +1,6 @@
-"""The results table of a folder of finished runs, read back: their summaries (or ``runs.csv``), their
-training curves, and how each finished run scores (one rule for every table, figure, finding and sweep
-decision: an ``ok`` run its accuracy, a ``diverged`` or ``failed`` run chance, ``1 / model.num_classes``,
-an ``error`` run nothing; docs/statistics.md, "One score"). Below the analysis and the sweep, which both
-read runs through it; the columns: results/README.md."""
+"""The results table of a folder of finished runs, read back: their summaries (or ``runs.csv``), training curves, and
+the one rule by which each run scores (docs/statistics.md, "One score"). The analysis and the sweep both read runs
+through it; the columns: results/README.md."""
 
 from __future__ import annotations
 
@@ -34,14 +32,8 @@ ABLATION_FILE = "ablation.yaml"  # the ablation a results folder's runs came fro
 
 
 def recorded_ablation(root: str | Path) -> dict[str, Any]:
-    """A results folder's ``ablation.yaml`` as a mapping: the one reader of it, under one policy, that of
-    every file from a results folder whose text may enter a shared page: :func:`suite.config.read_yaml` with
-    its size and alias-bomb guards and a link refused. {} when the folder has none.
-
-    Raises:
-        ConfigError: it exists but cannot be read (a link, a FIFO, bad YAML, too large) or is not a mapping;
-            one line naming the file. Each caller decides whether that is fatal.
-    """
+    """A results folder's ``ablation.yaml`` as a mapping ({} when there is none): its one reader, links refused, since
+    its text may enter a shared page. ConfigError when unreadable; each caller decides whether that is fatal."""
     path = Path(root) / ABLATION_FILE
     if not path.exists() and not path.is_symlink():
         return {}
@@ -52,26 +44,11 @@ def recorded_ablation(root: str | Path) -> dict[str, Any]:
 
 
 def run_records(run_dir: str | Path, from_csv: bool = False) -> list[dict[str, Any]]:
-    """Read every ``summary.json`` under ``run_dir`` (recursively).
-
-    Args:
-        run_dir: a folder of runs, e.g. ``results/<ablation>``.
-        from_csv: when the folder holds no ``summary.json`` at all (a results folder shared or committed
-            without its run folders), read the runs from its ``runs.csv`` instead (:func:`runs_from_csv`):
-            ``runs.csv`` is then the source of truth. The analysis and the report pass True.
-
-    Returns:
-        One dict per run: the summary's fields plus ``run_dir`` (the run folder relative to
-        ``run_dir``, POSIX style). ``variant`` falls back to ``model.residual`` for runs made
-        outside a sweep.
-
-    A summary that cannot be trusted (not a JSON object, not UTF-8, an unknown status, no
-    ``seed`` or ``model.depth``, a result that is not a number) is skipped with an
-    :class:`AnalysisWarning` naming the file.
+    """Every ``summary.json`` under ``run_dir`` (recursively), each with ``run_dir`` (relative, POSIX) added; one that
+    cannot be trusted is skipped with a warning. ``from_csv``: also ``runs.csv`` rows whose runs have no folder here.
 
     Raises:
-        AnalysisError: missing folder, no usable runs, duplicate run ids, or runs of more than one
-            ablation.
+        AnalysisError: missing folder, no usable runs, duplicate run ids, or runs of more than one ablation.
     """
     root = Path(run_dir)
     if not root.is_dir():
@@ -134,9 +111,7 @@ def run_records(run_dir: str | Path, from_csv: bool = False) -> list[dict[str, A
 
 
 def _merge_csv(root: Path, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The runs of the folders, plus every row of ``runs.csv`` whose run has no folder here: an analysis
-    never drops a row an earlier one wrote (a folder shared as ``runs.csv`` alone, then given a few run
-    folders, keeps its other rows). A run with a folder is read from its folder."""
+    """The runs of the folders, plus every ``runs.csv`` row whose run has no folder here, so no row is ever dropped."""
     have = {str(r.get("run_id")) for r in runs}
     try:
         rows = runs_from_csv(root / RUNS_CSV)
@@ -171,8 +146,7 @@ def _read_summary(path: Path) -> tuple[dict[str, Any], str | None]:
 
 
 RUNS_CSV = "runs.csv"
-# runs.csv is read up to this size: 4 KiB a row (a row is ~1.5 KiB) at the most runs an ablation may have
-# (suite.sweep.spec.MAX_RUNS, 100,000), so every runs.csv the suite writes reads back.
+# runs.csv is read up to 4 KiB a row (a row is ~1.5 KiB) at suite.sweep.spec.MAX_RUNS runs.
 RUNS_CSV_BYTES = 4096 * 100_000
 DERIVED = ("score", "val_score")  # columns runs.csv adds to the summaries' fields (recomputed when read back)
 TEXT_FIELDS = frozenset({  # summary fields that hold text even when it looks like a number (a run id "1234")
@@ -185,17 +159,8 @@ INT_FIELDS = frozenset({  # integer summary fields; a column with empty cells is
 
 
 def runs_from_csv(path: Path) -> list[dict[str, Any]]:
-    """The runs of a ``runs.csv`` written by ``suite analyze``, as the summaries they came from.
-
-    Every cell is read back to the type its summary held: text fields (:data:`TEXT_FIELDS` and the
-    configuration keys whose default is text) stay text, empty cells are null, ``True``/``False`` are
-    booleans, lists are lists, numbers are numbers (integers where written as integers). A row that
-    could not be a run's summary (the checks of :func:`run_records`, e.g. a score ``abc`` or ``inf``) is
-    skipped with an :class:`AnalysisWarning` naming its line.
-
-    Raises:
-        AnalysisError: the file cannot be read as CSV, or has no ``run_id`` / ``variant`` / ``status`` column.
-    """
+    """The runs of a ``runs.csv`` written by ``suite analyze``, each cell read back to its summary's type; a row that
+    could not be a run's is skipped with a warning. AnalysisError when it is no such file."""
     import csv
     import io
 
@@ -226,14 +191,13 @@ def runs_from_csv(path: Path) -> list[dict[str, Any]]:
                           f"{path.parent}; the row is kept, nothing is read from that folder", AnalysisWarning)
             summary["run_dir"] = None
         runs.append(summary)
-    # the order of the summaries' paths, so that every sum agrees to the bit with the run folders' analysis
+    # the run folders' order, so every sum agrees to the bit with the run folders' analysis
     return sorted(runs, key=lambda r: str(r.get("run_dir")))
 
 
 def run_folder(root: Path, run: dict[str, Any]) -> Path | None:
-    """The run's folder, when its ``run_dir`` names one inside ``root``: a relative path without ``..``
-    that does not leave ``root`` through a link. None otherwise: a ``runs.csv`` is data from anywhere,
-    and a cell holding ``/home/x/other`` or ``../other`` must not make the analysis read another folder."""
+    """The run's folder when its ``run_dir`` names one inside ``root``, else None: a ``runs.csv`` is data from
+    anywhere, and must not make the analysis read another folder."""
     rel = run.get("run_dir")
     if not isinstance(rel, str) or rel in ("", ".") or "\0" in rel:
         return None
@@ -329,20 +293,8 @@ def _ablation_folder(run_dirs: list[str]) -> str:
 
 
 def read_curves(run_path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Training curves of one run from its ``metrics.jsonl`` (read by :func:`suite.store.read_metrics`).
-
-    Args:
-        run_path: the run folder.
-
-    Returns:
-        ``(train, blocks)``: ``train`` has columns step, loss (one row per ``train`` record);
-        ``blocks`` has columns step, block, scale_mean (one row per block per record, only
-        where ``scale_mean`` is not null). Both are empty if the file is missing. A cut-off last
-        line (a run killed mid-write) is skipped with an :class:`AnalysisWarning`.
-
-    Raises:
-        AnalysisError: a damaged line before the last one (names the file and the line).
-    """
+    """Training curves of one run folder: ``(train, blocks)``, frames of (step, loss) and (step, block, scale_mean),
+    empty if the file is missing; AnalysisError for a damaged line before the last."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -384,8 +336,7 @@ def chance(run: dict[str, Any]) -> float | None:
 
 
 def selection_split(runs: list[dict[str, Any]]) -> str:
-    """``val`` when every ``ok`` run measured a validation accuracy, else ``test``: the split a learning
-    rate (or any other setting) is chosen on."""
+    """The split a setting is chosen on: ``val`` when every ``ok`` run measured one, else ``test``."""
     return "val" if all(r.get("val_acc") is not None for r in runs if r["status"] == "ok") else "test"
 
 
@@ -413,8 +364,8 @@ class BestRate(NamedTuple):
 
 
 def best_rate(runs: list[dict[str, Any]], split: str, key: str = LR) -> BestRate | None:
-    """An arm's best learning rate: the one whose runs' mean ``split`` score is highest (ties: the smaller).
-    None when no run scores. The one rule for the tables (:mod:`suite.analysis.lr`) and ``--refine``."""
+    """An arm's best learning rate: highest mean ``split`` score (ties: the smaller); None when no run scores. The one
+    rule for the tables and ``--refine``."""
     by_rate: dict[float, list[float]] = {}
     for r in runs:
         x = score(r, split)

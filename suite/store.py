@@ -1,9 +1,7 @@
 """The results layout: stable run ids, statuses, atomic writes, JSON, provenance, reading runs back.
 
-Every product writes and reads results through this module only: one JSON policy
-(:func:`write_json`), one way to read ``metrics.jsonl`` (:func:`read_metrics`). Torch-free (torch
-is imported only to name a device). See ``results/README.md`` for the layout and the
-``summary.json`` schema.
+Every product writes and reads results through this module only: one JSON policy (:func:`write_json`), one way to read
+``metrics.jsonl`` (:func:`read_metrics`). Torch-free. Layout and schema: ``results/README.md``.
 """
 
 from __future__ import annotations
@@ -33,21 +31,18 @@ CHECKPOINT = "checkpoint.pt"
 FINAL_STATUSES = ("ok", "diverged", "failed")  # a rerun skips these; `error` is retried on request
 STATUSES = FINAL_STATUSES + ("error",)  # every run ends with exactly one of these
 
-# How a run is executed, not what it computes: excluded from the run id, so the same experiment
-# lands in the same folder whatever the machine, worker count or data location.
+# How a run is executed, not what it computes: excluded from the run id.
 EXECUTION_KEYS = frozenset({"device", "train.threads", "data.num_workers", "data.root", "data.device_max_mb",
                             "train.log_to", "train.deterministic", "train.diagnostics"})
 
 
-# Keys added after runs were committed, with the value those runs behaved as: left out of the id at that
-# value, so adding them renames no run (any other value counts like every key).
+# Keys added after runs were committed, left out of the id at the value those runs behaved as, so no run is renamed.
 ADDED_KEYS = {"train.spike_window": 20, "model.layerscale.cast": False}
 
 
 def run_id(cfg: RunConfig) -> str:
-    """Stable 12-hex-digit id of a resolved run config: any change of what a run computes gives a new id, so
-    new runs never overwrite old ones. Key order and ``EXECUTION_KEYS`` do not count, nor an ``ADDED_KEYS``
-    key at its listed value (results/README.md)."""
+    """Stable 12-hex-digit id of a resolved run config: any change of what a run computes gives a new id
+    (results/README.md)."""
     flat = {k: v for k, v in flatten(to_dict(cfg)).items()
             if k not in EXECUTION_KEYS and not (k in ADDED_KEYS and v == ADDED_KEYS[k])}
     blob = json.dumps(flat, sort_keys=True, separators=(",", ":"), default=str)
@@ -73,14 +68,12 @@ def _umask() -> int:
     return mask
 
 
-# ----------------------------------------------------------------------------- files
-# Reading and appending safely: suite/files.py (re-exported here, where the rest of the suite looks).
+# ----------------------------------------------------------------------------- files (suite/files.py, re-exported)
 from suite.files import UnsafeFile, no_link, open_regular, read_text  # noqa: E402
 
 
 class _Watched:
-    """A file that remembers the last error of its ``write``: a writer such as ``torch.save`` turns the
-    OSError of a full disk into a RuntimeError ("unexpected pos ..."), which alone would not say why."""
+    """A file that remembers its last ``write`` error: ``torch.save`` turns a full disk's OSError into another error."""
 
     def __init__(self, f: IO[bytes]) -> None:
         self.f, self.error = f, None
@@ -97,15 +90,8 @@ class _Watched:
 
 
 def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
-    """Write a file by ``write(f)`` into a temp file in the same folder, then ``os.replace``: never a
-    half-written file, and a symbolic link at ``path`` is replaced, not followed.
-
-    The file gets the permissions of any new file (``0o666`` less the umask), so a results folder
-    shared with a group stays readable to it.
-
-    Raises:
-        DiskFull: the disk filled up (the temp file is removed, the old file is untouched).
-    """
+    """Write a file by ``write(f)`` into a temp file, then ``os.replace``: never half-written, a link at ``path`` is
+    replaced, not followed; permissions are a new file's, so a group keeps reading it. DiskFull leaves the old file."""
     path = Path(path)
     tmp, watched = None, None
     try:
@@ -132,12 +118,8 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def to_json(obj: Any) -> Any:
-    """``obj`` as strict JSON values: numpy / torch scalars and arrays become Python numbers and
-    lists, non-finite floats become ``None`` (JSON has no NaN), paths become strings.
-
-    Raises:
-        TypeError: an object of any other type (never silently written as something else).
-    """
+    """``obj`` as strict JSON values: numpy / torch values become Python ones, non-finite floats ``None``; TypeError
+    for any other type (never silently written as something else)."""
     if isinstance(obj, dict):
         return {str(k): to_json(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -188,8 +170,7 @@ def check_run_folder(out: Path) -> None:
 
 
 def other_run(out: Path, run_id: str) -> str | None:
-    """What finished run of another config ``out`` holds (one line for an error), or None when it holds
-    none, or this config's own (which a rerun may replace)."""
+    """One line naming the finished run of another config that ``out`` holds, or None."""
     summary = read_summary(out) if Path(out).is_dir() else None
     if summary is None or summary.get("run_id") in (None, run_id):
         return None
@@ -197,14 +178,8 @@ def other_run(out: Path, run_id: str) -> str | None:
 
 
 def open_run_folder(out: Path) -> None:
-    """Create a run folder (or reuse it) without a ``summary.json``, so the run counts as unfinished
-    until it writes a new one, and without the temp files of a write that a kill interrupted
-    (:func:`atomic_write` names them ``.<name>.<random>.tmp``; one worker owns a run folder at a time).
-
-    Raises:
-        UnsafeFile: the folder, its ``metrics.jsonl`` or its ``log.txt`` is a symbolic link.
-        DiskFull: no space left there.
-    """
+    """Create (or reuse) a run folder without a ``summary.json``, so the run counts as unfinished until it writes one,
+    and without a killed write's temp files; UnsafeFile where it or an appended file is a link, or DiskFull."""
     check_run_folder(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -222,8 +197,7 @@ def _not_json(token: str) -> Any:
 
 
 def loads(text: str) -> Any:
-    """``json.loads`` for results files: a ``NaN`` or ``Infinity`` token, or nesting too deep to parse
-    (a RecursionError), is a ValueError, as any other damage is."""
+    """``json.loads`` for results files: ``NaN``/``Infinity`` tokens or too-deep nesting are a ValueError too."""
     try:
         return json.loads(text, parse_constant=_not_json)
     except RecursionError:
@@ -294,12 +268,8 @@ MAX_DEPTH = 1000  # model.depth's range in the run config
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
-    """The run's summary, or ``None`` if it has not finished.
-
-    A ``summary.json`` that exists but is not a JSON object (damaged, a folder, a FIFO or device, over
-    :data:`suite.files.MAX_READ_BYTES`, not UTF-8, NaN tokens, nested too deep) or holds values no run writes
-    (:func:`summary_problem`) counts as unfinished, with a :class:`SuiteWarning` naming it: the sweep runs that run again.
-    """
+    """The run's summary, or ``None`` if it has not finished; an unreadable one or one holding values no run writes
+    (:func:`summary_problem`) counts as unfinished, with a :class:`SuiteWarning`, so the sweep runs it again."""
     path = Path(run_dir) / SUMMARY
     try:
         summary = read_json(path)
@@ -321,8 +291,7 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
 
 
 def metrics_line(record: dict[str, Any]) -> str:
-    """One ``metrics.jsonl`` line. Every value logged is finite by construction (non-finite losses
-    end a run first; probes map non-finite values to null), so a NaN here is a bug and raises."""
+    """One ``metrics.jsonl`` line; every value logged is finite by construction, so a NaN here is a bug and raises."""
     return json.dumps(record, allow_nan=False) + "\n"
 
 
@@ -331,19 +300,10 @@ class CorruptFile(ValueError):
 
 
 def read_metrics(run_dir: Path, name: str = METRICS, skip_damaged: bool = False) -> list[dict[str, Any]]:
-    """Every record of a run's ``metrics.jsonl`` (or another JSON-lines file of the run folder,
-    ``name``, e.g. ``propagation.jsonl``); ``[]`` when the file does not exist.
+    """Every record of a run's JSON-lines file ``name``; ``[]`` when it does not exist.
 
-    One policy for every reader: a last line without its newline that does not parse is what a
-    killed writer or a full disk leaves behind, so it is skipped with a warning; any other line
-    that is not a JSON object is damage, and raises.
-
-    ``skip_damaged``: skip a bad line anywhere with a warning naming it, instead of raising (a resumed run,
-    whose checkpoint does not depend on its log, keeps training and rewrites the log without it).
-
-    Raises:
-        CorruptFile: a bad line before the last one (unless ``skip_damaged``), naming the file and the line
-            number; or the file is a FIFO or a device.
+    A cut-off last line (a killed writer, a full disk) is skipped with a warning; any other bad line, or a FIFO, raises
+    :class:`CorruptFile`, unless ``skip_damaged`` (a resumed run, which rewrites its log) skips it with a warning.
     """
     path = Path(run_dir) / name
     try:
@@ -377,8 +337,7 @@ def read_metrics(run_dir: Path, name: str = METRICS, skip_damaged: bool = False)
 
 
 def last_logged_step(run_dir: Path, tail_bytes: int = 65536) -> int | None:
-    """The ``step`` of the last complete record of a run's ``metrics.jsonl``, reading only the
-    file's tail (a live view must not read a long run's whole log); None if there is none."""
+    """The ``step`` of the last complete record of a run's ``metrics.jsonl`` (reading only its tail), or None."""
     try:
         with open_regular(Path(run_dir) / METRICS, max_bytes=None) as f:
             f.seek(0, 2)
@@ -422,19 +381,13 @@ def device_name(device: str) -> str:
                 break
     except OSError:
         pass
-    # The vector kernels torch picked (AVX512, AVX2...): the same code and seed give other floats under
-    # others, so a CPU run is bitwise repeatable only where this matches.
+    # The vector kernels torch picked: a CPU run is bitwise repeatable only where this matches.
     isa = torch.backends.cpu.get_cpu_capability()
     return f"cpu: {cpu} ({os.cpu_count()} cores, {torch.get_num_threads()} threads, {isa})"
 
 
 def provenance(device: str, name: str | None = None) -> dict[str, str | None]:
-    """Versions, code commit, hardware and start time, recorded in every summary.
-
-    Args:
-        device: the torch device the run uses (``cpu``, ``cuda``).
-        name: the device's name if already known; otherwise it is looked up (imports torch).
-    """
+    """Versions, code commit, hardware and start time, recorded in every summary; ``name`` None: looked up (torch)."""
     from suite import __version__
 
     try:
@@ -453,11 +406,8 @@ def provenance(device: str, name: str | None = None) -> dict[str, str | None]:
 
 
 def empty_summary(cfg: RunConfig, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The summary of a run before it has any result: every schema key, status ``error``.
-
-    Both the trainer and the sweep runner (for a worker that died) start from this, so the two
-    never disagree on the schema (results/README.md).
-    """
+    """The summary of a run before it has any result: every schema key, status ``error``; the trainer and the sweep
+    runner (for a dead worker) both start from it, so they never disagree on the schema."""
     return {
         "schema": SCHEMA_VERSION, "run_id": run_id(cfg), "ablation": None, "variant": None,
         "seed": cfg.seed, **(extra or {}), **flatten(to_dict(cfg)),

@@ -1,14 +1,8 @@
 """``analyze(DIR)``: turn a folder of finished runs into comparison tables and figures.
 
-Flow: every ``summary.json`` under DIR (see results/README.md) -> one row per run (``runs.csv``)
--> groups (``grouping.py``) -> one row per group with rates, intervals and tests against the
-baseline (``summary.py``, statistics in ``stats.py``; ``tables/summary.csv``) -> paper-style
-tables (``tables.py``), each scheme at its best learning rate (``lr.py``), depth trends and
-aggregates (``trends.py``), time to learn (``survival.py``), learning-rate transfer across depth
-(``transfer.py``), the declared primary comparison(s)
-(``primary.py``, ``coprimary.py``), ``findings.md`` (``findings.py``) and figures (``figures.py``).
-What is written, under which title, is one registry: ``products.py``; :func:`study` computes it all
-(``suite report`` renders the same object). The rules are in ``docs/statistics.md``.
+Every ``summary.json`` under DIR -> one row per run (``runs.csv``) -> groups -> one row per group with tests against
+the baseline -> tables, ``findings.md`` and figures. What is written is one registry, ``products.py``; :func:`study`
+computes it all (``suite report`` renders the same object). The rules are in ``docs/statistics.md``.
 """
 
 from __future__ import annotations
@@ -42,23 +36,13 @@ def analyze(
 ) -> pd.DataFrame:
     """Analyse a folder of runs and write ``runs.csv``, ``tables/``, ``findings.md`` and ``figures/`` into it.
 
-    Args:
-        run_dir: folder of runs (one ablation), e.g. ``results/default``.
-        baseline: variant to compare against; default ``preln`` (required if absent).
-        by: group keys replacing the automatic ones (``variant`` is always kept).
-        formats: any of ``md``, ``tex``, ``csv`` for the tables.
-        figures: write the figures (PNG and PDF).
-        force: analyse an incomplete sweep even where that overwrites outputs committed to git.
-
-    Returns:
-        The per-group summary (the content of ``tables/summary.csv``); ``attrs["written"]`` lists
-        the files written, ``attrs["keys"]`` the group keys, ``attrs["baseline"]`` the baseline,
-        ``attrs["primary"]`` the primary comparison's :class:`~suite.analysis.primary.Answer` (None when none
-        is declared; a list of answers when ``primary:`` is a list of co-primary comparisons).
+    ``by`` replaces the automatic group keys (``variant`` is kept); ``force`` analyses an incomplete sweep even where
+    that overwrites committed outputs. Returns the per-group summary (``tables/summary.csv``) with ``attrs``
+    ``written``, ``keys``, ``baseline`` and ``primary`` (the answer, a list for co-primary comparisons, or None).
 
     Raises:
-        AnalysisError: on any user error (bad folder, mixed ablations, missing baseline, ...), or an
-            incomplete sweep in a folder whose outputs are committed to git (without ``force``).
+        AnalysisError: on any user error (bad folder, mixed ablations, missing baseline, ...), or an incomplete
+            sweep in a folder whose outputs are committed to git (without ``force``).
     """
     formats = tuple(formats)
     for f in formats:
@@ -91,7 +75,6 @@ def analyze(
     if not figures or n_error == len(result.runs):
         if figures:
             warnings.warn("no figures: every run ended in error (runs.csv has each one's error)", AnalysisWarning)
-        # an earlier analysis's figures would otherwise pass for this one's (in the report, say)
         kept = _remove_stale_figures(root, store.no_link(root / "figures"), [])
     else:
         from suite.analysis import figures as fig  # matplotlib is slow to import: only when drawing
@@ -110,10 +93,7 @@ def analyze(
 
 
 def manifest(analysis: products.Analysis, figures: list[Path]) -> dict:
-    """What ``suite report`` renders besides ``runs.csv`` and the figure files (:data:`products.MANIFEST`): the
-    title, baseline, group keys and depths; the answer block and each findings part as Markdown lines; each
-    table kind's tables as Markdown without their legends, and the legends once; each figure file's kind and the
-    section it shows in words."""
+    """What ``suite report`` renders besides ``runs.csv`` and the figure files (:data:`products.MANIFEST`)."""
     from suite.analysis.markup import MD, Table, render_md
 
     tables = []
@@ -137,10 +117,7 @@ def manifest(analysis: products.Analysis, figures: list[Path]) -> dict:
 
 
 def _remove_stale_figures(root: Path, folder: Path, drawn: list[Path]) -> list[Path]:
-    """Delete the figures an earlier analysis drew that this one did not (a "vs depth" figure once a
-    folder has one depth, a section that is gone), so ``figures/`` and the report show this analysis
-    only; those committed to git are kept (:func:`_remove_unless_committed`). Files no
-    :data:`~suite.analysis.products.FIGURES` kind names are left alone. Returns the figures kept."""
+    """Delete figures an earlier analysis drew and this one did not, except committed ones; return those kept."""
     keep = {p.name for p in drawn}
     stale = [path for path in (sorted(folder.glob("*")) if folder.is_dir() and not folder.is_symlink() else [])
              if path.suffix in (".png", ".pdf") and path.name not in keep and path.is_file()
@@ -150,9 +127,7 @@ def _remove_stale_figures(root: Path, folder: Path, drawn: list[Path]) -> list[P
 
 
 def _remove_unless_committed(root: Path, paths: list[Path], why: str) -> list[Path]:
-    """Delete the earlier analysis's outputs in ``paths`` that this one does not rebuild, except those git
-    tracks: a committed output (drawn from run folders that are not committed, say) is kept, with one
-    warning that names it and ``why``. Links and missing files are left alone. Returns the paths kept."""
+    """Delete ``paths`` except those git tracks (kept, with one warning giving ``why``); return the paths kept."""
     present = [p for p in paths if p.is_file() and not p.is_symlink()]
     committed = set(_committed(root, [str(p.relative_to(root)) for p in present])) if present else set()
     kept = [p for p in present if str(p.relative_to(root)) in committed]
@@ -168,13 +143,8 @@ def _remove_unless_committed(root: Path, paths: list[Path], why: str) -> list[Pa
 
 def study(root: Path, baseline: str | None = None, by: list[str] | None = None, force: bool = False,
           check_complete: bool = True) -> products.Analysis:
-    """Everything the products are drawn from (:class:`~suite.analysis.products.Analysis`), written
-    nowhere: ``analyze`` writes it, ``suite report`` renders it. Runs come from the folder's
-    ``summary.json`` files, or from its ``runs.csv`` when it has none (a folder shared without its runs).
-
-    Raises:
-        AnalysisError: as :func:`analyze`.
-    """
+    """Everything the products are drawn from, written nowhere; runs from ``summary.json`` files, else ``runs.csv``.
+    Raises AnalysisError as :func:`analyze`."""
     runs = run_records(root, from_csv=True)
     if check_complete:
         _check_complete(root, runs, force)
@@ -218,9 +188,7 @@ OUTPUTS = ("findings.md", "runs.csv", "tables", products.MANIFEST)  # what an an
 
 
 def _check_no_row_lost(root: Path, runs: list[dict], force: bool) -> None:
-    """Refuse (unless ``force``) to write a ``runs.csv`` that lacks a run the existing one lists: its rows
-    are merged with the run folders (:func:`~suite.results.run_records`), so only a damaged row, skipped
-    with a warning, can go missing, and a committed or shared results table never shrinks silently."""
+    """Refuse (unless ``force``) to write a ``runs.csv`` lacking a run the existing one lists: no silent shrinking."""
     import csv
     import io
 
@@ -245,8 +213,7 @@ def _check_no_row_lost(root: Path, runs: list[dict], force: bool) -> None:
 
 
 def _check_complete(root: Path, runs: list[dict], force: bool) -> None:
-    """Warn when the sweep that wrote ``root`` is not finished; refuse (unless ``force``) when that
-    would overwrite outputs committed to git, such as a reference result."""
+    """Warn when the sweep is unfinished; refuse (unless ``force``) when that would overwrite committed outputs."""
     try:
         ids = store.read_json(root / "run_ids.json")
     except (OSError, ValueError):
@@ -267,8 +234,7 @@ def _check_complete(root: Path, runs: list[dict], force: bool) -> None:
 
 
 def _committed(root: Path, names: list[str]) -> list[str]:
-    """The files under ``names`` (paths relative to ``root``) that git tracks, relative to ``root`` ([] outside
-    a repository or without git)."""
+    """The files under ``names`` (relative to ``root``) that git tracks; [] outside a repository or without git."""
     import subprocess
 
     try:

@@ -1,12 +1,8 @@
 """The honest chance that a rerun decides a declared question: assurance, not power at a point estimate.
 
-Power at an estimate takes the estimate as the truth; a 2-seed tuning gap or a barely significant
-confirmation then promises far more than a rerun delivers. Assurance (O'Hagan, Stevens & Campbell 2005)
-averages the power over what the evidence allows: each simulated study first draws a true mean
-difference and a true per-seed SD from the confirmation's own per-seed differences (the t and chi-square
-posteriors of a normal sample under the reference prior), then draws ``n`` fresh seeds and makes the
-paired t the analysis makes; a family is decided by Holm, as ``suite analyze`` decides co-primary
-questions. The method and its figures: docs/statistics.md#the-honest-chance-of-a-rerun.
+Power at an estimate takes it as the truth, so a 2-seed tuning gap promises more than a rerun delivers; assurance
+(O'Hagan, Stevens & Campbell 2005) averages the power over the posterior of the true effect and SD, then decides the
+family by Holm as ``suite analyze`` does (docs/statistics.md#the-honest-chance-of-a-rerun).
 """
 
 from __future__ import annotations
@@ -24,8 +20,7 @@ ALPHA = 0.05
 
 @dataclass(frozen=True)
 class Evidence:
-    """What a confirmation found for one paired question: the per-seed differences' mean, SD and count.
-    ``scale`` multiplies the mean (0.5: plan for half the effect), ``sd_scale`` the SD."""
+    """One paired question's per-seed differences: mean, SD, count; ``scale`` and ``sd_scale`` multiply mean and SD."""
 
     mean: float
     sd: float
@@ -42,8 +37,7 @@ class Evidence:
         return cls(float(x.mean()), float(x.std(ddof=1)), int(x.size), scale, sd_scale)
 
     def draw(self, sims: int, rng: np.random.Generator, uncertain: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """(true mean, true SD) per simulated study, each (sims,): fixed at the estimate, or drawn from the
-        posterior (SD: s * sqrt(df / chi2_df); mean: the estimate + that SD / sqrt(n) * a standard normal)."""
+        """(true mean, true SD), each (sims,): fixed at the estimate, or drawn from the reference posterior."""
         if not uncertain:
             return np.full(sims, self.scale * self.mean), np.full(sims, self.sd_scale * self.sd)
         df = self.n - 1
@@ -60,8 +54,7 @@ def paired_p(x: np.ndarray) -> np.ndarray:
 
 
 def holm_decided(p: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
-    """Which questions Holm decides in each simulated study: ``p`` is (studies x questions), the result
-    a boolean array of the same shape (the j-th smallest p at alpha / (m - j), stopping at the first miss)."""
+    """Which questions Holm decides in each study: boolean, shaped like ``p`` (studies x questions)."""
     m = p.shape[1]
     order = np.argsort(p, axis=1, kind="stable")
     ranked = np.take_along_axis(p, order, axis=1)
@@ -73,8 +66,7 @@ def holm_decided(p: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
 
 def assurance(evidence: Sequence[Evidence], n: int, sims: int = 20_000, seed: int = 0, uncertain: bool = True,
               alpha: float = ALPHA) -> np.ndarray:
-    """The share of simulated reruns on ``n`` fresh seeds that decide each question of a Holm family
-    (one :class:`Evidence` each; their per-seed differences drawn independently). Returns (questions,)."""
+    """The share of simulated reruns on ``n`` fresh seeds that decide each question of a Holm family: (questions,)."""
     rng = np.random.default_rng(seed)
     ps = []
     for ev in evidence:
@@ -85,11 +77,8 @@ def assurance(evidence: Sequence[Evidence], n: int, sims: int = 20_000, seed: in
 
 def change_assurance(base: Evidence, share: float, sd_scale: float, n: int, sims: int = 20_000, seed: int = 0,
                      uncertain: bool = True, alpha: float = ALPHA) -> np.ndarray:
-    """A new cell's two questions as one Holm family, both cells run on the same ``n`` seeds: (a) the gain at
-    the new cell, (b) its change from the base cell, (new - base) per seed. One draw of the base cell's true
-    gain and SD per study (``base``); the new cell's are ``share`` and ``sd_scale`` times them (share 1: (b)
-    is a true null). The two cells' per-seed gains are drawn independently. Returns the share of reruns
-    deciding (a) and (b)."""
+    """Share of reruns on ``n`` seeds deciding, as one Holm family, (a) a new cell's gain and (b) its change from the
+    base cell; the new cell's true gain and SD are ``share`` and ``sd_scale`` times the base's (share 1: (b) null)."""
     rng = np.random.default_rng(seed)
     m0, s0 = base.draw(sims, rng, uncertain)
     g0 = m0[:, None] + s0[:, None] * rng.standard_normal((sims, n))
@@ -98,8 +87,7 @@ def change_assurance(base: Evidence, share: float, sd_scale: float, n: int, sims
 
 
 def seed_gains(runs: list[dict[str, Any]], scheme: str, baseline: str, depths: Sequence[int]) -> dict[int, np.ndarray]:
-    """Per depth, ``scheme``'s test score minus ``baseline``'s seed by seed, in points, over the seeds that have
-    both runs at every one of ``depths`` (error runs left out): the per-seed differences an Evidence is made of."""
+    """Per depth, ``scheme``'s test score minus ``baseline``'s in points, over the seeds run at every depth."""
     from suite.results import score
 
     cell = {(r["variant"], r[DEPTH], r["seed"]): score(r) for r in runs if r.get("status") != "error"}

@@ -1,14 +1,9 @@
 """Co-primary comparisons: up to 3 declared questions tested as one family, Holm's step-down.
 
-An ablation's ``primary:`` may be a list of comparisons (:func:`suite.declared.parse`). The
-family is every hypothesis they test: each comparison's difference test, and for each with a margin
-its equivalence test (TOST) too. Holm's step-down correction over that family keeps the chance of
-any false claim at ``ALPHA`` (statsmodels ``multipletests(method="holm")``). A comparison is a
-``difference`` when its difference test's Holm-adjusted p is below alpha, ``equivalent`` when not
-and its TOST's adjusted p is, ``undecided`` otherwise. Each interval is printed at the level of the
-Holm step that decided its test (``alpha / (m - j)`` for the j-th smallest p when rejected,
-``alpha / (m - r)`` for every test left once r are rejected), so an interval excludes the null
-exactly when its verdict says so. One comparison alone is tested at alpha.
+Every difference test and every declared margin's TOST is one hypothesis of the family, so the chance of any false
+claim stays at ``ALPHA``; each interval is printed at the level of the Holm step that decided its test, so it excludes
+the null exactly when its verdict says so (docs/statistics.md, "Co-primary comparisons"). One comparison alone is
+tested at alpha.
 """
 
 from __future__ import annotations
@@ -27,18 +22,9 @@ from suite.declared import ALPHA, Primary, as_list
 
 
 def holm(p: Sequence[float], alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
-    """Holm-adjusted p-values and the level each test is decided at.
-
-    Args:
-        p: (m,) p-values; nan for a test that could not be made: it still counts in m (its share of
-            alpha was spent by declaring it) and its adjusted p is nan.
-        alpha: the familywise error rate.
-
-    Returns:
-        (adjusted p (m,), step level (m,)): the j-th smallest p (0-based) is compared with
-        ``alpha / (m - j)``; a rejected test's level is that, every other's is ``alpha / (m - r)``
-        with r the number rejected.
-    """
+    """(Holm-adjusted p, step level), each (m,): ``alpha / (m - j)`` for the rejected j-th smallest p, ``alpha /
+    (m - r)`` for the rest. A nan p (no test made) still counts in m, its alpha spent by declaring it; its adjusted p
+    is nan."""
     p = np.asarray(p, float)
     m = p.size
     if m == 0:
@@ -55,14 +41,8 @@ def holm(p: Sequence[float], alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarr
 
 def evaluate_all(runs: list[dict[str, Any]], declared: Primary | list[Primary],
                  rounds: Looks | list[int] | None = None) -> list[Answer]:
-    """Answer every declared comparison: alone for one, as a Holm family for several (module docstring).
-
-    Args:
-        runs: as returned by :func:`suite.results.run_records`.
-        declared: what :func:`suite.declared.parse` returned.
-        rounds: a group-sequential design (:func:`suite.analysis.primary.read_design`); only for a
-            single comparison.
-    """
+    """Answer every declared comparison: alone for one, as a Holm family for several; ``rounds`` (a group-sequential
+    design) only for a single comparison."""
     primaries = as_list(declared)
     if len(primaries) == 1:
         answer = evaluate(runs, primaries[0], rounds)
@@ -93,8 +73,7 @@ def evaluate_all(runs: list[dict[str, Any]], declared: Primary | list[Primary],
 
 
 def _tost_interval(runs: list[dict[str, Any]], a: Answer, level: float) -> None:
-    """Print an equivalence with its own test's interval: TOST at ``level`` is the ``1 - 2 level`` interval
-    lying inside the margin, not the difference test's interval."""
+    """An equivalence gets its own test's interval: TOST at ``level`` is the ``1 - 2 level`` interval."""
     again = evaluate(runs, a.primary, alpha=2 * level)
     a.low, a.high, a.level = again.low, again.high, again.level
 

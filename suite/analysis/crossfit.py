@@ -1,39 +1,11 @@
 """Best-rate comparisons that account for the choice of rate: cross-fitting over seeds.
 
-Comparing two schemes "each at its own best learning rate" chooses the rate and tests it on the same
-seeds. Validation and test scores of one run move together (within a cell they correlate about 0.95:
-the same trained weights), so the rate that looks best on validation by luck also scores high on test,
-and a scheme whose curve is flat (many rates nearly as good, many chances to be lucky) gains most. The
-paired t at rates chosen on all seeds gave up to 6.8% false positives when a flat curve met a peaked one
-with the same maximum (tests/analysis/test_crossfit.py, 10 seeds).
-
-Cross-fitting removes the luck from the test. The seeds, in the study's order, are split into two halves
-by position (1st, 3rd, 5th... and 2nd, 4th, ...), so later rounds of seeds keep earlier seeds' halves.
-For each scheme and half, the rate is chosen on the *other* half: the highest mean validation score over
-its seeds at that rate (ties: the smaller rate; a run that errored is left out of the mean). Each seed
-is then scored on test at the rate chosen for its half, and compared seed by seed (seeds missing on
-either side are dropped). A seed's test score never helped choose its own rate.
-
-The halves are not independent: each half's validation scores chose the rate the other half is scored
-at, and those scores track its own test scores, so when both halves happen to choose the same rate both
-are lucky together (in the flat-curve simulation the two halves' means correlate), and a t-test that pools
-all the cross-fitted differences as independent gives too many false positives. So the halves
-are combined with a standard error that holds for any correlation between them (Cauchy-Schwarz: the SD
-of a weighted mean is at most the weighted mean of the SDs):
-
-- ``d_s``: the cross-fitted difference of seed s; ``n_h`` seeds in half h with mean ``m_h`` (h = 1, 2).
-- estimate: ``sum_h n_h m_h / n``, the mean of all n differences.
-- ``s_p``: the pooled within-half SD, ``sqrt(sum_h sum_s (d_s - m_h)^2 / (n - H))``, H the halves
-  with a seed (2, or 1 when every seed of one half is missing).
-- standard error: ``sum_h (n_h / n) * s_p / sqrt(n_h)``, about ``s_p / sqrt(n / 2)``: the standard
-  error of n/2 seeds.
-- test: ``t = estimate / se`` against Student's t with ``n - H`` degrees of freedom; the interval is
-  ``estimate +/- t_{1 - alpha/2, n - H} * se``.
-
-The cost: the test has the precision of n/2 seeds, and each half's rate is chosen on n/2 seeds, so a
-peaked scheme sometimes gets a neighbouring rate (and is scored honestly there). Its false positives and
-power, simulated in tests/analysis/test_crossfit.py, are in docs/statistics.md
-(#learning-rates-each-scheme-at-its-best-and-how-wide-a-range-trains).
+Choosing each scheme's best rate and testing it on the same seeds favours a flat curve (validation and test scores of
+a run correlate about 0.95; docs/statistics.md, "Learning rates"). So the seeds, in the study's order, are split into
+halves by position (even, odd: later rounds keep earlier seeds' halves), and each half is scored on test at the rate
+the other half chose on validation. The halves' means correlate, so they are combined with a standard error that holds
+for any correlation (Cauchy-Schwarz): ``se = sum_h (n_h / n) * s_p / sqrt(n_h)``, ``s_p`` the pooled within-half SD,
+tested on ``n - H`` df (H: halves with a seed). The cost is the precision of n/2 seeds.
 """
 
 from __future__ import annotations
@@ -58,17 +30,15 @@ SENTENCE = ("Each scheme's rate is chosen by cross-fitting: the seeds are split 
 
 
 def crossfit_scores(val: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each seed's test score at the rate the other half of the seeds chose on validation.
+    """Each seed's test score at the rate the other half of the seeds chose on validation (ties: the smaller rate).
 
     Args:
-        val: (..., S, R) validation scores of S seeds (in the study's order) at R rates (ascending);
-            nan where a run errored or is missing. Any leading axes (e.g. simulated studies) are kept.
+        val: (..., S, R) validation scores of S seeds (study order) at R ascending rates; nan where missing or errored.
         test: (..., S, R) test scores, the same layout.
 
     Returns:
-        (scores (..., S): seed s's test score at the rate chosen for its half, nan where there is none;
-        choice (..., 2): the index of the rate chosen for half 0 (seeds at even positions) and half 1,
-        -1 when the other half scored no rate).
+        (scores (..., S), nan where none; choice (..., 2): the rate index chosen for half 0 (even positions) and
+        half 1, -1 when the other half scored no rate).
     """
     val, test = np.asarray(val, float), np.asarray(test, float)
     n_seeds = val.shape[-2]
@@ -91,17 +61,8 @@ def crossfit_scores(val: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def combine(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The cross-fitted difference, its standard error (the bound of the module docstring), degrees of
-    freedom, number of pairs and pooled within-half SD.
-
-    Args:
-        d: (..., S) cross-fitted differences by seed position (halves: even and odd positions), nan
-            where a seed has no pair.
-
-    Returns:
-        (estimate, se, df, n, sd), each of shape (...); estimate nan without a pair, se and sd nan with
-        df < 1.
-    """
+    """(estimate, se, df, n, sd) of (..., S) cross-fitted differences by seed position (nan: no pair), each of
+    shape (...); estimate nan without a pair, se and sd nan with df < 1."""
     d = np.asarray(d, float)
     half = np.arange(d.shape[-1]) % 2
     ok = ~np.isnan(d)
@@ -119,12 +80,8 @@ def combine(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
 
 
 def difference(d: Sequence[float], alpha: float = 0.05) -> tuple[stats.Difference, float]:
-    """The cross-fitted test of one comparison, with the standard error of the module docstring.
-
-    ``d``: (S,) cross-fitted differences by seed position, nan where a seed has no pair. Returns the
-    :class:`~suite.analysis.stats.Difference` (test :data:`TEST`) and the pooled within-half SD ``s_p``;
-    interval and p are nan with no degree of freedom or no spread within the halves.
-    """
+    """The cross-fitted test of (S,) differences ``d`` (nan: no pair): the Difference and the pooled SD ``s_p``;
+    interval and p are nan with no degree of freedom or no spread within the halves."""
     estimate, se, df, n, sd = (float(v) for v in combine(np.asarray(d, float)))
     if n == 0:
         return stats.NO_DIFFERENCE, math.nan
@@ -136,8 +93,7 @@ def difference(d: Sequence[float], alpha: float = 0.05) -> tuple[stats.Differenc
 
 
 def tost_p(diff: stats.Difference, margin: float) -> float:
-    """Two one-sided tests of ``|difference| < margin`` on the cross-fitted estimate, its se and df: the
-    larger one-sided p; nan without a test."""
+    """TOST of ``|difference| < margin`` on the cross-fitted estimate: the larger one-sided p; nan without a test."""
     if not (math.isfinite(diff.se) and diff.se > 0 and math.isfinite(diff.df)):
         return math.nan
     low = sps.t.sf((diff.estimate + margin) / diff.se, diff.df)
@@ -170,18 +126,8 @@ def arrays(by_lr: dict[float, dict[Any, float | None]], seeds: list[Any]) -> tup
 
 
 def compare(scheme: dict[str, Any], base: dict[str, Any], alpha: float = 0.05) -> CrossFit | None:
-    """Cross-fit one cell of a scheme against the baseline's.
-
-    Args:
-        scheme: a cell as :func:`suite.analysis.lr.lr_cell` returns it: ``_val`` (rate -> [(seed, score)]
-            on the selection split), ``_test_by_lr`` (rate -> {seed: test score or None}) and ``_seeds``
-            (every seed with a run, errored ones included: the halves do not move when a run errors).
-        base: the baseline's cell, alike.
-        alpha: 1 - confidence level of the interval.
-
-    Returns:
-        The :class:`CrossFit`, or None when a side has no scored run.
-    """
+    """Cross-fit a scheme's cell (as :func:`suite.analysis.lr.lr_cell` returns it) against the baseline's; None when
+    a side has no scored run. ``_seeds`` includes errored runs' seeds, so the halves do not move when a run errors."""
     if not scheme.get("_val") or not base.get("_val"):
         return None
     seeds = sorted(set(scheme["_seeds"]) | set(base["_seeds"]), key=sort_value)

@@ -1,19 +1,9 @@
 """How each scheme's stability frontier moves with depth: one logistic model over every scheme, depth and rate.
 
-``logit P(not ok) = b (x - x0) + c_s + d_s (z - z0)``, with x = log10(lr), z = log10(depth), s the
-scheme and (x0, z0) the centre of the design; fitted by Firth's penalised likelihood
-(:func:`suite.analysis.doseresponse.firth_fit`), which stays finite when the runs separate. Scheme s's
-frontier, the rate where half of its runs end not ok, is the line ``x50_s(z) = x0 - (c_s + d_s (z - z0)) / b``,
-so its slope on log depth is ``f_s = -d_s / b``: LR50 grows as depth^f_s (0: the stable range does not
-move with depth; -1: it halves when the depth doubles). The rate steepness b is common to the schemes
-(their curves over rate are parallel at every depth); :attr:`DepthFrontier.parallel_p` tests that,
-:attr:`DepthFrontier.linear_p` tests the straight line in log depth against one frontier per depth.
-
-The comparison of two schemes' slopes, ``delta = f_A - f_B``, has a profile-likelihood interval: for a
-fixed delta, ``d_A = d_B - delta b``, which is a linear logistic model again (A's rate column becomes
-``x - delta (z - z0)`` and A shares B's depth column), so its penalised log-likelihood l(delta) is profiled
-exactly as :func:`suite.analysis.doseresponse.relative_potency` profiles a shift; each scheme's own slope
-the same way. The test of delta = 0 uses the same statistic, so test and interval agree. Pure functions.
+``logit P(not ok) = b (x - x0) + c_s + d_s (z - z0)`` (x = log10 lr, z = log10 depth), fitted by Firth's penalised
+likelihood, so LR50 grows as depth^f_s with ``f_s = -d_s / b``. Slopes and slope differences get profile-likelihood
+intervals, and the test of 0 uses the same statistic, so test and interval agree (docs/statistics.md, "Stability
+frontier across depth"). Pure functions.
 """
 
 from __future__ import annotations
@@ -52,8 +42,7 @@ class DepthFrontier:
     note: str = ""
 
     def lr50(self, scheme: str, depths: Sequence[float], alpha: float = 0.05) -> tuple[np.ndarray, ...]:
-        """(LR50, low, high) at ``depths``: the frontier line and its pointwise ``1 - alpha`` band (delta
-        method on x50 with the fit's covariance)."""
+        """(LR50, low, high) at ``depths``: the frontier line and its pointwise ``1 - alpha`` delta-method band."""
         i, k = self.schemes.index(scheme), len(self.schemes)
         z = np.log10(np.asarray(depths, float)) - self.centre[1]
         b, c, d = self.beta[0], self.beta[1 + i], self.beta[1 + k + i]
@@ -90,9 +79,8 @@ def _rows(lrs, depths, schemes, not_ok) -> tuple[np.ndarray, ...]:
 
 def _design(x: np.ndarray, z: np.ndarray, s: np.ndarray, k: int, fixed: dict[int, float] | None = None,
             tie: tuple[int, int] | None = None) -> np.ndarray:
-    """Columns [rate, one intercept per scheme, one depth slope per scheme]; ``fixed`` {scheme: f} moves
-    f (z - z0) into the rate column and drops that scheme's depth column; ``tie`` (a, b): a's depth column
-    is folded into b's (with ``fixed[a]`` then the difference f_a - f_b)."""
+    """Columns [rate, intercept per scheme, depth slope per scheme]; ``fixed`` {i: f} moves f z into i's rate column
+    and drops its depth column; ``tie`` (a, b) folds a's depth column into b's (``fixed[a]`` is then f_a - f_b)."""
     one = np.eye(k)[s]
     rate = x.copy()
     for i, f in (fixed or {}).items():
@@ -107,9 +95,8 @@ def _design(x: np.ndarray, z: np.ndarray, s: np.ndarray, k: int, fixed: dict[int
 
 def fit(lrs: Sequence[float], depths: Sequence[float], schemes: Sequence[str], not_ok: Sequence[int],
         alpha: float = 0.05) -> DepthFrontier:
-    """Fit the model to runs (each run's rate, depth, scheme and 1 if not ok); each scheme's slope with
-    its profile interval, and the two checks. A scheme run at one depth or one rate has no line and is left
-    out; ``note`` says why nothing was fitted."""
+    """Fit the model to runs (rate, depth, scheme, 1 if not ok); a scheme run at one depth or one rate is left out,
+    and ``note`` says why nothing was fitted."""
     spread = {v: ({d for d, w in zip(depths, schemes) if w == v}, {r for r, w in zip(lrs, schemes) if w == v})
               for v in set(schemes)}
     use = [i for i, v in enumerate(schemes) if len(spread[v][0]) >= 2 and len(spread[v][1]) >= 2]
@@ -154,8 +141,7 @@ def _fit(lrs, depths, schemes, not_ok, alpha: float) -> DepthFrontier:
 
 
 def _wald(X: np.ndarray, y: np.ndarray, n: np.ndarray, L: np.ndarray) -> float:
-    """p of the Wald test of ``L beta = 0`` in the Firth fit of design ``X``; nan where ``X`` does not
-    identify its coefficients (a scheme run at one rate per depth, say) or the fit fails."""
+    """p of the Wald test of ``L beta = 0`` in the Firth fit of ``X``; nan where ``X`` is rank-deficient or fails."""
     if np.linalg.matrix_rank(X) < X.shape[1]:
         return math.nan
     try:
@@ -167,8 +153,8 @@ def _wald(X: np.ndarray, y: np.ndarray, n: np.ndarray, L: np.ndarray) -> float:
 
 
 def _parallel_p(x, z, s, y, n, k: int) -> float:
-    """Wald test, in a Firth fit with a rate steepness per scheme, that the steepnesses are equal (k - 1
-    df); nan for one scheme. (Penalised likelihoods of models of different size are not comparable.)"""
+    """Wald test that the per-scheme rate steepnesses are equal (Wald: penalised likelihoods of different size
+    do not compare); nan for one scheme."""
     if k < 2:
         return math.nan
     one = np.eye(k)[s]
@@ -179,8 +165,7 @@ def _parallel_p(x, z, s, y, n, k: int) -> float:
 
 
 def _linear_p(x, z, s, y, n, k: int) -> float:
-    """Wald test, in a Firth fit with one intercept per (scheme, depth), that each scheme's intercepts lie
-    on a line in log depth (the straight frontier); nan with no scheme at 3 depths."""
+    """Wald test that per-(scheme, depth) intercepts lie on a line in log depth; nan with no scheme at 3 depths."""
     from scipy.linalg import null_space
 
     cells, index = np.unique(np.column_stack([s, z]), axis=0, return_inverse=True)
@@ -199,8 +184,7 @@ def _linear_p(x, z, s, y, n, k: int) -> float:
 
 def difference(lrs: Sequence[float], depths: Sequence[float], schemes: Sequence[str], not_ok: Sequence[int],
                scheme: str, baseline: str, alpha: float = 0.05) -> SlopeDifference:
-    """``slope(scheme) - slope(baseline)`` in the model :func:`fit` fits: the profile-likelihood estimate,
-    its ``1 - alpha`` interval and the test of 0 (penalised likelihood ratio, 1 df)."""
+    """``slope(scheme) - slope(baseline)``: profile-likelihood estimate, ``1 - alpha`` interval and test of 0."""
     model = fit(lrs, depths, schemes, not_ok, alpha)
     if model.note:
         return SlopeDifference(note=model.note)
@@ -222,8 +206,7 @@ def difference(lrs: Sequence[float], depths: Sequence[float], schemes: Sequence[
 
 
 def _profile(loglik, start: float, alpha: float, kind, test: bool = False):
-    """The maximum of a profile log-likelihood near ``start``, its ``1 - alpha`` interval (open ends as
-    -inf / inf at +/-BOUND) and, with ``test``, the p of 0."""
+    """Profile maximum near ``start``, its ``1 - alpha`` interval (open ends +/-inf) and, with ``test``, p of 0."""
     cache: dict[float, float] = {}
 
     def f(v: float) -> float:

@@ -1,26 +1,10 @@
 """The stability frontier as a dose-response estimate: P(not ok) against log10(learning rate).
 
-Per cell (scheme x depth x the other keys), a logistic regression of each run's not-ok outcome
-(diverged or failed) on ``x = log10(lr)``, fitted by Firth's penalised likelihood (Firth 1993: the
-log-likelihood plus half the log-determinant of the Fisher information). Unlike maximum likelihood
-it stays finite under complete separation (every run ok below some rate and not ok above it), which
-is the usual case with a few seeds per rate. Reported: the rate where P(not ok) = 0.5,
-``lr50 = 10^(-b0/b1)``, with a 95% interval from the delta method on ``x50``; "above" (no instability
-seen: lr50 lies above the largest rate tested) or "below" (not ok at every rate) instead when the
-data cannot place it; and a test of whether two schemes' curves differ: the Wald test of the group
-and group x log-rate terms of a joint Firth fit (2 degrees of freedom).
-
-Two schemes' frontiers as one comparison (:func:`relative_potency`, Finney's relative potency in a
-bioassay): one logistic model of not ok for both schemes' runs, ``logit P = b0 + b1 (x - rho g)``
-with g = 1 for the scheme and 0 for the baseline, so the scheme's curve is the baseline's shifted by
-``rho = log10(LR50_scheme / LR50_baseline)`` decades. The model assumes **parallel curves**: one
-slope (how abruptly runs start failing as the rate rises) for both schemes; only the position
-differs. For a fixed rho it is a 2-parameter Firth fit on ``x - rho g``, so its penalised
-log-likelihood l(rho) is profiled over rho: the estimate maximises it, the 95% interval is
-``{rho: 2 (l(rho_hat) - l(rho)) <= chi2_1(0.95)}`` (each end found by bracketing and Brent's method;
-an end still open at a ratio of 10^+-6 is reported unbounded), and ratio = 1 is tested by the same
-penalised likelihood-ratio statistic at rho = 0, so the test and the interval always agree. Its
-coverage is checked by simulation in tests/analysis/test_doseresponse.py. Pure functions of arrays.
+Per cell, a logistic regression of not ok on ``log10(lr)`` fitted by Firth's penalised likelihood (Firth 1993), which
+stays finite under the complete separation a few seeds per rate usually give: LR50 with a delta-method interval, and
+a Wald test that two curves differ. :func:`relative_potency` compares two schemes' frontiers as Finney's relative
+potency, with a profile-likelihood interval and test that agree (docs/statistics.md: "endpoint: frontier", and
+"Stability frontier" under "Learning rates"). Pure functions of arrays.
 """
 
 from __future__ import annotations
@@ -37,27 +21,21 @@ TOL = 1e-8
 
 
 def firth(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Firth-penalised logistic regression: (coefficients, covariance). ``X`` (n, k); ``y`` (n,) 0/1, or
-    counts of not-ok runs out of ``trials`` (n,) per row (default 1)."""
+    """Firth logistic regression: (coefficients, covariance); ``y`` (n,) counts not ok out of ``trials`` (default 1)."""
     beta, _, cov = firth_fit(X, y, trials)
     return beta, cov
 
 
 def firth_fit(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None = None,
               start: np.ndarray | None = None, tol: float = TOL) -> tuple[np.ndarray, float, np.ndarray]:
-    """(coefficients, penalised log-likelihood, covariance) of the Firth fit, from ``start`` (default 0)
-    until a step moves no coefficient by ``tol`` (1e-5 is ample for a profile: the coefficients' error
-    enters the log-likelihood squared).
-
-    Newton-Raphson on the modified score ``X'(y - m p + h (1/2 - p))``, m the trials and h the diagonal
-    of the hat matrix ``W^1/2 X (X'WX)^-1 X' W^1/2`` with ``W = m p (1 - p)``, with step halving on the
-    penalised log-likelihood ``sum(y eta - m log(1 + e^eta)) + 1/2 log det(X'WX)``.
-    """
+    """(coefficients, penalised log-likelihood, covariance) of the Firth fit (the log-likelihood + 1/2 log det(X'WX)):
+    Newton-Raphson on the modified score ``X'(y - m p + h (1/2 - p))`` (h: the hat diagonal) with step halving, until
+    no coefficient moves by ``tol`` (1e-5 is ample for a profile: the error enters the log-likelihood squared)."""
     X, y = np.asarray(X, float), np.asarray(y, float)
     m = np.ones_like(y) if trials is None else np.asarray(trials, float)
 
     def state(b: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        """(penalised log-likelihood, p, information) at b; -inf where the information is singular."""
+        """(penalised log-likelihood, p, information) at b; -inf where singular."""
         eta = X @ b
         p = 1 / (1 + np.exp(-eta))
         info = X.T @ (X * (m * p * (1 - p))[:, None])
@@ -123,9 +101,8 @@ def frontier(lrs: Sequence[float], not_ok: Sequence[int], alpha: float = 0.05) -
 
 def curves_differ(lrs_a: Sequence[float], bad_a: Sequence[int], lrs_b: Sequence[float],
                   bad_b: Sequence[int]) -> float:
-    """p of the Wald test that two cells' dose-response curves are the same (group and group x log-rate
-    terms of a joint Firth fit, 2 df); nan when there is nothing to compare (no run not ok, or every one,
-    or a cell with fewer than two rates, whose slope the fit cannot tell from its group term)."""
+    """p of the Wald test (2 df) that two cells' dose-response curves are the same; nan with no run not ok, every
+    one, or a cell at fewer than two rates."""
     xa, xb = np.log10(np.asarray(lrs_a, float)), np.log10(np.asarray(lrs_b, float))
     y = np.r_[np.asarray(bad_a, float), np.asarray(bad_b, float)]
     if y.size == 0 or not y.any() or y.all() or np.unique(xa).size < 2 or np.unique(xb).size < 2:
@@ -144,12 +121,9 @@ MAX_STEP = 0.5  # decades: the longest step in search of an interval's end
 
 @dataclass(frozen=True)
 class Potency:
-    """The ratio of two schemes' LR50s (scheme / baseline) with its profile-likelihood interval.
-
-    ``low`` is 0 and ``high`` is inf where that end did not close within 10^+-BOUND (``censored``
-    names the open ends: "low", "high" or "both"); ``ratio`` is nan where the profile rises all the way
-    to the bound (one side's frontier lies beyond its rates) or nothing can be estimated (``note``).
-    """
+    """LR50(scheme) / LR50(baseline) with its profile-likelihood interval; an end open at 10^+-BOUND is 0 or inf
+    (``censored``: "low", "high", "both"), and ``ratio`` is nan where the profile rises to the bound or (``note``)
+    nothing can be estimated."""
 
     ratio: float = math.nan
     low: float = math.nan
@@ -172,21 +146,8 @@ def relative_potency(lrs_scheme: Sequence[float], bad_scheme: Sequence[int], lrs
                      bad_base: Sequence[int], alpha: float = 0.05) -> Potency:
     """LR50(scheme) / LR50(baseline): how many times the baseline's rate the scheme tolerates.
 
-    One logistic model of not ok on ``x = log10(lr)`` with a common slope and a shift for the scheme,
-    ``logit P = b0 + b1 (x - rho g)`` (g = 1 for the scheme's runs), so ``rho = log10(ratio)``
-    (Finney's relative potency; it assumes parallel curves). For a fixed rho this is a 2-parameter
-    Firth fit on ``x - rho g``; its penalised log-likelihood l(rho), profiled over rho, gives the
-    estimate (its maximum), the ``1 - alpha`` interval ``{rho: 2 (l(rho_hat) - l(rho)) <= chi2_1}`` (the
-    stretch around rho_hat; widened to rho = 0 when a second peak makes ratio 1 plausible, so that test
-    and interval agree) and the test of ratio = 1 (the same statistic at rho = 0, 1 df).
-
-    Args:
-        lrs_scheme: (n,) learning rate of each of the scheme's runs; bad_scheme: (n,) 1 if not ok.
-        lrs_base: (m,) and bad_base: (m,): the same for the baseline's runs.
-        alpha: 1 - the interval's level.
-
-    Returns:
-        A :class:`Potency`; nan with a ``note`` when there is nothing to estimate.
+    ``logit P(not ok) = b0 + b1 (x - rho g)`` with rho = log10(ratio) (parallel curves assumed), profiled over rho
+    (docs/statistics.md, "endpoint: frontier"). ``bad_*`` are 1 where a run was not ok.
     """
     xa, xb = np.log10(np.asarray(lrs_scheme, float)), np.log10(np.asarray(lrs_base, float))
     ya, yb = np.asarray(bad_scheme, float), np.asarray(bad_base, float)
@@ -214,8 +175,7 @@ def relative_potency(lrs_scheme: Sequence[float], bad_scheme: Sequence[int], lrs
             fits[rho] = (value, beta)
         return fits[rho][0]
 
-    # the profile can have a second, lower peak (e.g. arms at disjoint rates): scan every shift at which the
-    # two arms' rates overlap, then climb beyond the scan if its best is at an end
+    # the profile can have a second peak (arms at disjoint rates): scan every overlapping shift, then climb on
     span = (float(xa.min() - xb.max()) - 0.3, float(xa.max() - xb.min()) + 0.3)
     rho_hat, top = profile_max(loglik, *np.clip(span, -BOUND, BOUND))
     slope = float(fits[rho_hat][1][1])
@@ -243,8 +203,7 @@ def relative_potency(lrs_scheme: Sequence[float], bad_scheme: Sequence[int], lrs
 
 
 def profile_max(f, low: float, high: float, step: float = 0.3) -> tuple[float, float]:
-    """(argmax, max) of f on [-BOUND, BOUND]: the best point of a grid on [low, high] (uphill past the
-    grid's end in doubling steps if it is there), then bounded Brent between its neighbours."""
+    """(argmax, max) of f on [-BOUND, BOUND]: a grid on [low, high] (climbing past an end), then bounded Brent."""
     from scipy.optimize import minimize_scalar
 
     grid = np.linspace(low, high, max(int(round((high - low) / step)), 1) + 1)
@@ -266,10 +225,8 @@ def profile_max(f, low: float, high: float, step: float = 0.3) -> tuple[float, f
 
 
 def profile_end(excess, rho_hat: float, direction: int) -> float | None:
-    """Where ``excess`` (2 x the drop of the profile log-likelihood, minus the critical value) crosses 0
-    going from rho_hat in ``direction``; None when it has not by the bound. The first step is where a
-    quadratic through rho_hat and one trial point says the crossing is; then it doubles, up to
-    ``MAX_STEP``: the end of the stretch around rho_hat, not of a second peak further out."""
+    """Where ``excess`` (2 x the profile's drop minus the critical value) crosses 0 going from rho_hat in
+    ``direction``; None by the bound. Steps stay under ``MAX_STEP`` to find this peak's end, not a second peak's."""
     from scipy.optimize import brentq
 
     base = excess(rho_hat)  # -critical value

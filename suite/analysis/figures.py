@@ -1,22 +1,8 @@
 """Figures for the analysis (matplotlib, Agg backend): PNG and PDF into ``DIR/figures/``.
 
-- ``accuracy_vs_depth``: the score (%) with its 95% interval as bars, per scheme;
-- ``not_ok_vs_depth``: not-ok fraction (diverged or failed) with Wilson 95% bands, per scheme;
-- ``scales_<variant>``: mean |scale| of each block over training (one line per block, coloured by
-  its position in depth), one panel per depth, for schemes that log scales;
-- ``loss_vs_step``: training-loss curves of every run, one panel per depth, coloured by scheme;
-- with a learning-rate axis: ``accuracy_vs_lr`` (test score vs learning rate, log x, one panel per
-  depth, one line per scheme, open markers where runs were not ok) and ``frontier_vs_depth`` (the
-  largest stable learning rate vs depth, per scheme);
-- with depth and learning-rate axes: ``best_lr_vs_depth`` (log-log, one line per scheme, bootstrap
-  intervals) and ``val_vs_lr_by_depth`` (validation score vs rate, one panel per scheme, one curve per
-  depth);
-- for ``suite propagate`` folders (:func:`draw_propagation`): stream RMS, gradient norm and
-  the cosine between images vs block, one panel per scheme with its own y range, and rank collapse
-  and the gradient ratio vs depth (the axis cut where an interval reaches far beyond the rest).
-No figure is drawn when every run ended in error.
-A suffix names the section (e.g. ``-train.lr-0.001``) when other keys split the tables.
-Figures are not byte-reproducible (fonts, renderers); the tables are.
+One function per figure, named in :data:`suite.analysis.products.FIGURES` (listed in docs/statistics.md and
+docs/propagation.md). None is drawn when every run ended in error; a suffix (``-train.lr-0.001``) names the section
+when other keys split the tables. Figures are not byte-reproducible (fonts, renderers); the tables are.
 """
 
 from __future__ import annotations
@@ -43,17 +29,14 @@ from suite.analysis.markup import section_title, fmt_rate, fmt_value, safe, slug
 
 
 def plain(text: Any) -> str:
-    """``text`` drawn as written: only ``$`` needs escaping (a backslash outside ``$...$`` is drawn as itself),
-    so matplotlib does not read a label from data (a variant named ``ls$\\frac{$``) as mathtext. Every label
-    built from data goes through here exactly once (twice would show the escape)."""
+    """``text`` drawn as written, not as mathtext (only ``$`` needs escaping). Every label built from data goes
+    through here exactly once (twice would show the escape)."""
     return str(text).replace("$", r"\$")
 
 
 def readable_log_ticks(fig: plt.Figure) -> None:
-    """Log axes whose tick labels do not run into each other: matplotlib labels the minor ticks of an
-    axis spanning less than a decade ("3×10⁻³4×10⁻³"). Major ticks at 1 (and 2, 5 when the axis spans
-    under 2.5 decades; every digit under 0.7), in plain %g; minor ticks unlabelled. Axes given fixed
-    ticks (the tested rates, the depths) keep them."""
+    """Log axes whose tick labels do not run into each other (matplotlib labels the minor ticks of an axis spanning
+    under a decade: "3×10⁻³4×10⁻³"); axes given fixed ticks keep them."""
     from matplotlib import ticker
 
     for ax in fig.axes:
@@ -77,14 +60,13 @@ def _titled(fig: plt.Figure, title: str, caption: str, y: float) -> plt.Figure:
 
 
 def dodge(x: np.ndarray, index: int, count: int, decades: float = 0.035) -> np.ndarray:
-    """``x`` (on a log axis) shifted a little per scheme, so that schemes at the same rate do not hide each
-    other: scheme ``index`` of ``count`` moves by ``(index - (count - 1) / 2) * decades`` decades."""
+    """``x`` (on a log axis) shifted a little per scheme, so that schemes at the same rate do not hide each other."""
     return np.asarray(x, float) * 10 ** ((index - (count - 1) / 2) * decades)
 
 
 def save(fig: plt.Figure, folder: Path, kind: str, suffix: str = "") -> list[Path]:
-    """Save ``fig`` as ``folder/<kind><suffix>.png`` (150 dpi) and ``.pdf``, atomically; close it. ``kind`` is a
-    :data:`~suite.analysis.products.FIGURES` name: the registry is the one list of figure names."""
+    """Save ``fig`` as PNG and PDF, atomically, and close it; ``kind`` is a :data:`~suite.analysis.products.FIGURES`
+    name: the registry is the one list of figure names."""
     base = folder / (products.FIGURES[kind].name + suffix)
     readable_log_ticks(fig)
     store.no_link(base.parent).mkdir(parents=True, exist_ok=True)
@@ -111,13 +93,7 @@ def _depth_axis(ax: plt.Axes, depths: list[float]) -> None:
 
 
 def accuracy_vs_depth(part: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure:
-    """Recipe accuracy (%) vs depth, one line per scheme, 95% Student-t bars (none for a single run).
-
-    Args:
-        part: summary rows of one section (columns variant, model.depth, acc_mean, acc_ci_low/high).
-        colors: scheme -> colour.
-        title: figure title.
-    """
+    """Score (%) vs depth from one section's summary rows, one line per scheme, 95% bars (none for a single run)."""
     fig, ax = plt.subplots(figsize=(6, 4))
     depths = sorted(float(d) for d in set(part[DEPTH]))
     for i, v in enumerate(colors):
@@ -159,14 +135,8 @@ def not_ok_vs_depth(part: pd.DataFrame, colors: dict[str, Any], title: str) -> p
 
 
 def scale_trajectories(curves: dict[float, pd.DataFrame], variant: str, title: str) -> plt.Figure:
-    """Mean |scale| of each block over training; one panel per depth, one line per block.
-
-    Args:
-        curves: depth -> DataFrame (index: step, columns: block index, values: mean |scale|
-            averaged over the group's runs).
-        variant: the scheme, for the title.
-        title: section title.
-    """
+    """Mean |scale| of each block over training; one panel per depth, one line per block. ``curves``: depth ->
+    frame (index step, a column per block, mean |scale| over the group's runs)."""
     depths = sorted(curves)
     ncols = min(4, len(depths))
     nrows = math.ceil(len(depths) / ncols)
@@ -200,12 +170,7 @@ def scale_trajectories(curves: dict[float, pd.DataFrame], variant: str, title: s
 def loss_curves(curves: dict[float, dict[str, list[tuple[pd.DataFrame, str]]]], colors: dict[str, Any],
                 title: str) -> plt.Figure:
     """Training loss of every run, one panel per depth, coloured by scheme; x marks where a run diverged.
-
-    Args:
-        curves: depth -> scheme -> [(train frame with columns step, loss; run status), ...].
-        colors: scheme -> colour.
-        title: section title.
-    """
+    ``curves``: depth -> scheme -> [(frame with step and loss, run status), ...]."""
     depths = sorted(curves)
     ncols = min(4, len(depths))
     nrows = math.ceil(len(depths) / ncols)
@@ -240,12 +205,8 @@ def loss_curves(curves: dict[float, dict[str, list[tuple[pd.DataFrame, str]]]], 
 
 
 def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure:
-    """Test score (%) vs learning rate (log x), one panel per depth, one line per scheme.
-
-    Args:
-        curves: :func:`suite.analysis.lr.lr_curves` rows of one section (variant, model.depth,
-            train.lr, n, n_not_ok, test_mean, test_ci_low/high).
-    """
+    """Test score (%) vs learning rate (log x) from one section's :func:`suite.analysis.lr.lr_curves` rows, one
+    panel per depth, one line per scheme."""
     depths = sorted({float(d) for d in curves[DEPTH]}) if DEPTH in curves else [None]
     width = 5.5 if len(depths) == 1 else 4.2 if len(depths) == 2 else 3.4
     fig, axes = plt.subplots(1, len(depths), figsize=(width * len(depths) + 1.0, 4.0), sharey=True, squeeze=False)
@@ -266,7 +227,7 @@ def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> 
         ax.set_title("all depths" if depth is None else f"depth {fmt_value(depth)}")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("test accuracy (%)")
-    # beside the last panel, not on it: "best" still covered points where the curves fill the panel
+    # beside the last panel: "best" still covered points where the curves fill the panel
     axes[0][-1].legend(title="scheme", fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
                        borderaxespad=0)
     fig.suptitle(plain(title))
@@ -279,9 +240,8 @@ def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> 
 
 def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
                       rates: list[float] | None = None, model: Any = None) -> plt.Figure:
-    """The largest stable learning rate vs depth per scheme (log y); an up-triangle marks a frontier at
-    the largest rate tested (it may lie higher), a cross at the bottom a cell unstable at every rate; dashed
-    with its band, the frontier line of ``model`` (:class:`suite.analysis.depthslope.DepthFrontier`)."""
+    """The largest stable learning rate vs depth per scheme (log y), and dashed with its band the frontier line of
+    ``model`` (:class:`suite.analysis.depthslope.DepthFrontier`)."""
     fig, ax = plt.subplots(figsize=(6, 4))
     depths = sorted(float(d) for d in set(lr[DEPTH]))
     floor = float(lr["lr_tested_min"].min()) / 2
@@ -320,12 +280,8 @@ def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
 
 
 def best_lr_vs_depth(tr: pd.DataFrame, colors: dict[str, Any], title: str, rates: list[float]) -> plt.Figure:
-    """The best learning rate vs depth, log-log, one line per scheme, 95% bootstrap intervals as bars.
-
-    Args:
-        tr: :func:`suite.analysis.transfer.transfer_table` rows of one section.
-        rates: the rates tested (the y ticks: a best rate can only be one of them).
-    """
+    """The best learning rate vs depth from one section's transfer rows, log-log, one line per scheme, 95% bootstrap
+    bars; ``rates`` (the tested ones) are the y ticks, as a best rate can only be one of them."""
     fig, ax = plt.subplots(figsize=(6, 4))
     depths = sorted(float(d) for d in set(tr[DEPTH]))
     for i, v in enumerate(colors):
@@ -354,8 +310,7 @@ def best_lr_vs_depth(tr: pd.DataFrame, colors: dict[str, Any], title: str, rates
 
 
 def _depth_panels(runs: list[dict[str, Any]], colors: dict[str, Any]):
-    """One panel per scheme that has runs (in ``colors`` order), one shade per depth (darker = deeper):
-    (figure, axes, variants, depths, shades)."""
+    """(figure, axes, variants, depths, shades): a panel per scheme with runs, a shade per depth (darker = deeper)."""
     variants = [v for v in colors if any(r["variant"] == v for r in runs)]
     depths = sorted({float(r[DEPTH]) for r in runs})
     cols = min(4, len(variants))
@@ -385,8 +340,7 @@ def _label_panels(fig: plt.Figure, axes: np.ndarray, variants: list[str], ylabel
 
 
 def attn_logit_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: str) -> plt.Figure | None:
-    """The largest attention logit a run reached (``attn_logit_peak``, docs/training.md) against its learning
-    rate (:func:`peak_vs_lr`), with the bound the old word ``unstable`` used."""
+    """Each run's largest attention logit (docs/training.md) against its rate, with the sensitivity bound."""
     from suite.engine.diagnostics import ATTN_LOGIT_BOUND
 
     return peak_vs_lr(runs, colors, title, "attn_logit_peak", "largest attention logit",
@@ -395,8 +349,7 @@ def attn_logit_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: 
 
 
 def stream_rms_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: str) -> plt.Figure | None:
-    """The residual stream's largest RMS a run reached (``stream_rms_peak``) against its learning rate: the
-    growth that separates the runs that break (tables/diagnostics.csv) (:func:`peak_vs_lr`)."""
+    """Each run's largest residual-stream RMS against its rate: the growth that separates the runs that break."""
     from suite.engine.diagnostics import STREAM_RMS_BOUND
 
     return peak_vs_lr(runs, colors, title, "stream_rms_peak", "largest residual-stream RMS",
@@ -406,8 +359,7 @@ def stream_rms_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: 
 
 
 def gamma_vs_lr(settled: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure | None:
-    """Where LayerScale's γ settled (:func:`suite.analysis.gamma.settled_frame`: the mean |γ| over blocks at the
-    last step) against the learning rate, one line per depth (:func:`peak_vs_lr`)."""
+    """Where LayerScale's γ settled (:func:`suite.analysis.gamma.settled_frame`) against the rate, a line per depth."""
     if settled is None or settled.empty or LR not in settled or DEPTH not in settled:
         return None
     rows = [{"variant": r["variant"], DEPTH: r[DEPTH], LR: r[LR], "gamma": r["gamma"]}
@@ -419,8 +371,8 @@ def gamma_vs_lr(settled: pd.DataFrame, colors: dict[str, Any], title: str) -> pl
 
 def peak_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: str, key: str, ylabel: str, note: str,
                bound: float | None = None) -> plt.Figure | None:
-    """Each run's ``key`` against its learning rate, one panel per scheme, one line per depth (the median over
-    seeds, every run a dot), log-log, with an optional dashed ``bound``. None when no run recorded it."""
+    """Each run's ``key`` against its rate, log-log, a panel per scheme, a median line per depth, an optional dashed
+    ``bound``; None when no run recorded it."""
     runs = [r for r in runs if isinstance(r.get(key), (int, float)) and math.isfinite(r[key]) and r[key] > 0
             and r.get(LR) is not None and r.get(DEPTH) is not None]
     if not runs:
@@ -460,9 +412,8 @@ def _edges(values: list[float]) -> np.ndarray:
 
 
 def phase_diagram(runs: list[dict[str, Any]], model: Any, colors: dict[str, Any], title: str) -> plt.Figure:
-    """Depth x learning rate, one panel per scheme: each cell split by the share of its runs ok, that did not
-    learn (with its residual stream grown past the bound, or not) or diverged (:func:`suite.analysis.stability.outcome`), with the scheme's frontier line
-    from the model (:class:`suite.analysis.depthslope.DepthFrontier`) and its 95% pointwise band."""
+    """Depth x learning rate, a panel per scheme: each cell split by its runs' outcomes
+    (:func:`suite.analysis.stability.outcome`), with the model's frontier line and its 95% pointwise band."""
     from matplotlib.patches import Patch, Rectangle
 
     from suite.analysis.stability import OUTCOMES, outcome
@@ -516,9 +467,8 @@ def phase_diagram(runs: list[dict[str, Any]], model: Any, colors: dict[str, Any]
 
 
 def val_vs_lr_by_depth(runs: list[dict[str, Any]], colors: dict[str, Any], title: str) -> plt.Figure:
-    """Mean validation score vs learning rate, one panel per scheme, one curve per depth (darker =
-    deeper): the figure of the Depth-muP and CompleteP papers, where curves that peak at one rate
-    mean the rate transfers."""
+    """Mean validation score vs rate, a panel per scheme, a curve per depth: the Depth-muP and CompleteP figure,
+    where curves that peak at one rate mean the rate transfers."""
     from suite.results import score
 
     split = selection_split(runs)
@@ -545,13 +495,11 @@ def val_vs_lr_by_depth(runs: list[dict[str, Any]], colors: dict[str, Any], title
 
 def block_profiles(profile: pd.DataFrame, column: str, ylabel: str, colors: dict[str, Any], title: str,
                    log_y: bool = True) -> plt.Figure:
-    """One panel per scheme, each with its own y range: ``column`` vs block index (log x), one line per
-    depth (mean over seeds)."""
+    """``column`` vs block index (log x), a panel per scheme, a line per depth (mean over seeds)."""
     variants = [v for v in colors if v in set(profile["variant"])]
     cols = min(3, len(variants))
     rows = math.ceil(len(variants) / cols)
-    # Each panel its own y range: schemes differ by orders of magnitude (Post-LN's stream against
-    # Pre-LN's), and one shared axis left all but the widest panel flat.
+    # Each panel its own y range: schemes differ by orders of magnitude, and a shared axis flattens all but one.
     fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.9 * rows), squeeze=False)
     depths = sorted({float(d) for d in profile[DEPTH]})
     cmap = plt.get_cmap("viridis")
@@ -580,19 +528,8 @@ def block_profiles(profile: pd.DataFrame, column: str, ylabel: str, colors: dict
 
 
 def robust_limits(means: np.ndarray, lows: np.ndarray, highs: np.ndarray, log: bool) -> tuple[float, float] | None:
-    """y limits that show every mean and the intervals near them, cut where an interval reaches far
-    beyond the rest (one seed's ratio of 1e-8 otherwise squashed every other point onto a line).
-
-    An interval is shown whole when it ends within one span of the means' range beyond it (the
-    span: that range, at least a decade on a log axis, a tenth of the largest mean otherwise).
-
-    Args:
-        means, lows, highs: (n,) point estimates and their interval ends (NaN where none).
-        log: a log axis (only positive values count).
-
-    Returns:
-        ``(bottom, top)``, or None when no mean can be drawn.
-    """
+    """``(bottom, top)`` showing every mean and each interval ending within one span of the means' range (at least a
+    decade on a log axis), so one seed's ratio of 1e-8 does not squash the rest; None when no mean can be drawn."""
     f, inv = (np.log10, lambda x: float(10 ** x)) if log else (np.asarray, float)
 
     def usable(a: np.ndarray) -> np.ndarray:
@@ -612,8 +549,7 @@ def robust_limits(means: np.ndarray, lows: np.ndarray, highs: np.ndarray, log: b
 
 def quantity_vs_depth(frame: pd.DataFrame, q: str, ylabel: str, colors: dict[str, Any], title: str,
                       log_y: bool = False) -> plt.Figure:
-    """A propagation summary vs depth, one line per scheme, 95% bars (geometric for ratios); the y axis
-    covers the means and the intervals near them (:func:`robust_limits`), a footnote says when a bar is cut."""
+    """A propagation summary vs depth, a line per scheme, 95% bars, y limits from :func:`robust_limits`."""
     fig, ax = plt.subplots(figsize=(6, 4))
     depths = sorted(float(d) for d in set(frame[DEPTH]))
     drawn = []
@@ -675,8 +611,7 @@ def _heading(label: tuple, skeys: list[str], title: str) -> tuple[str, str, str]
 
 
 def draw(analysis: Any) -> list[Path]:
-    """Draw every figure of an :class:`~suite.analysis.products.Analysis` into ``root/figures`` (the
-    :data:`~suite.analysis.products.FIGURES` that apply); returns the files written."""
+    """Draw every figure that applies to an :class:`~suite.analysis.products.Analysis`; returns the files written."""
     a = analysis
     if a.propagation:
         return draw_propagation(a.root, a.runs, a.summary, a.keys, a.baseline, a.title)
@@ -687,9 +622,8 @@ def draw(analysis: Any) -> list[Path]:
 def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys: list[str], baseline: str,
              title: str, lr: pd.DataFrame | None = None, transfer: pd.DataFrame | None = None,
              depth_models: dict | None = None, gamma_settled: pd.DataFrame | None = None) -> list[Path]:
-    """Draw every figure of the analysis into ``root/figures``; returns the files written. ``depth_models``:
-    the frontier-across-depth model of each section (:func:`suite.analysis.stability.models`);
-    ``gamma_settled``: where γ settled per group (:func:`suite.analysis.gamma.settled_frame`)."""
+    """Draw every figure of the analysis into ``root/figures``; returns the files written. ``depth_models``: per
+    section, :func:`suite.analysis.stability.models`."""
     out = root / "figures"
     if all(r["status"] == "error" for r in runs):  # nothing finished: nothing to draw
         return []

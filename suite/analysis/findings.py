@@ -1,16 +1,9 @@
 """``findings.md``: the declared question's answer first, in words; then every other comparison as an
 exploratory estimate.
 
-The first block answers the ablation's primary comparison (``primary:`` in the ablation file,
-:mod:`suite.analysis.primary`), tested alone at alpha = 0.05, or its co-primary comparisons, one
-answer each, tested as one family with Holm (:mod:`suite.analysis.coprimary`): a difference, no
-difference within the declared margin, or undecided with the seeds that would decide it. Without a
-declared primary the file says so. Everything after it is exploratory: each comparison of a scheme
-with the baseline (the score at each scheme's best learning rate, LR sensitivity and the stability
-frontier; per learning rate the score, the not-ok rate and the time to learn per depth, the depth
-interaction and the across-depth aggregate) is an estimate with its simultaneous 95% interval
-(Bonferroni over the comparisons of its table section) and its adjusted p, and no verdict words. The
-interval printed next to a p-value is always the one that agrees with it.
+Only the declared comparison (or co-primary family) gets a verdict; everything else is an estimate with a
+simultaneous 95% interval and a Bonferroni-adjusted p that agree with each other, and no verdict words
+(docs/statistics.md, "The primary comparison, and everything else").
 """
 
 from __future__ import annotations
@@ -270,8 +263,7 @@ def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[
 
 
 def findings(analysis: Analysis, tables: list[Path] | tuple = ()) -> str:
-    """The text of ``findings.md`` (Markdown; deterministic, like the tables): a title, each of the
-    :func:`parts` in order, then :func:`table_index` of the ``tables`` files the analysis wrote."""
+    """The text of ``findings.md`` (deterministic, like the tables): a title, the :func:`parts`, the table index."""
     lines = [f"# Findings: {analysis.title}", ""]
     for _, part in parts(analysis):
         lines += part
@@ -279,8 +271,7 @@ def findings(analysis: Analysis, tables: list[Path] | tuple = ()) -> str:
 
 
 def superseded_lines(root: Path) -> list[str]:
-    """A first line saying which study replaces this one (``superseded_by:`` in its ablation.yaml); none when
-    none does or the file cannot be read (the analysis reports that elsewhere)."""
+    """A first line naming the study that replaces this one (``superseded_by:`` in ablation.yaml); none otherwise."""
     try:
         text = recorded_ablation(root).get("superseded_by")
     except ValueError:
@@ -293,8 +284,7 @@ def superseded_lines(root: Path) -> list[str]:
 
 
 def table_index(tables: list[Path] | tuple) -> list[str]:
-    """Each table written (files under ``tables/``), in the order of :data:`suite.analysis.products.TABLES`,
-    linked with its title and caption: its Markdown file, else its CSV, else its LaTeX."""
+    """Each table written, in :data:`suite.analysis.products.TABLES` order, linked (Markdown, else CSV, else LaTeX)."""
     names = {(f.stem, f.suffix[1:]) for f in tables}
     lines = []
     for kind in TABLES.values():
@@ -305,11 +295,8 @@ def table_index(tables: list[Path] | tuple) -> list[str]:
 
 
 def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:
-    """The parts of ``findings.md``, each a :data:`suite.analysis.products.FINDINGS` entry and its Markdown
-    lines (none for a part with nothing to say): the declared comparison's answer
-    (:func:`suite.analysis.primary_text.paragraph`), learning-rate transfer across depth (with depth and
-    rate axes), then every comparison with the baseline as an exploratory estimate (the best-rate
-    comparisons first, when there is a rate axis)."""
+    """The parts of ``findings.md`` in order, each a :data:`suite.analysis.products.FINDINGS` entry and its Markdown
+    lines (none for a part with nothing to say)."""
     if analysis.propagation:  # signal-propagation runs: tables and figures only, nothing to compare in words
         return []
     frames = analysis.frames
@@ -329,11 +316,7 @@ def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:
 
 
 def answer_block(analysis: Analysis) -> list[str]:
-    """The answer block of ``findings.md`` and the report: the study that supersedes this one, if any
-    (:func:`superseded_lines`), then :func:`answer_lines`, with where each arm's rate came from
-    (:func:`tuned_rates_line`) after the regime line, and after the answers each declared cell's failures
-    (:func:`declared_cells_line`) and each arm's initial scale where it changes across the cells it is
-    compared in (:func:`inits_line`)."""
+    """The answer block of ``findings.md`` and the report: :func:`answer_lines` with the lines around it."""
     answer = superseded_lines(analysis.root) + answer_lines(analysis.answer, analysis.runs)
     if analysis.answer is None:
         return answer
@@ -361,9 +344,8 @@ def _in_cell(run: dict, variant: str, where: dict) -> bool:
 
 
 def declared_cells_line(answers: list[Answer], runs: list[dict]) -> str:
-    """Each declared paired comparison's cells: runs not ok of runs and the exact (Clopper-Pearson) 95% upper
-    bound on the cell's failure rate. A paired t on scores takes a not-ok run at chance: its level holds only
-    when failures are rare in every cell, so the bound says how rare the runs show them to be."""
+    """Each declared paired cell's not-ok runs and the Clopper-Pearson 95% upper bound on its failure rate: a paired
+    t scores a not-ok run at chance, so its level holds only when failures are rare in every cell."""
     from scipy.stats import beta
 
     seen, cells = set(), []
@@ -388,9 +370,8 @@ def declared_cells_line(answers: list[Answer], runs: list[dict]) -> str:
 
 
 def inits_line(answers: list[Answer], runs: list[dict]) -> str:
-    """For each arm of a declared comparison across cells (an interaction) whose LayerScale starts at a
-    different scale in each cell (CaiT's rule sets it by depth), the scale in each: the two gains then compare
-    two initialisations, not one scheme at two depths."""
+    """An interaction arm's LayerScale init per cell where it differs (CaiT's rule sets it by depth): the two gains
+    then compare two initialisations, not one scheme at two depths."""
     from suite.models.layerscale import cait_init
 
     def start(run: dict) -> str | None:
@@ -423,8 +404,7 @@ def inits_line(answers: list[Answer], runs: list[dict]) -> str:
 
 
 def answer_lines(answer: Answer | list[Answer] | None, runs: list[dict] | None = None) -> list[str]:
-    """The answer block: a verdict table and the regime it holds in (:func:`regime`), then the declared
-    comparisons' paragraph, or why there is none."""
+    """A verdict table, the regime it holds in, then the declared comparisons' paragraph, or why there is none."""
     if answer is not None:
         answers = answer if isinstance(answer, list) else [answer]
         head = verdict_table(answers) + [""] + ([regime(runs), ""] if runs else [])
@@ -434,8 +414,8 @@ def answer_lines(answer: Answer | list[Answer] | None, runs: list[dict] | None =
 
 
 def regime(runs: list[dict]) -> str:
-    """One line on where the answer holds: the data, the run length, the device, and how far from
-    convergence the best cell ended (accuracies of short CPU runs are not the schemes' final accuracies)."""
+    """One line on where the answer holds: data, run length, device, and how far from convergence the best cell
+    ended (short CPU runs' accuracies are not the schemes' final ones)."""
     from statistics import mean
 
     from suite.results import score
@@ -464,8 +444,7 @@ def regime(runs: list[dict]) -> str:
 
 
 def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
-    """``## Stability across depth``: per scheme, its frontier at the shallowest and deepest depth, its slope
-    on log depth and what the slope says, and where and why its runs first broke at each depth."""
+    """``## Stability across depth``: per scheme, its frontier's ends and slope, and where its runs first broke."""
     from suite.analysis.markup import section_title
 
     fkeys = [k for k in keys if k != LR]
@@ -514,8 +493,7 @@ OBSERVED = {"never_learned": "did not learn by step {n}", "too_low": "under the 
 
 
 def cause(run: dict) -> str:
-    """What was observed of a run that is not ok, in a few words: ``did not learn by step 100``,
-    ``diverged: spike``."""
+    """What was observed of a not-ok run, in a few words: ``did not learn by step 100``, ``diverged: spike``."""
     if run["status"] == "failed":
         steps = run.get("steps_done")
         words = OBSERVED.get(run.get("failed_reason"), "failed")
@@ -525,9 +503,7 @@ def cause(run: dict) -> str:
 
 
 def cause_lines(runs: list[dict], keys: list[str]) -> list[str]:
-    """``## Why runs were not ok``: per cell with a not-ok run, how many ended so for each cause, and the
-    median largest attention logit of those runs (the diagnostics of docs/training.md); none when every run
-    was ok."""
+    """``## Why runs were not ok``: per cell, the not-ok runs by cause and their median peaks; none when all were ok."""
     from statistics import median
 
     cells: dict[tuple, list[dict]] = {}
@@ -559,8 +535,7 @@ def cause_lines(runs: list[dict], keys: list[str]) -> list[str]:
 
 
 def tuned_rates_line(root) -> str:
-    """Where each arm's learning rate came from, when the ablation took them from a tuning study
-    (``rates:`` in the folder's ``ablation.yaml``, written by ``rates_from``); "" otherwise."""
+    """Where each arm's rate came from when taken from a tuning study (``rates:`` in ablation.yaml); "" otherwise."""
     try:
         data = recorded_ablation(root)
     except ValueError:

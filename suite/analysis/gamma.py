@@ -1,12 +1,8 @@
 """LayerScale's γ over training, block by block: ``tables/gamma.csv``.
 
-The per-block probes (:mod:`suite.engine.probes`) log each block's mean |γ| (``scale_mean``) in every
-training record of ``metrics.jsonl`` (every ``train.log_every`` steps). This table keeps them at
-log-spaced steps (the logged step nearest to each of 1, 1.8, 3.2, 5.6, 10, 18, ... : four per decade,
-and the last), averaged over the seeds of a group, so that what γ does early (it leaves a 1e-6 init
-within tens of steps) and where it settles are both in a file small enough to commit. A group whose run
-folders are not all here (a folder shared as ``runs.csv`` alone) keeps the rows it was analysed with
-(:func:`read_back`); :func:`gamma_frame` joins the two.
+Each block's mean |γ| from the probes, kept at log-spaced steps (four per decade, and the last) and averaged over a
+group's seeds, so that what γ does early (it leaves a 1e-6 init within tens of steps) and where it settles both fit
+a file small enough to commit. Groups whose run folders are absent keep the rows they were analysed with.
 """
 
 from __future__ import annotations
@@ -26,8 +22,7 @@ PER_DECADE = 4  # log-spaced steps kept per decade
 
 
 def log_steps(steps: list[int], per_decade: int = PER_DECADE) -> list[int]:
-    """The logged ``steps`` nearest (in log) to 10^(k/per_decade), k = 0, 1, ..., and the last: each once,
-    in order. Step 0 (before any update) is kept when it was logged."""
+    """The logged ``steps`` nearest (in log) to 10^(k/per_decade), the last, and 0 if logged: once each, in order."""
     have = sorted({int(s) for s in steps})
     if not have:
         return []
@@ -42,8 +37,7 @@ def log_steps(steps: list[int], per_decade: int = PER_DECADE) -> list[int]:
 
 
 def gamma_table(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame | None:
-    """One row per group, step and block: the mean over the group's runs of the block's mean |γ|, and how
-    many runs it averages. None when no run folder logged a γ (no LayerScale run, or no run folders)."""
+    """Per group, step and block: the block's mean |γ| over the group's runs, and their count; None without γ."""
     parts = []
     for r in runs:
         folder = run_folder(root, r)
@@ -65,9 +59,8 @@ def gamma_table(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.D
 
 
 def gamma_frame(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame | None:
-    """The table of :func:`gamma_table` for the groups whose every run has its folder here, and the earlier
-    analysis's rows (:func:`read_back`) for the others, so that a few new run folders in a shared folder
-    never drop the γ of the runs that came as ``runs.csv`` rows."""
+    """:func:`gamma_table` for groups with every run folder here, :func:`read_back`'s rows for the others, so a few
+    new run folders in a shared folder never drop the γ of runs that came as ``runs.csv`` rows."""
     absent = {group_of(r, keys) for r in runs
               if (folder := run_folder(root, r)) is None or not (folder / "metrics.jsonl").is_file()}
     fresh = gamma_table(root, [r for r in runs if group_of(r, keys) not in absent], keys)
@@ -81,8 +74,7 @@ def gamma_frame(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.D
 
 
 def read_back(root: Path) -> pd.DataFrame | None:
-    """``tables/gamma.csv`` as a previous analysis wrote it (None when absent or unreadable): the table of
-    a folder whose run folders are not here."""
+    """``tables/gamma.csv`` as a previous analysis wrote it; None when absent or unreadable."""
     from io import StringIO
 
     from suite import files
@@ -98,10 +90,8 @@ SETTLED = ["step", "gamma", "block_min", "block_max", "n_runs"]
 
 
 def settled_frame(frame: pd.DataFrame | None, keys: list[str]) -> pd.DataFrame | None:
-    """Where γ settles, per group: at the group's last logged step, the mean over blocks of each block's mean
-    |γ| (averaged over the group's runs), and the smallest and largest block. Beside the rate and the depth
-    of each group it shows what sets γ's size (issue 60: the rate, within the warm-up, whatever the init).
-    None without γ."""
+    """Where γ settles, per group: at its last logged step, the mean |γ| over blocks and the smallest and largest
+    block; it shows what sets γ's size (issue 60: the rate, within the warm-up, whatever the init). None without γ."""
     if frame is None or frame.empty:
         return None
     rows = []

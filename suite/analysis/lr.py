@@ -1,37 +1,11 @@
 """Each scheme at its own best learning rate, and how wide a range of rates it trains at.
 
-Used when ``train.lr`` is a group key (an ablation with a learning-rate axis). A *cell* is a group
-without the learning rate: scheme x depth x the other keys. In a cell:
-
-- **score** of a run: :func:`suite.results.score` (accuracy if ``ok``, chance if not ok).
-- **best learning rate**: the rate with the highest mean *validation* score (ties: the smaller
-  rate). Nothing is selected on test accuracy; the test score at the selected rate is reported with
-  its interval (:func:`suite.analysis.stats.score_interval`). The comparison with the baseline is
-  *cross-fitted* (:mod:`suite.analysis.crossfit`): each half of the seeds is scored at the rate the
-  other half chose, for both schemes, and the seed-matched differences are tested with the standard
-  error of half the seeds (Bonferroni over the section, simultaneous interval); choosing and testing
-  on the same seeds favoured a scheme with a flat curve. ``test_xfit_*`` say which rates each half was
-  scored at and the two cross-fitted means the difference is made of. How often resampling the seeds
-  picks the same rate again is ``best_lr_agree``. Runs without a validation split
-  (``data.val_fraction: 0``) are selected on test and say so (``selected_on``); cross-fitted, the
-  comparison still never scores a seed at a rate its own test score chose.
-- **LR sensitivity** (after Wortsman et al. 2023, "Small-scale proxies for large-scale Transformer
-  training instabilities", with accuracy for loss), normalised: the mean over the rates of
-  (best mean validation score - mean validation score at that rate) / (best mean - chance), the
-  share of what the scheme can gain over chance that an untuned rate loses, 0 (every rate as good as
-  the best) to 1 (only the best rate learns anything). Unnormalised, a scheme with a higher peak looks
-  more sensitive for having more to lose. It depends on the grid, so every scheme of a stratum (a
-  depth and the other keys) is measured over the same rates: those every scheme there ran
-  (``sens_lr_min`` to ``sens_lr_max``, ``sens_n_lr`` rates; the best is the best among them), none
-  with fewer than 2 in common. A scheme that trains at no rate has none (``above_chance`` False). Per
-  seed, the same mean gives the interval and the paired test against the baseline.
-- **stability frontier**: a dose-response estimate (:mod:`suite.analysis.doseresponse`): the rate
-  where P(not ok) = 0.5 from a Firth logistic regression of not ok on log10(rate), with a 95%
-  interval, ``above`` / ``below`` the rates tested when the data cannot place it, and a test of
-  whether the scheme's curve differs from the baseline's (exploratory, Bonferroni). The step
-  function stays as a description: the largest rate whose not-ok share (diverged or failed, among
-  runs that did not error) is at most 0.5 (``lr_stable_max``; ``censored`` when that is the largest
-  rate tested).
+Used when ``train.lr`` is a group key; a *cell* is a group without the rate (scheme x depth x the other keys). Per
+cell: the best rate, chosen on validation and never on test, compared with the baseline's by cross-fitting
+(:mod:`suite.analysis.crossfit`), since choosing and testing on the same seeds favours a flat curve; the normalised
+LR sensitivity (after Wortsman et al. 2023), over the rates every scheme of the stratum ran, since it depends on the
+grid; and the stability frontier (:mod:`suite.analysis.doseresponse`, and the step ``lr_stable_max`` as a
+description). Definitions: docs/statistics.md, "Learning rates: each scheme at its best".
 """
 
 from __future__ import annotations
@@ -69,7 +43,7 @@ COLUMNS = [
 
 
 def lr_cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
-    """Everything about one cell's runs, keyed by learning rate; see the module docstring."""
+    """Everything about one cell's runs, keyed by learning rate."""
     by_lr: dict[float, list[dict[str, Any]]] = {}
     for r in runs:
         by_lr.setdefault(float(r[LR]), []).append(r)
@@ -103,13 +77,8 @@ def lr_cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
 
 
 def sensitivity(cell: dict[str, Any], rates: list[float]) -> list[tuple[Any, float]]:
-    """Per seed, the normalised LR sensitivity of a cell over ``rates`` (module docstring): the mean over
-    those rates of (best mean - the seed's score) / (best mean - chance), the best mean among ``rates``.
-
-    Returns:
-        (seed, sensitivity) for each seed scored once at every one of ``rates``; [] with fewer than
-        :data:`MIN_SENS_RATES` rates, or when no rate of them beats chance.
-    """
+    """(seed, mean over ``rates`` of (best mean - its score) / (best mean - chance)) for each seed scored once at
+    every rate; [] with fewer than :data:`MIN_SENS_RATES` rates, or when no rate beats chance."""
     val = cell.get("_val") or {}
     if len(rates) < MIN_SENS_RATES or any(not val.get(lr) for lr in rates):
         return []
@@ -143,8 +112,7 @@ def complete_seeds(cell: dict[str, Any]) -> tuple[dict[float, dict[Any, float]],
 
 
 def choice_agreement(cell: dict[str, Any], resamples: int = AGREE_RESAMPLES, seed: int = 0) -> float:
-    """How often resampling the cell's seeds (with replacement) and choosing again picks the same best
-    rate as all seeds do; nan with fewer than 3 seeds scored at every rate."""
+    """How often a bootstrap of the seeds picks the same best rate; nan with fewer than 3 seeds scored at every rate."""
     val, seeds = complete_seeds(cell)
     if len(seeds) < 3:
         return math.nan
@@ -164,8 +132,7 @@ def _rates(rates: list[float]) -> str:
 
 
 def _interval(values: list[float], clip: bool) -> tuple[int, float, float, float]:
-    """n, mean and t interval, kept within what the values can be: [0, 1] for scores (``clip``); for an LR
-    sensitivity, [0, 1] widened to any seed's value past it (a score below chance is a loss above 100%)."""
+    """n, mean and t interval within [0, 1], widened for a sensitivity (not ``clip``) to any value past it."""
     x = np.array(values, dtype=float)
     low, high = stats.t_interval(x)
     if x.size > 1 and not math.isnan(low):
@@ -175,17 +142,8 @@ def _interval(values: list[float], clip: bool) -> tuple[int, float, float, float
 
 
 def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame | None:
-    """One row per cell (scheme x depth x other keys, without the learning rate).
-
-    Args:
-        runs: as returned by :func:`suite.results.run_records`.
-        keys: group keys; nothing is computed unless ``train.lr`` is one of them.
-        baseline: the baseline variant.
-
-    Returns:
-        None without a learning-rate key; else the cell keys then :data:`COLUMNS` (documented in
-        docs/statistics.md), sorted like the summary (baseline first). Accuracies are fractions.
-    """
+    """One row per cell: the cell keys then :data:`COLUMNS` (docs/statistics.md), baseline first, accuracies as
+    fractions; None without a ``train.lr`` key."""
     if LR not in keys:
         return None
     rest = [k for k in keys if k != LR]
@@ -257,8 +215,7 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
 
 
 def lr_curves(runs: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame:
-    """Per group (keys including ``train.lr``): mean test score, its t interval, and not-ok k/n,
-    for the accuracy-vs-learning-rate figure."""
+    """Per group (keys with ``train.lr``): mean test score, its t interval and not-ok k/n, for ``accuracy_vs_lr``."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in runs:
         if r["status"] != "error":

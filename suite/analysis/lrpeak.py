@@ -1,20 +1,8 @@
 """Where a validation curve peaks, how that peak moves with depth, and the jackknife interval of it.
 
-Pure functions of arrays. A *curve* is one depth's validation scores: ``rates`` ascending, shape (R,),
-and ``val``, shape (R, S), one column per seed scored at every rate, with ``seeds`` naming the columns.
-
-Why not the grid's best rate: on a grid of rates 2x apart over three doublings of depth, the slope
-of log(best rate) on log(depth) moves in steps of 0.5, and a percentile bootstrap of an argmax over
-few seeds under-covers (with 2 seeds a depth has three distinct resamples). Here the peak is the
-vertex of a quadratic in log(rate) fitted by least squares to the mean curve around its best rate
-(the best rate and up to 2 tested rates on each side, as many on each side, so a curve symmetric
-about a tested rate peaks exactly there), kept within that window; the slope is the least-squares
-slope of log(peak) on log(depth), a smooth function of the seeds' means, and its interval is the
-delete-one-seed jackknife with a Student-t quantile on n - 1 degrees of freedom, n the seeds. A seed
-left out is left out at every depth (and, for a contrast, in both schemes).
-
-Its error rates, simulated in tests/analysis/test_transfer.py, are in docs/statistics.md
-(#learning-rate-transfer-across-depth).
+The grid's best rate moves the slope in steps of 0.5 on a 2x grid and bootstraps badly over few seeds, so the peak
+is the vertex of a quadratic in log(rate) around the best rate, and the slope's interval a delete-one-seed jackknife
+(docs/statistics.md#learning-rate-transfer-across-depth). Pure functions of arrays.
 """
 
 from __future__ import annotations
@@ -53,9 +41,8 @@ def best_index(means: np.ndarray) -> int:
 
 
 def peak(rates: np.ndarray, means: np.ndarray) -> float:
-    """log(rate) at the peak of a mean validation curve (``rates`` ascending and ``means``, both (R,); see
-    the module docstring): the vertex of the quadratic fitted around the best rate, within its window, or
-    the best rate itself at the grid's edge, with a one-point window, or when the fit is not concave."""
+    """log(rate) at the peak of a mean curve: the quadratic's vertex within the window (as many rates each side, so a
+    symmetric curve peaks at its tested rate), or the best rate at the grid's edge or where the fit is not concave."""
     x = np.log(np.asarray(rates, dtype=float))
     i = best_index(means)
     w = min(WINDOW, i, len(x) - 1 - i)
@@ -78,9 +65,7 @@ def slope(curves: Sequence[Curve], without: Hashable | None = None) -> float:
 
 
 def grid_step(curves: Sequence[Curve]) -> float:
-    """How far the slope moves when one depth's best rate moves by one grid step: the widest log
-    spacing next to a depth's best rate, times ``max |x_c| / sum x_c^2`` (x_c the centred log depths).
-    0.5 for rates 2x apart over three doublings of depth; 1 for two depths a doubling apart."""
+    """How far the slope moves when one depth's best rate moves a grid step (docs/statistics.md, ``slope_step``)."""
     x = np.log([c.depth for c in curves])
     x = x - x.mean()
     widest = 0.0
@@ -94,12 +79,8 @@ def grid_step(curves: Sequence[Curve]) -> float:
 
 def jackknife(statistic: Callable[[Hashable | None], float], seeds: Sequence[Hashable],
               alpha: float = 0.05) -> tuple[float, float, float]:
-    """Delete-one jackknife interval of ``statistic``, ``estimate +/- t(1 - alpha/2, n - 1) * se``.
-
-    ``statistic`` is called with None (all seeds) or one of the n ``seeds`` to leave out. Returns
-    (estimate, low, high); low and high are nan with fewer than 2 seeds or no spread across the
-    leave-one-out values.
-    """
+    """(estimate, low, high) of the delete-one jackknife, ``statistic`` called with None or the seed to leave out;
+    low and high are nan with fewer than 2 seeds or no spread across the leave-one-out values."""
     estimate = statistic(None)
     n = len(seeds)
     if n < 2:

@@ -1,8 +1,8 @@
-"""The markup of the tables: Markdown and LaTeX cells, a table, its renderers, and the files; and
-Markdown to HTML for the report, with the one check every link of the report goes through.
+"""The markup of the tables: Markdown and LaTeX cells, a table, its renderers, and the files; and Markdown to HTML
+for the report, with the one check every link of the report goes through.
 
-Output is deterministic (sorted rows and columns, fixed float formats, no dates or absolute paths),
-so a rerun writes identical bytes.
+Output is deterministic (sorted rows and columns, fixed float formats, no dates or absolute paths), so a rerun
+writes identical bytes.
 """
 
 from __future__ import annotations
@@ -18,16 +18,11 @@ from markdown_it import MarkdownIt
 
 from suite import store
 
-# ----------------------------------------------------------------------------- files
-
-
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads as the start of a formula
 
 
 def write_csv(frame: pd.DataFrame, path: Path) -> Path:
-    """Write ``frame`` as CSV at full precision (shortest round-trip floats), ``\\n`` line ends,
-    atomically (:func:`suite.store.atomic_write`: a link at ``path`` is replaced, not followed). A text
-    cell that a spreadsheet would run as a formula (:func:`neutral`) gets a leading ``'``."""
+    """Write ``frame`` as CSV at full precision, ``\\n`` line ends, atomically; formula-like text is :func:`neutral`."""
     text = frame.copy()
     for col in text.columns:
         if not pd.api.types.is_numeric_dtype(text[col]) and not pd.api.types.is_bool_dtype(text[col]):
@@ -37,9 +32,7 @@ def write_csv(frame: pd.DataFrame, path: Path) -> Path:
 
 
 def neutral(value: object) -> object:
-    """A text cell that starts like a formula (``=``, ``+``, ``-``, ``@``, tab, carriage return: OWASP's rule
-    against CSV injection) with a ``'`` before it, so a spreadsheet shows it as text; numbers and other text
-    as they are (a number's ``-`` is never text here: numbers are not strings)."""
+    """A text cell that starts like a formula (OWASP's rule against CSV injection) with a ``'`` before it."""
     return "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
 
 
@@ -47,9 +40,6 @@ def write_text(text: str, path: Path) -> Path:
     """Write ``text`` as UTF-8 with ``\\n`` line ends (identical bytes on every platform), atomically."""
     store.atomic_write_text(path, text)
     return path
-
-
-# ----------------------------------------------------------------------------- markup
 
 
 @dataclass(frozen=True)
@@ -139,9 +129,6 @@ def safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in ".-+" else "-" for c in text)
 
 
-# ----------------------------------------------------------------------------- renderers
-
-
 def render_md(table: Table) -> str:
     head = f"| {table.corner} | " + " | ".join(table.columns) + " |"
     rule = "|:--|" + "|".join(":-:" for _ in table.columns) + "|"
@@ -186,22 +173,17 @@ def standalone_latex(fragment: str) -> str:
     ])
 
 
-# ----------------------------------------------------------------------------- HTML (the report)
-# Results folders travel (a shared drive, a tarball), so every string read from one is untrusted: the
-# Markdown converter keeps no raw HTML, and one function decides what may be a link.
+# HTML for the report. Results folders travel, so every string read from one is untrusted: the Markdown converter
+# keeps no raw HTML, and one function decides what may be a link.
 
 DATA_PNG = re.compile(r"data:image/png;base64,[A-Za-z0-9+/]*={0,2}")
 
 
 def href_ok(url: str) -> bool:
-    """Whether ``url`` may be a link (or image source) in the report: a relative path that stays
-    inside the results folder (optionally with a ``#fragment``; a fragment alone is this page), or a
-    PNG as a ``data:image/png;base64,`` URI, and only to a kind of file the suite writes (:data:`LINKABLE`:
-    never an ``.html`` or ``.svg`` page of the folder, which would run its script). Anything else (a scheme such as ``javascript:``, ``file:``
-    or another ``data:``, a leading ``/``, a ``..`` segment, a backslash, which browsers read as ``/``,
-    whitespace or a control character, which they strip, a query) is not.
-
-    Percent-escapes are decoded before the path is checked: browsers read ``%2e%2e`` as ``..``.
+    """Whether ``url`` may be a link (or image source) in the report: a relative path inside the results folder to a
+    :data:`LINKABLE` file (optionally with a ``#fragment``), or a ``data:image/png;base64,`` URI. Refused: any scheme,
+    a leading ``/``, ``..``, a backslash (browsers read it as ``/``), whitespace or control characters (they strip
+    them), a query. Percent-escapes are decoded first: browsers read ``%2e%2e`` as ``..``.
     """
     if DATA_PNG.fullmatch(url):
         return True
@@ -218,15 +200,13 @@ def href_ok(url: str) -> bool:
     return not path.startswith("/") and ".." not in path.split("/")
 
 
-# What a page may link to: the kinds of file the suite writes (a run's config and metrics, tables, figures,
-# docs), none a browser runs (.html, .svg, .xhtml, ...) when a reader clicks it.
+# What a page may link to: the kinds of file the suite writes, none a browser runs (.html, .svg, ...).
 LINKABLE = (".yaml", ".jsonl", ".json", ".csv", ".md", ".tex", ".png", ".pdf", ".txt")
 
 
 def link(path: str, anchor: bool = True) -> str | None:
-    """The href of ``path`` (relative to the results folder, ``/``-separated), percent-encoded, or None
-    when :func:`href_ok` refuses it: then it is shown as text, not as a link. ``anchor``: a ``#`` starts
-    a fragment (docs/x.md#y); else it is part of a file name (a run folder named ``x#y``)."""
+    """The percent-encoded href of ``path`` (relative to the results folder), or None when :func:`href_ok` refuses it.
+    ``anchor``: a ``#`` starts a fragment (docs/x.md#y); else it is part of a file name (a run folder ``x#y``)."""
     url = quote(path, safe="/#" if anchor else "/")
     return url if href_ok(url) else None
 
@@ -247,6 +227,5 @@ _MD.inline.ruler.before("html_inline", "line_break", _line_break)
 
 
 def md_html(text: str) -> str:
-    """Markdown (CommonMark and tables) as HTML: raw HTML is shown as text, a link :func:`href_ok`
-    refuses stays text, ``<br>`` is a line break."""
+    """Markdown (CommonMark and tables) as HTML: raw HTML and a link :func:`href_ok` refuses stay text."""
     return _MD.render(text)

@@ -1,20 +1,9 @@
 """``suite plan DIR``: how many seeds each comparison needs, from the spread the runs so far show.
 
-Planning, not observed power (which only restates a p-value; Hoenig & Heisey 2001). For each
-comparison with the baseline: the SD of the seed-matched differences observed and its 80% upper
-confidence limit, and the seeds needed planned with each (two columns): the point SD is as likely too
-small as too large, so planning with it fails about half the time, while the upper limit from 1
-degree of freedom is 3.9 times the point SD and asks for up to 15 times the seeds (3.9 squared); the truth is
-usually between, and more seeds narrow the gap. A zero SD (every seed pair differs by the same
-amount: often two arms that are the same model, or both at chance in every run) plans nothing, and
-says so. The level the comparison is tested at (0.05 for the
-declared primary comparison; 0.05 / m, Holm's first step, for one of a family of m co-primary tests;
-0.05 / m for one of the m exploratory comparisons of its table section), and the seed pairs a two-sided
-paired t-test needs to detect ``effect`` with ``power``
-(noncentral t, :func:`suite.analysis.stats.paired_seeds_needed`). For not-ok rates: the smallest
-p-value Fisher's exact test can reach with the runs there (3 vs 3 can never go below 0.10), and the
-seeds per group needed to tell the observed rates apart. For a ``frontier`` endpoint: the seeds per rate
-that would detect an LR50 ratio of 2, scaled from the width of the ratio's interval.
+Planning, not observed power (which only restates a p-value; Hoenig & Heisey 2001): per comparison, the seeds a
+test at the comparison's own level needs, planned with the observed SD of seed-matched differences and with its 80%
+upper confidence limit (the point SD is too small about half the time); for not-ok rates, Fisher's exact test. The
+rules are in docs/statistics.md, "Planning seeds".
 """
 
 from __future__ import annotations
@@ -59,15 +48,8 @@ def _primary_row(answer: Answer, effect: float, power: float) -> dict[str, Any]:
 
 
 def plan_table(root: str | Path, effect: float = 0.05, power: float = 0.8, baseline: str | None = None) -> pd.DataFrame:
-    """One row per comparison: the seeds needed (see the module docstring).
-
-    Args:
-        root: a results folder.
-        effect: the score difference to detect (a fraction: 0.05 = 5 points); the primary comparison
-            uses its declared margin when it has one.
-        power: the power wanted.
-        baseline: the baseline variant (default ``preln``).
-    """
+    """One row per comparison: the seeds needed to detect ``effect`` (a fraction: 0.05 = 5 points; a declared
+    margin instead where the primary comparison has one)."""
     runs = run_records(Path(root), from_csv=True)  # a folder shared as runs.csv alone plans too
     base = choose_baseline(runs, baseline)
     keys = group_keys(runs)

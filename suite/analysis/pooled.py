@@ -1,28 +1,10 @@
-"""Comparisons with few seeds: a pooled SD instead of one from a single degree of freedom, intervals
-kept inside what a score can be, and verdict words only from enough seeds.
+"""Comparisons with few seeds: a pooled SD instead of one from a single degree of freedom, intervals kept inside
+what a score can be, and verdict words only from enough seeds.
 
-A paired t interval on 2 seeds has 1 degree of freedom; with Bonferroni over 18 comparisons its t
-quantile is 229 and the interval of a 3-point difference runs past +/-300 points. Where a comparison
-has fewer than :data:`MIN_SEEDS` seed pairs, its SD comes from the whole family (one table section)
-instead: within each stratum (one cell of the baseline, e.g. one depth, and every scheme compared with
-it there), the scores follow ``score = arm effect + seed effect + error``, cell fixed effects plus a
-seed effect that the runs with one seed share (they share initial weights and batch order), fitted by
-least squares; the residual variance, pooled over strata, has ``sum (N - rank)`` degrees of freedom
-(``(arms - 1) (seeds - 1)`` per stratum when every arm ran every seed). A paired difference of two
-arms over n seeds then has standard error ``s * sqrt(2 / n)``. This is the randomised-block analysis
-behind Dunnett's comparisons with a control; unlike pooling the variances of the paired differences,
-it counts the degrees of freedom right when several schemes share one baseline's runs (pooling the
-differences of 6 schemes x 3 depths at 2 seeds and counting 18 df rejected a true null 6.5% of the
-time; this, with its 18 df, 5%: tests/analysis/test_pooled.py).
-
-Only arms whose runs all ended ok are fitted, and only comparisons between two such arms use the pooled
-SD: a cell with a run at chance is a mixture, whose spread (tens of points between a failed and an ok
-run) is not the spread of ok runs, and pooling it either way would make one side's interval wrong (a
-scheme with one failed run of 3 got p < 0.001 from the quiet cells' SD). Such a comparison keeps its
-own paired t. Arms whose scores are all equal or whose differences from the baseline are all equal (the
-same model twice) carry no noise and are left out of the fit (:func:`fitted_arms`). The pooled SD
-assumes one error spread for the family's ok runs; where a comparison has :data:`MIN_SEEDS` pairs or
-more it keeps its own paired t-test, and below that :func:`verdict` gives no word.
+A paired t interval on 2 seeds has 1 degree of freedom, so Bonferroni intervals run past +/-300 points. Below
+:data:`MIN_SEEDS` pairs the SD comes from a randomised-block fit (``score ~ arm + seed``) of the section's all-ok
+arms, which counts the degrees of freedom right when schemes share one baseline's runs. Derivation and simulated
+error rates: docs/statistics.md, "Few seeds".
 """
 
 from __future__ import annotations
@@ -39,16 +21,8 @@ MIN_SEEDS = 4  # seeds per arm below which no verdict word is given (the interva
 
 
 def pooled_sd(strata: Sequence[dict[Hashable, dict[Hashable, float]]]) -> tuple[float, float]:
-    """The residual SD of ``score ~ arm + seed`` fitted within each stratum, pooled, and its degrees of freedom.
-
-    Args:
-        strata: per stratum, ``{arm: {seed: score}}`` for the arms to fit (the baseline and the schemes
-            compared with it there; each seed at most once per arm).
-
-    Returns:
-        (sd, df): ``sqrt(sum RSS / sum (N - rank))`` over strata, N the scores fitted and rank that of
-        the arm + seed design; (nan, 0) when no stratum has a residual degree of freedom.
-    """
+    """(sd, df): the residual SD of ``score ~ arm + seed`` fitted within each stratum (``{arm: {seed: score}}``),
+    pooled; (nan, 0) when no stratum has a residual degree of freedom."""
     rss, dof = 0.0, 0
     for arms in strata:
         cells = [(a, s, float(x)) for a, by_seed in arms.items() for s, x in by_seed.items()]
@@ -71,8 +45,7 @@ def pooled_sd(strata: Sequence[dict[Hashable, dict[Hashable, float]]]) -> tuple[
 
 def fitted_arms(arms: dict[Hashable, dict[Hashable, float]],
                 baseline: Hashable) -> dict[Hashable, dict[Hashable, float]]:
-    """The arms of one stratum that carry noise: without arms whose scores are all equal (e.g. every run
-    at chance) or whose seed-matched differences from ``baseline`` are all equal (the same model twice)."""
+    """The arms of one stratum that carry noise: not all scores equal, nor all differences from ``baseline``."""
     base = arms.get(baseline, {})
     keep = {}
     for a, by_seed in arms.items():
@@ -88,14 +61,8 @@ def fitted_arms(arms: dict[Hashable, dict[Hashable, float]],
 
 
 def pooled_difference(d: Sequence[float], sd: float, df: float, alpha: float = 0.05) -> stats.Difference:
-    """The mean of seed-matched differences ``d`` with a t interval from the pooled residual ``sd`` on
-    ``df`` degrees of freedom (:func:`pooled_sd`): standard error ``sd * sqrt(2 / n)``.
-
-    Returns:
-        The :class:`~suite.analysis.stats.Difference` (``test`` says the SD was pooled and on how many
-        degrees of freedom); no interval or p when ``d`` is empty, its values are all equal, or there is
-        no pooled SD.
-    """
+    """The mean of seed-matched differences ``d`` with a t interval from the pooled ``sd`` on ``df`` degrees of
+    freedom; no interval or p when ``d`` is empty or constant, or there is no pooled SD."""
     d = np.asarray(d, dtype=float)
     if d.size == 0:
         return stats.NO_DIFFERENCE
@@ -110,8 +77,7 @@ def pooled_difference(d: Sequence[float], sd: float, df: float, alpha: float = 0
 
 
 def clip(low: float, high: float, bound: float) -> tuple[float, float, bool]:
-    """``(low, high, clipped)``: the interval kept within ``[-bound, +bound]``, the most two scores can differ
-    (a wider one says nothing the range does not); ``clipped`` is True when an end moved."""
+    """``(low, high, clipped)``: the interval kept within ``[-bound, +bound]``, the most two scores can differ."""
     if math.isnan(low) or math.isnan(high):
         return (low, high, False)
     new = (max(low, -bound), min(high, bound))
@@ -119,9 +85,8 @@ def clip(low: float, high: float, bound: float) -> tuple[float, float, bool]:
 
 
 def verdict(estimate: float, p_adjusted: float, seeds: int, alpha: float = 0.05) -> str:
-    """The word for one exploratory comparison: ``""`` without a test (``p_adjusted`` nan), ``"too few
-    seeds"`` when ``seeds`` (the smaller arm's, or the pairs) is below :data:`MIN_SEEDS`, else ``"higher"``
-    / ``"lower"`` when the adjusted p is below ``alpha``, ``"not significant"`` otherwise (never "same")."""
+    """The word for one exploratory comparison: ``""`` without a test, ``"too few seeds"`` below :data:`MIN_SEEDS`,
+    ``"higher"`` / ``"lower"`` when the adjusted p is below ``alpha``, else ``"not significant"`` (never "same")."""
     if math.isnan(p_adjusted):
         return ""
     if seeds < MIN_SEEDS:

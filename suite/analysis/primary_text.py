@@ -1,10 +1,8 @@
 """The declared comparisons' answers in plain words: the opening of ``findings.md``.
 
-One comparison tested alone: one paragraph, ``**Primary comparison** (... tested alone ...)``. A family
-of co-primary comparisons (:mod:`suite.analysis.coprimary`): one paragraph saying they are tested as
-one family with Holm (``**Primary comparisons** ...``), then a numbered list, one answer per comparison, each with its p and its Holm-adjusted p,
-and its interval at the level of the Holm step that decided it. Pure functions of
-:class:`~suite.analysis.endpoints.Answer`; the words of each endpoint are its class's.
+One comparison tested alone: one paragraph. A co-primary family: a paragraph naming the Holm correction, then a
+numbered list of answers. Pure functions of :class:`~suite.analysis.endpoints.Answer`; each endpoint's words are its
+class's.
 """
 
 from __future__ import annotations
@@ -41,8 +39,7 @@ def verdict(a: Answer) -> str:
 
 
 def verdict_table(answers: list[Answer]) -> list[str]:
-    """The answer a reader understands first: one row per declared question, its estimate, interval, p
-    (Holm-adjusted in a family) and verdict in plain words. Markdown lines; cells are one line each."""
+    """Markdown lines, one row per declared question: estimate, interval, p (Holm-adjusted in a family), verdict."""
     rows = ["| question | estimate | interval | p" + (" (Holm)" if answers[0].family > 1 else "") + " | verdict |",
             "|:--|:-:|:-:|:-:|:--|"]
     for a in answers:
@@ -72,6 +69,5 @@ def _cell(text: str) -> str:
 
 
 def paragraph(answer: Answer | list[Answer]) -> str:
-    """The answer(s) in plain words, the opening of ``findings.md``: one paragraph for one comparison
-    tested alone, a list for a family of co-primary comparisons."""
+    """The answer(s) in plain words, the opening of ``findings.md`` (:func:`opening`)."""
     return opening(answer if isinstance(answer, list) else [answer])

@@ -1,10 +1,8 @@
-"""What an analysis produces, in one registry: each table kind, figure and findings section, with its
-title, its one-line caption and where ``docs/statistics.md`` explains it.
+"""What an analysis produces, in one registry: each table kind, figure and findings section, with its title, its
+one-line caption and where ``docs/statistics.md`` explains it.
 
-``suite analyze`` writes ``tables/<name>.{md,tex,csv}`` for each :data:`TABLES` entry whose frame is
-not empty, ``findings.md`` from the :data:`FINDINGS` sections and the :data:`FIGURES`; ``suite report``
-renders the same objects (:class:`Analysis`), in the same order, under the same titles. A new product
-is one entry here and its builder; nothing else lists them.
+``suite analyze`` writes and ``suite report`` renders the same objects in the same order under the same titles. A
+new product is one entry here and its builder; nothing else lists them.
 """
 
 from __future__ import annotations
@@ -71,9 +69,8 @@ class FindingsSection:
 class Analysis:
     """An analysed results folder: its runs, its groups and every frame the products are drawn from.
 
-    ``frames`` maps a :data:`TABLES` name to its frame (None or empty: that product is not written);
-    ``answer`` is the declared primary comparison's answer (a list for co-primary ones, None when none
-    is declared).
+    ``frames``: a :data:`TABLES` name -> its frame (None or empty: not written); ``answer``: the declared primary
+    comparison's answer (a list for co-primary ones, None when none is declared).
     """
 
     root: Path
@@ -102,8 +99,7 @@ class Analysis:
 
 @dataclass(frozen=True)
 class Inputs:
-    """What every table's frame is built from: the folder, its runs and groups, the frontier models fitted
-    once (table and figures share them) and the declared question(s)."""
+    """What every table's frame is built from; ``fitted``: the frontier models, fitted once for table and figures."""
 
     root: Path
     runs: list[dict[str, Any]]
@@ -114,8 +110,7 @@ class Inputs:
 
 
 def build_frames(inputs: Inputs) -> dict[str, pd.DataFrame | None]:
-    """Every :data:`TABLES` kind's frame, each built once, in the registry's order (a kind may read the
-    frames built before it)."""
+    """Every :data:`TABLES` kind's frame, built once in registry order (a kind may read earlier frames)."""
     frames: dict[str, pd.DataFrame | None] = {}
     for kind in TABLES.values():
         if kind.build is not None:
@@ -228,9 +223,8 @@ def doc_link(anchor: str) -> str:
 
 
 def figure_kind(stem: str, analysis: Analysis | None) -> tuple[FigureKind | None, str]:
-    """The figure kind a file stem belongs to and the section it shows, in words (``train.lr = 0.002``,
-    or ``layerscale-cait, train.lr = 0.002`` for a per-scheme figure); (None, stem) for a stem no kind
-    names. The section comes from the analysis's own groups, not from the file name."""
+    """The figure kind of a file stem and its section in words (from the analysis's groups, not the file name);
+    (None, stem) for a stem no kind names."""
     kind = max((k for k in FIGURES.values() if stem == k.name or stem.startswith(k.name + "-")
                 or stem.startswith(k.name + "_")), key=lambda k: len(k.name), default=None)
     if kind is None:

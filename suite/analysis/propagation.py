@@ -1,7 +1,5 @@
-"""The analysis of ``suite propagate`` runs: scalar summaries vs depth with intervals over seeds, and
-the per-block profiles behind them (read from each run's ``propagation.jsonl``).
-
-The quantities are defined in :mod:`suite.engine.propagation` and docs/propagation.md.
+"""The analysis of ``suite propagate`` runs: scalar summaries vs depth with intervals over seeds, and the per-block
+profiles behind them. The quantities are defined in :mod:`suite.engine.propagation` and docs/propagation.md.
 """
 
 from __future__ import annotations
@@ -38,12 +36,9 @@ def is_propagation(runs: list[dict[str, Any]]) -> bool:
 
 
 def summary_frame(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame:
-    """One row per group (scheme x depth x ...): per quantity the mean over seeds with a 95% t interval.
+    """One row per group: per quantity the mean over the ok runs' seeds with a 95% t interval.
 
-    Ratios that span orders of magnitude (:data:`LOG_SCALE`) are averaged as log10, so the mean is a
-    geometric mean and the interval multiplicative; the columns hold the values back on the ratio
-    scale. ``n`` counts the runs that ended ``ok``; runs that diverged or errored are left out of
-    the means and counted (``n_diverged``, ``n_error``).
+    :data:`LOG_SCALE` ratios span orders of magnitude, so their mean is geometric and the interval multiplicative.
     """
     rows = []
     for g, members in ordered_groups(runs, keys, baseline).items():
@@ -69,15 +64,8 @@ def summary_frame(runs: list[dict[str, Any]], keys: list[str], baseline: str) ->
 
 
 def profiles(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame:
-    """Per group and block, the mean over seeds of the forward and backward records: geometric for
-    the norms (``stream_rms``, ``grad_stream``, ``grad_params``: drawn on a log axis, and a seed
-    whose gradient vanishes by orders of magnitude must not disappear under one that does not),
-    arithmetic for the cosines.
-
-    Returns:
-        Columns: the group keys, ``block``, ``stream_rms``, ``grad_stream``, ``grad_params``,
-        ``cls_cos``, ``mean_cos`` (runs without a readable ``propagation.jsonl`` are skipped).
-    """
+    """Per group and block, the mean over seeds of the forward and backward records: geometric for the norms (a seed
+    whose gradient vanishes must not disappear under one that does not), arithmetic for the cosines."""
     frames = []
     for r in runs:
         folder = run_folder(root, r)

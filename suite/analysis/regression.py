@@ -1,9 +1,7 @@
 """Trends with depth as pure functions: one test per scheme instead of one per cell.
 
-Accuracy is modelled as linear in log2(depth) (ordinary least squares, statsmodels); the not-ok
-outcome of each run as a binomial GLM with a logit link. A scheme is compared with the baseline by
-the interaction term of a joint model: ``y ~ x + g + x:g`` with ``g`` = 1 for the scheme's runs,
-so the interaction is the difference of the two slopes, with its interval and p-value.
+Accuracy is linear in log2(depth) (OLS); the not-ok outcome a binomial GLM. A scheme is compared with the baseline
+by the interaction of a joint model ``y ~ x + g + x:g`` (``g`` = 1 for the scheme's runs): the slopes' difference.
 """
 
 from __future__ import annotations
@@ -38,8 +36,7 @@ def _design(x1: np.ndarray, x2: np.ndarray | None) -> np.ndarray:
 
 
 def linear_slope(x: Sequence[float], y: Sequence[float], alpha: float = 0.05) -> Slope:
-    """OLS slope of ``y`` on ``x`` (both (n,); here score on log2 depth) with its t interval (n - 2 df); all
-    nan unless x takes at least 2 values and n >= 3."""
+    """OLS slope of ``y`` on ``x`` with its t interval; all nan unless x takes at least 2 values and n >= 3."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.size < 3 or np.unique(x).size < 2:
         return NO_SLOPE
@@ -52,17 +49,9 @@ def linear_slope(x: Sequence[float], y: Sequence[float], alpha: float = 0.05) ->
 
 def logistic_slope_difference(x1: Sequence[float], k1: Sequence[int], x2: Sequence[float], k2: Sequence[int],
                               alpha: float = 0.05) -> Slope:
-    """Difference of the log-odds slopes of a 0/1 outcome, from a binomial GLM ``k ~ x + g + x:g``.
-
-    Args:
-        x1, k1: group 1's predictor and outcomes (1 = not ok), one per run.
-        x2, k2: the same for group 2 (the baseline).
-
-    Returns:
-        The interaction (log-odds per unit of x) as a :class:`Slope`; all nan where the model cannot
-        be estimated: an outcome that never or always happens in a group, or (quasi-)separation,
-        where maximum likelihood runs off to infinity and a Wald test means nothing.
-    """
+    """Difference of the log-odds slopes of a 0/1 outcome (1 = not ok; x2, k2 the baseline's), from a binomial GLM
+    ``k ~ x + g + x:g``. All nan under all-or-none outcomes in a group or (quasi-)separation, where maximum
+    likelihood runs off to infinity and a Wald test means nothing."""
     x1, k1, x2, k2 = (np.asarray(v, dtype=float) for v in (x1, k1, x2, k2))
     if np.unique(x1).size < 2 or np.unique(x2).size < 2:
         return NO_SLOPE

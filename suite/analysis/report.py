@@ -1,18 +1,11 @@
 """``suite report DIR [--compare OTHER]``: one self-contained HTML page of an analysed results folder.
 
-The page renders what ``suite analyze`` wrote and recomputes nothing: ``analysis.json`` (the title, the
-answer, the findings, each table as Markdown and each figure's kind: :func:`suite.analysis.analyze.manifest`),
-``runs.csv`` and the ``figures/*.png``; the products' titles and captions come from
-:mod:`suite.analysis.products`. Everything is embedded (figures as data URIs, no script, no network at view
-time): a table of contents, the ablation's description and variants, the plain-language answer,
-then the figures, the tables (each kind's legend once), the findings and every run with its status,
-a loss curve and links to its ``config.yaml`` and ``metrics.jsonl``.
-A results folder travels between people, so everything read from it is untrusted text: the page is a
-Jinja2 template with autoescape, Markdown is rendered without raw HTML (:func:`markup.md_html`), every
-href passes :func:`markup.href_ok` (a path inside the folder or a PNG data URI; anything else stays
-text), and a Content-Security-Policy forbids script, so an escape missed still runs nothing.
-With ``--compare``, two folders side by side: which keys of ``ablation.yaml`` changed and which
-cells of ``tables/summary.csv`` moved (Welch's t-test per cell, unadjusted: a screen).
+The page renders what ``suite analyze`` wrote (``analysis.json``, ``runs.csv``, ``figures/*.png``) and recomputes
+nothing; everything is embedded (figures as data URIs, no script, no network). A results folder travels between
+people, so everything read from it is untrusted text: autoescape, Markdown without raw HTML, every href through
+:func:`markup.href_ok`, and a Content-Security-Policy that forbids script, so an escape missed still runs nothing.
+With ``--compare``: which keys of ``ablation.yaml`` changed and which cells of ``tables/summary.csv`` moved (Welch's
+t-test per cell, unadjusted: a screen).
 """
 
 from __future__ import annotations
@@ -43,16 +36,11 @@ MAX_CURVE_POINTS = 200  # a sparkline needs no more
 
 def write_report(root: str | Path, compare: str | Path | None = None,
                  warn: Callable[[str], None] = lambda line: None) -> Path:
-    """Write ``root/report.html`` (with ``compare``: ``root/compare.html``) atomically, never through a link,
-    and return its path; ``warn`` gets each line the comparison warns with.
-
-    Raises:
-        AnalysisError: ``root`` (or ``compare``) is not an analysed results folder.
-    """
+    """Write ``root/report.html`` (with ``compare``: ``root/compare.html``) atomically, never through a link; return
+    its path. ``warn`` gets each line the comparison warns with. Raises AnalysisError for an unanalysed folder."""
     root = Path(root)
     page = build(root, compare, warn)
-    # Paths from argv or the file system hold undecodable bytes as surrogates (a non-ASCII name under the
-    # C locale, a name that is not UTF-8): back to their bytes, read as UTF-8 (U+FFFD where they are not).
+    # Paths hold undecodable bytes as surrogates (C locale, non-UTF-8 names): back to bytes, then UTF-8 with U+FFFD.
     page = page.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
     return markup.write_text(page, root / (REPORT if compare is None else COMPARE))
 
@@ -85,8 +73,7 @@ def _untitled(lines: list[str]) -> list[str]:
 
 
 def _runs(root: Path) -> list[dict[str, Any]]:
-    """The runs of ``root``'s ``runs.csv``, as their summaries held them; a damaged row is ``suite analyze``'s
-    to report (it refuses to write one), so it is left out here without a word."""
+    """The runs of ``root``'s ``runs.csv``; a damaged row is left out silently (``suite analyze`` reports it)."""
     import warnings
 
     from suite.results import runs_from_csv
@@ -99,8 +86,7 @@ def _runs(root: Path) -> list[dict[str, Any]]:
 
 
 def _manifest(root: Path) -> dict[str, Any]:
-    """``analysis.json`` as ``suite analyze`` writes it, every field checked for its type (the folder is
-    untrusted, and a page is rendered from it, not a traceback).
+    """``analysis.json``, every field type-checked: the folder is untrusted, and a page is rendered, not a traceback.
 
     Raises:
         AnalysisError: it is missing, not JSON, or not what ``suite analyze`` writes.
@@ -131,9 +117,6 @@ def _manifest(root: Path) -> dict[str, Any]:
     if not ok:
         raise AnalysisError(f"{path}: not what `suite analyze` writes; {again}")
     return {**raw, "findings": [(f["name"], f["lines"]) for f in raw["findings"]]}
-
-
-# ----------------------------------------------------------------------------- reading
 
 
 def _depth(value: Any) -> bool:
@@ -167,12 +150,8 @@ def _runs_csv(root: Path) -> pd.DataFrame:
     return frame
 
 
-# ----------------------------------------------------------------------------- sections
-
-
 def _ablation_file(root: Path) -> dict[str, Any]:
-    """The folder's ``ablation.yaml`` as read by every ablation reader (size and alias-bomb guards); {}
-    when it is missing or cannot be read."""
+    """The folder's ``ablation.yaml`` (with the readers' size and alias-bomb guards); {} when it cannot be read."""
     try:
         return recorded_ablation(root)
     except ValueError:
@@ -221,15 +200,12 @@ def _answering(root: Path) -> tuple[str, ...]:
 
 def _figures(root: Path, drawn: dict[str, dict[str, str]], warn: Callable[[str], None],
              answering: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """The figures ``suite analyze`` drew (``drawn``: file name -> kind and section in words), grouped by kind:
-    those of the ``answering`` kinds first and open, then the rest in the registry's order (the first two open
-    when none answers): each kind's title, caption and method, then one item per figure with the section
-    it shows, its PNG as a data URI and its PDF's link (when there is one).
+    """The figures ``suite analyze`` drew (``drawn``: file name -> kind and section), grouped by kind, the
+    ``answering`` kinds first and open.
 
-    A page is shared, so nothing from outside the folder may enter it: ``figures/`` must not be a link (as
-    ``suite analyze`` refuses it), and a figure is embedded only when it is a regular file (not a link) that
-    the analysis drew, of a kind the registry lists, and starts with PNG's signature; anything else is left
-    out with a warning naming it.
+    Nothing from outside the folder may enter a shared page: ``figures/`` must not be a link, and a figure is embedded
+    only when it is a regular file the analysis drew, of a registered kind, with PNG's signature; else it is left out
+    with a warning.
     """
     folder = root / "figures"
     if folder.is_symlink():
@@ -287,8 +263,7 @@ def _read_png(path: Path) -> bytes | None:
 
 
 def _tables(root: Path, written: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per table kind ``suite analyze`` wrote, in the registry's order: its tables as HTML (their
-    Markdown without legends) and the legends once."""
+    """One entry per table kind ``suite analyze`` wrote, in registry order: its tables as HTML, the legends once."""
     by_name = {t["name"]: t for t in written}
     out = []
     for kind in products.TABLES.values():
@@ -324,8 +299,7 @@ def _completeness(root: Path, runs: list[dict[str, Any]]) -> tuple[int, int] | N
 
 
 def _run_list(root: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The runs table: its head and one dict per run. A run folder is read (and linked) only when its
-    ``run_dir`` is a path inside ``root`` (:func:`markup.link`): ``runs.csv`` is data like the rest."""
+    """The runs table; a run folder is read and linked only when its ``run_dir`` is inside ``root`` (untrusted)."""
     config_keys = sorted(k for k in {k for r in runs for k in r} if k.startswith(CONFIG_PREFIXES)
                          and len({markup.fmt_value(r.get(k)) for r in runs}) > 1)
     head = ["run", "variant", *config_keys, "seed", "status", "test acc", "steps", "loss", "error"]
@@ -377,9 +351,8 @@ SPARK_READ_ALL = 4 << 20  # a metrics.jsonl up to this size is read whole; a lar
 
 
 def _sparkline(folder: Path) -> str:
-    """The points of ``folder``'s training-loss sparkline ("" when it has none), in bounded time and
-    memory: a ``metrics.jsonl`` over :data:`SPARK_READ_ALL` bytes is read at about 2 x
-    :data:`MAX_CURVE_POINTS` evenly spaced offsets, one record at each, not whole."""
+    """The points of ``folder``'s training-loss sparkline ("" when none), in bounded time and memory: a large
+    ``metrics.jsonl`` is sampled at evenly spaced offsets, not read whole."""
     try:
         with files.open_regular(folder / store.METRICS, max_bytes=None) as f:
             size = os.fstat(f.fileno()).st_size
@@ -437,14 +410,12 @@ def _compare(root: Path, other: Path, warn: Callable[[str], None] = lambda line:
             "cells": None if only else _moved_cells_view(a, b, str(root), str(other))}
 
 
-# ablation.yaml fields that change what a run trains (a changed seed list is a rerun, a changed `primary` a new
-# question: neither makes two cells of the same name different runs)
+# ablation.yaml fields that change what a run trains (not `seeds`, a rerun, nor `primary`, a new question)
 RUN_FIELDS = ("base", "grid", "variants", "rates", "rates_from", "extends")
 
 
 def _cell_keys(summary: pd.DataFrame) -> list[str]:
-    """The keys that name a cell of a summary table, wherever its columns stand: ``variant``, the config keys
-    (dotted names) and ``packed``."""
+    """The columns that name a cell of a summary table: ``variant``, the dotted config keys and ``packed``."""
     return [c for c in summary.columns if c in ("variant", "packed") or "." in str(c)]
 
 
@@ -461,12 +432,8 @@ NUMBERS = ("acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high")  # the s
 
 
 def _summary(root: Path) -> pd.DataFrame:
-    """``tables/summary.csv`` (empty when there is none or it is not a table).
-
-    Raises:
-        AnalysisError: a cell a comparison reads holds no finite number (``abc``, ``inf``): names the
-            file, the column and the line.
-    """
+    """``tables/summary.csv`` (empty when there is none or it is not a table). Raises AnalysisError naming the file,
+    column and line where a cell a comparison reads holds no finite number."""
     from io import StringIO
 
     path = root / "tables" / "summary.csv"
@@ -486,10 +453,8 @@ def _summary(root: Path) -> pd.DataFrame:
 
 
 def moved_cells(mine: pd.DataFrame, theirs: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """One row per cell (group) of either summary table: both mean scores, their difference, Welch's
-    t-test between the two cells' runs (from their means, SDs and counts) and ``change``: ``moved``
-    (p < ``alpha``, unadjusted: a screen, not a verdict), ``not significant`` (which is not "the
-    same"), or ``new`` / ``gone`` for a cell on one side only."""
+    """One row per cell of either summary table: both means, their difference, Welch's p and ``change``: ``moved``
+    (p < ``alpha``, unadjusted: a screen), ``not significant`` (not "the same"), or ``new`` / ``gone``."""
     need = {"is_baseline", "acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high"}
     if mine.empty or theirs.empty or not need <= set(mine.columns) or not need <= set(theirs.columns):
         return pd.DataFrame()
@@ -531,9 +496,6 @@ def _moved_cells_view(mine: pd.DataFrame, theirs: pd.DataFrame, name: str, other
             "head": [*keys, f"score {other}", f"score {name}", "difference", "Welch p", "change"]}
 
 
-# ----------------------------------------------------------------------------- html
-
-
 def _short(value: Any, limit: int = 200) -> str:
     text = markup.fmt_value(value) if not isinstance(value, (list, dict)) else yaml.safe_dump(value, default_flow_style=True).strip()
     return text if len(text) <= limit else text[:limit - 3] + "..."
@@ -567,8 +529,8 @@ figure{margin:.6em 0} figcaption{color:#555;font-size:13px} details{margin:.8em 
 """
 
 
-# Autoescape: every {{ }} is escaped unless it is Markup (the Markdown above, the constant CSS). The CSP
-# is the first element of <head>: no script, no fetch; images only as data URIs, styles only inline.
+# Autoescape: every {{ }} is escaped unless it is Markup. The CSP is the first element of <head>: no script, no
+# fetch; images only as data URIs, styles only inline.
 _ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 PAGE = _ENV.from_string("""<!DOCTYPE html>
 <html lang="en"><head><meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'">

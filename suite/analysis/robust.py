@@ -1,9 +1,7 @@
 """Aggregates across cells that stay honest with few seeds (Agarwal et al. 2021, rliable).
 
-Pure functions of arrays. A scheme's runs come in *strata* (its grouping cells, e.g. one per
-depth); the interquartile mean pools them, the probability of improvement compares a scheme with
-the baseline stratum by stratum, and the stratified bootstrap resamples runs within each stratum,
-so every resample keeps the design (the same cells, the same number of runs in each).
+Pure functions of arrays. A scheme's runs come in *strata* (e.g. one per depth); the stratified bootstrap resamples
+within each, so every resample keeps the design.
 """
 
 from __future__ import annotations
@@ -21,8 +19,7 @@ MIN_PER_STRATUM = 2  # a stratum of one run cannot be resampled
 
 
 def iqm(x: Sequence[float] | np.ndarray) -> float | np.ndarray:
-    """Interquartile mean over the last axis, the mean of the middle 50% (``scipy.stats.trim_mean(x, 0.25)``);
-    nan for none. E.g. ``iqm([1, 2, 3, 4, 100, 6, 7, 8]) == 5.0`` (the mean of 3, 4, 6, 7)."""
+    """Interquartile mean over the last axis, the mean of the middle 50%; nan for none."""
     x = np.asarray(x, dtype=float)
     if not x.size:
         return math.nan
@@ -31,9 +28,8 @@ def iqm(x: Sequence[float] | np.ndarray) -> float | np.ndarray:
 
 
 def probability_of_improvement(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray]) -> float | np.ndarray:
-    """P(X > Y) + P(X = Y) / 2 within each stratum (the Mann-Whitney U over n m, as rliable computes it),
-    averaged over the strata with runs on both sides; nan without any. 0.5: no tendency either way. The
-    observations are on the last axis: a stratum of shape (R, n) gives R values (one per bootstrap resample)."""
+    """P(X > Y) + P(X = Y) / 2 within each stratum, averaged over strata with runs on both sides; nan without any.
+    Observations are on the last axis: a stratum of shape (R, n) gives R values (one per bootstrap resample)."""
     scores = []
     for x, y in zip(xs, ys):
         x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
@@ -53,14 +49,9 @@ def stratified_bootstrap(
     alpha: float = 0.05,
     seed: int = BOOTSTRAP_SEED,
 ) -> tuple[float, float]:
-    """Percentile interval (low, high) of ``statistic`` with runs resampled within each stratum; (nan, nan)
-    unless every group has :data:`MIN_RUNS` runs and every stratum :data:`MIN_PER_STRATUM`.
-
-    Args:
-        strata: one entry per group compared (e.g. [scheme, baseline]), each a list of strata of observations.
-        statistic: called once with every group resampled, each stratum of shape (n_resamples, size);
-            returns the n_resamples values.
-    """
+    """Percentile interval of ``statistic`` with runs resampled within each stratum; (nan, nan) unless every group has
+    :data:`MIN_RUNS` runs and every stratum :data:`MIN_PER_STRATUM`. ``strata``: per group compared, its strata;
+    ``statistic`` is called once with every stratum resampled, of shape (n_resamples, size)."""
     groups = [[np.asarray(s, dtype=float) for s in group] for group in strata]
     for group in groups:
         if sum(s.size for s in group) < MIN_RUNS or any(s.size < MIN_PER_STRATUM for s in group):

@@ -1,15 +1,9 @@
 """How a declared frontier-slope verdict depends on what counts as "not ok".
 
-A study declares its definition of not ok before its runs (the suite's status: docs/training.md, Statuses).
-A verdict that flips when the floor moves by 5 points, or when runs whose residual stream or attention logits
-blew up are counted as not ok too, is a verdict about the definition. For each definition of
-:data:`DEFINITIONS` the declared ``frontier_slope`` comparisons are refitted (one model of every scheme's runs,
-:func:`suite.analysis.depthslope.difference`) and decided together under Holm, as the declared analysis
-decides them. Exploratory: only the declared definition's row is the verdict.
-
-The bounds are the suite's (suite.engine.diagnostics: STREAM_RMS_BOUND, fixed on 2026-12-06 while the frontier
-study ran, before any of its analysis, from the earlier study's runs; ATTN_LOGIT_BOUND, the one the old
-``unstable`` cause used).
+A verdict that flips when the floor moves by 5 points, or when runs whose stream or attention logits blew up count
+as not ok too, is a verdict about the definition. For each of :data:`DEFINITIONS` the declared ``frontier_slope``
+comparisons are refitted and decided under Holm, as declared. Exploratory: only the declared row is the verdict.
+The bounds are suite.engine.diagnostics' (STREAM_RMS_BOUND was fixed before the frontier study's analysis).
 """
 
 from __future__ import annotations
@@ -57,9 +51,7 @@ DEFINITIONS: dict[str, tuple[str, Callable[[dict[str, Any]], bool]]] = {
 
 
 def sensitivity_frame(runs: list[dict[str, Any]], declared: Any, alpha: float = 0.05) -> pd.DataFrame | None:
-    """One row per definition x declared ``frontier_slope`` comparison (:data:`COLUMNS`): the slope
-    difference, its ``1 - alpha`` profile interval, its p and whether Holm over the declared comparisons
-    decides it. None when no declared comparison is a ``frontier_slope`` one."""
+    """One row per definition x declared ``frontier_slope`` comparison (:data:`COLUMNS`); None when there is none."""
     from suite.analysis import depthslope
 
     declared = [p for p in (declared if isinstance(declared, list) else [declared] if declared else [])]

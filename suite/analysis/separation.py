@@ -1,10 +1,8 @@
 """Which diagnostic separates the runs that ended not ok from the ok ones: the cause the runs support.
 
-For each scheme (and all schemes together) and each peak diagnostic a run records (:data:`suite.store.DIAGNOSTIC_PEAKS`:
-the largest attention logit, the stream's largest RMS, ...), the AUC: the chance that a not-ok run's value lies
-further on the bad side than an ok run's (ties count half; the Mann-Whitney U over n_not_ok x n_ok pairs). 1 means
-the diagnostic alone tells every failure from every success, 0.5 that it tells nothing. A cause named in words
-(``unstable``: attention logits past a bound) is only as good as its diagnostic's AUC here. Exploratory, no test.
+For each scheme and each peak diagnostic (:data:`suite.store.DIAGNOSTIC_PEAKS`), the AUC of not-ok against ok runs:
+1 = it tells every failure from every success, 0.5 = nothing. A cause named in words is only as good as its
+diagnostic's AUC here. Exploratory, no test.
 """
 
 from __future__ import annotations
@@ -33,8 +31,7 @@ def auc(bad: list[float], good: list[float], low_is_bad: bool = False) -> float:
 
 
 def separation_frame(runs: list[dict[str, Any]]) -> pd.DataFrame | None:
-    """One row per scheme (then ``all``) and diagnostic: :data:`COLUMNS`; None when no scheme has both ok and
-    not-ok runs with a recorded diagnostic (nothing to separate)."""
+    """One row per scheme (then ``all``) and diagnostic; None when no scheme has both ok and not-ok runs to separate."""
     judged = [r for r in runs if r.get("status") in ("ok", "failed", "diverged")]
     schemes = sorted({str(r.get("variant")) for r in judged})
     rows = []

@@ -1,14 +1,9 @@
 """Stability across depth: where each scheme's runs stop being ok at every depth, and why.
 
-Used when ``model.depth`` (two depths or more) and ``train.lr`` are group keys. Per section (the other
-keys), one model of every scheme's runs (:func:`suite.analysis.depthslope.fit`); one row per scheme x
-depth with the model's frontier there (LR50 with a pointwise 95% band), the scheme's slope on log depth,
-the LR50 its runs at that depth show without the model (:func:`measured_lr50`), and what the runs show: the
-lowest rate at which a run ended not ok, what was observed there and the diagnostics' medians. The words
-(:func:`outcome`) say what was observed, not a cause: ``did not learn``, ``did not learn, stream grew`` (its
-residual stream's RMS passed its bound, :func:`suite.engine.diagnostics.past_bounds`: the diagnostic that
-separates the runs that break, tables/diagnostics.csv), ``diverged`` (a divergence rule fired:
-docs/training.md).
+Used when ``model.depth`` (two depths or more) and ``train.lr`` are group keys: per section, one model of every
+scheme's runs (:func:`suite.analysis.depthslope.fit`), and per scheme x depth its frontier, the LR50 the runs show
+without the model, and what the runs not ok showed. The words (:func:`outcome`) say what was observed, not a cause.
+See docs/statistics.md, "Stability frontier across depth".
 """
 
 from __future__ import annotations
@@ -42,10 +37,9 @@ def outcome(run: dict[str, Any]) -> str:
 
 
 def measured_lr50(rates: list[float], not_ok: list[int]) -> tuple[float, str]:
-    """The LR50 at one depth as its runs show it, no model: the rate where the share of runs not ok first
-    reaches one half, interpolated on log rate between the two rates tried around it. Returns ``(rate, "")``,
-    or ``(nan, "below")`` when the share is already a half at the lowest rate tried, ``(nan, "above")`` when
-    it never reaches a half, ``(nan, "")`` without runs."""
+    """The LR50 at one depth without a model: where the share not ok first reaches a half, interpolated on log rate.
+    Returns ``(rate, "")``; ``(nan, "below")`` / ``(nan, "above")`` when the half lies outside the rates run.
+    """
     share: dict[float, list[int]] = {}
     for lr, bad in zip(rates, not_ok):
         share.setdefault(float(lr), []).append(int(bad))
@@ -80,9 +74,8 @@ def models(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> dict[t
 
 def stability_table(runs: list[dict[str, Any]], keys: list[str], baseline: str,
                     fitted: dict[tuple, depthslope.DepthFrontier] | None = None) -> pd.DataFrame | None:
-    """One row per scheme x depth (x the other keys): the keys without ``train.lr`` then :data:`COLUMNS`;
-    None unless depth and rate are group keys with two depths or more. ``fitted``: :func:`models` of the
-    same runs, when the caller has them (the analysis fits them once, for this table and the figures)."""
+    """One row per scheme x depth (x the other keys); None unless depth and rate are group keys with two depths or
+    more. ``fitted``: :func:`models` of the same runs, when the caller has them."""
     if DEPTH not in keys or LR not in keys:
         return None
     rest = [k for k in keys if k not in ("variant", LR, DEPTH)]
@@ -106,7 +99,6 @@ def stability_table(runs: list[dict[str, Any]], keys: list[str], baseline: str,
         measured, censored = measured_lr50([float(r[LR]) for r in members], [int(r["status"] != "ok") for r in members])
         row.update(lr50_measured=measured, lr50_measured_censored=censored)
         first = min((float(r[LR]) for r in bad), default=math.nan)
-        # what the runs at this depth show, beside the model's line: the highest rate tried below the first not ok
         below = [float(r[LR]) for r in members if math.isnan(first) or float(r[LR]) < first]
         row.update(ok_through_lr=max(below, default=math.nan))
         there = [r for r in bad if float(r[LR]) == first]

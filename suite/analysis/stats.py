@@ -1,13 +1,9 @@
 """Statistics for comparing residual schemes: pure functions of counts and arrays.
 
-Nothing here reads files or knows about runs. Every random draw comes from a
-``numpy.random.Generator`` built from an explicit seed, so two calls with the same inputs return
-the same numbers. Library implementations (scipy, statsmodels) are preferred; each is pinned by
-hand-computed cases in ``tests/analysis/test_stats.py``.
-
-Conventions: a confidence level is given as ``alpha`` (0.05 -> 95% interval); a statistic that
-cannot be computed (no data, a single observation for an interval) is ``nan``, never a
-zero-width interval.
+Nothing here reads files or knows about runs; every random draw comes from an explicit seed, so reruns agree. Library
+implementations (scipy, statsmodels) are preferred, pinned by hand-computed cases in ``tests/analysis/test_stats.py``.
+A level is given as ``alpha`` (0.05 -> 95%); a statistic that cannot be computed is ``nan``, never a zero-width
+interval.
 """
 
 from __future__ import annotations
@@ -31,14 +27,12 @@ FISHER_TIE_TOL = 1e-7  # relative tolerance for "as or less likely" tables (R us
 
 @functools.lru_cache(maxsize=4096)
 def t_quantile(alpha: float, df: float) -> float:
-    """The two-sided Student-t quantile ``t(1 - alpha/2, df)``, cached (tables and simulations ask for the
-    same few thousand times)."""
+    """The two-sided Student-t quantile ``t(1 - alpha/2, df)``, cached (simulations ask for the same ones)."""
     return float(sps.t.isf(alpha / 2, df))
 
 
 def wilson_interval(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion k/n (statsmodels' ``proportion_confint``); unlike a
-    Wald interval it keeps a width at 0/n and n/n (95% at 0/10: [0, 0.2775]). (nan, nan) when n == 0."""
+    """Wilson score interval for k/n; unlike a Wald interval it keeps a width at 0/n and n/n. (nan, nan) when n == 0."""
     from statsmodels.stats.proportion import proportion_confint
 
     if n == 0:
@@ -50,8 +44,7 @@ def wilson_interval(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
 
 
 def fisher_exact_p(k1: int, n1: int, k2: int, n2: int) -> float:
-    """Two-sided Fisher exact test of k1/n1 (e.g. a variant's diverged runs / runs) against k2/n2 (the
-    baseline's); nan if either group is empty."""
+    """Two-sided Fisher exact test of k1/n1 against k2/n2 (the baseline's); nan if either group is empty."""
     if n1 == 0 or n2 == 0:
         return math.nan
     return float(sps.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]], alternative="two-sided").pvalue)
@@ -71,8 +64,7 @@ class Difference:
     df: float = math.nan  # degrees of freedom of its t distribution
 
     def at(self, alpha: float) -> "Difference":
-        """The same estimate and test with the interval at level ``1 - alpha`` (e.g. alpha / m for a
-        simultaneous interval over m comparisons); unchanged when there is no interval."""
+        """The same estimate and test with the interval at level ``1 - alpha``; unchanged when there is no interval."""
         if not (math.isfinite(self.se) and math.isfinite(self.df)):
             return self
         half = float(sps.t.isf(alpha / 2, self.df)) * self.se
@@ -84,14 +76,13 @@ NO_DIFFERENCE = Difference(math.nan, math.nan, math.nan, math.nan, "")
 
 
 def is_constant(x: np.ndarray) -> bool:
-    """No spread beyond rounding: 0.9 - 0.8 and 0.8 - 0.7 differ in the 17th digit, and a t statistic
-    divided by that would report a certainty that no experiment has."""
+    """No spread beyond rounding (0.9 - 0.8 and 0.8 - 0.7 differ in the 17th digit: a t statistic would explode)."""
     return bool(np.ptp(x) <= 1e-9 * max(1.0, float(np.abs(x).max())))
 
 
 def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float]:
-    """Student-t interval of the mean, ``mean +/- t(1 - alpha/2, n - 1) * sd / sqrt(n)``; (nan, nan) when
-    n < 2. Unlike a percentile bootstrap it widens as n shrinks, so it covers at any n for normal data."""
+    """Student-t interval of the mean; (nan, nan) when n < 2. Unlike a percentile bootstrap it covers normal data at
+    any n."""
     x = np.asarray(x, dtype=float)
     if x.size < 2:
         return (math.nan, math.nan)
@@ -100,9 +91,8 @@ def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float]:
 
 
 def paired_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Difference:
-    """Paired t-test of seed-matched observations (``a[i]`` and ``b[i]`` from one seed): mean of ``a - b``
-    with its t interval. Interval and p are nan with fewer than 2 pairs or when every difference is the
-    same (the t statistic is undefined)."""
+    """Paired t-test of seed-matched observations: mean of ``a - b`` with its t interval; interval and p nan with
+    fewer than 2 pairs or constant differences."""
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     if d.size == 0:
         return NO_DIFFERENCE
@@ -115,8 +105,7 @@ def paired_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.0
 
 
 def welch_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Difference:
-    """Welch's t-test (unequal variances): ``mean(a) - mean(b)`` with its Welch-Satterthwaite interval.
-    Interval and p are nan when a group has fewer than 2 observations or both have no spread."""
+    """Welch's t-test: ``mean(a) - mean(b)`` with its interval; nan with under 2 in a group or no spread in both."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.size == 0 or b.size == 0:
         return NO_DIFFERENCE
@@ -130,8 +119,8 @@ def welch_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05
 
 
 def welch_p(mean1: float, sd1: float, n1: float, mean2: float, sd2: float, n2: float) -> float:
-    """Welch's two-sided p from two groups' summary statistics (scipy's ``ttest_ind_from_stats``): nan
-    without two observations in each; with no spread on either side, 0 for any difference, else 1."""
+    """Welch's two-sided p from summary statistics: nan without two observations in each; with no spread on either
+    side, 0 for any difference, else 1."""
     if n1 < 2 or n2 < 2:
         return math.nan
     if sd1 == 0 and sd2 == 0:
@@ -139,20 +128,12 @@ def welch_p(mean1: float, sd1: float, n1: float, mean2: float, sd2: float, n2: f
     return float(sps.ttest_ind_from_stats(mean1, sd1, n1, mean2, sd2, n2, equal_var=False).pvalue)
 
 
-# ----------------------------------------------------------------------------- power
-
-
 def _log_choose(n: int, k: np.ndarray) -> np.ndarray:
     return gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
 
 
 def fisher_power(p1: float, p2: float, n1: int, n2: int, alpha: float = 0.05) -> float:
-    """Exact power of the two-sided Fisher test to tell true rates p1 and p2 apart with n1 and n2 runs.
-
-    No simulation: for each total t of events, the hypergeometric law of the first group's count given t
-    defines the rejection region (p-value <= alpha, ties within :data:`FISHER_TIE_TOL`), and the power
-    sums the binomial probability of that region over t.
-    """
+    """Exact power (enumeration, no simulation) of the two-sided Fisher test to tell true rates p1 and p2 apart."""
     k1 = np.arange(n1 + 1)
     k2 = np.arange(n2 + 1)
     pmf1 = sps.binom.pmf(k1, n1, p1)  # (n1 + 1,)
@@ -175,8 +156,8 @@ def fisher_power(p1: float, p2: float, n1: int, n2: int, alpha: float = 0.05) ->
 def fisher_seeds_needed(
     p1: float, p2: float, power: float = 0.8, alpha: float = 0.05, max_n: int = 2000
 ) -> float:
-    """Seeds per group for the two-sided Fisher test to reach ``power`` at true rates p1, p2 (the smallest n
-    under a monotone reading: :func:`_smallest_n`); inf if p1 == p2 or more than ``max_n`` are needed."""
+    """Seeds per group for the two-sided Fisher test to reach ``power`` at true rates p1, p2; inf if p1 == p2 or
+    more than ``max_n`` are needed."""
     if p1 == p2 or math.isnan(p1) or math.isnan(p2):
         return math.inf
 
@@ -184,12 +165,7 @@ def fisher_seeds_needed(
 
 
 def _smallest_n(enough, max_n: int) -> float:
-    """The smallest n in [2, max_n] with ``enough(n)`` (power rises with n), else inf.
-
-    Doubling finds an n with enough power, then bisection the boundary (invariant: not
-    enough(lo), enough(hi)). Exact power is slightly saw-toothed in n for discrete tests, so this is
-    the smallest n under a monotone reading.
-    """
+    """The smallest n in [2, max_n] with ``enough(n)`` under a monotone reading (exact power saw-tooths), else inf."""
     lo, hi = 1, 2
     while not enough(hi):
         if hi >= max_n:
@@ -202,9 +178,8 @@ def _smallest_n(enough, max_n: int) -> float:
 
 
 def t_power(difference: float, sd: float, n: int, alpha: float = 0.05) -> float:
-    """Power of the two-sided paired t-test with ``n`` pairs to detect a mean ``difference``, from the
-    noncentral t (``scipy.stats.nct``, survival functions for both tails, so it stays finite and increasing
-    far into the tail, where ``1 - cdf`` gives nan). nan when ``n < 2`` or ``sd`` is not positive."""
+    """Power of the two-sided paired t-test with ``n`` pairs, from the noncentral t's survival functions (``1 - cdf``
+    gives nan far in the tail). nan when ``n < 2`` or ``sd`` is not positive."""
     if n < 2 or not (math.isfinite(sd) and sd > 0) or not math.isfinite(difference):
         return math.nan
     df, nc = n - 1, abs(difference) / sd * math.sqrt(n)
@@ -213,9 +188,8 @@ def t_power(difference: float, sd: float, n: int, alpha: float = 0.05) -> float:
 
 
 def sd_upper(sd: float, df: int, level: float = 0.8) -> float:
-    """One-sided upper confidence limit of an SD, ``sd * sqrt(df / chi2_{1-level}(df))`` (nan when df < 1):
-    planning with it (80% by convention, Browne 1995) makes the planned n hold with that confidence, where
-    the point SD is too small about half the time (docs/statistics.md, "Planning seeds")."""
+    """One-sided upper confidence limit of an SD (nan when df < 1); planning with it makes the planned n hold with
+    that confidence (Browne 1995; docs/statistics.md, "Planning seeds")."""
     if df < 1 or not math.isfinite(sd):
         return math.nan
     return float(sd * math.sqrt(df / sps.chi2.ppf(1 - level, df)))
@@ -223,9 +197,8 @@ def sd_upper(sd: float, df: int, level: float = 0.8) -> float:
 
 def paired_seeds_needed(difference: float, sd: float, power: float = 0.8, alpha: float = 0.05,
                         max_n: int = 10_000) -> float:
-    """The smallest number of seed pairs (>= 2) whose paired t-test reaches ``power`` (:func:`t_power`), at
-    the comparison's own ``alpha`` (alpha / m in a family), ``sd`` that of the seed-matched differences
-    (plan with :func:`sd_upper`). nan if ``sd`` is unknown; inf if ``difference`` is 0 or above ``max_n``."""
+    """The smallest number of seed pairs (>= 2) whose paired t-test reaches ``power``; ``sd`` is that of the
+    seed-matched differences. nan if ``sd`` is unknown; inf if ``difference`` is 0 or above ``max_n``."""
     if not (math.isfinite(sd) and sd > 0 and math.isfinite(difference)):
         return math.nan
     if difference == 0:
@@ -234,26 +207,17 @@ def paired_seeds_needed(difference: float, sd: float, power: float = 0.8, alpha:
 
 
 def fisher_min_p(n1: int, n2: int) -> float:
-    """The smallest two-sided p-value Fisher's exact test can give with ``n1`` vs ``n2`` runs (the most extreme
-    table): 3 vs 3 gives 0.10, so such a design can never reach p < 0.05 on a rate."""
+    """The smallest two-sided p Fisher's exact test can give with ``n1`` vs ``n2`` runs (3 vs 3: 0.10, never < 0.05)."""
     if n1 < 1 or n2 < 1:
         return math.nan
     return min(fisher_exact_p(n1, n1, 0, n2), fisher_exact_p(0, n1, n2, n2))
 
 
-# ----------------------------------------------------------------------------- one cell's mean score
-
-
 def score_interval(scores: Sequence[float], ok: Sequence[bool], chance: float,
                    alpha: float = 0.05) -> tuple[float, float]:
-    """Interval for the mean score of a cell, not-ok runs scoring exactly ``chance``, ok runs their accuracy.
-
-    Every run ok: the t interval of the scores, clipped to ``[chance, 1]``. Some runs not ok (a mixture,
-    mean ``chance + P(ok) * (m - chance)``): the ends of a Wilson interval for P(ok) times those of a t
-    interval for the ok runs' mean m (``[chance, 1]`` with fewer than 2 ok runs), each at ``1 - alpha``.
-    Why the product covers, and its simulated coverage: docs/statistics.md, "Intervals and tests".
-    Returns (low, high) within ``[chance, 1]``; (nan, nan) with fewer than 2 runs.
-    """
+    """Interval for the mean score of a cell, not-ok runs scoring exactly ``chance``: the t interval when every run is
+    ok, else a Wilson interval for P(ok) times a t interval for the ok runs' mean (why it covers: docs/statistics.md,
+    "Intervals and tests"). (nan, nan) with fewer than 2 runs."""
     x, ok = np.asarray(scores, dtype=float), np.asarray(ok, dtype=bool)
     if x.size < 2:  # like the t interval: a single run has none
         return (math.nan, math.nan)
@@ -270,29 +234,17 @@ def score_interval(scores: Sequence[float], ok: Sequence[bool], chance: float,
 
 
 def bonferroni(pvalues: Sequence[float]) -> np.ndarray:
-    """Bonferroni adjustment of one family, ``min(1, m * p)`` with m the non-nan p-values; chosen over Holm
-    because the simultaneous t interval at ``1 - alpha / m`` then excludes 0 exactly when it says p < alpha."""
+    """Bonferroni adjustment of one family over its non-nan p-values; chosen over Holm because the simultaneous
+    interval at ``1 - alpha / m`` then excludes 0 exactly when the adjusted p is below alpha."""
     p = np.asarray(pvalues, dtype=float)
     m = int((~np.isnan(p)).sum())
     return np.minimum(1.0, p * m) if m else p.copy()
 
 
 def contrast(cells: Sequence[tuple[dict, dict]], weights: Sequence[float], alpha: float = 0.05) -> Difference:
-    """A weighted sum of cell differences, ``sum_j w_j (mean a_j - mean b_j)``, with its t interval.
-
-    Used for the depth interaction: cells are depths, ``a`` the scheme's and ``b`` the baseline's
-    scores by seed, and weights ``(-1, +1)`` give the change of the difference from the shallow to
-    the deep end. When every seed appears in every cell on both sides, each seed gives one value
-    ``sum_j w_j (a_sj - b_sj)`` and the test is the one-sample t-test on those (``paired t``: seed
-    effects cancel, and unequal spreads across cells do not matter). Otherwise the cell means are
-    combined with the Welch-Satterthwaite degrees of freedom (``Welch-Satterthwaite``), which does not
-    pool variances across cells.
-
-    Args:
-        cells: per cell, (scheme scores by seed, baseline scores by seed).
-        weights: one per cell.
-        alpha: 1 - confidence level.
-    """
+    """A weighted sum of cell differences, ``sum_j w_j (mean a_j - mean b_j)``, with its t interval (e.g. the depth
+    interaction); ``cells``: per cell, (scheme scores by seed, baseline scores by seed). A paired t over seeds when
+    every seed is in every cell on both sides, else Welch-Satterthwaite."""
     seeds = [set(a) & set(b) for a, b in cells]
     common = set.intersection(*seeds) if seeds else set()
     if common and all(set(a) == common == set(b) for a, b in cells) and len(common) >= 2:
@@ -318,9 +270,8 @@ def contrast(cells: Sequence[tuple[dict, dict]], weights: Sequence[float], alpha
 
 
 def tost_p(d: Sequence[float], margin: float) -> float:
-    """Two one-sided t-tests (Schuirmann 1987) of ``|mean d| < margin`` on paired differences (statsmodels'
-    ``ttost_paired``): the larger one-sided p; below alpha, the ``1 - 2 alpha`` interval lies inside the
-    margin. nan with fewer than 2 values or no spread."""
+    """TOST (Schuirmann 1987) of ``|mean d| < margin`` on paired differences: the larger one-sided p; nan with fewer
+    than 2 values or no spread."""
     from statsmodels.stats.weightstats import ttost_paired
 
     d = np.asarray(d, dtype=float)
@@ -331,10 +282,9 @@ def tost_p(d: Sequence[float], margin: float) -> float:
 
 def adjust_family(frame: pd.DataFrame, keys: list[str], column: str, diffs: list | None = None,
                   interval: str = "", alpha: float = 0.05) -> pd.DataFrame:
-    """Bonferroni over each section of ``frame`` for the p-values in ``column``: writes ``<column>_adj``,
-    and, given ``diffs`` (one :class:`Difference` per row, or None), the
-    simultaneous interval ``<interval>_ci_low/high`` at level ``1 - alpha / m``, which excludes 0
-    exactly when the adjusted p is below ``alpha``; ``<column>_m`` is the family's size m."""
+    """Bonferroni over each section for the p-values in ``column``: writes ``<column>_adj``, ``<column>_m`` (the
+    family's size) and, given ``diffs`` (one :class:`Difference` per row, or None), the simultaneous interval
+    ``<interval>_ci_low/high``."""
     frame[f"{column}_adj"] = math.nan
     frame[f"{column}_m"] = 0
     for _, part in sections(frame, keys):

@@ -1,17 +1,8 @@
 """Per-group statistics: counts, rates with intervals, the score, tests against the baseline.
 
-Each group is tested against the baseline variant's group at the same values of all other keys;
-where that group does not exist the tests are ``nan`` and the tables say so. Runs of status
-``error`` are left out of everything (``n`` counts the other runs) and counted in ``n_error``. The
-score is :func:`suite.results.score` (``acc_*``); survivors' accuracy stays as ``ok_acc_*``.
-Every test here is exploratory: Bonferroni over the groups of a table section, with simultaneous
-intervals that agree with it (:func:`suite.analysis.stats.adjust_family`). A score comparison with
-fewer than :data:`suite.analysis.pooled.MIN_SEEDS` seed pairs, every run of both arms ok, takes its SD
-pooled over the section's arms whose runs are all ok (:mod:`suite.analysis.pooled`) instead of its own
-from one or two degrees of freedom (a comparison with a run at chance keeps its own: the spread of a
-mixture is not the spread of ok runs);
-every difference's interval is kept within what two scores can differ by (``acc_diff_ci_clipped``
-says when it was cut), and ``acc_verdict`` gives a word only from 4 seeds per arm.
+Each group is tested against the baseline's group at the same values of all other keys (``nan`` where there is
+none); ``error`` runs are left out and counted in ``n_error``. Every test is exploratory: Bonferroni over a table
+section, with simultaneous intervals that agree with it. Few seeds are handled by :mod:`suite.analysis.pooled`.
 """
 
 from __future__ import annotations
@@ -74,9 +65,8 @@ def _group_stats(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def paired_differences(scheme: list[tuple[Any, float]], baseline: list[tuple[Any, float]]) -> np.ndarray | None:
-    """Seed-matched differences ``scheme - baseline`` over the shared seeds, ordered by seed, when each
-    seed appears once per side and at least 2 are shared (runs with the same seed share initial
-    weights and batch order); else None (the comparison is unpaired)."""
+    """Seed-matched differences ``scheme - baseline``, ordered by seed, when each seed appears once per side and at
+    least 2 are shared; else None (the comparison is unpaired)."""
     a_by, b_by = dict(scheme), dict(baseline)
     common = sorted(set(a_by) & set(b_by), key=sort_value)
     if len(a_by) == len(scheme) and len(b_by) == len(baseline) and len(common) >= 2:
@@ -86,13 +76,8 @@ def paired_differences(scheme: list[tuple[Any, float]], baseline: list[tuple[Any
 
 def compare_accuracy(scheme: list[tuple[Any, float]], baseline: list[tuple[Any, float]],
                      pool: tuple[float, float] = (math.nan, 0)) -> tuple[stats.Difference, float]:
-    """The score of a scheme against the baseline in one cell, from (seed, score) pairs of each.
-
-    Seed-matched (:func:`paired_differences`): the paired t-test, or below
-    :data:`~suite.analysis.pooled.MIN_SEEDS` pairs the paired t with ``pool``, the family's (sd, df)
-    (:func:`suite.analysis.pooled.pooled_sd`) where there is one; unmatched: Welch's t-test. Returns
-    (difference, SD of the seed-matched differences, nan when unmatched).
-    """
+    """(difference, SD of the seed-matched differences or nan) of a scheme against the baseline in one cell: paired
+    t (with ``pool``, the family's (sd, df), below :data:`~suite.analysis.pooled.MIN_SEEDS` pairs), else Welch's t."""
     d = paired_differences(scheme, baseline)
     if d is None:
         return stats.welch_difference([x for _, x in scheme], [x for _, x in baseline]), math.nan
@@ -119,19 +104,8 @@ COLUMNS = [
 
 
 def summarize(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame:
-    """One row per group: the score with its interval (:func:`suite.analysis.stats.score_interval`) and
-    test, rates with Wilson intervals and Fisher tests, survivor-only accuracy, step time.
-
-    Args:
-        runs: as returned by :func:`suite.results.run_records`.
-        keys: group keys, ``variant`` first (:func:`suite.grouping.group_keys`).
-        baseline: the baseline variant.
-
-    Returns:
-        DataFrame sorted by variant (baseline first) then the other keys; columns: the keys, then
-        :data:`COLUMNS` (documented in docs/statistics.md). Accuracies are fractions; ``acc_*`` is
-        the score (every run that did not error), ``ok_acc_*`` the survivors only.
-    """
+    """One row per group, baseline first: the score with its interval and test, rates with Wilson intervals and
+    Fisher tests, survivor-only accuracy (``ok_acc_*``), step time. Accuracies are fractions."""
     groups = ordered_groups(runs, keys, baseline)
     ordered = list(groups)
     rows = {g: _group_stats(groups[g]) for g in ordered}
@@ -179,8 +153,7 @@ def summarize(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.
 
 
 def runs_frame(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame:
-    """``runs.csv``: one row per run, its ``score`` and ``val_score`` (:mod:`suite.results`) and every
-    summary field; sorted by group, then seed, then run id."""
+    """``runs.csv``: one row per run, its ``score`` and ``val_score`` and every summary field, sorted."""
     order = {v: i for i, v in enumerate(variant_order([r["variant"] for r in runs], baseline))}
 
     def sort_key(r: dict[str, Any]) -> tuple:

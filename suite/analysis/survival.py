@@ -1,18 +1,8 @@
 """Time to learn: Kaplan-Meier estimates and log-rank tests of ``steps_to_learn``.
 
-A run's *event* is learning: the first held-out evaluation at which it passed the test of
-:mod:`suite.engine.outcome` (``steps_to_learn``). A run that never learned is *censored* at the last
-step it was evaluated at (``steps_done``; a diverged run at its ``diverged_step``): it had not
-learned by then, and nothing is known after. Per cell (scheme x depth x the other keys, the learning
-rate included): the Kaplan-Meier median steps to learn with its 95% interval (Brookmeyer-Crowley,
-statsmodels ``SurvfuncRight``; "not reached" when fewer than half learned), and the log-rank test
-against the baseline's cell (statsmodels ``survdiff``), exploratory: Bonferroni over a section.
-This tells a slow scheme (learns late) from an unstable one (diverges or collapses), which the
-status alone cannot. Runs made before ``steps_to_learn`` was recorded are left out.
-
-When every run of a group learned at its first evaluation (``first_eval``, ``all_first``), the times
-carry no information at this evaluation schedule: the findings and tables then say so in one line
-instead of printing medians without intervals.
+A run's event is learning (its first held-out evaluation past the test of :mod:`suite.engine.outcome`); a run that
+never learned is censored at its last evaluation. This tells a slow scheme from an unstable one, which the status alone
+cannot. Runs made before ``steps_to_learn`` was recorded are left out. See docs/statistics.md, "Time to learn".
 """
 
 from __future__ import annotations
@@ -45,8 +35,7 @@ def times(runs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def first_evaluation(run: dict[str, Any]) -> float:
-    """The step of a run's first evaluation: ``train.eval_every`` (5 under the log schedule), or its last
-    step when it evaluates only at the end (no ``eval_every``, or one longer than the run); nan when the run does not say."""
+    """The step of a run's first evaluation (its last step when it evaluates only at the end); nan when unknown."""
     every = run.get("train.eval_every")
     total = run.get("train.steps") or run.get("steps_done")
     if every and run.get("train.eval_schedule") == "log":  # 5, 10, 20, ... below eval_every (docs/training.md)
@@ -84,8 +73,7 @@ def km(runs: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def logrank(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> tuple[float, float]:
-    """Log-rank test of two cells' times to learn: (chi-square, p); nan when neither side learned or the
-    times carry no information (every run learned at the same evaluation)."""
+    """Log-rank test of two cells' times to learn: (chi-square, p); nan when the times carry no information."""
     from statsmodels.duration.survfunc import survdiff
 
     ta, ea = times(a)
@@ -100,8 +88,8 @@ def logrank(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> tuple[float, fl
 
 
 def learn_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame | None:
-    """One row per group (the analysis's groups): Kaplan-Meier median time to learn and the log-rank
-    test against the baseline's group at the same keys. None when no run recorded ``steps_to_learn``."""
+    """One row per group: Kaplan-Meier median time to learn and the log-rank test against the baseline's group; None
+    when no run recorded ``steps_to_learn``."""
     live = [r for r in runs if r["status"] != "error" and "steps_to_learn" in r]
     if not live:
         return None
@@ -120,8 +108,7 @@ def learn_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> p
 
 
 def uninformative(rows: pd.DataFrame) -> float:
-    """The first evaluation step when every run of every row learned at it (one step for all), else nan:
-    then time to learn cannot tell these groups apart at this evaluation schedule."""
+    """The first evaluation step when every run of every row learned at it (the times say nothing), else nan."""
     steps = set(rows["first_eval"])
     if rows.empty or not rows["all_first"].all() or len(steps) != 1:
         return math.nan

@@ -1,9 +1,7 @@
 """The analysis as paper tables: Markdown and LaTeX (booktabs); CSV is written from the frames.
 
-Layout, as in the CaiT paper: rows = scheme (``variant``, baseline first), columns = depth, one
-table per value of the other group keys (e.g. ``train.lr``). Trend and aggregate tables have one
-row per scheme. Cell formats are spelled out in a legend under each table and in
-``docs/statistics.md``. Output is deterministic, so a rerun writes identical bytes.
+Layout, as in the CaiT paper: rows = scheme (baseline first), columns = depth, one table per value of the other group
+keys. Cell formats are spelled out in a legend under each table and in ``docs/statistics.md``.
 """
 
 from __future__ import annotations
@@ -22,9 +20,6 @@ from suite.analysis.markup import (MD, TEX, Markup, Table, fmt_ms, section_title
                                    render_md, render_tex, slug)
 
 ALPHA = 0.05  # marks: Bonferroni-adjusted p below this (the simultaneous interval excludes 0)
-
-
-# ----------------------------------------------------------------------------- grids
 
 
 def _grid(part: pd.DataFrame, keys: list[str], baseline: str, m: Markup, cell, best_of=None):
@@ -50,9 +45,6 @@ def _best(values: list[str], higher: bool) -> str | None:
     if len(set(values)) < 2:
         return None
     return max(values, key=float) if higher else min(values, key=float)
-
-
-# ----------------------------------------------------------------------------- tables
 
 
 def _pct(x: float) -> str:
@@ -249,8 +241,7 @@ def frontier_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
 
 
 def settled_gamma_tables(settled: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
-    """Rows = scheme, columns = depth, cells = where γ settled (mean over blocks at the last logged step) and
-    the range over blocks; one table per rate."""
+    """Rows = scheme, columns = depth, cells = where γ settled (mean over blocks, last step), its range; per rate."""
 
     def cell(r: pd.Series, best: str | None) -> str:
         return m.lines([f"{r['gamma']:.3g}", m.esc(f"blocks {r['block_min']:.3g} to {r['block_max']:.3g}")])
@@ -372,8 +363,8 @@ def _peaks(r: pd.Series) -> str:
 
 
 def stability_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
-    """Rows = scheme (with its frontier slope on log depth), columns = depth, cells = the model's LR50 [95%
-    band], the runs not ok by cause and the lowest rate at which one ended not ok."""
+    """Rows = scheme (with its frontier slope), columns = depth, cells = the model's LR50 [95% band], the runs not ok
+    by cause and the lowest rate at which one ended not ok."""
     fkeys = [k for k in keys if k != LR]
 
     def cell(r: pd.Series, best: str | None) -> str:
@@ -420,8 +411,7 @@ def stability_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mar
 
 
 def propagation_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
-    """One table per quantity of :data:`suite.analysis.propagation.QUANTITIES`: rows = scheme,
-    columns = depth, cells = mean over seeds [95% interval] (geometric for ratios)."""
+    """One table per propagation quantity: rows = scheme, columns = depth, cells = mean over seeds [95% interval]."""
     from suite.analysis.propagation import LOG_SCALE, QUANTITIES
 
     out = []
@@ -524,9 +514,7 @@ def aggregate_tables(agg: pd.DataFrame, keys: list[str], baseline: str, m: Marku
 
 def _section_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup, caption: str, label: str,
                     cell, notes, best_of=None) -> list[Table]:
-    """One table per non-empty section of ``frame`` (:func:`~suite.grouping.sections`), in section order:
-    the section's keys appended to ``caption`` and ``label``, cells from ``cell(row, best)``
-    (:func:`_grid`), notes under it from ``notes(section rows)``."""
+    """One table per non-empty section of ``frame``, cells from ``cell(row, best)``, notes from ``notes(rows)``."""
     skeys = section_keys(keys)
     out = []
     for values, part in sections(frame, keys):
@@ -540,20 +528,8 @@ def _section_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mark
 
 def document(fmt: str, kind: Any, title: str, frame: pd.DataFrame, keys: list[str], baseline: str,
              intro: str) -> str:
-    """One ``tables/<kind>.{md,tex}``: a header and the tables of that kind.
-
-    Args:
-        fmt: ``md`` or ``tex``.
-        kind: a :class:`suite.analysis.products.TableKind` (its ``name`` and ``tables`` builders).
-        title: the ablation's name.
-        frame: the frame those tables are drawn from (e.g. :func:`suite.analysis.summary.summarize`).
-        keys: the group keys.
-        baseline: the baseline variant.
-        intro: one sentence on what was read (runs, groups), in plain text.
-
-    Returns:
-        Markdown, or a LaTeX fragment (needs ``\\usepackage{booktabs,graphicx}``).
-    """
+    """One ``tables/<kind>.{md,tex}`` for a :class:`suite.analysis.products.TableKind`: a header and its tables, as
+    Markdown or a LaTeX fragment (needs ``\\usepackage{booktabs,graphicx}``); ``intro`` is plain text."""
     m = MD if fmt == "md" else TEX
     tables = [t for build in kind.tables for t in build(frame, keys, baseline, m)]
     keys_text = ", ".join(m.code(k) for k in keys)

@@ -1,33 +1,10 @@
 """Learning-rate transfer across depth: does the best rate at a shallow depth stay best when deeper?
 
-Used when ``model.depth`` and ``train.lr`` are both group keys. For each scheme (and each value of
-the other keys), at every depth:
-
-- **best rate**: the rate with the highest mean validation score (:mod:`suite.analysis.lr`'s rule:
-  ties go to the smaller rate; the score is :func:`suite.results.score`), with a percentile
-  bootstrap interval: resample the depth's seeds with replacement and choose again; its ends are
-  tested rates (the 2.5% and 97.5% order statistics of the choices). **peak rate**: where a quadratic
-  in log(rate) fitted around the best rate peaks (:func:`suite.analysis.lrpeak.peak`), between tested
-  rates.
-- **transfer regret**: the mean test score at the depth's own best rate minus the mean test score
-  at the rate that was best at the *shallowest* depth (both chosen on validation), in the same
-  bootstrap (each depth's seeds resampled independently, both choices made again). 0 = the
-  shallow rate transfers; positive = tuning again at this depth pays. Empty where the shallow
-  rate was not run at this depth.
-- **transfer slope**: least-squares slope of log(peak rate) on log(depth), with a delete-one-seed
-  jackknife t interval (:mod:`suite.analysis.lrpeak`, where the simulated error rates are). 0 = the
-  rate transfers; -1 = the best rate halves when the depth doubles. :func:`reading` words it.
-- **against the baseline**: the scheme's slope minus the baseline's, with its jackknife interval (a
-  seed left out of both), and :func:`drift` in words: "drifts less with depth than preln's" when
-  ``|slope| < |baseline's slope|`` is shown (both the difference and the sum of the two slopes have
-  intervals that exclude 0, with opposite signs: an intersection-union test, so each claim keeps 5%).
-
-Verdict words need :data:`suite.analysis.pooled.MIN_SEEDS` seeds scored at every rate at every depth,
-no best rate at the grid's edge, and for "transfers" a margin wider than one grid step
-(:data:`TRANSFER_MARGIN`, :func:`suite.analysis.lrpeak.grid_step`). Seeds at one depth are resampled
-together across rates (a seed scored at every rate of that depth counts), so a rate's seeds stay
-paired. The best-rate and regret bootstraps are descriptions (a percentile bootstrap over few seeds
-under-covers, docs/statistics.md); the slope's interval is the one the words come from.
+Used when ``model.depth`` and ``train.lr`` are both group keys. Per scheme and depth: the best rate (bootstrap
+interval) and the fitted peak rate, the transfer regret against the shallowest depth's best rate, the slope of
+log(peak rate) on log(depth) with a delete-one-seed jackknife interval, and the slope against the baseline's. The
+best-rate and regret bootstraps are descriptions; the words come from the slope's interval. Definitions and simulated
+error rates: docs/statistics.md, "Learning-rate transfer across depth".
 """
 
 from __future__ import annotations
@@ -45,12 +22,8 @@ from suite.analysis.pooled import MIN_SEEDS
 from suite.results import selection_split
 
 RESAMPLES = 2000  # bootstrap resamples (seeded: a rerun writes the same numbers)
-# A slope whose whole interval lies strictly within +/- this reads "transfers": the best rate moves by
-# less than a factor 2^0.75 = 1.68 per doubling of depth. It must be wider than one grid step (0.5 on
-# rates 2x apart over three doublings of depth: there a margin of 0.5 let a best rate that doubled read
-# "transfers"), and below 1 so that a best rate halving per doubling (slope -1) cannot read
-# "transfers" while the interval covers. Where the grid step is not below it, no "transfers".
-# An interval that merely contains 0 is not evidence of transfer.
+# A slope whose whole interval lies strictly within +/- this reads "transfers". It must be wider than one grid step
+# (0.5 on the 2x grid) and below 1, so a best rate halving per doubling cannot read "transfers" (docs/statistics.md).
 TRANSFER_MARGIN = 0.75
 
 COLUMNS = [
@@ -62,8 +35,7 @@ COLUMNS = [
 
 
 def _arrays(cell: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list] | None:
-    """Rates (ascending), validation / test scores as (rates x seeds) arrays over the seeds scored at
-    every rate, and those seeds; None without such a seed."""
+    """Rates, validation / test scores (rates x seeds) over the seeds scored at every rate, those seeds; or None."""
     if "_val" not in cell:
         return None
     val, seeds = complete_seeds(cell)
@@ -76,8 +48,7 @@ def _arrays(cell: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, l
 
 
 def _choose(v: np.ndarray, picks: np.ndarray) -> np.ndarray:
-    """Index of the best rate for each row of seed picks (resamples x n): highest mean validation
-    score, the first (smallest rate) on ties."""
+    """Index of the best rate for each row of seed picks (resamples x n); the smallest rate on ties."""
     means = v[:, picks].mean(axis=-1)  # (rates, resamples)
     return np.argmax(means, axis=0)
 
@@ -173,19 +144,8 @@ READINGS = {
 
 
 def reading(rows: pd.DataFrame) -> str:
-    """One scheme's transfer in a few words (a key of :data:`READINGS`), from its rows of :func:`transfer_table`:
-
-    - ``""``: fewer than two depths;
-    - ``at the grid's edge``: a best rate is the smallest or largest rate tested, so the slope is
-      bounded by the grid (``suite run --refine`` extends it); no verdict;
-    - ``too few seeds``: a depth has fewer than :data:`~suite.analysis.pooled.MIN_SEEDS` seeds scored at
-      every rate;
-    - ``no interval``: the jackknife has no spread (or a depth has one seed);
-    - ``falls with depth`` / ``rises with depth``: the slope's 95% interval excludes 0;
-    - ``transfers``: the interval lies strictly within +/- :data:`TRANSFER_MARGIN`, and one grid step
-      moves the slope by less than that;
-    - ``grid too coarse``: it contains 0, but one grid step is as wide as the margin;
-    - ``undecided``: it contains 0 but allows a larger shift (more seeds, or more depths).
+    """One scheme's transfer in a few words (a key of :data:`READINGS`, ``""`` below two depths), from its rows of
+    :func:`transfer_table`; the order of the checks is in docs/statistics.md, "Learning-rate transfer across depth".
     """
     r = rows.iloc[0]
     if math.isnan(r["slope"]):
@@ -217,16 +177,9 @@ DRIFT = {
 
 
 def drift(scheme: list[lrpeak.Curve], base: list[lrpeak.Curve], alpha: float = 0.05) -> tuple[float, float, float, str]:
-    """The scheme's slope minus the baseline's over the depths both have, its jackknife interval, and
-    whether the scheme's best rate drifts less or more with depth (a key of :data:`DRIFT`).
-
-    ``|s| < |b|`` holds exactly when ``s - b`` and ``s + b`` have opposite signs: "less" needs both
-    intervals to exclude 0 with opposite signs, "more" with the same sign (each an intersection-union
-    test at level alpha); otherwise "undecided".
-
-    Returns:
-        (difference, low, high, word); all nan and ``""`` with fewer than two shared depths.
-    """
+    """(difference, low, high, word): the scheme's slope minus the baseline's, its jackknife interval, and a key of
+    :data:`DRIFT` (nan and ``""`` below two shared depths). ``|s| < |b|`` exactly when ``s - b`` and ``s + b`` have
+    opposite signs, so "less" needs both intervals to exclude 0 with opposite signs (intersection-union test)."""
     shared = sorted({c.depth for c in scheme} & {c.depth for c in base})
     if len(shared) < 2:
         return (math.nan, math.nan, math.nan, "")
@@ -249,19 +202,8 @@ def drift(scheme: list[lrpeak.Curve], base: list[lrpeak.Curve], alpha: float = 0
 
 def transfer_table(runs: list[dict[str, Any]], keys: list[str], baseline: str,
                    resamples: int = RESAMPLES, seed: int = 0) -> pd.DataFrame | None:
-    """One row per scheme x depth (x the other keys): best rate, regret, slope, with intervals.
-
-    Args:
-        runs: as returned by :func:`suite.results.run_records`.
-        keys: group keys; nothing is computed unless both ``model.depth`` and ``train.lr`` are among
-            them and there are at least two depths.
-        baseline: the baseline variant (listed first).
-        resamples, seed: the bootstrap.
-
-    Returns:
-        None when there is nothing to compute; else the keys without ``train.lr`` then
-        :data:`COLUMNS` (documented in docs/statistics.md). Scores are fractions; rates as run.
-    """
+    """One row per scheme x depth (x the other keys): best rate, regret, slope, with intervals (:data:`COLUMNS`);
+    None unless ``model.depth`` and ``train.lr`` are group keys with two depths or more."""
     if DEPTH not in keys or LR not in keys:
         return None
     rest = [k for k in keys if k not in (LR, DEPTH)]

@@ -1,19 +1,9 @@
 """Across depths: one trend test per scheme, and aggregates that pool a scheme's cells.
 
-* :func:`depth_trends`: the score ~ log2(depth) per scheme (its own OLS slope per doubling, a
-  description), and the scheme x depth **interaction** against the baseline: how the difference from
-  the baseline changes with depth (:func:`suite.analysis.stats.contrast`: paired by seed where seeds
-  match, else Welch-Satterthwaite; with two depths the difference at the deep end minus the
-  difference at the shallow end, with more the least-squares slope of the differences per doubling).
-  No mark where either side sits at chance in every run of some depth (a floor: the difference there
-  is truncated) or at 100% (a ceiling). Also the difference of not-ok log-odds slopes (binomial GLM
-  interaction). Bonferroni over the schemes of a section.
-* :func:`aggregates`: per scheme, the interquartile mean of the score over all its runs (stratified
-  bootstrap interval: runs resampled within their depth), and the probability of improvement over
-  the baseline from seed-matched pairs only, at 10 pairs or more (else omitted, with a note).
-
-Both work per table section (every key but ``variant`` and ``model.depth``) and need
-``model.depth`` among the group keys with at least two depths.
+:func:`depth_trends`: each scheme's score slope on log2(depth) and the scheme x depth interaction against the
+baseline; no test at a floor (chance in every run of a depth) or ceiling, where the difference is truncated.
+:func:`aggregates`: the IQM of the score and the probability of improvement. Both need two depths or more. The rules:
+docs/statistics.md, "Intervals and tests".
 """
 
 from __future__ import annotations
@@ -68,8 +58,8 @@ def _bound(depths: dict[float, list[tuple]]) -> str:
 
 
 def interaction(scheme: dict[float, list[tuple]], base: dict[float, list[tuple]]) -> tuple[stats.Difference, str]:
-    """The scheme x depth interaction against the baseline over the depths both have (see the module
-    docstring), and what it measures: ``"depth A->B"`` (two depths) or ``"per doubling"``."""
+    """The scheme x depth interaction against the baseline over the depths both have, and what it measures:
+    ``"depth A->B"`` (two depths: deep minus shallow difference) or ``"per doubling"`` (a least-squares slope)."""
     shared = sorted(d for d in scheme if d in base)
     if len(shared) < 2:
         return stats.NO_DIFFERENCE, ""
@@ -90,15 +80,8 @@ TREND_COLUMNS = ["n", "n_depths", "acc_slope", "acc_slope_ci_low", "acc_slope_ci
 
 
 def depth_trends(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame | None:
-    """One row per scheme and section: score and not-ok trends with depth against the baseline.
-
-    Slopes are per doubling of depth: the score as a fraction (0.05 = 5 points), not ok as log-odds;
-    the interaction as described in the module docstring.
-
-    Returns:
-        None unless ``model.depth`` is a group key with at least 2 depths; else the section keys,
-        ``variant`` and :data:`TREND_COLUMNS` (nan where a model cannot be estimated).
-    """
+    """One row per scheme and section (:data:`TREND_COLUMNS`): score and not-ok trends with depth against the
+    baseline, per doubling of depth (the score as a fraction, not ok as log-odds); None below two depths."""
     if DEPTH not in keys or len({r.get(DEPTH) for r in runs}) < 2:
         return None
     cells, skeys = _cells(runs, keys, baseline)
@@ -127,8 +110,7 @@ def depth_trends(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> 
     family = skeys + ["variant"]  # sections as in the other tables: every key but variant (and depth)
     adjust_family(frame, family, "acc_interaction_p", diffs, "acc_interaction")
     adjust_family(frame, family, "not_ok_slope_diff_p")
-    # No interval past what a slope can be: a score difference moves by at most 2 (from -1 to +1) over the
-    # depths' doublings, so per doubling by at most 2 / log2(deepest / shallowest), and never by more than 1.
+    # No interval past what a slope can be: a score difference moves by at most 2 over the depths' doublings.
     depths = sorted(float(r[DEPTH]) for r in runs if r.get(DEPTH) is not None)
     bound = min(1.0, 2.0 / math.log2(depths[-1] / depths[0])) if depths[0] > 0 and depths[-1] > depths[0] else 1.0
     for col in ("acc_slope", "acc_interaction"):
@@ -142,14 +124,8 @@ AGGREGATE_COLUMNS = ["n", "n_depths", "iqm", "iqm_ci_low", "iqm_ci_high", "poi_p
 
 
 def aggregates(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame | None:
-    """One row per scheme and section: IQM of the score and P(improvement over the baseline).
-
-    Returns:
-        None unless ``model.depth`` is a group key with at least 2 depths; else the section keys,
-        ``variant`` and :data:`AGGREGATE_COLUMNS`. Intervals are nan where the stratified bootstrap
-        refuses (fewer than :data:`suite.analysis.robust.MIN_RUNS` runs of a scheme, or fewer than
-        :data:`suite.analysis.robust.MIN_PER_STRATUM` in one of its depths).
-    """
+    """One row per scheme and section: IQM of the score and P(improvement over the baseline); None below two
+    depths. Intervals are nan where the stratified bootstrap refuses (too few runs)."""
     if DEPTH not in keys or len({r.get(DEPTH) for r in runs}) < 2:
         return None
     cells, skeys = _cells(runs, keys, baseline)

@@ -1,14 +1,5 @@
-"""The arms ``suite bench`` can measure: our schemes, timm's ViT, LayerScale variants, the shape.
-
-Arms: every scheme of :data:`suite.registry.SCHEMES` at its defaults (``layerscale`` is per-channel,
-on both branches, ε by CaiT's rule); ``timm-preln`` / ``timm-layerscale``, timm's own
-``VisionTransformer`` without / with ``init_values`` at the same shape; ``layerscale:cast``, the cheaper
-LayerScale that multiplies in the branch's dtype (``model.layerscale.cast``, measured beside the one users
-write in every default bench); and the optional variants ``layerscale:scalar``, ``:head`` and ``:frozen`` (γ a
-buffer: no γ gradient, which isolates its cost).
-
-Sequence length: ``tokens`` counts the class token, so it must be n² + 1 with patch size 16:
-65 = 8×8 patches at 128 px ("64 tokens"), 197 = 14×14 patches at 224 px.
+"""The arms ``suite bench`` can measure (docs/benchmark.md, "suite bench"): our schemes, timm's ViT, LayerScale
+variants, and the shape. ``tokens`` counts the class token, so it must be n² + 1 (65 = 8×8 patches, 197 = 14×14).
 """
 
 from __future__ import annotations
@@ -75,9 +66,8 @@ class BenchShape:
 
 
 def slow_down_layerscale(model: nn.Module, passes: int = 1) -> nn.Module:
-    """Add ``passes`` elementwise passes after every :class:`LayerScale` of ``model``, forward and
-    backward (forward hooks: the model's code is untouched). A regression on purpose, for the tests
-    and ``suite bench-check --slowdown`` that prove the CI gate fails on a slowed LayerScale."""
+    """Add ``passes`` elementwise passes after every :class:`LayerScale` of ``model`` (forward hooks): a regression on
+    purpose, proving the CI gate fails on a slowed LayerScale."""
     def hook(module: nn.Module, args, out: torch.Tensor) -> torch.Tensor:
         for _ in range(passes):
             out = out * 1.0

@@ -1,12 +1,7 @@
-"""Operators and bytes of a training step, counted rather than timed: what ``suite bench`` prints beside its
-ratios, and what the tests assert about LayerScale's cost (a count does not depend on the machine's load).
+"""Operators and bytes of a training step, counted rather than timed: a count does not depend on the machine's load.
 
-Every aten operator that forward and backward dispatch is seen under a ``TorchDispatchMode``
-(below autograd and autocast, so autocast's casts and the backward's kernels count). ``bytes`` adds
-the size of every tensor an operator reads or writes, views excluded (they move nothing): a proxy for
-the memory traffic of an unfused (eager) step, in which each operator reads its inputs from memory and
-writes its outputs back. On a GPU an eager step of a small elementwise operator is bound by that
-traffic, so bytes predict what LayerScale's multiply costs there (docs/benchmark.md, The cast LayerScale).
+Operators are seen under a ``TorchDispatchMode`` (below autograd and autocast, so casts and backward kernels count);
+bytes (views excluded) proxy an eager step's memory traffic (docs/benchmark.md, The cast LayerScale).
 """
 
 from __future__ import annotations
@@ -52,8 +47,7 @@ class Counting(TorchDispatchMode):
 
 
 def count_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, dtype: str = "fp32") -> StepCount:
-    """The operators and bytes of ``model``'s forward, cross-entropy and backward on ``(x, y)`` (``dtype``:
-    ``fp32``, or ``bf16`` autocast on ``x``'s device). The step runs once; gradients are left set."""
+    """The operators and bytes of one forward, cross-entropy and backward on ``(x, y)``; gradients are left set."""
     cast = autocast_for(x.device, dtype)  # raises for another dtype
     count = StepCount()
     with Counting(count):
@@ -64,14 +58,12 @@ def count_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, dtype: str = 
 
 
 def per_element(arm: StepCount, baseline: StepCount, scales: int, elements: int) -> float:
-    """Bytes ``arm`` moves beyond ``baseline`` per element of a scaled branch output: the difference over
-    ``scales`` (LayerScales in the model) × ``elements`` (B × N × C of one branch output)."""
+    """Bytes ``arm`` moves beyond ``baseline`` per element of a scaled branch output (``scales`` × ``elements``)."""
     return (arm.bytes - baseline.bytes) / (scales * elements)
 
 
 def count_arms(names: list[str], shape, dtypes: tuple[str, ...] = ("fp32", "bf16"), seed: int = 0) -> list[dict]:
-    """One row per arm and dtype: operators and bytes of a step at ``shape`` (on the CPU), and their difference
-    from Pre-LN's per element of a branch output (``2 · depth`` branches of ``batch × tokens × dim``)."""
+    """One row per arm and dtype: operators and bytes of a step at ``shape`` (CPU), and the difference from Pre-LN's."""
     from suite.bench.arms import BASELINE, build_arm
 
     g = torch.Generator().manual_seed(seed)

@@ -1,8 +1,5 @@
-"""What the instability diagnostics cost (``suite bench --diagnostics``): at a log step, the probe forward
-with the attention diagnostics against it without, and an optimizer step that measures its update-to-weight
-ratio against one that does not, interleaved in one process; the difference per log step, spread over
-``log_every`` steps, as a share of a training step (the ratio is measured in the same run, so a busy machine
-slows both sides). docs/benchmark.md has the reference figure.
+"""What the instability diagnostics cost (``suite bench --diagnostics``): a log step with and without them,
+interleaved in one process, spread over ``log_every`` steps as a share of a training step (docs/benchmark.md).
 """
 
 from __future__ import annotations
@@ -21,8 +18,7 @@ from suite.models import build_model
 
 def cost(depth: int = 48, dim: int = 32, heads: int = 2, batch: int = 64, log_every: int = 10,
          rounds: int = 15, seed: int = 0) -> dict[str, float]:
-    """Median milliseconds of each arm over ``rounds`` interleaved rounds at the default ablation's shape
-    (MNIST 28 px, patch 7), and ``share``: the diagnostics' extra time per step, as a fraction of a step."""
+    """Median milliseconds of each arm over ``rounds`` rounds, and ``share``: the diagnostics' extra time per step."""
     torch.manual_seed(seed)
     model = build_model(ModelConfig(depth=depth, dim=dim, heads=heads, patch_size=7, mlp_ratio=4.0, img_size=28,
                                     in_chans=1, num_classes=10))

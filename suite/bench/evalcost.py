@@ -1,9 +1,5 @@
-"""``suite bench --eval-cost [ABLATION]``: what the ``log`` evaluation schedule costs a run of an ablation's first shape.
-
-One held-out evaluation is a forward pass over the validation split; a training step is a forward and
-backward pass over one batch. Both are timed in one process (one thread, as a sweep worker runs), as
-medians, and the extra evaluations of ``train.eval_schedule: log`` (5, 10, 20, ... below ``eval_every``)
-are given as a share of the run's time with the fixed schedule (docs/training.md).
+"""``suite bench --eval-cost [ABLATION]``: the ``log`` evaluation schedule's cost to a run of an ablation's first shape,
+as a share of its time with the fixed schedule (docs/training.md); timed single-threaded, as a worker runs.
 """
 
 from __future__ import annotations

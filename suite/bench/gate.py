@@ -1,26 +1,8 @@
-"""The CI gate on LayerScale's step-time cost (``suite bench-check``, ``make bench-check``).
+"""The CI gate on LayerScale's step-time cost (``suite bench-check``, ``make bench-check``; docs/benchmark.md).
 
-Three interleaved A/B checks on the CPU, single-threaded (the last run's time is in
-results/reference/bench/gate.md):
-
-* ``step``: LayerScale's training-step overhead against Pre-LN at the ViT-Ti shape; fails above
-  :data:`STEP_THRESHOLD`.
-* ``ablation-step``: the same at the default ablation's model shape (width 32, 17 tokens; batch 64,
-  where the default now trains at 32: :data:`ABLATION_SHAPE`), where per-operator costs weigh more; fails above
-  :data:`ABLATION_STEP_THRESHOLD`.
-* ``residual``: the residual path alone. Attention, MLP and norms are stubbed out (identity), so a
-  step is nothing but the blocks' residual updates, and our LayerScale blocks are timed against
-  :class:`ReferencePath`, the update written out (``x = x + γ * x`` per branch). An extra pass over
-  the activations anywhere on that path (a multiply, a copy, a dtype cast) costs under 2% of a whole
-  step, below what a short run on a shared machine resolves, but 15-50% here; fails above
-  :data:`RESIDUAL_THRESHOLD`.
-
-A check fails only when the median of its per-round ratios exceeds the threshold **and** the 95%
-interval of that median lies wholly above it (:func:`gate`): noise widens the interval and cannot
-fail CI alone. A failed check is measured once more and decided on all its rounds together.
-
-The thresholds were chosen from measurements on the project's 2-core CPU; see the comment at
-:data:`STEP_THRESHOLD` for the figures and how to update them.
+Three interleaved A/B checks (``step``, ``ablation-step``, ``residual``); a check fails only when its median ratio and
+its whole 95% interval exceed the threshold, so noise cannot fail CI alone. The figures behind the thresholds: the
+comment at :data:`STEP_THRESHOLD`.
 """
 
 from __future__ import annotations
@@ -35,26 +17,14 @@ from suite.bench.arms import BenchShape, build_arm
 from suite.bench.measure import Timer, interleave, measure
 from suite.bench.stats import min_rounds, round_ratios, summarize
 
-# How the thresholds were chosen (2-core CPU, 1 thread; results/reference/bench/gate.md is the last
-# run, docs/benchmark.md the reference measurements):
-# * step (GATE_SHAPE) and residual: unchanged by the plain LayerScale (x * gamma, then the add); the
-#   residual check now times our blocks against that update written out, so its 10% still fails one
-#   extra pass over the activations (measured +15% to +50% for a pass before) and passes the real code.
-# * ablation-step (ABLATION_SHAPE): at width 32 a plain LayerScale costs a few per cent of a step
-#   (measured with 100 rounds when this multiply-then-add was a bench arm: +5.2% [+4.2, +6.1]; four
-#   extra passes over the activations on top of a fused update: +11.7%). 8% passes the real code with
-#   room and fails a LayerScale that makes several extra passes.
-# To update: rerun `suite bench-check` a few times and `suite bench-check --slowdown 1` (must FAIL),
-# then change the constant here and docs/benchmark.md together.
-# Rounds: half of what an earlier gate used, to keep CI short. Fewer rounds only widen
-# the intervals, which can pass a borderline regression but never fail a sound one; the residual check
-# still fails one extra pass over the activations (--slowdown 1) with its whole interval far above 10%.
+# How the thresholds were chosen (2-core CPU, 1 thread; to update: docs/benchmark.md, "Updating a threshold"):
+# * residual: one extra pass over the activations measured +15% to +50%, so 10% fails it and passes the real code.
+# * ablation-step: a plain LayerScale measured +5.2% [+4.2, +6.1] (100 rounds), four extra passes +11.7%; 8% passes
+#   the real code with room. Rounds are kept few for CI: that only widens intervals, never fails a sound change.
 STEP_THRESHOLD = 0.05
 RESIDUAL_THRESHOLD = 0.10
 GATE_SHAPE = BenchShape(depth=12, dim=192, heads=3, tokens=65, batch=4)  # ViT-Ti, 8x8 patches
-# The default ablation's model: width 32, 4x4 patches + class token (patch 16 here, 7 there: only the
-# patch embedding differs, and it is the same for both arms); batch 64, the batch of the gate's
-# recorded history (the default's runs now use 32: the overhead is a per-step ratio either way).
+# The default ablation's model (only the patch embedding differs, the same for both arms); batch 64 as recorded before.
 ABLATION_SHAPE = BenchShape(depth=12, dim=32, heads=2, tokens=17, batch=64)
 ABLATION_STEP_THRESHOLD = 0.08
 RESIDUAL_BATCH = 32  # 32x65x192 floats (1.6 MB): a pass costs memory traffic, not Python calls
@@ -69,14 +39,8 @@ class TooFewRounds(ValueError):
 
 
 def gate(ratios: np.ndarray, threshold: float, alpha: float = ALPHA, what: str = "overhead") -> tuple[bool, str]:
-    """Decide one check from its (R,) per-round ratios candidate / baseline: fail only when the median
-    *and* the lower end of its distribution-free ``1 - alpha`` interval exceed ``1 + threshold``
-    (0.05 = 5%). Returns (passed, a one-line message naming ``what``).
-
-    Raises:
-        TooFewRounds: fewer than :func:`min_rounds` ratios; without an interval noise could decide the
-            check, so it is not judged.
-    """
+    """Decide one check from its (R,) per-round ratios: fail only when the median *and* the lower end of its
+    ``1 - alpha`` interval exceed ``1 + threshold``; (passed, a one-line message). Raises :class:`TooFewRounds`."""
     s = summarize(ratios, alpha)
     limit = f"{100 * threshold:+.1f}%"
     if s.n < min_rounds(alpha):
@@ -90,8 +54,7 @@ def gate(ratios: np.ndarray, threshold: float, alpha: float = ALPHA, what: str =
 
 
 class ReferencePath(nn.Module):
-    """The bar our residual path must meet: LayerScale's update written out, ``x = x + γ * x`` for
-    each branch of each block (the branches are stubbed to the identity, as in :func:`residual_path`)."""
+    """The bar our residual path must meet: LayerScale's update written out, ``x = x + γ * x`` per branch."""
 
     def __init__(self, gammas: list[torch.Tensor]) -> None:
         super().__init__()
@@ -114,8 +77,7 @@ def residual_path(model: nn.Module) -> nn.Sequential:
 def measure_step(shape: BenchShape = GATE_SHAPE, rounds: int = STEP_ROUNDS, *,
                  candidate: Callable[[], nn.Module] | None = None, seed: int = 0,
                  log: Callable[[str], None] | None = None) -> np.ndarray:
-    """Per-round training-step ratios LayerScale / Pre-LN, shape (rounds,); ``candidate`` builds the
-    LayerScale model (tests inject a slowed one)."""
+    """Per-round training-step ratios LayerScale / Pre-LN, shape (rounds,); tests inject a slowed ``candidate``."""
     factories = {"preln": lambda: build_arm("preln", shape),
                  "layerscale": candidate or (lambda: build_arm("layerscale", shape))}
     res = measure(factories, shape, rounds=rounds, warmup=2, forward=False, seed=seed, log=log)
@@ -124,11 +86,7 @@ def measure_step(shape: BenchShape = GATE_SHAPE, rounds: int = STEP_ROUNDS, *,
 
 def measure_residual(shape: BenchShape = GATE_SHAPE, rounds: int = RESIDUAL_ROUNDS, *, batch: int = RESIDUAL_BATCH,
                      candidate: Callable[[], nn.Module] | None = None, seed: int = 0) -> np.ndarray:
-    """Per-round forward+backward ratios of our residual path / the reference's, shape (rounds,).
-
-    Args:
-        candidate: builds the LayerScale model whose residual path is timed (default: ours).
-    """
+    """Per-round forward+backward ratios of our residual path / the reference's, shape (rounds,)."""
     torch.manual_seed(seed)
     ours = residual_path((candidate or (lambda: build_arm("layerscale", shape)))())
     ref = ReferencePath([g for block in ours for g in (block.ls1.gamma, block.ls2.gamma)])

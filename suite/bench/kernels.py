@@ -1,11 +1,5 @@
-"""A training step's device time per kernel and per aten operator, as differences from Pre-LN: where an arm's
-overhead goes (the device check's ``kernels`` phase; docs/benchmark.md, The cast LayerScale).
-
-Each arm is built and stepped as ``suite bench`` steps it (:func:`suite.bench.measure.make_train_step`), warmed
-up, then profiled for a few steps under ``torch.profiler``. On CUDA a kernel's row is its device time, an
-operator's the device time of the kernels it launched itself; compiled code launches Triton kernels
-without aten operators, so there the kernels tell. On the CPU (the ``--dry`` run) there are no kernels and
-an operator's row is its self CPU time. Times are microseconds per step.
+"""A training step's device time per kernel and per aten operator (µs per step), as differences from Pre-LN: where an
+arm's overhead goes (the device check's ``kernels`` phase; docs/benchmark.md, The cast LayerScale).
 """
 
 from __future__ import annotations
@@ -31,8 +25,7 @@ def step_tables(prof: torch.profiler.profile, steps: int, cuda: bool) -> dict[st
 
 
 def differences(arm: dict[str, float], base: dict[str, float], top: int = 10) -> list[tuple[str, float, float, float]]:
-    """The ``top`` names whose time differs most between ``arm`` and ``base`` (µs per step):
-    ``(name, base, arm, arm - base)``, largest absolute difference first; a name absent on one side is 0 there."""
+    """The ``top`` names whose time differs most between ``arm`` and ``base``: ``(name, base, arm, arm - base)``."""
     rows = [(name, base.get(name, 0.0), arm.get(name, 0.0), arm.get(name, 0.0) - base.get(name, 0.0))
             for name in set(arm) | set(base)]
     rows = [r for r in rows if r[3] != 0.0]
@@ -72,8 +65,7 @@ def _sync(dev: torch.device) -> None:
 
 
 def markdown(tables: dict[str, dict[str, dict[str, float]]], title: str, top: int = 10) -> str:
-    """Per arm other than Pre-LN: its total per step against Pre-LN's, and the ``top`` kernels and
-    operators whose time differs most from Pre-LN's."""
+    """Per arm: its total per step against Pre-LN's, and the ``top`` kernels and operators that differ most."""
     base = tables[BASELINE]
     lines = [f"## {title}", ""]
     for name, t in tables.items():

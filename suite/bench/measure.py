@@ -1,12 +1,7 @@
 """Interleaved A/B timing of training steps: the measurement behind ``suite bench`` and the CI gate.
 
-Every *arm* (a model and its AdamW, see ``arms.py``) is built once and kept alive.
-After warm-up, each round visits the arms in a seeded random order and then in reverse (A B B A for
-two arms), timing a block of training steps (forward, cross-entropy, backward, ``AdamW.step``,
-``zero_grad(set_to_none=True)``) per visit; then the same for no-grad forwards. Ratios are taken
-within a round (``stats.py``), so a machine that slows down for a minute slows both
-arms of a ratio. On CUDA a block is timed with CUDA events after a synchronize; on CPU with
-``time.perf_counter``. Tables and files: ``report.py``.
+Each round visits the arms in a seeded random order, then in reverse (A B B A); ratios are taken within a round, so a
+machine that slows down for a minute slows both arms of a ratio (docs/benchmark.md, "suite bench").
 """
 
 from __future__ import annotations
@@ -46,11 +41,8 @@ def _state_bytes(model: nn.Module, opt: torch.optim.Optimizer) -> int:
 
 
 def saved_activation_bytes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, autocast) -> int:
-    """Bytes of the tensors autograd saves for backward in one forward, parameters excluded.
-
-    A device-independent proxy for activation memory (the CPU has no peak-memory counter); each
-    storage is counted once, however many views of it are saved.
-    """
+    """Bytes autograd saves for backward in one forward, parameters excluded, each storage once: a device-independent
+    proxy for activation memory (the CPU has no peak-memory counter)."""
     param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen: dict[int, int] = {}
 
@@ -97,17 +89,8 @@ def interleave(
     seed: int = 0,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Time each function in palindromic rounds: a seeded random order, then its reverse (A B B A).
-
-    Args:
-        fns: arm name -> one step (already warmed up).
-        rounds: R, the number of rounds. steps: calls per timed visit.
-        timer: how a block is timed (default: ``perf_counter`` on CPU).
-        seed: seeds the visiting order. log: called with one progress line per round.
-
-    Returns:
-        Arm name -> (R, 2) seconds per call; column v is the arm's v-th visit in the round.
-    """
+    """Time each function in palindromic rounds (a seeded random order, then its reverse): arm name -> (R, 2) seconds
+    per call, column v the arm's v-th visit in the round."""
     if rounds < 1 or steps < 1:
         raise ValueError("rounds and steps must be at least 1")
     timer = timer or Timer()
@@ -135,9 +118,7 @@ def interleave(
 
 def make_train_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, autocast: Callable,
                     compile: bool = False) -> tuple[Callable[[], None], torch.optim.Optimizer]:
-    """One training step of ``model`` on ``(x, y)`` (forward under ``autocast()``, cross-entropy, backward, fused
-    AdamW, ``zero_grad``) and its optimizer; with ``compile``, the blocks are compiled one by one, in place,
-    as training compiles them (engine/compiled.py)."""
+    """One training step of ``model`` on ``(x, y)`` and its optimizer; ``compile``: blocks compiled as training does."""
     opt = build_optimizer(model, TrainConfig())
     if compile:
         for block in model.blocks:
@@ -184,24 +165,9 @@ def measure(
     log: Callable[[str], None] | None = None,
     gemm: int = 0,
 ) -> dict[str, ArmResult]:
-    """Time every arm's training step, then its no-grad forward, in interleaved rounds.
-
-    Args:
-        factories: arm name -> a function building its model (on CPU, fp32); each gets the same seed.
-        shape: batch and model shape (the input is ``(batch, 3, img, img)`` random images).
-        device: ``cpu`` or ``cuda``. dtype: ``fp32``, or ``bf16`` autocast.
-        compile: ``torch.compile`` each model's blocks (compilation happens during warm-up).
-        rounds: timed rounds R. warmup: untimed steps per arm first. steps: steps per timed visit.
-        forward: also time no-grad forwards (a second series of rounds).
-        seed: seeds the weights, the input and the visiting order.
-        log: called with progress lines.
-        gemm: if > 0, also time one ``gemm`` x ``gemm`` x ``gemm`` matmul (the dtype of the arms) in
-            the training rounds, as the arm :data:`GEMM`: what the same cores reach on the one
-            operation they are best at, measured under the same load as the models.
-
-    Returns:
-        Arm name -> :class:`ArmResult` with (R, 2) times (and :data:`GEMM` when asked for).
-    """
+    """Time every arm's training step, then (``forward``) its no-grad forward, in interleaved rounds: arm name ->
+    :class:`ArmResult`. ``gemm`` > 0: also a ``gemm``-cubed matmul as the arm :data:`GEMM`, what the same cores reach
+    on the operation they are best at, under the same load."""
     dev = torch.device(device)
     autocast = autocast_for(dev, dtype)
     if compile:
@@ -258,8 +224,7 @@ def measure(
 
 
 def raise_recompile_limit() -> None:
-    # Every arm compiles the same forward code objects again (other modules, other blocks); past
-    # dynamo's per-code recompile limit (8) it would silently run the rest eager.
+    # Every arm compiles the same code objects again: past dynamo's recompile limit (8) the rest would run eager.
     from torch import _dynamo
 
     for attr in ("recompile_limit", "cache_size_limit"):

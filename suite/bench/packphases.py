@@ -1,12 +1,6 @@
-"""``suite bench --pack-phases N``: where a run's host time goes, solo against one member of an eager pack of N,
-phase by phase, and the operators one training step dispatches (a CPU proxy of what caps packs on a GPU).
-
-The runs are :data:`suite.bench.throughput.DEFAULT_BASE`'s (the default ablation's shape at depth 12) with
-their probes and evaluation on, after an untimed short run (the process's one-off work). Every call of the
-functions in :data:`PHASES` is timed in this process, exclusively (a phase called inside another counts for
-itself only); ``other`` is the rest of the wall time (the loop, the data stream, the divergence rules). A pack's
-times are divided by its members. On a GPU the steps shrink and the host phases do not, which is what the
-device check's ``study`` phase counts whole.
+"""``suite bench --pack-phases N``: where a run's host time goes, solo against one member of an eager pack of N, phase
+by phase, and the operators a step dispatches: a CPU proxy of what caps packs on a GPU, where the steps shrink and the
+host phases do not. Each :data:`PHASES` call is timed exclusively; ``other`` is the rest of the wall time.
 """
 
 from __future__ import annotations
@@ -35,8 +29,8 @@ COUNTED_STEP = 3  # the step whose operators are counted (after the first steps'
 
 @contextlib.contextmanager
 def timed_phases() -> Iterator[dict[str, Any]]:
-    """Within the block, every call of a :data:`PHASES` method adds its exclusive seconds to
-    ``totals[phase]``; the step functions' :data:`COUNTED_STEP`-th call is counted into ``totals["ops"]``."""
+    """Within the block, each :data:`PHASES` call adds its exclusive seconds to ``totals[phase]``; one step's operators
+    go into ``totals["ops"]``."""
     import importlib
 
     totals: dict[str, Any] = {p: 0.0 for p in PHASES}
@@ -82,9 +76,7 @@ def timed_phases() -> Iterator[dict[str, Any]]:
 
 
 def measure(n: int, steps: int, log=None) -> dict[str, Any]:
-    """One solo run and one eager pack of ``n`` (seeds 0..n-1) on the CPU, each under :func:`timed_phases`:
-    ``{"solo": {...}, "pack": {...}}`` with seconds per run by phase, the wall time per run and the operators
-    of a step."""
+    """One solo run and one eager pack of ``n`` on the CPU: ``{"solo": ..., "pack": ...}``, seconds per run by phase."""
     from suite.bench.throughput import DEFAULT_BASE
     from suite.config import flatten, load_config
     from suite.data import load_dataset

@@ -1,10 +1,5 @@
-"""``suite bench --profile``: where a training step's time goes, by kind of operator, on the CPU.
-
-Each arm's model at the bench shape, fused AdamW, under ``torch.profiler`` after a warm-up: every
-operator's self CPU time is put in one family (:data:`FAMILIES`), and the blocks' linears' achieved
-GFLOP/s (their analytic FLOPs over their time) is set against a square fp32 matmul timed in the same
-process. The profiler adds its own time per operator, so the shares are of the profiled step; overheads
-are what ``suite bench`` measures in interleaved rounds (docs/benchmark.md).
+"""``suite bench --profile``: where a training step's time goes, by operator family (:data:`FAMILIES`), on the CPU.
+The profiler adds its own time, so the shares are of the profiled step; overheads are ``suite bench``'s to measure.
 """
 
 from __future__ import annotations

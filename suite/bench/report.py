@@ -1,12 +1,5 @@
-"""Tables of ``suite bench``: which ratios to report, and ``overhead.{csv,md,json}``.
-
-A row is a per-round ratio ``prod(num) / prod(den)`` of arms' round means (``stats.py``):
-
-* overhead: ``scheme / preln`` (and ``timm-layerscale / timm-preln``, timm's own overhead);
-* ours/timm: ``preln / timm-preln`` and ``layerscale / timm-layerscale`` (< 1: ours is faster);
-* LayerScale vs timm: ``(layerscale / preln) / (timm-layerscale / timm-preln)``, our overhead
-  relative to timm's, in the same rounds (< 1: ours costs less);
-* cast vs plain: ``layerscale:cast / layerscale``, what multiplying in the branch's dtype saves (< 1).
+"""Tables of ``suite bench``: which ratios to report (docs/benchmark.md, "suite bench"), and
+``overhead.{csv,md,json}``. A row is a per-round ratio ``prod(num) / prod(den)`` of arms' round means.
 """
 
 from __future__ import annotations
@@ -39,7 +32,7 @@ class Comparison:
 
 
 def comparisons(names: list[str]) -> list[Comparison]:
-    """The rows that the measured arms ``names`` allow (see the module docstring)."""
+    """The rows that the measured arms ``names`` allow (docs/benchmark.md, "suite bench")."""
     names = [n for n in names if n != GEMM]
     have = set(names)
     rows = [Comparison(n, "overhead", (n,), (BASELINE,)) for n in names
@@ -96,16 +89,8 @@ def build_rows(results: dict[str, ArmResult], alpha: float = 0.05) -> list[dict[
 
 
 def efficiency(results: dict[str, ArmResult], step_flops: int, gemm: int) -> list[dict[str, Any]]:
-    """Achieved GFLOP/s of each arm's training step (analytic FLOPs / median step time) and its share
-    of what one ``gemm``-sized matmul reached on the same cores in the same rounds.
-
-    Args:
-        results: from :func:`suite.bench.measure.measure`, with the :data:`GEMM` arm if measured.
-        step_flops: analytic FLOPs of one training step at the benchmark shape
-            (:func:`suite.models.flops.train_step_flops`; the same for every arm to within the
-            schemes' elementwise work, which is not counted).
-        gemm: the matmul size the reference arm used (0: none).
-    """
+    """Achieved GFLOP/s of each arm's training step (analytic ``step_flops``, elementwise work not counted, over the
+    median step time) and its share of what a ``gemm``-sized matmul reached in the same rounds (``gemm`` 0: none)."""
     ref = None
     if GEMM in results and gemm > 0:
         ref = gemm_flops(gemm) / float(np.median(results[GEMM].train_s)) / 1e9
@@ -180,11 +165,7 @@ def write_results(out: Path, stem: str, rows: list[dict[str, Any]], md: str, rec
 def write_outputs(out: Path, results: dict[str, ArmResult], rows: list[dict[str, Any]],
                   meta: dict[str, Any], speed: list[dict[str, Any]] | None = None,
                   counted: list[dict[str, Any]] | None = None) -> list[Path]:
-    """Write ``overhead.csv``, ``overhead.md`` and ``overhead.json`` (with raw times) under ``out``.
-
-    Args:
-        meta: ``command``, ``settings`` and ``provenance`` (recorded in the JSON and the Markdown).
-    """
+    """Write ``overhead.{csv,md,json}`` (raw times, and ``meta``'s command, settings, provenance) under ``out``."""
     s = meta["settings"]
     md = [
         f"# Step-time overhead against `{BASELINE}`\n",

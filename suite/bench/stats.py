@@ -1,13 +1,7 @@
 """Statistics of interleaved A/B step-time rounds: pure functions of arrays.
 
-One *round* times every arm (model) at least twice in a palindromic order (A B B A, or
-A B C C B A for more arms), so a linear drift of the machine's speed within the round affects
-every arm equally. The unit of analysis is the round: its ratio ``mean(B) / mean(A)`` cancels
-what the two arms share (a slow minute, a busy neighbour), and the rounds' ratios are summarised
-by their median with a distribution-free interval for that median (order statistics of the
-binomial, no resampling, no random draws). Conventions follow ``suite/analysis/stats.py``: a level is
-given as ``alpha`` (0.05 -> 95%), and a bound that cannot be computed is ``nan``, never a
-zero-width interval.
+A palindromic round (A B B A) cancels a linear drift in speed, so the unit is the round's ratio, summarised by the
+median with a distribution-free interval; as in ``suite/analysis/stats.py``, a bound that cannot be computed is nan.
 """
 
 from __future__ import annotations
@@ -20,8 +14,7 @@ from scipy import stats as sps
 
 
 def round_means(times: np.ndarray) -> np.ndarray:
-    """(R,) mean time of each round, from ``times`` (R, V): seconds per step of V timed visits of one arm in
-    each of R rounds."""
+    """(R,) mean time of each round, from ``times`` (R, V): seconds per step of V visits of one arm in R rounds."""
     times = np.asarray(times, dtype=float)
     if times.ndim != 2 or times.shape[1] == 0:
         raise ValueError(f"times must be (rounds, visits) with at least one visit, got shape {times.shape}")
@@ -29,8 +22,7 @@ def round_means(times: np.ndarray) -> np.ndarray:
 
 
 def round_ratios(candidate: np.ndarray, baseline: np.ndarray) -> np.ndarray:
-    """(R,) per-round ratios ``mean(candidate) / mean(baseline)`` (> 1: the candidate is slower), from (R, V)
-    and (R, V') step times of the two arms timed in the same R rounds."""
+    """(R,) per-round ratios ``mean(candidate) / mean(baseline)`` (> 1: the candidate is slower)."""
     c, b = round_means(candidate), round_means(baseline)
     if c.shape != b.shape:
         raise ValueError(f"candidate and baseline need the same rounds, got {c.shape[0]} and {b.shape[0]}")
@@ -55,8 +47,7 @@ class RatioSummary:
 
 
 def summarize(ratios: np.ndarray, alpha: float = 0.05) -> RatioSummary:
-    """Median of per-round ratios, shape (R,), with its distribution-free ``1 - alpha`` interval:
-    order statistics of the binomial (scipy's ``quantile_test``); nan when R < :func:`min_rounds`."""
+    """Median of per-round ratios with its distribution-free ``1 - alpha`` interval; nan when R < :func:`min_rounds`."""
     ratios = np.asarray(ratios, dtype=float)
     if ratios.size < min_rounds(alpha):
         return RatioSummary(float(np.median(ratios)) if ratios.size else math.nan, math.nan, math.nan, ratios.size)

@@ -1,26 +1,7 @@
-"""Runs per hour: how many short training runs of one shape a machine finishes, solo or co-located.
+"""Runs per hour: how many short training runs of one shape a machine finishes, solo, co-located or packed.
 
-Each arm trains the same ``runs`` runs (seeds of one config, real data, the real engine, the
-workers' start-up included) through :func:`suite.sweep.sweep.run_sweep` (local worker processes), and is timed
-from the sweep's start to its last summary. The fork server the workers come from (it imports torch
-once per process, :mod:`suite.sweep.local`) is started by an untimed warm-up, so no arm pays for it:
-
-- ``solo``: one worker at a time (on a CPU with all the cores' threads);
-- ``co-located K``: K workers at once, sharing the device (on a CPU, cores // K threads each; on a
-  GPU, K processes sharing one GPU, which overlap only under CUDA MPS);
-- ``packed N``: one worker training N runs at a time as one stacked model (``suite run --pack N``,
-  :mod:`suite.engine.pack`);
-- ``... compiled`` (``suite bench --throughput --compile``): each arm again with ``train.compile:
-  true`` (a solo run compiles its blocks, every run again; a pack compiles its whole step once per
-  shape in a worker, :mod:`suite.engine.packstep`). The compile caches (inductor's on disk) start
-  empty in each command, so the compiled arms' wall time includes compiling from nothing, as on a
-  fresh machine; the median step time beside it says what compiling buys once compiled.
-
-On a GPU every arm runs on one GPU, the first that ``CUDA_VISIBLE_DEVICES`` names (or GPU 0 without
-it), so that arms compare runs per GPU, not how many GPUs the machine has.
-
-A sweep of small models is a throughput problem, not a latency one: this is the number that says
-how long an ablation takes on a machine (``docs/benchmark.md``).
+A sweep of small models is a throughput problem, not a latency one: this says how long an ablation takes. Each arm
+trains the same runs through the sweep (docs/benchmark.md, "Runs per hour").
 """
 
 from __future__ import annotations
@@ -38,8 +19,7 @@ from typing import Any, Callable
 
 from suite.bench.report import provenance_line, write_results
 
-# The default ablation's model shape (ablations/default.yaml) at depth 12, for fewer steps, at batch 64 (the
-# reference table's; the default's runs now use 32).
+# The default ablation's model shape at depth 12, batch 64 (the reference table's).
 DEFAULT_BASE: dict[str, Any] = {
     "data": {"name": "mnist5k"},
     "model": {"patch_size": 7, "dim": 32, "heads": 2, "mlp_ratio": 4.0, "depth": 12, "residual": "layerscale"},
@@ -58,8 +38,7 @@ class Arm:
 
 def default_arms(device: str, co_located: list[int], packed: list[int] = (), cores: int | None = None,
                  compiled: bool = False) -> list[Arm]:
-    """``solo``, ``co-located K`` for each K and ``packed N`` for each N, then (``compiled``) each of
-    them again compiled, named ``... compiled`` (see the module docstring)."""
+    """``solo``, ``co-located K`` for each K and ``packed N`` for each N, then (``compiled``) each again compiled."""
     cores = cores or os.cpu_count() or 1
     if device == "cpu":
         arms = [Arm("solo", 1, cores)] + [Arm(f"co-located {k}", k, max(1, cores // k)) for k in co_located]
@@ -71,8 +50,7 @@ def default_arms(device: str, co_located: list[int], packed: list[int] = (), cor
 
 
 def bench_gpu(device: str) -> str | None:
-    """The GPU id every arm runs on: the first of :func:`suite.sweep.plan.visible_gpus` (which honours
-    ``CUDA_VISIBLE_DEVICES``); None on a CPU or where torch sees no GPU."""
+    """The GPU id every arm runs on (the first visible), so arms compare runs per GPU; None on a CPU or without one."""
     if device == "cpu":
         return None
     from suite.sweep.plan import visible_gpus
@@ -101,14 +79,12 @@ def _only_gpu(gpu: str | None) -> contextlib.AbstractContextManager[None]:
 
 
 def _fresh_compile_cache(folder: Path) -> contextlib.AbstractContextManager[None]:
-    """Inductor's on-disk caches (and Triton's, under it) in ``folder`` inside, then as before: the
-    workers, forked inside, compile from nothing, whatever earlier commands compiled."""
+    """Inductor's on-disk caches in ``folder`` inside, so the workers compile from nothing; then as before."""
     return _environ("TORCHINDUCTOR_CACHE_DIR", str(folder))
 
 
 def median_step_ms(folder: Path) -> float | None:
-    """The median over the runs under ``folder/runs`` of their summaries' ``step_time_ms`` (a packed
-    member's is its pack's step); None where no run timed a step."""
+    """The median ``step_time_ms`` of the runs under ``folder/runs``; None where no run timed a step."""
     from suite import store
 
     times = []
@@ -121,12 +97,8 @@ def median_step_ms(folder: Path) -> float | None:
 
 def measure_throughput(arms: list[Arm], *, runs: int, device: str, base: dict[str, Any] | None = None,
                        steps: int | None = None, log: Callable[[str], None] = lambda line: None) -> list[dict[str, Any]]:
-    """Train ``runs`` runs per arm and return one row per arm: wall time, runs per hour, speed-up
-    over the first arm, and the runs' statuses (every run must end ``ok``/``failed``/``diverged``).
-
-    Raises:
-        RuntimeError: a run ended in ``error`` (the arm measured a crash, not a throughput).
-    """
+    """Train ``runs`` runs per arm; one row per arm: wall time, runs per hour, speed-up over the first, statuses.
+    Raises RuntimeError when a run ended in ``error`` (the arm measured a crash, not a throughput)."""
     from suite.sweep.sweep import SweepOptions, run_sweep
 
     base = {k: dict(v) for k, v in (base or DEFAULT_BASE).items()}
@@ -136,8 +108,7 @@ def measure_throughput(arms: list[Arm], *, runs: int, device: str, base: dict[st
     gpu = bench_gpu(device)
     with tempfile.TemporaryDirectory(prefix="suite-throughput-") as tmp, _only_gpu(gpu), \
             _fresh_compile_cache(Path(tmp) / "compile-cache"):
-        # Untimed, eager: one short run first, so that no arm pays for a cold file cache, the first data
-        # load or starting the workers' fork server.
+        # Untimed: so that no arm pays for a cold file cache, the first data load or starting the fork server.
         warm = {"name": "throughput", "base": {**base, "train": {**base["train"], "steps": 2, "compile": False}},
                 "variants": {"run": {}}}
         run_sweep(warm, Path(tmp) / "warm-up", SweepOptions(device=device, workers=1,

@@ -1,17 +1,12 @@
 """``suite`` command line: one subcommand per stage of the flow.
 
-spec (``validate``) -> runs (``run``) -> one run (``train``) -> results -> ``analyze`` -> tables
--> ``report`` (one HTML page; ``plan``: seeds needed);
-``bench`` / ``bench-check`` measure what each residual scheme costs per step.
-
-Each subcommand lives in its own module of this package (``validate.py``, ``config.py``,
-``run.py``, ``status.py``, ``train.py``, ``propagate.py``, ``analyze.py``, ``report.py``,
-``plan.py``, ``cost.py``, ``bench.py``, ``bench_check.py``, ``schemes.py``; ``checks.py`` holds the
-value checks and the one-line user error they share, ``progress_lines.py`` what ``suite train`` prints
-without a terminal), exposing ``add_arguments(parser)`` and
-``run(args) -> int``: argument parsing, printing and exit codes live here and nowhere else; the work
-is done by the library packages (``engine``, ``sweep``, ``analysis``, ``bench``). Modules are
-imported lazily so that ``suite --help`` stays fast.
+spec (``validate``) -> runs (``run``) -> one run (``train``) -> ``analyze`` -> tables -> ``report`` (``plan``: seeds
+needed); ``bench`` / ``bench-check`` measure what each residual scheme costs per step. One module per subcommand
+(``validate.py``, ``config.py``, ``run.py``, ``status.py``, ``train.py``, ``propagate.py``, ``analyze.py``,
+``report.py``, ``plan.py``, ``cost.py``, ``bench.py``, ``bench_check.py``, ``schemes.py``; plus ``checks.py``, the
+shared value checks and one-line user error, and ``progress_lines.py``, ``suite train``'s output without a terminal),
+each exposing ``add_arguments(parser)`` and ``run(args) -> int``. Parsing, printing and exit codes live here and
+nowhere else; modules are imported lazily so that ``suite --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -46,8 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with the suite's rule for a user error: one line naming the option and the fix, exit 2
-    (argparse prints the whole usage first, then ``prog: error: ...``)."""
+    """argparse with the suite's rule for a user error: one line naming the option and the fix, exit 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         bad = re.fullmatch(r"argument (\S+?)(?:/\S+)?: invalid (int|float) value: '(.*)'", message, re.S)
@@ -83,8 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class Terminated(BaseException):
-    """SIGTERM in a command that writes its files in this process (:data:`CLEAN_ON_TERM`): raised from
-    the signal handler so that every ``atomic_write`` on the way out removes its temp file."""
+    """SIGTERM in a command that writes its files in this process (:data:`CLEAN_ON_TERM`), raised from the handler so
+    that every ``atomic_write`` on the way out removes its temp file."""
 
 
 CLEAN_ON_TERM = ("analyze", "report")  # one process, no workers: a SIGTERM unwinds it like Ctrl-C
@@ -95,9 +89,8 @@ STRUCK: list[tuple[Any, int]] = []  # the last one's stack: (frame, its line the
 
 
 def _on_stop(signum: int, frame: Any) -> None:
-    """Record the signal and where it struck (each frame on the stack and the line it was at), then unwind
-    as Python would (SIGINT) or as :class:`Terminated` (SIGTERM). A library may turn that exception into
-    another one: :func:`main` still stops in one line then, and shows any other error as it is."""
+    """Record the signal and where it struck (each frame and line), then unwind (KeyboardInterrupt or
+    :class:`Terminated`); if a library turns that into another exception, :func:`main` still stops in one line."""
     STOPS.append(signum)
     STRUCK.clear()
     while frame is not None:
@@ -107,9 +100,8 @@ def _on_stop(signum: int, frame: Any) -> None:
 
 
 def console() -> int:
-    """The ``suite`` command and ``python -m suite``: :func:`main`, then SIGINT ignored while the interpreter
-    shuts down, since Python restores the default handler as it ends and a Ctrl-C then would kill the
-    process (status -2, stdout's buffer lost) after the status was decided."""
+    """The ``suite`` command and ``python -m suite``: :func:`main`, then SIGINT ignored during shutdown, where a Ctrl-C
+    would otherwise kill the process (stdout's buffer lost) after the status was decided."""
     code = main()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     return code
@@ -142,10 +134,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _caused_by_stop(err: BaseException) -> bool:
-    """Whether ``err`` is the stop in another form: raised while the stop's exception was handled (it is in
-    the ``__context__`` chain), or raised by the very call the signal interrupted, on the line it was at (a
-    C extension that clears the pending error and raises its own, as matplotlib's converters do). A bug
-    met after a library swallowed the stop is neither."""
+    """Whether ``err`` is the stop in another form: in the stop's ``__context__`` chain, or raised by the very call the
+    signal interrupted (a C extension that replaces the pending error, as matplotlib's converters do)."""
     first = err
     seen = set()
     while err is not None and id(err) not in seen:
@@ -171,8 +161,7 @@ def _stopped(argv: list[str], signum: int) -> int:
 
 
 def _dispatch(argv: list[str]) -> int:
-    """Parse ``argv``, import the subcommand's module (seconds for ``analyze``: pandas, scipy, matplotlib)
-    and run it; the user errors every subcommand shares become one line here."""
+    """Parse ``argv``, import the subcommand's module and run it; the user errors all share become one line."""
     parser = build_parser()
     # Two passes: find the subcommand, then let its module add its own arguments.
     known, _ = parser.parse_known_args(argv)

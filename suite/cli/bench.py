@@ -1,8 +1,4 @@
-"""``suite bench``: step-time overhead of every residual scheme against Pre-LN, in one process.
-
-The measurement is :func:`suite.bench.measure.measure` (interleaved A/B rounds); the tables and
-files are :mod:`suite.bench.report`. See docs/benchmark.md.
-"""
+"""``suite bench``: step-time overhead of every residual scheme against Pre-LN, in one process (docs/benchmark.md)."""
 
 from __future__ import annotations
 
@@ -21,11 +17,8 @@ from suite.bench.measure import measure
 from suite.cli.checks import at_least, at_most, fail, writable_dir
 from suite.models.flops import train_step_flops
 
-# Per-device defaults. CPU: about a minute on 2 cores (docs/benchmark.md), single-threaded because
-# on a shared machine a second thread stalls at every op's barrier whenever a neighbour holds its
-# core, which adds noise in proportion to the op count, not cost (docs/benchmark.md).
-# CUDA: a ViT-S/16 training batch, and enough steps per visit to dwarf the event overhead; the
-# reference matmul large enough to reach the GPU's peak (a 1024^3 one is bound by its launch on an H200).
+# Per-device defaults. CPU: single-threaded, since on a shared machine extra threads add noise in proportion to the op
+# count (docs/benchmark.md). CUDA: a ViT-S/16 batch; the reference matmul large enough to reach the GPU's peak.
 DEVICE_DEFAULTS = {
     "cpu": {"batch": 4, "rounds": 16, "steps": 1, "warmup": 2, "dtype": "fp32", "threads": 1, "gemm": 1024},
     "cuda": {"batch": 128, "rounds": 20, "steps": 5, "warmup": 5, "dtype": "bf16", "threads": None, "gemm": 8192},
@@ -107,8 +100,7 @@ def _refused(args: argparse.Namespace, problem: str | None) -> bool:
 
 
 def run_diagnostics(args: argparse.Namespace) -> int:
-    """``suite bench --diagnostics``: the instability diagnostics' share of a step (suite/bench/diagnostics.py),
-    single-threaded at depth 48 (the default ablation's deep arm), written to OUT/diagnostics.md."""
+    """``suite bench --diagnostics``: the instability diagnostics' share of a step, to OUT/diagnostics.md."""
     from suite.bench import diagnostics
 
     torch.set_num_threads(args.threads or 1)
@@ -124,8 +116,7 @@ def run_diagnostics(args: argparse.Namespace) -> int:
 
 
 def run_throughput(args: argparse.Namespace) -> int:
-    """``suite bench --throughput``: runs per hour, solo against co-located and packed, eager (and with
-    ``--compile`` compiled too) (suite/bench/throughput.py)."""
+    """``suite bench --throughput``: runs per hour, solo against co-located and packed (suite/bench/throughput.py)."""
     from suite.bench import throughput
 
     co_located = args.co_located or ([2] if args.device == "cpu" else [2, 4, 8])
@@ -159,7 +150,7 @@ def run_throughput(args: argparse.Namespace) -> int:
 
 
 def run_profile(args: argparse.Namespace, names: list[str], shape: BenchShape, opt: dict) -> int:
-    """``suite bench --profile``: each arm's step by operator family (suite/bench/profile.py), to OUT/step_profile.md."""
+    """``suite bench --profile``: each arm's step by operator family, to OUT/step_profile.md."""
     from suite.bench import profile
 
     if args.device != "cpu":
@@ -201,8 +192,7 @@ def run_eval_cost(args: argparse.Namespace) -> int:
 
 
 def run_pack_phases(args: argparse.Namespace) -> int:
-    """``suite bench --pack-phases N``: a solo run against a member of an eager pack of N, phase by phase
-    (suite/bench/packphases.py), to OUT/pack_phases.md."""
+    """``suite bench --pack-phases N``: a solo run against a member of an eager pack of N, phase by phase."""
     from suite.bench import packphases
 
     problem = at_least(args, 2, "pack_phases") or at_most(args, 256, "pack_phases") or \

@@ -1,7 +1,4 @@
-"""``suite bench-check``: the CI gate on LayerScale's step-time cost (``make bench-check``).
-
-The checks and thresholds are :mod:`suite.bench.gate`; see docs/benchmark.md.
-"""
+"""``suite bench-check``: the CI gate on LayerScale's step-time cost (:mod:`suite.bench.gate`, docs/benchmark.md)."""
 
 from __future__ import annotations
 

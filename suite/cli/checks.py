@@ -1,7 +1,5 @@
-"""Checks of command-line values that argparse's types cannot express, shared by the subcommands.
-
-Each check returns the one-line problem (naming the flag and the fix) or ``None``; the subcommand
-reports it with :func:`fail` (exit 2) before any work starts.
+"""Checks of command-line values that argparse's types cannot express, shared by the subcommands: each returns the
+one-line problem or ``None``, which the subcommand reports with :func:`fail` before any work starts.
 """
 
 from __future__ import annotations
@@ -31,8 +29,7 @@ def at_least(args: argparse.Namespace, minimum: float, *flags: str) -> str | Non
 
 
 def at_most(args: argparse.Namespace, maximum: float, *flags: str) -> str | None:
-    """The first of ``flags`` whose value is set and above ``maximum``: a bound that keeps a typo (an extra
-    zero or three) from asking for 100,000 threads, a terabyte batch or a sleep of a thousand years."""
+    """The first of ``flags`` whose value is set and above ``maximum`` (a bound that catches a typo's extra zeros)."""
     for flag in flags:
         value = getattr(args, flag)
         if value is not None and value > maximum:
@@ -57,8 +54,8 @@ def writable_dir(path: str | Path, flag: str) -> str | None:
 
 
 def file_and_overrides(path: str | None, overrides: list[str]) -> tuple[str | None, list[str]]:
-    """``suite train`` / ``suite config``'s optional FILE and ``key=value`` list: a first argument that is
-    an override (it has ``=`` and names no file) joins the overrides, and there is no file."""
+    """``suite train`` / ``suite config``'s optional FILE and overrides: a first argument that is an override (has
+    ``=`` and names no file) joins the overrides."""
     if path is not None and "=" in path and not _exists(path):
         return None, [path, *overrides]
     return path, list(overrides)

@@ -1,8 +1,5 @@
-"""``suite config [FILE] [key=value ...] [--only FILTER]``: print the fully resolved config of a run.
-
-FILE is a run config (``suite train``'s) or an ablation: for an ablation, its first run, or the first
-that ``--only`` selects (``suite run``'s filter syntax). Every key is printed with its value, defaults
-included, the way the run folder's ``config.yaml`` will hold it (like Hydra's ``--cfg job``).
+"""``suite config [FILE] [key=value ...] [--only FILTER]``: print the fully resolved config of a run, as its
+``config.yaml`` will hold it; for an ablation, its first run (or the first ``--only`` selects).
 """
 
 from __future__ import annotations

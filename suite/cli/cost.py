@@ -1,5 +1,5 @@
-"""``suite cost FILE [--tflops T | --measured MS@DEPTH | --measure] [--workers N]``: the steps, FLOPs,
-device-hours and wall clock of an ablation before it runs (an upper bound: diverged runs end early)."""
+"""``suite cost FILE [--tflops T | --measured MS@DEPTH | --measure] [--workers N]``: an ablation's steps, FLOPs,
+device-hours and wall clock before it runs (an upper bound)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Progress of one training run as plain lines, for ``suite train`` without a terminal (a log file, a
-pipe, a Slurm job): the step, the last logged loss, the rate and the time left, every few seconds.
-
-On a terminal ``suite train`` shows tqdm's bar instead (``suite/engine/loop.py``). The lines come from
-the run's ``on_step`` callback (the step number) and the tail of its ``metrics.jsonl`` (the loss the
-run last logged, every ``train.log_every`` steps), so the training loop needs no second channel.
+"""Progress of one training run as plain lines, for ``suite train`` without a terminal (a log file, a Slurm job); from
+the run's ``on_step`` callback and its ``metrics.jsonl``'s tail, so the training loop needs no second channel.
 """
 
 from __future__ import annotations
@@ -21,8 +17,7 @@ TAIL_BYTES = 1 << 20  # the loss is looked for in the last MiB of metrics.jsonl 
 
 
 def last_loss(path: Path) -> tuple[int, float] | None:
-    """``(step, loss)`` of the last training record with a loss in ``metrics.jsonl`` at ``path`` (its last
-    :data:`TAIL_BYTES`); None when there is none yet, or the file cannot be read."""
+    """``(step, loss)`` of the last training record with a loss in ``path``'s tail; None if none or unreadable."""
     try:
         with files.open_regular(path, max_bytes=None) as f:  # the run's own file, growing: no size cap
             size = f.seek(0, os.SEEK_END)
@@ -41,8 +36,7 @@ def last_loss(path: Path) -> tuple[int, float] | None:
 
 
 def line(step: int, total: int | None, rate: float | None, loss: tuple[int, float] | None) -> str:
-    """One progress line, e.g. ``step 120/200 (60%)  loss 1.234 (step 110)  5.2 steps/s  eta 0m15s`` (the loss
-    of the last logged step, named when it is not this one)."""
+    """One progress line, e.g. ``step 120/200 (60%)  loss 1.234 (step 110)  5.2 steps/s  eta 0m15s``."""
     parts = [f"step {step}/{total} ({100 * step // total}%)" if total else f"step {step}"]
     if loss is not None:
         parts.append(f"loss {loss[1]:.4g}" + (f" (step {loss[0]})" if loss[0] != step else ""))
@@ -54,15 +48,8 @@ def line(step: int, total: int | None, rate: float | None, loss: tuple[int, floa
 
 
 class ProgressLines:
-    """An ``on_step`` callback that prints a :func:`line` every ``every_s`` seconds and at the last step.
-
-    Args:
-        run_dir: the run folder (its ``metrics.jsonl`` gives the loss).
-        total: the run's number of steps, or None when not known in advance (``train.epochs``).
-        every_s: seconds between lines.
-        out: where the lines go (flushed at once: a pipe or a file buffers otherwise).
-        clock: seconds, monotonic (tests pass their own).
-    """
+    """An ``on_step`` callback that prints a :func:`line` every ``every_s`` seconds and at the last step (``total``
+    None: not known in advance; ``out`` is flushed at once, as a pipe buffers otherwise)."""
 
     def __init__(self, run_dir: Path, total: int | None, every_s: float = 10.0, out: TextIO | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:

@@ -1,10 +1,5 @@
-"""``suite propagate FILE``: signal propagation at initialisation and over the first steps.
-
-The runs of an ablation file, each measured by :func:`suite.engine.propagation.propagate` instead
-of trained (``train.steps`` is the number of optimizer steps followed, 5 in
-``ablations/propagation.yaml``); the options, resuming and exit codes of ``suite run``, less those
-that only a training sweep honours (:data:`TRAINING_ONLY`). Then ``suite analyze DIR`` draws the
-propagation tables and figures. See docs/propagation.md.
+"""``suite propagate FILE``: signal propagation at initialisation and over the first steps (docs/propagation.md): an
+ablation's runs measured instead of trained, with ``suite run``'s options less :data:`TRAINING_ONLY`.
 """
 
 from __future__ import annotations
@@ -16,9 +11,7 @@ from suite.cli import run as run_cli
 
 INTERMIXED = True  # key=value overrides may follow the options, as in `suite run`
 
-# `suite run` options that a propagation sweep would ignore: they are not offered (an argparse error,
-# not a silent no-op). Packs stack training runs; --until-decided, --max-seeds and --refine act on the
-# primary comparison's scores and best learning rates, which propagation runs do not have.
+# `suite run` options a propagation sweep would ignore: not offered (an argparse error, not a silent no-op).
 TRAINING_ONLY = {"--pack": ("pack", 1), "--until-decided": ("until_decided", False),
                  "--max-seeds": ("max_seeds", None), "--refine": ("refine", False)}
 

@@ -16,8 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Write ``DIR/report.html`` (with ``--compare``: ``DIR/compare.html``, warning on stderr where the two
-    folders cannot be compared key by key or cell by cell); exit 2 on a user error."""
+    """Write ``DIR/report.html`` (with ``--compare``: ``DIR/compare.html``); exit 2 on a user error."""
     from suite.results import AnalysisError
     from suite.analysis.report import write_report
 

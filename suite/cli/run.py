@@ -1,13 +1,7 @@
-"""``suite run FILE``: expand an ablation into runs and bring every run to a final status.
+"""``suite run FILE``: expand an ablation into runs and bring every run to a final status (:func:`run_sweep`).
 
-The work is :func:`suite.sweep.sweep.run_sweep`; this module parses flags into its
-:class:`~suite.sweep.sweep.SweepOptions` (whose fields give every default) and prints.
-
-Exit status: 0 when every selected run has a summary (whatever its status, even ``diverged`` or
-``error``: those are results, reported at the end), unless every run made this time ended in
-``error`` (1, with the first one's message); 2 for a user error (nothing runs: the config checks and
-the pre-flight of ``suite/sweep/preflight.py`` come first); 130 when interrupted (Ctrl-C / SIGTERM;
-run the same command again to finish).
+Exit status: 0 when every selected run has a summary (any status: those are results), unless every run made this time
+ended in ``error`` (1); 2 for a user error (nothing runs); 130 when interrupted (run the same command again to finish).
 """
 
 from __future__ import annotations
@@ -147,8 +141,7 @@ def _until_decided(args: argparse.Namespace, progress: "Progress"):
 
 
 def _counts_text(sweep) -> str:
-    """This call's runs per status, then the runs skipped as already done (with theirs), e.g. ``12 ok,
-    0 diverged, 3 failed, 0 error this call; 48 skipped (already done: 45 ok, 3 failed)``."""
+    """E.g. ``12 ok, 0 diverged, 3 failed, 0 error this call; 48 skipped (already done: 45 ok, 3 failed)``."""
     made = collections.Counter(r.get("status") or "error" for r in sweep.results.values())
     done = collections.Counter(s.get("status") or "error" for s in sweep.done.values())
     text = ", ".join(f"{made[s]} {s}" for s in STATUSES) + " this call"
@@ -184,10 +177,8 @@ class Progress:
             self.bar.write(line)
 
     def eta(self, sweep) -> float:
-        """The time left, each run's time from its FLOPs (:func:`suite.sweep.eta.fit_seconds` on the runs
-        finished so far), so a sweep of shallow runs then deep ones is not timed by the shallow ones alone: the
-        runs not finished queued over ``--workers`` (:func:`suite.sweep.eta.queue_seconds`; a run in flight
-        counts whole), or without it the time so far times the work left over the work done."""
+        """The time left, each run timed by its FLOPs (:func:`suite.sweep.eta.fit_seconds`), so shallow runs first do
+        not set the pace for deep ones; without a fit, the time so far times the work left over the work done."""
         from suite.sweep.eta import fit_seconds, queue_seconds, run_flops
 
         elapsed = time.perf_counter() - self.t0
@@ -225,8 +216,7 @@ def _detail(result: dict[str, Any]) -> str:
 
 
 def _state(out, run, done: dict[str, dict]) -> str:
-    """A run's line in the plan: done (with its status), to resume (an interrupted run's checkpoint is there:
-    the next `suite run` goes on from its step), or to run."""
+    """A run's line in the plan: done (with its status), to resume (a checkpoint is there), or to run."""
     from suite import store
     from suite.sweep.folder import run_dir
 

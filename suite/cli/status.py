@@ -1,6 +1,4 @@
-"""``suite status DIR [--watch [S]]``: where a sweep stands, from its results folder alone.
-
-Works from any machine that sees the folder, for local, Ray and Slurm sweeps alike, while they run.
+"""``suite status DIR [--watch [S]]``: where a sweep stands, from its results folder alone (any backend, any machine).
 """
 
 from __future__ import annotations

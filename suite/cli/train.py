@@ -1,8 +1,5 @@
-"""``suite train [CONFIG.yaml] [--out DIR] [--device ...] [key=value ...]``: one run, one folder.
-
-With neither a file nor an override it trains :data:`DEMO`, a CPU-sized first run, not the typed
-defaults of ``suite/config.py`` (which sweeps' run ids depend on and which are unchanged). Progress: tqdm's
-bar on a terminal, else a line every ``--progress-every`` seconds (:mod:`suite.cli.progress_lines`).
+"""``suite train [CONFIG.yaml] [--out DIR] [--device ...] [key=value ...]``: one run, one folder. Alone it trains
+:data:`DEMO`, a CPU-sized first run, not the typed defaults (which sweeps' run ids depend on).
 """
 
 from __future__ import annotations
@@ -18,9 +15,7 @@ INTERMIXED = True  # key=value overrides may follow the options
 from suite.cli.checks import fail, file_and_overrides, writable_dir
 
 
-# What `suite train` alone trains: a first run sized for a CPU. LayerScale (CaiT's init) at depth 12 on the
-# embedded MNIST-5k, 200 steps, one CPU thread (torch's threads spin-wait for each other on a busy machine;
-# docs/training.md has its time and why).
+# What `suite train` alone trains: a first run sized for a CPU, one thread (docs/training.md has its time and why).
 DEMO = ("model.residual=layerscale", "model.depth=12", "train.steps=200", "train.threads=1")
 DEMO_TIME = "about 1.5 minutes on 2 busy CPU cores (93 s: results/reference/train_demo.txt)"
 
@@ -45,15 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def sweep_owner(out: str | Path) -> str | None:
-    """Why ``suite train`` must not write into ``out``, a run folder of a sweep's results folder
-    (``<root>/runs/<run_id>``, :mod:`suite.sweep.folder`), or None when it is not one.
-
-    A sweep is training there while ``suite run`` holds the lock on ``<root>/.lock`` or a worker holds a
-    live claim on the run (``<root>/claims/<run_id>.json``, :mod:`suite.sweep.claims`): two processes
-    would train one run in one folder. Idle, the folder still belongs to the sweep: a summary written by
-    ``suite train`` would lack the run's ``variant`` and ``ablation``, which the analysis groups by.
-    Reads only: creates nothing.
-    """
+    """Why ``suite train`` must not write into ``out``, a sweep's run folder (two processes would train one run, or an
+    idle sweep's folder would get a summary without the ``variant`` the analysis groups by); None when it is not one."""
     from suite.results import ABLATION_FILE
     from suite.sweep import claims
     from suite.sweep.sweep import SweepOptions
@@ -77,8 +65,7 @@ def sweep_owner(out: str | Path) -> str | None:
 
 
 def _locked(path: Path) -> bool:
-    """Whether another process holds an exclusive ``flock`` on ``path`` (a running ``suite run``'s
-    ``.lock``); False when there is no such file. Only looks: the lock is taken shared and let go at once."""
+    """Whether another process holds an exclusive ``flock`` on ``path`` (taken shared and let go at once to look)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:

@@ -1,9 +1,5 @@
-"""``suite validate FILE...``: check ablation files without running anything.
-
-Prints one line per problem (``FILE: key: problem; fix``) and exits 2, or one ``ok`` line per file
-with its run count. Past the config checks it runs the pre-flight (``suite/sweep/preflight.py``: the
-data load, a batch fits, each model builds on the meta device); ``suite run`` does the same before any
-run starts, and there also checks that the device exists.
+"""``suite validate FILE...``: check ablation files and run the pre-flight, without running anything; one line per
+problem and exit 2, or one ``ok`` line per file with its run count.
 """
 
 from __future__ import annotations

@@ -10,25 +10,21 @@ CROP_PADDING = 4  # the standard CIFAR recipe: pad by 4 with zeros, crop back to
 
 
 def normalise(x: Tensor, mean: Tensor, std: Tensor) -> Tensor:
-    """(..., C, H, W) uint8 images to float32 ``(x / 255 - mean) / std``; ``mean``, ``std`` (1, C, 1, 1) on
-    the 0..1 scale, on ``x``'s device."""
+    """(..., C, H, W) uint8 to float32 ``(x / 255 - mean) / std``; ``mean``, ``std`` (1, C, 1, 1) on the 0..1 scale."""
     return x.to(torch.float32).div_(255).sub_(mean).div_(std)
 
 
 def crop_flip_draws(gens: list[torch.Generator], b: int, padding: int = CROP_PADDING) -> tuple[Tensor, Tensor]:
-    """The random numbers of :func:`crop_flip` for ``b`` samples from each of the G generators, drawn on the
-    CPU so they are the same on any device: offsets (G, b, 2) int64 in ``[0, 2 * padding]``, then flips
-    (G, b) bool."""
+    """:func:`crop_flip`'s draws for ``b`` samples from each of G generators, on the CPU so any device gets the same:
+    offsets (G, b, 2) int64 in ``[0, 2 * padding]``, flips (G, b) bool."""
     offsets = torch.stack([torch.randint(0, 2 * padding + 1, (b, 2), generator=g) for g in gens])
     flip = torch.stack([torch.rand(b, generator=g) < 0.5 for g in gens])
     return offsets, flip
 
 
 def crop_flip(x: Tensor, offsets: Tensor, flip: Tensor, padding: int = CROP_PADDING) -> Tensor:
-    """Per-sample crop of (B, C, H, W) uint8 images from a zero-padded copy (black, as torchvision's RandomCrop
-    before normalisation), then a horizontal flip where ``flip`` (B,) says; ``offsets`` (B, 2) are the
-    crops' (row, column) in the padded image, both on ``x``'s device. Returns the same dtype and device.
-    One gather instead of a loop over samples."""
+    """Per-sample crop of (B, C, H, W) uint8 images from a zero-padded copy (as torchvision's RandomCrop), then a
+    horizontal flip where ``flip`` (B,) says; ``offsets`` (B, 2) are (row, column) in the padded image. One gather."""
     b, c, h, w = x.shape
     padded = F.pad(x, (padding, padding, padding, padding))  # (B, C, H+2p, W+2p)
     ar_h = torch.arange(h, device=x.device)

@@ -18,18 +18,12 @@ ENV_DATA_DIR = "SUITE_DATA_DIR"
 
 
 class DataError(ValueError):
-    """A user error about data: one line naming what is missing, where to put which files, and
-    the config key / environment variable to set."""
+    """A user error about data, in one line: what is missing, where to put which files, which key to set."""
 
 
 @dataclass(eq=False)  # == on tensors is elementwise; identity is the only sensible equality
 class TensorSplit(Dataset):
-    """A split held in memory as uint8 images; also a ``Dataset`` so the DataLoader path can use it.
-
-    Attributes:
-        x: (N, C, H, W) uint8 images.
-        y: (N,) int64 labels.
-    """
+    """A split in memory: (N, C, H, W) uint8 images ``x``, (N,) int64 labels ``y``; a ``Dataset`` for the DataLoader."""
 
     x: Tensor
     y: Tensor
@@ -56,12 +50,9 @@ Split = Union[TensorSplit, Dataset]
 class DatasetBundle:
     """A loaded dataset: its splits plus what the model and the stream need to know.
 
-    ``mean`` / ``std`` are per channel on the 0..1 scale; the stream applies
-    ``(x / 255 - mean) / std`` on the device, so the splits stay uint8 (4x less memory).
-    ``val`` is carved out of the training split by :func:`suite.data.split.carve_validation`
-    (``data.val_fraction``); loaders return it as None. ``stats_from_train`` says the loader
-    measured ``mean`` / ``std`` on its training split (so they are measured again without the
-    validation images), rather than using published constants.
+    ``mean`` / ``std``: per channel on the 0..1 scale, applied on the device so the splits stay uint8 (4x less memory).
+    ``val`` is carved later (:func:`suite.data.split.carve_validation`); loaders return None. ``stats_from_train``: the
+    loader measured ``mean`` / ``std`` on its training split (so they are measured again without validation images).
     """
 
     name: str
@@ -74,8 +65,7 @@ class DatasetBundle:
     std: tuple[float, ...]
     val: Split | None = None
     stats_from_train: bool = False
-    # Device copies of in-memory splits, keyed by (split, device), so evaluating every N steps
-    # does not upload the test set again each time.
+    # Device copies of in-memory splits by (split, device), so an evaluation does not upload the split again.
     device_cache: dict[tuple[str, str], TensorSplit] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -106,8 +96,7 @@ class DatasetBundle:
 
 
 def channel_stats(x: Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Per-channel mean and population std on the 0..1 scale, each a tuple of C floats, of (N, C, H, W) uint8
-    images: the train split's, so test statistics do not leak in."""
+    """Per-channel mean and population std on the 0..1 scale of (N, C, H, W) uint8 images (the train split's)."""
     xf = x.to(torch.float64) / 255  # float64: sums over millions of pixels stay exact enough
     mean = xf.mean(dim=(0, 2, 3))
     std = xf.std(dim=(0, 2, 3), unbiased=False).clamp_min(1e-8)  # constant channel: no div by 0
@@ -115,13 +104,7 @@ def channel_stats(x: Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
 
 
 def data_root(cfg: DataConfig, what: str, layout: str) -> Path:
-    """``cfg.root``, else ``$SUITE_DATA_DIR``, else a :class:`DataError` saying what to put where.
-
-    Args:
-        cfg: the data config.
-        what: dataset name for the message, e.g. ``"CIFAR-10"``.
-        layout: what the folder must hold, e.g. ``"cifar-10-batches-py/"``.
-    """
+    """``cfg.root``, else ``$SUITE_DATA_DIR``, else a :class:`DataError` saying where to put ``what`` (``layout``)."""
     root = cfg.root or os.environ.get(ENV_DATA_DIR)
     if not root:
         raise DataError(

@@ -14,9 +14,8 @@ from suite.data.bundle import ENV_DATA_DIR, DataError, DatasetBundle, TensorSpli
 if TYPE_CHECKING:
     from suite.config import DataConfig
 
-# Every global a CIFAR pickle names: numpy's array and dtype reconstructors (numpy 1 and 2 spell
-# the module differently; protocol 5 uses _frombuffer) and `_codecs.encode`, which protocol 2
-# pickles from Python 3 use for bytes. Dicts, lists, str, bytes and ints are opcodes, not globals.
+# Every global a CIFAR pickle names: numpy's array and dtype reconstructors (both numpy spellings; _frombuffer for
+# protocol 5) and `_codecs.encode` (bytes in protocol 2). Dicts, lists, str, bytes and ints are opcodes, not globals.
 ALLOWED = frozenset({
     ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),
     ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
@@ -36,14 +35,7 @@ class _CifarUnpickler(pickle.Unpickler):
 
 
 def _unpickle(path: Path) -> dict[str, Any]:
-    """Read one CIFAR pickle, with str keys whatever the writer used.
-
-    The official files are Python 2 pickles (str keys under ``encoding="latin1"``); files written
-    by Python 3 in the format documented on the CIFAR page have bytes keys (``b"data"``).
-
-    Raises:
-        DataError: the file is damaged, not a dict, or names anything but numpy arrays (never run).
-    """
+    """One CIFAR pickle with str keys (Python 3 writers use bytes keys); DataError if damaged, foreign or planted."""
     try:
         with open(path, "rb") as f:
             entry = _CifarUnpickler(f, encoding="latin1").load()
@@ -54,9 +46,8 @@ def _unpickle(path: Path) -> dict[str, Any]:
     return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in entry.items()}
 
 
-# name -> (title, folder, tarball, train files, test files and meta, label key, classes, and the standard
-# per-channel mean and std of the training set on the 0..1 scale). Files are checked for presence, not
-# md5 sums as torchvision does, so a cut-down subset in the same format loads too (the tests').
+# name -> (title, folder, tarball, train files, test files and meta, label key, classes, training-set mean and std on
+# the 0..1 scale). Files are checked for presence, not md5 sums, so a cut-down subset loads too (the tests').
 CIFAR = {
     "cifar10": ("CIFAR-10", "cifar-10-batches-py", "cifar-10-python.tar.gz",
                 [f"data_batch_{i}" for i in range(1, 6)], ["test_batch", "batches.meta"], "labels", 10,
@@ -67,8 +58,7 @@ CIFAR = {
 
 
 def load_cifar(cfg: DataConfig) -> DatasetBundle:
-    """``cfg.name``: CIFAR-10 from ``<root>/cifar-10-batches-py/`` or CIFAR-100 (fine labels) from
-    ``<root>/cifar-100-python/`` (root = data.root or $SUITE_DATA_DIR)."""
+    """CIFAR-10 or CIFAR-100 (fine labels) from ``<root>/cifar-10-batches-py/`` or ``<root>/cifar-100-python/``."""
     name = cfg.name
     title, base, tarball, train_files, test_files, label_key, num_classes, mean, std = CIFAR[name]
     root = data_root(cfg, title, f"{base}/ (extracted from {tarball})")

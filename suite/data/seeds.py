@@ -1,9 +1,8 @@
 """Seeds derived from (run seed, purpose, counter) without Python's ``hash``.
 
-``hash()`` of a string is salted per process and ``seed * K + epoch`` collides across seeds, so
-both would break "the batch at step s depends only on (seed, s)". splitmix64 is a fixed,
-well-mixing bijection on 64-bit integers: chaining it over the parts gives independent-looking
-seeds for neighbouring inputs (seed 0 epoch 1 vs seed 1 epoch 0).
+``hash()`` of a string is salted per process and ``seed * K + epoch`` collides across seeds; both would break "the
+batch at step s depends only on (seed, s)". Chaining splitmix64, a well-mixing 64-bit bijection, over the parts gives
+independent-looking seeds for neighbouring inputs.
 """
 
 from __future__ import annotations
@@ -28,8 +27,7 @@ def _splitmix64(x: int) -> int:
 
 
 def mix_seed(*parts: int) -> int:
-    """Combine integers (negative ones too), e.g. ``(PERMUTATION, seed, epoch)``, into one seed in
-    ``[0, 2**63)``, as ``torch.Generator.manual_seed`` accepts."""
+    """Combine integers (negative too), e.g. ``(PERMUTATION, seed, epoch)``, into one seed in ``[0, 2**63)``."""
     state = 0
     for part in parts:
         state = _splitmix64(state ^ (int(part) & _MASK))

@@ -1,9 +1,6 @@
-"""Stratified splits: the held-out test share of the embedded datasets and the validation share
-carved out of every dataset's training split (``data.val_fraction``).
-
-Both are fixed by ``data.split_seed`` alone, never by the run seed, so every run of a sweep trains,
-validates and tests on the same images. Validation exists so that every choice the analysis makes
-(best learning rate, best init) is made without looking at the test set.
+"""Stratified splits: the embedded datasets' test share and the validation share (``data.val_fraction``) of every
+dataset's training split. Fixed by ``data.split_seed`` alone, never the run seed, so every run of a sweep sees the same
+images; validation lets the analysis choose (best rate, best init) without looking at the test set.
 """
 
 from __future__ import annotations
@@ -19,13 +16,9 @@ from suite.data.bundle import DataError, DatasetBundle, TensorSplit, channel_sta
 
 
 def stratified_split(y: Tensor, fraction: float, split_seed: int, tag: int = seeds.SPLIT) -> tuple[Tensor, Tensor]:
-    """(kept, held out): sorted int64 indices partitioning ``range(N)`` for (N,) labels ``y``, fixed by
-    ``split_seed`` and ``tag`` (:data:`seeds.SPLIT` for test, :data:`seeds.VALIDATION`, so the two draws
-    differ).
-
-    Per class, a seeded permutation holds out ``round(fraction * n_c)``, at least 1 and leaving at least 1
-    (a class of one sample is kept whole). Stratified because mnist5k is sorted by class.
-    """
+    """(kept, held out): sorted int64 indices partitioning ``range(N)``, fixed by ``split_seed`` and ``tag``
+    (:data:`seeds.SPLIT` for test, :data:`seeds.VALIDATION`). Per class ``round(fraction * n_c)`` are held out, at least
+    1 and leaving 1 (a one-sample class stays whole); stratified because mnist5k is sorted by class."""
     gen = seeds.generator(tag, split_seed)
     kept, held = [], []
     for c in torch.unique(y).tolist():
@@ -51,21 +44,9 @@ def _labels(split: object, name: str) -> Tensor:
 
 
 def carve_validation(bundle: DatasetBundle, fraction: float, split_seed: int) -> DatasetBundle:
-    """Move a stratified ``fraction`` of the training split into ``bundle.val``.
-
-    Args:
-        bundle: as loaded, with ``val`` None.
-        fraction: ``data.val_fraction``; 0 leaves the bundle as it is (no validation split).
-        split_seed: ``data.split_seed``.
-
-    Returns:
-        A new bundle whose train and val partition the old train split. Channel statistics that
-        were measured on the training split (``bundle.stats_from_train``) are measured again on
-        what is left, so no validation pixel shapes the normalisation.
-
-    Raises:
-        DataError: the training split is too small to hold out one image per class.
-    """
+    """A new bundle with a stratified ``fraction`` (0: none) of the training split moved into ``val``. Statistics
+    measured on the training split are measured again on what is left, so no validation pixel shapes the
+    normalisation. Raises DataError when the training split cannot hold out one image per class."""
     if fraction <= 0:
         return bundle
     y = _labels(bundle.train, bundle.name)

@@ -1,24 +1,10 @@
 """Training batches as a pure function of (seed, step), and the in-order test batches.
 
-Resuming at step s must give the same batches as never stopping, so nothing here carries state
-from one step to the next: epoch e = s // steps_per_epoch is a permutation seeded from
-(seed, e), step s takes its slice of it, and its augmentation draws from a generator seeded from
-(seed, s). The global RNG is never touched (the trainer's dropout/init draws stay unaffected).
-
-The host works once per epoch, the device once per step: at the start of each epoch the indices
-and augmentation draws of all its steps are made on the host and uploaded in one copy each
-(pinned and ``non_blocking`` on CUDA, so the host never waits for the device); a step only slices
-them on the device.
-
-Two paths give identical batches:
-* small datasets (both splits' uint8 bytes <= max_device_mb MiB) sit on the device as uint8 and
-  are indexed directly - no DataLoader, no host-device copy per step;
-* larger ones, and every lazy Dataset (ImageFolder), go through a DataLoader whose batch_sampler
-  yields the same per-step index lists.
-Either way, augmentation and normalisation run per batch on the device.
-
-:class:`PackStream` gives the batches of N seeds at once, stacked, for packed training;
-:class:`TrainStream` is its N = 1 case.
+Resuming at step s must give the same batches as never stopping, so no state passes between steps: epoch
+``s // steps_per_epoch`` is a permutation seeded from (seed, epoch), step s's augmentation draws from (seed, s), and the
+global RNG is never touched. The host works once per epoch, the device once per step; small datasets sit on the device
+as uint8, others go through a DataLoader with the same index lists (docs/training.md, "Data"). :class:`PackStream`
+stacks the batches of N seeds; :class:`TrainStream` is its N = 1 case.
 """
 
 from __future__ import annotations
@@ -44,20 +30,13 @@ def fits_on_device(bundle: DatasetBundle, max_device_mb: int) -> bool:
 
 
 class StepOrder:
-    """Which training indices make up the batch of each step.
-
-    Args:
-        n: number of training samples.
-        batch_size: samples per step.
-        seed: the run seed.
-    """
+    """Which of the ``n`` training indices make up the batch of each step, for run seed ``seed``."""
 
     def __init__(self, n: int, batch_size: int, seed: int) -> None:
         if n < 1 or batch_size < 1:
             raise ValueError(f"need n >= 1 and batch_size >= 1, got n={n}, batch_size={batch_size}")
         self.n, self.batch_size, self.seed = n, batch_size, seed
-        # The last incomplete batch is dropped (every step has the same size); a split smaller
-        # than one batch still gives one step, of all n samples.
+        # The last incomplete batch is dropped (steps have one size); a split under one batch gives one step of all n.
         self.steps_per_epoch = max(1, n // batch_size)
         self._cached: tuple[int, Tensor] | None = None  # (epoch, permutation): a cache, not state
 
@@ -74,8 +53,8 @@ class StepOrder:
         return self.permutation(epoch)[pos * self.batch_size:(pos + 1) * self.batch_size]
 
     def block(self, start: int, stop: int) -> Tensor:
-        """(stop - start, b) int64 training indices of steps ``start..stop-1``, which must lie in one
-        epoch; b = min(n, batch_size). Row k equals ``indices(start + k)``."""
+        """(stop - start, min(n, batch_size)) int64 indices of steps ``start..stop-1`` (in one epoch); row k is
+        ``indices(start + k)``."""
         epoch, pos = divmod(start, self.steps_per_epoch)
         if not start < stop <= (epoch + 1) * self.steps_per_epoch:
             raise ValueError(f"steps {start}..{stop - 1} are not within one epoch")
@@ -84,8 +63,7 @@ class StepOrder:
 
 
 class StepBatchSampler(Sampler[list[int]]):
-    """DataLoader ``batch_sampler`` yielding, for each step ``start..end-1``, the index lists of
-    every order of ``orders`` concatenated."""
+    """DataLoader ``batch_sampler``: for each step ``start..end-1``, the index lists of all ``orders`` concatenated."""
 
     def __init__(self, orders: list[StepOrder], start: int, end: int) -> None:
         self.orders, self.start, self.end = orders, start, end
@@ -99,14 +77,12 @@ class StepBatchSampler(Sampler[list[int]]):
 
 
 def _stats(bundle: DatasetBundle, device: torch.device) -> tuple[Tensor, Tensor]:
-    """Mean and std as (1, C, 1, 1) float32 tensors on ``device``."""
     mean = torch.tensor(bundle.mean, dtype=torch.float32, device=device).view(1, -1, 1, 1)
     std = torch.tensor(bundle.std, dtype=torch.float32, device=device).view(1, -1, 1, 1)
     return mean, std
 
 
 def _on_device(bundle: DatasetBundle, split: str, device: torch.device) -> TensorSplit:
-    """The in-memory split copied to ``device`` once, then reused."""
     key = (split, str(device))
     if key not in bundle.device_cache:
         data: TensorSplit = getattr(bundle, split)
@@ -122,7 +98,6 @@ def _upload(t: Tensor, device: torch.device) -> Tensor:
 
 
 def _epoch_spans(steps_per_epoch: int, start: int, end: int) -> Iterator[tuple[int, int]]:
-    """``range(start, end)`` cut at epoch boundaries, as (first, stop) pairs."""
     while start < end:
         stop = min(end, (start // steps_per_epoch + 1) * steps_per_epoch)
         yield start, stop
@@ -140,25 +115,10 @@ def _loader(dataset: Split, device: torch.device, num_workers: int, **kwargs: ob
 class PackStream:
     """The training batches of N runs that differ only in their seed, stacked along a first axis.
 
-    ``x[i], y[i]`` of a step are exactly what ``TrainStream(bundle, batch_size, seeds[i], ...)``
-    yields for it. On the resident path the N runs share one copy of the dataset on the device,
-    gathered with (N, B) indices; the (N, B) indices and augmentation draws of an epoch's steps are
-    built on the host and uploaded once per epoch, so the operators a step dispatches (slice,
-    gather, augment, normalise) do not depend on N. Otherwise one DataLoader yields each step's N
-    index lists concatenated.
-
-    Args:
-        bundle: the loaded dataset.
-        batch_size: samples per step and run.
-        seeds: the run seeds (order and augmentation), one per run.
-        device: where batches are delivered.
-        augment: random crop (zero padding 4) + horizontal flip, per sample.
-        max_device_mb: hold the dataset on the device if it takes at most this many MiB.
-        num_workers: DataLoader workers when the dataset is not held on the device.
-
-    Attributes:
-        steps_per_epoch: ``train_size // batch_size``, at least 1.
-        resident: whether the dataset is held on the device.
+    ``x[i], y[i]`` of a step are exactly what ``TrainStream(bundle, batch_size, seeds[i], ...)`` yields. When
+    ``resident`` (the dataset fits in ``max_device_mb`` MiB) the N runs share one device copy, gathered with (N, B)
+    indices built once per epoch, so a step's operators do not depend on N; otherwise one DataLoader yields each step's
+    N index lists concatenated. ``augment``: random crop (zero padding 4) + horizontal flip, per sample.
     """
 
     def __init__(self, bundle: DatasetBundle, batch_size: int, seeds: list[int], device: torch.device | str,
@@ -176,11 +136,7 @@ class PackStream:
         self._mean, self._std = _stats(bundle, self.device)
 
     def batches(self, start_step: int, end_step: int) -> Iterator[PackBatch]:
-        """Yield the stacked batch of every step in ``range(start_step, end_step)``.
-
-        Yields:
-            (x, y): x (N, B, C, H, W) float32 normalised, y (N, B) int64, both on the device.
-        """
+        """Each step's x (N, B, C, H, W) float32 normalised, y (N, B) int64, on the device, for the steps in range."""
         steps = self._steps(start_step, end_step)
         if self._train is not None:
             for idx, draws in steps:
@@ -194,9 +150,8 @@ class PackStream:
             yield self._finish(x, y.to(self.device, non_blocking=True).view(shape), draws)
 
     def _steps(self, start: int, end: int) -> Iterator[tuple[Tensor | None, tuple[Tensor, Tensor] | None]]:
-        """Per step: its (N, B) indices on the device (resident path only, else None) and its
-        augmentation draws, offsets (N * B, 2) and flips (N * B,) (None without augmentation).
-        Each epoch's are made on the host and uploaded at its first step."""
+        """Per step: its (N, B) device indices (resident only) and augmentation draws, offsets (N * B, 2) and flips
+        (N * B,) (or None); each epoch's are made on the host and uploaded at its first step."""
         n, b = len(self.seeds), self._per_batch
         for first, stop in _epoch_spans(self.steps_per_epoch, start, end):
             idx = draws = None
@@ -218,8 +173,7 @@ class PackStream:
 
 
 class TrainStream:
-    """Training batches for any range of steps, each depending only on (seed, step): the one-run
-    case of :class:`PackStream`, whose arguments and attributes it takes (``seed`` for ``seeds``)."""
+    """Training batches, each depending only on (seed, step): the one-run case of :class:`PackStream`."""
 
     def __init__(self, bundle: DatasetBundle, batch_size: int, seed: int, device: torch.device | str,
                  augment: bool, max_device_mb: int, num_workers: int) -> None:
@@ -227,20 +181,15 @@ class TrainStream:
         self.steps_per_epoch, self.resident = self._pack.steps_per_epoch, self._pack.resident
 
     def batches(self, start_step: int, end_step: int) -> Iterator[Batch]:
-        """Yield the batch of every step in ``range(start_step, end_step)``: x (B, C, H, W) float32
-        normalised and y (B,) int64, on the device."""
+        """Each step's x (B, C, H, W) float32 normalised and y (B,) int64, on the device, for the steps in range."""
         for x, y in self._pack.batches(start_step, end_step):
             yield x[0], y[0]
 
 
 def eval_batches(bundle: DatasetBundle, batch_size: int, device: torch.device | str,
                  max_device_mb: int, num_workers: int, split: str = "test") -> Iterator[Batch]:
-    """The whole ``split`` (``"test"`` or ``"val"``) in order, in batches of ``batch_size`` (the last
-    may be smaller).
-
-    Yields:
-        (x, y): x (B, C, H, W) float32 normalised (no augmentation), y (B,) int64, on the device.
-    """
+    """The whole ``split`` (``"test"`` or ``"val"``) in order, in batches of ``batch_size`` (the last may be smaller):
+    x (B, C, H, W) float32 normalised (no augmentation), y (B,) int64, on the device."""
     device = torch.device(device)
     data = bundle.splits()[split]
     mean, std = _stats(bundle, device)

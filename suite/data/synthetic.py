@@ -16,12 +16,8 @@ NOISE_STD = 48.0  # pixel noise around each prototype (0..255 scale): visible, y
 
 
 def load_synthetic(cfg: DataConfig) -> DatasetBundle:
-    """Each class is a random prototype image; a sample is its prototype plus Gaussian noise.
-
-    Learnable by construction (the nearest class mean is almost always right), so a model that
-    fails to fit it is broken rather than unlucky. Fixed by ``cfg.split_seed`` and the
-    ``cfg.synthetic_*`` sizes; labels are balanced (class ``i % classes``) in a seeded order.
-    """
+    """Each class is a random prototype image; a sample is its prototype plus Gaussian noise. Learnable by construction,
+    so a model that fails to fit it is broken rather than unlucky. Fixed by ``cfg.split_seed`` and ``synthetic_*``."""
     n_cls, ch, size = cfg.synthetic_classes, cfg.synthetic_channels, cfg.synthetic_img_size
     for key in ("synthetic_train", "synthetic_test", "synthetic_img_size", "synthetic_channels",
                 "synthetic_classes"):

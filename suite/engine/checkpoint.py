@@ -1,8 +1,7 @@
 """Checkpoints of one run: save, restore bit-identically, and cut the metrics log back to match.
 
-A results folder may come from anywhere (a shared disk, a colleague's tarball), so a checkpoint is
-loaded with ``weights_only=True`` (tensors and plain types only: a planted pickle cannot run code),
-only by a run that asked for checkpoints, and only if it records that run's own id.
+A results folder may come from anywhere, so a checkpoint is loaded with ``weights_only=True`` (a planted pickle cannot
+run code), only by a run that asked for checkpoints, and only if it records that run's own id.
 """
 
 from __future__ import annotations
@@ -39,15 +38,12 @@ class CheckpointError(Exception):
 
 
 PREEMPTED = "preempted.json"  # beside a checkpoint saved because the worker was preempted
-# 4: the run state keeps the divergence rules' state (suite.engine.divergence.Watch) instead of two
-# numbers of the spike rule. 3: the run state keeps its held-out evaluations (the outcome is judged on them). 2: every LayerScale
-# γ is its own parameter; format 1 (no "format" key) kept all γ of a model in one parameter.
+# Bumped whenever a checkpoint's layout changes (4: the run state keeps the divergence rules' Watch); older are refused.
 FORMAT = 4
 
 
 def preempted(run_dir: Path, clear: bool = False) -> bool:
-    """Whether the run's checkpoint was saved at a preemption (a run then resumes from it even if it
-    asked for no periodic checkpoints); ``clear`` removes the mark."""
+    """Whether the checkpoint was saved at a preemption (resumed even if not periodic); ``clear`` drops the mark."""
     mark = Path(run_dir) / PREEMPTED
     if clear:
         mark.unlink(missing_ok=True)
@@ -57,12 +53,8 @@ def preempted(run_dir: Path, clear: bool = False) -> bool:
 
 def save(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optimizer, state: RunState,
          preempted: bool = False) -> None:
-    """Write the checkpoint through a temp file (:func:`suite.store.atomic_write`), so a kill or a full
-    disk never leaves half of one and a link planted at its name is replaced, not written through.
-
-    ``preempted``: saved because the worker is being preempted; marked so that the run resumes from
-    it even when it asked for no checkpoints (``train.checkpoint_every: 0``).
-    """
+    """Write the checkpoint atomically: a kill or a full disk never leaves half of one, a planted link is replaced.
+    ``preempted``: marked so that the run resumes from it even without periodic checkpoints."""
     ckpt = {
         "format": FORMAT, "run_id": run_id, "model": _own(model.state_dict()), "optimizer": _own(optimizer.state_dict()),
         "state": dataclasses.asdict(state), "cpu_rng": torch.get_rng_state(),
@@ -74,9 +66,8 @@ def save(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optim
 
 
 def _own(obj, seen: set[int] | None = None):
-    """``obj`` with every tensor that is a view into a larger one (a pack member's row) or that
-    appears twice (a pack's one AdamW step count) copied out: ``torch.save`` writes a view's whole
-    storage, and keeps tensors shared, which an optimizer loading them would then count up as one."""
+    """``obj`` with views into larger tensors (a pack member's row) and repeated tensors copied out: ``torch.save``
+    writes a view's whole storage and keeps sharing, which a loading optimizer would count up as one."""
     seen = set() if seen is None else seen
     if isinstance(obj, torch.Tensor):
         copy = obj.untyped_storage().nbytes() > obj.nbytes or id(obj) in seen
@@ -90,15 +81,11 @@ def _own(obj, seen: set[int] | None = None):
 
 
 def load(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optimizer) -> RunState:
-    """Restore weights, optimizer, RNG states and the run state from ``path``.
-
-    Raises:
-        CheckpointError: the file holds anything but tensors and plain types (it is not unpickled),
-            cannot be read, or was written by another run.
-    """
+    """Restore weights, optimizer, RNG states and the run state from ``path``. Raises :class:`CheckpointError` if it
+    holds anything but tensors and plain types, cannot be read, or is another run's."""
     try:
-        # To the CPU first: load_state_dict moves each tensor where its parameter is, but keeps AdamW's
-        # `step` counters where they were loaded, and on a GPU the non-fused update syncs on them.
+        # To the CPU first: load_state_dict leaves AdamW's `step` counters where they were loaded, and on a GPU the
+        # non-fused update would sync on them.
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001  (an unsafe pickle, a torn file: never run, never trusted)
         raise CheckpointError(f"{path}: refused to load it ({type(err).__name__}: {str(err).splitlines()[0][:200]}); "
@@ -129,8 +116,7 @@ def load(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optim
 
 
 def _check_optimizer_shapes(optimizer: torch.optim.Optimizer) -> None:
-    """AdamW's loaded state maps to parameters by position: a checkpoint of another parameter layout
-    with the same counts per group would load, misassigned. Its moment shapes give it away."""
+    """AdamW maps loaded state by position, so another layout with the same counts would load: shapes give it away."""
     for group in optimizer.param_groups:
         for p in group["params"]:
             for key, value in optimizer.state.get(p, {}).items():
@@ -140,9 +126,8 @@ def _check_optimizer_shapes(optimizer: torch.optim.Optimizer) -> None:
 
 
 def truncate_metrics(run_dir: Path, step: int) -> None:
-    """Drop metric records written after the checkpoint, so a resumed run's log has no duplicates. A
-    damaged line (or a record without a step) is dropped with a warning: the weights come from the
-    checkpoint, so one bad log line must not turn a run that can go on into an error."""
+    """Drop metric records written after the checkpoint, so a resumed run's log has no duplicates. A damaged line is
+    dropped with a warning: one bad log line must not turn a run that can go on into an error."""
     path = Path(run_dir) / store.METRICS
     if not path.exists():
         return

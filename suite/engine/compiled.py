@@ -1,21 +1,9 @@
 """``torch.compile`` for one run in a long-lived process: regional, and never a silent fall-back to eager.
 
-Regional: a ViT is one block repeated ``depth`` times, so each block's ``forward`` is compiled
-rather than the whole model. The blocks share one compiled graph (their parameters are graph inputs,
-``inline_inbuilt_nn_modules``), so compile time does not grow with depth. Blocks whose Python
-constants differ (the linear drop-path schedule gives each block its own rate) compile once each.
-The probes' hooks on a block's submodules would sit inside its compiled code, where dynamo does not
-guard them, so the probes run their forward eagerly (:mod:`suite.engine.probes`).
-
-No fall-back: a sweep worker trains many runs one after another. Dynamo's caches live as long as the
-process, so each new model shape is a recompilation of the same code; past ``recompile_limit`` of
-them dynamo stops compiling and runs that code eagerly, without an error, and whether a run was
-compiled would then depend on what its worker ran before. Each run therefore starts from empty
-caches, and hitting the limit inside one run is an error instead of a fall-back.
-
-A pack (:mod:`suite.engine.packstep`) compiles its whole step as one program whose tensors are its
-arguments, so the next pack of the same shape in this process runs the same compiled graph
-(:func:`reuse`): the caches are cleared only when the shape changes.
+Regional: each block's ``forward`` is compiled, all blocks sharing one graph, so compile time does not grow with depth;
+the probes run eagerly, as dynamo does not guard their hooks. No fall-back: dynamo's caches outlive a sweep worker's
+runs and past ``recompile_limit`` it silently runs eagerly, so each run starts from empty caches and hitting the limit
+is an error. A pack compiles its whole step as one program, kept for the next pack of its shape (:func:`reuse`).
 """
 
 from __future__ import annotations
@@ -34,9 +22,7 @@ _packing = [False]  # inside pack_members(): a pack's members are set up, and th
 
 @contextlib.contextmanager
 def pack_members() -> Iterator[None]:
-    """Within this block :func:`compile_for_run` compiles nothing and clears nothing: a pack's members
-    are set up here (their ``train.compile`` is the pack's, which compiles its whole step as one
-    program, :mod:`suite.engine.packstep`, and keeps it for the next pack of its shape)."""
+    """Within this block :func:`compile_for_run` compiles and clears nothing: the pack compiles its step."""
     _packing[0] = True
     try:
         yield
@@ -48,14 +34,10 @@ KEEP = 8  # the compiled pack programs a worker keeps, one per shape: dynamo's r
 
 
 def reuse(key: Hashable, build: Callable[[], T]) -> T:
-    """What ``build()`` made for ``key``, kept from an earlier call for ``key`` when nothing outside packs
-    was compiled since (its compiled graphs are still in dynamo's caches): a worker keeps one program per
-    pack shape for its life, up to :data:`KEEP` shapes, so that packs of alternating shapes compile each
-    shape once. The first program after a solo compiled run (which clears them), or one more than
-    :data:`KEEP`, starts from cleared caches, as any new run does.
-
-    ``key`` must name everything the compiled code holds as a constant (for a pack: its config
-    without the members' own keys, its size, device and mode)."""
+    """What ``build()`` made for ``key``, kept while nothing outside packs was compiled since (its graphs are still in
+    dynamo's caches), up to :data:`KEEP` shapes, so packs of alternating shapes compile each shape once; else built from
+    cleared caches. ``key`` must name everything the compiled code holds as a constant (for a pack: its config without
+    the members' own keys, its size, device and mode)."""
     from torch import _dynamo
 
     if key in _kept:
@@ -73,10 +55,8 @@ CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes that capture
 
 
 def solo_graph_problem(compile_setting: bool | str, device_type: str) -> str | None:
-    """Why a solo run on ``device_type`` cannot use ``compile_setting``, or None. A solo run compiles block by
-    block, every block sharing one graph: under CUDA graphs each replay overwrites the output of the block
-    before it, which the next block and the backward still read (pytorch/pytorch#152887), so the CUDA-graph
-    modes are refused there; a pack compiles its whole step and captures it (``compile: true``)."""
+    """Why a solo run on ``device_type`` cannot use ``compile_setting``, or None: its blocks share one graph, and under
+    CUDA graphs each replay overwrites the previous block's output, still read later (pytorch/pytorch#152887)."""
     if compile_setting in CUDA_GRAPH_MODES and device_type != "cpu":
         return (f"train.compile {compile_setting}: a run compiled block by block cannot replay CUDA graphs (each "
                 f"block's replay overwrites the output of the one before, pytorch#152887); use compile: true, or "
@@ -85,19 +65,9 @@ def solo_graph_problem(compile_setting: bool | str, device_type: str) -> str | N
 
 
 def compile_for_run(model: nn.Module, mode: str = "default", regional: bool = True, **options: Any) -> nn.Module:
-    """``model`` compiled with ``mode`` after clearing what earlier runs in this process compiled.
-
-    Args:
-        mode: ``default``, ``reduce-overhead`` (CUDA graphs) or ``max-autotune``.
-        regional: compile each of ``model.blocks`` in place (the model itself is returned) rather
-            than the whole model; a model without ``blocks`` is compiled whole.
-        options: more ``torch.compile`` arguments (the tests pass ``backend="eager"``).
-
-    Inside :func:`pack_members` it returns ``model`` as it is.
-
-    Raises (when called):
-        torch._dynamo.exc.FailOnRecompileLimitHit: one run needed more recompilations than the limit.
-    """
+    """``model`` compiled with ``mode`` after clearing what earlier runs in this process compiled; ``regional``: each of
+    ``model.blocks`` in place (a model without ``blocks`` compiles whole). Inside :func:`pack_members`, ``model`` as it
+    is. Calling the result raises ``torch._dynamo.exc.FailOnRecompileLimitHit`` past the run's recompile limit."""
     if mode not in MODES:
         raise ValueError(f"compile mode {mode!r}: expected one of {', '.join(MODES)}")
     if _packing[0]:
@@ -110,10 +80,8 @@ def compile_for_run(model: nn.Module, mode: str = "default", regional: bool = Tr
     options = {**options, "mode": None if mode == "default" else mode}
     blocks = getattr(model, "blocks", None)
     if regional and isinstance(blocks, nn.Module) and len(blocks):
-        # A block's Python constants are part of its graph: under the linear drop-path schedule
-        # every block has its own rate, so each block compiles once (in training and in eval mode)
-        # and compile time grows with depth; without drop path, or with the uniform schedule, all
-        # blocks share one graph. Allow that many compilations for this run, and no more.
+        # A block's Python constants are part of its graph: under the linear drop-path schedule each block compiles once
+        # (training and eval mode), else all share one. Allow that many compilations for this run, and no more.
         _dynamo.config.recompile_limit = max(8, 2 * len(blocks) + 4)
         _dynamo.config.accumulated_recompile_limit = max(256, 4 * len(blocks) + 16)
         for block in blocks:

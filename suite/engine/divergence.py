@@ -1,30 +1,9 @@
 """When a run has diverged: pure rules over its per-step training loss, fed one step at a time.
 
-The loop replays every optimizer step's numbers in order (:class:`~suite.engine.steplog.StepLog`)
-through :meth:`Watch.observe`, which returns a :class:`Verdict` the first time a rule fires. The
-rules, each with its ``train.*`` thresholds (docs/training.md has them with their defaults):
-
-- ``nonfinite``: the loss or the gradient norm is NaN or infinite (DeiT stops on a NaN loss). Under
-  fp16 a non-finite *gradient* is the loss scaler's business (the step is skipped), not this rule's.
-- ``spike``: once ``spike_after`` steps have been seen (the reference: the best smoothed loss so
-  far), a loss above ``spike_factor`` x that reference and above chance (ln C), that is still above
-  the threshold ``spike_window`` steps later (every step in between above it too); the verdict's step
-  is the spike's first. A spike whose loss comes back under the threshold within the window is counted
-  (``spikes_recovered``) and the run goes on; a spike still open when the run ends is left to the
-  held-out accuracy. ``spike_window`` 0: the first spike ends the run. It holds during the warm-up
-  too, where a too-high rate usually blows up.
-- ``collapse``: the smoothed loss came down to at most ``collapse_below`` x ln C (the run had
-  learned something), later returned to within ``collapse_within`` of ln C (at least
-  ``(1 - collapse_within)`` x ln C) and stayed there for ``collapse_window`` steps in a row. The
-  verdict's step is the step it returned, not the step the window closed. A loss that goes back to
-  chance has lost what it learned, whatever its last held-out accuracy happens to be.
-- ``scale_collapse`` (fp16 only): the loss scaler skipped ``scale_max_skips`` steps in a row, or its
-  scale fell below ``scale_min`` (fairseq's "minimum loss scale reached"). The scale is followed on
-  the host from the skips alone, with :class:`torch.amp.GradScaler`'s rule (:data:`SCALER`): halved at
-  every skipped step, doubled after ``growth_interval`` steps in a row without one.
-
-The smoothed loss is an exponential moving average, ``ema = 0.9 ema + 0.1 loss`` (:data:`EMA`). The
-watch's state is plain numbers, saved in checkpoints, so a resumed run judges exactly as an unbroken one.
+The loop replays every step's numbers in order through :meth:`Watch.observe`, which returns a :class:`Verdict` the
+first time a rule fires: ``nonfinite``, ``spike``, ``collapse`` or, under fp16, ``scale_collapse`` (the host follows the
+loss scale from the skips alone). Rules, thresholds and each verdict's step: docs/training.md ("When a run has
+diverged"). The watch's state is plain numbers, saved in checkpoints, so a resumed run judges as an unbroken one.
 """
 
 from __future__ import annotations
@@ -33,8 +12,7 @@ import math
 from dataclasses import dataclass
 
 EMA = 0.9  # smoothing of the loss for the spike and collapse rules (and the summary's final_train_loss)
-# torch.amp.GradScaler's defaults, passed to it explicitly (suite.engine.loop), so the host's copy
-# of the scale follows the device's exactly.
+# torch.amp.GradScaler's defaults, passed to it explicitly (suite.engine.loop): the host's scale follows the device's.
 SCALER = {"init_scale": 2.0**16, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2000}
 REASONS = ("nonfinite", "spike", "collapse", "scale_collapse")
 
@@ -63,8 +41,7 @@ class Rules:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A rule fired: ``step`` is the step the run diverged at (for ``collapse``, the step it returned
-    to chance), ``detail`` says what was seen."""
+    """A rule fired at ``step`` (for ``collapse``, the step it returned to chance); ``detail`` says what was seen."""
 
     reason: str
     step: int

@@ -7,17 +7,11 @@
         ...                      # fill run.summary; set run.status
     return run.summary           # written to out/summary.json, last and atomically
 
-* Opening the folder removes an old ``summary.json``: the run counts as unfinished until it ends.
-* An exception of the run (an ``Exception``) becomes status ``error`` with its message in the
-  summary and its traceback in ``log.txt``; the sweep goes on with the next run.
-* Anything that is not the run's fault leaves the run unfinished, with no summary, so that it runs
-  again: a full disk (raised as :class:`~suite.store.DiskFull`, which stops the sweep), Ctrl-C, a
-  kill, a preemption (``StopRun``). Open trackers are aborted, not finished.
-* A run that ended (any status but ``error``) drops its checkpoint; an ``error`` run keeps it, so
-  ``--retry-errors`` resumes from it.
-* Right before its summary is written, a run asks :func:`summary_guard`'s check (a sweep worker's:
-  "is the claim on this run still mine?"); a run whose claim another worker took over meanwhile
-  drops its result with one warning and stops as ``StopRun``, so that only the new holder writes.
+Opening the folder removes an old ``summary.json``. The run's ``Exception`` is status ``error`` (traceback in
+``log.txt``) and the sweep goes on; what is not its fault (a full disk: :class:`~suite.store.DiskFull`, which stops the
+sweep; Ctrl-C, a kill, a preemption: ``StopRun``) leaves it unfinished, without a summary, to run again. Only an
+``error`` run keeps its checkpoint (for ``--retry-errors``). A run whose claim was taken over (:func:`summary_guard`)
+drops its result.
 """
 
 from __future__ import annotations
@@ -38,16 +32,14 @@ from suite.engine import checkpoint
 from suite.engine.resources import resolve_device
 
 
-# The check a sweep worker installs around the runs it trains: None while the run may write its
-# summary, else why it may not (its claim was taken over).
+# A sweep worker's check around its runs: None while the run may write its summary, else why not.
 _GUARD: contextvars.ContextVar[Callable[[], str | None] | None] = contextvars.ContextVar("summary_guard", default=None)
 
 
 @contextlib.contextmanager
 def summary_guard(check: Callable[[], str | None]) -> Iterator[None]:
-    """Within this block, every run asks ``check()`` right before writing its summary (see the module
-    docstring): the heartbeat alone would let a run that ends between two beats write a result that is
-    no longer its own."""
+    """Within this block every run asks ``check()`` right before writing its summary: the heartbeat alone would let a
+    run ending between two beats write a result no longer its own."""
     token = _GUARD.set(check)
     try:
         yield
@@ -56,9 +48,8 @@ def summary_guard(check: Callable[[], str | None]) -> Iterator[None]:
 
 
 class StopRun(BaseException):
-    """Raised by an ``on_step`` callback to end a run now, leaving it unfinished (no summary): the
-    worker was preempted (``save``: a checkpoint of this step is written first, and the run resumes
-    from it wherever it runs next), or lost its claim on the run (nothing more may be written)."""
+    """Raised by an ``on_step`` callback to end a run now, unfinished (no summary): the worker was preempted (``save``:
+    checkpoint this step first, to resume from it) or lost its claim on the run (nothing more may be written)."""
 
     def __init__(self, reason: str, save: bool) -> None:
         super().__init__(reason)
@@ -66,16 +57,8 @@ class StopRun(BaseException):
 
 
 class RunFolder:
-    """A run's folder and summary from open to close (a context manager; see the module docstring).
-
-    Args:
-        cfg: the run's config (its id names the summary; ``start`` may resolve it further).
-        out: the run folder.
-        extra: top-level keys added to the summary (the sweep adds ``ablation``, ``variant``).
-
-    Raises:
-        DiskFull: no space to create the folder.
-    """
+    """A run's folder and summary from open to close (a context manager; see the module docstring). ``extra``: top-level
+    summary keys (the sweep's ``ablation``, ``variant``). Raises DiskFull when there is no space for the folder."""
 
     def __init__(self, cfg: RunConfig, out: str | Path, extra: dict[str, Any] | None = None) -> None:
         self.out = Path(out)

@@ -1,14 +1,10 @@
 """One training run, end to end: setup, optimizer steps, evaluation, finish.
 
-:func:`train` is what ``suite train`` and the sweep runner call for every run. It always writes
-``summary.json`` with exactly one status (``ok``, ``diverged``, ``failed``, ``error``); an exception
-inside a run becomes ``error`` with its message, so a sweep never dies of one run
-(:class:`~suite.engine.lifecycle.RunFolder`).
-
-The run is a :class:`Training` object whose methods are the phases: :meth:`Training.setup` (data, model,
-optimizer, resume), :meth:`Training.step` (one optimizer step and the divergence rules),
-:meth:`Training.evaluate` (held-out accuracy; the outcome is judged on it, :mod:`suite.engine.outcome`) and
-:meth:`Training.finish` (the summary's results).
+:func:`train` is what ``suite train`` and the sweep runner call for every run; it always writes ``summary.json`` with
+exactly one status, an exception becoming ``error`` (:class:`~suite.engine.lifecycle.RunFolder`). The run is a
+:class:`Training` whose methods are the phases: :meth:`Training.setup` (data, model, optimizer, resume),
+:meth:`Training.step` (one optimizer step), :meth:`Training.evaluate` (held-out accuracy, which judges the run:
+:mod:`suite.engine.outcome`) and :meth:`Training.finish` (the summary's results).
 """
 
 from __future__ import annotations
@@ -65,22 +61,12 @@ def train(
     extra: dict[str, Any] | None = None,
     on_step: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Train one ViT and write ``config.yaml``, ``metrics.jsonl`` and ``summary.json`` to ``out_dir``.
+    """Train one ViT and write ``config.yaml``, ``metrics.jsonl`` and ``summary.json`` (returned) to ``out_dir``.
 
-    Args:
-        cfg: the resolved run config (validated).
-        out_dir: the run folder; a ``checkpoint.pt`` there (from a killed run) is resumed from.
-        progress: show a tqdm bar; ``None`` = only when stderr is a terminal.
-        extra: top-level keys added to the summary (the sweep adds ``ablation``, ``variant``).
-        on_step: called after every optimizer step with the step number (tests inject faults here);
-            it may raise :class:`StopRun` to end the run unfinished (a preempted sweep worker).
-
-    Returns:
-        The summary dict (also written atomically to ``out_dir/summary.json``).
-
-    Raises:
-        DiskFull: the disk filled up. The run then has no summary (it is run again next time) and
-            keeps its checkpoint.
+    A ``checkpoint.pt`` in ``out_dir`` is resumed from. ``progress``: a tqdm bar (``None``: when stderr is a terminal).
+    ``extra``: top-level summary keys (the sweep's ``ablation``, ``variant``). ``on_step(step)`` runs after every
+    optimizer step and may raise :class:`StopRun` (a preempted worker). Raises DiskFull when the disk fills: the run
+    then has no summary (it runs again) and keeps its checkpoint.
     """
     with RunFolder(cfg, out_dir, extra) as run:
         cfg, _ = run.start(cfg)
@@ -181,9 +167,8 @@ class Training:
                 bar.close()
 
     def begin(self) -> None:
-        """Open the metrics log; at step 0, record the scales as initialised (before any update: a
-        re-init bug, like timm's old reset of gamma to 1, shows here; probes take no gradients and
-        draw no random numbers)."""
+        """Open the metrics log; at step 0 record the scales as initialised, before any update (a re-init bug, like
+        timm's old reset of gamma to 1, shows here; probes take no gradients and draw no random numbers)."""
         self.metrics = files.open_append(self.out / store.METRICS)
         if self.state.step == 0:
             x0, _ = next(self.stream.batches(0, 1))
@@ -192,11 +177,7 @@ class Training:
         self.model.train()
 
     def after_step(self, x: torch.Tensor, bar: Any = None) -> None:
-        """What follows a step: the host read when due, evaluation, checkpoint, progress.
-
-        Raises:
-            Diverged: from :meth:`read`.
-        """
+        """What follows a step: the host read when due (:class:`Diverged` from :meth:`read`), evaluation, checkpoint."""
         tc, state = self.tc, self.state
         step = state.step
         evaluate = eval_due(step, tc.eval_every, tc.eval_schedule) or step == self.total_steps
@@ -213,15 +194,13 @@ class Training:
                 bar.set_postfix(loss=f"{state.watch.ema:.3f}", refresh=False)
 
     def save(self, preempted: bool = False) -> None:
-        """Checkpoint the current step (``preempted``: marked so that the run resumes from it even
-        when it asked for no periodic checkpoints)."""
+        """Checkpoint this step (``preempted``: marked so the run resumes from it even without periodic checkpoints)."""
         self.metrics.flush()
         checkpoint.save(self.out / store.CHECKPOINT, self.summary["run_id"], self.model, self.optimizer,
                         self.state, preempted=preempted)
 
     def completed(self) -> None:
-        """Every step done: ``ok`` if the last held-out evaluation shows it learned, else ``failed``
-        (:mod:`suite.engine.outcome`); ``steps_to_learn`` either way."""
+        """Every step done: judge the run on its held-out evaluations (:mod:`suite.engine.outcome`)."""
         state = self.state
         status, reason, first = outcome.judge([(int(s), a) for s, a in state.evals], state.held_out_n,
                                               state.held_out_majority)
@@ -237,12 +216,9 @@ class Training:
         self.log({"kind": "diverged", "step": stop.step, "reason": stop.reason, "detail": stop.verdict.detail})
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """One optimizer step on the batch ``(x, y)``, without waiting for the device.
-
-        The loss and gradient norm stay on the device (:class:`~suite.engine.steplog.StepLog`); a
-        non-finite one makes the fused AdamW skip this update and every later one, and :meth:`read`
-        finds the step. Without a fused AdamW (an older torch), the host checks every step instead.
-        """
+        """One optimizer step on ``(x, y)`` without waiting for the device: a non-finite loss or norm makes the fused
+        AdamW skip this and every later update, and :meth:`read` finds the step (without a fused AdamW the host checks
+        every step)."""
         lr, started = self.begin_step()
         with torch.autocast(self.device.type, dtype=self.amp or torch.float32, enabled=self.amp is not None):
             loss = F.cross_entropy(self.step_fn(x), y, label_smoothing=self.tc.label_smoothing)
@@ -264,8 +240,7 @@ class Training:
         return lr, started
 
     def end_step(self, loss: torch.Tensor, lr: float, started: tuple[float, float]) -> None:
-        """After the backward pass: clip, keep the numbers on the device, update (skipped on the
-        device after a non-finite value), and time the step."""
+        """After the backward: clip, keep the numbers on the device, update (skipped after a non-finite value), time."""
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
         self.steps.record(self.state.step, lr, loss, grad_norm)
         if self.sync_free or not self.steps.bad.item():
@@ -276,9 +251,8 @@ class Training:
 
     @contextlib.contextmanager
     def measured_update(self) -> Iterator[None]:
-        """Around the optimizer's update of a step that ends at a log step (with ``train.diagnostics``): the
-        update-to-weight ratio ``||w_after - w_before|| / ||w_before||`` over every trained parameter, kept on
-        the device (a 0-d tensor) until the log record reads it; other steps pass through untouched."""
+        """Around the update of a step ending at a log step (with ``train.diagnostics``): ``||w_after - w_before|| /
+        ||w_before||`` over every trained parameter, a 0-d device tensor until logged; other steps pass through."""
         if not (self.tc.diagnostics and (self.state.step + 1) % max(1, self.tc.log_every) == 0):
             yield
             return
@@ -290,10 +264,9 @@ class Training:
             self.update_ratio = (moved / size).sqrt()
 
     def end_scaled_step(self, loss: torch.Tensor, lr: float, started: tuple[float, float]) -> None:
-        """:meth:`end_step` under fp16: the scaler skips a step whose gradients overflowed (and halves
-        its scale; the host reads the scale, so fp16 steps wait for the device). Such a step is logged
-        with gradient norm :data:`SKIPPED` (norms are >= 0), so the host's replay counts it as skipped
-        rather than as a non-finite gradient."""
+        """:meth:`end_step` under fp16: the scaler skips a step whose gradients overflowed (the host reads its scale, so
+        fp16 steps wait for the device); it is logged with gradient norm :data:`SKIPPED`, so the replay counts it as
+        skipped rather than non-finite."""
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
         before = self.scaler.get_scale()
         with self.measured_update():
@@ -312,18 +285,12 @@ class Training:
             self._timed(time.perf_counter() - started[0], time.process_time() - started[1], 1)
 
     def _read_due(self, step: int) -> bool:
-        """Whether the host must read the device's numbers after ``step`` steps: at every log step
-        and at every step without a fused AdamW."""
+        """Whether the host reads after ``step`` steps: at every log step, and every step without a fused AdamW."""
         return not self.sync_free or step % self.tc.log_every == 0 or step == self.total_steps
 
     def read(self, x: torch.Tensor) -> None:
-        """Read the steps since the last read (one transfer) and replay them in order: smoothed loss,
-        the divergence rules, and the train record at a log step (probes on ``x``).
-
-        Raises:
-            Diverged: a rule of :mod:`suite.engine.divergence` fired, at the exact step (later steps did
-                not update the weights, or only after the spike).
-        """
+        """Read the steps since the last read (one transfer) and replay them in order: the divergence rules, and the
+        train record at a log step (probes on ``x``). Raises :class:`Diverged` at the exact step a rule fired."""
         tc, state = self.tc, self.state
         n = len(self.steps)
         if not n:
@@ -338,9 +305,8 @@ class Training:
                                           and grad_v == SKIPPED)
             done = step + 1
             if verdict is not None:
-                # A non-finite value: the updates stopped at it (the fused AdamW skipped the rest). A
-                # spike or a collapse: the run ends at the step that decided it, as a host checking
-                # every step would have ended it; the device went on, so its later steps are dropped.
+                # Non-finite: the updates stopped at it (the fused AdamW skipped the rest). A spike or a collapse ends
+                # the run at the step that decided it, as a host checking every step would; later steps are dropped.
                 state.step = step if verdict.reason == "nonfinite" else done
                 del state.step_times[max(0, state.step - self.timed_from):]
                 raise Diverged(verdict)
@@ -365,17 +331,15 @@ class Training:
         return records
 
     def _timed(self, wall: float, cpu: float, steps: int) -> None:
-        """Add ``steps`` timed steps that took ``wall`` seconds (``cpu`` of process time) in all."""
         self.state.step_times.extend([wall / steps] * steps)
         self.timed_wall += wall
         self.timed_cpu += cpu
 
     @torch.no_grad()
     def evaluate(self, step: int, final: bool = True) -> None:
-        """Held-out loss and accuracy of the current weights, logged and kept in the run state:
-        validation at every evaluation (it judges the run, :mod:`suite.engine.outcome`, and selects
-        learning rates), test only at the ``final`` one (it is reported; a periodic test pass would
-        cost as much again and decide nothing). Without a validation split, test at every one."""
+        """Held-out loss and accuracy, logged and kept in the run state: validation at every evaluation (it judges the
+        run and selects rates), test only at the ``final`` one (a periodic test pass would decide nothing), or test at
+        every one without a validation split."""
         state = self.state
         record: dict[str, Any] = {"kind": "eval", "step": step}
         held_out = "val" if self.data.val is not None else "test"
@@ -395,8 +359,7 @@ class Training:
         self.log(record)
 
     def accuracy(self, split: str) -> tuple[float, float, float, int]:
-        """Mean loss, accuracy, largest class share and size of the whole ``split`` (``val`` or ``test``),
-        in eval mode."""
+        """Mean loss, accuracy, largest class share and size of the whole ``split`` (``val`` or ``test``)."""
         cfg, device = self.cfg, self.device
         correct, total, loss_sum = 0, 0, 0.0
         counts = torch.zeros(self.data.num_classes, dtype=torch.long)
@@ -445,15 +408,11 @@ def run_steps(members: list[Training], batches: Iterable[tuple[torch.Tensor, tor
               bar: Any = None, ended: Callable[[Training], None] = lambda m: None, packed: bool = False) -> None:
     """The training loop, the same for a solo run and a pack (:mod:`suite.engine.pack`).
 
-    ``step(x, y)`` makes one optimizer step of every member (solo: :meth:`Training.step`; a pack: one
-    stacked step, its batches with a leading member dimension: ``packed``). After it, each member
-    reads, evaluates and saves when due. A member that diverges is recorded and leaves (``ended``);
-    in a pack, a member whose read, evaluation or checkpoint raises fails alone
-    (:meth:`~suite.engine.lifecycle.RunFolder.fail`). When the steps run out, every member still
-    going is judged (``ok`` / ``failed``).
-
-    ``on_step(step)`` runs after every step and may raise :class:`StopRun`; a preemption (``save``)
-    first checkpoints this step of every member still going, unless the last step is done.
+    ``step(x, y)`` makes one optimizer step of every member (a pack's batches have a leading member dimension:
+    ``packed``); then each member reads, evaluates and saves when due. A member that diverges is recorded and leaves
+    (``ended``); in a pack, a member whose read, evaluation or checkpoint raises fails alone. When the steps run out,
+    every member still going is judged. ``on_step(step)`` may raise :class:`StopRun`; a preemption (``save``) first
+    checkpoints this step of every member still going, unless the last step is done.
     """
     live = list(members)
     for x, y in batches:
@@ -499,10 +458,9 @@ def _finite(x: float) -> float | None:
 
 
 def timing_contention(cpu_s: float, wall_s: float, threads: int, device: torch.device) -> dict[str, Any]:
-    """How much of the cores its timed steps got: ``timing_cpu_util`` (process CPU time / (wall time
-    x threads); about 1 when the run had its cores to itself), the 1-minute load average and the
-    core count, and ``timing_contended`` (a CPU run below :data:`CONTENDED_BELOW`; on CUDA the host
-    mostly waits for the device, so it is not judged)."""
+    """How much of the cores the timed steps got: ``timing_cpu_util`` (process CPU time / (wall time x threads), about
+    1 with the cores to itself), the 1-minute load, the core count, and ``timing_contended`` (a CPU run below
+    :data:`CONTENDED_BELOW`; on CUDA the host mostly waits for the device, so it is not judged)."""
     util = cpu_s / (wall_s * max(threads, 1)) if wall_s > 0 else None
     try:
         load1 = round(os.getloadavg()[0], 2)
@@ -514,9 +472,8 @@ def timing_contention(cpu_s: float, wall_s: float, threads: int, device: torch.d
 
 
 def eval_due(step: int, every: int, schedule: str) -> bool:
-    """Whether a held-out evaluation is due after ``step`` steps: every ``every`` steps, and under the
-    ``log`` schedule also at 5, 10, 20, 40, ... below ``every`` (``every`` 0: neither; the loop
-    evaluates at the last step whatever the schedule)."""
+    """Whether a held-out evaluation is due after ``step`` steps: every ``every`` steps (0: never), and under the
+    ``log`` schedule also at 5, 10, 20, 40, ... below ``every``; the loop also evaluates at the last step."""
     if not every:
         return False
     if step % every == 0:
@@ -528,9 +485,8 @@ def eval_due(step: int, every: int, schedule: str) -> bool:
 
 
 def check_held_out(data: DatasetBundle) -> None:
-    """Refuse a loaded held-out split too small for the learning test to pass even at 100% accuracy
-    (:func:`suite.config.validate` refuses it before the run where the class counts are known without
-    the files; an ImageFolder's are known only here)."""
+    """Refuse a held-out split too small for the learning test to pass even at 100% accuracy
+    (:func:`suite.config.validate` refuses it earlier where class counts are known without files; not ImageFolder's)."""
     split = data.val if data.val is not None else data.test
     labels = getattr(split, "y", getattr(split, "targets", None))
     if labels is None and isinstance(split, torch.utils.data.Subset):  # a validation split carved from a Dataset

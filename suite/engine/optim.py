@@ -12,8 +12,7 @@ from suite.config import ModelConfig, TrainConfig
 from suite.models import depth_scaled
 from suite.models.layerscale import GAMMA_PARAMETER, gamma_lr_scale
 
-# Parameters that are not matrices: norms' weights and biases, linear biases, LayerScale γ,
-# ReZero α, and (as in timm's no_weight_decay) the position embedding and class token.
+# No decay by default: non-matrices (norms, biases, γ, α) and, as timm's no_weight_decay, the embeddings below.
 _EMBEDDINGS = ("pos_embed", "cls_token")
 
 
@@ -25,21 +24,10 @@ ADAM_EPS = 1e-8  # torch's default; depth-scaled schemes scale it (suite/models/
 
 
 def build_optimizer(model: nn.Module, tc: TrainConfig, mc: ModelConfig | None = None) -> torch.optim.AdamW:
-    """AdamW; weight decay on 1-D parameters (and embeddings) only when ``tc.decay_1d``.
-
-    Weight decay on LayerScale's γ pulls it towards 0 and interacts with the very effect we measure,
-    so it is off by default and recorded in every run (``train.decay_1d``).
-
-    With a depth-scaled scheme in ``mc`` (``depth_scaled``, ``depth-mup``, ``completep``), the
-    parameters inside the blocks get the learning-rate factor ``m_L^(α-1)`` (each group's
-    ``lr_scale``, applied by :func:`set_lr`) and ε is ``ADAM_EPS · m_L^-α``
-    (:mod:`suite.models.depth_scaled`, with the sources). With ``layerscale-depth``, γ inside the blocks
-    gets the factor ``L_base / L`` (:func:`suite.models.layerscale.gamma_lr_scale`).
-
-    The fused implementation (one kernel for all parameters instead of one per tensor) is used where
-    torch has it, CPU and CUDA: the same update to float rounding, in less time. :func:`implementation`
-    names the one a run used (recorded as ``optimizer_impl`` in its summary).
-    """
+    """AdamW; weight decay on 1-D parameters (and embeddings) only when ``tc.decay_1d``: decay pulls LayerScale's γ
+    towards 0, interacting with the effect we measure. A depth-scaled scheme in ``mc`` scales the blocks' learning rates
+    (each group's ``lr_scale``, applied by :func:`set_lr`) and ε (:mod:`suite.models.depth_scaled`);
+    ``layerscale-depth`` scales γ's by ``L_base / L``. Fused where torch has it (:func:`implementation` names it)."""
     hidden_scale = depth_scaled.hidden_lr_scale(mc) if mc is not None else 1.0
     eps = ADAM_EPS * (depth_scaled.eps_scale(mc) if mc is not None else 1.0)
     gamma_scale = gamma_lr_scale(mc.residual, mc.depth, mc.base_depth) if mc is not None else 1.0
@@ -65,8 +53,7 @@ def build_optimizer(model: nn.Module, tc: TrainConfig, mc: ModelConfig | None = 
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    """This step's learning rate for every group, times the group's ``lr_scale`` (1 unless depth-scaled or
-    γ of ``layerscale-depth``)."""
+    """This step's learning rate for every group, times the group's ``lr_scale``."""
     for group in optimizer.param_groups:
         group["lr"] = lr * group.get("lr_scale", 1.0)
 
@@ -79,11 +66,7 @@ def implementation(optimizer: torch.optim.Optimizer) -> str:
 
 
 def lr_at(step: int, total_steps: int, tc: TrainConfig) -> float:
-    """Learning rate for optimizer step ``step`` (0-based).
-
-    Linear warmup from ``lr / warmup_steps`` to ``lr`` over ``warmup_steps`` steps, then cosine decay
-    to ``min_lr`` at the last step.
-    """
+    """Learning rate at step ``step`` (0-based): linear warmup over ``warmup_steps``, then cosine to ``min_lr``."""
     if tc.warmup_steps and step < tc.warmup_steps:
         return tc.lr * (step + 1) / tc.warmup_steps
     span = max(1, total_steps - tc.warmup_steps - 1)
@@ -93,11 +76,8 @@ def lr_at(step: int, total_steps: int, tc: TrainConfig) -> float:
 
 
 def lr_table(total_steps: int, tcs: list[TrainConfig]) -> torch.Tensor:
-    """Every step's learning rate of each schedule, ``[total_steps, len(tcs)]`` float32: column ``i``
-    is :func:`lr_at` of ``tcs[i]`` at steps ``0 .. total_steps - 1`` (computed in float64, as
-    :func:`lr_at`, then rounded once). A pack keeps it on the device and indexes it with its step
-    count, so no learning rate crosses from the host during training, and each member has its own
-    ``lr``, ``warmup_steps`` and ``min_lr``."""
+    """Every step's learning rate, ``[total_steps, len(tcs)]`` float32: column ``i`` is :func:`lr_at` of ``tcs[i]``
+    (float64, rounded once). A pack indexes it on the device with its step count, so no rate crosses from the host."""
     step = torch.arange(total_steps, dtype=torch.float64)[:, None]  # [T, 1]
     lr, warm, low = (torch.tensor([getattr(tc, k) for tc in tcs], dtype=torch.float64)[None, :]
                      for k in ("lr", "warmup_steps", "min_lr"))  # [1, N] each
@@ -114,12 +94,10 @@ def stacked_adamw_(flat: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor
                    decay: torch.Tensor, lr_scale: torch.Tensor, betas: tuple[float, float], eps: float) -> None:
     """One AdamW update (as ``torch.optim.AdamW``) of N models held as rows of ``[N, P]`` tensors, in place.
 
-    Per member its own ``lr`` ``[N]`` and ``weight_decay`` ``[N, 1]``; per parameter the policy of
-    :func:`build_optimizer` as ``[P]`` columns (``decay`` 1.0 where a parameter decays, ``lr_scale``). A
-    member whose ``keep`` ``[N]`` is false neither moves nor updates its moments, and its ``grad`` row is
-    zeroed (it may be non-finite); ``grad`` is already clipped. ``step`` ``[]`` counts from 1. Every other operand is ``[N, 1]`` or
-    ``[P]``: eager, the update allocates two ``[N, P]`` temporaries; compiled (:mod:`suite.engine.packstep`),
-    none.
+    Per member ``lr`` ``[N]`` and ``weight_decay`` ``[N, 1]``; per parameter :func:`build_optimizer`'s policy as ``[P]``
+    columns (``decay`` 1.0 where it decays, ``lr_scale``). A member whose ``keep`` ``[N]`` is false neither moves nor
+    updates its moments, and its (maybe non-finite) ``grad`` row is zeroed; ``grad`` is already clipped; ``step`` ``[]``
+    counts from 1. Eager, two ``[N, P]`` temporaries; compiled (:mod:`suite.engine.packstep`), none.
     """
     b1, b2 = betas
     k = keep[:, None]  # [N, 1]

@@ -1,37 +1,12 @@
 """Packed runs: several runs of one shape trained as one stacked model in one process.
 
-Runs that differ only in their seed (and, optionally, ``train.lr``, ``train.weight_decay``,
-``train.warmup_steps``, ``train.min_lr`` and ``model.layerscale.init``: :data:`MEMBER_KEYS`) have the
-same computation graph. A pack of N keeps their parameters in one ``[N, P]`` tensor (with its AdamW
-moments alike) and runs the very same model code over all of them at once with ``torch.func.vmap``
-over ``functional_call``: one kernel per layer, optimizer update and loss for the whole pack instead
-of one per run, which is what a GPU wastes on small models. The operators a step dispatches do not
-depend on N (``tests/engine/test_pack.py`` counts them).
-
-* **Data**: one copy of the dataset, each member's batch gathered with its own ``(N, B)`` indices
-  (:class:`~suite.data.stream.PackStream`): every member sees exactly the batches of its solo run.
-* **Step**: one program of device tensors (:mod:`suite.engine.packstep`): one forward over the
-  stacked parameters, one cross-entropy reshaped to ``[N, B]``, the gradient as one ``[N, P]``
-  tensor, per-member clipping as one reduction, the ``[window, N]`` step log
-  (:class:`~suite.engine.steplog.StepLog`) and one AdamW update
-  (:func:`~suite.engine.optim.stacked_adamw_`) with each member's learning rate (a ``[steps, N]``
-  table on the device: each member has its own schedule) and weight decay, which skips, on the
-  device, a member whose loss or gradient went non-finite or whose run has ended. No host value
-  enters it, so under ``train.compile`` it is one graph (a CUDA graph on CUDA).
-* **Precision**: a bf16 pack runs under autocast like a solo run, with the casts autocast misses under
-  vmap made explicitly (:func:`~suite.engine.packstep.cast_names`); its summary says ``packed: true``,
-  because its stacked matmuls round differently from a solo run's. An fp32 pack equals its solo runs
-  to float rounding (``tests/engine/test_pack.py``, at the default ablation's shape).
-* **Members**: each member stays a complete run (:class:`~suite.engine.loop.Training`) with its own
-  folder, summary, step log replay, divergence rules, probes and checkpoints, and its model's
-  parameters are views of its row of the stack (its checkpoint, in the solo format, copies its row
-  out). Probes and evaluation run once for the pack, vmapped. The loop is the solo one
-  (:func:`~suite.engine.loop.run_steps`) with this module's step passed in; the pack counts its
-  own steps, so a member that diverges and ends changes nothing for the others.
-
-Restrictions: randomness inside the forward (drop-path) cannot follow each member's own generator
-under ``vmap``, so runs with ``model.drop_path > 0`` are not packed (:func:`packable`); nor are timm's
-models, or fp16 runs (their loss scaler skips steps run by run).
+Runs that differ only in :data:`MEMBER_KEYS` share one computation graph. A pack of N keeps their parameters and AdamW
+moments in ``[N, P]`` tensors and runs the model code over all at once (``torch.func.vmap`` over ``functional_call``):
+one kernel per layer, update and loss for the pack instead of one per run, which is what a GPU wastes on small models.
+Data: :class:`~suite.data.stream.PackStream`; step: :mod:`suite.engine.packstep`. Each member stays a complete run
+(:class:`~suite.engine.loop.Training`: folder, summary, divergence rules, probes, solo-format checkpoints) in the solo
+loop (:func:`~suite.engine.loop.run_steps`). Not packed (:func:`packable`): drop-path, timm's models, fp16. Details:
+docs/backends/local.md ("Packed runs").
 """
 
 from __future__ import annotations
@@ -77,10 +52,8 @@ def packable(cfg: RunConfig) -> str | None:
 
 
 def pack_memory_mb(cfg: RunConfig, n: int) -> float:
-    """MiB a pack of ``n`` runs of ``cfg``'s shape needs at the least, ``n * M + t * n * P + 4 * n * T``:
-    ``M`` one run's bytes (:func:`suite.config.memory_estimate`, whose parameter count is ``P``), ``t`` = 8
-    for an eager pack's two ``[N, P]`` float32 temporaries (0 under ``train.compile``), ``T`` the steps of
-    the float32 learning-rate table (0 under ``train.epochs``). See docs/training.md, "A run that cannot fit"."""
+    """MiB a pack of ``n`` runs of ``cfg``'s shape needs at the least: ``n`` runs' estimate, an eager pack's two
+    ``[N, P]`` float32 temporaries and the learning-rate table (docs/training.md, "A run that cannot fit")."""
     from suite.config import approx_params, data_shape, memory_estimate
 
     m = cfg.model
@@ -109,8 +82,7 @@ class Pack:
     def __init__(self, members: list[Training], width: int = 0) -> None:
         first = members[0]
         self.members, self.device, self.tc = members, first.device, first.tc
-        # ``width`` > N: the stack has inert rows after the members' (copies of the first member that
-        # never train), so that a compiled step keeps one shape whatever the number of members.
+        # ``width`` > N: inert rows (copies of the first member that never train) keep a compiled step's shape.
         n, self.width = len(members), max(len(members), width)
         pad = [first] * (self.width - n)
         # The code of the model, none of its tensors (copied before they become views of the stack).
@@ -189,11 +161,7 @@ class Pack:
             return packstep.forward(self.spec, self.leaves, self.buffers, x, shared_input)
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """One optimizer step of every member on its batch ``(x[i], y[i])``, without waiting for the device.
-
-        The host's part is bookkeeping: each member's schedule (for its log and its optimizer's
-        checkpointed learning rate) and timing. The device's part is one program
-        (:func:`suite.engine.packstep.make_step`) that reads no host value."""
+        """One optimizer step of every member on ``(x[i], y[i])``: one device program that reads no host value."""
         started = time.perf_counter(), time.process_time()
         lrs = [m.begin_step()[0] if going else 0.0 for m, going in zip(self.members, self._going)]
         lrs += [0.0] * (self.width - len(lrs))
@@ -206,8 +174,7 @@ class Pack:
             m.stepped(started)
 
     def _probes(self) -> list[list[dict[str, Any]]]:
-        """Every member's probe records on its batch of the current step, in one vmapped forward,
-        computed at the first member's request."""
+        """Every member's probe records on its batch of this step: one vmapped forward, at the first request."""
         step = self.step_count  # the pack's step: a member that diverged went back to its step
         if self._probed is None or self._probed[0] != step:
             with attention():
@@ -223,8 +190,7 @@ class Pack:
 
     @torch.no_grad()
     def _accuracy(self, split: str) -> list[tuple[float, float, float, int]]:
-        """Every member's (loss, accuracy, largest class share, size) of ``split``, in one vmapped pass
-        per batch, computed at the first member's request of each evaluation."""
+        """Every member's (loss, accuracy, largest class share, size) of ``split``, in one vmapped pass."""
         step = self.step_count
         if self._evals[0] != step:
             self._evals = (step, {})
@@ -249,31 +215,18 @@ class Pack:
 
 def train_pack(cfgs: list[RunConfig], out_dirs: list[str | Path], extras: list[dict[str, Any]] | None = None,
                on_step: Callable[[int], None] | None = None, width: int = 0) -> list[dict[str, Any]]:
-    """Train ``cfgs`` as one pack, each into its own folder; returns their summaries (in order).
-
-    Args:
-        cfgs: resolved run configs that share a :func:`pack_key` and are :func:`packable`.
-        out_dirs: one run folder each; a ``checkpoint.pt`` there is resumed from, as by a solo run.
-        extras: top-level summary keys per run (the sweep adds ``ablation``, ``variant``).
-        on_step: called after every pack step with the members' step; it may raise ``StopRun``
-            (a preempted worker: every member still going then checkpoints this step first).
-        width: under ``train.compile``, a pack of fewer runs is padded to this many rows with inert copies
-            of its first run, so that every pack of one shape runs the one compiled step (the sweep
-            passes ``--pack``); eager packs are never padded.
-
-    Raises:
-        ValueError: the runs cannot share a pack.
-        DiskFull: the disk filled up (no summary for the runs still going; they run again).
-    """
+    """Train ``cfgs`` (sharing a :func:`pack_key`, :func:`packable`) as one pack, each into its own folder (resuming a
+    ``checkpoint.pt`` there, as solo); returns their summaries in order. ``on_step(step)`` may raise ``StopRun`` (a
+    preempted worker: every member still going checkpoints first). ``width``: under ``train.compile`` a smaller pack is
+    padded to this many rows with inert copies of its first run, so every pack of a shape runs one compiled step. Raises
+    ValueError when the runs cannot share a pack, DiskFull when the disk fills (the runs still going run again)."""
     keys = {pack_key(c) for c in cfgs}
     problems = [p for p in map(packable, cfgs) if p]
     if len(keys) > 1 or problems:
         raise ValueError(f"these runs cannot share a pack: {problems[0] if problems else 'they differ in more than '}"
                          f"{'' if problems else ', '.join(sorted(MEMBER_KEYS))}")
     extras = extras or [{} for _ in cfgs]
-    # ``packed``: the analysis keeps packed and solo runs apart where they are not the same computation
-    # (bf16: the stacked matmuls round differently from a solo run's).
-    # ``peak_mem_scope``: a member's peak_mem_mb is the whole pack's (the device holds every member at once)
+    # ``packed``: analysed apart from solo runs (bf16 rounds differently); ``peak_mem_scope``: the pack's peak_mem_mb.
     folders = [RunFolder(c, Path(o), {**e, "packed": True, "pack_size": len(cfgs), "peak_mem_scope": "pack"})
                for c, o, e in zip(cfgs, out_dirs, extras)]
     members: list[Training] = []
@@ -289,8 +242,7 @@ def train_pack(cfgs: list[RunConfig], out_dirs: list[str | Path], extras: list[d
                 members.append(training)
             except BaseException as err:
                 _end(folder, err)
-        # Members resumed from different steps (a run preempted alone, packed again) train as one
-        # pack per step, one after another.
+        # Members resumed from different steps (one preempted alone, packed again) train as one pack per step, in turn.
         for step in sorted({m.state.step for m in members}):
             _train([m for m in members if m.state.step == step], on_step, width)
     except BaseException:

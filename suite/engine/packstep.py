@@ -1,27 +1,10 @@
 """A pack's training step as one program over device tensors, which ``torch.compile`` makes one graph.
 
-Forward, loss, backward, per-member clipping, the step log and the stacked AdamW read and write only
-tensors that live on the device for the whole pack (:class:`PackState`): the step count, each
-member's learning-rate table, the skip mask, the step log. No Python number that changes from step
-to step enters the step, so the compiled graph is the same at every step (no recompilation) and a
-CUDA graph can replay it.
-
-* **Backward without ``.backward()``**: ``torch.func.grad`` of the summed member losses with respect
-  to the ``[N, P]`` parameter stack. The members' parameters are the stack split once into views, so
-  the gradient comes back as one ``[N, P]`` tensor (the backward of the split is one concatenation),
-  with no per-parameter accumulation, and dynamo traces the whole of it into one graph (where
-  ``loss.backward()`` would break the graph).
-* **Precision**: under bf16 the stacked forward runs under autocast like a solo run; vmap splits a
-  linear into a matmul, which autocast casts, and a bias add, which it does not, and runs the
-  patch-embedding convolution as a grouped convolution that autocast misses: so the linears'
-  biases, the convolution's weights and its input are cast to bf16 explicitly (:func:`cast_names`),
-  and the step computes what a solo run computes. The loss is taken on fp32 logits.
-
-Compilation (:func:`program`): ``fullgraph=True`` (a graph break is an error, not a silent split);
-on CUDA, ``train.compile: true`` captures the step as a CUDA graph (``mode="reduce-overhead"``): the
-state's tensors are marked static so the graph updates them in place. Where capture is not possible,
-the pack says why in one line and runs the compiled step without it. The compiled program is kept
-for the next pack of the same shape in this process (:func:`suite.engine.compiled.reuse`).
+Everything the step touches lives on the device for the whole pack (:class:`PackState`) and no per-step Python number
+enters, so the compiled graph never recompiles and a CUDA graph can replay it. The backward is ``torch.func.grad`` with
+respect to the ``[N, P]`` stack: one ``[N, P]`` gradient that dynamo traces (``loss.backward()`` would break the graph).
+Under bf16, vmap hides linear biases and the patch convolution from autocast, so they are cast explicitly
+(:func:`cast_names`). More: docs/backends/local.md ("Packed runs").
 """
 
 from __future__ import annotations
@@ -46,13 +29,8 @@ from suite.engine.optim import stacked_adamw_
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class StepSpec:
-    """What a packed step's code depends on besides its tensors: the constants of its graph.
-
-    Attributes:
-        base: the model's code (on the meta device: none of its tensors).
-        names, shapes: the parameters in stack order, each ``[N, *shape]`` in the step.
-        casts: parameters cast to bf16 before the forward (:func:`cast_names`); empty in fp32.
-    """
+    """What a packed step's code depends on besides its tensors: its graph's constants. ``base``: the model's code (on
+    the meta device); ``names``, ``shapes``: the parameters in stack order; ``casts``: see :func:`cast_names`."""
 
     base: nn.Module
     names: tuple[str, ...]
@@ -72,9 +50,8 @@ class StepSpec:
 
 @dataclasses.dataclass
 class PackState:
-    """Every tensor a packed step reads or writes, on the pack's device; none is ever replaced, so a
-    CUDA graph keeps their addresses. ``N`` members, ``P`` parameters each, ``T`` steps, ``W`` rows of
-    step log."""
+    """Every tensor a packed step reads or writes, on the pack's device; none is ever replaced, so a CUDA graph keeps
+    their addresses. ``N`` members, ``P`` parameters each, ``T`` steps, ``W`` rows of step log."""
 
     flat: torch.Tensor  # [N, P] parameters (each member's parameters are views of its row)
     exp_avg: torch.Tensor  # [N, P]
@@ -98,9 +75,7 @@ class PackState:
 
 
 def cast_names(base: nn.Module) -> frozenset[str]:
-    """Parameters a bf16 pack casts itself, because autocast does not see them under vmap: linear
-    biases (vmap adds them after the matmul) and convolutions' weights and biases (vmap runs a
-    grouped convolution)."""
+    """Parameters a bf16 pack casts itself, unseen by autocast under vmap: linear biases, convolutions' parameters."""
     names = set()
     for mod, module in base.named_modules():
         prefix = f"{mod}." if mod else ""
@@ -132,21 +107,15 @@ def forward(spec: StepSpec, params: dict[str, torch.Tensor], buffers: dict[str, 
 
 
 def attention() -> contextlib.AbstractContextManager:
-    """A pack takes the math attention, which vmaps into batched matmuls, on every device: torch has no vmap
-    rule for the CPU's fused attention (it would loop over the members), and on CUDA the memory-efficient
-    kernel's backward refuses the vmapped log-sum-exp's strides ("LSE is not correctly aligned (strideH)",
-    H200, torch 2.11: the first device check)."""
+    """The math attention, which vmaps into batched matmuls: torch has no vmap rule for the CPU's fused attention, and
+    on CUDA the memory-efficient kernel's backward refuses vmap's strides ("LSE is not correctly aligned (strideH)")."""
     return sdpa_kernel(SDPBackend.MATH)
 
 
 def make_step(spec: StepSpec) -> Callable[..., None]:
-    """The packed step as a function of :meth:`PackState.args` and the batch ``(x [N, B, ...], y [N, B])``.
-
-    It computes each member's loss and gradient, clips per member, writes the step log at row
-    ``step % W``, skips (on the device) a member that went non-finite or has ended, makes one
-    stacked AdamW update with each member's learning rate of this step, and counts the step.
-    Everything happens in place; it returns nothing (a CUDA graph's outputs would be overwritten
-    by its next replay)."""
+    """The packed step as a function of :meth:`PackState.args` and the batch ``(x [N, B, ...], y [N, B])``, all in
+    place: per-member loss, gradient and clipping, the step log, one stacked AdamW update that skips non-finite or ended
+    members. It returns nothing: a CUDA graph's outputs would be overwritten by its next replay."""
     b1, b2 = spec.betas
 
     def losses(flat: torch.Tensor, buffers: dict, x: torch.Tensor,
@@ -174,8 +143,7 @@ def make_step(spec: StepSpec) -> Callable[..., None]:
 
 
 def compile_mode(setting: bool | str, device_type: str) -> str | None:
-    """The ``torch.compile`` mode of a pack's ``train.compile`` (None: eager). ``true`` is CUDA-graph
-    capture on CUDA (``reduce-overhead``) and the default mode elsewhere."""
+    """A pack's ``train.compile`` as a mode (None: eager); ``true`` is ``reduce-overhead`` on CUDA, else ``default``."""
     if setting is False:
         return None
     if setting is True:
@@ -187,9 +155,8 @@ NO_CUDA_GRAPHS = {"reduce-overhead": "default", "max-autotune": "max-autotune-no
 
 
 class Program:
-    """The packed step of ``spec``, eager or compiled with ``mode``; called with a :class:`PackState`
-    and a batch. A compiled one that cannot capture CUDA graphs says why in one line (to ``warn``) and
-    recompiles without them, at its first calls."""
+    """The packed step of ``spec``, eager or compiled with ``mode``, called with a :class:`PackState` and a batch. One
+    that cannot capture CUDA graphs says why in one line (to ``warn``) and recompiles without them."""
 
     def __init__(self, spec: StepSpec, mode: str | None, warn: Callable[[str], None] | None = None,
                  **options: Any) -> None:
@@ -244,9 +211,8 @@ class Program:
             return self.fn(*state.args(), x, y)
 
 
-# What torch says when it skips a CUDA graph (inductor's log_cudagraph_skip_and_bump_counter, raised under
-# cudagraph_or_error: "skipping cudagraphs due to ...", "disabling cudagraphs ...") or when CUDA refuses a
-# capture (cudaErrorStreamCapture*: "operation not permitted when stream is capturing", "... during capture").
+# What torch says when it skips a CUDA graph under cudagraph_or_error ("skipping cudagraphs due to ...", "disabling
+# cudagraphs ...") or when CUDA refuses a capture (cudaErrorStreamCapture*: "... when stream is capturing").
 CAPTURE_FAILURE = re.compile(r"\b(skipping|disabling) cudagraphs?\b|stream is capturing|during (stream )?capture|"
                              r"cudaErrorStreamCapture|graph capture (failed|invalidated)", re.IGNORECASE)
 
@@ -275,8 +241,7 @@ def _first_line(err: BaseException) -> str:
 
 
 def mark_static(state: PackState) -> None:
-    """Tell the compiler that the state's tensors keep their addresses across steps (a CUDA graph then
-    updates them in place instead of copying them in and out at every replay)."""
+    """Mark the state's tensors static, so a CUDA graph updates them in place rather than copying at each replay."""
     from torch import _dynamo
 
     for t in state.tensors():

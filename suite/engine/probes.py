@@ -1,13 +1,9 @@
 """Per-block probes: how big the scales are, how far each branch moves the residual stream.
 
-The probes attach from outside with forward hooks, so block code stays pure and timm's blocks are
-probed the same way as ours. For each block a pair of :class:`Tap` says where its attention and MLP
-branches can be read: the submodule whose output is the branch, the submodule whose input is the
-stream that branch is added to, and what the block multiplies the branch by before the add.
-Probes run on a given batch without gradients and in eval mode, so they never change training.
-Under ``train.compile`` their forward runs eagerly (``torch.compiler.set_stance("force_eager")``):
-dynamo does not guard module hooks, so a compiled block would reuse a graph traced without them and
-the hooks on its submodules would never fire.
+Forward hooks attach from outside, so block code stays pure and timm's blocks are probed like ours; per block a pair of
+:class:`Tap` says where each branch can be read. Probes run on a given batch without gradients and in eval mode, so
+they never change training. Under ``train.compile`` their forward runs eagerly: dynamo does not guard module hooks, so
+a compiled block would reuse a graph traced without them and the hooks would never fire.
 """
 
 from __future__ import annotations
@@ -26,21 +22,14 @@ from torch.func import functional_call, vmap
 from suite.models.residual import DeepNormBlock, PostLNBlock, PreLNBlock, ReZeroBlock, SandwichBlock
 
 KEYS = ("attn_ratio", "mlp_ratio", "out_rms", "attn_logit_max", "attn_entropy_min")  # what the hooks record, besides
-# the scales. The attention diagnostics (Wortsman et al. 2023: a too-high rate shows first as attention-logit
-# growth) are recomputed from the attention module's input, so the block's fused attention stays as it is.
+# the scales; attention diagnostics (Wortsman et al. 2023) are recomputed from its input, keeping the fused attention.
 
 
 @dataclass(frozen=True)
 class Tap:
-    """Where one residual branch of a block can be read from outside.
-
-    Attributes:
-        name: ``attn`` or ``mlp`` (the record key is ``<name>_ratio``).
-        branch: submodule whose output is the branch (before any residual scale).
-        stream: submodule whose *input* is the residual stream the branch is added to; ``None``
-            for the block's own input.
-        scale: ``(block, branch output) -> what is added to the stream``.
-    """
+    """Where one residual branch of a block can be read from outside: ``branch``, the submodule whose output is the
+    branch (unscaled); ``stream``, the submodule whose *input* is the stream it is added to (``None``: the block's
+    input); ``scale(block, branch output)``, what is added to the stream. Records ``<name>_ratio``."""
 
     name: str
     branch: str
@@ -124,10 +113,9 @@ def _attach(block: nn.Module, got: dict[str, torch.Tensor], attention: bool = Tr
 
 
 def attention_stats(attn: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The largest |pre-softmax attention logit| (over the batch, heads and token pairs) and the lowest
-    attention entropy (nats; each head's entropy averaged over the batch and queries, the lowest head) of
-    an attention module (ours, or timm's: ``qkv``, ``q_norm``, ``k_norm``) on its input ``x`` (B, N, C).
-    0-d tensors, still on the device."""
+    """The largest |pre-softmax attention logit| (over batch, heads and token pairs) and the lowest head's attention
+    entropy (nats, averaged over batch and queries) of ``attn`` (ours or timm's) on its input ``x`` (B, N, C); 0-d
+    tensors, still on the device."""
     B, N, C = x.shape
     heads = getattr(attn, "heads", None) or attn.num_heads
     hd = C // heads
@@ -148,8 +136,7 @@ def _finite_or_none(x: float) -> float | None:
 @contextlib.contextmanager
 def _hooked(model: nn.Module, on_output: Callable[[int, torch.Tensor], None] | None = None,
             attention: bool = True) -> Iterator[list[dict]]:
-    """Within this block ``model`` is in eval mode with the probe hooks on (compiled blocks forced
-    eager, so the hooks fire); yields one dict per block that a forward fills."""
+    """Eval mode with the probe hooks on (compiled blocks forced eager); yields one dict per block to fill."""
     blocks = list(getattr(model, "blocks", []))
     got: list[dict[str, torch.Tensor]] = [{} for _ in blocks]
     handles = [h for b, g in zip(blocks, got) for h in _attach(b, g, attention)]
@@ -196,14 +183,10 @@ def _records(depth: int, slots: list[tuple[int, str]], numbers: list[float]) -> 
 def probe(model: nn.Module, x: torch.Tensor,
           on_output: Callable[[int, torch.Tensor], None] | None = None,
           model_level: dict[str, Any] | None = None, attention: bool = True) -> list[dict[str, Any]]:
-    """One record per block, in block order: ``scale_mean``, ``scale_max``, ``attn_ratio``, ``mlp_ratio``,
-    ``out_rms``, ``attn_logit_max``, ``attn_entropy_min`` (the last two only with ``attention``); a value is
-    a float, or None where not applicable or not finite.
-
-    ``model`` is ours or timm's (blocks in ``model.blocks``), ``x`` a (B, C, H, W) batch on its device.
-    ``on_output(block index, block output)`` is called in the same forward and must not change the output;
-    ``model_level``, when given, gets ``logit_rms``, the RMS of the output logits.
-    """
+    """One record per block: ``scale_mean``, ``scale_max``, ``attn_ratio``, ``mlp_ratio``, ``out_rms``,
+    ``attn_logit_max``, ``attn_entropy_min`` (the last two only with ``attention``); None where not applicable or not
+    finite. ``model`` is ours or timm's, ``x`` a (B, C, H, W) batch; ``on_output(block index, block output)`` is called
+    in the same forward and must not change the output; ``model_level`` gets ``logit_rms``, the RMS of the logits."""
     blocks = list(getattr(model, "blocks", []))
     with _hooked(model, on_output, attention) as got:
         logits = model(x)
@@ -222,9 +205,8 @@ def probe(model: nn.Module, x: torch.Tensor,
 @torch.no_grad()
 def probe_stacked(model: nn.Module, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor],
                   x: torch.Tensor) -> list[list[dict[str, Any]]]:
-    """:func:`probe` of N models of ``model``'s shape at once: their parameters and buffers stacked
-    ``[N, ...]`` (``model`` gives the code only), ``x`` their batches ``[N, B, C, H, W]``. One vmapped
-    forward, one transfer; returns each member's records."""
+    """:func:`probe` of N models of ``model``'s shape (the code only) from parameters and buffers stacked ``[N, ...]``
+    and batches ``[N, B, C, H, W]``: one vmapped forward, one transfer; each member's records."""
     blocks = list(getattr(model, "blocks", []))
     name_of = {id(t): n for n, t in [*model.named_parameters(), *model.named_buffers()]}
     scale_names = [[name_of[id(s)] for s in block_scales(b)] for b in blocks]

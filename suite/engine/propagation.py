@@ -1,23 +1,9 @@
 """Signal propagation at initialisation and over the first optimizer steps, without a training run.
 
-For one run config, on one fixed batch of its training data (``train.batch_size`` images, the batch
-of step 0), :func:`propagate` measures what makes a deep stack fail, block by block:
-
-- **forward** (no gradients, as the probes do): the RMS of the residual stream after each block
-  (``stream_rms``), how far each branch moves it (``attn_ratio``, ``mlp_ratio``: ‖Δ‖/‖x‖, Δ after
-  the scheme's scale), and the mean pairwise cosine similarity between images after each block, of
-  their token-averaged representations (``mean_cos``; 1 = every image maps to the same vector, the
-  rank collapse of Dong et al. 2021 / Noci et al. 2022) and of their class tokens (``cls_cos``);
-- **backward** (cross-entropy on the batch): the norm of the loss gradient with respect to the
-  residual stream after each block (``grad_stream``) and to each block's parameters
-  (``grad_params``); vanishing or exploding gradients show as their ratio, first block to last;
-- **the first K optimizer steps** (``train.steps``; AdamW at ``train.lr`` on the engine's schedule,
-  on the same batch): per block the update-to-weight norm ratio ‖ΔW‖/‖W‖ of each step, and the
-  relative change of the output logits on the batch (Wortsman et al. 2023 read coming
-  instabilities from such norms).
-
-Hooks keep only scalars, so memory is that of one training step at the run's depth. Everything is
-computed in fp32 on every device (``train.precision: auto`` resolves to fp32 here).
+For one run config, on the batch of its step 0, :func:`propagate` measures block by block what makes a deep stack fail:
+forward, the stream's RMS, each branch's ‖Δ‖/‖x‖ and the images' pairwise cosine (rank collapse); backward, gradient
+norms at the stream and the parameters; over the first ``train.steps`` AdamW steps, ‖ΔW‖/‖W‖ and the logits' change.
+Definitions: docs/propagation.md ("The quantities"). Hooks keep only scalars; everything is computed in fp32.
 """
 
 from __future__ import annotations
@@ -48,8 +34,7 @@ def _finite(x: float) -> float | None:
 
 
 def pairwise_cosine(vectors: torch.Tensor) -> float:
-    """Mean cosine similarity between the rows of ``vectors`` (B, C), over the B(B-1) ordered pairs
-    of distinct rows (nan for B < 2)."""
+    """Mean cosine similarity over the B(B-1) ordered pairs of distinct rows of ``vectors`` (B, C); nan for B < 2."""
     v = F.normalize(vectors.float(), dim=-1)
     b = v.shape[0]
     if b < 2:
@@ -59,14 +44,12 @@ def pairwise_cosine(vectors: torch.Tensor) -> float:
 
 
 def cls_cosine(tokens: torch.Tensor) -> float:
-    """Mean cosine similarity between the class tokens of different images; ``tokens`` (B, N, C),
-    the class token at position 0."""
+    """Mean cosine similarity between different images' class tokens (position 0 of ``tokens`` (B, N, C))."""
     return pairwise_cosine(tokens[:, 0])
 
 
 def mean_cosine(tokens: torch.Tensor) -> float:
-    """Mean cosine similarity between the token-averaged representations of different images: the
-    rank-collapse score (docs/propagation.md says why not the class token's)."""
+    """Mean cosine similarity between images' token-averaged representations: the rank-collapse score."""
     return pairwise_cosine(tokens.float().mean(dim=1))
 
 
@@ -160,15 +143,9 @@ def summarize(forward: list[dict], backward: list[dict], steps: list[dict]) -> d
 
 
 def propagate(cfg: RunConfig, out_dir: str | Path, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Measure one config and write ``config.yaml``, ``propagation.jsonl`` and ``summary.json``.
-
-    The summary has the usual schema and provenance plus ``kind: propagation`` and the scalar
-    summaries of :func:`summarize`; ``status`` is ``ok``, ``diverged`` (a non-finite loss or
-    logits in the first steps, at its step) or ``error`` (an exception, with its message).
-
-    Raises:
-        DiskFull: the disk filled up (no summary is written; the run is measured again next time).
-    """
+    """Measure one config and write ``config.yaml``, ``propagation.jsonl`` and ``summary.json`` (``kind: propagation``,
+    :func:`summarize`'s scalars; ``diverged`` for a non-finite loss or logits in the first steps). Raises DiskFull when
+    the disk fills (no summary: the run is measured again next time)."""
     with RunFolder(cfg, out_dir, extra) as run:
         summary = run.summary
         summary["kind"] = KIND
@@ -196,8 +173,7 @@ def propagate(cfg: RunConfig, out_dir: str | Path, extra: dict[str, Any] | None 
         summary.update(summarize(forward, backward, steps))
         summary["loss_init"] = _finite(loss0)
         summary["steps_done"] = len(steps)
-        # The step of the bad quantity: the number of updates behind it (a record's loss is taken
-        # before its update, its logits after).
+        # The bad quantity's step: the updates behind it (a record's loss is taken before its update, its logits after).
         bad = next((s["step"] - (s["loss"] is None) for s in steps if s["loss"] is None or s["logit_change"] is None),
                    None)
         if bad is not None or not math.isfinite(loss0):

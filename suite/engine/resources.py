@@ -19,9 +19,7 @@ def resolve_device(device: str) -> torch.device:
 
 
 def set_deterministic(on: bool) -> None:
-    """``train.deterministic`` for the whole process, set or cleared so a sweep worker's next run gets its
-    own: torch's deterministic algorithms and cuDNN's flags, and when on ``CUBLAS_WORKSPACE_CONFIG`` unless
-    already set (docs/training.md)."""
+    """``train.deterministic`` for the whole process, set or cleared so a sweep worker's next run gets its own."""
     if on:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     if torch.are_deterministic_algorithms_enabled() != on:  # the call imports torch._inductor (seconds)
@@ -31,8 +29,7 @@ def set_deterministic(on: bool) -> None:
 
 
 def available_memory(device: torch.device) -> float | None:
-    """Bytes a run may use on ``device``: the GPU's memory, or this machine's RAM capped by the process's
-    address-space limit (``ulimit -v``); None when unknown."""
+    """Bytes a run may use on ``device``: GPU memory, or RAM capped by ``ulimit -v``; None when unknown."""
     if device.type == "cuda":
         return float(torch.cuda.get_device_properties(device).total_memory)
     if device.type != "cpu":
@@ -46,9 +43,8 @@ def available_memory(device: torch.device) -> float | None:
 
 
 def memory_problem(cfg, device: torch.device, pack: tuple[int, float] | None = None) -> str | None:
-    """The one-line refusal when ``cfg``'s run cannot fit in ``device``'s memory, before anything is
-    allocated (:func:`suite.config.memory_estimate`, a lower bound); else None. ``pack``: (N, bytes) of a
-    pack of N runs of its shape (:func:`suite.engine.pack.pack_memory_mb`, which the caller computes)."""
+    """The one-line refusal when ``cfg``'s run cannot fit in ``device``'s memory (a lower bound), else None. ``pack``:
+    (N, bytes) of a pack of N runs (:func:`suite.engine.pack.pack_memory_mb`)."""
     from suite.config import memory_estimate
 
     need, how = memory_estimate(cfg)

@@ -1,21 +1,10 @@
 """The per-step numbers a training step produces, kept on the device until the host reads them.
 
-A step that hands its loss and gradient norm to the host (``loss.item()``) makes the host wait for
-the device every step; on a GPU that wait, not the arithmetic, is most of a small model's step. So
-each step writes its loss and gradient norm into a buffer on the device, and ``bad`` (a sticky flag:
-a non-finite value at this step or an earlier one) is handed to the AdamW as its ``found_inf``
-(or, in a pack, its skip mask), which then skips the update on the device, as under a gradient
-scaler. The host reads the buffer in one transfer every ``train.log_every`` steps (and before an
-evaluation or a checkpoint), and replays the steps in order to find the exact step that diverged:
-the weights did not move after it, so nothing is lost by learning of it late.
-
-Step ``s`` is written to row ``s % capacity``: a window between two reads is at most ``capacity``
-consecutive steps, so its rows are distinct, and the row is a function of the step alone. A packed
-step (:mod:`suite.engine.packstep`) computes it from its step count on the device (:func:`write`),
-so no host value enters the step; the host keeps only the learning rates it logs (:meth:`StepLog.note`).
-
-A pack of N runs keeps one log with a member dimension (``[capacity, N]``); one transfer serves every
-member, and each member reads its own column.
+Handing the loss to the host every step (``loss.item()``) makes it wait for the device, most of a small model's GPU
+step. So steps write loss and gradient norm into a device buffer, and the sticky non-finite flag ``bad`` is the AdamW's
+``found_inf`` (a pack's skip mask); the host reads every ``train.log_every`` steps and replays the buffer to find the
+exact step that diverged (docs/training.md, "A step that does not wait for the host"). Step ``s`` goes to row
+``s % capacity``, so a packed step computes it on the device; a pack's log has a member dimension.
 """
 
 from __future__ import annotations
@@ -27,9 +16,8 @@ import torch
 
 def write(values: torch.Tensor, bad: torch.Tensor, row: int | torch.Tensor, loss: torch.Tensor,
           grad_norm: torch.Tensor) -> None:
-    """Device operations only: ``loss`` and ``grad_norm`` (scalars or ``[members]``) into ``values[row]``
-    (``values`` ``[capacity, members, 2]``), and the sticky non-finite flags ``bad`` ``[members]``.
-    ``row`` may be a tensor (a compiled step indexes with its step count)."""
+    """Device operations only: ``loss`` and ``grad_norm`` (scalars or ``[members]``) into ``values[row]`` (``[capacity,
+    members, 2]``), and the sticky non-finite flags ``bad`` ``[members]``; ``row`` may be a tensor (a compiled step)."""
     got = torch.stack([loss.detach().float(), grad_norm.detach().float()], -1).expand(values.shape[1:])
     if isinstance(row, torch.Tensor):  # an index tensor, not a 0-dim one (which dynamo would read to the host)
         values.index_copy_(0, row.reshape(1), got[None])
@@ -59,8 +47,7 @@ class StepLog:
         return self.values.shape[0]
 
     def note(self, step: int, lr: float | list[float]) -> int:
-        """The host's half of recording step ``step``: its learning rate(s); returns the row the step's
-        numbers go to (:func:`write`)."""
+        """The host's half of recording ``step``: its learning rate(s); returns the row for :func:`write`."""
         if len(self.lrs) >= self.capacity:
             raise RuntimeError(f"step log: {len(self.lrs)} steps recorded since the last read, at most "
                                f"{self.capacity} fit")
@@ -74,9 +61,8 @@ class StepLog:
         write(self.values, self.bad, self.note(step, lr), loss, grad_norm)
 
     def read(self, member: int = 0) -> list[tuple[int, float, float, float]]:
-        """``(step, lr, loss, grad_norm)`` of ``member``'s steps since its last read. The first member
-        to read transfers the window for all; once every member has read it, the buffer empties (the
-        sticky ``bad`` flags stay)."""
+        """``(step, lr, loss, grad_norm)`` of ``member``'s steps since its last read. The first reader transfers the
+        window for all; once every member has read it, the buffer empties (the sticky ``bad`` flags stay)."""
         if self._host is None:
             n, start = len(self.lrs), self.first_step % self.capacity
             if start + n <= self.capacity:

@@ -1,10 +1,9 @@
 """Models: the ViT, its residual schemes, LayerScale, and the bridge to timm.
 
-Pure model code: forwards compute the model and nothing else (no probes, no logging). ``layers.py``
-(attention, MLP, drop-path), ``layerscale.py`` (LayerScale, HeadScale, CaiT's ε rule),
-``residual.py`` (one block class per scheme; the names are in :data:`suite.registry.SCHEMES`),
-``depth_scaled.py`` (Depth-μP and CompleteP branch multipliers), ``vit.py`` (the ViT),
-``timm_bridge.py`` (timm's ViT at our shape, weight conversion), ``flops.py`` (a step's FLOPs).
+Pure model code: forwards compute the model and nothing else (no probes, no logging). ``layers.py`` (attention, MLP,
+drop-path), ``layerscale.py`` (LayerScale, HeadScale, CaiT's ε rule), ``residual.py`` (one block class per scheme;
+names in :data:`suite.registry.SCHEMES`), ``depth_scaled.py`` (Depth-μP and CompleteP branch multipliers), ``vit.py``
+(the ViT), ``timm_bridge.py`` (timm's ViT at our shape, weight conversion), ``flops.py`` (a step's FLOPs).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Analytic FLOP count of a ViT training step: what "GFLOP/s" and "GPU-hours" are computed from.
 
-Counts the matrix multiplies only (patch embedding, q/k/v, attention scores and values, output
-projection, MLP, head), 2 FLOPs per multiply-add; norms, softmax, residual adds and the scheme's
-scales are elementwise and left out (under 2% at the suite's shapes). A training step is taken as
-3 forwards (the backward computes the input and the weight gradients, each about one forward).
-Torch-free, so an ablation's cost can be estimated anywhere.
+Counts matrix multiplies only, 2 FLOPs per multiply-add; norms, softmax, residual adds and scales are left out (under
+2% at the suite's shapes). A training step is 3 forwards (the backward computes input and weight gradients, each about
+one forward). Torch-free, so an ablation's cost can be estimated anywhere.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The sublayers every residual scheme shares: attention, MLP, stochastic depth.
 
-Parameter names follow timm's ``VisionTransformer`` (``attn.qkv``, ``attn.proj``, ``mlp.fc1``,
-``mlp.fc2``) so that weights convert one-to-one (see ``timm_bridge.py``).
+Parameter names follow timm's ``VisionTransformer`` (``attn.qkv``, ``attn.proj``, ``mlp.fc1``, ``mlp.fc2``) so that
+weights convert one-to-one (``timm_bridge.py``).
 """
 
 from __future__ import annotations
@@ -19,16 +19,10 @@ def layer_norm(dim: int) -> nn.LayerNorm:
 class Attention(nn.Module):
     """Multi-head self-attention with ``scaled_dot_product_attention``.
 
-    Args:
-        dim: model width C.
-        heads: number of heads H (C must be divisible by H).
-        qkv_bias: bias on the fused q/k/v projection.
-        head_scale: applied to the per-head outputs (B, H, N, hd) before the output projection;
-            ``nn.Identity()`` for none, ``HeadScale`` for per-head LayerScale. With a head scale the
-            output projection has no bias, so scales of 0 make the branch add exactly 0 at every
-            step (a bias after the scale would be added unscaled, and it learns).
-        qk_norm: LayerNorm (eps 1e-6, as timm's ViT passes it) on each head's queries and keys
-            before the dot product (Dehghani et al. 2023, ViT-22B).
+    ``head_scale`` acts on the per-head outputs (B, H, N, hd) before the output projection (``nn.Identity()`` or
+    ``HeadScale``); with a head scale the projection has no bias, so scales of 0 add exactly 0 at every step (a bias
+    after the scale would be added unscaled, and learn). ``qk_norm``: LayerNorm on each head's queries and keys before
+    the dot product (ViT-22B, Dehghani et al. 2023).
     """
 
     def __init__(self, dim: int, heads: int, qkv_bias: bool, head_scale: nn.Module, qk_norm: bool = False) -> None:

@@ -1,22 +1,9 @@
 """Residual schemes: how each block combines its sublayers with the residual stream.
 
-N is the total number of blocks; F is a sublayer (attention or MLP).
-
-| scheme       | block update                                  |
-|--------------|-----------------------------------------------|
-| ``preln``    | ``x + F(LN(x))`` (the baseline)                |
-| ``postln``   | ``LN(x + F(x))``                               |
-| ``layerscale`` | ``x + γ ⊙ F(LN(x))`` (CaiT), see ``LayerScaleConfig`` |
-| ``layerscale-depth`` | ``layerscale`` with γ's learning rate × L_base/L (``suite/models/layerscale.py``) |
-| ``rezero``   | ``x + α·F(x)``, no LN, one α per block, α = 0   |
-| ``deepnorm`` | ``LN(α·x + F(x))``, α = (2N)^¼; fc1, fc2, v, out init × β = (8N)^-¼ |
-| ``sandwich`` | ``x + LN(F(LN(x)))``                           |
-| ``depth_scaled`` | ``x + (L/L_base)^-α·F(LN(x))``, with the optimiser rules of ``depth_scaled.py`` |
-| ``depth-mup`` / ``completep`` | ``depth_scaled`` with α = 1/2 / α = 1 (the published settings) |
-
-Every scheme is a builder (``build_<scheme>(model_config, drop_path)``), registered by
-name in :data:`suite.registry.SCHEMES`. Forwards compute the block and nothing else: the per-block
-probes attach from outside with forward hooks (``suite/engine/probes.py``).
+One block class per update rule, each stated in its docstring (the table of all schemes: docs/schemes.md). Every
+scheme is a builder (``build_<scheme>(model_config, drop_path)``), registered by name in
+:data:`suite.registry.SCHEMES`. Forwards compute the block and nothing else: the per-block probes attach from outside
+with forward hooks (``suite/engine/probes.py``).
 """
 
 from __future__ import annotations
@@ -32,14 +19,7 @@ from suite.models.layerscale import HeadScale, LayerScale, resolve_init
 
 
 class Block(nn.Module):
-    """State shared by every scheme; subclasses define ``forward``.
-
-    Args:
-        dim: width C. heads: attention heads. mlp_ratio: MLP hidden / C. qkv_bias: q/k/v bias.
-        qk_norm: LayerNorm on each head's queries and keys (ViT-22B; timm's ``qk_norm``).
-        drop_path: this block's stochastic-depth probability.
-        head_scale: ``HeadScale`` for per-head LayerScale, else ``nn.Identity()``.
-    """
+    """State shared by every scheme; subclasses define ``forward``. ``head_scale``: ``HeadScale`` or identity."""
 
     def __init__(
         self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, qk_norm: bool, drop_path: float,
@@ -59,11 +39,8 @@ class Block(nn.Module):
 
 
 class PreLNBlock(Block):
-    """``x + ls1(F(LN(x)))``: Pre-LN, with LayerScale when ``ls1``/``ls2`` are ``LayerScale``.
-
-    The baseline, the LayerScale variant and the depth-scaled schemes (``ls1``/``ls2`` a fixed
-    :class:`BranchMultiplier`) share this one code path; "off" is ``nn.Identity``.
-    """
+    """``x + ls1(F(LN(x)))``: one code path for Pre-LN (``ls1``/``ls2`` ``nn.Identity``), LayerScale (``LayerScale``)
+    and the depth-scaled schemes (a fixed :class:`BranchMultiplier`)."""
 
     def __init__(
         self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, qk_norm: bool, drop_path: float,
@@ -117,14 +94,9 @@ class ReZeroBlock(Block):
 
 
 class DeepNormBlock(Block):
-    """``LN(α·x + F(x))`` with α = (2N)^¼; the residual ``x`` is scaled, not the branch.
-
-    At init (DeepNet's Algorithm 1, encoder-only formulas; torchscale ``encoder.py``): query and key
-    projections Xavier-normal, and fc1, fc2, the value and the output projections Xavier-normal with
-    gain β = (8N)^-¼ (DeepNet derives β for Xavier weights; applied to timm's std-0.02 init it would
-    be a different, much smaller gain). One public implementation puts α on the branch instead,
-    against the reference: we follow the reference.
-    """
+    """``LN(α·x + F(x))`` with α = (2N)^¼: the residual ``x`` is scaled, not the branch (as in the reference). Init as
+    DeepNet's Algorithm 1 (encoder; torchscale ``encoder.py``): q and k Xavier-normal; fc1, fc2, value and output
+    projections Xavier-normal with gain β = (8N)^-¼ (derived for Xavier weights, not timm's std 0.02)."""
 
     def __init__(
         self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, qk_norm: bool, drop_path: float, depth: int,
@@ -174,9 +146,8 @@ class SandwichBlock(Block):
 # ----------------------------------------------------------------------------- builders (see suite.registry.SCHEMES)
 
 def build_block(m: ModelConfig, drop_path: float) -> Block:
-    """One block of the scheme ``m.residual`` (:data:`suite.registry.SCHEMES`); ``m.depth`` is the network's
-    total blocks, which DeepNorm's α/β, CaiT's ε and the depth-scaled multipliers read. Raises
-    ``ValueError`` for an unknown scheme, listing the valid names."""
+    """One block of the scheme ``m.residual``; ``m.depth`` is the network's total blocks (DeepNorm's α/β, CaiT's ε and
+    the depth-scaled multipliers read it). ``ValueError`` for an unknown scheme, listing the valid names."""
     if m.residual not in SCHEMES:
         raise ValueError(SCHEMES.unknown(m.residual))
     return SCHEMES.get(m.residual)(m, drop_path)

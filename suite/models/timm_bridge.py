@@ -1,11 +1,8 @@
 """Check ourselves against timm: build its ``VisionTransformer`` at our shape, convert weights.
 
-Our module names were chosen to match timm's (``patch_embed.proj``, ``cls_token``, ``pos_embed``,
-``blocks.i.{norm1,attn.qkv,attn.q_norm,attn.k_norm,attn.proj,ls1.gamma,norm2,mlp.fc1,mlp.fc2,ls2.gamma}``, ``norm``,
-``head``), so the conversion is a strict, checked key map rather than a reshuffle. Only the schemes
-timm's ViT has can be converted: ``preln`` (``init_values=None``) and ``layerscale`` with
-per-channel, learnable scales on both branches (``init_values=ε``; timm cannot express ε = 0,
-which it treats as "no LayerScale").
+Our module names match timm's (``blocks.i.{norm1,attn.qkv,attn.proj,ls1.gamma,norm2,mlp.fc1,mlp.fc2,ls2.gamma}``, ...),
+so conversion is a strict, checked key map. Only schemes timm's ViT has convert: ``preln`` (``init_values=None``) and
+``layerscale`` with learnable per-channel scales on both branches (``init_values=ε``; timm treats ε = 0 as "off").
 """
 
 from __future__ import annotations
@@ -18,8 +15,7 @@ from torch import nn
 from suite.config import ModelConfig
 from suite.models.layerscale import resolve_init
 
-# Every parameter name both models share. The names are the same on both sides by design, so a
-# conversion is a checked copy: a key outside this list is an error, never silently dropped.
+# Every parameter name both models share: a key outside this list is an error, never silently dropped.
 _SHARED_KEYS = [re.compile(p) for p in (
     r"cls_token", r"pos_embed", r"patch_embed\.proj\.(weight|bias)",
     r"blocks\.\d+\.norm[12]\.(weight|bias)", r"blocks\.\d+\.attn\.(qkv|proj)\.(weight|bias)",

@@ -1,8 +1,8 @@
 """A Vision Transformer whose residual scheme is an ablation axis.
 
-Patch embedding -> class token + learned position embedding -> ``depth`` blocks of the chosen
-scheme -> final LayerNorm -> linear head on the class token. Module names match timm's
-``VisionTransformer`` so weights convert one-to-one (``timm_bridge.py``).
+Patch embedding -> class token + learned position embedding -> ``depth`` blocks of the chosen scheme -> final
+LayerNorm -> linear head on the class token. Module names match timm's ``VisionTransformer`` so weights convert
+one-to-one (``timm_bridge.py``).
 """
 
 from __future__ import annotations
@@ -32,11 +32,8 @@ class PatchEmbed(nn.Module):
 
 
 class VisionTransformer(nn.Module):
-    """ViT for classification, built from one :class:`ModelConfig` (no ``**kwargs``).
-
-    ``img_size``, ``in_chans`` and ``num_classes`` must be set (the trainer fills them from the
-    dataset when they are ``None``).
-    """
+    """ViT for classification, built from one :class:`ModelConfig`; ``img_size``, ``in_chans`` and ``num_classes``
+    must be set (the trainer fills them from the dataset)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -56,8 +53,7 @@ class VisionTransformer(nn.Module):
         self.init_weights()
 
     def init_weights(self) -> None:
-        """timm-style init (truncated normal 0.02 for linears and embeddings; Xavier uniform for the
-        linears with ``weight_init: xavier``), then each scheme's own."""
+        """timm-style init (truncated normal 0.02; Xavier uniform if ``weight_init: xavier``), then the blocks' own."""
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
         nn.init.normal_(self.cls_token, std=1e-6)
         for m in self.modules():

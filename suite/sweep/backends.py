@@ -1,8 +1,4 @@
-"""The backends by name: ``--backend NAME`` / ``SweepOptions(backend=NAME)`` picks one of :data:`BACKENDS`.
-
-Each is a :class:`~suite.sweep.launcher.Backend` that owns its checks and its launcher
-(:mod:`suite.sweep.launcher` says what run_sweep asks of them, in which order).
-"""
+"""The backends by name: ``--backend NAME`` picks one of :data:`BACKENDS`, each a ``launcher.Backend``."""
 
 from __future__ import annotations
 

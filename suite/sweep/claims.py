@@ -1,19 +1,11 @@
 """Claims on runs: how workers that pull runs from one results folder agree on who trains what.
 
-A worker trains a run only while it holds the run's claim, ``<out>/claims/<run_id>.json`` (owner,
-host, pid and when that process started, a random token, the attempt number), and renews it by
-touching the file (:class:`Heartbeat`). A claim is *dead* when not touched for ``lease_s`` seconds,
-or at once when its owner ran on this host and its process is gone (or its pid now belongs to
-another process, one that started at another time). Another worker then takes it over, one attempt
-higher; an owner that finds its claim gone or replaced has lost the run and stops it without writing
-(it looks again right before writing a summary, not only at each heartbeat).
-
-The lease is compared with the file's modification time, set by the file server: keep ``lease_s``
-well above the clock skew between nodes and the longest pause of a live worker. A modification time
-more than ``lease_s`` in the future cannot come from a live heartbeat (a file touched into the
-future, a killed worker's clock far ahead): that claim is dead too, so no file can stall a sweep
-for longer than its lease. Functions that look at the time take ``now`` (a clock), so tests need no
-sleeping.
+A worker trains a run only while it holds ``<out>/claims/<run_id>.json`` and touches it (:class:`Heartbeat`). A claim
+is *dead* when not touched for ``lease_s`` seconds, or at once when its owner's process on this host is gone; another
+worker then takes it over, one attempt higher, and an owner that finds its claim gone stops without writing
+(docs/backends/local.md, "One worker model"). The lease is compared with the file server's modification time: keep
+``lease_s`` well above the clock skew between nodes and a live worker's longest pause (a time more than ``lease_s`` in
+the future is dead too, so no file can stall a sweep longer than its lease).
 """
 
 from __future__ import annotations
@@ -62,11 +54,7 @@ class Claim:
         self.path, self.token, self.attempt = path, token, attempt
 
     def held(self) -> bool:
-        """Whether the file is still this claim: False once released, taken over or replaced.
-
-        Raises:
-            OSError: the file could not be read (a stale NFS handle, a busy server): unknown, not lost.
-        """
+        """Whether the file is still this claim; OSError when unreadable (stale NFS handle): unknown, not lost."""
         try:
             data = store.read_json(self.path)
         except (FileNotFoundError, ValueError):  # gone, or garbage
@@ -74,8 +62,7 @@ class Claim:
         return isinstance(data, dict) and data.get("token") == self.token
 
     def renew(self) -> bool:
-        """Touch the claim; False only when it is certainly no longer ours (the run must stop). A
-        file system that fails for a moment is not a lost claim: the next beat tries again."""
+        """Touch the claim; False only when it is certainly no longer ours (a failing file system is not lost)."""
         try:
             if not self.held():
                 return False
@@ -107,8 +94,8 @@ def dead(path: Path, lease_s: float, now: Clock = time.time) -> bool | None:
 
 
 def process_start(pid: int) -> str | None:
-    """When process ``pid`` of this host started (the boot's id and field 22 of ``/proc/<pid>/stat``): a
-    pid reused by another process gives another value. None where there is no ``/proc``."""
+    """When process ``pid`` of this host started (boot id, ``/proc/<pid>/stat`` field 22), so a reused pid differs;
+    None without ``/proc``."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
@@ -119,8 +106,7 @@ def process_start(pid: int) -> str | None:
 
 
 def same_process(pid: int, started: object) -> bool:
-    """Whether process ``pid`` runs and is the one that started at ``started`` (:func:`process_start`;
-    a record without it, or a host without ``/proc``, is taken at its word)."""
+    """Whether process ``pid`` runs and is the one that started at ``started`` (unknown: taken at its word)."""
     if not alive(pid):
         return False
     if not isinstance(started, str):
@@ -130,8 +116,7 @@ def same_process(pid: int, started: object) -> bool:
 
 
 def alive(pid: int) -> bool:
-    """Whether process ``pid`` of this host runs (a zombie does not; another user's does). A pid no process
-    can have (from a damaged claim) runs nowhere."""
+    """Whether process ``pid`` of this host runs (a zombie does not; another user's does)."""
     if not 0 < pid < 2**31:
         return False
     try:
@@ -147,14 +132,8 @@ def alive(pid: int) -> bool:
 
 def try_claim(out: Path, run_id: str, lease_s: float, take_over: bool = True,
               now: Clock = time.time) -> Claim | None:
-    """Claim ``run_id`` for this process; None when a live worker holds it (or, with ``take_over``
-    False, when anyone does).
-
-    The record is written whole to a file of our own, then hard-linked to the claim's name: the link
-    fails when the name exists, so exactly one worker succeeds (also on NFS), and no worker ever
-    reads a half-written claim. A dead claim is renamed aside (one taker wins), checked once more (its
-    owner may have renewed it just before), and replaced by ours, one attempt higher.
-    """
+    """Claim ``run_id`` for this process; None when a live worker holds it (or, ``take_over`` False, anyone does).
+    Written whole, then hard-linked to the claim's name, so one worker wins (also on NFS), none reads half a claim."""
     path = claim_path(out, run_id)
     store.no_link(path.parent).mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(8)
@@ -196,16 +175,15 @@ def clear(out: Path, run_ids: list[str]) -> None:
 
 
 def expire(out: Path, run_ids: list[str]) -> None:
-    """Make the claims of ``run_ids`` dead at once, keeping their attempt numbers (every worker that
-    could hold them has ended)."""
+    """Make the claims of ``run_ids`` dead at once, keeping their attempt numbers."""
     for run_id in run_ids:
         with contextlib.suppress(OSError):
             os.utime(claim_path(out, run_id), (0, 0), follow_symlinks=False)
 
 
 class Heartbeat:
-    """Renews the current claim (:meth:`beat`) every ``lease_s / 4`` seconds from a thread; ``lost`` is
-    set when the claim was taken from us (the run in progress must stop without writing more)."""
+    """Renews the current claim every ``lease_s / 4`` seconds from a thread; ``lost`` is set when it was taken from us
+    (the run must stop without writing more)."""
 
     def __init__(self, lease_s: float, start: bool = True) -> None:
         self.period = max(0.05, lease_s / 4)

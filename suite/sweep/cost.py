@@ -1,9 +1,5 @@
-"""What an ablation will cost before it runs: optimizer steps and FLOPs per run, and the device-hours
-they take at a throughput you measured (or assume).
-
-Torch-free: shapes come from the dataset's known geometry (:data:`GEOMETRY`), steps from
-``train.steps`` or, for ``train.epochs``, from the dataset's known size after the validation split.
-Runs that diverge or stop early cost less, so the estimate is an upper bound.
+"""What an ablation will cost before it runs: steps and FLOPs per run, and device-hours at a given throughput.
+Torch-free (the datasets' known :data:`GEOMETRY`); an upper bound, as runs that diverge or stop early cost less.
 """
 
 from __future__ import annotations
@@ -73,12 +69,8 @@ def run_steps(cfg: RunConfig, train_size: int | None) -> int:
 
 
 def estimate(ablation: Ablation) -> Cost:
-    """Total steps and training FLOPs of every run of ``ablation`` (forward + backward; evaluation
-    passes are left out: with ``eval_every`` >= 100 they are a few percent).
-
-    Raises:
-        CostError: a run whose dataset geometry or length is unknown before loading.
-    """
+    """Total steps and training FLOPs (forward + backward, evaluation left out) of every run of ``ablation``; CostError
+    for a run whose dataset geometry or length is unknown before loading."""
     steps, flops = 0, 0.0
     for run in ablation.runs:
         cfg, train = cost_shape(run.cfg)
@@ -89,12 +81,8 @@ def estimate(ablation: Ablation) -> Cost:
 
 
 def measure_step_ms(cfg: RunConfig, threads: int, steps: int = 8, warmup: int = 3) -> float:
-    """Milliseconds per training step (forward, backward, AdamW) of ``cfg``'s model at its batch size on
-    this machine's CPU with ``threads`` threads: the median of ``steps`` timed steps on random data.
-
-    Raises:
-        CostError: as :func:`cost_shape` (a shape unknown before loading).
-    """
+    """Milliseconds per training step of ``cfg`` on this CPU: the median of ``steps`` timed steps on random data
+    (CostError as :func:`cost_shape`)."""
     import statistics
     import time
 

@@ -1,13 +1,6 @@
-"""The line a sweep says as it starts its workers: how many, for how many runs, and about how long
-their training takes by ``suite cost``'s estimate (:mod:`suite.sweep.cost`).
-
-The estimate is ``suite cost --measure --workers N``'s: every run's training FLOPs at the throughput of a
-few steps of the first run's shape timed on this machine's CPU with the workers' threads, when the
-workers train on the CPU; at ``suite cost``'s assumed :data:`ASSUMED_TFLOPS` on GPUs, each run queued in
-order over the workers (:func:`queue_seconds`). Like ``suite cost`` it leaves out start-up, data loading and
-evaluation, and runs that end early. Once runs finish, the progress lines and ``suite status`` time the rest
-from them (:func:`remaining_seconds`): a line ``a + b * FLOPs`` fitted to the finished runs, so start-up and
-evaluation count, and each shape is timed by its own FLOPs rather than at the first runs' pace.
+"""The line a sweep says as it starts its workers (how many, for how many runs, about how long by ``suite cost``'s
+estimate), and the time left once runs finish (:func:`remaining_seconds`, fitted to the finished runs, so start-up and
+evaluation count and each shape is timed by its own FLOPs).
 """
 
 from __future__ import annotations
@@ -21,16 +14,14 @@ MEASURE_PARAMS = 20e6  # a larger model is not timed here: its few steps on the 
 
 
 def starting_line(ablation: Ablation, todo: list[Run], n: int, threads: int, device: str) -> str:
-    """E.g. ``starting 2 workers; 63 runs, about 12 min of training steps by suite cost's estimate (...)``, for
-    ``n`` workers of ``threads`` CPU threads each training ``todo`` on ``device`` (``cpu`` or ``cuda``)."""
+    """E.g. ``starting 2 workers; 63 runs, about 12 min of training steps by suite cost's estimate (...)``."""
     line = f"starting {n} worker{'s' if n != 1 else ''}; {len(todo)} run{'s' if len(todo) != 1 else ''}"
     how_long = estimate_text(ablation, todo, n, threads, device)
     return f"{line}, {how_long}" if how_long else line
 
 
 def estimate_text(ablation: Ablation, todo: list[Run], n: int, threads: int, device: str) -> str | None:
-    """``about 12 min of training steps by suite cost's estimate (how; ...)``, or None where there is none (a
-    propagation sweep, a dataset of unknown size, a model too large to time here)."""
+    """``about 12 min of training steps by suite cost's estimate (how; ...)``, or None where there is none."""
     from suite.config import approx_params
     from suite.models.flops import train_step_flops
     from suite.sweep.cost import CostError, cost_shape, estimate
@@ -74,9 +65,8 @@ def run_flops(run: Run) -> float | None:
 
 
 def fit_seconds(done: list[tuple[float, float]]) -> tuple[float, float] | None:
-    """Seconds a run takes as ``a + b * flops``, fitted on finished runs ``(flops, wall seconds)``: least squares
-    where they span two shapes or more (``a``: start-up and evaluation, not proportional to the training FLOPs;
-    kept >= 0), else through the origin. None without a finished run."""
+    """Seconds a run takes as ``a + b * flops`` (``a`` >= 0: start-up and evaluation), fitted on finished runs
+    ``(flops, wall seconds)``; through the origin where they span one shape. None without a finished run."""
     import numpy as np
 
     pts = [(f, w) for f, w in done if f and f > 0 and w and w > 0]
@@ -91,8 +81,7 @@ def fit_seconds(done: list[tuple[float, float]]) -> tuple[float, float] | None:
 
 
 def queue_seconds(costs: list[float], workers: int, busy: list[float] | None = None) -> float:
-    """When the last of ``costs`` (seconds per run, in the order the workers take them) ends, each run going to
-    the first free of ``workers`` workers, which are still busy for ``busy`` seconds each (runs in flight)."""
+    """When the last of ``costs`` (seconds per run, in order) ends over ``workers``, each still ``busy`` for seconds."""
     import heapq
 
     free = sorted((busy or [])[:workers]) + [0.0] * max(0, workers - len(busy or []))
@@ -107,9 +96,8 @@ def queue_seconds(costs: list[float], workers: int, busy: list[float] | None = N
 
 def remaining_seconds(done: list[tuple[float, float]], left: list[float], running: list[tuple[float, float]],
                       workers: int) -> float | None:
-    """Seconds until a sweep ends: each run's time from its FLOPs (:func:`fit_seconds` on the finished runs
-    ``(flops, wall seconds)``), the runs ``left`` (their FLOPs, in order) queued after those ``running``
-    (``(flops, fraction done)``) over ``workers`` (:func:`queue_seconds`). None before a run has finished."""
+    """Seconds until a sweep ends: the runs ``left`` (FLOPs) queued after those ``running`` (``(flops, fraction
+    done)``), each timed by :func:`fit_seconds`. None before a run has finished."""
     fit = fit_seconds(done)
     if fit is None:
         return None
@@ -128,8 +116,7 @@ def about(seconds: float) -> str:
 
 
 def _measure(cfg, threads: int) -> float | None:
-    """Milliseconds per step (:func:`suite.sweep.cost.measure_step_ms`, 3 timed steps), leaving the
-    caller's random state as it was; None when the step fails (the runs will say why)."""
+    """Milliseconds per step, leaving the caller's random state as it was; None when the step fails."""
     import torch
 
     from suite.sweep.cost import measure_step_ms

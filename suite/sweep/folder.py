@@ -1,8 +1,4 @@
-"""The results folder of a sweep: whose it is, which runs are done, where each run goes.
-
-A run is done when ``runs/<run_id>/summary.json`` exists (written atomically, last); anything else
-is run (again) next time.
-"""
+"""The results folder of a sweep: whose it is, which runs are done (a ``summary.json``), where each run goes."""
 
 from __future__ import annotations
 
@@ -35,13 +31,8 @@ RUN_IDS = "run_ids.json"  # the id of every run of ablation.yaml, in order, as t
 
 @contextlib.contextmanager
 def prepare_out(out: Path, ablation: Ablation, run_ids: list[str]) -> Iterator[None]:
-    """Lock ``out`` (checked by :func:`check_out`) for the sweep's lifetime, so two sweeps never run
-    the same runs at once (the OS drops the lock when the process dies, even by SIGKILL), and write
-    ``ablation.yaml`` and its ``run_ids`` (precision resolved: ``suite status`` reads them back).
-
-    Raises:
-        RunnerError: another ``suite run`` is using ``out``, or it is not writable.
-    """
+    """Lock ``out`` for the sweep's lifetime (the OS drops the lock when the process dies, even by SIGKILL), and write
+    ``ablation.yaml`` and its ``run_ids``; RunnerError when another ``suite run`` uses ``out`` or it is not writable."""
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -73,12 +64,7 @@ FOLDERS = ("runs", "claims", "workers", "slurm", "tables", "figures")  # what a 
 
 
 def check_out(out: Path, ablation: Ablation) -> None:
-    """Raise :class:`RunnerError` unless ``out`` is new or holds this ablation (reads only).
-
-    Raises:
-        UnsafeFile: a folder the sweep writes into (``runs/``, a run folder, ``claims/``, ...) or a
-            file it appends to is a symbolic link, which could point anywhere (results/README.md).
-    """
+    """Raise :class:`RunnerError` unless ``out`` is new or holds this ablation, UnsafeFile where it holds a link."""
     if out.exists() and not out.is_dir():
         raise RunnerError(f"{out}: is a file, not a folder; pass --out DIR with a folder for the results")
     for name in FOLDERS:
@@ -110,16 +96,8 @@ def check_out(out: Path, ablation: Ablation) -> None:
 
 def split_done(runs: list[Run], out: Path, retry_errors: bool, rerun_other_code: bool = False,
                commit: str | None = None) -> tuple[list[Run], dict[str, dict], dict[str, int]]:
-    """Runs still to do, the summaries of those already finished (skipped this time), and which
-    other versions of the suite made some of those.
-
-    ``ok`` / ``diverged`` / ``failed`` are final; ``error`` is final unless ``retry_errors``. A
-    finished run whose summary records another git commit than ``commit`` (``+dirty`` ignored) may
-    have computed something else: it is counted, and run again when ``rerun_other_code``.
-
-    Returns:
-        (todo, done: run id -> summary, other: commit -> finished runs it made).
-    """
+    """``(todo, done: run id -> summary, other: commit -> finished runs it made)``. ``error`` is final unless
+    ``retry_errors``; a run another git commit made is counted, and run again when ``rerun_other_code``."""
     here = (commit or "").removesuffix("+dirty")
     todo, done, other = [], {}, {}
     for run in runs:
@@ -142,10 +120,8 @@ def split_done(runs: list[Run], out: Path, retry_errors: bool, rerun_other_code:
 
 
 def clear_stale(out: Path, run: Run) -> None:
-    """Make way for a run about to start: drop the old ``error`` summary of a run being retried (so that
-    :func:`~suite.sweep.worker.record_lost` does not take it for a new one), and rename to
-    ``<name>.damaged`` whatever stands where the run folder or its summary should be but is the wrong
-    kind of file, with a warning, rather than delete it."""
+    """Make way for a run about to start: drop a retried run's old ``error`` summary (``record_lost`` would keep it),
+    and rename a wrong kind of file where the run folder or summary goes to ``<name>.damaged``, with a warning."""
     folder = run_dir(out, run)
     summary = folder / store.SUMMARY
     for path in (folder, summary):

@@ -1,11 +1,5 @@
-"""Whether starting worker processes would run the calling script again.
-
-Python's ``spawn`` and ``forkserver`` start a process by importing the ``__main__`` module again (as
-``__mp_main__``) before running its target. A script that calls :func:`~suite.sweep.sweep.run_sweep` at
-module level, outside ``if __name__ == "__main__":``, would so start the whole sweep again inside every
-local worker: each found the results folder locked, died, and the sweep recorded every run as
-``error``. :func:`unguarded_call` finds that script before any worker starts, from the source of the
-statement the script is executing.
+"""Whether starting worker processes would run the calling script again: ``spawn`` and ``forkserver`` import
+``__main__`` in every worker, so an unguarded ``run_sweep`` call would start the sweep again in each.
 """
 
 from __future__ import annotations
@@ -17,10 +11,8 @@ import tokenize
 
 
 def unguarded_call() -> str | None:
-    """``"PATH:LINE"`` of the module-level statement of the ``__main__`` script that is calling us when a
-    worker process would import that script again and that statement is not under
-    ``if __name__ == "__main__":``; None otherwise (``suite run``, ``python -m pkg`` of a ``__main__.py``,
-    ``python -c``, a notebook, a guarded call, a source that cannot be read)."""
+    """``"PATH:LINE"`` of the ``__main__`` script's unguarded module-level statement calling us, when a worker would
+    import that script again; None otherwise."""
     main = sys.modules.get("__main__")
     name = getattr(getattr(main, "__spec__", None), "name", None)
     if name is not None and (name == "__main__" or name.endswith(".__main__")):
@@ -46,8 +38,7 @@ def unguarded_call() -> str | None:
 
 
 def _only_as_main(stmt: ast.stmt, line: int) -> bool:
-    """Whether ``line`` of top-level ``stmt`` runs only when the module is ``__main__`` (in the body of
-    ``if __name__ == "__main__":``, or the ``else`` of ``if __name__ != "__main__":``)."""
+    """Whether ``line`` of top-level ``stmt`` runs only when the module is ``__main__``."""
     if not isinstance(stmt, ast.If):
         return False
     test = stmt.test

@@ -1,20 +1,8 @@
 """What a backend is: the checks it owns and the launcher that starts, watches and stops its workers.
 
-:func:`~suite.sweep.sweep.run_sweep` asks the :class:`Backend` that ``--backend`` names
-(:data:`suite.sweep.backends.BACKENDS`), in this order, and nothing else about where runs execute:
-
-1. :meth:`Backend.check`: the backend's own options and what it needs installed, before anything is read;
-2. :meth:`Backend.settle`: options it decides itself (Slurm: GPUs per job);
-3. :meth:`Backend.auto_device`: what ``device: auto`` means where its workers run;
-4. :meth:`Backend.runs_here`: whether its workers run on this machine; then the pre-flight
-   (:mod:`suite.sweep.preflight`) also checks here that each run's device exists and that the
-   largest run fits in its memory;
-5. :meth:`Backend.refuse_beside`: workers of another backend still busy with these runs;
-6. :meth:`Backend.place`: its checks that need the runs (the Ray cluster has GPUs for ``cuda``...) and
-   a :class:`Placement`: the :class:`Launcher`, how many workers, their threads and GPUs.
-
-Every check raises :class:`~suite.sweep.folder.RunnerError` (one line naming the option and the fix)
-before anything is written or submitted.
+:func:`~suite.sweep.sweep.run_sweep` asks the :class:`Backend` ``--backend`` names, in this order, and nothing else
+about where runs execute: ``check``, ``settle``, ``auto_device``, ``runs_here`` (then the pre-flight),
+``refuse_beside``, ``place``. Every check raises :class:`~suite.sweep.folder.RunnerError` before anything is written.
 """
 
 from __future__ import annotations
@@ -31,8 +19,7 @@ from suite.sweep.worker import Worker
 
 
 class Detached(Exception):
-    """Raised by a launcher whose workers go on without the parent (Slurm jobs): the parent stops
-    watching. ``str()`` says how to follow them; ``code`` is the exit status."""
+    """Raised by a launcher whose workers go on without the parent (Slurm jobs); ``code`` is the exit status."""
 
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
@@ -47,8 +34,7 @@ class Launcher(Protocol):
         """Take over workers an earlier ``suite run`` left running (Slurm jobs); how many."""
 
     def start(self, worker: Worker, n: int) -> str | None:
-        """Start ``n`` workers running ``worker``; a line for the user (job ids), or None. May raise
-        :class:`Detached` (``--slurm-detach``)."""
+        """Start ``n`` workers running ``worker``; a line for the user, or None. May raise :class:`Detached`."""
 
     def running(self) -> bool:
         """Whether any worker is still alive. Raises ``store.DiskFull`` when one found the disk full."""
@@ -107,8 +93,7 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def place(self, out: Path, todo: list[Run], opts: SweepOptions) -> Placement:
-        """The launcher and workers for the runs ``todo`` of the results folder ``out``, after this backend's
-        checks that need the runs. Raises :class:`RunnerError` when they cannot execute where it would put them."""
+        """The launcher and workers for ``todo``, after this backend's checks that need the runs (RunnerError)."""
 
 
 def devices(todo: list[Run], opts: SweepOptions) -> set[str]:

@@ -1,19 +1,9 @@
 """The local launcher: N worker processes on this machine, each a :class:`~suite.sweep.worker.Worker`.
 
-Workers are forked from a fork server that imported torch and the training loop once (Linux,
-macOS), so a worker starts in milliseconds where a fresh process spends seconds on imports; the
-server itself starts clean (no threads, no CUDA) on the first sweep of a process and serves every
-later one, unless the suite's source changed in between (then a new server imports the new code). Each worker takes the parent's environment and standard output as they are when it
-starts, not as they were when the server started. Elsewhere workers are spawned.
-
-Workers and the fork server ignore SIGINT (Ctrl-C reaches the whole process group; the parent
-decides how to stop), the fork server never acts on SIGTERM (a time limit's reaches the whole group: the
-workers handle it), and workers die with the parent, even on SIGKILL. On Ctrl-C or SIGTERM the parent
-sends each worker SIGTERM and waits for it: a worker's run checkpoints at its next step and the next
-``suite run`` resumes it; a Ctrl-C while the workers are still starting stops those already started.
-
-:class:`LocalBackend` owns the local checks: GPUs for ``cuda`` and ``--runs-per-gpu``, and a script
-that calls ``run_sweep`` outside ``if __name__ == "__main__":`` (:mod:`suite.sweep.guard`).
+Workers are forked from a fork server that imported torch once (docs/backends/local.md), so they start in milliseconds;
+each takes the parent's environment and standard output as they are when it starts. Workers and the server ignore
+SIGINT (Ctrl-C reaches the whole process group; the parent decides), the server never acts on SIGTERM, and workers die
+with the parent, even on SIGKILL; the parent stops them with SIGTERM, so each run checkpoints at its next step.
 """
 
 from __future__ import annotations
@@ -43,8 +33,7 @@ DISK_FULL_EXIT = 28  # a worker's exit status when it found no space left (ENOSP
 SERVER_BLOCKS = {signal.SIGINT, signal.SIGTERM}  # what the fork server never acts on (_start_server)
 
 
-# What the fork server imports once: torch, the models, the data, the loop, and torch._dynamo, which
-# building an optimizer imports (seconds) even when nothing is compiled.
+# What the fork server imports once; torch._dynamo because building an optimizer imports it (seconds).
 PRELOAD = ["suite.engine.loop", "torch._dynamo"]
 
 
@@ -66,9 +55,7 @@ def _main(worker: Worker, index: int, parent_pid: int, environ: dict[str, str], 
 
 
 def _die_with_parent(parent_pid: int) -> None:
-    """Exit when the parent dies, even by SIGKILL: a killed sweep must not leave workers behind.
-
-    A forked worker's own parent is the fork server, which exits when the sweep's process does."""
+    """Exit when the parent dies, even by SIGKILL: a killed sweep must not leave workers behind."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -83,8 +70,7 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 class _Stdio:
-    """The parent's standard output and error as they are when a worker starts, pickled as
-    descriptors the worker inherits (``(None, None)`` where one is closed)."""
+    """The parent's standard output and error as they are when a worker starts, pickled as descriptors."""
 
     def __reduce__(self):
         fds = []
@@ -98,13 +84,9 @@ class _Stdio:
 
 
 def _start_server() -> None:
-    """Start the fork server (if it is not running) with SIGINT and SIGTERM blocked, which it inherits and
-    keeps: a terminal's Ctrl-C and a time limit's SIGTERM (Slurm's, `timeout`'s) reach the whole process
-    group, and a server that died of either would take its workers with it (their parent-death signal)
-    before their runs checkpoint. The server ends when this process does (its pipe closes). Its workers
-    inherit the mask: each unblocks SIGTERM once its own handler is set (:meth:`Worker._take_signals`), so
-    a signal that came first waits for it. A SIGINT is not lost here: blocked, it may go to another thread
-    (torch's pool), where it is only recorded, then raised again here once the server is started."""
+    """Start the fork server with SIGINT and SIGTERM blocked: a group-wide signal would kill it, and with it its workers
+    (their parent-death signal), before their runs checkpoint. Workers inherit the mask and unblock SIGTERM once their
+    handler is set; a SIGINT that came meanwhile is raised again here."""
 
     multiprocessing.resource_tracker.ensure_running()  # first: it unblocks SIGINT when it has started its own
     if not hasattr(signal, "pthread_sigmask"):
@@ -130,11 +112,8 @@ _served_stamp: int | None = None  # source_stamp() when the fork server was last
 
 
 def _context() -> multiprocessing.context.BaseContext:
-    """The fork server's context; spawn where there is no fork server.
-
-    A server outlives its sweep (a notebook's next sweep reuses it) and keeps the code it imported, and
-    Python has no public way to stop it: once the suite's source changed since the first sweep of this
-    process, workers are spawned instead (slower to start, never old code)."""
+    """The fork server's context; spawn where there is none, or once the suite's source changed since the server
+    started (it keeps the code it imported, and Python has no public way to stop it)."""
     global _served_stamp
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
@@ -213,8 +192,7 @@ class LocalBackend(Backend):
         return True
 
     def place(self, out: Path, todo: list[Run], opts: SweepOptions) -> Placement:
-        """Raises RunnerError: ``cuda`` or ``--runs-per-gpu`` without a GPU here, or a calling script that
-        each worker would run again."""
+        """Raises RunnerError: ``cuda`` or ``--runs-per-gpu`` without a GPU, or a script each worker would rerun."""
         from suite.sweep import plan
         from suite.sweep.guard import unguarded_call
 

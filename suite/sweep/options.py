@@ -1,7 +1,5 @@
-"""How to run a sweep: :class:`SweepOptions`, whose fields are ``suite run``'s flags, each described once.
-
-Its own module so that the backends (:mod:`suite.sweep.launcher`) can name the type that
-:mod:`suite.sweep.sweep` hands them; ``from suite.sweep.sweep import SweepOptions`` still works.
+"""How to run a sweep: :class:`SweepOptions`, whose fields are ``suite run``'s flags, each described once (its own
+module so that the backends can name it without importing :mod:`suite.sweep.sweep`).
 """
 
 from __future__ import annotations
@@ -13,8 +11,8 @@ from suite.sweep.spec import MAX_RUNS
 
 
 def _opt(default: Any = None, help: str | None = None, **flag: Any) -> Any:
-    """A :class:`SweepOptions` field; with ``help`` it is also a ``suite run`` flag (``flag``: argparse keywords,
-    ``min`` / ``max``: the least / greatest value allowed, ``hidden``: left out of ``--help``; metavar N for int, S for float)."""
+    """A :class:`SweepOptions` field; with ``help`` also a ``suite run`` flag (``flag``: argparse keywords, ``min`` /
+    ``max`` bounds, ``hidden``: left out of ``--help``)."""
     meta = {"help": help, **flag}
     if isinstance(default, list):
         return dataclasses.field(default_factory=list, metadata=meta)
@@ -23,8 +21,7 @@ def _opt(default: Any = None, help: str | None = None, **flag: Any) -> Any:
 
 @dataclasses.dataclass
 class SweepOptions:
-    """How to run a sweep. ``suite run``'s flags are these fields (``--slurm-time`` is ``slurm_time``),
-    described once here; a field without help is not a flag."""
+    """How to run a sweep; ``suite run``'s flags are the fields with help (``--slurm-time`` is ``slurm_time``)."""
 
     backend: str = _opt("local", "the same workers as local processes, Ray tasks (pip install -e '.[ray]') or a Slurm "
                         "job array (pip install -e '.[slurm]'); docs/backends/", choices=["local", "ray", "slurm"])

@@ -14,19 +14,8 @@ from suite.sweep.spec import Run
 
 
 def resolve_runs(runs: list[Run], device: str | None, auto: str | Callable[[], str]) -> list[Run]:
-    """Each run with ``train.precision: auto`` made concrete for where it executes, its run id computed
-    from that (:func:`suite.config.resolve_precision`); everything downstream takes this id as given.
-
-    Args:
-        runs: as expanded from the ablation.
-        device: ``--device`` (overrides every run's), or None.
-        auto: the device type ``auto`` resolves to (each backend's ``auto_device``), or a function giving it,
-            called only if some run needs it.
-
-    Raises:
-        RunnerError: two runs that differ only in ``auto`` against the precision it resolves to
-            (``precision: auto`` and ``precision: fp32`` on a CPU) are one run here.
-    """
+    """Each run with ``train.precision: auto`` made concrete for where it executes, and its run id computed from that
+    (``auto``: the device type, or a function giving it). RunnerError where two runs become one."""
     out, seen = [], {}
     for run in runs:
         where = "cpu" if run.kind == "propagation" else device or run.cfg.device  # propagation: fp32 everywhere

@@ -1,13 +1,6 @@
-"""Pre-flight: what would make runs end in ``error``, found before any run starts.
-
-``suite validate`` checks each run's config alone (:func:`suite.config.validate`); this goes on to what
-needs the data or a model: once per distinct data config, the data are there and load (CIFAR's files
-through the allow-list unpickler, an ImageFolder's layout without scanning its images), and a batch
-fits in the training split; once per distinct model config but its depth, the model builds at the data's
-image size, channels and classes, with at most :data:`BUILD_DEPTH` blocks (on the CPU when small, else on
-PyTorch's ``meta`` device: no memory); and, for runs that
-execute here, the device exists and the largest run meant for it fits in its memory
-(:func:`suite.config.memory_estimate`, a lower bound). Every problem is reported, each one line naming the run and the fix.
+"""Pre-flight: what would make runs end in ``error``, found before any run starts, one line each: the data load and a
+batch fits, the model builds (at most :data:`BUILD_DEPTH` blocks), and, for runs that execute here, the device exists
+and the largest run fits in its memory.
 """
 
 from __future__ import annotations
@@ -21,32 +14,17 @@ from suite.sweep.cost import EMBEDDED_TOTAL
 from suite.sweep.spec import Run
 
 
-# An embedded dataset (EMBEDDED_TOTAL images) is loaded (seconds, for mnist5k) only to check a batch
-# near the size of its training split; further below, this margin covers the stratified splits'
-# rounding (at most one image per class and split).
+# An embedded dataset is loaded (seconds) only for a batch near its training split's size; the margin covers rounding.
 SPLIT_MARGIN = 0.9
 SMALL_MODEL_PARAMS = 20e6  # built on the CPU (80 MB at most) rather than on the meta device
-# Every block of a model comes from one builder, whose code does not depend on the depth (only numbers
-# do: an init rule, DeepNorm's alpha, the drop-path schedule): two blocks run all of it, where 1,000 cost
-# seconds (config validation checks the depth itself).
+# Every block comes from one builder whose code does not depend on the depth: two blocks run all of it.
 BUILD_DEPTH = 2
 
 
 def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: bool = True,
               device: str | None = None, pack: int = 1) -> list[str]:
-    """The problems that would make any of ``runs`` error (``[]`` when there are none).
-
-    Args:
-        runs: the runs about to be made (their configs resolved, ``--device`` applied).
-        src: the ablation file, to prefix each line with.
-        check_device: also check that each run's device exists on this machine and the largest run
-            fits in its memory (where the backend's workers run here: not on a Ray or Slurm cluster).
-        check_data: also check that the data are there (off: a file meant for another machine's data);
-            the models are then built at the dataset's registered shape.
-        device: ``--device``, which overrides every run's ``device``.
-        pack: ``--pack``: a run that can be packed is checked as a pack of that many runs of its shape
-            (:func:`suite.engine.pack.pack_memory_mb`: every member's state and the [N, P] stacks).
-    """
+    """The problems that would make any of ``runs`` error. ``check_data`` off: models are built at the registered shape;
+    ``pack``: a packable run is checked as a pack of that many runs of its shape."""
     from suite.engine.compiled import solo_graph_problem
 
     if pack > 1:
@@ -95,8 +73,7 @@ def _cell(run: Run) -> str:
 
 
 def _data(cfg: RunConfig, run: Run, src: str, problems: list[str]) -> tuple[int, int, int | None, int | None] | None:
-    """``(img_size, in_chans, num_classes, train_size)`` of the run's data, loading it where that is cheap;
-    None (and a problem) when the data are missing or broken."""
+    """``(img_size, in_chans, num_classes, train_size)`` of the run's data; None (and a problem) when missing."""
     from suite.data import DataError, load_dataset
 
     name = cfg.data.name
@@ -145,9 +122,8 @@ def _model(cfg: RunConfig, run: Run, src: str, shape: tuple, problems: list[str]
                                  **{k: (v if v is not None else getattr(m, k)) for k, v in found.items()})
     if filled.num_classes is None:  # an ImageFolder's classes are counted by the run
         filled = dataclasses.replace(filled, num_classes=2)
-    # A small model is built for real (milliseconds); a large one on the meta device, which allocates
-    # nothing but costs seconds on first use.
-    # Not `with torch.device("cpu")`: that mode intercepts every op, ~30% of building a depth-1000 model.
+    # A large model is built on the meta device (no memory, but seconds on first use). Not `with torch.device("cpu")`
+    # for a small one: that mode intercepts every op.
     small = approx_params(filled) <= SMALL_MODEL_PARAMS
     try:
         with contextlib.nullcontext() if small else torch.device("meta"):
@@ -160,8 +136,7 @@ def _model(cfg: RunConfig, run: Run, src: str, shape: tuple, problems: list[str]
 
 def _device(run: Run, where: str, src: str, problems: list[str], flag: bool = False, pack: int = 1,
             need: float = 0.0) -> None:
-    """The device exists here, and the largest run (or pack of ``pack`` runs) meant for it fits in its
-    memory (a lower bound); ``flag``: the device is ``--device``'s, which the problem then names."""
+    """The device exists here and the largest run (or pack) for it fits; ``flag``: the device is ``--device``'s."""
     from suite.engine.resources import memory_problem, resolve_device
 
     try:

@@ -1,14 +1,6 @@
-"""The Ray launcher: N Ray tasks, each a :class:`~suite.sweep.worker.Worker` pulling runs from the
-results folder (which every node must see at the same path).
-
-Each task reserves ``num_gpus = 1 / --runs-per-gpu``, or ``num_cpus = --threads`` on CPU. A dead task
-leaves a dead claim that another worker takes over; Ctrl-C cancels the tasks.
-
-Ray pickles the worker and its results between this process and the cluster; those pickles never touch
-the results folder, and are the cluster's own (results/README.md, Security).
-
-:class:`RayBackend` owns the Ray checks: Ray installed, the cluster reachable, GPUs for ``cuda``. Without
-``--ray-address`` the private instance runs on this machine, so the pre-flight checks its device and memory.
+"""The Ray launcher: N Ray tasks, each a :class:`~suite.sweep.worker.Worker` pulling runs from the results folder
+(which every node must see at the same path); Ctrl-C cancels the tasks (docs/backends/ray.md). Ray's pickles never
+touch the results folder (results/README.md, Security).
 """
 
 from __future__ import annotations
@@ -31,9 +23,8 @@ from suite.sweep.worker import Worker, signal_handlers
 
 
 def init_address(address: str | None, environ: Mapping[str, str]) -> tuple[str, str | None]:
-    """(the address for ``ray.init``, a note for the user or None). Only ``--ray-address`` joins a cluster;
-    without it ``"local"`` starts a private instance, because ``address=None`` would join the one named by
-    ``RAY_ADDRESS`` (then ignored, with the note) or the last ``ray start`` here (docs/backends/ray.md)."""
+    """(the address for ``ray.init``, a note or None). Without ``--ray-address``, ``"local"``: ``address=None`` would
+    join ``RAY_ADDRESS``'s cluster or the last ``ray start`` here (docs/backends/ray.md)."""
     if address:
         return address, None
     named = environ.get("RAY_ADDRESS", "").strip()
@@ -43,12 +34,7 @@ def init_address(address: str | None, environ: Mapping[str, str]) -> tuple[str, 
 
 
 def connect(address: str | None, timeout: float = 30.0) -> None:
-    """Join the Ray cluster at ``address`` (or start a private one, whatever ``RAY_ADDRESS`` says)
-    within ``timeout`` seconds.
-
-    Raises:
-        RunnerError: Ray is missing, nothing answers at ``address``, or Ray does not connect in time.
-    """
+    """Join the Ray cluster at ``address`` (or start a private one) within ``timeout`` seconds; else RunnerError."""
     try:
         import ray
     except ImportError:

@@ -1,28 +1,5 @@
-"""``suite run FILE --refine``: grow each arm's learning-rate grid until its optimum is interior and its
-stability frontier is bracketed.
-
-An *arm* (a cell) is a scheme x the other keys that split the results (depth, ...), without the rate.
-After the ablation's runs are done, each round looks at the results and, per arm, adds:
-
-- **past an edge optimum**: a best rate (chosen on validation, :func:`suite.results.best_rate`) at the
-  smallest or largest rate tested says only that the optimum may lie outside the grid; the arm gets
-  the next rate past that edge. An arm that never beats chance is left alone here (its "best" rate
-  is a tie broken towards the smaller one, not an optimum).
-- **up to failure**: while fewer than half of the arm's runs at its highest rate are not ok
-  (``diverged`` or ``failed``; runs that ended in ``error`` are not counted, and a rate where every
-  run errored is not its highest), the "frontier" is only the top of the grid, so the arm gets the
-  next rate up. At half or more the frontier is bracketed (docs/ablations.md: a study of stability
-  must reach failure).
-
-"The next rate" keeps the grid's spacing at that edge (rates 2x apart get the next 2x:
-:func:`past_edge`), for every seed of the arm; a rate both rules ask for is added once. Every added
-run is first validated like a grid cell (:func:`suite.config.validate`): a rate that makes an invalid
-config (e.g. below ``train.min_lr``) or lies above ``refine.max_lr`` is not added, and a line says
-which arm, which rate and why that side of it stops there. The round's runs train in the same
-results folder, and the next round judges again, until nothing is left to add or
-``refine.max_rounds`` rounds have run (the ablation file's ``refine:`` field,
-:class:`suite.sweep.spec.Refine`). Each round prints one line per arm it extends (what and why);
-at the end, the arms still at an edge or still unbracketed, and why they stopped.
+"""``suite run FILE --refine``: grow each arm's learning-rate grid until its optimum is interior and its stability
+frontier is bracketed, since a study of stability must reach failure (docs/ablations.md, "Grids that reach failure").
 """
 
 from __future__ import annotations
@@ -45,9 +22,8 @@ __all__ = ["MAX_ROUNDS", "past_edge", "edge_cells", "frontier_arms", "plan_round
 
 
 def past_edge(rates: list[float], side: str) -> float:
-    """The next rate past the ``lowest`` / ``highest`` tested one, at the grid's spacing there (6
-    significant digits, so that a 4x grid from 1.25e-4 down meets 3.125e-5 and 7.8125e-6 exactly). E.g.
-    ([1e-3, 2e-3, 4e-3], "highest") -> 8e-3."""
+    """The next rate past the ``lowest`` / ``highest`` tested one, at the grid's spacing there (6 significant digits,
+    so that a 4x grid meets 3.125e-5 exactly)."""
     rates = sorted(rates)
     if len(rates) < 2:
         raise ValueError("an edge needs at least 2 rates")
@@ -59,7 +35,7 @@ def past_edge(rates: list[float], side: str) -> float:
 
 
 def _plain(value: Any) -> Any:
-    """A pandas/NumPy scalar as the Python value a summary holds (prints as ``6``, not ``np.int64(6)``)."""
+    """A pandas/NumPy scalar as the Python value a summary holds."""
     return value.item() if hasattr(value, "item") and not isinstance(value, (list, tuple)) else value
 
 
@@ -69,8 +45,7 @@ def _arm_keys(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def edge_cells(out: Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The cells of the results in ``out`` (a folder, or its runs as :func:`suite.results.run_records`
-    reads them) whose best learning rate is at an edge (and above chance):
+    """The cells of ``out`` (a folder, or its runs) whose best learning rate is at an edge (and above chance):
     ``{"variant", "keys": {key: value}, "lr": edge rate, "side": "lowest" | "highest", "new": rate to add}``."""
     runs = run_records(out) if isinstance(out, (str, Path)) else out
     keys = group_keys(runs)
@@ -95,20 +70,8 @@ def edge_cells(out: Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def frontier_arms(runs: list[dict[str, Any]], keys: list[str] | None = None) -> list[dict[str, Any]]:
-    """Where each arm stands at its highest rate (the highest with a run that did not error).
-
-    Args:
-        runs: summary rows with ``variant``, ``train.lr``, ``status`` and the arm keys
-            (:func:`suite.results.run_records`).
-        keys: the keys besides ``variant`` that split arms (default: those the tables group by).
-
-    Returns:
-        One dict per arm, sorted by variant then keys: ``variant``, ``keys`` ({key: value}), ``lr``
-        (its highest rate), ``n`` (runs there that did not error), ``not_ok`` (of those, diverged or
-        failed), ``errored`` (runs there that errored), ``bracketed`` (``n > 0`` and ``2 * not_ok >= n``:
-        at least half not ok) and ``new`` (the next rate up at the grid's spacing; None with fewer than
-        two rates judged). An arm whose every run errored is listed with ``n`` 0, unbracketed.
-    """
+    """Where each arm stands at its highest rate not all errored: dicts of ``variant``, ``keys``, ``lr``, ``n`` (runs
+    not errored), ``not_ok``, ``errored``, ``bracketed`` (at least half not ok) and ``new`` (None below two rates)."""
     keys = _arm_keys(runs) if keys is None else keys
     arms: dict[tuple, list[dict[str, Any]]] = {}
     for r in runs:
@@ -142,13 +105,8 @@ def _arm_label(variant: str, keys: dict[str, Any]) -> str:
 
 
 def plan_round(runs: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
-    """What one round asks for, per arm, from the results so far (nothing checked against limits yet).
-
-    Returns:
-        arm id -> ``{"variant", "keys", "label", "add": [{"from": rate whose runs are copied, "new": rate,
-        "why": [reasons]}]}``; only arms with something to add. A rate both rules ask for appears once,
-        with both reasons.
-    """
+    """What one round asks for, per arm, from the results so far (limits not checked yet): arm id -> ``{"variant",
+    "keys", "label", "add": [{"from": rate whose runs are copied, "new": rate, "why": [reasons]}]}``."""
     plans: dict[tuple, dict[str, Any]] = {}
 
     def add(variant: str, keys: dict[str, Any], source: float, new: float, why: str) -> None:
@@ -193,12 +151,8 @@ def _extra_runs(runs: list[Run], variant: str, keys: dict[str, Any], source: flo
 
 
 def admit(ablation: Ablation, entry: dict[str, Any], add: dict[str, Any]) -> tuple[list[Run], str | None]:
-    """The runs of one planned rate (:func:`plan_round`), or none and why that side of the arm stops
-    (``not adding 0.016 above 0.008: ...``).
-
-    A rate above ``ablation.refine.max_lr``, a rate whose config :func:`suite.config.validate` refuses
-    (checked for every seed's run, as a grid cell is), or a rate the arm already has (runs that errored)
-    is not added."""
+    """The runs of one planned rate, or none and why that side of the arm stops (above ``refine.max_lr``, an invalid
+    config, or runs there already that errored)."""
     new, source = add["new"], add["from"]
     stop = f"not adding {new:g} {'above' if new > source else 'below'} {source:g}:"
     if new > ablation.refine.max_lr:
@@ -220,14 +174,8 @@ def admit(ablation: Ablation, entry: dict[str, Any], add: dict[str, Any]) -> tup
 
 def run_refine(path: str | Path, out: str | Path | None, options: SweepOptions, report: Report | None = None,
                notify: Callable[[str], None] = lambda line: None):
-    """Run the ablation, then grow its learning-rate grid (module docstring) for up to the file's
-    ``refine.max_rounds`` rounds.
-
-    Returns:
-        Every round's sweep as one (:meth:`Sweep.then`), and what is left open: a dict per arm still at
-        an edge (``kind`` "edge", as :func:`edge_cells`) or still unbracketed (``kind`` "frontier", as
-        :func:`frontier_arms`), with ``stopped``: why (a limit, or the round limit).
-    """
+    """Run the ablation, then grow its learning-rate grid for up to ``refine.max_rounds`` rounds; every round's sweep
+    as one, and a dict per arm left open (``kind`` "edge" or "frontier") with ``stopped``: why."""
     ablation = load_ablation(path, max_runs=options.max_runs, overrides=options.overrides)
     if LR not in ablation.grid:
         raise SpecError([f"{path}: grid: --refine extends the {LR} axis, and this ablation has none; add "

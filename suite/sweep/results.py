@@ -11,16 +11,12 @@ from suite.results import run_records
 
 
 def load_runs(folder: str | Path) -> pd.DataFrame:
-    """The run summaries under ``folder`` as a DataFrame, one row per ``summary.json`` (damaged ones skipped
-    with a warning): its keys, dotted config keys such as ``model.depth`` among them, plus ``run_dir``
-    relative to ``folder``. A folder shared or committed without its run folders is read from its
-    ``runs.csv``, as ``suite analyze`` reads it. Raises :class:`~suite.results.AnalysisError` for no such
-    folder, no usable summary or row, or runs of more than one ablation."""
+    """The run summaries under ``folder`` (or its ``runs.csv``) as a DataFrame, one row per run, as ``suite analyze``
+    reads them. Raises :class:`~suite.results.AnalysisError` (no usable run, or several ablations)."""
     return pd.DataFrame(run_records(folder, from_csv=True))
 
 
 def load_metrics(run_dir: str | Path) -> pd.DataFrame:
-    """One run's ``metrics.jsonl`` as a DataFrame, one row per record (``kind``: ``train`` or ``eval``; a
-    record's missing keys are NaN). Raises :class:`~suite.store.CorruptFile` for a damaged line before the
-    last (a cut-off last line is skipped with a warning)."""
+    """One run's ``metrics.jsonl`` as a DataFrame, one row per record (missing keys NaN). Raises
+    :class:`~suite.store.CorruptFile` for a damaged line before the last."""
     return pd.DataFrame(store.read_metrics(Path(run_dir)))

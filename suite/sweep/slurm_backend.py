@@ -1,20 +1,9 @@
 """The Slurm launcher: a job array of :class:`~suite.sweep.worker.Worker` s, submitted through submitit.
 
-The results folder must be on a file system every node sees at the same path: it is the only
-channel between the parent and the workers. submitit pickles the worker and sends it ``SIGUSR2``
-before Slurm preempts or times out a job: the worker checkpoints its run and is requeued. The parent
-may leave at any time (``--slurm-detach``, Ctrl-C): the jobs go on, and ``suite run`` again attaches to
-them or, once they have all ended, submits a new array for what is left. ``--slurm-cluster local``
-runs the same workers through submitit's local executor, without ``sbatch`` (the tests use it).
-
-submitit unpickles what it finds under ``<out>/slurm/`` (the submitted worker, in the job; the job's
-result, in a ``suite run`` that attaches) with a plain ``pickle.load``: the one pickle the suite does
-not restrict (results/README.md, Security). Do not run ``--backend slurm`` on a results folder that
-someone you do not trust can write to.
-
-:class:`SlurmBackend` owns the Slurm checks: submitit and ``sbatch`` here, ``--slurm-opt``, GPUs per job
-for ``cuda``. With ``--slurm-cluster local`` the jobs run on this machine, so the pre-flight checks its
-device and memory; on a cluster the nodes decide them.
+The results folder, the only channel between parent and workers, must be on a file system every node sees at the same
+path. The parent may leave at any time: the jobs go on, and ``suite run`` again attaches (docs/backends/slurm.md).
+submitit unpickles what it finds under ``<out>/slurm/`` with a plain ``pickle.load``, the one pickle the suite does not
+restrict (results/README.md, Security): never use this backend on a results folder others can write to.
 """
 
 from __future__ import annotations
@@ -64,12 +53,8 @@ class SlurmLauncher:
         return any(not ended(j) for j in self.jobs)
 
     def start(self, worker: Worker, n: int) -> str:
-        """Submit ``n`` array tasks; the line to show (job ids, where the logs are).
-
-        Raises:
-            Detached: ``--slurm-detach``: the jobs go on without the parent.
-            RunnerError: sbatch refused the job array.
-        """
+        """Submit ``n`` array tasks; the line to show. Raises :class:`Detached` for ``--slurm-detach``, RunnerError when
+        sbatch refused the job array."""
         import submitit
 
         opts, folder = self.opts, self.out / "slurm"
@@ -172,18 +157,13 @@ class SlurmBackend(Backend):
 
 
 def _jobs_ignore_ctrl_c(local: bool) -> contextlib.AbstractContextManager[bool]:
-    """Start the local executor's jobs with SIGINT ignored (inherited down to the workers), so a terminal's
-    Ctrl-C, which reaches our whole process group, leaves them running as a cluster's jobs would. Stop a
-    job with ``kill PID`` (SIGTERM)."""
+    """Start the local executor's jobs with SIGINT ignored, so a terminal's Ctrl-C (which reaches our whole process
+    group) leaves them running as a cluster's jobs would."""
     return signal_handlers({signal.SIGINT: signal.SIG_IGN} if local else {})
 
 
 def sbatch_options(items: list[str]) -> dict[str, str]:
-    """``--slurm-opt KEY=VALUE`` items as sbatch's ``{key: value}``.
-
-    Raises:
-        RunnerError: an item that is not ``KEY=VALUE``.
-    """
+    """``--slurm-opt KEY=VALUE`` items as sbatch's ``{key: value}``; RunnerError for an item not ``KEY=VALUE``."""
     sbatch = {}
     for item in items or []:
         key, sep, value = item.partition("=")

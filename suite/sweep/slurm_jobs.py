@@ -1,8 +1,5 @@
-"""The Slurm backend's record in a results folder: ``slurm/submission.json`` (the last job array
-submitted into it) and which of its jobs are still queued or running.
-
-Read by the Slurm backend (to attach to its jobs), by every other backend (to refuse to run beside
-them: :meth:`suite.sweep.launcher.Backend.refuse_beside`) and by ``suite status``.
+"""The Slurm backend's record in a results folder: ``slurm/submission.json`` (the last job array submitted) and which
+of its jobs still run; read by every backend (to attach, or to refuse to run beside them) and ``suite status``.
 """
 
 from __future__ import annotations
@@ -20,8 +17,7 @@ LIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "S
 
 
 def live_jobs(out: Path) -> list[Any]:
-    """The jobs of the last submission into ``out`` still queued or running (another backend must not
-    run the same runs beside them)."""
+    """The jobs of the last submission into ``out`` still queued or running."""
     record = read_submission(out)
     if record is None:
         return []
@@ -38,8 +34,7 @@ def live_jobs(out: Path) -> list[Any]:
 
 
 def read_submission(out: Path) -> dict[str, Any] | None:
-    """``slurm/submission.json`` of ``out`` (``cluster``, ``jobs`` as strings, ``lease_s``,
-    ``submitted_at``), or None when there is none or it cannot be read."""
+    """``slurm/submission.json`` of ``out``, or None when there is none or it cannot be read."""
     try:
         record = store.read_json(Path(out) / "slurm" / SUBMISSION)
         record["cluster"], record["jobs"] = str(record["cluster"]), [str(j) for j in record["jobs"]]
@@ -49,8 +44,7 @@ def read_submission(out: Path) -> dict[str, Any] | None:
 
 
 class _Pid:
-    """A job of the local executor: a process of this host, the job only while it is the process that
-    was started (a pid reused by another process, e.g. after a reboot, is not the job)."""
+    """A job of the local executor: a process of this host, the job only while its pid is not reused."""
 
     def __init__(self, job_id: str, started: str | None = None) -> None:
         self.job_id, self.started = job_id, started

@@ -1,9 +1,5 @@
-"""Ablation files: ``base`` x ``grid`` x ``variants`` x ``seeds`` - ``exclude`` -> validated runs
-(docs/ablations.md).
-
-Every problem in a file is collected before anything runs, one line each (``FILE: key: problem; fix``,
-:class:`SpecError`); config keys go through the run config's own checks, so a typo gets the same
-did-you-mean everywhere.
+"""Ablation files: ``base`` x ``grid`` x ``variants`` x ``seeds`` - ``exclude`` -> validated runs (docs/ablations.md).
+Every problem is collected before anything runs, one line each; config keys go through the run config's own checks.
 """
 
 from __future__ import annotations
@@ -27,24 +23,15 @@ from suite.sweep import tuned as tuned_mod
 FIELDS = ("name", "description", "extends", "base", "grid", "variants", "seeds", "exclude", "primary", "refine",
           "rates_from", "rates", "superseded_by")
 RESERVED = ("variant", "seed")  # set by `variants:` / `seeds:`, never by a config key
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a folder name on every OS; use with fullmatch
-# (`$` also matches before a final newline, which would make "a\n" a folder name and break tables)
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a folder name on every OS; fullmatch, not `$` (allows "a\n")
 MAX_RUNS = 100_000  # unless --max-runs: a typo in a grid can ask for millions of runs (minutes, gigabytes)
-MAX_ROUNDS = 4  # `refine.max_rounds` by default; why 4: Refine's docstring
+MAX_ROUNDS = 4  # `refine.max_rounds` by default (docs/ablations.md, "Grids that reach failure")
 
 
 @dataclass(frozen=True)
 class Refine:
-    """The limits of ``suite run FILE --refine`` (:mod:`suite.sweep.refine`), the file's ``refine:`` field.
-
-    ``max_lr``: no rate above it is added. At 1 an AdamW step moves every weight by about 1, fifty
-    times the initial spread of a ViT's weights (std 0.02): an arm that survives that has no frontier
-    worth placing. ``max_rounds``: each round waits for its runs (one rate per arm still growing, for
-    every seed), so rounds are what makes ``--refine`` slow. 4 (one more than the edge-optimum rule had
-    alone) reach 16x past a grid's top rate at the usual 2x spacing (100x at half-decade spacing): an
-    arm still mostly ok 16x above a grid chosen around its optimum deserves a look by hand (raise
-    ``max_rounds`` or widen the grid) rather than an open-ended search.
-    """
+    """The limits of ``suite run FILE --refine``, the file's ``refine:`` field: no rate above ``max_lr`` is added, and
+    at most ``max_rounds`` rounds run (why these defaults: docs/ablations.md, "Grids that reach failure")."""
 
     max_lr: float = 1.0
     max_rounds: int = MAX_ROUNDS
@@ -105,13 +92,8 @@ class Ablation:
 
 def load_ablation(path: str | Path | dict[str, Any], max_runs: int | None = None,
                   overrides: list[str] | None = None) -> Ablation:
-    """Read, merge (``extends``), check and expand an ablation file.
-
-    Args:
-        path: the YAML file, or its content as a dict (``extends`` applies to files only).
-        max_runs: refuse a file of more runs than this (default :data:`MAX_RUNS`), counted before expanding.
-        overrides: ``key=value`` set in every run, as if written in the file's ``base:`` (``suite run FILE
-            train.log_to=[tensorboard]``); a key the grid or a variant sets is refused.
+    """Read, merge (``extends``), check and expand an ablation file (or its content as a dict); ``overrides``
+    (``key=value``) are set in every run as if in ``base:``.
 
     Raises:
         SpecError: with one line per problem found anywhere in the file or the files it extends.
@@ -137,8 +119,7 @@ def load_ablation(path: str | Path | dict[str, Any], max_runs: int | None = None
 
 
 def _override(raw: dict[str, Any], overrides: list[str], problems: list[str]) -> dict[str, Any]:
-    """``raw`` with ``overrides`` (``key=value``) merged into its ``base``; one problem per key that the grid
-    or a variant sets (the file decides those) or that cannot be read."""
+    """``raw`` with ``overrides`` merged into its ``base``; one problem per key the grid or a variant sets."""
     from suite.config import parse_overrides
 
     try:
@@ -237,8 +218,7 @@ def _duplicate_keys(path: Path) -> list[str]:
 
 
 def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
-    """Types and config keys of one file; normalises base / variants / grid to dotted keys (and
-    ``refine.max_lr`` to a float)."""
+    """Types and config keys of one file; normalises base / variants / grid to dotted keys."""
     for key in data:
         if key not in FIELDS:
             problems.append(f"{src}: {key}: unknown field{did_you_mean(str(key), FIELDS)}; "
@@ -305,8 +285,7 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
 
 
 def _check_refine(value: Any, src: str, problems: list[str]) -> dict[str, Any]:
-    """``refine: {max_lr: 0.5, max_rounds: 4}`` (either key optional; empty means the defaults) -> the
-    same mapping with ``max_lr`` a float (YAML 1.1 reads ``1e-1`` as a string)."""
+    """The ``refine:`` mapping checked, ``max_lr`` a float (YAML 1.1 reads ``1e-1`` as a string)."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -357,8 +336,7 @@ def _overrides(value: Any, src: str, where: str, problems: list[str]) -> dict[st
 
 
 def _flat_items(value: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """``{"model.depth": 2, "model": {"dim": 8}}`` -> ``("model.depth", 2), ("model.dim", 8)``, keeping
-    repeats (unlike :func:`suite.config.flatten`), so that they can be reported."""
+    """Dotted ``(key, value)`` items of a nested mapping, keeping repeats (unlike ``flatten``) to report them."""
     for key, v in value.items():
         yield from _flat_items(v, f"{prefix}{key}.") if isinstance(v, dict) else [(f"{prefix}{key}", v)]
 
@@ -471,10 +449,8 @@ CROSSFIT_MIN_SEEDS = 8  # 4 per half: below it the cross-fitted t has under 6 de
 
 
 def _warn_undecidable(primary: Any, n_seeds: int, src: str) -> None:
-    """One warning line per declared comparison that its design can hardly decide: a cross-fitted best-rate
-    comparison has the n - 2 degrees of freedom of two halves (3 seeds: 1, and a critical t of 38 at Holm's
-    first step of a 3-test family). Tuning on other seeds and confirming here (``rates_from:``) does not pay
-    that price."""
+    """One warning per declared comparison its design can hardly decide (a cross-fitted one on few seeds has n - 2
+    degrees of freedom)."""
     import warnings
 
     from scipy import stats as sps
@@ -503,9 +479,8 @@ def _warn_undecidable(primary: Any, n_seeds: int, src: str) -> None:
 
 def _tuned_rates(raw: dict[str, Any], src: str, variants: dict[str, Any], grid: dict[str, list[Any]],
                  seeds: list[int], problems: list[str]) -> dict[tuple, dict[str, Any]] | None:
-    """Each cell's learning rate from ``rates:`` (or, without it, from the tuning study ``rates_from:``
-    names: :mod:`suite.sweep.tuned`), or None when the file sets neither. The confirmation's seeds must be
-    fresh: a seed the tuning study used would score a rate on the seed that chose it."""
+    """Each cell's learning rate from ``rates:`` or ``rates_from:``, or None when the file sets neither. The seeds must
+    be fresh: a seed the tuning study used would score a rate on the seed that chose it."""
     if "rates" not in raw and "rates_from" not in raw:
         return None
     if tuned_mod.LR in grid:
@@ -536,8 +511,7 @@ def _tuned_rates(raw: dict[str, Any], src: str, variants: dict[str, Any], grid: 
 
 def _normalise_condition(cond: dict[str, Any], src: str, where: str, variants: dict[str, Any],
                          problems: list[str]) -> dict[str, list[Any]]:
-    """``{variant: x, model.depth: [24, 48]}`` -> key -> allowed values (coerced like the config);
-    ``where`` prefixes the key in messages (``exclude[0].``; empty for ``--only``)."""
+    """``{variant: x, model.depth: [24, 48]}`` -> key -> allowed values; ``where`` prefixes the key in messages."""
     out: dict[str, list[Any]] = {}
     for key, value in cond.items():
         values = value if isinstance(value, list) else [value]
@@ -564,12 +538,8 @@ def matches(run: Run, cond: dict[str, list[Any]]) -> bool:
 
 
 def parse_only(exprs: list[str], ablation: Ablation) -> list[dict[str, list[Any]]]:
-    """Parse ``--only`` filters: ``key=value[,key=value...]``; commas AND, repeated flags OR; values are read
-    as YAML and compared with each run's resolved value.
-
-    Raises:
-        SpecError: an unknown key (with a did-you-mean), a malformed item or an unknown variant.
-    """
+    """Parse ``--only`` filters, ``key=value[,key=value...]``: commas AND, repeated flags OR; values read as YAML.
+    Raises :class:`SpecError` (an unknown key, a malformed item or an unknown variant)."""
     keys = set(flatten(to_dict(RunConfig()))) | set(RESERVED)
     problems: list[str] = []
     filters: list[dict[str, list[Any]]] = []

@@ -1,17 +1,6 @@
-"""Where a sweep stands, read from its results folder alone (``suite status DIR``): ``ablation.yaml``,
-``run_ids.json``, ``runs/<run_id>/`` and ``claims/``, so it works from any machine that sees the
-folder, while it runs.
-
-A run is ``done`` when it has a ``summary.json``; ``running`` when its ``metrics.jsonl`` was written
-in the last :data:`RUNNING_WITHIN` seconds and its worker still holds its claim; ``interrupted`` when
-it has a log but its worker is gone (claim dead or missing: a killed or Ctrl-C'd sweep) or the log is
-old (the next ``suite run`` resumes it); ``pending`` otherwise.
-
-The ETA queues the work left over the workers at work (:func:`suite.sweep.eta.remaining_seconds`): each run's
-time from its training FLOPs, on a line fitted to the last :data:`RECENT` finished runs' durations (so deeper
-runs after shallow ones are not timed as shallow ones), each running run at what its logged step leaves of
-its own time. Where a run's FLOPs are unknown, every run counts at the mean duration. With no run running it is
-unknown (nothing is progressing).
+"""Where a sweep stands (``suite status DIR``), read from its results folder alone, so it works from any machine that
+sees the folder, while it runs (docs/ablations.md, "Watching a sweep"). The ETA fits each run's time to its FLOPs over
+the last :data:`RECENT` finished runs, so deeper runs after shallow ones are not timed as shallow ones.
 """
 
 from __future__ import annotations
@@ -92,15 +81,8 @@ class SweepStatus:
 
 
 def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
-    """Every run of the sweep in ``out`` with its state, and the sweep's throughput and ETA.
-
-    Args:
-        out: the results folder of ``suite run`` (holds ``ablation.yaml``).
-        now: the current time (epoch seconds); tests pass it.
-
-    Raises:
-        StatusError: ``out`` is missing or holds no ``ablation.yaml`` (or a broken one).
-    """
+    """Every run of the sweep in ``out`` with its state, and the sweep's throughput and ETA (``now``: epoch seconds);
+    StatusError when ``out`` is missing or holds no usable ``ablation.yaml``."""
     out = Path(out)
     now = time.time() if now is None else now
     marker = out / ABLATION_FILE
@@ -187,9 +169,7 @@ def _estimate(result: SweepStatus) -> None:
 
 
 def _resolved_ids(runs: list[Run]) -> list[str]:
-    """The runs' ids as ``suite run`` names their folders on this machine (precision ``auto`` resolved for the
-    device ``auto`` picks here), for a folder without a usable ``run_ids.json``: as ``suite run --dry-run``
-    counts them."""
+    """The runs' ids as ``suite run`` names their folders on this machine, for a folder without ``run_ids.json``."""
     from suite.sweep.folder import RunnerError
     from suite.sweep.plan import resolve_runs
 

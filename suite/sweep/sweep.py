@@ -1,10 +1,5 @@
-"""The sweep as a library call: :func:`run_sweep` brings every run of an ablation to a summary.
-
-``suite run`` and ``suite bench --throughput`` call it. Where the workers run is the business of the
-backend ``--backend`` names (:mod:`suite.sweep.backends`): it checks what it needs and places the workers
-(:mod:`suite.sweep.launcher`); this module does the same for every backend. A dead worker's run is
-taken over by another (:mod:`suite.sweep.worker`); when every worker has ended and runs are left, new
-workers start, up to :data:`ROUNDS` rounds in a row that finish no run.
+"""The sweep as a library call: :func:`run_sweep` brings every run of an ablation to a summary. Where the workers run
+is the backend's business (:mod:`suite.sweep.backends`); the rest is the same for every backend.
 """
 
 from __future__ import annotations
@@ -55,8 +50,7 @@ class Sweep:
         return counts
 
     def then(self, later: "Sweep") -> "Sweep":
-        """This sweep and ``later`` (another round into the same folder, e.g. --refine's) as one: what
-        `suite run` counts in its last line."""
+        """This sweep and ``later`` (another round into the same folder, e.g. --refine's) as one."""
         return dataclasses.replace(later, runs=self.runs + later.runs, todo=self.todo + later.todo,
                                    done={**self.done, **later.done}, results={**self.results, **later.results})
 
@@ -67,19 +61,9 @@ Report = Callable[[Sweep, Run, dict], None]
 def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = None,
               options: SweepOptions | None = None, report: Report | None = None,
               notify: Callable[[str], None] = lambda line: None) -> Sweep:
-    """Bring every selected run of ``ablation`` to a summary in ``out``; a rerun resumes.
-
-    Args:
-        ablation: an ablation file, its content as a dict, or a loaded :class:`Ablation`.
-        out: the results folder (default ``results/<name>``).
-        options: backend, workers, filters... (:class:`SweepOptions`).
-        report: called as ``report(sweep, run, result)`` when a run gets its summary; ``result`` holds
-            ``status``, ``test_acc``, ``error``, ``wall_s``...
-        notify: receives the lines a backend has for the user (Slurm job ids).
-
-    Returns:
-        The :class:`Sweep`; ``stopped`` says why when it ended early (Ctrl-C stops the workers, their
-        runs checkpoint and resume next time).
+    """Bring every selected run of ``ablation`` (a file, a dict or an :class:`Ablation`) to a summary in ``out``
+    (default ``results/<name>``); a rerun resumes. ``report(sweep, run, result)`` is called as each run gets its
+    summary; ``notify`` gets the backend's lines for the user. The :class:`Sweep`'s ``stopped`` says why it ended early.
 
     Raises:
         ConfigError: a bad ablation or option (``SpecError``, ``RunnerError``: one line each).
@@ -109,8 +93,7 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
     sweep = Sweep(ablation.name, out, ablation, runs, todo, done, other)
     from suite.sweep.preflight import preflight
 
-    # The device and its memory are checked where the workers run on this machine (local, a private
-    # Ray instance, Slurm's local executor); a cluster's nodes decide them there.
+    # The device and its memory are checked only where the workers run on this machine.
     problems = preflight(todo, str(ablation.path), check_device=not opts.dry_run and backend.runs_here(opts),
                          device=opts.device, pack=opts.pack or 1)
     if problems:  # every run that would only end in `error`, before any starts
@@ -139,9 +122,8 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
 
 
 def _record_ablation(out: Path, ablation: Ablation, run_ids: list[str]) -> None:
-    """Bring ``out/ablation.yaml`` up to date when every run is done but the file changed since (e.g. a
-    ``primary:`` comparison added afterwards, which ``suite analyze`` reads from there); a folder that
-    cannot be written, or that another sweep holds, keeps its copy, with a warning."""
+    """Bring ``out/ablation.yaml`` up to date when every run is done but the file changed since (a ``primary:`` added
+    afterwards); a folder that cannot be written keeps its copy, with a warning."""
     from suite.results import recorded_ablation
 
     try:
@@ -172,12 +154,7 @@ def _check(opts: SweepOptions) -> None:
 
 
 def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Placement, int]:
-    """The worker (its packs with device and threads set), where the backend places it, and the number
-    of workers.
-
-    Raises:
-        RunnerError: a tracker is missing; the backend's own checks (:meth:`Backend.place`).
-    """
+    """The worker (its packs with device and threads set), where the backend places it, and the number of workers."""
     from suite.engine.trackers import missing
 
     todo = sweep.todo
@@ -187,8 +164,7 @@ def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Placement, int]:
     placement = get_backend(opts.backend).place(sweep.out, todo, opts)
     packs = group(todo, opts.pack)
     n = max(1, min(placement.workers, len(packs)))  # fewer packs than workers: start fewer
-    # Threads as the whole selection would get them, not only what is left: a run resumed after a kill
-    # trains with the settings it would have had (a different thread count changes the last digits).
+    # Threads as the whole selection would get them: a resumed run keeps its thread count (and so its last digits).
     whole = max(1, min(placement.workers, len(group(sweep.runs, opts.pack))))
     threads = placement.threads or max(1, (os.cpu_count() or 1) // whole)
     placement.threads = threads
@@ -274,6 +250,6 @@ def _lost_reason(out: Path, launcher: Launcher, head: str) -> str:
 
 
 def _interrupts() -> contextlib.AbstractContextManager[bool]:
-    """SIGTERM stops a sweep as Ctrl-C does; SIGINT raises KeyboardInterrupt even if the shell started
-    us with it ignored (a background process of a non-interactive shell, POSIX)."""
+    """SIGTERM stops a sweep as Ctrl-C does; SIGINT raises KeyboardInterrupt even if the shell started us with it
+    ignored (a background process of a non-interactive shell)."""
     return signal_handlers({signal.SIGTERM: signal.default_int_handler, signal.SIGINT: signal.default_int_handler})

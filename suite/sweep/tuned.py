@@ -1,11 +1,6 @@
-"""Rates tuned elsewhere: an ablation's ``rates_from:`` (a tuning study's results folder) and ``rates:`` (the
-rate of each cell, written out), so that a study confirms at rates chosen on other seeds (docs/ablations.md,
-"Tune, then confirm").
-
-The rate of a cell (a variant at one value of each grid axis) is the tuning study's best on validation: the
-rate with the highest mean validation score over its seeds, not-ok runs at chance, ties to the smaller rate
-(:func:`suite.results.best_rate`, the rule the tables and ``--refine`` use). Choosing there and testing here on fresh seeds is
-what lets the confirmation use a plain paired t on all of its seeds instead of cross-fitting.
+"""Rates tuned elsewhere: an ablation's ``rates_from:`` (a tuning study's results folder) and ``rates:`` (each cell's
+rate, written out), so a study confirms at rates chosen on other seeds (docs/ablations.md, "Tune, then confirm"):
+testing on fresh seeds lets the confirmation use a plain paired t instead of cross-fitting.
 """
 
 from __future__ import annotations
@@ -22,9 +17,7 @@ FIELDS = ("variant", LR, "tuning_seeds", "val_score", "at_edge")  # plus one key
 
 def from_folder(folder: Path, variants: list[str], grid: dict[str, list[Any]], src: str,
                 problems: list[str]) -> list[dict[str, Any]] | None:
-    """One ``rates:`` entry per cell of ``variants`` x ``grid`` from the tuning study in ``folder``: its
-    best rate on validation there, the tuning seeds and the validation score at that rate, and whether the
-    rate is at the edge of what was tried (``lowest`` / ``highest``: a better one may lie outside)."""
+    """One ``rates:`` entry per cell from the tuning study in ``folder``: its best rate, seeds, score and edge."""
     import itertools
 
     from suite.results import AnalysisError, AnalysisWarning, best_rate, run_records, selection_split
@@ -75,8 +68,7 @@ def from_folder(folder: Path, variants: list[str], grid: dict[str, list[Any]], s
 
 def check_rates(rates: Any, variants: list[str], grid: dict[str, list[Any]], src: str,
                 problems: list[str]) -> dict[tuple, dict[str, Any]]:
-    """``rates:`` as a map from (variant, grid values...) to its entry; one line per problem (an unknown
-    field, a missing or repeated cell, a rate that is not a positive number)."""
+    """``rates:`` as a map from (variant, grid values...) to its entry; one line per problem."""
     if not isinstance(rates, list) or not all(isinstance(e, dict) for e in rates):
         problems.append(f"{src}: rates: expected a list of {{variant, <grid axes>, train.lr}} entries; or use "
                         f"`rates_from: FOLDER` to take them from a tuning study")

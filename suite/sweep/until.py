@@ -1,19 +1,9 @@
 """``suite run FILE --until-decided``: add seeds in rounds until the primary comparison is decided.
 
-The first round is the ablation as written (every cell, its ``seeds``). Each later round adds as many
-seeds again, only to the primary comparison's cells (its scheme and baseline where it says; every
-learning rate for ``best_lr_score``), up to ``--max-seeds``. After each round the primary comparison
-is analysed as a look of a group-sequential design, O'Brien-Fleming-type alpha spending
-(docs/statistics.md) at the information the look reached: the seed pairs it has over the
-most the study allows, so a look that lost pairs to errored runs is tested at its own boundary, never
-at a fixed p < 0.05. Before each look, the compared cells' errored runs are run once more
-(:data:`RETRIES`): an error says nothing about a scheme, and a pair lost to a transient failure is
-information the look need not lack. The sweep stops at the first look that crosses its boundary, or
-at the cap. The design is written to ``<out>/sequential.json`` before the first look and each look
-(seeds, pairs, p, decision) after it, so ``suite analyze`` reports the final p-value and interval with
-the looks accounted for, and a rerun of the same command resumes where it stopped. It decides exactly
-one comparison with a score endpoint: a list of co-primary comparisons, or a ``frontier`` or
-``not_ok_rate`` endpoint, is refused in one line.
+Each round after the first adds as many seeds again to the compared cells, up to ``--max-seeds``; each look is a
+group-sequential test at the information it reached (docs/statistics.md, "Sequential seeding"). Before each look the
+compared cells' errored runs run once more (:data:`RETRIES`): an error says nothing about a scheme. The design and
+looks go to ``<out>/sequential.json``, so ``suite analyze`` accounts for them and a rerun resumes.
 """
 
 from __future__ import annotations
@@ -32,8 +22,7 @@ RETRIES = 1  # reruns of the compared cells' errored runs before each look (an e
 
 
 def rounds_for(initial: int, max_seeds: int) -> list[int]:
-    """Seed counts at each look: the ablation's seeds, then that many more each round, up to the cap
-    (which is always the last look). E.g. 3 and 10 -> [3, 6, 9, 10]."""
+    """Seed counts at each look, up to the cap (always the last look): 3 and 10 -> [3, 6, 9, 10]."""
     rounds = list(range(initial, max_seeds + 1, initial))
     return rounds if rounds[-1] == max_seeds else rounds + [max_seeds]
 
@@ -77,18 +66,12 @@ def _design_file(out: Path, rounds: list[int], seeds: list[int]) -> dict[str, An
 def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOptions, max_seeds: int,
                       look: Callable[[list[dict[str, Any]], Any, list[int], tuple[tuple[int, int], ...]], Any],
                       report: Report | None = None, notify: Callable[[str], None] = lambda line: None):
-    """Run the ablation in rounds of seeds until its primary comparison is decided or ``max_seeds``.
-
-    ``look(runs, primary, rounds, taken)`` tests the comparison at one look (the analysis's
-    :func:`suite.analysis.primary.look`, passed in by the command line: the sweep runs, the analysis judges).
-
-    Returns:
-        (the last round's :class:`Sweep`, the last look's :class:`~suite.analysis.primary.Answer`, or
-        None when a round was interrupted).
+    """Run the ablation in rounds of seeds until its primary comparison is decided or ``max_seeds``; the last round's
+    :class:`Sweep` and the last look's answer (None when interrupted). ``look`` is the analysis's, passed in.
 
     Raises:
-        ConfigError: no primary comparison or several (a co-primary list), a frontier or not-ok endpoint,
-            ``--only``, a cap below the ablation's seeds, or a folder whose design differs.
+        ConfigError: not exactly one primary comparison with a score endpoint, ``--only``, a cap below the ablation's
+            seeds, or a folder whose design differs.
     """
     from suite.results import run_records
     from suite.declared import RULES, SEQUENTIAL, as_list, taken_looks

@@ -1,16 +1,7 @@
-"""The one sweep worker: a process that pulls runs from the results folder until none is left.
+"""The one sweep worker, which every backend runs: a process that pulls runs from the results folder until none is left.
 
-Every backend runs this :class:`Worker` (N local processes, N Ray tasks, a Slurm array). Each worker
-gets every pack (one run, or up to ``--pack N`` runs trained as one stacked model); the claims
-(:mod:`suite.sweep.claims`) decide who trains which, so workers may start, die and be requeued in any
-order without a run being lost or trained twice.
-
-Lost runs, the same everywhere: a dead worker's claim is taken over by another worker, which resumes
-the run from its checkpoint; the worker that would make attempt ``attempts + 1`` records the runs as
-``error`` instead. Preemption, the same everywhere: on SIGTERM or SIGUSR2 (submitit's warning before
-Slurm preempts or times out a job) the worker checkpoints its run at the next step, releases the claim
-and ends (submitit requeues it, :meth:`Worker.checkpoint`); a run that reaches no step within
-``grace_s`` is abandoned without a checkpoint. Each worker logs its events to ``<out>/workers/<owner>.jsonl``.
+The claims decide who trains which, so workers may start, die and be requeued in any order without a run lost or
+trained twice; on preemption (SIGTERM / SIGUSR2) a run checkpoints at its next step (docs/backends/local.md).
 """
 
 from __future__ import annotations
@@ -32,8 +23,7 @@ from suite.sweep.spec import Run
 WORKERS = "workers"
 # Test hook: the worker that picks up run <run_id> dies with os._exit(3) (worker death across processes).
 CRASH_ENV = "SUITE_TEST_CRASH_RUN"
-# Test hook: after each step the worker sleeps this many seconds before it looks for a stop, so that a
-# signal lands mid-step on any machine (the SIGTERM-to-the-group test must not be won by a fast step).
+# Test hook: seconds the worker sleeps after each step, so that a test's signal lands mid-step on any machine.
 SLOW_STEP_ENV = "SUITE_TEST_STEP_SECONDS"
 RESULT_KEYS = ("status", "test_acc", "diverged_step", "diverged_reason", "error", "wall_s", "stream_growth",
                "grad_ratio")
@@ -44,9 +34,7 @@ class Preempted(BaseException):
 
 
 def group(todo: list[Run], size: int) -> list[list[Run]]:
-    """``todo`` as packs of at most ``size`` runs that may share one (same ``pack_key``, each
-    ``packable``, training runs; :mod:`suite.engine.pack`), in the order of their first run; every
-    other run alone."""
+    """``todo`` as packs of at most ``size`` runs that may share one (:mod:`suite.engine.pack`), the rest alone."""
     if size <= 1:
         return [[run] for run in todo]
     from suite.engine.pack import pack_key, packable
@@ -67,8 +55,7 @@ def group(todo: list[Run], size: int) -> list[list[Run]]:
 
 @contextlib.contextmanager
 def signal_handlers(handlers: dict[int, Any]) -> Iterator[bool]:
-    """``handlers`` ({signal: handler}) for the block, the previous ones restored after. Python sets
-    handlers only in the main thread: elsewhere nothing is set; yields whether they were."""
+    """``handlers`` ({signal: handler}) for the block, restored after; yields whether set (main thread only)."""
     main = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()} if main else {}
     try:
@@ -79,8 +66,7 @@ def signal_handlers(handlers: dict[int, Any]) -> Iterator[bool]:
 
 
 def record_lost(run: Run, out: Path, message: str) -> dict[str, Any]:
-    """Write an ``error`` summary (the trainer's shape) for a run no worker could finish; a summary
-    the run did write is kept. Returns the run's headline results."""
+    """Write an ``error`` summary for a run no worker could finish (a summary it did write is kept); its results."""
     folder = run_dir(out, run)
     summary = store.read_summary(folder)
     if summary is None:
@@ -110,13 +96,8 @@ class Worker:
     pack: int = 1  # --pack: a compiled pack of fewer runs is padded to this many rows (one compile per shape)
 
     def __call__(self, index: int = 0) -> dict[str, Any]:
-        """Train packs until every run has a summary, or until told to stop.
-
-        Returns:
-            ``trained`` (runs brought to a summary), ``lost`` (packs taken over by another worker
-            while this one was frozen), ``preempted`` (stopped by a signal; the run left resumes
-            elsewhere) and ``disk_full`` (the path that had no space left, or None; the sweep stops).
-        """
+        """Train packs until every run has a summary or told to stop; counts ``trained``, ``lost`` (taken over while
+        frozen), ``preempted`` and ``disk_full`` (the path that had no space left, or None)."""
         self.index = index
         os.environ["OMP_NUM_THREADS"] = str(self.threads)  # for torch if not loaded yet, and for child processes
         if self.gpus is not None:
@@ -245,8 +226,7 @@ class Worker:
             self._preempted, self._signum = True, signum
             self._wake.set()
             if self._in_run and hasattr(signal, "setitimer"):
-                # A run that reaches no step boundary in time (a long evaluation, a compilation) is
-                # abandoned without a checkpoint before the scheduler kills the process.
+                # A run that reaches no step boundary in time is abandoned before the scheduler kills the process.
                 previous.setdefault(signal.SIGALRM, signal.getsignal(signal.SIGALRM))
                 signal.signal(signal.SIGALRM, give_up)
                 signal.setitimer(signal.ITIMER_REAL, self.grace_s)
@@ -266,12 +246,7 @@ class Worker:
 
 
 def execute(runs: list[Run], out: Path, on_step=None, width: int = 0) -> list[dict[str, Any]]:
-    """Train ``runs`` (one run, or a pack: :func:`suite.engine.pack.train_pack`), or measure a
-    propagation run; each writes its own summary. ``on_step`` may stop a run (:class:`StopRun`).
-
-    Raises:
-        DiskFull: no space left; the run is left without a summary (it runs again).
-    """
+    """Train ``runs`` (one run or a pack), or measure a propagation run; each writes its summary (none on DiskFull)."""
     if os.environ.get(CRASH_ENV) in {r.run_id for r in runs}:
         os._exit(3)
     dirs = [str(run_dir(out, r)) for r in runs]

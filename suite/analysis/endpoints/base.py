@@ -12,8 +12,7 @@ from suite.declared import ALPHA, DEFAULT_EFFECT, ENDPOINTS, Primary, same_value
 
 @dataclass
 class Answer:
-    """A declared comparison's result; ``decision`` is ``difference``, ``equivalent`` or ``undecided``. Each
-    endpoint's subclass adds what its test and its words need."""
+    """A declared comparison's result (``decision``: ``difference``, ``equivalent`` or ``undecided``)."""
 
     primary: Primary
     decision: str = "undecided"
@@ -29,16 +28,14 @@ class Answer:
     look: int = -1  # sequential: 0-based look, -1 for a fixed design
     rounds: list[int] = field(default_factory=list)
     note: str = ""
-    # a family of co-primary comparisons (suite.analysis.coprimary): Holm over `family` hypotheses
-    family: int = 1  # hypotheses tested in the family (1: this comparison alone)
+    family: int = 1  # hypotheses in the co-primary Holm family (1: this comparison alone)
     p_adj: float = math.nan  # Holm-adjusted p of the difference test
     tost_p_adj: float = math.nan  # Holm-adjusted p of the equivalence test
 
 
 class Endpoint:
-    """One kind of declared comparison: a subclass sets the class attributes and implements :meth:`test`,
-    :meth:`verdict`, :meth:`decided`, :meth:`cells` and :meth:`plan_row`; registered in
-    :data:`suite.declared.ENDPOINTS`, with what it asks of the grid in :data:`suite.declared.RULES`."""
+    """One kind of declared comparison, registered in :data:`suite.declared.ENDPOINTS` (its grid needs:
+    :data:`suite.declared.RULES`); a subclass implements the methods that raise NotImplementedError."""
 
     name: ClassVar[str] = ""
     what: ClassVar[str] = ""  # what is compared, in findings.md's opening
@@ -47,9 +44,8 @@ class Endpoint:
 
     def test(self, answer: Answer, runs: list[dict[str, Any]], a: list[dict[str, Any]], b: list[dict[str, Any]],
              alpha: float, looks: Any) -> None:
-        """Fill ``answer``: ``runs`` all of them, ``a`` and ``b`` the scheme's and the baseline's in the cell
-        (errors left out, both non-empty), the interval at ``1 - alpha``, ``looks`` a sequential design or
-        None. Decides, and plans an undecided answer at ``ALPHA`` (:meth:`plan`)."""
+        """Fill and decide ``answer`` from ``a`` and ``b``, the scheme's and baseline's runs in the cell (errors left
+        out, both non-empty); plan an undecided answer at ``ALPHA``."""
         raise NotImplementedError
 
     def plan(self, answer: Answer, alpha: float) -> None:

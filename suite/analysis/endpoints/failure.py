@@ -1,8 +1,6 @@
-"""The endpoints on runs that end not ok: ``not_ok_rate`` (Fisher's exact test, every rate pooled),
-``frontier`` (the ratio of the two schemes' LR50s, one Firth model with a common slope:
-:func:`suite.analysis.doseresponse.relative_potency`) and ``frontier_slope`` (the difference of their
-slopes of log LR50 on log depth: :mod:`suite.analysis.depthslope`). None has an equivalence test; the
-frontiers' seeds are planned from their interval's width."""
+"""The endpoints on runs that end not ok: ``not_ok_rate`` (Fisher's exact test, rates pooled), ``frontier`` (the
+schemes' LR50 ratio: :mod:`suite.analysis.doseresponse`) and ``frontier_slope`` (the difference of their slopes on log
+depth: :mod:`suite.analysis.depthslope`). None has an equivalence test; frontier seeds are planned from the interval."""
 
 from __future__ import annotations
 
@@ -78,17 +76,15 @@ class NotOkRate(Endpoint):
 
 
 def _scaled(se: float, seeds: int, effect: float, power: float, alpha: float) -> float:
-    """Seeds for an estimate of standard error ``se`` at ``seeds`` to detect ``effect`` with ``power``, the
-    error shrinking as 1 / sqrt(seeds) (approximate)."""
+    """Seeds to detect ``effect`` with ``power``, scaling ``se`` at ``seeds`` as 1 / sqrt(seeds) (approximate)."""
     need = seeds * (se * (sps.norm.isf(alpha / 2) + sps.norm.ppf(power)) / effect) ** 2
     return float(max(math.ceil(need), 2))
 
 
 def plan_frontier(low: float, high: float, level_: float, seeds: int, ratio: float = DEFAULT_RATIO,
                   power: float = POWER, alpha: float = ALPHA) -> float:
-    """Seeds per rate and scheme for the frontier test to detect an LR50 ratio of ``ratio`` with ``power``:
-    the interval [low, high] (at ``level_``, from ``seeds`` seeds) read as a normal one on log10(ratio). nan
-    when an end is open (no width to scale: the grid must first reach each scheme's failures)."""
+    """Seeds per rate and scheme to detect an LR50 ratio of ``ratio``, reading [low, high] as a normal interval on
+    log10(ratio); nan when an end is open (the grid must first reach each scheme's failures)."""
     if not (0 < low <= high < math.inf) or seeds < 1:
         return math.nan
     se = math.log10(high / low) / (2 * sps.norm.isf((1 - level_) / 2))
@@ -97,8 +93,7 @@ def plan_frontier(low: float, high: float, level_: float, seeds: int, ratio: flo
 
 def plan_slope(low: float, high: float, level_: float, seeds: int, effect: float = DEFAULT_SLOPE,
                power: float = POWER, alpha: float = ALPHA) -> float:
-    """Seeds per cell for the slope difference to be detected at ``effect`` with ``power``, from its interval
-    read as a normal one; nan when an end is open."""
+    """Seeds per cell to detect a slope difference of ``effect``, from its interval; nan when an end is open."""
     if not (math.isfinite(low) and math.isfinite(high)) or seeds < 1 or high <= low:
         return math.nan
     return _scaled((high - low) / (2 * sps.norm.isf((1 - level_) / 2)), seeds, effect, power, alpha)

@@ -1,8 +1,6 @@
-"""The endpoints on test scores: ``score`` (one learning rate), ``best_lr_score`` (each scheme at its own best
-rate, cross-fitted: :mod:`suite.analysis.crossfit`) and ``interaction`` (the gain in one cell against the gain
-in another, seed by seed). A difference test (paired t, Welch's where seeds do not match), an equivalence
-test (TOST) when a margin is declared, and the group-sequential looks of ``suite run --until-decided``
-(:mod:`suite.analysis.sequential`)."""
+"""The endpoints on test scores: ``score`` (one rate), ``best_lr_score`` (each scheme at its best rate, cross-fitted)
+and ``interaction`` (the gain in one cell against another's, seed by seed). A paired t (Welch's where seeds do not
+match), TOST when a margin is declared, and the group-sequential looks of ``suite run --until-decided``."""
 
 from __future__ import annotations
 
@@ -36,15 +34,13 @@ class ScoreAnswer(Answer):
 
 
 def plan(sd: float, n_pairs: int, effect: float, power: float = POWER, alpha: float = ALPHA) -> tuple[float, float]:
-    """Seed pairs a paired t-test needs to detect ``effect`` with ``power``, planned with the 80% upper
-    confidence limit of the observed SD (:func:`suite.analysis.stats.sd_upper`); (seeds, that SD)."""
+    """(seed pairs a paired t needs to detect ``effect`` with ``power``, the SD's 80% upper limit it plans with)."""
     planning = stats.sd_upper(sd, n_pairs - 1)
     return stats.paired_seeds_needed(effect, planning, power, alpha), planning
 
 
 def paired_plan(pairs: int, sd: float, effect: float, power: float, alpha: float) -> dict[str, Any]:
-    """A score comparison's plan: seeds from the point SD (``seeds_needed_point``) and from its 80% upper
-    limit (``seeds_needed``)."""
+    """A score comparison's plan: seeds from the point SD and from its 80% upper limit (``seeds_needed``)."""
     planning = stats.sd_upper(sd, pairs - 1) if pairs >= 2 else math.nan
     point = stats.paired_seeds_needed(effect, sd, power, alpha)
     need = stats.paired_seeds_needed(effect, planning, power, alpha)
@@ -279,10 +275,8 @@ def _gains(runs: list[dict[str, Any]], primary: Primary, where: dict[str, Any]) 
 
 def _sequential(answer: ScoreAnswer, diff: stats.Difference, looks: sequential.Looks, information: int,
                 seeds: int) -> None:
-    """Decide at this look of a group-sequential design: the boundary of the information reached (seed
-    pairs over the most the study allows, :func:`suite.analysis.sequential.at_information`); p-value
-    and interval account for the looks. An analysis that is no look (fewer pairs than an earlier look)
-    decides nothing: never a fixed-level test."""
+    """Decide at this look of a group-sequential design, at the boundary of the information reached. An analysis
+    that is no look (fewer pairs than an earlier look) decides nothing: never a fixed-level test."""
     answer.p = answer.low = answer.high = math.nan  # nothing from the fixed-sample test survives
     placed = looks.place(information, seeds)
     if isinstance(placed, str):

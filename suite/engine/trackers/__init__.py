@@ -1,11 +1,9 @@
-"""Experiment trackers as optional sinks: TensorBoard, Weights & Biases, MLflow (``train.log_to``), one
-module each: ``tensorboard_sink.py``, ``wandb_sink.py``, ``mlflow_sink.py``.
+"""Experiment trackers as optional sinks (``train.log_to``): TensorBoard, Weights & Biases, MLflow.
 
-The run's own files stay the record (``metrics.jsonl``, ``summary.json``); a sink receives the very
-records written there, as scalars (:func:`scalars`, the same names in every sink), and the summary at
-the end. A sink that fails, or does not answer within ``CALL_TIMEOUT_S`` (a tracking server that
-is down or unreachable), is dropped with a one-line warning: a tracker outage never stops a run, nor
-holds it up for longer than that.
+One module each: ``tensorboard_sink.py``, ``wandb_sink.py``, ``mlflow_sink.py``. The run's own files stay the record; a
+sink receives the records written to ``metrics.jsonl`` as scalars (:func:`scalars`, the same names in every sink) and
+the summary at the end. A sink that fails, or does not answer within ``CALL_TIMEOUT_S``, is dropped with a one-line
+warning: a tracker outage never stops a run, nor holds it up for longer than that.
 """
 
 from __future__ import annotations
@@ -20,19 +18,16 @@ from typing import Any, Protocol
 
 from suite import store
 
-# name -> (module and class of the sink, built as cls(run_dir, summary); the Python package it needs, which
-# the extra `trackers` brings)
+# name -> (module:class of the sink, built as cls(run_dir, summary); the package it needs, from the `trackers` extra)
 SINKS: dict[str, tuple[str, str]] = {
     "tensorboard": ("suite.engine.trackers.tensorboard_sink:TensorBoardSink", "tensorboard"),
     "wandb": ("suite.engine.trackers.wandb_sink:WandbSink", "wandb"),
     "mlflow": ("suite.engine.trackers.mlflow_sink:MlflowSink", "mlflow"),
 }
 EXTRA = "pip install -e '.[trackers]'"
-# Up to this many blocks, each block's probes are their own scalars (blocks/<key>/<block>); deeper
-# models log the mean and max over blocks instead, so a depth-1000 run does not send 5,000 series.
+# Deeper models log their probes' mean and max over blocks, not per block (depth 1000 would send 5,000 series).
 PER_BLOCK_UP_TO = 64
-# The longest one tracker call (open, log, finish) may take before its sink is dropped: a backstop for a
-# server that swallows packets; each sink also sets its library's own timeouts and retries much shorter.
+# The longest a tracker call may take before its sink is dropped: a backstop (sinks set shorter library timeouts).
 CALL_TIMEOUT_S = 60.0
 BLOCK_KEYS = ("scale_mean", "scale_max", "attn_ratio", "mlp_ratio", "out_rms", "attn_logit_max", "attn_entropy_min")
 
@@ -59,12 +54,7 @@ def missing(names: tuple[str, ...] | list[str]) -> str | None:
 
 
 def scalars(record: dict[str, Any]) -> tuple[int, dict[str, float]]:
-    """The step and scalars of one ``metrics.jsonl`` record, as every sink names them.
-
-    ``train`` records give ``train/loss``, ``train/lr``, ``train/grad_norm`` and the per-block probes;
-    ``eval`` records ``val/loss``, ``val/acc``, ``test/loss``, ``test/acc``; a ``diverged`` record a
-    ``run/diverged`` of 1. Missing values (null) are left out.
-    """
+    """The step and scalars of one ``metrics.jsonl`` record, as every sink names them (docs/trackers.md)."""
     step, kind = int(record.get("step") or 0), record.get("kind")
     out: dict[str, float] = {}
     if kind == "train":
@@ -90,8 +80,7 @@ def scalars(record: dict[str, Any]) -> tuple[int, dict[str, float]]:
 
 
 def experiment_folder(run_dir: Path) -> Path:
-    """Where sweep-wide tracker files go: the ablation's results folder for a run of a sweep
-    (``<out>/runs/<run_id>``), else the run folder itself (``suite train --out DIR``)."""
+    """Where sweep-wide tracker files go: a sweep run's results folder, else the run folder itself."""
     run_dir = Path(run_dir).resolve()
     return run_dir.parent.parent if run_dir.parent.name == "runs" else run_dir
 
@@ -100,12 +89,8 @@ class Trackers:
     """The sinks of one run; every call is passed on to each, and a sink that raises is dropped."""
 
     def __init__(self, names: tuple[str, ...], run_dir: Path, summary: dict[str, Any]) -> None:
-        """Open a sink for each name (``summary`` holds the run's id, ablation, variant, seed and
-        flattened config so far).
-
-        Raises:
-            TrackerError: a tracker's package is not installed.
-        """
+        """Open a sink for each name (``summary``: the run's id, ablation, variant, seed and config so far). Raises
+        :class:`TrackerError` when a tracker's package is not installed."""
         problem = missing(names)
         if problem:
             raise TrackerError(problem)
@@ -172,8 +157,7 @@ def _bounded(fn, timeout_s: float) -> BaseException | None:
 
 
 def run_name(summary: dict[str, Any], run_dir: Path | None = None) -> str:
-    """A readable name for a run in a tracker's UI, the same in every tracker and safe as a folder name:
-    variant, the ablation's grid axes (read from the sweep's ``ablation.yaml``), seed and run id, e.g.
+    """A run's name in every tracker, safe as a folder name: variant, the sweep's grid axes, seed and run id, e.g.
     ``layerscale-depth=24-lr=0.001-seed1-3f2a9c1b0d4e``."""
     parts = [str(summary[k]) for k in ("variant",) if summary.get(k)]
     axes = grid_axes(run_dir) if run_dir is not None else []

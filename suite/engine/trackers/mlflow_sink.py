@@ -1,13 +1,9 @@
-"""MLflow: one MLflow run per suite run, in an experiment named after the ablation.
+"""MLflow: one MLflow run per suite run, in an experiment named after the ablation (docs/trackers.md).
 
-``MLFLOW_TRACKING_URI`` chooses the store (a server, a database); without it the runs go to a local
-file store, ``<results folder>/mlruns`` (``mlflow ui --backend-store-uri results/<name>/mlruns``).
-The file store keeps one folder per run, so many workers write to it at once without a lock; MLflow 3
-has it in maintenance mode, so the sink allows it explicitly (``MLFLOW_ALLOW_FILE_STORE``).
-
-A server that is down must not hold each run up: MLflow's defaults (a 120 s timeout, 7 retries with
-exponential back-off: about 4 minutes against a closed port) become ``HTTP_DEFAULTS`` unless the user
-set them; the first failure then drops the sink for the run (:mod:`suite.engine.trackers`).
+``MLFLOW_TRACKING_URI`` picks the store; without it, a local file store ``<results folder>/mlruns``, allowed explicitly
+(MLflow 3 keeps it in maintenance mode) because its folder per run lets many workers write without a lock. A server
+that is down must not hold each run up: ``HTTP_DEFAULTS`` replace MLflow's (about 4 minutes against a closed port)
+unless set, and the first failure drops the sink for the run.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""TensorBoard: event files in ``<results folder>/tensorboard/<run name>/``, one folder per run named
-by variant, grid axes, seed and run id (:func:`~suite.engine.trackers.run_name`), so that
-``tensorboard --logdir results/<name>/tensorboard`` lists a sweep's runs by what they are.
-``suite train --out DIR`` writes ``DIR/tensorboard/<run name>/``.
+"""TensorBoard: event files in ``<results folder>/tensorboard/<run name>/`` (:func:`~suite.engine.trackers.run_name`),
+so ``tensorboard --logdir results/<name>/tensorboard`` lists a sweep's runs by what they are; ``suite train --out DIR``
+writes ``DIR/tensorboard/<run name>/``.
 """
 
 from __future__ import annotations

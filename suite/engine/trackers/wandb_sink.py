@@ -1,14 +1,8 @@
-"""Weights & Biases: one W&B run per suite run, grouped by ablation, with the variant as job type.
+"""Weights & Biases: one W&B run per suite run, grouped by ablation, with the variant as job type (docs/trackers.md).
 
-Set ``WANDB_PROJECT`` (default ``layerscale-suite``), ``WANDB_ENTITY`` and ``WANDB_MODE`` as for any
-W&B script; ``WANDB_MODE=offline`` writes the run under ``<run folder>/wandb/`` for ``wandb sync``
-later. Each attempt at a run from step 0 is a new W&B run (``<run id>-<random>``, kept in
-``<run folder>/wandb_id``); a run resumed from its checkpoint continues the W&B run of the attempt it
-resumes. The same config run in two results folders, or again with ``--retry-errors``, is never
-mixed into one W&B run.
-
-W&B is quiet unless asked: ``WANDB_SILENT`` and ``WANDB_CONSOLE=off`` (its banners, and a copy of
-the run's console output) are set unless the user set them; ``WANDB_INIT_TIMEOUT`` is bounded too.
+Each attempt from step 0 is a new W&B run (``<run id>-<random>``, kept in ``<run folder>/wandb_id``) and a resumed run
+continues its attempt's, so the same config in two results folders, or retried, is never mixed into one W&B run. W&B is
+quiet unless the user set otherwise (:data:`QUIET`: banners, console copy, a bounded init timeout).
 """
 
 from __future__ import annotations
