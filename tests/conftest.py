@@ -18,6 +18,19 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
 
 
+# pytest-xdist (--dist loadfile) hands out test files in the order they were collected, and the slowest ones sat
+# last in that order (tests/test_*.py are collected after every folder), where one of them ran alone at the end
+# while the other worker idled. They go first, slowest first: the other files fill in around them.
+SLOWEST_FIRST = ("tests/test_device_check.py", "tests/test_hostile.py", "tests/sweep/test_runner.py",
+                 "tests/engine/test_pack.py", "tests/analysis/test_reanalysis.py", "tests/sweep/test_slurm.py",
+                 "tests/bench/test_bench.py", "tests/test_doc_examples.py", "tests/engine/test_packstep.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order
+
+
 @pytest.fixture
 def sync_free():
     """A context manager inside which any CUDA call that makes the host wait for the device raises
