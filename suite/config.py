@@ -7,7 +7,9 @@ did-you-mean (:class:`ConfigError`). The resolved config is written next to ever
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import math
 import types
 import typing
@@ -152,13 +154,15 @@ def _type_name(tp: Any) -> str:
         return " | ".join(repr(a) for a in typing.get_args(tp))
     if origin in (typing.Union, types.UnionType):
         return " | ".join(_type_name(a) for a in typing.get_args(tp))
-    if origin is tuple and typing.get_args(tp)[-1:] == (Ellipsis,):
-        return "list of " + _type_name(typing.get_args(tp)[0])
-    if origin is tuple:
-        return "list of " + ", ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is tuple:  # tuple[X, ...] reads "list of X"
+        return "list of " + ", ".join(_type_name(a) for a in typing.get_args(tp) if a is not Ellipsis)
     if tp is type(None):
         return "null"
     return getattr(tp, "__name__", str(tp))
+
+
+# The scalar annotations _coerce reads, as its errors name them.
+_EXPECTED = {type(None): "null", bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:
@@ -170,10 +174,8 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         raise ConfigError(f"{where}: {value!r} is not one of {_type_name(tp)}")
     if origin in (typing.Union, types.UnionType):
         for arg in typing.get_args(tp):
-            try:
+            with contextlib.suppress(ConfigError):
                 return _coerce(value, arg, where)
-            except ConfigError:
-                pass
         raise ConfigError(f"{where}: {value!r} is not a {_type_name(tp)}")
     if origin is tuple and typing.get_args(tp)[-1:] == (Ellipsis,):  # any length
         if isinstance(value, str):  # `log_to: tensorboard` is a list of one
@@ -186,37 +188,17 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
             raise ConfigError(f"{where}: expected a list of {len(args)} values, got {value!r}")
         return tuple(_coerce(v, a, where) for v, a in zip(value, args))
-    if tp is type(None):
-        if value is None:
-            return None
-        raise ConfigError(f"{where}: expected null, got {value!r}")
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(f"{where}: expected true or false, got {value!r}")
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise ConfigError(f"{where}: expected an integer, got {value!r}")
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if tp not in _EXPECTED:
+        raise TypeError(f"unsupported annotation {tp!r} at {where}")
+    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    # YAML 1.1 reads "1e-4" as a string; accept it, but not digit separators (float("1_0") is 10.0).
+    if tp is float and isinstance(value, str) and "_" not in value:
+        with contextlib.suppress(ValueError):
             return float(value)
-        # YAML 1.1 reads "1e-4" as a string; accept it, but not digit separators (float("1_0") is 10.0).
-        if isinstance(value, str) and "_" not in value:
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"{where}: expected a number, got {value!r}")
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise ConfigError(f"{where}: expected a string, got {value!r}")
-    raise TypeError(f"unsupported annotation {tp!r} at {where}")
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    if isinstance(value, tp) and isinstance(value, bool) == (tp is bool):  # a bool is no int here
+        return value
+    raise ConfigError(f"{where}: expected {_EXPECTED[tp]}, got {value!r}")
 
 
 def apply_dict(obj: Any, updates: dict[str, Any], source: str, prefix: str = "") -> None:
@@ -224,15 +206,13 @@ def apply_dict(obj: Any, updates: dict[str, Any], source: str, prefix: str = "")
     ConfigError on an unknown key (with a did-you-mean) or a value of the wrong type, naming ``source``."""
     if not isinstance(updates, dict):
         raise ConfigError(f"{source}: {prefix or 'top level'} must be a mapping, got {updates!r}")
-    hints = _hints(type(obj))
+    hints = typing.get_type_hints(type(obj))
     names = [f.name for f in dataclasses.fields(obj)]
     for key, value in updates.items():
         dotted = f"{prefix}{key}"
         if key not in names:
-            raise ConfigError(
-                f"{source}: unknown key '{dotted}'{did_you_mean(str(key), names)}; "
-                f"valid keys here: {', '.join(names)}"
-            )
+            raise ConfigError(f"{source}: unknown key '{dotted}'{did_you_mean(str(key), names)}; "
+                              f"valid keys here: {', '.join(names)}")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):
             apply_dict(current, value, source, prefix=f"{dotted}.")
@@ -488,9 +468,7 @@ def _check_held_out(d: DataConfig, source: str) -> None:
 
 
 def _get(cfg: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        cfg = getattr(cfg, part)
-    return cfg
+    return functools.reduce(getattr, dotted.split("."), cfg)
 
 
 def validate(cfg: RunConfig, source: str = "config", reference: RunConfig | None = None) -> None:
@@ -600,7 +578,7 @@ def _validate_data(cfg: RunConfig, source: str) -> None:
         raise ConfigError(f"{source}: data.synthetic_train + data.synthetic_test images of {chans} x {img} x {img} "
                           f"are more than {MAX_SYNTHETIC_PIXELS:,} pixels; make them fewer or smaller")
     # The validation split needs a class that keeps 2+ training images after the test split (suite/data/split.py).
-    left = None if largest is None else largest - max(1, min(round(d.test_fraction * largest), largest - 1))
+    left = None if largest is None else largest - _held(largest, d.test_fraction)
     if d.val_fraction > 0 and (left is not None and left < 2 or d.name == "synthetic" and d.synthetic_train <= classes):
         what = f"data.test_fraction {d.test_fraction:g}" if left is not None else f"data.synthetic_train {d.synthetic_train}"
         raise ConfigError(f"{source}: {what} leaves no class of {d.name} with 2 training images, so the validation "

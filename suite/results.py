@@ -4,6 +4,9 @@ through it; the columns: results/README.md."""
 
 from __future__ import annotations
 
+import ast
+import csv
+import io
 import math
 import os
 import warnings
@@ -14,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from suite import store
-from suite.config import DEPTH, LR, ConfigError, read_yaml
+from suite.config import DEPTH, LR, ConfigError, RunConfig, flatten, read_yaml, to_dict
 
 
 class AnalysisError(ValueError):
@@ -100,10 +103,8 @@ def run_records(run_dir: str | Path, from_csv: bool = False) -> list[dict[str, A
     for r in runs:
         rid = r.get("run_id")
         if rid is not None and rid in seen:
-            raise AnalysisError(
-                f"run_id {rid} appears twice ({seen[rid]} and {r['run_dir']}); "
-                f"remove one copy so that it is not counted twice"
-            )
+            raise AnalysisError(f"run_id {rid} appears twice ({seen[rid]} and {r['run_dir']}); "
+                                f"remove one copy so that it is not counted twice")
         seen[rid] = r["run_dir"]
     if any(r.get("schema", 1) != 1 for r in runs):
         warnings.warn("some summaries are not schema 1; fields may be missing", AnalysisWarning)
@@ -137,8 +138,7 @@ def _read_summary(path: Path) -> tuple[dict[str, Any], str | None]:
     try:
         summary = store.read_json(path)
     except (OSError, ValueError) as err:  # a folder, unreadable, bad UTF-8, bad JSON
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
-        return {}, f"cannot read it ({reason})"
+        return {}, f"cannot read it ({store.error_reason(err)})"
     if not isinstance(summary, dict):
         return {}, f"expected a JSON object, got a {type(summary).__name__}"
     problem = _summary_problem(summary)
@@ -161,14 +161,8 @@ INT_FIELDS = frozenset({  # integer summary fields; a column with empty cells is
 def runs_from_csv(path: Path) -> list[dict[str, Any]]:
     """The runs of a ``runs.csv`` written by ``suite analyze``, each cell read back to its summary's type; a row that
     could not be a run's is skipped with a warning. AnalysisError when it is no such file."""
-    import csv
-    import io
-
-    from suite import files
-    from suite.config import RunConfig, flatten, to_dict
-
     try:
-        rows = list(csv.DictReader(io.StringIO(files.read_text(path, RUNS_CSV_BYTES, links=False), newline="")))
+        rows = list(csv.DictReader(io.StringIO(store.read_text(path, RUNS_CSV_BYTES, links=False), newline="")))
     except (OSError, ValueError, csv.Error) as err:
         raise AnalysisError(f"{path}: cannot be read ({str(err).splitlines()[0]}); run `suite analyze` on the "
                             f"folder with its run folders to write it again") from None
@@ -199,10 +193,8 @@ def run_folder(root: Path, run: dict[str, Any]) -> Path | None:
     """The run's folder when its ``run_dir`` names one inside ``root``, else None: a ``runs.csv`` is data from
     anywhere, and must not make the analysis read another folder."""
     rel = run.get("run_dir")
-    if not isinstance(rel, str) or rel in ("", ".") or "\0" in rel:
-        return None
-    parts = Path(rel).parts
-    if Path(rel).is_absolute() or ".." in parts:
+    if (not isinstance(rel, str) or rel in ("", ".") or "\0" in rel
+            or Path(rel).is_absolute() or ".." in Path(rel).parts):
         return None
     folder = root / rel
     try:
@@ -214,8 +206,6 @@ def run_folder(root: Path, run: dict[str, Any]) -> Path | None:
 
 def _cell(value: str | None, text: bool, integer: bool) -> Any:
     """One CSV cell as the value its summary held (see :func:`runs_from_csv`)."""
-    import ast
-
     if value is None or value == "":
         return None
     if text:
@@ -247,27 +237,19 @@ def _summary_problem(summary: dict[str, Any]) -> str | None:
     if summary.get("variant") is None and summary.get("model.residual") is None:
         return "neither 'variant' nor 'model.residual' is set, so the scheme is unknown"
     for key in ("seed", DEPTH):
-        if not _is_int(summary.get(key)):
+        if not store.is_int(summary.get(key)):
             return f"'{key}' is {summary.get(key)!r}, not an integer"
     for key in NUMERIC:
         value = summary.get(key)
-        if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        if value is not None and not store.is_number(value):
             return f"'{key}' is {value!r}, not a number"
         if isinstance(value, float) and not math.isfinite(value):
             return f"'{key}' is {value!r}, not a finite number"
     return store.summary_problem(summary)
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _finite_number(value: Any) -> bool:
-    return _number(value) and math.isfinite(value) and abs(value) < 1e15
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return store.is_number(value) and math.isfinite(value) and abs(value) < 1e15
 
 
 def _check_one_ablation(runs: list[dict[str, Any]], root: Path) -> None:
@@ -278,10 +260,8 @@ def _check_one_ablation(runs: list[dict[str, Any]], root: Path) -> None:
     if len(folders) > 1:
         listed = ", ".join(f"{k}: {len(v)} runs" for k, v in sorted(folders.items()))
         where = sorted({(root / _ablation_folder(v)).as_posix() for v in folders.values()})
-        raise AnalysisError(
-            f"{root} mixes runs of {len(folders)} ablations ({listed}); they are not pooled: "
-            f"analyze one ablation at a time, e.g. suite analyze {where[0]}"
-        )
+        raise AnalysisError(f"{root} mixes runs of {len(folders)} ablations ({listed}); they are not pooled: "
+                            f"analyze one ablation at a time, e.g. suite analyze {where[0]}")
 
 
 def _ablation_folder(run_dirs: list[str]) -> str:
@@ -303,13 +283,12 @@ def read_curves(run_path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             raise AnalysisError(str(err)) from None
     for w in caught:
         warnings.warn(str(w.message), AnalysisWarning)
-    train, blocks = [], []
-    bad = 0
+    train, blocks, bad = [], [], 0
     for rec in records:
         if rec.get("kind") != "train":
             continue
         step, loss, recs = rec.get("step"), rec.get("loss"), rec.get("blocks")
-        if not (_finite_number(step) and (loss is None or _finite_number(loss) or _number(loss))
+        if not (_finite_number(step) and (loss is None or _finite_number(loss) or store.is_number(loss))
                 and (recs is None or isinstance(recs, list) and all(isinstance(b, dict) for b in recs))):
             bad += 1  # valid JSON of the wrong shape: a hand-edited or damaged log, never the suite's own
             continue
@@ -332,7 +311,7 @@ def read_curves(run_path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 def chance(run: dict[str, Any]) -> float | None:
     """``1 / model.num_classes``, or None when the summary does not say."""
     classes = run.get("model.num_classes")
-    return 1.0 / classes if isinstance(classes, int) and not isinstance(classes, bool) and classes > 0 else None
+    return 1.0 / classes if store.is_int(classes) and classes > 0 else None
 
 
 def selection_split(runs: list[dict[str, Any]]) -> str:

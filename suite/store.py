@@ -6,6 +6,7 @@ Every product writes and reads results through this module only: one JSON policy
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import importlib.metadata
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any, Callable
 
 from suite.config import DEPTH, LR, RunConfig, flatten, to_dict
+from suite.files import UnsafeFile, no_link, open_regular, read_text  # re-exported
 
 SCHEMA_VERSION = 1
 SUMMARY = "summary.json"
@@ -34,7 +36,6 @@ STATUSES = FINAL_STATUSES + ("error",)  # every run ends with exactly one of the
 # How a run is executed, not what it computes: excluded from the run id.
 EXECUTION_KEYS = frozenset({"device", "train.threads", "data.num_workers", "data.root", "data.device_max_mb",
                             "train.log_to", "train.deterministic", "train.diagnostics"})
-
 
 # Keys added after runs were committed, left out of the id at the value those runs behaved as, so no run is renamed.
 ADDED_KEYS = {"train.spike_window": 20, "model.layerscale.cast": False}
@@ -66,10 +67,6 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
-
-
-# ----------------------------------------------------------------------------- files (suite/files.py, re-exported)
-from suite.files import UnsafeFile, no_link, open_regular, read_text  # noqa: E402
 
 
 class _Watched:
@@ -124,7 +121,7 @@ def to_json(obj: Any) -> Any:
         return {str(k): to_json(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [to_json(v) for v in obj]
-    if isinstance(obj, bool) or obj is None or isinstance(obj, (str, int)):
+    if obj is None or isinstance(obj, (str, int)):  # bool is an int
         return obj
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
@@ -217,16 +214,16 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
     """Why a summary's values cannot be a run's (an accuracy outside [0, 1], a depth below 1), or None."""
     for key in ACCURACIES:
         value = summary.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 <= value <= 1:
+        if is_number(value) and not 0 <= value <= 1:
             return f"'{key}' is {value!r}, not in [0, 1]"
     depth = summary.get(DEPTH)
-    if isinstance(depth, int) and not isinstance(depth, bool) and not 1 <= depth <= MAX_DEPTH:
+    if is_int(depth) and not 1 <= depth <= MAX_DEPTH:
         return f"'model.depth' is {str(depth)[:20]}, not from 1 to {MAX_DEPTH}"
     seed = summary.get("seed")
-    if isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed < 2**63:
+    if is_int(seed) and not 0 <= seed < 2**63:
         return f"'seed' is {str(seed)[:20]}, not from 0 to 2**63 - 1"
     lr = summary.get(LR)
-    if lr is not None and not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and math.isfinite(lr) and lr > 0):
+    if lr is not None and not (is_number(lr) and math.isfinite(lr) and lr > 0):
         return f"'train.lr' is {str(lr)[:20]!r}, not a finite number > 0"
     for key in ("variant", "ablation", "run_id"):  # names land in Markdown headings and table cells
         value = summary.get(key)
@@ -237,10 +234,10 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
         if value is not None and value not in allowed:
             return f"'{key}' is {str(value)[:40]!r}, not one of {', '.join(allowed)}"
     # a run of `train.epochs` may record no `train.steps`: its steps done bound it then
-    steps = max([v for v in (summary.get("train.steps"), summary.get("steps_done")) if _int(v)] or [0]) or 10**9
+    steps = max([v for v in (summary.get("train.steps"), summary.get("steps_done")) if is_int(v)] or [0]) or 10**9
     learn = summary.get("steps_to_learn")
     if learn is not None:
-        if not _int(learn):
+        if not is_int(learn):
             return f"'steps_to_learn' is {str(learn)[:20]!r}, not an integer"
         if not 0 <= learn <= steps:
             return f"'steps_to_learn' is {str(learn)[:20]}, not within the run's {steps} steps"
@@ -249,21 +246,22 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
         return f"'crossed' is {str(said)[:40]!r}, not a comma-separated list of {', '.join(DIAGNOSTIC_PEAKS)}"
     for key in DIAGNOSTIC_PEAKS:
         value = summary.get(key)
-        if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                      and math.isfinite(value)):
+        if value is not None and not (is_number(value) and math.isfinite(value)):
             return f"'{key}' is {str(value)[:20]!r}, not a finite number"
     return None
 
 
-def _int(value: Any) -> bool:
+def is_int(value: Any) -> bool:  # JSON's true and false read as bools, which Python counts as ints
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 # The causes a run's summary may name (suite.engine.outcome, suite.engine.divergence; docs/training.md).
 FAILED_REASONS = ("never_learned", "collapsed", "too_low", "unstable")  # unstable: runs before 2026-12-06 only
 DIVERGED_REASONS = ("nonfinite", "spike", "collapse", "scale_collapse")
-
-
 MAX_DEPTH = 1000  # model.depth's range in the run config
 
 
@@ -276,18 +274,20 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except NotADirectoryError:
-        warnings.warn(f"{run_dir}: is a file, not a run folder; the run will be run again", SuiteWarning, stacklevel=2)
-        return None
+        path, problem = run_dir, "is a file, not a run folder"
     except (OSError, ValueError) as err:  # ValueError: bad JSON or bad UTF-8
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
-        warnings.warn(f"{path}: not a readable summary ({reason}); the run will be run again", SuiteWarning,
-                      stacklevel=2)
-        return None
-    problem = "not a JSON object" if not isinstance(summary, dict) else summary_problem(summary)
+        problem = f"not a readable summary ({error_reason(err)})"
+    else:
+        problem = "not a JSON object" if not isinstance(summary, dict) else summary_problem(summary)
     if problem:
         warnings.warn(f"{path}: {problem}; the run will be run again", SuiteWarning, stacklevel=2)
         return None
     return summary
+
+
+def error_reason(err: BaseException) -> str:
+    """Why reading a file failed, in one line: the OS's words, or the first line of the error."""
+    return err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
 
 
 def metrics_line(record: dict[str, Any]) -> str:
@@ -317,10 +317,9 @@ def read_metrics(run_dir: Path, name: str = METRICS, skip_damaged: bool = False)
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        try:
+        record = None
+        with contextlib.suppress(ValueError):
             record = loads(line)
-        except ValueError:
-            record = None
         if isinstance(record, dict):
             records.append(record)
         elif number == len(lines):
@@ -374,13 +373,9 @@ def device_name(device: str) -> str:
     if device.startswith("cuda") and torch.cuda.is_available():
         return torch.cuda.get_device_name(torch.device(device))
     cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), cpu)
     # The vector kernels torch picked: a CPU run is bitwise repeatable only where this matches.
     isa = torch.backends.cpu.get_cpu_capability()
     return f"cpu: {cpu} ({os.cpu_count()} cores, {torch.get_num_threads()} threads, {isa})"
@@ -390,10 +385,9 @@ def provenance(device: str, name: str | None = None) -> dict[str, str | None]:
     """Versions, code commit, hardware and start time, recorded in every summary; ``name`` None: looked up (torch)."""
     from suite import __version__
 
-    try:
+    torch_version = None
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
         torch_version = importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        torch_version = None
     return {
         "suite_version": __version__,
         "git_commit": git_commit(),

@@ -23,8 +23,7 @@ from suite.analysis import products, stability  # noqa: E402
 from suite.grouping import DEPTH, LR, group_of, section_keys, sections, variant_order  # noqa: E402
 from suite.analysis.lr import lr_curves  # noqa: E402
 from suite.analysis.propagation import profiles  # noqa: E402
-from suite.results import selection_split  # noqa: E402
-from suite.results import read_curves, run_folder  # noqa: E402
+from suite.results import read_curves, run_folder, selection_split  # noqa: E402
 from suite.analysis.markup import section_title, fmt_rate, fmt_value, safe, slug  # noqa: E402
 
 
@@ -51,12 +50,37 @@ def readable_log_ticks(fig: plt.Figure) -> None:
             axis.set_minor_formatter(ticker.NullFormatter())
 
 
-def _titled(fig: plt.Figure, title: str, caption: str, y: float) -> plt.Figure:
-    """``fig`` with its title (from data: :func:`plain`) and a grey caption under the axes, laid out."""
+def _caption(fig: plt.Figure, y: float, text: str, **kw: Any) -> None:
+    """A grey caption at height ``y`` under the axes."""
+    fig.text(0.01, y, text, fontsize="small", color="0.3", **kw)
+
+
+def _titled(fig: plt.Figure, title: str, caption: str = "", y: float = 0.0) -> plt.Figure:
+    """``fig`` with its title (from data: :func:`plain`) and any grey caption under the axes, laid out."""
     fig.suptitle(plain(title))
-    fig.text(0.01, y, caption, fontsize="small", color="0.3")
+    if caption:
+        _caption(fig, y, caption)
     fig.tight_layout()
     return fig
+
+
+def _finish(ax: plt.Axes, ylabel: str, title: str, which: str = "major", **legend: Any) -> None:
+    """The y label, the title (from data), a grid and the legend of the schemes (``legend``: where, how small)."""
+    ax.set_ylabel(ylabel)
+    ax.set_title(plain(title))
+    ax.grid(alpha=0.3, which=which)
+    ax.legend(title="scheme", **(legend or {"fontsize": "small"}))
+
+
+def _dodged(rows: pd.DataFrame, index: int, count: int, step: float = 0.03) -> np.ndarray:
+    """The depths of ``rows`` shifted a little per scheme, so that their bars do not hide each other."""
+    return rows[DEPTH].to_numpy(float) * 2 ** (step * (index - count / 2))
+
+
+def _shape(n: int, most: int) -> tuple[int, int]:
+    """(rows, columns) of a grid of ``n`` panels, at most ``most`` a row."""
+    cols = min(most, n)
+    return math.ceil(n / cols), cols
 
 
 def dodge(x: np.ndarray, index: int, count: int, decades: float = 0.035) -> np.ndarray:
@@ -84,7 +108,9 @@ def scheme_colors(variants: list[str]) -> dict[str, Any]:
     return {v: cmap(i % 10) for i, v in enumerate(variants)}
 
 
-def _depth_axis(ax: plt.Axes, depths: list[float]) -> None:
+def _depth_axis(ax: plt.Axes, frame: pd.DataFrame) -> None:
+    """The depths of ``frame`` as the x ticks."""
+    depths = sorted(float(d) for d in set(frame[DEPTH]))
     if len(depths) > 1 and min(depths) > 0 and max(depths) / min(depths) >= 4:
         ax.set_xscale("log", base=2)  # depths usually double: equal spacing
     ax.set_xticks(depths, [fmt_value(d) for d in depths])
@@ -92,32 +118,35 @@ def _depth_axis(ax: plt.Axes, depths: list[float]) -> None:
     ax.set_xlabel("depth (blocks)")
 
 
+def _bars_vs_depth(ax: plt.Axes, frame: pd.DataFrame, q: str, colors: dict[str, Any], scale: float = 1.0) -> list:
+    """``scale * {q}_mean`` vs depth, a line per scheme, 95% bars; returns ``[(means, lows, highs)]`` as drawn."""
+    drawn = []
+    for i, v in enumerate(colors):
+        rows = frame[(frame["variant"] == v) & frame[f"{q}_mean"].notna()].sort_values(DEPTH)
+        if rows.empty:
+            continue
+        y = scale * rows[f"{q}_mean"].to_numpy(float)
+        ends = scale * rows[[f"{q}_ci_low", f"{q}_ci_high"]].to_numpy(float).T
+        ax.errorbar(_dodged(rows, i, len(colors)), y, yerr=np.nan_to_num(np.abs(ends - y)), color=colors[v],
+                    marker="o", capsize=3, label=plain(v))
+        drawn.append((y, *ends))
+    return drawn
+
+
 def accuracy_vs_depth(part: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure:
     """Score (%) vs depth from one section's summary rows, one line per scheme, 95% bars (none for a single run)."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    depths = sorted(float(d) for d in set(part[DEPTH]))
-    for i, v in enumerate(colors):
-        rows = part[(part["variant"] == v) & part["acc_mean"].notna()].sort_values(DEPTH)
-        if rows.empty:
-            continue
-        x = rows[DEPTH].to_numpy(float) * 2 ** (0.03 * (i - len(colors) / 2))  # dodge overlapping bars
-        y = 100 * rows["acc_mean"].to_numpy(float)
-        err = np.nan_to_num(np.abs(100 * rows[["acc_ci_low", "acc_ci_high"]].to_numpy(float).T - y))
-        ax.errorbar(x, y, yerr=err, color=colors[v], marker="o", capsize=3, label=plain(v))
-    _depth_axis(ax, depths)
-    ax.set_ylabel("score (%)")
-    ax.set_title(plain(title))
-    fig.text(0.01, -0.02, "score: ok runs at their test accuracy, diverged and failed runs at chance; bars: 95% interval",
-             fontsize="small", color="0.3")
-    ax.grid(alpha=0.3)
-    ax.legend(title="scheme", fontsize="small")
+    _bars_vs_depth(ax, part, "acc", colors, scale=100)
+    _depth_axis(ax, part)
+    _caption(fig, -0.02, "score: ok runs at their test accuracy, diverged and failed runs at chance; "
+             "bars: 95% interval")
+    _finish(ax, "score (%)", title)
     return fig
 
 
 def not_ok_vs_depth(part: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure:
     """Not-ok fraction (diverged or failed) vs depth, one line per scheme, Wilson 95% bands."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    depths = sorted(float(d) for d in set(part[DEPTH]))
     for v in colors:
         rows = part[(part["variant"] == v) & (part["n"] > 0)].sort_values(DEPTH)
         if rows.empty:
@@ -125,23 +154,30 @@ def not_ok_vs_depth(part: pd.DataFrame, colors: dict[str, Any], title: str) -> p
         x = rows[DEPTH].to_numpy(float)
         ax.plot(x, rows["not_ok_rate"], color=colors[v], marker="o", label=plain(v))
         ax.fill_between(x, rows["not_ok_ci_low"], rows["not_ok_ci_high"], color=colors[v], alpha=0.12)
-    _depth_axis(ax, depths)
+    _depth_axis(ax, part)
     ax.set_ylim(-0.03, 1.03)
-    ax.set_ylabel("not-ok runs: diverged or failed (fraction, Wilson 95% band)")
-    ax.set_title(plain(title))
-    ax.grid(alpha=0.3)
-    ax.legend(title="scheme", fontsize="small")
+    _finish(ax, "not-ok runs: diverged or failed (fraction, Wilson 95% band)", title)
     return fig
+
+
+def _step_panels(depths: list[float], ylabel: str, height: float, **kw: Any) -> tuple[plt.Figure, np.ndarray]:
+    """A panel per depth (4 a row, sharing y) of a quantity over training steps, titled and labelled."""
+    nrows, ncols = _shape(len(depths), 4)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols + 1, 3.2 * nrows + height), squeeze=False, sharey=True,
+                             **kw)
+    for ax, depth in zip(axes.flat, depths):
+        ax.set(title=f"depth {fmt_value(depth)}", xlabel="training step")
+        ax.grid(alpha=0.3)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel)
+    return fig, axes
 
 
 def scale_trajectories(curves: dict[float, pd.DataFrame], variant: str, title: str) -> plt.Figure:
     """Mean |scale| of each block over training; one panel per depth, one line per block. ``curves``: depth ->
     frame (index step, a column per block, mean |scale| over the group's runs)."""
     depths = sorted(curves)
-    ncols = min(4, len(depths))
-    nrows = math.ceil(len(depths) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols + 1, 3.2 * nrows + 0.4), squeeze=False, sharey=True,
-                             layout="constrained")
+    fig, axes = _step_panels(depths, "mean |scale| of the block", 0.4, layout="constrained")
     cmap = plt.get_cmap("viridis")
     values = np.concatenate([c.to_numpy(float).ravel() for c in curves.values()])
     positive = values[np.isfinite(values) & (values > 0)]
@@ -150,17 +186,12 @@ def scale_trajectories(curves: dict[float, pd.DataFrame], variant: str, title: s
         last = max(frame.columns.max(), 1)
         for block in frame.columns:
             ax.plot(frame.index, frame[block], color=cmap(block / last), lw=1)
-        ax.set_title(f"depth {fmt_value(depth)}")
-        ax.set_xlabel("training step")
-        ax.grid(alpha=0.3)
     for ax in axes.flat[len(depths):]:
         ax.axis("off")
     if positive.size and positive.size == values[np.isfinite(values)].size:
         axes[0, 0].set_yscale("log")
     elif positive.size:  # zeros at init (ReZero): log away from zero, linear near it
         axes[0, 0].set_yscale("symlog", linthresh=float(positive.min()))
-    for ax in axes[:, 0]:
-        ax.set_ylabel("mean |scale| of the block")
     sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, 1))
     fig.colorbar(sm, ax=axes, label="block position (0 = first, 1 = last)", shrink=0.9)
     fig.suptitle(plain(f"{variant}: per-block scales over training" + (f" ({title})" if title else "")))
@@ -172,9 +203,7 @@ def loss_curves(curves: dict[float, dict[str, list[tuple[pd.DataFrame, str]]]], 
     """Training loss of every run, one panel per depth, coloured by scheme; x marks where a run diverged.
     ``curves``: depth -> scheme -> [(frame with step and loss, run status), ...]."""
     depths = sorted(curves)
-    ncols = min(4, len(depths))
-    nrows = math.ceil(len(depths) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols + 1, 3.2 * nrows + 0.6), squeeze=False, sharey=True)
+    fig, axes = _step_panels(depths, "training loss (EMA)", 0.6)
     positive = True
     for ax, depth in zip(axes.flat, depths):
         for v, runs in curves[depth].items():
@@ -186,22 +215,15 @@ def loss_curves(curves: dict[float, dict[str, list[tuple[pd.DataFrame, str]]]], 
                 if status == "diverged" and finite.any():
                     j = np.flatnonzero(finite)[-1]
                     ax.plot(frame["step"].iloc[j], loss[j], "x", color=colors[v], ms=8)
-        ax.set_title(f"depth {fmt_value(depth)}")
-        ax.set_xlabel("training step")
-        ax.grid(alpha=0.3)
     for ax in axes.flat[len(depths):]:
         ax.set_visible(False)
     if positive:
         axes[0, 0].set_yscale("log")  # shared: every panel
-    for ax in axes[:, 0]:
-        ax.set_ylabel("training loss (EMA)")
     handles = {h.get_label(): h for ax in axes.flat[:len(depths)] for h in ax.get_legend_handles_labels()[0]}
     shown = [plain(v) for v in colors if plain(v) in handles]
     fig.legend([handles[v] for v in shown], shown,
                title="scheme (x: diverged)", fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.suptitle(plain("training loss" + (f" ({title})" if title else "")))
-    fig.tight_layout()
-    return fig
+    return _titled(fig, "training loss" + (f" ({title})" if title else ""))
 
 
 def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure:
@@ -222,20 +244,15 @@ def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> 
             bad = rows["n_not_ok"].to_numpy() > 0
             ax.scatter(x[~bad], y[~bad], color=colors[v], s=22, zorder=3)
             ax.scatter(x[bad], y[bad], facecolors="white", edgecolors=colors[v], s=30, zorder=3, linewidths=1.5)
-        ax.set_xscale("log")
-        ax.set_xlabel("learning rate")
-        ax.set_title("all depths" if depth is None else f"depth {fmt_value(depth)}")
+        ax.set(xscale="log", xlabel="learning rate",
+               title="all depths" if depth is None else f"depth {fmt_value(depth)}")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("test accuracy (%)")
     # beside the last panel: "best" still covered points where the curves fill the panel
     axes[0][-1].legend(title="scheme", fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
                        borderaxespad=0)
-    fig.suptitle(plain(title))
-    fig.text(0.01, -0.03, "mean over seeds, diverged and failed runs at chance; bars: 95% t interval; "
-             "open marker: at least one run not ok; schemes at one rate are drawn a little apart",
-             fontsize="small", color="0.3")
-    fig.tight_layout()
-    return fig
+    return _titled(fig, title, "mean over seeds, diverged and failed runs at chance; bars: 95% t interval; "
+                   "open marker: at least one run not ok; schemes at one rate are drawn a little apart", -0.03)
 
 
 def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
@@ -249,8 +266,7 @@ def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
         rows = lr[lr["variant"] == v].sort_values(DEPTH)
         if rows.empty:
             continue
-        x = rows[DEPTH].to_numpy(float) * 2 ** (0.03 * (i - len(colors) / 2))
-        y = rows["lr_stable_max"].to_numpy(float)
+        x, y = _dodged(rows, i, len(colors)), rows["lr_stable_max"].to_numpy(float)
         ax.plot(x, np.where(np.isnan(y), floor, y), color=colors[v], lw=1.2, label=plain(v))
         censored = rows["censored"].to_numpy(bool)
         ok = ~np.isnan(y)
@@ -262,20 +278,17 @@ def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
             mid, low, high = model.lr50(v, grid)
             ax.plot(grid, mid, color=colors[v], lw=1.2, ls="--")
             ax.fill_between(grid, low, high, color=colors[v], alpha=0.12, lw=0)
-    _depth_axis(ax, depths)
+    _depth_axis(ax, lr)
     ax.set_yscale("log")
     if rates:  # the rates tested as the ticks: the frontier can only be one of them
         ticks = sorted(set(rates) | ({floor} if lr["lr_stable_max"].isna().any() else set()))
         ax.set_yticks(ticks, ["none" if t == floor else fmt_value(t) for t in ticks])
         ax.minorticks_off()
         ax.set_ylim(min(ticks) / 1.5, max(ticks) * 1.5)
-    ax.set_ylabel("largest stable learning rate")
-    ax.set_title(plain(title))
-    fig.text(0.01, -0.1, "solid: the largest rate with at most half of the seeds not ok (^: the largest tested; x: none)"
+    _caption(fig, -0.1, "solid: the largest rate with at most half of the seeds not ok (^: the largest tested; x: none)"
              "\ndashed: LR50, where P(not ok) = 0.5, from one Firth logistic model of every run with a frontier line"
-             "\nper scheme (95% pointwise band)", fontsize="small", color="0.3")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(title="scheme", fontsize="small")
+             "\nper scheme (95% pointwise band)")
+    _finish(ax, "largest stable learning rate", title, which="both")
     return fig
 
 
@@ -283,29 +296,25 @@ def best_lr_vs_depth(tr: pd.DataFrame, colors: dict[str, Any], title: str, rates
     """The best learning rate vs depth from one section's transfer rows, log-log, one line per scheme, 95% bootstrap
     bars; ``rates`` (the tested ones) are the y ticks, as a best rate can only be one of them."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    depths = sorted(float(d) for d in set(tr[DEPTH]))
     for i, v in enumerate(colors):
         rows = tr[(tr["variant"] == v) & tr["best_lr"].notna()].sort_values(DEPTH)
         if rows.empty:
             continue
-        x = rows[DEPTH].to_numpy(float) * 2 ** (0.04 * (i - len(colors) / 2))  # dodge: equal rates overlap
-        y = rows["best_lr"].to_numpy(float)
+        x, y = _dodged(rows, i, len(colors), 0.04), rows["best_lr"].to_numpy(float)  # equal rates overlap
         lo = np.maximum(0, np.nan_to_num(y - rows["best_lr_low"].to_numpy(float)))  # exp(log(x)) rounds
         hi = np.maximum(0, np.nan_to_num(rows["best_lr_high"].to_numpy(float) - y))
         slope = rows["slope"].iloc[0]
         label = plain(v if math.isnan(slope) else f"{v} (slope {slope:+.2f})")
         ax.errorbar(x, y, yerr=[lo, hi], color=colors[v], marker="o", ms=4, capsize=2, lw=1.2, label=label)
-    _depth_axis(ax, depths)
+    _depth_axis(ax, tr)
     ax.set_yscale("log")
     ax.set_yticks(rates, [fmt_rate(r) for r in rates])
     ax.minorticks_off()
     ax.set_ylim(min(rates) / 1.5, max(rates) * 1.5)
-    ax.set_ylabel("best learning rate (validation)")
-    ax.set_title(plain(title))
-    fig.text(0.01, -0.02, "bars: 95% percentile bootstrap over seeds (choosing again); slope: of log(best rate) on "
-             "log(depth), 0 = the rate transfers", fontsize="small", color="0.3")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(title="scheme", fontsize="x-small", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    _caption(fig, -0.02, "bars: 95% percentile bootstrap over seeds (choosing again); slope: of log(best rate) on "
+             "log(depth), 0 = the rate transfers")
+    _finish(ax, "best learning rate (validation)", title, which="both", fontsize="x-small", loc="center left",
+            bbox_to_anchor=(1.01, 0.5))
     return fig
 
 
@@ -313,8 +322,7 @@ def _depth_panels(runs: list[dict[str, Any]], colors: dict[str, Any]):
     """(figure, axes, variants, depths, shades): a panel per scheme with runs, a shade per depth (darker = deeper)."""
     variants = [v for v in colors if any(r["variant"] == v for r in runs)]
     depths = sorted({float(r[DEPTH]) for r in runs})
-    cols = min(4, len(variants))
-    rows_n = math.ceil(len(variants) / cols)
+    rows_n, cols = _shape(len(variants), 4)
     fig, axes = plt.subplots(rows_n, cols, figsize=(3.2 * cols, 2.8 * rows_n), sharex=True, sharey=True, squeeze=False)
     return fig, axes, variants, depths, plt.get_cmap("viridis")(np.linspace(0.85, 0.1, len(depths)))
 
@@ -329,6 +337,10 @@ def _by_lr(runs: list[dict[str, Any]], variant: str, depth: float, value: Callab
 
 
 def _label_panels(fig: plt.Figure, axes: np.ndarray, variants: list[str], ylabel: str, title: str) -> None:
+    for ax, v in zip(axes.flat, variants):
+        ax.set_xscale("log")
+        ax.set_title(plain(v), fontsize="medium")
+        ax.grid(alpha=0.3)
     for ax in axes.flat[len(variants):]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
@@ -362,8 +374,7 @@ def gamma_vs_lr(settled: pd.DataFrame, colors: dict[str, Any], title: str) -> pl
     """Where LayerScale's γ settled (:func:`suite.analysis.gamma.settled_frame`) against the rate, a line per depth."""
     if settled is None or settled.empty or LR not in settled or DEPTH not in settled:
         return None
-    rows = [{"variant": r["variant"], DEPTH: r[DEPTH], LR: r[LR], "gamma": r["gamma"]}
-            for r in settled.to_dict("records")]
+    rows = settled[["variant", DEPTH, LR, "gamma"]].to_dict("records")
     return peak_vs_lr(rows, colors, title, "gamma", "settled mean |γ|",
                       "the mean |γ| over blocks at the last logged step, averaged over the group's runs;\n"
                       "where the depths' lines lie on each other, the rate, not the depth, sets γ's size")
@@ -389,13 +400,10 @@ def peak_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: str, k
             ax.scatter([lr for lr in lrs for _ in by_lr[lr]], [x for lr in lrs for x in by_lr[lr]], color=shade, s=8)
         if bound is not None:
             ax.axhline(bound, color="0.4", ls="--", lw=0.8)
-        ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(plain(v), fontsize="medium")
-        ax.grid(alpha=0.3)
     _label_panels(fig, axes, variants, ylabel, title)
     fig.tight_layout()
-    fig.text(0.01, -0.01, note, fontsize="small", color="0.3", va="top")  # under the axes' labels, any height
+    _caption(fig, -0.01, note, va="top")  # under the axes' labels, any height
     return fig
 
 
@@ -440,23 +448,19 @@ def phase_diagram(runs: list[dict[str, Any]], model: Any, colors: dict[str, Any]
                         left += share * width
                 ax.add_patch(Rectangle((dx[i], dy[j]), dx[i + 1] - dx[i], dy[j + 1] - dy[j], fill=False,
                                        edgecolor="white", lw=0.8))
+        name = v
         if stability.has_line(model, v):
             grid = np.geomspace(depths[0], depths[-1], 50)
             mid, low, high = model.lr50(v, grid)
             ax.fill_between(grid, low, high, color="0.1", alpha=0.15, lw=0)
             ax.plot(grid, mid, color="black", lw=1.5, label="LR50 (model)")
             s = model.slopes[v]
-            ax.set_title(plain(f"{v}\nslope {s.slope:+.2f} [{s.low:+.2f}, {s.high:+.2f}]"), fontsize="medium")
-        else:
-            ax.set_title(plain(v), fontsize="medium")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlim(dx[0], dx[-1])
-        ax.set_ylim(dy[0], dy[-1])
+            name = f"{v}\nslope {s.slope:+.2f} [{s.low:+.2f}, {s.high:+.2f}]"
+        ax.set_title(plain(name), fontsize="medium")
+        ax.set(xscale="log", yscale="log", xlim=(dx[0], dx[-1]), ylim=(dy[0], dy[-1]), xlabel="depth")
         ax.set_xticks(depths, [fmt_value(d) for d in depths])
         ax.set_yticks(rates, [fmt_rate(r) for r in rates])
         ax.minorticks_off()
-        ax.set_xlabel("depth")
     axes[0][0].set_ylabel("learning rate")
     handles = [Patch(color=PHASE_COLORS[n], label=n) for n in OUTCOMES] + [
         plt.Line2D([], [], color="black", label="LR50 (model), 95% band")]
@@ -483,12 +487,8 @@ def val_vs_lr_by_depth(runs: list[dict[str, Any]], colors: dict[str, Any], title
             ax.plot(lrs, means, color=shade, marker="o", ms=3, lw=1.2, label=f"depth {fmt_value(depth)}")
             best = int(np.argmax(means))
             ax.scatter([lrs[best]], [means[best]], color=shade, marker="*", s=90, zorder=3)
-        ax.set_xscale("log")
-        ax.set_title(plain(v), fontsize="medium")
-        ax.grid(alpha=0.3)
     _label_panels(fig, axes, variants, f"{'validation' if split == 'val' else 'test'} accuracy (%)", title)
-    fig.text(0.01, -0.02, "mean over seeds, diverged and failed runs at chance; star: the best rate at that depth",
-             fontsize="small", color="0.3")
+    _caption(fig, -0.02, "mean over seeds, diverged and failed runs at chance; star: the best rate at that depth")
     fig.tight_layout()
     return fig
 
@@ -497,8 +497,7 @@ def block_profiles(profile: pd.DataFrame, column: str, ylabel: str, colors: dict
                    log_y: bool = True) -> plt.Figure:
     """``column`` vs block index (log x), a panel per scheme, a line per depth (mean over seeds)."""
     variants = [v for v in colors if v in set(profile["variant"])]
-    cols = min(3, len(variants))
-    rows = math.ceil(len(variants) / cols)
+    rows, cols = _shape(len(variants), 3)
     # Each panel its own y range: schemes differ by orders of magnitude, and a shared axis flattens all but one.
     fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.9 * rows), squeeze=False)
     depths = sorted({float(d) for d in profile[DEPTH]})
@@ -514,27 +513,22 @@ def block_profiles(profile: pd.DataFrame, column: str, ylabel: str, colors: dict
         ax.set_xscale("log")
         if log_y:
             ax.set_yscale("log")
-        ax.set_title(plain(v))
-        ax.set_xlabel("block (1 = first)")
+        ax.set(title=plain(v), xlabel="block (1 = first)", ylabel=ylabel)
         ax.grid(alpha=0.3, which="both")
     for ax in axes.flat[len(variants):]:
         ax.set_visible(False)
-    for ax in axes.flat[:len(variants)]:
-        ax.set_ylabel(ylabel)
     axes.flat[0].legend(fontsize="small")
-    fig.suptitle(plain(title))
-    fig.tight_layout()
-    return fig
+    return _titled(fig, title)
 
 
 def robust_limits(means: np.ndarray, lows: np.ndarray, highs: np.ndarray, log: bool) -> tuple[float, float] | None:
     """``(bottom, top)`` showing every mean and each interval ending within one span of the means' range (at least a
     decade on a log axis), so one seed's ratio of 1e-8 does not squash the rest; None when no mean can be drawn."""
-    f, inv = (np.log10, lambda x: float(10 ** x)) if log else (np.asarray, float)
+    inv = (lambda x: float(10 ** x)) if log else float
 
     def usable(a: np.ndarray) -> np.ndarray:
         a = np.asarray(a, float)
-        return f(a[np.isfinite(a) & (a > 0)]) if log else a[np.isfinite(a)]
+        return np.log10(a[np.isfinite(a) & (a > 0)]) if log else a[np.isfinite(a)]
 
     m, ends = usable(means), usable(np.concatenate([lows, highs]))
     if not m.size:
@@ -551,19 +545,8 @@ def quantity_vs_depth(frame: pd.DataFrame, q: str, ylabel: str, colors: dict[str
                       log_y: bool = False) -> plt.Figure:
     """A propagation summary vs depth, a line per scheme, 95% bars, y limits from :func:`robust_limits`."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    depths = sorted(float(d) for d in set(frame[DEPTH]))
-    drawn = []
-    for i, v in enumerate(colors):
-        rows = frame[(frame["variant"] == v) & frame[f"{q}_mean"].notna()].sort_values(DEPTH)
-        if rows.empty:
-            continue
-        x = rows[DEPTH].to_numpy(float) * 2 ** (0.03 * (i - len(colors) / 2))
-        y = rows[f"{q}_mean"].to_numpy(float)
-        ends = rows[[f"{q}_ci_low", f"{q}_ci_high"]].to_numpy(float).T
-        err = np.nan_to_num(np.abs(ends - y))
-        ax.errorbar(x, y, yerr=err, color=colors[v], marker="o", capsize=3, label=plain(v))
-        drawn.append((y, *ends))
-    _depth_axis(ax, depths)
+    drawn = _bars_vs_depth(ax, frame, q, colors)
+    _depth_axis(ax, frame)
     if log_y:
         ax.set_yscale("log")
     if drawn:
@@ -573,12 +556,9 @@ def quantity_vs_depth(frame: pd.DataFrame, q: str, ylabel: str, colors: dict[str
             ax.set_ylim(*limits)
             outside = np.sum((lows < limits[0]) | (highs > limits[1]))
             if outside:
-                fig.text(0.01, -0.03, f"{outside} interval(s) reach beyond the axis and are cut at its edge "
-                         f"(tables/propagation.csv has them)", fontsize="small", color="0.3")
-    ax.set_ylabel(ylabel)
-    ax.set_title(plain(title))
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(title="scheme", fontsize="small")
+                _caption(fig, -0.03, f"{outside} interval(s) reach beyond the axis and are cut at its edge "
+                         f"(tables/propagation.csv has them)")
+    _finish(ax, ylabel, title, which="both")
     return fig
 
 
@@ -610,6 +590,13 @@ def _heading(label: tuple, skeys: list[str], title: str) -> tuple[str, str, str]
     return name, slug(label, skeys), title + (f" ({name})" if name else "")
 
 
+def _in_section(frame: pd.DataFrame | None, skeys: list[str], label: tuple) -> pd.DataFrame | None:
+    """The rows of ``frame`` in the section ``label`` (all of them when nothing splits the sections)."""
+    if frame is None or not skeys:
+        return frame
+    return frame[[group_of(r, skeys) == label for r in frame.to_dict("records")]]
+
+
 def draw(analysis: Any) -> list[Path]:
     """Draw every figure that applies to an :class:`~suite.analysis.products.Analysis`; returns the files written."""
     a = analysis
@@ -629,45 +616,37 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
         return []
     colors = scheme_colors(variant_order(list(summary["variant"]), baseline))
     skeys = section_keys(keys)
+    rest = [k for k in keys if k != LR]  # the learning-rate figures: every rate of a section in one figure
+    rkeys = section_keys(rest)
+    rated = [r for r in runs if r["status"] != "error" and r.get(LR) is not None and r.get(DEPTH) is not None]
     written: list[Path] = []
     if lr is not None and not lr.empty:
-        rest = [k for k in keys if k != LR]
         curves = lr_curves(runs, keys)
-        fitted = depth_models or {}
         for label, part in sections(lr, rest):
-            _, suffix, head = _heading(label, section_keys(rest), title)
-            members = curves[[group_of(r, section_keys(rest)) == label
-                              for r in curves.to_dict("records")]] if section_keys(rest) else curves
+            _, suffix, head = _heading(label, rkeys, title)
+            members = _in_section(curves, rkeys, label)
             if members.empty:  # every run of this section ended in error
                 continue
             written += save(accuracy_vs_lr(members, colors, head), out, "accuracy_vs_lr", suffix)
             if DEPTH in rest and part[DEPTH].nunique() >= 2:  # a "vs depth" figure needs two depths
                 rates = sorted({float(v) for v in members[LR]})
-                model = fitted.get(tuple(label))
+                model = (depth_models or {}).get(tuple(label))
                 written += save(frontier_vs_depth(part, colors, head, rates, model), out, "frontier_vs_depth", suffix)
-                done = [r for r in runs if r["status"] != "error" and r.get(LR) is not None and r.get(DEPTH) is not None
-                        and group_of(r, section_keys(rest)) == label]
+                done = [r for r in rated if group_of(r, rkeys) == label]
                 written += save(phase_diagram(done, model, colors, head), out, "phase_diagram", suffix)
     if transfer is not None and not transfer.empty:
-        rest = [k for k in keys if k != LR]
         for label, part in sections(transfer, rest):
-            _, suffix, head = _heading(label, section_keys(rest), title)
-            members = [r for r in runs if r["status"] != "error" and r.get(LR) is not None and r.get(DEPTH) is not None
-                       and group_of(r, section_keys(rest)) == label]
+            _, suffix, head = _heading(label, rkeys, title)
+            members = [r for r in rated if group_of(r, rkeys) == label]
             rates = sorted({float(r[LR]) for r in members})
             if part[DEPTH].nunique() >= 2:
                 written += save(best_lr_vs_depth(part, colors, head, rates), out, "best_lr_vs_depth", suffix)
             written += save(val_vs_lr_by_depth(members, colors, head), out, "val_vs_lr_by_depth", suffix)
             for name, figure in (("attn_logit_vs_lr", attn_logit_vs_lr(members, colors, head)),
-                                 ("stream_rms_vs_lr", stream_rms_vs_lr(members, colors, head))):
+                                 ("stream_rms_vs_lr", stream_rms_vs_lr(members, colors, head)),
+                                 ("gamma_vs_lr", gamma_vs_lr(_in_section(gamma_settled, rkeys, label), colors, head))):
                 if figure is not None:
                     written += save(figure, out, name, suffix)
-            settled = gamma_settled
-            if settled is not None and section_keys(rest):
-                settled = settled[[group_of(r, section_keys(rest)) == label for r in settled.to_dict("records")]]
-            figure = gamma_vs_lr(settled, colors, head) if settled is not None else None
-            if figure is not None:
-                written += save(figure, out, "gamma_vs_lr", suffix)
     for label, part in sections(summary, keys):
         name, suffix, head = _heading(label, skeys, title)
         members = [r for r in runs if r["status"] != "error" and group_of(r, skeys) == label]
@@ -693,9 +672,7 @@ def time_to_learn(members: list[dict[str, Any]], colors: dict[str, Any], title: 
             steps, share = curves(runs)
             if steps.size:
                 ax.step(steps, 100 * share, where="post", color=color, label=plain(f"{v} ({len(runs)})"))
-        ax.set_title(f"depth {fmt_value(int(depth))}" if not math.isnan(depth) else "")
-        ax.set_xlabel("step")
-        ax.set_ylim(-2, 102)
+        ax.set(title=f"depth {fmt_value(int(depth))}" if not math.isnan(depth) else "", xlabel="step", ylim=(-2, 102))
     axes[0][0].set_ylabel("runs that have learned (%)")
     axes[0][-1].legend(fontsize=7, loc="lower right")
     return _titled(fig, title, "Kaplan-Meier: learned = first held-out evaluation above always guessing the largest "

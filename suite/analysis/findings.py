@@ -9,15 +9,17 @@ simultaneous 95% interval and a Bonferroni-adjusted p that agree with each other
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
+from statistics import mean, median
 
 import pandas as pd
 
 from suite.analysis import crossfit
-from suite.declared import RULES
+from suite.declared import RULES, same_value
 from suite.grouping import DEPTH, LR, sections, section_keys, sort_value, variant_order
-from suite.analysis.markup import fmt_rate, fmt_value
-from suite.results import recorded_ablation
+from suite.analysis.markup import fmt_rate, fmt_value, section_title
+from suite.results import recorded_ablation, score
 from suite.analysis.endpoints import Answer, endpoint
 from suite.analysis.products import FINDINGS, TABLES, Analysis, FindingsSection
 from suite.analysis.primary_text import paragraph, verdict_table
@@ -34,22 +36,46 @@ def _points(x: float) -> str:
     return f"{100 * x:+.1f}"
 
 
-def _adj(p: float, m: int) -> str:
-    """``adjusted p = 0.020 (x6)`` or ``no test``."""
-    if math.isnan(p):
+def _adj(row: pd.Series, p: str) -> str:
+    """``row``'s ``{p}_adj``: ``adjusted p = 0.020, Bonferroni x6`` or ``no test``."""
+    adj, m = row[f"{p}_adj"], row[f"{p}_m"]
+    if math.isnan(adj):
         return "no test"
-    return ("adjusted p < 0.001" if p < 0.001 else f"adjusted p = {p:.3f}") + f", Bonferroni x{int(m)}"
+    return ("adjusted p < 0.001" if adj < 0.001 else f"adjusted p = {adj:.3f}") + f", Bonferroni x{int(m)}"
 
 
-def _interval(low: float, high: float, m: int) -> str:
+def _interval(row: pd.Series, diff: str, p: str) -> str:
+    """``row``'s interval of ``diff`` (``{diff}_ci_low``, ``{diff}_ci_high``), simultaneous over ``{p}_m`` tests."""
+    low, high = row[f"{diff}_ci_low"], row[f"{diff}_ci_high"]
     if math.isnan(low):
         return "no interval"
-    level = "95% CI" if m <= 1 else "simultaneous 95% CI"
+    level = "95% CI" if row[f"{p}_m"] <= 1 else "simultaneous 95% CI"
     return f"{level} [{_points(low)}, {_points(high)}]"
 
 
 def _where(row: pd.Series) -> str:
     return f"depth {fmt_value(row[DEPTH])}" if DEPTH in row else "all runs"
+
+
+def _one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines included) one space."""
+    return " ".join(text.split())
+
+
+def _at(where: dict) -> str:
+    """A declared cell's keys and values: ``depth 12 lr 0.001``."""
+    return " ".join(f"{str(name).rsplit('.', 1)[-1]} {fmt_value(v)}" for name, v in where.items())
+
+
+def _versus(part: pd.DataFrame, keys: list[str], baseline: str):
+    """Each scheme of a section but the baseline, with its rows that have a baseline, each paired with the
+    baseline's row at the same depth."""
+    base = part[part["variant"] == baseline]
+    for variant in variant_order(list(part["variant"]), baseline):
+        if variant != baseline:
+            rows = part[(part["variant"] == variant) & part["has_baseline"]]
+            yield variant, [(row, (base[base[DEPTH] == row[DEPTH]] if DEPTH in keys else base).iloc[0])
+                            for _, row in rows.iterrows()]
 
 
 def score_line(row: pd.Series, base: pd.Series) -> str:
@@ -59,14 +85,13 @@ def score_line(row: pd.Series, base: pd.Series) -> str:
     test = row["acc_test"] + (f" on {row['acc_pairs']} seed pairs" if row["acc_pairs"] else "")
     clipped = ", clipped to what two scores can differ by" if row.get("acc_diff_ci_clipped") is True else ""
     few = "; fewer than 4 seeds per arm: an estimate, no verdict" if row.get("acc_verdict") == "too few seeds" else ""
-    interval = _interval(row['acc_diff_ci_low'], row['acc_diff_ci_high'], row['acc_p_m'])
     pairs, n_base = row.get("acc_pairs"), base.get("acc_n")
     subset = (f"; the difference is over the {int(pairs)} seeds both ran, the baseline's mean over its {int(n_base)}"
               if pairs and isinstance(n_base, (int, float)) and not pd.isna(n_base) and int(n_base) != int(pairs)
               else "")
     return (f"{_where(row)}: score {100 * row['acc_mean']:.1f}% vs {100 * base['acc_mean']:.1f}%, difference "
-            f"{_points(row['acc_diff'])} points ({interval}{clipped}; {test}, "
-            f"{_adj(row['acc_p_adj'], row['acc_p_m'])}{few}{subset})")
+            f"{_points(row['acc_diff'])} points ({_interval(row, 'acc_diff', 'acc_p')}{clipped}; {test}, "
+            f"{_adj(row, 'acc_p')}{few}{subset})")
 
 
 def rate_line(row: pd.Series, base: pd.Series) -> str:
@@ -74,7 +99,7 @@ def rate_line(row: pd.Series, base: pd.Series) -> str:
     reach = (f"; {row['n']} vs {base['n']} runs can reach p = {floor:.2f} at best, so no rate difference can "
              f"show here" if floor >= ALPHA else "")
     return (f"{_where(row)}: not ok {row['n_not_ok']}/{row['n']} vs {base['n_not_ok']}/{base['n']} "
-            f"(Fisher's exact test, {_adj(row['not_ok_p_adj'], row['not_ok_p_m'])}{reach})")
+            f"(Fisher's exact test, {_adj(row, 'not_ok_p')}{reach})")
 
 
 def _median(r: pd.Series) -> str:
@@ -89,8 +114,7 @@ def _median(r: pd.Series) -> str:
 
 def learn_line(row: pd.Series, base: pd.Series) -> str:
     """Time to learn against the baseline's: Kaplan-Meier medians and the log-rank test."""
-    return (f"{_where(row)}: median time to learn {_median(row)} vs {_median(base)} (log-rank "
-            f"{_adj(row['logrank_p_adj'], row['logrank_p_m'])})")
+    return f"{_where(row)}: median time to learn {_median(row)} vs {_median(base)} (log-rank {_adj(row, 'logrank_p')})"
 
 
 def _learn_pair(learn: pd.DataFrame | None, keys: list[str], row: pd.Series,
@@ -111,11 +135,11 @@ def trend_lines(row: pd.Series, baseline: str) -> list[str]:
         what = ("change of the difference from " + row["acc_interaction_kind"].replace("->", " to ")
                 if row["acc_interaction_kind"].startswith("depth") else "slope of the difference per doubling")
         out.append(f"depth interaction with {baseline} ({what}): {_points(row['acc_interaction'])} points "
-                   f"({_interval(row['acc_interaction_ci_low'], row['acc_interaction_ci_high'], row['acc_interaction_p_m'])}; "
-                   f"{row['acc_interaction_test']}, {_adj(row['acc_interaction_p_adj'], row['acc_interaction_p_m'])}{bound})")
+                   f"({_interval(row, 'acc_interaction', 'acc_interaction_p')}; {row['acc_interaction_test']}, "
+                   f"{_adj(row, 'acc_interaction_p')}{bound})")
     if not math.isnan(row["not_ok_slope_diff"]):
         out.append(f"not-ok log-odds per doubling, minus {baseline}'s: {row['not_ok_slope_diff']:+.2f} (binomial GLM "
-                   f"interaction, {_adj(row['not_ok_slope_diff_p_adj'], row['not_ok_slope_diff_p_m'])})")
+                   f"interaction, {_adj(row, 'not_ok_slope_diff_p')})")
     return out
 
 
@@ -145,12 +169,10 @@ def lr_lines(row: pd.Series, base: pd.Series, baseline: str) -> list[str]:
     if math.isnan(row["best_lr"]) or math.isnan(base["best_lr"]):
         out.append(f"{where}: best learning rate not compared (no runs to score on one side)")
     else:
-        test = "cross-fitted paired t" + (f" on {row['test_pairs']} seed pairs" if row["test_pairs"] else "")
-        test = test if row["test_pairs"] else "Welch t"
-        agree = ""
-        if not math.isnan(row["best_lr_agree"]) and not math.isnan(base["best_lr_agree"]):
-            agree = (f"; resampling the seeds, the same rate wins {100 * row['best_lr_agree']:.0f}% of the time "
-                     f"({baseline}'s: {100 * base['best_lr_agree']:.0f}%)")
+        test = f"cross-fitted paired t on {row['test_pairs']} seed pairs" if row["test_pairs"] else "Welch t"
+        agree = (f"; resampling the seeds, the same rate wins {100 * row['best_lr_agree']:.0f}% of the time "
+                 f"({baseline}'s: {100 * base['best_lr_agree']:.0f}%)"
+                 if not math.isnan(row["best_lr_agree"]) and not math.isnan(base["best_lr_agree"]) else "")
         xfit = ""
         if isinstance(row.get("test_xfit_lrs"), str) and not math.isnan(row.get("test_xfit_mean", math.nan)):
             xfit = (f"; cross-fitted (each half of the seeds at the rate the other half chose: "
@@ -159,9 +181,8 @@ def lr_lines(row: pd.Series, base: pd.Series, baseline: str) -> list[str]:
         if math.isnan(row["test_diff"]):  # cross-fitting needs seeds scored on both sides in each half
             diff = "difference not estimated (too few seeds scored on both sides to cross-fit)"
         else:
-            diff = (f"{_points(row['test_diff'])} points "
-                    f"({_interval(row['test_diff_ci_low'], row['test_diff_ci_high'], row['test_p_m'])}; {test}, "
-                    f"{_adj(row['test_p_adj'], row['test_p_m'])}{agree})")
+            diff = (f"{_points(row['test_diff'])} points ({_interval(row, 'test_diff', 'test_p')}; {test}, "
+                    f"{_adj(row, 'test_p')}{agree})")
         out.append(f"{where}: at its best learning rate ({fmt_value(row['best_lr'])}, selected on {on}) test "
                    f"{100 * row['test_mean']:.1f}% vs {100 * base['test_mean']:.1f}% at {baseline}'s "
                    f"({fmt_value(base['best_lr'])}){xfit}: {diff}")
@@ -171,10 +192,8 @@ def lr_lines(row: pd.Series, base: pd.Series, baseline: str) -> list[str]:
     elif row["sens_n"] and base["sens_n"]:
         out.append(f"{where}: LR sensitivity {100 * row['sens_mean']:.0f}% vs {100 * base['sens_mean']:.0f}% of the "
                    f"gain over chance lost at an untuned rate: {_points(row['sens_diff'])} points "
-                   f"({_interval(row['sens_diff_ci_low'], row['sens_diff_ci_high'], row['sens_p_m'])}; "
-                   f"{_adj(row['sens_p_adj'], row['sens_p_m'])})")
-    test = ("" if math.isnan(row["frontier_p"]) else
-            f"; curves differ: Wald test, {_adj(row['frontier_p_adj'], row['frontier_p_m'])}")
+                   f"({_interval(row, 'sens_diff', 'sens_p')}; {_adj(row, 'sens_p')})")
+    test = "" if math.isnan(row["frontier_p"]) else f"; curves differ: Wald test, {_adj(row, 'frontier_p')}"
     out.append(f"{where}: stability frontier (the rate where half of the runs end not ok, Firth logistic "
                f"regression, 95% CI) {_frontier(row)} vs {_frontier(base)}{test}")
     return out
@@ -188,14 +207,10 @@ def _lr_section(lr: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
              f"Tables: tables/lr.md.", ""]
     for label, part in sections(lr, rest):
         if skeys:
-            lines += [f"#### {', '.join(f'{k} = {fmt_value(v)}' for k, v in zip(skeys, label))}", ""]
-        base = part[part["variant"] == baseline]
-        for variant in variant_order(list(part["variant"]), baseline):
-            if variant == baseline:
-                continue
+            lines += [f"#### {section_title(label, skeys)}", ""]
+        for variant, pairs in _versus(part, rest, baseline):
             lines += [f"**{variant}** vs `{baseline}`:", ""]
-            for _, row in part[(part["variant"] == variant) & part["has_baseline"]].iterrows():
-                b = (base[base[DEPTH] == row[DEPTH]] if DEPTH in rest else base).iloc[0]
+            for row, b in pairs:
                 lines += [f"- {text}" for text in lr_lines(row, b, baseline)]
             lines.append("")
     return lines + ["### At each learning rate", ""]
@@ -210,8 +225,7 @@ def transfer_lines(rows: pd.DataFrame, baseline: str = "the baseline") -> list[s
     if not by_depth:
         return ["no depth has a seed scored at every rate"]
     out = [f"best rate {by_depth}"]
-    verdict = reading(rows)
-    if verdict:
+    if verdict := reading(rows):
         ci = "" if math.isnan(r0["slope_low"]) else f" [{r0['slope_low']:+.2f}, {r0['slope_high']:+.2f}]"
         out.append(f"slope of log(peak rate) on log(depth) {r0['slope']:+.2f}{ci}: {READINGS[verdict]}")
     if isinstance(r0.get("drift_vs_base"), str) and r0["drift_vs_base"]:
@@ -233,18 +247,18 @@ def transfer_lines(rows: pd.DataFrame, baseline: str = "the baseline") -> list[s
 
 
 def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
-    rest = [k for k in keys if k not in (LR, DEPTH)]
+    rest = [k for k in keys if k != LR]
     skeys = section_keys(rest)
-    lines = ["## Learning-rate transfer across depth", "",
+    intro = ["## Learning-rate transfer across depth", "",
              "Does the rate tuned at the shallowest depth stay best when the network is deeper? Best rates chosen on "
              "validation, regret on test, each with a 95% percentile-bootstrap interval over seeds (descriptions: with "
              "few seeds they under-cover); the slope of the peak rate on depth with a 95% jackknife interval over "
              "seeds, read only from 4 seeds (docs/statistics.md gives its simulated error rates). Tables: "
              "tables/transfer.md; figures: best_lr_vs_depth, val_vs_lr_by_depth.", ""]
-    verdicts: dict[str, list[str]] = {}
-    for label, part in sections(tr, [k for k in keys if k != LR]):
+    lines, verdicts = [], {}
+    for label, part in sections(tr, rest):
         if skeys:
-            lines += [f"### {', '.join(f'{k} = {fmt_value(v)}' for k, v in zip(skeys, label))}", ""]
+            lines += [f"### {section_title(label, skeys)}", ""]
         for variant in variant_order(list(part["variant"]), baseline):
             rows = part[part["variant"] == variant]
             lines += [f"**{variant}**:", ""] + [f"- {t}" for t in transfer_lines(rows, baseline)] + [""]
@@ -259,7 +273,7 @@ def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[
             "too few seeds": "No verdict, fewer than 4 seeds at some depth",
             "grid too coarse": "No transfer verdict, the grid of rates too coarse for the margin"}
     summary = " ".join(f"{text}: {', '.join(verdicts[key])}." for key, text in said.items() if verdicts.get(key))
-    return lines[:4] + ([summary, ""] if summary else []) + lines[4:]
+    return intro + ([summary, ""] if summary else []) + lines
 
 
 def findings(analysis: Analysis, tables: list[Path] | tuple = ()) -> str:
@@ -278,7 +292,7 @@ def superseded_lines(root: Path) -> list[str]:
         return []
     if not isinstance(text, str) or not text.strip():
         return []
-    said = " ".join(text.split())[:500].replace("|", "\\|").replace("<", "&lt;")
+    said = _one_line(text)[:500].replace("|", "\\|").replace("<", "&lt;")
     return [f"> **Superseded** by {said}. What follows is kept as it was analysed; read the study that replaces "
             f"it for the answer.", ""]
 
@@ -299,20 +313,20 @@ def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:
     lines (none for a part with nothing to say)."""
     if analysis.propagation:  # signal-propagation runs: tables and figures only, nothing to compare in words
         return []
-    frames = analysis.frames
+    frames, keys, baseline = analysis.frames, analysis.keys, analysis.baseline
     out = [(FINDINGS["answer"], answer_block(analysis))]
-    if frames.get("stability") is not None and not frames["stability"].empty:
-        out.append((FINDINGS["depth"], depth_lines(frames["stability"], analysis.keys, analysis.baseline)))
-    out.append((FINDINGS["causes"], cause_lines(analysis.runs, analysis.keys)))
-    out.append((FINDINGS["separation"], separation_lines(frames.get("diagnostics"))))
-    out.append((FINDINGS["sensitivity"], sensitivity_lines(frames.get("sensitivity"))))
-    transfer = frames.get("transfer")
-    if transfer is not None and not transfer.empty:
-        out.append((FINDINGS["transfer"], _transfer_section(transfer, analysis.keys, analysis.baseline)))
-    out.append((FINDINGS["exploratory"], _exploratory(analysis.summary, analysis.keys, analysis.baseline,
-                                                      frames.get("trends"), frames.get("aggregate"), frames.get("lr"),
-                                                      frames.get("learn"))))
-    return out
+    if _present(frames.get("stability")):
+        out.append((FINDINGS["depth"], depth_lines(frames["stability"], keys, baseline)))
+    out += [(FINDINGS["causes"], cause_lines(analysis.runs, keys)),
+            (FINDINGS["separation"], separation_lines(frames.get("diagnostics"))),
+            (FINDINGS["sensitivity"], sensitivity_lines(frames.get("sensitivity")))]
+    if _present(frames.get("transfer")):
+        out.append((FINDINGS["transfer"], _transfer_section(frames["transfer"], keys, baseline)))
+    return out + [(FINDINGS["exploratory"], _exploratory(analysis.summary, keys, baseline, frames))]
+
+
+def _present(frame: pd.DataFrame | None) -> bool:
+    return frame is not None and not frame.empty
 
 
 def answer_block(analysis: Analysis) -> list[str]:
@@ -320,8 +334,7 @@ def answer_block(analysis: Analysis) -> list[str]:
     answer = superseded_lines(analysis.root) + answer_lines(analysis.answer, analysis.runs)
     if analysis.answer is None:
         return answer
-    rates = tuned_rates_line(analysis.root)
-    if rates:
+    if rates := tuned_rates_line(analysis.root):
         line = regime(analysis.runs)
         at = answer.index(line) + 2 if line in answer else 0
         answer[at:at] = [rates, ""]
@@ -338,8 +351,6 @@ def _declared_cells(a: Answer) -> list[tuple[str, dict]]:
 
 
 def _in_cell(run: dict, variant: str, where: dict) -> bool:
-    from suite.declared import same_value
-
     return run.get("variant") == variant and all(same_value(run.get(k), v) for k, v in where.items())
 
 
@@ -360,8 +371,7 @@ def declared_cells_line(answers: list[Answer], runs: list[dict]) -> str:
                 continue
             k = sum(r.get("status") in ("failed", "diverged") for r in inside)
             upper = 1.0 if k == len(inside) else float(beta.ppf(0.975, k + 1, len(inside) - k))
-            at = " ".join(f"{str(name).rsplit('.', 1)[-1]} {fmt_value(v)}" for name, v in where.items())
-            cells.append(f"{' '.join(variant.split())} {at}: {k}/{len(inside)} (95% upper bound {100 * upper:.0f}%)")
+            cells.append(f"{_one_line(variant)} {_at(where)}: {k}/{len(inside)} (95% upper bound {100 * upper:.0f}%)")
     if not cells:
         return ""
     return ("*Failures in the declared cells* (runs diverged or failed, of those run; a paired t scores them at "
@@ -387,15 +397,13 @@ def inits_line(answers: list[Answer], runs: list[dict]) -> str:
         if not RULES[a.primary.endpoint].versus:
             continue
         for variant in (a.primary.scheme, a.primary.baseline):
-            where_list = [w for v, w in _declared_cells(a) if v == variant]
             starts = []
-            for where in where_list:
+            for where in [w for v, w in _declared_cells(a) if v == variant]:
                 found = sorted({s for r in runs if _in_cell(r, variant, where) and (s := start(r)) is not None})
                 if found:
-                    at = " ".join(f"{str(name).rsplit('.', 1)[-1]} {fmt_value(v)}" for name, v in where.items())
-                    starts.append((at, "/".join(found)))
+                    starts.append((_at(where), "/".join(found)))
             if len({s for _, s in starts}) > 1:
-                parts.append(f"{' '.join(variant.split())}'s γ starts at "
+                parts.append(f"{_one_line(variant)}'s γ starts at "
                              + " and ".join(f"{s} at {at}" for at, s in starts))
     if not parts:
         return ""
@@ -416,18 +424,13 @@ def answer_lines(answer: Answer | list[Answer] | None, runs: list[dict] | None =
 def regime(runs: list[dict]) -> str:
     """One line on where the answer holds: data, run length, device, and how far from convergence the best cell
     ended (short CPU runs' accuracies are not the schemes' final ones)."""
-    from statistics import mean
-
-    from suite.results import score
-
     def values(key: str) -> str:
         found = sorted({str(fmt_value(r.get(key))) for r in runs if r.get(key) is not None})
         return ", ".join(found) if found else "?"
 
     cells: dict[tuple, list[float]] = {}
     for r in runs:
-        x = score(r)
-        if x is not None:
+        if (x := score(r)) is not None:
             cells.setdefault((r.get("variant"), r.get(DEPTH), r.get(LR)), []).append(x)
     best = max((mean(xs) for xs in cells.values()), default=math.nan)
     reach = f"; the best cell's mean test accuracy is {100 * best:.1f}%" if math.isfinite(best) else ""
@@ -445,8 +448,6 @@ def regime(runs: list[dict]) -> str:
 
 def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
     """``## Stability across depth``: per scheme, its frontier's ends and slope, and where its runs first broke."""
-    from suite.analysis.markup import section_title
-
     fkeys = [k for k in keys if k != LR]
     lines = ["## Stability across depth", "",
              "Where each scheme's runs stop being ok as the network deepens: its LR50 (the rate where half of the "
@@ -475,13 +476,12 @@ def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str
                      + (f", stream RMS {r['first_stream_rms']:.3g}" if pd.notna(r.get("first_stream_rms")) else "")
                      + (f", logit {r['first_attn_logit']:.3g}" if pd.notna(r["first_attn_logit"]) else "") + ")"
                      for _, r in rows.iterrows() if pd.notna(r["first_not_ok_lr"])]
-            measured = [f"{fmt_value(r[DEPTH])} " + (fmt_rate(r["lr50_measured"]) if pd.notna(r["lr50_measured"]) else
-                                                     {"below": "below its rates", "above": "above its rates"}.get(
-                                                         r["lr50_measured_censored"], "-"))
+            censored = {"below": "below its rates", "above": "above its rates"}
+            measured = [f"{fmt_value(r[DEPTH])} " + (fmt_rate(r["lr50_measured"]) if pd.notna(r["lr50_measured"])
+                                                     else censored.get(r["lr50_measured_censored"], "-"))
                         for _, r in rows.iterrows()] if "lr50_measured" in rows else []
-            lines.append(f"- **{v}**: {head}. " + (f"Measured LR50 (its runs, no model), by depth: {'; '.join(measured)}. "
-                                                   if measured else "")
-                         + f"First not ok, by depth: {'; '.join(broke) or 'never'}.")
+            said = f"Measured LR50 (its runs, no model), by depth: {'; '.join(measured)}. " if measured else ""
+            lines.append(f"- **{v}**: {head}. {said}First not ok, by depth: {'; '.join(broke) or 'never'}.")
         lines.append("")
     return lines
 
@@ -504,8 +504,6 @@ def cause(run: dict) -> str:
 
 def cause_lines(runs: list[dict], keys: list[str]) -> list[str]:
     """``## Why runs were not ok``: per cell, the not-ok runs by cause and their median peaks; none when all were ok."""
-    from statistics import median
-
     cells: dict[tuple, list[dict]] = {}
     for r in runs:
         if r["status"] in ("failed", "diverged"):
@@ -520,15 +518,13 @@ def cause_lines(runs: list[dict], keys: list[str]) -> list[str]:
              "largest attention logit (median) |",
              "|" + ":--|" * (len(keys) + 3)]
     for cell in sorted(cells, key=lambda c: [sort_value(v) for v in c]):
-        counted: dict[str, int] = {}
-        for r in cells[cell]:
-            counted[cause(r)] = counted.get(cause(r), 0) + 1
+        counted = Counter(cause(r) for r in cells[cell])
         said = []
         for key in ("stream_rms_peak", "attn_logit_peak"):
             peaks = [float(r[key]) for r in cells[cell] if isinstance(r.get(key), (int, float))
                      and not isinstance(r.get(key), bool)]
             said.append(f"{median(peaks):.3g}" if peaks else "not recorded")
-        values = " | ".join(" ".join(str(fmt_value(v)).split()).replace("|", "\\|") for v in cell)
+        values = " | ".join(_one_line(fmt_value(v)).replace("|", "\\|") for v in cell)
         lines.append(f"| {values} | {', '.join(f'{n} {c}' for c, n in sorted(counted.items()))} | "
                      f"{' | '.join(said)} |")
     return lines + [""]
@@ -545,11 +541,11 @@ def tuned_rates_line(root) -> str:
         return ""
     cells, by_arm = [], {}
     for e in rates:
-        where = " ".join(f"{' '.join(str(k).split()).rsplit('.', 1)[-1]} {' '.join(str(fmt_value(v)).split())}"
+        where = " ".join(f"{_one_line(str(k)).rsplit('.', 1)[-1]} {_one_line(fmt_value(v))}"
                          for k, v in e.items() if k not in ("variant", LR, "tuning_seeds", "val_score", "at_edge"))
-        edge = f" ({' '.join(str(e['at_edge']).split())} tried)" if e.get("at_edge") else ""
-        variant = " ".join(str(e.get("variant")).split())
-        cells.append(f"{variant} {where}: {' '.join(str(fmt_value(e.get(LR))).split())}{edge}")
+        edge = f" ({_one_line(str(e['at_edge']))} tried)" if e.get("at_edge") else ""
+        variant = _one_line(str(e.get("variant")))
+        cells.append(f"{variant} {where}: {_one_line(fmt_value(e.get(LR)))}{edge}")
         if isinstance(e.get(DEPTH), (int, float)) and isinstance(e.get(LR), (int, float)) and e[LR] > 0:
             by_arm.setdefault(variant, {})[e[DEPTH]] = float(e[LR])
     moves = []
@@ -562,17 +558,17 @@ def tuned_rates_line(root) -> str:
             moves.append(f"{variant}'s {how} from depth {fmt_value(low)} to {fmt_value(high)}")
     moved = f" How each arm's rate moves with depth: {'; '.join(moves)}." if moves else ""
     seeds = sorted({s for e in rates for s in e.get("tuning_seeds") or [] if isinstance(s, int)})
-    if not data.get("rates_from"):
+    source = data.get("rates_from")
+    if not source:
         return (f"*Rates*: each arm at the rate the ablation file registered before its runs (`rates:`): "
                 f"{'; '.join(cells)}.{moved}")
-    source = data.get("rates_from")
-    return (f"*Rates*: each arm at its rate chosen on validation in {' '.join(str(source).split())}"
+    return (f"*Rates*: each arm at its rate chosen on validation in {_one_line(str(source))}"
             f"{' (tuning seeds ' + ', '.join(map(str, seeds)) + ')' if seeds else ''}, so no rate is scored on "
             f"the seeds that chose it: {'; '.join(cells)}.{moved}")
 
 
-def _exploratory(summary: pd.DataFrame, keys: list[str], baseline: str, trends: pd.DataFrame | None,
-                 aggregate: pd.DataFrame | None, lr: pd.DataFrame | None, learn: pd.DataFrame | None) -> list[str]:
+def _exploratory(summary: pd.DataFrame, keys: list[str], baseline: str, frames: dict) -> list[str]:
+    trends, aggregate, lr, learn = (frames.get(k) for k in ("trends", "aggregate", "lr", "learn"))
     lines = ["## Exploratory comparisons", "",
              f"Every scheme against `{baseline}`. Scores: an ok run at its accuracy, a diverged or failed run at "
              f"chance; error runs left out. Each difference comes with a simultaneous 95% interval and a p-value, "
@@ -584,30 +580,24 @@ def _exploratory(summary: pd.DataFrame, keys: list[str], baseline: str, trends: 
         lines += [f"Time to learn: {first_eval_line(uninformative(learn))} (evaluate more often, `train.eval_every`, "
                   f"to separate them).", ""]
         learn = None
-    if lr is not None and not lr.empty:
+    has_lr = _present(lr)
+    if has_lr:
         lines += _lr_section(lr, keys, baseline)
     skeys = section_keys(keys)
     for label, part in sections(summary, keys):
         if not (part["has_baseline"] & ~part["is_baseline"]).any():
             continue  # nothing to compare in this section (e.g. a rate only the baseline ran at)
         if skeys:
-            level = "####" if lr is not None and not lr.empty else "###"
-            lines += [f"{level} {', '.join(f'{k} = {fmt_value(v)}' for k, v in zip(skeys, label))}", ""]
-        base = part[part["variant"] == baseline]
-        for variant in variant_order(list(part["variant"]), baseline):
-            if variant == baseline:
-                continue
-            rows = part[(part["variant"] == variant) & part["has_baseline"]]
+            lines += [f"{'####' if has_lr else '###'} {section_title(label, skeys)}", ""]
+        for variant, pairs in _versus(part, keys, baseline):
             lines += [f"**{variant}** vs `{baseline}`:", ""]
-            learned = {i: _learn_pair(learn, keys, row, baseline) for i, row in rows.iterrows()}
-            found = [pair for pair in learned.values() if pair is not None]
+            learned = [_learn_pair(learn, keys, row, baseline) for row, _ in pairs]
+            found = [pair for pair in learned if pair is not None]
             same = uninformative(pd.DataFrame([r for pair in found for r in pair])) if found else math.nan
-            for i, row in rows.iterrows():
-                b = (base[base[DEPTH] == row[DEPTH]] if DEPTH in keys else base).iloc[0]
-                lines.append(f"- {score_line(row, b)}")
-                lines.append(f"- {rate_line(row, b)}")
-                if learned[i] is not None and math.isnan(same):
-                    lines.append(f"- {learn_line(*learned[i])}")
+            for (row, b), pair in zip(pairs, learned):
+                lines += [f"- {score_line(row, b)}", f"- {rate_line(row, b)}"]
+                if pair is not None and math.isnan(same):
+                    lines.append(f"- {learn_line(*pair)}")
             if not math.isnan(same):
                 lines.append(f"- time to learn: {first_eval_line(same)}")
             for frame, render in ((trends, trend_lines), (aggregate, lambda r, b: [aggregate_line(r, b)])):

@@ -42,6 +42,11 @@ def write_text(text: str, path: Path) -> Path:
     return path
 
 
+TEX_ESCAPES = str.maketrans({"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                             "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                             "<": r"$<$", ">": r"$>$"})
+
+
 @dataclass(frozen=True)
 class Markup:
     """The few bits of syntax that differ between Markdown and LaTeX cells."""
@@ -57,12 +62,7 @@ class Markup:
     def esc(self, text: str) -> str:
         if self.name == "md":
             return text.replace("\\", "\\\\").replace("|", "\\|")
-        out = []
-        for ch in text:
-            out.append({"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                        "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                        "^": r"\textasciicircum{}", "<": r"$<$", ">": r"$>$"}.get(ch, ch))
-        return "".join(out)
+        return text.translate(TEX_ESCAPES)
 
     def bold(self, text: str) -> str:
         return f"**{text}**" if self.name == "md" else rf"\textbf{{{text}}}"
@@ -96,9 +96,7 @@ class Table:
 
 def fmt_value(v: object) -> str:
     """A key value as text: floats in %g (0.001, 1e-05), others as str."""
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def fmt_rate(x: float) -> str:
@@ -138,39 +136,20 @@ def render_md(table: Table) -> str:
 
 def render_tex(table: Table) -> str:
     cols = "l" + "c" * len(table.columns)
-    lines = [
-        r"\begin{table}[htbp]",
-        r"\centering",
-        rf"\caption{{{table.caption}}}",
-        rf"\label{{{table.label}}}",
-        r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
-        rf"\begin{{tabular}}{{{cols}}}",
-        r"\toprule",
-        f"{table.corner} & " + " & ".join(table.columns) + r" \\",
-        r"\midrule",
-        *[f"{label} & " + " & ".join(cells) + r" \\" for label, cells in table.rows],
-        r"\bottomrule",
-        r"\end{tabular}}",
-        r"\par\smallskip",
-        r"\parbox{\linewidth}{\footnotesize " + r" \par ".join(table.notes) + "}",
-        r"\end{table}",
-        "",
-    ]
-    return "\n".join(lines)
+    head = f"{table.corner} & " + " & ".join(table.columns) + r" \\"
+    body = [f"{label} & " + " & ".join(cells) + r" \\" for label, cells in table.rows]
+    return "\n".join([
+        r"\begin{table}[htbp]", r"\centering", rf"\caption{{{table.caption}}}", rf"\label{{{table.label}}}",
+        r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%", rf"\begin{{tabular}}{{{cols}}}",
+        r"\toprule", head, r"\midrule", *body, r"\bottomrule", r"\end{tabular}}", r"\par\smallskip",
+        r"\parbox{\linewidth}{\footnotesize " + r" \par ".join(table.notes) + "}", r"\end{table}", "",
+    ])
 
 
 def standalone_latex(fragment: str) -> str:
     """Wrap a fragment from :func:`document` into a document that ``pdflatex`` compiles."""
-    return "\n".join([
-        r"\documentclass{article}",
-        r"\usepackage[T1]{fontenc}",
-        r"\usepackage{booktabs}",
-        r"\usepackage{graphicx}",
-        r"\begin{document}",
-        fragment,
-        r"\end{document}",
-        "",
-    ])
+    return "\n".join([r"\documentclass{article}", r"\usepackage[T1]{fontenc}", r"\usepackage{booktabs}",
+                      r"\usepackage{graphicx}", r"\begin{document}", fragment, r"\end{document}", ""])
 
 
 # HTML for the report. Results folders travel, so every string read from one is untrusted: the Markdown converter

@@ -13,20 +13,23 @@ from __future__ import annotations
 import base64
 import math
 import os
+import re
 import stat
+from io import StringIO
 from pathlib import Path
 from typing import Any, Callable
+from warnings import catch_warnings
 
 import jinja2
 import pandas as pd
 import yaml
 from markupsafe import Markup
 
-from suite import files, store
+from suite import __version__, files, store
 from suite.analysis import markup, products
 from suite.analysis.stats import welch_p
 from suite.config import flatten
-from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, recorded_ablation
+from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, recorded_ablation, runs_from_csv
 
 REPORT = "report.html"
 COMPARE = "compare.html"  # --compare writes here: report.html stays the folder's own page
@@ -74,14 +77,9 @@ def _untitled(lines: list[str]) -> list[str]:
 
 def _runs(root: Path) -> list[dict[str, Any]]:
     """The runs of ``root``'s ``runs.csv``; a damaged row is left out silently (``suite analyze`` reports it)."""
-    import warnings
-
-    from suite.results import runs_from_csv
-
     if not (root / "runs.csv").is_file():  # not analysed: no figures, no table files to link
         raise AnalysisError(f"{root / 'runs.csv'}: missing; run `suite analyze {root}` first, then `suite report`")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", AnalysisWarning)
+    with catch_warnings(action="ignore", category=AnalysisWarning):
         return runs_from_csv(root / "runs.csv")
 
 
@@ -124,29 +122,22 @@ def _depth(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= store.MAX_DEPTH
 
 
-def _read(path: Path, max_bytes: int = files.MAX_READ_BYTES) -> str:
-    try:
-        return files.read_text(path, max_bytes, links=False)
-    except FileNotFoundError:
-        raise AnalysisError(f"{path}: missing; run `suite analyze {path.parent}` first, then `suite report`") from None
-
-
 def _runs_csv(root: Path) -> pd.DataFrame:
     if not root.is_dir():
         raise AnalysisError(f"{root}: no such folder; pass a results folder, e.g. results/default")
-    text = _read(root / "runs.csv", RUNS_CSV_BYTES)
-    from io import StringIO
-
+    path = root / "runs.csv"
+    try:
+        text = files.read_text(path, RUNS_CSV_BYTES, links=False)
+    except FileNotFoundError:
+        raise AnalysisError(f"{path}: missing; run `suite analyze {root}` first, then `suite report`") from None
     try:
         frame = pd.read_csv(StringIO(text))
     except (ValueError, pd.errors.ParserError) as err:
-        raise AnalysisError(f"{root / 'runs.csv'}: cannot be read ({err}); run `suite analyze {root}` again") from None
+        raise AnalysisError(f"{path}: cannot be read ({err}); run `suite analyze {root}` again") from None
     missing = {"run_id", "variant", "status", "run_dir"} - set(frame.columns)
     if missing or frame.empty:
-        raise AnalysisError(f"{root / 'runs.csv'}: no runs or no {', '.join(sorted(missing))} column; "
+        raise AnalysisError(f"{path}: no runs or no {', '.join(sorted(missing))} column; "
                             f"run `suite analyze {root}` again")
-    if "ablation" not in frame.columns:
-        frame["ablation"] = None
     return frame
 
 
@@ -242,8 +233,6 @@ def _figures(root: Path, drawn: dict[str, dict[str, str]], warn: Callable[[str],
 
 def _natural(text: str) -> list[tuple[int, float, str]]:
     """A sort key that reads the numbers in ``text`` as numbers."""
-    import re
-
     parts = re.split(r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)", text)
     return [(0, float(p), "") if i % 2 else (1, 0.0, p) for i, p in enumerate(parts) if p]
 
@@ -279,8 +268,6 @@ def _tables(root: Path, written: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _provenance(root: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    from suite import __version__
-
     counts = {s: sum(r["status"] == s for r in runs) for s in store.STATUSES}
     statuses = ", ".join(f"{counts[s]} {s}" for s in store.STATUSES)
     commits = sorted({str(c)[:12] + (" (dirty)" if "dirty" in str(c) else "")
@@ -310,12 +297,14 @@ def _run_list(root: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
         rel = str(r.get("run_dir") or "").rstrip("/")
         inside = rel != "" and markup.link(f"{rel}/metrics.jsonl", anchor=False) is not None  # a path inside the folder
         folder = root / rel
+        href = {name: markup.link(f"{rel}/{name}", anchor=False) if inside and (folder / name).is_file() else None
+                for name in ("config.yaml", "metrics.jsonl")}
         acc, steps = r.get("test_acc"), r.get("steps_done")
         rows.append({
             "id": str(r.get("run_id")),
-            "href": markup.link(f"{rel}/config.yaml", anchor=False) if inside and (folder / "config.yaml").is_file() else None,
+            "href": href["config.yaml"],
             "curve": _sparkline(folder) if inside else "",
-            "curve_href": markup.link(f"{rel}/metrics.jsonl", anchor=False) if inside and (folder / "metrics.jsonl").is_file() else None,
+            "curve_href": href["metrics.jsonl"],
             "cells": [str(r["variant"]), *(markup.fmt_value(r.get(k)) for k in config_keys), str(r.get("seed"))],
             "status": str(r["status"]),
             "tail": ["" if markup.missing(acc) else f"{100 * float(acc):.1f}%",
@@ -384,12 +373,9 @@ def _sparkline(folder: Path) -> str:
 def _compare(root: Path, other: Path, warn: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
     """What changed in the ablation file, and which cells of the summary table moved."""
     _runs_csv(other)  # the same checks: an analysed folder
-    warnings = []
     mine, theirs = _ablation(root), _ablation(other)
-    for folder, found in ((root, mine), (other, theirs)):
-        if found is None:
-            warnings.append(f"{folder}/ablation.yaml cannot be read (missing, damaged or too large): its keys are "
-                            f"not compared")
+    warnings = [f"{folder}/ablation.yaml cannot be read (missing, damaged or too large): its keys are not compared"
+                for folder, found in ((root, mine), (other, theirs)) if found is None]
     readable = mine is not None and theirs is not None
     mine, theirs = mine or {}, theirs or {}
     changed = [(k, _short(theirs.get(k, "(absent)")), _short(mine.get(k, "(absent)")))
@@ -421,10 +407,7 @@ def _cell_keys(summary: pd.DataFrame) -> list[str]:
 
 def _ablation(root: Path) -> dict[str, Any] | None:
     """The folder's ablation.yaml flattened (its description aside); None when it cannot be read."""
-    try:
-        raw = recorded_ablation(root)
-    except ValueError:
-        return None
+    raw = _ablation_file(root)
     return {k: v for k, v in flatten(raw).items() if k != "description"} if raw else None
 
 
@@ -434,8 +417,6 @@ NUMBERS = ("acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high")  # the s
 def _summary(root: Path) -> pd.DataFrame:
     """``tables/summary.csv`` (empty when there is none or it is not a table). Raises AnalysisError naming the file,
     column and line where a cell a comparison reads holds no finite number."""
-    from io import StringIO
-
     path = root / "tables" / "summary.csv"
     try:
         frame = pd.read_csv(StringIO(files.read_text(path, links=False)), dtype={"variant": str})
@@ -455,11 +436,11 @@ def _summary(root: Path) -> pd.DataFrame:
 def moved_cells(mine: pd.DataFrame, theirs: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     """One row per cell of either summary table: both means, their difference, Welch's p and ``change``: ``moved``
     (p < ``alpha``, unadjusted: a screen), ``not significant`` (not "the same"), or ``new`` / ``gone``."""
-    need = {"is_baseline", "acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high"}
+    need = {"is_baseline", *NUMBERS}
     if mine.empty or theirs.empty or not need <= set(mine.columns) or not need <= set(theirs.columns):
         return pd.DataFrame()
     keys = [c for c in _cell_keys(mine) if c in theirs.columns]
-    cols = keys + ["acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high"]
+    cols = keys + list(NUMBERS)
     merged = mine[cols].merge(theirs[cols], on=keys, how="outer", suffixes=("", "_other"), indicator=True)
     merged["diff"] = merged["acc_mean"] - merged["acc_mean_other"]
     merged["p"] = [_welch(r) for _, r in merged.iterrows()]

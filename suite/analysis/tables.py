@@ -24,31 +24,34 @@ ALPHA = 0.05  # marks: Bonferroni-adjusted p below this (the simultaneous interv
 
 def _grid(part: pd.DataFrame, keys: list[str], baseline: str, m: Markup, cell, best_of=None):
     """Pivot one section: rows = variants, columns = depths; ``cell(row, best)`` makes a cell."""
-    has_depth = DEPTH in keys
-    depths = sorted(set(part[DEPTH]), key=sort_value) if has_depth else [None]
-    columns = [f"depth {fmt_value(d)}" if has_depth else "all runs" for d in depths]
+    depths = sorted(set(part[DEPTH]), key=sort_value) if DEPTH in keys else []
+    columns = [f"depth {fmt_value(d)}" for d in depths] or ["all runs"]
+    cols = [part[part[DEPTH] == d] for d in depths] or [part]
+    bests = [best_of(col) if best_of else None for col in cols]
     rows = []
     for v in variant_order(list(part["variant"]), baseline):
         cells = []
-        for d in depths:
-            sel = part[(part["variant"] == v) & ((part[DEPTH] == d) if has_depth else True)]
-            col = part[(part[DEPTH] == d)] if has_depth else part
-            best = best_of(col) if best_of else None
+        for col, best in zip(cols, bests):
+            sel = col[col["variant"] == v]
             cells.append(cell(sel.iloc[0], best) if len(sel) else m.esc("not run"))
-        label = m.esc(str(v)) + (" (baseline)" if v == baseline else "")
-        rows.append((label, cells))
+        rows.append((_label(m, v, baseline), cells))
     return m.esc("scheme"), [m.esc(c) for c in columns], rows
 
 
-def _best(values: list[str], higher: bool) -> str | None:
-    """The best displayed value of a column (ties by displayed text); None if nothing stands out."""
-    if len(set(values)) < 2:
-        return None
-    return max(values, key=float) if higher else min(values, key=float)
+def _label(m: Markup, variant: str, baseline: str) -> str:
+    return m.esc(str(variant)) + (" (baseline)" if variant == baseline else "")
 
 
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}"
+
+
+def _best(values: pd.Series, higher: bool, fmt=_pct) -> str | None:
+    """The best of a column's values as ``fmt`` displays them (ties by displayed text); None if nothing stands out."""
+    shown = [fmt(x) for x in values if not missing(x)]
+    if len(set(shown)) < 2:
+        return None
+    return max(shown, key=float) if higher else min(shown, key=float)
 
 
 def _ci(m: Markup, low: float, high: float, scale: float = 100.0, spec: str = ".1f") -> str:
@@ -57,26 +60,30 @@ def _ci(m: Markup, low: float, high: float, scale: float = 100.0, spec: str = ".
     return f"[{format(scale * low, spec)}, {format(scale * high, spec)}]"
 
 
+def _estimate(m: Markup, r: pd.Series, q: str, scale: float = 100.0, spec: str = ".1f") -> str:
+    """``r[q]`` and its interval (``{q}_ci_low``, ``{q}_ci_high``), scaled and formatted alike."""
+    return f"{format(scale * r[q], spec)} {_ci(m, r[f'{q}_ci_low'], r[f'{q}_ci_high'], scale, spec)}"
+
+
+def _mean_ci(m: Markup, r: pd.Series, q: str, best: str | None, unit: str = "run") -> str:
+    """``{q}_mean`` in % (bold when ``best``) and its interval, or why it has none."""
+    text = _pct(r[f"{q}_mean"])
+    text = m.bold(text) if text == best else text
+    return text + " " + (m.esc(f"[no interval: 1 {unit}]") if r[f"{q}_n"] == 1
+                         else _ci(m, r[f"{q}_ci_low"], r[f"{q}_ci_high"]))
+
+
 def accuracy_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
     """Rows = scheme, columns = depth, cells = the score (%) [95% mixture interval] and not ok k/n."""
 
-    def best_of(col: pd.DataFrame) -> str | None:
-        return _best([_pct(a) for a in col["acc_mean"] if not missing(a)], higher=True)
-
     def cell(r: pd.Series, best: str | None) -> str:
-        if r["acc_n"] == 0 or missing(r["acc_mean"]):
-            acc = m.dash
-        else:
-            acc = _pct(r["acc_mean"])
-            acc = m.bold(acc) if acc == best else acc
-            acc += " " + (m.esc("[no interval: 1 run]") if r["acc_n"] == 1 else _ci(m, r["acc_ci_low"], r["acc_ci_high"]))
-            acc += m.dagger if r.get("acc_verdict") in ("higher", "lower") else ""
+        acc = (m.dash if r["acc_n"] == 0 or missing(r["acc_mean"])
+               else _mean_ci(m, r, "acc", best) + (m.dagger if r.get("acc_verdict") in ("higher", "lower") else ""))
         counts = f"not ok {r['n_not_ok']}/{r['n']}" + (m.ddagger if r["not_ok_p_adj"] < ALPHA else "")
         counts += f"{m.sep}err {r['n_error']}" if r["n_error"] else ""
         return m.lines([acc, counts])
 
     def notes(part: pd.DataFrame) -> list[str]:
-        b = m.code(baseline)
         return [
             f"Cell: the score, the mean test score ({m.esc('%')}) of every run that did not error: an "
             f"{m.code('ok')} run at its test accuracy, a {m.code('diverged')} or {m.code('failed')} run at chance "
@@ -85,7 +92,7 @@ def accuracy_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: Ma
             f"that diverged or failed among the n that did not error; err k: runs that raised an error, left out. "
             f"tables/summary.csv also has the survivors-only accuracy (ok_acc_*) and the diverged and failed "
             f"rates separately.",
-            f"{m.dagger} accuracy differs from {b} in the same column: paired t-test on seed-matched "
+            f"{m.dagger} accuracy differs from {m.code(baseline)} in the same column: paired t-test on seed-matched "
             f"differences (Welch's t-test where the seeds do not match; below 4 seed pairs with the section's pooled "
             f"SD, and no mark: too few seeds for a verdict); {m.ddagger} not-ok rate differs "
             f"(Fisher's exact test, two-sided); both exploratory, at Bonferroni-adjusted p {m.esc('<')} {ALPHA} "
@@ -93,7 +100,8 @@ def accuracy_tables(summary: pd.DataFrame, keys: list[str], baseline: str, m: Ma
             f"{m.dash}: no run to score.",
         ] + _missing_baseline_note(part, keys, baseline, m)
 
-    return _section_tables(summary, keys, baseline, m, "Accuracy and stability", "tab:acc", cell, notes, best_of)
+    return _section_tables(summary, keys, baseline, m, "Accuracy and stability", "tab:acc", cell, notes,
+                           lambda col: _best(col["acc_mean"], higher=True))
 
 
 def _missing_baseline_note(part: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[str]:
@@ -137,16 +145,10 @@ def best_lr_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) 
     """Rows = scheme, columns = depth, cells = test score (%) at the rate selected on validation."""
     fkeys = [k for k in keys if k != LR]
 
-    def best_of(col: pd.DataFrame) -> str | None:
-        return _best([_pct(a) for a in col["test_mean"] if not missing(a)], higher=True)
-
     def cell(r: pd.Series, best: str | None) -> str:
         if missing(r["best_lr"]) or r["test_n"] == 0:
             return m.dash
-        acc = _pct(r["test_mean"])
-        acc = m.bold(acc) if acc == best else acc
-        acc += " " + (m.esc("[no interval: 1 run]") if r["test_n"] == 1 else _ci(m, r["test_ci_low"], r["test_ci_high"]))
-        acc += m.dagger if r["test_p_adj"] < ALPHA else ""
+        acc = _mean_ci(m, r, "test", best) + (m.dagger if r["test_p_adj"] < ALPHA else "")
         edge = f" ({r['best_lr_at_edge']} tested)" if r["best_lr_at_edge"] else ""
         return m.lines([acc, m.esc(f"lr {fmt_value(r['best_lr'])}{edge}")])
 
@@ -163,31 +165,29 @@ def best_lr_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) 
             f"the same rate wins when the seeds are resampled (best_lr_agree); test_xfit_* give each half's rate.",
         ]
 
-    return _section_tables(lr, fkeys, baseline, m, "At the best learning rate", "tab:bestlr", cell, notes, best_of)
+    return _section_tables(lr, fkeys, baseline, m, "At the best learning rate", "tab:bestlr", cell, notes,
+                           lambda col: _best(col["test_mean"], higher=True))
+
+
+def _common_lrs(part: pd.DataFrame) -> str:
+    """The learning-rate ranges every scheme of a column ran, in words."""
+    spans = sorted({(float(lo), float(hi)) for lo, hi in zip(part["sens_lr_min"], part["sens_lr_max"])
+                    if not missing(lo) and not missing(hi)})
+    return "; ".join(f"{fmt_value(lo)} to {fmt_value(hi)}" for lo, hi in spans) or "none in common"
 
 
 def sensitivity_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
     """Rows = scheme, columns = depth, cells = normalised LR sensitivity (% of the gain over chance lost)."""
     fkeys = [k for k in keys if k != LR]
 
-    def best_of(col: pd.DataFrame) -> str | None:
-        return _best([_pct(r["sens_mean"]) for _, r in col.iterrows() if not missing(r["sens_mean"]) and r["above_chance"]],
-                     higher=False)
-
     def cell(r: pd.Series, best: str | None) -> str:
         if r["sens_n"] == 0 or missing(r["sens_mean"]):
             return m.dash
-        sens = _pct(r["sens_mean"])
-        sens = m.bold(sens) if sens == best else sens
-        sens += " " + (m.esc("[no interval: 1 seed]") if r["sens_n"] == 1 else _ci(m, r["sens_ci_low"], r["sens_ci_high"]))
-        sens += m.dagger if r["sens_p_adj"] < ALPHA else ""
+        sens = _mean_ci(m, r, "sens", best, unit="seed") + (m.dagger if r["sens_p_adj"] < ALPHA else "")
         return sens if r["above_chance"] else m.lines([sens, m.esc("never above chance")])
 
     def notes(part: pd.DataFrame) -> list[str]:
-        spans = sorted({(float(lo), float(hi)) for lo, hi in zip(part["sens_lr_min"], part["sens_lr_max"])
-                        if not missing(lo) and not missing(hi)})
-        lrs = "; ".join(f"{fmt_value(lo)} to {fmt_value(hi)}" for lo, hi in spans) or "none in common"
-        on = _selected_on(part)
+        lrs, on = _common_lrs(part), _selected_on(part)
         return [
             f"Cell: normalised LR sensitivity (after Wortsman et al. 2023), the mean over the learning rates "
             f"every scheme of the column ran ({lrs}) of (best mean {on} score - mean {on} score at that rate) / "
@@ -200,33 +200,29 @@ def sensitivity_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Mark
             f"Bonferroni-adjusted p {m.esc('<')} {ALPHA} over this table. Bold: lowest per column.",
         ]
 
-    return _section_tables(lr, fkeys, baseline, m, "LR sensitivity", "tab:sens", cell, notes, best_of)
+    return _section_tables(lr, fkeys, baseline, m, "LR sensitivity", "tab:sens", cell, notes,  # above chance only
+                           lambda col: _best(col["sens_mean"][[bool(a) for a in col["above_chance"]]], higher=False))
 
 
 def frontier_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
     """Rows = scheme, columns = depth, cells = largest stable learning rate."""
     fkeys = [k for k in keys if k != LR]
 
-    def best_of(col: pd.DataFrame) -> str | None:
-        return _best([fmt_value(x) for x in col["lr_stable_max"] if not missing(x)], higher=True)
-
     def cell(r: pd.Series, best: str | None) -> str:
-        if r["lr50_censored"] == "above":
-            dose = m.esc(f"above {fmt_value(r['lr_tested_max'])}")
-        elif r["lr50_censored"] == "below":
-            dose = m.esc(f"below {fmt_value(r['lr_tested_min'])}")
+        censored = r["lr50_censored"]
+        if censored in ("above", "below"):  # outside the rates tested
+            dose = m.esc(f"{censored} {fmt_value(r['lr_tested_max' if censored == 'above' else 'lr_tested_min'])}")
         elif missing(r["lr50"]):
             dose = m.dash
         else:
             dose = f"{r['lr50']:.2g} [{r['lr50_ci_low']:.2g}, {r['lr50_ci_high']:.2g}]"
         dose += m.dagger if r["frontier_p_adj"] < ALPHA else ""
-        step = m.dash if missing(r["lr_stable_max"]) else (m.geq if r["censored"] else "") + fmt_value(r["lr_stable_max"])
+        step = (m.dash if missing(r["lr_stable_max"])
+                else (m.geq if r["censored"] else "") + fmt_value(r["lr_stable_max"]))
         return m.lines([dose, m.esc(f"step: {step}")])
 
     def notes(part: pd.DataFrame) -> list[str]:
-        spans = sorted({(float(lo), float(hi)) for lo, hi in zip(part["sens_lr_min"], part["sens_lr_max"])
-                        if not missing(lo) and not missing(hi)})
-        lrs = "; ".join(f"{fmt_value(lo)} to {fmt_value(hi)}" for lo, hi in spans) or "none in common"
+        lrs = _common_lrs(part)
         return [
             f"Cell: the learning rate at which half of the runs end not ok (diverged or failed), from a Firth "
             f"logistic regression of not ok on log10({m.code(LR)}) over the cell's runs [95{m.esc('%')} interval, "
@@ -237,7 +233,8 @@ def frontier_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
             f"{m.dash}: none).",
         ]
 
-    return _section_tables(lr, fkeys, baseline, m, "Stability frontier", "tab:frontier", cell, notes, best_of)
+    return _section_tables(lr, fkeys, baseline, m, "Stability frontier", "tab:frontier", cell, notes,
+                           lambda col: _best(col["lr_stable_max"], higher=True, fmt=fmt_value))
 
 
 def settled_gamma_tables(settled: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
@@ -332,9 +329,8 @@ def slope_tables(tr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) ->
         if missing(r["slope"]):
             return [m.dash, m.dash, m.dash]
         rows = tr[tr["variant"] == r["variant"]]
-        for k in fkeys:
-            if k not in ("variant", DEPTH):
-                rows = rows[rows[k] == r[k]]
+        for k in section_keys(fkeys):
+            rows = rows[rows[k] == r[k]]
         ci = "[no interval]" if missing(r["slope_low"]) else f"[{r['slope_low']:+.2f}, {r['slope_high']:+.2f}]"
         vs = m.dash
         if not is_base and isinstance(r.get("drift_vs_base"), str) and r["drift_vs_base"]:
@@ -368,21 +364,19 @@ def stability_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mar
     fkeys = [k for k in keys if k != LR]
 
     def cell(r: pd.Series, best: str | None) -> str:
-        lr50 = (m.esc(f"model's LR50 {fmt_rate(r['lr50'])} [{fmt_rate(r['lr50_low'])}, {fmt_rate(r['lr50_high'])}]")
-                if not missing(r["lr50"]) else m.esc("model's LR50 -"))
+        lr50 = (f"{fmt_rate(r['lr50'])} [{fmt_rate(r['lr50_low'])}, {fmt_rate(r['lr50_high'])}]"
+                if not missing(r["lr50"]) else "-")
         causes = ", ".join(f"{int(r[c])} {w}" for c, w in (("n_not_learned", "did not learn"), ("n_stream_grew",
                            STREAM_GREW), ("n_diverged", "diverged")) if r[c])
-        through = (m.esc(f"ok through {fmt_rate(r['ok_through_lr'])}; ") if not missing(r.get("ok_through_lr"))
-                   else m.esc("not ok at its lowest rate; "))
-        first = (through + m.esc(f"first not ok at {fmt_rate(r['first_not_ok_lr'])}: {r['first_cause']}")
-                 + m.esc(_peaks(r))
-                 if not missing(r["first_not_ok_lr"]) else m.esc("every run ok"))
-        censored = r.get("lr50_measured_censored") if isinstance(r.get("lr50_measured_censored"), str) else ""
-        measured = m.esc("measured LR50 " + (fmt_rate(r["lr50_measured"]) if not missing(r.get("lr50_measured")) else
-                                             {"below": "below the rates run", "above": "above the rates run"}.get(
-                                                 censored, "-")))
-        return m.lines([first, m.esc(f"not ok {int(r['n_not_ok'])}/{int(r['n'])}" + (f": {causes}" if causes else "")),
-                        measured, lr50])
+        through = (f"ok through {fmt_rate(r['ok_through_lr'])}; " if not missing(r.get("ok_through_lr"))
+                   else "not ok at its lowest rate; ")
+        first = (f"{through}first not ok at {fmt_rate(r['first_not_ok_lr'])}: {r['first_cause']}{_peaks(r)}"
+                 if not missing(r["first_not_ok_lr"]) else "every run ok")
+        censored = r.get("lr50_measured_censored")
+        measured = (fmt_rate(r["lr50_measured"]) if not missing(r.get("lr50_measured"))
+                    else f"{censored} the rates run" if censored in ("below", "above") else "-")
+        counts = f"not ok {int(r['n_not_ok'])}/{int(r['n'])}" + (f": {causes}" if causes else "")
+        return m.lines([m.esc(t) for t in (first, counts, f"measured LR50 {measured}", f"model's LR50 {lr50}")])
 
     def notes(part: pd.DataFrame) -> list[str]:
         slopes = part.drop_duplicates("variant")
@@ -398,16 +392,15 @@ def stability_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mar
         return [m.esc(
             "Cell: what the runs at that depth show (the highest rate tried below the first not-ok run, then the "
             "lowest rate at which a run ended not ok, what its runs there commonly showed and their median largest "
-            "stream RMS and attention logit; the runs not ok by what was observed, docs/training.md), the measured LR50: where the share of its runs not ok "
-            "at that depth first reaches a half, interpolated on log rate between the rates tried, no model; then "
-            "the model's LR50: the rate where half of the "
-            "runs end not ok on the scheme's frontier line, from one Firth logistic model of not ok on log rate and "
-            "log depth with a line per scheme [95% pointwise band], which pools every depth and can differ from "
-            "the runs at one depth. Frontier slope on log depth (LR50 grows as "
-            f"depth^slope) [95% profile-likelihood interval]: {said}.{checks}")]
+            "stream RMS and attention logit; the runs not ok by what was observed, docs/training.md), the measured "
+            "LR50: where the share of its runs not ok at that depth first reaches a half, interpolated on log rate "
+            "between the rates tried, no model; then the model's LR50: the rate where half of the runs end not ok on "
+            "the scheme's frontier line, from one Firth logistic model of not ok on log rate and log depth with a "
+            "line per scheme [95% pointwise band], which pools every depth and can differ from the runs at one "
+            f"depth. Frontier slope on log depth (LR50 grows as depth^slope) [95% profile-likelihood interval]: "
+            f"{said}.{checks}")]
 
-    return _section_tables(frame, fkeys, baseline, m, "Stability frontier across depth", "tab:stability", cell,
-                           notes)
+    return _section_tables(frame, fkeys, baseline, m, "Stability frontier across depth", "tab:stability", cell, notes)
 
 
 def propagation_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
@@ -440,14 +433,11 @@ def _row_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup, 
     """One table per section with one row per scheme (trends, aggregates)."""
     skeys = section_keys(keys)
     out = []
-    for values, part in sections(frame, [k for k in keys if k != DEPTH]):
-        title = section_title(values, skeys)
-        rows = []
-        for v in variant_order(list(part["variant"]), baseline):
-            r = part[part["variant"] == v].iloc[0]
-            rows.append((m.esc(str(v)) + (" (baseline)" if v == baseline else ""), cells(r, v == baseline)))
-        out.append(Table(m.esc(caption + (f" ({title})" if title else "")), label + slug(values, skeys),
-                         m.esc("scheme"), [m.esc(c) for c in columns], rows, notes))
+    for values, part in sections(frame, keys):  # one table per section: depth is a column of the table
+        rows = [(_label(m, v, baseline), cells(part[part["variant"] == v].iloc[0], v == baseline))
+                for v in variant_order(list(part["variant"]), baseline)]
+        out.append(Table(_caption(m, caption, values, skeys), label + slug(values, skeys), m.esc("scheme"),
+                         [m.esc(c) for c in columns], rows, notes))
     return out
 
 
@@ -455,19 +445,15 @@ def trend_tables(trends: pd.DataFrame, keys: list[str], baseline: str, m: Markup
     """Rows = scheme: its score slope per doubling of depth, the interaction with the baseline, not-ok trend."""
 
     def cells(r: pd.Series, is_base: bool) -> list[str]:
-        slope = m.dash if missing(r["acc_slope"]) else (
-            f"{100 * r['acc_slope']:+.1f} {_ci(m, r['acc_slope_ci_low'], r['acc_slope_ci_high'], spec='+.1f')}")
+        slope = m.dash if missing(r["acc_slope"]) else _estimate(m, r, "acc_slope", spec="+.1f")
         if is_base:
             return [slope, "baseline", "baseline"]
         diff = m.dash if missing(r["acc_interaction"]) else (
-            f"{100 * r['acc_interaction']:+.1f} "
-            f"{_ci(m, r['acc_interaction_ci_low'], r['acc_interaction_ci_high'], spec='+.1f')}"
-            + (m.dagger if r["acc_interaction_p_adj"] < ALPHA else "")
+            _estimate(m, r, "acc_interaction", spec="+.1f") + (m.dagger if r["acc_interaction_p_adj"] < ALPHA else "")
             + (f" {m.esc(r['acc_interaction_kind'])}" if r["acc_interaction_kind"] else "")
             + (f" ({r['bound']}: no test)" if r["bound"] else ""))
         bad = m.esc("not estimable") if missing(r["not_ok_slope_diff"]) else (
-            f"{r['not_ok_slope_diff']:+.2f} "
-            f"{_ci(m, r['not_ok_slope_diff_ci_low'], r['not_ok_slope_diff_ci_high'], 1.0, '+.2f')}"
+            _estimate(m, r, "not_ok_slope_diff", 1.0, "+.2f")
             + (m.ddagger if r["not_ok_slope_diff_p_adj"] < ALPHA else ""))
         return [slope, diff, bad]
 
@@ -492,12 +478,12 @@ def aggregate_tables(agg: pd.DataFrame, keys: list[str], baseline: str, m: Marku
     """Rows = scheme: IQM of the score over all depths, probability of improving on the baseline."""
 
     def cells(r: pd.Series, is_base: bool) -> list[str]:
-        iqm = f"{_pct(r['iqm'])} {_ci(m, r['iqm_ci_low'], r['iqm_ci_high'])}"
+        iqm = _estimate(m, r, "iqm")
         if is_base:
             return [iqm, "baseline"]
         if missing(r["poi"]):
             return [iqm, m.esc(f"not reported: {r['poi_pairs']} seed pairs (< {MIN_PAIRS})")]
-        return [iqm, f"{r['poi']:.2f} {_ci(m, r['poi_ci_low'], r['poi_ci_high'], 1.0, '.2f')}"]
+        return [iqm, _estimate(m, r, "poi", 1.0, ".2f")]
 
     notes = [
         f"Across every depth of the section (Agarwal et al. 2021): the interquartile mean of the score "
@@ -518,12 +504,16 @@ def _section_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mark
     skeys = section_keys(keys)
     out = []
     for values, part in sections(frame, keys):
-        title = section_title(values, skeys)
         corner, columns, rows = _grid(part, keys, baseline, m, cell, best_of)
         if rows:
-            out.append(Table(m.esc(caption + (f" ({title})" if title else "")), label + slug(values, skeys),
-                             corner, columns, rows, notes(part)))
+            out.append(Table(_caption(m, caption, values, skeys), label + slug(values, skeys), corner, columns, rows,
+                             notes(part)))
     return out
+
+
+def _caption(m: Markup, caption: str, values: tuple, skeys: list[str]) -> str:
+    title = section_title(values, skeys)
+    return m.esc(caption + (f" ({title})" if title else ""))
 
 
 def document(fmt: str, kind: Any, title: str, frame: pd.DataFrame, keys: list[str], baseline: str,
@@ -541,6 +531,5 @@ def document(fmt: str, kind: Any, title: str, frame: pd.DataFrame, keys: list[st
                  f"number at full precision: tables/{kind.name}.csv; in words: findings.md.")
     if fmt == "md":
         return "\n".join([f"# Analysis: {m.esc(title)}", "", intro, "", *[render_md(t) for t in tables]])
-    head = [f"% Analysis: {title}. Written by suite analyze; needs \\usepackage{{booktabs,graphicx}}.",
-            f"% {intro}", ""]
-    return "\n".join(head + [render_tex(t) for t in tables])
+    return "\n".join([f"% Analysis: {title}. Written by suite analyze; needs \\usepackage{{booktabs,graphicx}}.",
+                      f"% {intro}", "", *[render_tex(t) for t in tables]])

@@ -12,6 +12,7 @@ nowhere else; modules are imported lazily so that ``suite --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import re
@@ -48,12 +49,10 @@ class Parser(argparse.ArgumentParser):
         if bad:
             flag, kind, value = bad.groups()
             fix = "a whole number written in digits" if kind == "int" else "a number"
-            try:  # 1e9 for an int flag: say what it would be in digits
+            with contextlib.suppress(ValueError):  # 1e9 for an int flag: say what it would be in digits
                 number = float(value)
                 if kind == "int" and number.is_integer() and abs(number) < 1e18:
                     fix += f" ({int(number)}, not {value})"
-            except ValueError:
-                pass
             message = f"{flag} {value!r}: not {'a whole number' if kind == 'int' else 'a number'}; pass {fix}"
         else:
             message = f"{message.splitlines()[0]} (see `{self.prog} --help`)"

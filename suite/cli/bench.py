@@ -13,8 +13,10 @@ import torch
 from suite import store
 from suite.bench import report
 from suite.bench.arms import BASELINE, BenchShape, arm_names, build_arm, check_arm
+from suite.bench.counts import count_arms, table
 from suite.bench.measure import measure
 from suite.cli.checks import at_least, at_most, fail, writable_dir
+from suite.config import MAX_PARAMS, ConfigError, ModelConfig, approx_params
 from suite.models.flops import train_step_flops
 
 # Per-device defaults. CPU: single-threaded, since on a shared machine extra threads add noise in proportion to the op
@@ -95,8 +97,12 @@ def _refused(args: argparse.Namespace, problem: str | None) -> bool:
         problem = "--device cuda: torch sees no CUDA device; use --device cpu"
     problem = problem or writable_dir(args.out, "--out")
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
+        fail(problem)
     return problem is not None
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def run_diagnostics(args: argparse.Namespace) -> int:
@@ -134,8 +140,7 @@ def run_throughput(args: argparse.Namespace) -> int:
                + (" --compile" if args.compile else ""))
     prov = store.provenance(args.device)
     try:
-        rows = throughput.measure_throughput(arms, runs=args.runs, steps=args.run_steps, device=args.device,
-                                             log=lambda line: print(line, file=sys.stderr, flush=True))
+        rows = throughput.measure_throughput(arms, runs=args.runs, steps=args.run_steps, device=args.device, log=_log)
     except RuntimeError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -155,27 +160,27 @@ def run_profile(args: argparse.Namespace, names: list[str], shape: BenchShape, o
 
     if args.device != "cpu":
         return fail("--profile: profiles the CPU's operators; use --device cpu (on CUDA, torch.profiler directly)")
-    steps = args.steps or 10
+    steps, gemm_n = args.steps or 10, opt["gemm"] or 1024
     command = (f"suite bench --profile --schemes {' '.join(names[1:])} --depth {shape.depth} --dim {shape.dim} "
                f"--heads {shape.heads} --tokens {shape.tokens} --batch {shape.batch} --steps {steps} "
-               f"--threads {torch.get_num_threads()} --gemm {opt['gemm'] or 1024}")
+               f"--threads {torch.get_num_threads()} --gemm {gemm_n}")
     results = [profile.profile_arm(name, shape, steps) for name in names]
-    gemm = profile.gemm_gflops(opt["gemm"] or 1024)
+    gemm = profile.gemm_gflops(gemm_n)
     prov = store.provenance("cpu")
     header = (f"# Where a training step's time goes (CPU, {torch.get_num_threads()} thread(s))\n\nWritten by "
               f"`{command}` at {prov['started_at']}: torch {prov['torch_version']}, {prov['device_name']}, suite commit "
               f"{prov['git_commit']}.")
-    text = profile.table(results, shape, gemm, opt["gemm"] or 1024, header)
-    store.atomic_write_text(Path(args.out) / "step_profile.md", text)
+    text = profile.table(results, shape, gemm, gemm_n, header)
+    path = Path(args.out) / "step_profile.md"
+    store.atomic_write_text(path, text)
     print(text, end="")
-    print(f"wrote {Path(args.out) / 'step_profile.md'}")
+    print(f"wrote {path}")
     return 0
 
 
 def run_eval_cost(args: argparse.Namespace) -> int:
     """``suite bench --eval-cost``: the log evaluation schedule's share of a run (suite/bench/evalcost.py)."""
     from suite.bench.evalcost import eval_cost
-    from suite.config import ConfigError
 
     problem = writable_dir(args.out, "--out")
     if problem:
@@ -200,7 +205,7 @@ def run_pack_phases(args: argparse.Namespace) -> int:
     if _refused(args, problem):
         return 2
     torch.set_num_threads(1)  # one core per run, as the sweep's workers train on this machine
-    result = packphases.measure(args.pack_phases, args.run_steps, log=lambda line: print(line, file=sys.stderr, flush=True))
+    result = packphases.measure(args.pack_phases, args.run_steps, log=_log)
     prov = store.provenance("cpu")
     command = f"suite bench --pack-phases {args.pack_phases} --run-steps {args.run_steps}"
     text = packphases.markdown(result, f"# `{command}`\n\n{report.provenance_line(prov)}")
@@ -228,14 +233,11 @@ def run(args: argparse.Namespace) -> int:
                or at_most(args, 2**63 - 1, "seed"))
     if problem is None and args.dim % args.heads:
         problem = f"--dim {args.dim} must be divisible by --heads {args.heads}"
-    from suite.config import MAX_PARAMS, ModelConfig, approx_params
-
     if problem is None and approx_params(ModelConfig(depth=args.depth, dim=args.dim)) > MAX_PARAMS:
         problem = f"--depth {args.depth} x --dim {args.dim}: more than {MAX_PARAMS:.0e} parameters; make it smaller"
     if _refused(args, problem):
         return 2
-    defaults = DEVICE_DEFAULTS[args.device]
-    opt = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in defaults.items()}
+    opt = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in DEVICE_DEFAULTS[args.device].items()}
     if opt["threads"]:
         torch.set_num_threads(opt["threads"])
     names = arm_names(args.variants, args.timm) if not args.schemes else list(dict.fromkeys([BASELINE] + args.schemes))
@@ -245,8 +247,7 @@ def run(args: argparse.Namespace) -> int:
         for name in names:
             check_arm(name)
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(str(err))
     if args.profile:
         return run_profile(args, names, shape, opt)
     settings = {**dataclasses.asdict(shape), "device": args.device, "dtype": opt["dtype"], "compile": args.compile,
@@ -258,15 +259,11 @@ def run(args: argparse.Namespace) -> int:
     results = measure(
         {n: (lambda n=n: build_arm(n, shape)) for n in names}, shape, device=args.device, dtype=opt["dtype"],
         compile=args.compile, rounds=opt["rounds"], warmup=opt["warmup"], steps=opt["steps"],
-        forward=args.forward, seed=args.seed, log=lambda line: print(line, file=sys.stderr, flush=True),
-        gemm=opt["gemm"],
-    )
+        forward=args.forward, seed=args.seed, log=_log, gemm=opt["gemm"])
     rows = report.build_rows(results)
     speed = report.efficiency(results, train_step_flops(shape.model_config(), shape.batch), opt["gemm"])
     meta = {"command": resolved_command(settings), "settings": settings, "provenance": prov,
             "wall_s": round(time.perf_counter() - t0, 1)}
-    from suite.bench.counts import count_arms, table
-
     counted = count_arms([n for n in names if n != BASELINE], shape)  # on the CPU, after the timing
     paths = report.write_outputs(Path(args.out), results, rows, meta, speed, counted)
     print(report.markdown_table(rows))

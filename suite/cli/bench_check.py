@@ -54,11 +54,10 @@ def run(args: argparse.Namespace) -> int:
         return lambda: slow_down_layerscale(build_arm("layerscale", at), args.slowdown)
 
     t0 = time.perf_counter()
-    print(f"bench-check: LayerScale vs Pre-LN on cpu ({args.threads} thread(s)), depth {shape.depth}, "
-          f"dim {shape.dim}, tokens {shape.tokens}; step batch {shape.batch} x {args.step_rounds} rounds (and at "
-          f"the default ablation's shape: dim {gate.ABLATION_SHAPE.dim}, tokens {gate.ABLATION_SHAPE.tokens}, "
-          f"batch {gate.ABLATION_SHAPE.batch}), "
-          f"residual path batch {gate.RESIDUAL_BATCH} x {args.residual_rounds} rounds"
+    print(f"bench-check: LayerScale vs Pre-LN on cpu ({args.threads} thread(s)), depth {shape.depth}, dim "
+          f"{shape.dim}, tokens {shape.tokens}; step batch {shape.batch} x {args.step_rounds} rounds (and at the "
+          f"default ablation's shape: dim {gate.ABLATION_SHAPE.dim}, tokens {gate.ABLATION_SHAPE.tokens}, batch "
+          f"{gate.ABLATION_SHAPE.batch}), residual path batch {gate.RESIDUAL_BATCH} x {args.residual_rounds} rounds"
           + (f"; injected slowdown: {args.slowdown} extra pass(es)" if args.slowdown else ""), flush=True)
     results, table = {}, ["| check | overhead, median [95% interval] | threshold | verdict | time |",
                           "|---|---|---:|---|---:|"]
@@ -86,17 +85,16 @@ def run(args: argparse.Namespace) -> int:
     store.write_json(Path(args.out) / "gate.json", {
         "passed": ok, "checks": results, "slowdown": args.slowdown, "threads": args.threads, "wall_s": round(wall, 1),
         "shape": dataclasses.asdict(shape), "ablation_shape": dataclasses.asdict(gate.ABLATION_SHAPE),
-        "residual_batch": gate.RESIDUAL_BATCH, "provenance": prov,
-    })
+        "residual_batch": gate.RESIDUAL_BATCH, "provenance": prov})
     command = (f"suite bench-check --step-rounds {args.step_rounds} --residual-rounds {args.residual_rounds} "
                f"--threads {args.threads}" + (f" --slowdown {args.slowdown}" if args.slowdown else ""))
     store.atomic_write_text(Path(args.out) / "gate.md", "\n".join([
         "# The CI gate on LayerScale's step-time cost\n", f"`{command}`\n",
         f"{provenance_line(prov)}; {wall:.0f} s. Shape: depth {shape.depth}, dim {shape.dim}, heads {shape.heads}, "
-        f"tokens {shape.tokens}; "
-        f"step batch {shape.batch}, residual-path batch {gate.RESIDUAL_BATCH}; the ablation-step check at depth "
-        f"{gate.ABLATION_SHAPE.depth}, dim {gate.ABLATION_SHAPE.dim}, heads {gate.ABLATION_SHAPE.heads}, tokens "
-        f"{gate.ABLATION_SHAPE.tokens}, batch {gate.ABLATION_SHAPE.batch}.\n", *table, "", *messages, ""]))
+        f"tokens {shape.tokens}; step batch {shape.batch}, residual-path batch {gate.RESIDUAL_BATCH}; the "
+        f"ablation-step check at depth {gate.ABLATION_SHAPE.depth}, dim {gate.ABLATION_SHAPE.dim}, heads "
+        f"{gate.ABLATION_SHAPE.heads}, tokens {gate.ABLATION_SHAPE.tokens}, batch {gate.ABLATION_SHAPE.batch}.\n",
+        *table, "", *messages, ""]))
     if not ok:
         print("\nbench-check FAILED: LayerScale got slower. Look for an extra pass over the activations in "
               "suite/models/layerscale.py (LayerScale.forward) or PreLNBlock.forward; if the cost is "

@@ -23,8 +23,7 @@ def at_least(args: argparse.Namespace, minimum: float, *flags: str) -> str | Non
     for flag in flags:
         value = getattr(args, flag)
         if value is not None and not (math.isfinite(value) and value >= minimum):
-            name = "--" + flag.replace("_", "-")
-            return f"{name} {value}: must be >= {minimum:g}"
+            return f"--{flag.replace('_', '-')} {value}: must be >= {minimum:g}"
     return None
 
 
@@ -56,13 +55,7 @@ def writable_dir(path: str | Path, flag: str) -> str | None:
 def file_and_overrides(path: str | None, overrides: list[str]) -> tuple[str | None, list[str]]:
     """``suite train`` / ``suite config``'s optional FILE and overrides: a first argument that is an override (has
     ``=`` and names no file) joins the overrides."""
-    if path is not None and "=" in path and not _exists(path):
+    # os.path.exists, not Path.exists: a name longer than the file system takes (255 bytes) is no file, not an error
+    if path is not None and "=" in path and not os.path.exists(path):
         return None, [path, *overrides]
     return path, list(overrides)
-
-
-def _exists(path: str) -> bool:
-    try:
-        return Path(path).exists()
-    except OSError:  # a name longer than the file system takes (255 bytes): not a file
-        return False

@@ -19,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from suite.config import ConfigError, dump_yaml, load_config, read_yaml
+    from suite import store
+    from suite.config import ConfigError, dump_yaml, load_config, read_yaml, resolve_precision
 
     path, overrides = file_and_overrides(args.file, args.overrides)
     try:
@@ -36,9 +37,7 @@ def run(args: argparse.Namespace) -> int:
             header = f"# {path or 'the defaults'}" + (" with " + " ".join(overrides) if overrides else "")
     except ConfigError as err:
         return fail(*str(err).splitlines())
-    from suite import store
-    from suite.config import resolve_precision
-    from suite.engine.resources import resolve_device
+    from suite.engine.resources import resolve_device  # torch: after a config error is ruled out
 
     if cfg.train.precision == "auto":
         try:  # as `suite run` would on this machine: the run folder's config.yaml holds the resolved value

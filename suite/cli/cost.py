@@ -4,8 +4,12 @@ device-hours and wall clock before it runs (an upper bound)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
+import os
 import re
+
+from suite.cli.checks import at_least, at_most, fail
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,9 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     how = parser.add_mutually_exclusive_group()
     how.add_argument("--tflops", type=float, default=None, metavar="T",
                      help="sustained training throughput to assume, in TFLOP/s (default: 100)")
-    how.add_argument("--measured", metavar="MS@DEPTH",
-                     help="a step time you measured for this ablation's first run shape at that depth, "
-                          "e.g. 38.5@12; the throughput is derived from it")
+    how.add_argument("--measured", metavar="MS@DEPTH", help="a step time you measured for this ablation's first run "
+                     "shape at that depth, e.g. 38.5@12; the throughput is derived from it")
     how.add_argument("--measure", action="store_true",
                      help="time a few training steps of the first run's shape on this machine's CPU (with "
                           "cores // workers threads) and derive the throughput from them")
@@ -24,13 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import dataclasses
-
     from suite.models.flops import train_step_flops
-    from suite.sweep.cost import CostError, cost_shape, estimate
+    from suite.sweep.cost import CostError, cost_shape, estimate, measure_step_ms
     from suite.sweep.spec import SpecError, load_ablation
-
-    from suite.cli.checks import at_least, at_most, fail
+    from suite.sweep.status import format_duration
 
     problem = at_least(args, 1, "workers") or at_most(args, 4096, "workers")
     if problem:
@@ -39,10 +39,6 @@ def run(args: argparse.Namespace) -> int:
         ablation = load_ablation(args.ablation)
         cost = estimate(ablation)
         if args.measure:
-            import os
-
-            from suite.sweep.cost import measure_step_ms
-
             threads = max(1, (os.cpu_count() or 1) // args.workers)
             cfg, _ = cost_shape(ablation.runs[0].cfg)
             ms = measure_step_ms(cfg, threads)
@@ -73,8 +69,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.ablation}: {ablation.describe()}")
     print(f"  {cost.steps:,} optimizer steps, {cost.flops / 1e15:,.1f} PFLOP of training (matmuls, forward + backward)")
     rate = f"{tflops:,.1f} TFLOP/s" if tflops >= 1 else f"{tflops * 1e3:,.1f} GFLOP/s"
-    from suite.sweep.status import format_duration
-
     hours = cost.hours(tflops)
     amount = f"{hours:,.2f} device-hours" if hours >= 0.1 else f"{format_duration(hours * 3600)} of device time"
     print(f"  {amount} at {rate} sustained ({source}); an upper bound: diverged runs end early")

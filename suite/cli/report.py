@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from suite.cli.checks import fail
 
@@ -19,8 +20,6 @@ def run(args: argparse.Namespace) -> int:
     """Write ``DIR/report.html`` (with ``--compare``: ``DIR/compare.html``); exit 2 on a user error."""
     from suite.results import AnalysisError
     from suite.analysis.report import write_report
-
-    import sys
 
     try:
         path = write_report(args.dir, args.compare, warn=lambda line: print(f"warning: {line}", file=sys.stderr))

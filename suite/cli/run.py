@@ -16,10 +16,15 @@ from typing import Any
 
 INTERMIXED = True  # key=value overrides may follow the options
 
-from suite.store import STATUSES
-from suite.sweep.folder import RunnerError
+from suite import store
+from suite.config import ConfigError
+from suite.sweep.eta import fit_seconds, queue_seconds, run_flops
+from suite.sweep.folder import RunnerError, run_dir
+from suite.sweep.refine import run_refine
+from suite.sweep.spec import load_ablation
 from suite.sweep.status import format_duration
-from suite.sweep.sweep import SweepOptions
+from suite.sweep.sweep import SweepOptions, run_sweep
+from suite.sweep.until import run_until_decided
 from suite.cli.checks import fail
 
 
@@ -68,26 +73,19 @@ def options(args: argparse.Namespace) -> SweepOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from suite.config import ConfigError
-    from suite.sweep.sweep import run_sweep
-
     progress = Progress(getattr(args, "workers", None))
     answer = None
     try:
         if args.until_decided and args.refine:
             return fail("--refine and --until-decided: refine the grid first, then add seeds; drop one")
         if args.refine:
-            from suite.sweep.refine import run_refine
-
-            sweep, _ = run_refine(args.ablation, args.out, options(args), report=progress,
-                                  notify=lambda line: print(line, flush=True))
+            sweep, _ = run_refine(args.ablation, args.out, options(args), report=progress, notify=_notify)
         elif args.until_decided:
             sweep, answer = _until_decided(args, progress)
         elif args.max_seeds is not None:
             return fail("--max-seeds: only with --until-decided; add --until-decided")
         else:
-            sweep = run_sweep(args.ablation, args.out, options(args), report=progress,
-                              notify=lambda line: print(line, flush=True))
+            sweep = run_sweep(args.ablation, args.out, options(args), report=progress, notify=_notify)
     except ConfigError as err:
         return fail(*str(err).splitlines())
     finally:
@@ -122,32 +120,32 @@ def run(args: argparse.Namespace) -> int:
 
 def _until_decided(args: argparse.Namespace, progress: "Progress"):
     from suite.analysis.primary import look
-    from suite.sweep.spec import MAX_RUNS, load_ablation
-    from suite.sweep.until import run_until_decided
 
     ablation = load_ablation(args.ablation, max_runs=args.max_runs, overrides=args.overrides)
-    max_seeds = args.max_seeds
-    if max_seeds is None:
-        max_seeds = 4 * len(ablation.seeds)
+    max_seeds = 4 * len(ablation.seeds) if args.max_seeds is None else args.max_seeds
     if max_seeds < 2:
         raise RunnerError(f"--max-seeds {max_seeds}: a paired comparison needs at least 2; pass e.g. --max-seeds 12")
-    limit = MAX_RUNS if args.max_runs is None else args.max_runs  # the bound --max-runs puts on a file's grid
+    limit = args.max_runs  # the bound --max-runs puts on a file's grid (default: spec.MAX_RUNS)
     most = max_seeds * len(ablation.runs) / max(len(ablation.seeds), 1)
     if most > limit:
         raise RunnerError(f"--max-seeds {max_seeds}: up to {most:,.0f} runs, more than the limit of {limit:,}; "
                           f"lower --max-seeds, or pass --max-runs {math.ceil(most)} if you mean it")
-    return run_until_decided(args.ablation, args.out, options(args), max_seeds, look, report=progress,
-                             notify=lambda line: print(line, flush=True))
+    return run_until_decided(args.ablation, args.out, options(args), max_seeds, look, report=progress, notify=_notify)
+
+
+def _notify(line: str) -> None:
+    print(line, flush=True)
 
 
 def _counts_text(sweep) -> str:
     """E.g. ``12 ok, 0 diverged, 3 failed, 0 error this call; 48 skipped (already done: 45 ok, 3 failed)``."""
     made = collections.Counter(r.get("status") or "error" for r in sweep.results.values())
     done = collections.Counter(s.get("status") or "error" for s in sweep.done.values())
-    text = ", ".join(f"{made[s]} {s}" for s in STATUSES) + " this call"
+    text = ", ".join(f"{made[s]} {s}" for s in store.STATUSES) + " this call"
     if not done:
         return f"{text}; 0 skipped"
-    return f"{text}; {len(sweep.done)} skipped (already done: {', '.join(f'{done[s]} {s}' for s in STATUSES if done[s])})"
+    before = ", ".join(f"{done[s]} {s}" for s in store.STATUSES if done[s])
+    return f"{text}; {len(sweep.done)} skipped (already done: {before})"
 
 
 class Progress:
@@ -162,10 +160,9 @@ class Progress:
     def __call__(self, sweep, run, result: dict[str, Any]) -> None:
         n, todo = len(sweep.results), len(sweep.todo)
         status = result.get("status") or "error"
-        eta = format_duration(self.eta(sweep))
         line = f"[{n}/{todo}] {status:<8} {run.label}  {_detail(result)}  ({result.get('wall_s') or 0:.1f} s)"
         if not sys.stderr.isatty():
-            print(f"{line}  eta {eta}", flush=True)
+            print(f"{line}  eta {format_duration(self.eta(sweep))}", flush=True)
             return
         if self.bar is None:
             from tqdm import tqdm
@@ -179,8 +176,6 @@ class Progress:
     def eta(self, sweep) -> float:
         """The time left, each run timed by its FLOPs (:func:`suite.sweep.eta.fit_seconds`), so shallow runs first do
         not set the pace for deep ones; without a fit, the time so far times the work left over the work done."""
-        from suite.sweep.eta import fit_seconds, queue_seconds, run_flops
-
         elapsed = time.perf_counter() - self.t0
         for r in sweep.todo:  # a later round (--refine, --until-decided) brings runs of its own
             if r.run_id not in self.flops:
@@ -217,9 +212,6 @@ def _detail(result: dict[str, Any]) -> str:
 
 def _state(out, run, done: dict[str, dict]) -> str:
     """A run's line in the plan: done (with its status), to resume (a checkpoint is there), or to run."""
-    from suite import store
-    from suite.sweep.folder import run_dir
-
     if run.run_id in done:
         return f"done ({done[run.run_id]['status']})"
     folder = run_dir(out, run)

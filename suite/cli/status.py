@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from suite.cli.checks import at_least, at_most, fail
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("out", metavar="DIR", help="the results folder of a `suite run` (its --out)")
@@ -41,10 +43,9 @@ def render(status) -> str:
         lines.append(f"  {len(gone)} runs interrupted: their worker is gone (its claim is dead or missing); "
                      f"the next `suite run` resumes them")
     width = max([len(v) for v in status.by_variant] + [7])
-    lines.append("")
-    lines.append(f"  {'variant':<{width}}  " + "  ".join(f"{s:>11}" for s in STATES + STATUSES))
-    for variant, c in status.by_variant.items():
-        lines.append(f"  {variant:<{width}}  " + "  ".join(f"{c[s]:>11}" for s in STATES + STATUSES))
+    lines += ["", f"  {'variant':<{width}}  " + "  ".join(f"{s:>11}" for s in STATES + STATUSES)]
+    lines += [f"  {variant:<{width}}  " + "  ".join(f"{c[s]:>11}" for s in STATES + STATUSES)
+              for variant, c in status.by_variant.items()]
     if status.slurm is not None:
         sl = status.slurm
         where = "local executor" if sl.cluster == "local" else "Slurm"
@@ -65,8 +66,6 @@ def render(status) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from suite.sweep.status import StatusError, sweep_status
-
-    from suite.cli.checks import at_least, at_most, fail
 
     problem = at_least(args, 0.1, "watch") or at_most(args, 86400, "watch")  # not a busy loop, not OverflowError
     if problem:

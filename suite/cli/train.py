@@ -81,13 +81,13 @@ def _locked(path: Path) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     from suite import store
-    from suite.config import ConfigError, load_config
+    from suite.config import ConfigError, load_config, resolve_precision
 
     if args.out:  # before the folder is created, and before torch
         problem = sweep_owner(args.out)
         if problem:
             return fail(problem)
-    if not (args.progress_every > 0 and args.progress_every < float("inf")):
+    if not 0 < args.progress_every < float("inf"):
         return fail(f"--progress-every {args.progress_every:g}: must be a number of seconds above 0")
     path, overrides = file_and_overrides(args.config, args.overrides)
     if path is None and not overrides:
@@ -99,25 +99,20 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         return fail(str(err))
     from suite.engine import train  # torch and the engine: seconds, so after a config error is ruled out
+    from suite.engine.compiled import solo_graph_problem
+    from suite.engine.resources import memory_problem, resolve_device
+    from suite.engine.trackers import missing
 
     if args.device:  # after the overrides, so that `device=cpu --device cuda` is not a key given twice
         cfg.device = args.device
-    from suite.engine.trackers import missing
-
     problem = missing(cfg.train.log_to)
     if problem:
         return fail(problem)
-    from suite.config import resolve_precision
-    from suite.engine.resources import resolve_device
-
     try:  # precision `auto` resolved once, for this machine, before the run id names the folder
         device = resolve_device(cfg.device)
         cfg = resolve_precision(cfg, device.type)
     except (RuntimeError, ConfigError) as err:  # device cuda without a GPU; fp16 where it is not offered
         return fail(str(err))
-    from suite.engine.compiled import solo_graph_problem
-    from suite.engine.resources import memory_problem
-
     if cfg.model.backend == "timm":  # what timm's ViT cannot express, said before the run starts (as preflight does)
         from suite.models.timm_bridge import timm_init_values
 

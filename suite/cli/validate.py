@@ -7,12 +7,11 @@ from __future__ import annotations
 import argparse
 
 from suite.cli.checks import fail
+from suite.sweep.spec import MAX_RUNS, SpecError, load_ablation
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("ablations", nargs="+", metavar="FILE", help="ablation YAML file(s)")
-    from suite.sweep.spec import MAX_RUNS
-
     parser.add_argument("--max-runs", type=int, default=MAX_RUNS, metavar="N",
                         help="refuse an ablation of more runs than this (default: %(default)s)")
     parser.add_argument("--no-data", dest="data", action="store_false",
@@ -20,8 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from suite.sweep.preflight import preflight
-    from suite.sweep.spec import SpecError, load_ablation
+    from suite.sweep.preflight import preflight  # torch: after the parse
 
     status = 0
     for path in args.ablations:

@@ -109,10 +109,7 @@ def same_process(pid: int, started: object) -> bool:
     """Whether process ``pid`` runs and is the one that started at ``started`` (unknown: taken at its word)."""
     if not alive(pid):
         return False
-    if not isinstance(started, str):
-        return True
-    now_started = process_start(pid)
-    return now_started is None or now_started == started
+    return not isinstance(started, str) or process_start(pid) in (None, started)
 
 
 def alive(pid: int) -> bool:

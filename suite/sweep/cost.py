@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
+import time
 from dataclasses import dataclass
 
 from suite.config import RunConfig
@@ -83,9 +85,6 @@ def estimate(ablation: Ablation) -> Cost:
 def measure_step_ms(cfg: RunConfig, threads: int, steps: int = 8, warmup: int = 3) -> float:
     """Milliseconds per training step of ``cfg`` on this CPU: the median of ``steps`` timed steps on random data
     (CostError as :func:`cost_shape`)."""
-    import statistics
-    import time
-
     import torch
 
     from suite.models import build_model

@@ -6,7 +6,9 @@ evaluation count and each shape is timed by its own FLOPs).
 from __future__ import annotations
 
 import dataclasses
+import heapq
 
+from suite.config import approx_params
 from suite.sweep.spec import Ablation, Run
 
 ASSUMED_TFLOPS = 100.0  # `suite cost`'s default
@@ -22,7 +24,6 @@ def starting_line(ablation: Ablation, todo: list[Run], n: int, threads: int, dev
 
 def estimate_text(ablation: Ablation, todo: list[Run], n: int, threads: int, device: str) -> str | None:
     """``about 12 min of training steps by suite cost's estimate (how; ...)``, or None where there is none."""
-    from suite.config import approx_params
     from suite.models.flops import train_step_flops
     from suite.sweep.cost import CostError, cost_shape, estimate
 
@@ -34,9 +35,7 @@ def estimate_text(ablation: Ablation, todo: list[Run], n: int, threads: int, dev
     except CostError:
         return None
     if device == "cpu":
-        if approx_params(cfg.model) > MEASURE_PARAMS:
-            return None
-        ms = _measure(cfg, threads)
+        ms = None if approx_params(cfg.model) > MEASURE_PARAMS else _measure(cfg, threads)
         if ms is None:
             return None
         tflops = train_step_flops(cfg.model, cfg.train.batch_size) / (ms / 1e3) / 1e12
@@ -82,8 +81,6 @@ def fit_seconds(done: list[tuple[float, float]]) -> tuple[float, float] | None:
 
 def queue_seconds(costs: list[float], workers: int, busy: list[float] | None = None) -> float:
     """When the last of ``costs`` (seconds per run, in order) ends over ``workers``, each still ``busy`` for seconds."""
-    import heapq
-
     free = sorted((busy or [])[:workers]) + [0.0] * max(0, workers - len(busy or []))
     heapq.heapify(free)
     end = max(free, default=0.0)

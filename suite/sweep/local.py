@@ -22,8 +22,9 @@ import time
 from pathlib import Path
 
 from suite import store
-from suite.sweep import claims
+from suite.sweep import claims, plan
 from suite.sweep.folder import RunnerError
+from suite.sweep.guard import unguarded_call
 from suite.sweep.launcher import Backend, Placement, devices
 from suite.sweep.options import SweepOptions
 from suite.sweep.spec import Run
@@ -184,8 +185,6 @@ class LocalBackend(Backend):
                               "per GPU)")
 
     def auto_device(self, opts: SweepOptions) -> str:
-        from suite.sweep import plan
-
         return "cuda" if plan.visible_gpus() else "cpu"
 
     def runs_here(self, opts: SweepOptions) -> bool:
@@ -193,9 +192,6 @@ class LocalBackend(Backend):
 
     def place(self, out: Path, todo: list[Run], opts: SweepOptions) -> Placement:
         """Raises RunnerError: ``cuda`` or ``--runs-per-gpu`` without a GPU, or a script each worker would rerun."""
-        from suite.sweep import plan
-        from suite.sweep.guard import unguarded_call
-
         where = unguarded_call()
         if where:
             raise RunnerError(f"run_sweep: called by {where} outside `if __name__ == \"__main__\":`; each local "

@@ -57,9 +57,8 @@ class SweepOptions:
     slurm_signal_delay: int = 120  # seconds: SIGUSR2 this long before the time limit, time to checkpoint
     max_runs: int = _opt(MAX_RUNS, "refuse an ablation of more runs than this", min=1)
     dry_run: bool = _opt(False, "list the runs and their state; run nothing")
-    only: list[str] = _opt([], "run a subset: key=value[,key=value] (comma = and; repeat --only = or); keys: "
-                           "variant, seed or a dotted config key, e.g. --only variant=preln,model.depth=12",
-                           metavar="EXPR")
+    only: list[str] = _opt([], "run a subset: key=value[,key=value] (comma = and; repeat --only = or); keys: variant, "
+                           "seed or a dotted config key, e.g. --only variant=preln,model.depth=12", metavar="EXPR")
     retry_errors: bool = _opt(False, "rerun runs whose status is error")
     rerun_stale: bool = _opt(False, "rerun finished runs that another git commit of the suite made")
     kind: str = "train"  # or "propagation" (suite propagate)

@@ -40,9 +40,11 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
         if data_key not in shapes:
             shapes[data_key] = _data(cfg, run, src, problems) if check_data else data_shape(cfg.data)[:3] + (None,)
         shape = shapes[data_key]
-        if shape is not None and (data_key, cfg.train.batch_size) not in batches:
-            batches.add((data_key, cfg.train.batch_size))
-            _batch(cfg, run, src, shape, problems)
+        batch = cfg.train.batch_size  # more than the training images (shape[3]): said once per data and batch
+        if shape is not None and shape[3] is not None and batch > shape[3] and (data_key, batch) not in batches:
+            batches.add((data_key, batch))
+            problems.append(f"{src}: {_cell(run)}: train.batch_size {batch} is more than the {shape[3]} training "
+                            f"images of {cfg.data.name}; use at most {shape[3]}")
         if shape is not None:
             model_key = _key({"model": {**to_dict(cfg)["model"], "depth": min(cfg.model.depth, BUILD_DEPTH)},
                               "shape": {"data": shape[:3]}})
@@ -50,12 +52,12 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
                 models.add(model_key)
                 _model(cfg, run, src, shape, problems)
         where = device or cfg.device
-        if run.kind == "train" and not (pack > 1 and packable(cfg) is None):  # a solo run
+        n = pack if pack > 1 and packable(cfg) is None else 1  # runs in its pack
+        if run.kind == "train" and n == 1:  # a solo run
             problem = solo_graph_problem(cfg.train.compile, "cpu" if where == "cpu" else "cuda")
             if problem:
                 problems.append(f"{src}: {_cell(run)}: {problem}")
         if check_device and run.kind == "train":
-            n = pack if pack > 1 and packable(cfg) is None else 1
             need = pack_memory_mb(cfg, n) * 2**20 if n > 1 else memory_estimate(cfg)[0]
             if where not in largest or need > largest[where][0]:
                 largest[where] = (need, run, n)
@@ -95,14 +97,6 @@ def _data(cfg: RunConfig, run: Run, src: str, problems: list[str]) -> tuple[int,
         problems.append(f"{src}: {_cell(run)}: data.name {name}: {err}")
         return None
     return bundle.img_size, bundle.in_chans, bundle.num_classes, bundle.train_size
-
-
-def _batch(cfg: RunConfig, run: Run, src: str, shape: tuple, problems: list[str]) -> None:
-    train_size = shape[3]
-    if train_size is not None and cfg.train.batch_size > train_size:
-        problems.append(f"{src}: {_cell(run)}: train.batch_size {cfg.train.batch_size} is more than the "
-                        f"{train_size} training images of {cfg.data.name}; "
-                        f"use at most {train_size}")
 
 
 def _model(cfg: RunConfig, run: Run, src: str, shape: tuple, problems: list[str]) -> None:

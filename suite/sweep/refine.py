@@ -20,28 +20,19 @@ from suite.sweep.sweep import Report, SweepOptions, run_sweep
 __all__ = ["MAX_ROUNDS", "past_edge", "edge_cells", "frontier_arms", "plan_round", "run_refine"]
 
 
-
 def past_edge(rates: list[float], side: str) -> float:
     """The next rate past the ``lowest`` / ``highest`` tested one, at the grid's spacing there (6 significant digits,
     so that a 4x grid meets 3.125e-5 exactly)."""
     rates = sorted(rates)
     if len(rates) < 2:
         raise ValueError("an edge needs at least 2 rates")
-    if side == "lowest":
-        value = rates[0] * rates[0] / rates[1]
-    else:
-        value = rates[-1] * rates[-1] / rates[-2]
-    return float(f"{value:.6g}")
+    edge, next_in = (rates[0], rates[1]) if side == "lowest" else (rates[-1], rates[-2])
+    return float(f"{edge * edge / next_in:.6g}")
 
 
 def _plain(value: Any) -> Any:
     """A pandas/NumPy scalar as the Python value a summary holds."""
     return value.item() if hasattr(value, "item") and not isinstance(value, (list, tuple)) else value
-
-
-def _arm_keys(runs: list[dict[str, Any]]) -> list[str]:
-    """The keys besides ``variant`` and the rate that split the runs into arms (as the tables group them)."""
-    return [k for k in group_keys(runs) if k not in ("variant", LR)]
 
 
 def edge_cells(out: Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -60,19 +51,19 @@ def edge_cells(out: Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
         found = best_rate(arm, split)
         if found is None or not found.edge or not found.above_chance:
             continue
-        best, side = found.rate, found.edge
-        where = {k: _plain(arm[0].get(k)) for k in rest}
         rates = sorted({float(r[LR]) for r in arm if r["status"] != "error"})
         if len(rates) < 2:  # its other rates only errored: nothing to step past (--retry-errors runs them)
             continue
-        cells.append({"variant": group[0], "keys": where, "lr": best, "side": side, "new": past_edge(rates, side)})
+        cells.append({"variant": group[0], "keys": {k: _plain(arm[0].get(k)) for k in rest}, "lr": found.rate,
+                      "side": found.edge, "new": past_edge(rates, found.edge)})
     return cells
 
 
 def frontier_arms(runs: list[dict[str, Any]], keys: list[str] | None = None) -> list[dict[str, Any]]:
     """Where each arm stands at its highest rate not all errored: dicts of ``variant``, ``keys``, ``lr``, ``n`` (runs
     not errored), ``not_ok``, ``errored``, ``bracketed`` (at least half not ok) and ``new`` (None below two rates)."""
-    keys = _arm_keys(runs) if keys is None else keys
+    if keys is None:  # the keys besides variant and the rate that split the runs into arms (as the tables group them)
+        keys = [k for k in group_keys(runs) if k not in ("variant", LR)]
     arms: dict[tuple, list[dict[str, Any]]] = {}
     for r in runs:
         if r.get(LR) is not None:

@@ -8,7 +8,9 @@ import copy
 import dataclasses
 import itertools
 import math
+import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -16,7 +18,8 @@ from typing import Any, Iterator
 import yaml
 
 from suite import store
-from suite.config import LR, SEED_MAX, ConfigError, RunConfig, apply_dict, flatten, nest, read_yaml, to_dict, validate
+from suite.config import (LR, RANGES, SEED_MAX, ConfigError, RunConfig, apply_dict, flatten, nest, parse_overrides,
+                          read_yaml, to_dict, validate)
 from suite.registry import did_you_mean
 from suite.sweep import tuned as tuned_mod
 
@@ -106,12 +109,10 @@ def load_ablation(path: str | Path | dict[str, Any], max_runs: int | None = None
     else:
         path = Path(path)
         raw = _resolve(path, problems, chain=())
+    if overrides and not problems:
+        raw = _override(raw, overrides, problems)
     if problems:
         raise SpecError(problems)
-    if overrides:
-        raw = _override(raw, overrides, problems)
-        if problems:
-            raise SpecError(problems)
     ablation = _expand(raw, str(path), problems, MAX_RUNS if max_runs is None else max_runs)
     if problems:
         raise SpecError(problems)
@@ -120,8 +121,6 @@ def load_ablation(path: str | Path | dict[str, Any], max_runs: int | None = None
 
 def _override(raw: dict[str, Any], overrides: list[str], problems: list[str]) -> dict[str, Any]:
     """``raw`` with ``overrides`` merged into its ``base``; one problem per key the grid or a variant sets."""
-    from suite.config import parse_overrides
-
     try:
         nested = parse_overrides(overrides, "command line")
         apply_dict(RunConfig(), nested, "command line")  # unknown keys and wrong types named as the user's
@@ -129,15 +128,14 @@ def _override(raw: dict[str, Any], overrides: list[str], problems: list[str]) ->
     except ConfigError as err:
         problems.append(str(err))
         return raw
-    from suite.config import RANGES
-
     for key in sorted(given):  # a value out of range is the command line's, not the file's
         check, what = RANGES.get(key, (lambda v: True, ""))
         if not check(given[key]):
             problems.append(f"command line: {key}={str(given[key])[:40]}: expected {what}; fix the value")
-    owned = set((raw.get("grid") or {}) if isinstance(raw.get("grid"), dict) else {})
-    for name, body in (raw.get("variants") or {}).items() if isinstance(raw.get("variants"), dict) else []:
-        owned |= {k for k in flatten(body)} if isinstance(body, dict) else set()
+    grid, variants = raw.get("grid"), raw.get("variants")
+    owned = set(grid if isinstance(grid, dict) else {})
+    for body in variants.values() if isinstance(variants, dict) else []:
+        owned |= set(flatten(body)) if isinstance(body, dict) else set()
     for key in sorted(set(given) & owned):
         problems.append(f"command line: {key}: the ablation's grid or a variant sets it; change the file, or use "
                         f"--only {key}=VALUE to run a part of its grid")
@@ -248,7 +246,8 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
     grid = data.get("grid", {})
     if not isinstance(grid, dict):
         problems.append(f"{src}: grid: expected a mapping of dotted key -> list, e.g. `grid: {{model.depth: [6, 12]}}`")
-    for key, values in grid.items() if isinstance(grid, dict) else []:
+        grid = {}
+    for key, values in grid.items():
         if key in RESERVED:
             problems.append(f"{src}: grid.{key}: not a grid axis; use `{key}s:` instead")
         elif not isinstance(values, list):
@@ -260,9 +259,9 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
             for v in {repr(c) for c in coerced if coerced.count(c) > 1 and c is not None}:
                 problems.append(f"{src}: grid.{key}: value {v} appears twice; remove one")
     seeds = data.get("seeds", 1)
-    if not (isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 1) and not (
+    if not (store.is_int(seeds) and seeds >= 1) and not (
             isinstance(seeds, list) and seeds and len(set(seeds)) == len(seeds)
-            and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= SEED_MAX for s in seeds)):
+            and all(store.is_int(s) and 0 <= s <= SEED_MAX for s in seeds)):
         problems.append(f"{src}: seeds: expected a count >= 1 (seeds 0..N-1) or a list of distinct "
                         f"integers from 0 to 2**63 - 1, got {seeds!r}; e.g. `seeds: 3` or `seeds: [0, 7, 42]`")
     if "refine" in data:
@@ -274,7 +273,8 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
     if not isinstance(exclude, list):
         problems.append(f"{src}: exclude: expected a list of conditions, e.g. "
                         f"`exclude: [{{variant: postln, model.depth: 48}}]`")
-    for i, cond in enumerate(exclude if isinstance(exclude, list) else []):
+        exclude = []
+    for i, cond in enumerate(exclude):
         if not isinstance(cond, dict) or not cond:
             problems.append(f"{src}: exclude[{i}]: expected a non-empty mapping of key -> value; "
                             f"e.g. `{{variant: postln, model.depth: 48}}`")
@@ -310,7 +310,7 @@ def _check_refine(value: Any, src: str, problems: list[str]) -> dict[str, Any]:
             out["max_lr"] = lr
     if "max_rounds" in value:
         n = value["max_rounds"]
-        if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+        if not (store.is_int(n) and n >= 1):
             problems.append(f"{src}: refine.max_rounds: expected an integer >= 1 (rounds of added rates), got {n!r}; "
                             f"e.g. `max_rounds: {MAX_ROUNDS}`")
     return out
@@ -451,8 +451,6 @@ CROSSFIT_MIN_SEEDS = 8  # 4 per half: below it the cross-fitted t has under 6 de
 def _warn_undecidable(primary: Any, n_seeds: int, src: str) -> None:
     """One warning per declared comparison its design can hardly decide (a cross-fitted one on few seeds has n - 2
     degrees of freedom)."""
-    import warnings
-
     from scipy import stats as sps
 
     from suite.declared import ALPHA, RULES, as_list
@@ -493,8 +491,6 @@ def _tuned_rates(raw: dict[str, Any], src: str, variants: dict[str, Any], grid: 
                             f"remove it from the variant")
     entries = raw.get("rates")
     if entries is None:
-        import os
-
         folder = Path(os.path.normpath(Path(src).parent / str(raw["rates_from"]) if src != "<ablation>"
                                        else str(raw["rates_from"])))
         entries = tuned_mod.from_folder(folder, list(variants), grid, src, problems)

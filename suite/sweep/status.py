@@ -15,9 +15,9 @@ from pathlib import Path
 
 from suite import store
 from suite.sweep import claims
-from suite.sweep.claims import CLAIMS
 from suite.results import ABLATION_FILE
-from suite.sweep.folder import RUN_IDS
+from suite.sweep.folder import RUN_IDS, RunnerError
+from suite.sweep.plan import resolve_runs
 from suite.sweep.spec import Run, SpecError, load_ablation
 from suite.sweep.sweep import SweepOptions
 
@@ -104,7 +104,7 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
     views = {rid: RunView(run, "pending", rid) for rid, run in zip(ids, ablation.runs)}
     slurm = _slurm_view(out, now)
     lease = slurm.lease_s if slurm is not None and slurm.lease_s else SweepOptions().lease  # as the sweep's workers
-    claimed = (out / CLAIMS).is_dir()  # sweeps before claims existed: judge by the log's age alone
+    claimed = (out / claims.CLAIMS).is_dir()  # sweeps before claims existed: judge by the log's age alone
     for rid, view in views.items():
         folder = out / "runs" / rid
         summary = store.read_summary(folder) if folder.is_dir() else None
@@ -125,12 +125,11 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
             view.state = "running" if recent and not view.worker_gone else "interrupted"
             tc = view.run.cfg.train
             view.step, view.steps = store.last_logged_step(folder), tc.steps if tc.epochs is None else None
-    result = SweepStatus(ablation.name, list(views.values()))
+    result = SweepStatus(ablation.name, list(views.values()), slurm=slurm)
     for v in result.runs:
         result.by_variant.setdefault(v.run.variant, Counter())[v.state] += 1
         if v.state == "done":
             result.by_variant[v.run.variant][v.status or "?"] += 1
-    result.slurm = slurm
     _estimate(result)
     return result
 
@@ -155,24 +154,21 @@ def _estimate(result: SweepStatus) -> None:
     result.runs_per_hour = len(running) * 3600 / mean
     from suite.sweep.eta import remaining_seconds, run_flops
 
+    # each running run's fraction done (epochs: assume half)
+    frac = {id(v): min(v.step / v.steps, 1.0) if v.step is not None and v.steps else 0.5 for v in running}
     flops = {id(v): run_flops(v.run) for v in [*done, *left, *running]}
     if all(f is not None for f in flops.values()):  # each run's time from its shape (eta.remaining_seconds)
-        frac = {id(v): min(v.step / v.steps, 1.0) if v.step is not None and v.steps else 0.5 for v in running}
         result.eta_s = remaining_seconds([(flops[id(v)], v.wall_s) for v in done], [flops[id(v)] for v in left],
                                          [(flops[id(v)], frac[id(v)]) for v in running], len(running))
         return
     work = len(left) * mean
     for v in running:
-        frac = min(v.step / v.steps, 1.0) if v.step is not None and v.steps else 0.5  # epochs: assume half
-        work += mean * (1 - frac)
+        work += mean * (1 - frac[id(v)])
     result.eta_s = work / len(running)
 
 
 def _resolved_ids(runs: list[Run]) -> list[str]:
     """The runs' ids as ``suite run`` names their folders on this machine, for a folder without ``run_ids.json``."""
-    from suite.sweep.folder import RunnerError
-    from suite.sweep.plan import resolve_runs
-
     def auto() -> str:
         import torch
 
@@ -193,7 +189,7 @@ def _slurm_view(out: Path, now: float) -> SlurmView | None:
         return None
     lease = record.get("lease_s") if isinstance(record.get("lease_s"), (int, float)) else None
     ages = []
-    for claim in (out / CLAIMS).glob("*.json"):
+    for claim in (out / claims.CLAIMS).glob("*.json"):
         with contextlib.suppress(OSError):  # released meanwhile
             ages.append(now - claim.stat().st_mtime)
     return SlurmView(record["cluster"], len(record["jobs"]), str(record.get("submitted_at", "?")), len(ages),

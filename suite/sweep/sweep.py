@@ -5,7 +5,6 @@ is the backend's business (:mod:`suite.sweep.backends`); the rest is the same fo
 from __future__ import annotations
 
 import collections
-import contextlib
 import copy
 import dataclasses
 import math
@@ -17,11 +16,14 @@ from pathlib import Path
 from typing import Callable
 
 from suite import store
+from suite.results import recorded_ablation
 from suite.sweep import claims, folder
 from suite.sweep.backends import backend as get_backend
+from suite.sweep.eta import starting_line
 from suite.sweep.folder import RunnerError
 from suite.sweep.launcher import Detached, Launcher, Placement
 from suite.sweep.options import SweepOptions
+from suite.sweep.plan import resolve_runs
 from suite.sweep.spec import Ablation, Run, SpecError, load_ablation, parse_only, select
 from suite.sweep.worker import RESULT_KEYS, Worker, group, record_lost, signal_handlers
 
@@ -78,8 +80,6 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
     filters = parse_only(opts.only, ablation)
     out = Path(out) if out else Path("results") / ablation.name
     folder.check_out(out, ablation)
-    from suite.sweep.plan import resolve_runs
-
     every = [dataclasses.replace(r, kind=opts.kind) for r in ablation.runs]
     if not opts.dry_run:
         opts = backend.settle(opts)
@@ -111,7 +111,10 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
         return sweep
     backend.refuse_beside(out)
     worker, placement, n = _plan(sweep, opts)
-    with folder.prepare_out(out, ablation, [r.run_id for r in every]), _interrupts():
+    # SIGTERM stops a sweep as Ctrl-C does; SIGINT raises KeyboardInterrupt even if the shell started us with it
+    # ignored (a background process of a non-interactive shell).
+    stops = {signal.SIGTERM: signal.default_int_handler, signal.SIGINT: signal.default_int_handler}
+    with folder.prepare_out(out, ablation, [r.run_id for r in every]), signal_handlers(stops):
         try:
             _drive(sweep, worker, placement, n, report, notify)
         except Detached as left:
@@ -124,8 +127,6 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
 def _record_ablation(out: Path, ablation: Ablation, run_ids: list[str]) -> None:
     """Bring ``out/ablation.yaml`` up to date when every run is done but the file changed since (a ``primary:`` added
     afterwards); a folder that cannot be written keeps its copy, with a warning."""
-    from suite.results import recorded_ablation
-
     try:
         recorded = recorded_ablation(out) or None
     except ValueError:
@@ -184,8 +185,6 @@ def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Placement, int]:
 def _drive(sweep: Sweep, worker: Worker, placement: Placement, n: int, report: Report | None,
            notify: Callable[[str], None]) -> None:
     """Start workers whenever none is left and runs are; report each summary as it appears."""
-    from suite.sweep.eta import starting_line
-
     out, launcher = sweep.out, placement.launcher
     pending = {r.run_id: r for r in sweep.todo}
 
@@ -247,9 +246,3 @@ def _lost_reason(out: Path, launcher: Launcher, head: str) -> str:
                 f"see {out / 'workers'}")
     how = launcher.exit_of(claim.get("pid"))
     return f"worker died {claim['attempt']} times on this run{f' (last: {how})' if how else ''}; see {out / 'workers'}"
-
-
-def _interrupts() -> contextlib.AbstractContextManager[bool]:
-    """SIGTERM stops a sweep as Ctrl-C does; SIGINT raises KeyboardInterrupt even if the shell started us with it
-    ignored (a background process of a non-interactive shell)."""
-    return signal_handlers({signal.SIGTERM: signal.default_int_handler, signal.SIGINT: signal.default_int_handler})

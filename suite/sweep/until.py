@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from suite import store
+from suite.declared import ALPHA, RULES, SEQUENTIAL, as_list, same_value, taken_looks
+from suite.results import AnalysisError, run_records
 from suite.sweep.folder import RunnerError
 from suite.sweep.spec import SpecError, load_ablation
 from suite.sweep.sweep import Report, SweepOptions, run_sweep
-
 
 RETRIES = 1  # reruns of the compared cells' errored runs before each look (an error that repeats is the run's)
 
@@ -29,17 +30,13 @@ def rounds_for(initial: int, max_seeds: int) -> list[int]:
 
 def errored_runs(runs: list[dict[str, Any]], primary: Any, seeds: list[int]) -> int:
     """Runs of the compared cells (both sides, ``seeds`` only) whose status is ``error``."""
-    from suite.declared import same_value
-
     return sum(r["status"] == "error" and r.get("variant") in (primary.scheme, primary.baseline)
-               and r.get("seed") in seeds and all(same_value(r.get(k), v) for k, v in primary.where.items()) for r in runs)
+               and r.get("seed") in seeds and all(same_value(r.get(k), v) for k, v in primary.where.items())
+               for r in runs)
 
 
 def _design_file(out: Path, rounds: list[int], seeds: list[int]) -> dict[str, Any]:
     """Read the folder's design, or write this one; refuse a different design for the same folder."""
-    from suite.results import AnalysisError
-    from suite.declared import ALPHA, SEQUENTIAL, taken_looks
-
     path = out / SEQUENTIAL
     design = {"design": "group-sequential, two-sided, O'Brien-Fleming-type alpha spending (Lan-DeMets) at the "
                         "information each look reached (seed pairs / the cap's)",
@@ -73,9 +70,6 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
         ConfigError: not exactly one primary comparison with a score endpoint, ``--only``, a cap below the ablation's
             seeds, or a folder whose design differs.
     """
-    from suite.results import run_records
-    from suite.declared import RULES, SEQUENTIAL, as_list, taken_looks
-
     ablation = load_ablation(path, max_runs=options.max_runs, overrides=options.overrides)
     declared = as_list(ablation.primary)
     if not declared:
@@ -100,8 +94,7 @@ def run_until_decided(path: str | Path, out: str | Path | None, options: SweepOp
     if max_seeds < len(first):
         raise RunnerError(f"--max-seeds {max_seeds}: fewer than the ablation's {len(first)} seeds; pass at least "
                           f"{len(first)}")
-    extra = [s for s in range(max(first) + 1, max(first) + 1 + max_seeds) if s not in first]
-    seeds = first + extra[:max_seeds - len(first)]
+    seeds = first + list(range(max(first) + 1, max(first) + 1 + max_seeds - len(first)))  # new seeds above the file's
     rounds = rounds_for(len(first), max_seeds)
     out = Path(out) if out else Path("results") / ablation.name
     design = _design_file(out, rounds, seeds)

@@ -163,7 +163,7 @@ class Worker:
         return submitit.helpers.DelayedSubmission(dataclasses.replace(self), self.index)
 
     def _train(self, pack: list[Run], claim: claims.Claim, counts: dict[str, Any]) -> None:
-        from suite.engine.lifecycle import StopRun
+        from suite.engine.lifecycle import StopRun, summary_guard
 
         out = Path(self.out)
         todo = [r for r in pack if store.read_summary(run_dir(out, r)) is None]  # finished since we looked
@@ -179,7 +179,6 @@ class Worker:
         self._event("start", todo, attempt=claim.attempt)
         self.beat.hold(claim)
         self._in_run = True
-        from suite.engine.lifecycle import summary_guard
 
         def still_ours() -> str | None:  # right before each summary: a run may end between two heartbeats
             try:
