@@ -143,8 +143,9 @@ def _parse_one(raw: Any, src: str, name: str, variants: list[str], grid: dict[st
             problems.append(f"{src}: {name}.where.{key}: {value!r} is not in the grid "
                             f"({', '.join(map(str, grid[key]))}); use one of those values")
     endpoint = raw.get("endpoint", "best_lr_score" if LR in grid and LR not in where else "score")
-    rule = RULES.get(endpoint, Rule(lr="any"))
-    if endpoint not in ENDPOINTS:
+    known = isinstance(endpoint, str) and endpoint in ENDPOINTS  # a list or a mapping is no name (nor hashable)
+    rule = RULES[endpoint] if known else Rule(lr="any")
+    if not known:
         problems.append(f"{src}: {name}.endpoint: {endpoint!r} is not one of {', '.join(ENDPOINTS)}")
     elif rule.lr == "free" and (LR not in grid or LR in where):
         problems.append(f"{src}: {name}.endpoint: {endpoint} needs a `{LR}` grid axis left free"

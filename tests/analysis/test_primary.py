@@ -72,6 +72,10 @@ def test_the_block_is_checked_against_the_ablation(tmp_path):
     path.write_text(yaml.safe_dump({**ABLATION, "primary": {"scheme": "layerscale", "baseline": "preln"}}))
     with pytest.raises(SpecError, match=r"primary.where: also fix model.depth \(one of 6, 12\)"):
         load_ablation(path)
+    for odd in ([1], {"name": "score"}):  # not a name at all: the same one line, not a TypeError
+        path.write_text(yaml.safe_dump({**ABLATION, "primary": {**DECLARED, "endpoint": odd}}))
+        with pytest.raises(SpecError, match=r"primary.endpoint: .* is not one of best_lr_score"):
+            load_ablation(path)
     path.write_text(yaml.safe_dump({**ABLATION, "primary": {**DECLARED, "margin": 5}}))
     declared = load_ablation(path).primary
     assert declared == primary.Primary("layerscale", "preln", {"model.depth": 12}, "best_lr_score", 0.05)

@@ -33,6 +33,12 @@ def _not_ok(side: list[dict[str, Any]]) -> int:
     return sum(r["status"] != "ok" for r in side)
 
 
+def _tally(answer: FailureAnswer, a: list[dict[str, Any]], b: list[dict[str, Any]]) -> None:
+    """Runs not ok of runs on each side, and the seeds per rate the fewer side has."""
+    answer.counts = (_not_ok(a), len(a), _not_ok(b), len(b))
+    answer.seeds = min((len({r.get("seed") for r in side}) for side in (a, b)), default=0)
+
+
 class NotOkRate(Endpoint):
     name = "not_ok_rate"
     what = "the share of runs that diverged or failed"
@@ -158,12 +164,11 @@ class Frontier(_Scaled):
         sides = [([float(r[LR]) for r in side], [int(r["status"] != "ok") for r in side]) for side in (a, b)]
         fit = relative_potency(*sides[0], *sides[1], alpha)
         own = [frontier(*side) for side in sides]
-        answer.counts = (sum(sides[0][1]), len(a), sum(sides[1][1]), len(b))
         answer.estimate, answer.low, answer.high, answer.p = fit.ratio, fit.low, fit.high, fit.p
         answer.level, answer.censored, answer.note = 1 - alpha, fit.censored, fit.note
         answer.lr50 = (own[0].lr50, own[1].lr50)
         answer.lr50_edge = (own[0].censored, own[1].censored)
-        answer.seeds = min(len({r.get("seed") for r in side}) for side in (a, b))
+        _tally(answer, a, b)
         self.decide(answer, fit.p)
 
     def scale(self, a: FailureAnswer, effect: float, power: float, alpha: float) -> float:
@@ -236,8 +241,7 @@ class FrontierSlope(_Scaled):
         answer.slopes = tuple(model.slopes.get(v, depthslope.Slope()) for v in (pr.scheme, pr.baseline))
         answer.checks = (model.parallel_p, model.linear_p)
         a, b = ([r for r in runs if r["variant"] == v] for v in (pr.scheme, pr.baseline))
-        answer.counts = (_not_ok(a), len(a), _not_ok(b), len(b))
-        answer.seeds = min((len({r.get("seed") for r in side}) for side in (a, b)), default=0)
+        _tally(answer, a, b)
         self.decide(answer, fit.p)
 
     def scale(self, a: FailureAnswer, effect: float, power: float, alpha: float) -> float:
