@@ -17,6 +17,11 @@ PYTEST_ARGS ?=
 # so two test files at a time finish sooner on 2 cores. Each file stays in one process (loadfile),
 # which keeps its module fixtures built once. TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= 2
+# Python caches each module's bytecode in the venv and the checkout the first time a process imports it, even where
+# the shell sets PYTHONDONTWRITEBYTECODE: the tests and a sweep start hundreds of processes, and without the cache each
+# one compiles torch again. Installing compiles nothing ahead (uv's --compile-bytecode took about 55 s of the
+# install, for every module of every package, most never imported).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install test run-ablations tune deep stability frontier propagate tables bench bench-check device-check device-wheels clean
 
@@ -31,7 +36,7 @@ INSTALLER ?= uv
 EXTRAS := .[dev,ray,slurm,trackers]
 PIP_INSTALL = $(BIN)/python -m pip install -q $(TORCH_SPEC) && $(BIN)/python -m pip install -q -e '$(EXTRAS)'
 UV_INSTALL = $(BIN)/python -m pip install -q uv && \
-	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python $$($(BIN)/python scripts/uv_args.py) $(TORCH_SPEC) -e '$(EXTRAS)'
+	$(BIN)/uv pip install -q --python $(BIN)/python $$($(BIN)/python scripts/uv_args.py) $(TORCH_SPEC) -e '$(EXTRAS)'
 # USE_SYSTEM_TORCH=1 keeps the torch and torchvision that $(PYTHON) already has (a cluster module, the GPU
 # image's; 2.11 or newer): the venv sees $(PYTHON)'s packages (the .pth file does so even when $(PYTHON) is
 # itself a venv's) and pip adds only what is missing, from wheelhouse/ alone when that folder exists.
@@ -57,8 +62,7 @@ else
 endif
 	touch $(STAMP)
 
-# The suite's modules are byte-compiled first: where PYTHONDONTWRITEBYTECODE is set, each of the
-# tests' hundreds of processes would otherwise compile them again.
+# The suite's modules are byte-compiled first, so the tests' two processes do not both compile them.
 test: install
 	$(BIN)/python -m compileall -q suite scripts
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)

@@ -9,14 +9,12 @@ The Python API, for notebooks (the command line is ``suite``; both do the same w
     curve = load_metrics("results/smoke/runs/" + runs.run_id[0])  # one row per metrics record
     table = analyze("results/smoke", figures=False)  # writes tables/, returns the per-group summary
 
-Names load on first use (module ``__getattr__``), so ``import suite`` and ``suite --help`` do not import torch.
-
-Modules: ``config.py`` (the typed run config), ``registry.py`` (the names a user can choose), ``store.py`` (the results
-layout), ``results.py`` (runs read back, and how each scores), ``grouping.py`` (which runs form an arm),
-``files.py`` (results files read without trusting their names), ``interrupt.py`` (a caught Ctrl-C's exit status),
-``learned.py`` (did a run learn), ``declared.py`` (an ablation's ``primary:``); packages ``data/``, ``models/``,
-``engine/`` (one run), ``sweep/`` (many runs), ``analysis/``, ``bench/`` and ``cli/`` (the ``suite`` command;
-``__main__.py`` runs it as ``python -m suite``).
+Names load on first use, so ``import suite`` does not import torch. Modules: ``config.py`` (the typed run config),
+``registry.py`` (names a user can choose), ``store.py`` (the results layout), ``results.py`` (runs read back and
+scored), ``grouping.py`` (which runs form an arm), ``files.py`` (results files read untrusted), ``interrupt.py`` (a
+caught Ctrl-C's exit status), ``learned.py`` (did a run learn), ``declared.py`` (an ablation's ``primary:``); packages
+``data/``, ``models/``, ``engine/`` (one run), ``sweep/`` (many runs), ``analysis/``, ``bench/`` and ``cli/`` (the
+``suite`` command, also ``python -m suite`` through ``__main__.py``).
 """
 
 from __future__ import annotations

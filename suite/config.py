@@ -1,9 +1,5 @@
-"""Typed run configuration: every default in one visible place.
-
-A run is one :class:`RunConfig`, one dataclass per concern (model, data, training). YAML files, then ``key=value``
-overrides, only *override* these defaults; an unknown or mistyped key fails at once with the file, the dotted key and a
-did-you-mean (:class:`ConfigError`). The resolved config is written next to every run (``config.yaml``).
-"""
+"""Typed run configuration (:class:`RunConfig`): every default in one place. YAML files, then ``key=value`` overrides,
+only override them; an unknown or mistyped key is a :class:`ConfigError` naming the file, the dotted key and a fix."""
 
 from __future__ import annotations
 
@@ -115,15 +111,13 @@ class TrainConfig:
     scale_max_skips: int = 20  # scale_collapse (fp16): the loss scaler skipped this many steps in a row, ...
     scale_min: float = 1e-4  # ... or its scale fell below this (fairseq's minimum loss scale)
     log_every: int = 10  # metrics.jsonl cadence (with per-block probes)
-    # instability diagnostics at each log step (docs/training.md); not part of the run id
-    diagnostics: bool = True
+    diagnostics: bool = True  # instability diagnostics at each log step (docs/training.md); not part of the run id
     eval_every: int = 100  # held-out evaluation cadence: validation every N steps, test at the end (0 = only at the end)
     # fixed: every eval_every steps; log: also at 5, 10, 20, 40, ... below eval_every (docs/training.md)
     eval_schedule: Literal["fixed", "log"] = "fixed"
     timing_warmup_steps: int = 5  # steps excluded from step_time_ms
     checkpoint_every: int = 0  # 0 = no checkpoints; else save every N steps (resumable)
-    # auto: on CUDA bf16 from model.dim BF16_MIN_WIDTH up, tf32 below, fp32 on CPU; resolved before the run id
-    # (resolve_precision). fp16 (loss scaling) and tf32: CUDA only (docs/training.md)
+    # auto: bf16 on CUDA from model.dim BF16_MIN_WIDTH, tf32 below, fp32 on CPU (resolve_precision); fp16, tf32: CUDA
     precision: Literal["auto", "fp32", "tf32", "bf16", "fp16"] = "auto"
     # torch.compile each block (regional): false, true (= default) or a mode
     compile: bool | Literal["default", "reduce-overhead", "max-autotune"] = False
@@ -143,9 +137,6 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     seed: int = 0  # init, data order and augmentation are all derived from this
     device: Literal["auto", "cpu", "cuda"] = "auto"
-
-
-# ----------------------------------------------------------------------------- loading
 
 
 def _type_name(tp: Any) -> str:
@@ -202,8 +193,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
 
 
 def apply_dict(obj: Any, updates: dict[str, Any], source: str, prefix: str = "") -> None:
-    """Apply a nested mapping of overrides (``{"model": {"depth": 12}}``) onto a config dataclass in place, strictly:
-    ConfigError on an unknown key (with a did-you-mean) or a value of the wrong type, naming ``source``."""
+    """Apply nested overrides onto a config dataclass in place; ConfigError for an unknown key or a wrong type."""
     if not isinstance(updates, dict):
         raise ConfigError(f"{source}: {prefix or 'top level'} must be a mapping, got {updates!r}")
     hints = typing.get_type_hints(type(obj))
@@ -254,8 +244,7 @@ def parse_overrides(items: typing.Sequence[str], source: str = "command line") -
 
 
 def read_yaml(path: str | Path, links: bool = True) -> Any:
-    """Read a YAML file; a syntax error, a non-regular file, one over :data:`MAX_YAML_BYTES`, too deep, or whose aliases
-    expand beyond :data:`MAX_YAML_NODES` is a one-line :class:`ConfigError`. ``links`` False: links are refused too."""
+    """A YAML file's data; a one-line ConfigError for bad YAML, an unsafe, huge or too deep file, or an alias bomb."""
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         raise ConfigError(f"{path}: file not found")
@@ -288,17 +277,14 @@ MAX_YAML_BYTES = 1 << 20  # 1 MiB of YAML takes seconds to parse; the largest sh
 
 
 def expanded_size(root: yaml.Node | None) -> float:
-    """Nodes in ``root`` with every alias counted as a copy of its anchor (``inf`` for an alias inside its own anchor),
-    in time linear in the file."""
+    """Nodes in ``root``, each alias counted as a copy of its anchor (``inf`` for a cycle), in linear time."""
     size: dict[int, float] = {}
     open_: set[int] = set()  # nodes whose children are being counted: meeting one again is a cycle
     stack = [(root, False)] if root is not None else []
     while stack:
         node, closing = stack.pop()
-        if isinstance(node, yaml.MappingNode):
-            children = [n for pair in node.value for n in pair]
-        else:
-            children = node.value if isinstance(node, yaml.SequenceNode) else []
+        children = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
+                    else node.value if isinstance(node, yaml.SequenceNode) else [])
         if closing:
             size[id(node)] = 1 + sum(size[id(c)] for c in children)
             open_.discard(id(node))
@@ -472,12 +458,7 @@ def _get(cfg: Any, dotted: str) -> Any:
 
 
 def validate(cfg: RunConfig, source: str = "config", reference: RunConfig | None = None) -> None:
-    """Cross-field checks a type cannot express: registry names, :data:`RANGES`, shapes between keys, scheme options
-    (against ``reference``, what the user's settings were laid over; None: not checked).
-
-    Raises:
-        ConfigError: the first problem, naming the source, the dotted key, the valid range and the value.
-    """
+    """Checks a type cannot express (names, RANGES, shapes, scheme options vs ``reference``); ConfigError if any."""
     m = cfg.model
     if m.residual not in SCHEMES:
         raise ConfigError(f"{source}: {SCHEMES.unknown(m.residual)}")
@@ -519,8 +500,7 @@ _NOT_READ_BECAUSE = {("depth-mup", "model.depth_alpha"): "fixes alpha at 1/2",
 
 
 def check_scheme_options(cfg: RunConfig, reference: RunConfig, source: str = "config") -> None:
-    """Refuse (ConfigError) a scheme option set, differing from ``reference``, for a scheme that does not read it: it
-    would only rename the run or record a value the run does not train with."""
+    """ConfigError for a scheme option set away from ``reference`` that the scheme does not read (a mere rename)."""
     scheme = cfg.model.residual
     for key in SCHEMES.options():
         value, default = _get(cfg, key), _get(reference, key)
@@ -543,8 +523,7 @@ def _check_frozen_zero(cfg: RunConfig, source: str) -> None:
 
 
 def memory_estimate(cfg: RunConfig) -> tuple[float, str]:
-    """A lower bound on the bytes one training run needs, and how they add up (docs/training.md): a run refused for it
-    could not have fitted."""
+    """A lower bound on one training run's bytes, and how they add up (docs/training.md)."""
     m, t = cfg.model, cfg.train
     img, chans, classes, _ = data_shape(cfg.data)
     img, chans = m.img_size or img, m.in_chans or chans
@@ -616,19 +595,9 @@ def resolve_precision(cfg: RunConfig, device_type: str) -> RunConfig:
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=resolved))
 
 
-# ----------------------------------------------------------------------------- output
-
-
 def to_dict(cfg: Any) -> dict[str, Any]:
     """Nested plain-Python dict (tuples become lists), ready for YAML/JSON."""
-    def clean(v: Any) -> Any:
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [clean(x) for x in v]
-        return v
-
-    return clean(dataclasses.asdict(cfg))
+    return dataclasses.asdict(cfg, dict_factory=lambda kv: {k: list(v) if isinstance(v, tuple) else v for k, v in kv})
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

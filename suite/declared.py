@@ -1,18 +1,14 @@
 """The comparison an ablation declares (``primary:``): its fields, their checks and the constants both the sweep and
-the analysis use. Parsed with the ablation file (:mod:`suite.sweep.spec`); tested by :mod:`suite.analysis.primary`.
-"""
+the analysis use. Parsed with the ablation file (:mod:`suite.sweep.spec`); tested by :mod:`suite.analysis.primary`."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from suite.config import DEPTH, LR
 from suite.registry import Registry
-from suite.results import AnalysisError
-
 
 
 @dataclass(frozen=True)
@@ -23,7 +19,6 @@ class Rule:
     depth: bool = False  # compared across model.depth: two depths or more, left out of `where`
     versus: bool = False  # the effect at `where` set against the same at a second cell, `versus`
     margin: bool = True  # an equivalence test exists, so a margin may be declared
-    sequential: bool = False  # `suite run --until-decided` can decide it
     runs_per_rate: bool = False  # places frontiers run by run: one seed is warned against
     crossfit: bool = False  # rates chosen and scored on halves of the seeds: few seeds are warned against
 
@@ -38,11 +33,11 @@ ENDPOINTS = Registry("primary.endpoint", {
     "frontier_slope": "suite.analysis.endpoints.failure:FrontierSlope",
 })
 RULES: dict[str, Rule] = {
-    "best_lr_score": Rule(lr="free", sequential=True, crossfit=True),
-    "score": Rule(sequential=True),
+    "best_lr_score": Rule(lr="free", crossfit=True),
+    "score": Rule(),
     "not_ok_rate": Rule(lr="any", margin=False),
     "frontier": Rule(lr="free", margin=False, runs_per_rate=True),
-    "interaction": Rule(versus=True, sequential=True),
+    "interaction": Rule(versus=True),
     "frontier_slope": Rule(lr="free", depth=True, margin=False, runs_per_rate=True),
 }
 
@@ -59,8 +54,6 @@ DEFAULT_EFFECT = 0.05  # the difference planned for when no margin is declared: 
 DEFAULT_RATIO = 2.0  # the frontier ratio planned for
 DEFAULT_SLOPE = 0.5  # the difference of frontier slopes on log depth planned for: a 4x ratio over 16x depth
 MAX_PRIMARY = 3  # co-primary comparisons at most: each one costs the others power
-MAX_SEEDS = 10_000  # seeds per cell a sequential design may plan (suite run --max-seeds is far below)
-SEQUENTIAL = "sequential.json"  # written by `suite run --until-decided` into the results folder
 
 
 @dataclass(frozen=True)
@@ -79,14 +72,13 @@ class Primary:
         if RULES[self.endpoint].versus:
             versus = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.versus.items())
             return f"{self.scheme} - {self.baseline} at {where}, minus the same at {versus}"
-        if RULES[self.endpoint].depth:
-            return f"{self.scheme} vs {self.baseline} across depth" + (f" at {where}" if where else "")
-        return f"{self.scheme} vs {self.baseline}" + (f" at {where}" if where else "")
+        across = " across depth" if RULES[self.endpoint].depth else ""
+        return f"{self.scheme} vs {self.baseline}{across}" + (f" at {where}" if where else "")
 
 
 def parse(raw: Any, src: str, variants: list[str], grid: dict[str, list[Any]],
           problems: list[str]) -> Primary | list[Primary] | None:
-    """Check a ``primary:`` block against the ablation's variants and grid, one line per problem in ``problems``; a
+    """A ``primary:`` block checked against the variants and grid (a line per problem in ``problems``): a
     :class:`Primary`, a list of them (co-primary comparisons), or None when absent or wrong."""
     if raw is None:
         return None
@@ -203,14 +195,3 @@ def same_value(a: Any, b: Any) -> bool:
 def _fmt(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
-
-def taken_looks(looks: Any, src: Path | str) -> tuple[tuple[int, int], ...]:
-    """(seeds, pairs) of the looks recorded in ``sequential.json``, in the order they were taken."""
-    def whole(x: Any) -> bool:
-        return isinstance(x, int) and not isinstance(x, bool) and x >= 0
-
-    if not isinstance(looks, list) or not all(isinstance(x, dict) and whole(x.get("look")) and whole(x.get("seeds"))
-                                              and whole(x.get("pairs")) for x in looks):
-        raise AnalysisError(f"{src}: looks: expected a list of {{look, seeds, pairs, ...}} records; delete the file "
-                            f"to analyse as a fixed design")
-    return tuple((x["seeds"], x["pairs"]) for x in sorted(looks, key=lambda x: x["look"]))

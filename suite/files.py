@@ -1,6 +1,5 @@
-"""Files of a results folder that the suite reads or appends to, never trusted to be what their name says, since a
-results folder may come from anywhere (results/README.md, Security). No suite imports, so store and config use it.
-"""
+"""Files of a results folder read or appended to, never trusted to be what their name says: a results folder may come
+from anywhere (results/README.md, Security). No suite imports, so store and config use it."""
 
 from __future__ import annotations
 

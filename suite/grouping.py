@@ -1,9 +1,6 @@
-"""Which runs form a group, how groups are ordered, and how they split into table sections.
-
-The rule is docs/statistics.md, "Groups and layout": ``variant`` plus every config key that varies within a variant,
-execution keys excluded. Two more: ``packed`` keeps packed and solo runs of one cell apart (a bf16 pack is not bit for
-bit its solo runs), and a key the others imply (each arm's rate tuned per depth, ``rates_from``) splits no group.
-"""
+"""Which runs form a group, in what order, split into which table sections (docs/statistics.md, "Groups and layout"):
+``variant`` plus every config key that varies within one, execution keys excluded; ``packed`` keeps packed and solo
+runs apart, and a key the others imply (a rate tuned per depth) splits no group."""
 
 from __future__ import annotations
 
@@ -57,10 +54,8 @@ def sections(frame: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, pd.DataF
     if not skeys:
         return [((), frame)]
     labels = [tuple(hashable(v) for v in row) for row in frame[skeys].itertuples(index=False)]
-    out = []
-    for label in sorted(set(labels), key=lambda t: [sort_value(v) for v in t]):
-        out.append((label, frame[[lab == label for lab in labels]]))
-    return out
+    return [(label, frame[[lab == label for lab in labels]])
+            for label in sorted(set(labels), key=lambda t: [sort_value(v) for v in t])]
 
 
 def _is_config_key(key: str) -> bool:
@@ -72,8 +67,7 @@ PACKED = "packed"  # set by a pack (suite/engine/pack.py); part of the cell when
 
 
 def group_keys(runs: list[dict[str, Any]], by: list[str] | None = None) -> list[str]:
-    """The keys that define a group: ``variant`` first, then sorted other keys; ``by`` None: the automatic rule.
-    AnalysisError for an unknown key (with a did-you-mean) or one that cannot group runs."""
+    """``variant``, then the sorted other keys that define a group (``by`` None: the automatic rule); AnalysisError."""
     columns = sorted({k for r in runs for k in r})
     if by is not None:
         keys = []
@@ -128,10 +122,8 @@ def choose_baseline(runs: list[dict[str, Any]], baseline: str | None) -> str:
     if baseline is None:
         if DEFAULT_BASELINE in variants:
             return DEFAULT_BASELINE
-        raise AnalysisError(
-            f"no variant named '{DEFAULT_BASELINE}' to compare against; pass --baseline VARIANT "
-            f"(one of: {', '.join(variants)})"
-        )
+        raise AnalysisError(f"no variant named '{DEFAULT_BASELINE}' to compare against; pass --baseline VARIANT "
+                            f"(one of: {', '.join(variants)})")
     if baseline not in variants:
         raise AnalysisError(f"--baseline {baseline}: no such variant{did_you_mean(baseline, variants)}; "
                             f"variants: {', '.join(variants)}")

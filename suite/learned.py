@@ -1,6 +1,5 @@
 """The learning test: did a model beat always guessing the largest class on held-out data? A one-sided exact binomial
-test at :data:`ALPHA`; scipy.special only (scipy.stats takes seconds to import).
-"""
+test at :data:`ALPHA`; scipy.special only (scipy.stats takes seconds to import)."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ ALPHA = 0.01
 
 
 def learned(acc: float, n: int, majority: float, alpha: float = ALPHA) -> bool:
-    """Whether ``acc`` on ``n`` examples beats guessing the largest class (share ``majority``):
-    ``P(X >= correct) < alpha`` for X ~ Binomial(n, majority)."""
+    """Whether ``acc`` on ``n`` examples beats guessing the largest class (share ``majority``) at level ``alpha``."""
     if n <= 0:
         return False
     correct = round(acc * n)

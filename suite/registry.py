@@ -1,8 +1,5 @@
-"""Names a user can choose (residual schemes, datasets), and the one did-you-mean helper.
-
-A :class:`Registry` maps each name to ``"module:attr"``, imported on first use, so the config checks names without
-importing torch and without an import circle; ``tests/test_registry.py`` resolves every entry.
-"""
+"""Names a user can choose (residual schemes, datasets), each ``"module:attr"`` imported on first use, so the config
+checks names without torch or an import circle; and the one did-you-mean helper."""
 
 from __future__ import annotations
 
@@ -28,8 +25,7 @@ class Registry:
         self._targets = dict(entries)
         self._descriptions = dict(descriptions or {})
         self._options = {name: tuple(keys) for name, keys in (options or {}).items()}
-        unknown = set(self._options) - set(self._targets)
-        if unknown:
+        if unknown := set(self._options) - set(self._targets):
             raise ValueError(f"{key}: options declared for unregistered names {sorted(unknown)}")
         self._loaded: dict[str, Any] = {}
 
@@ -67,16 +63,11 @@ class Registry:
         return f"{self.key} '{name}' is unknown{did_you_mean(str(name), self._targets)}; valid: {', '.join(self.names())}"
 
     def register(self, name: str, target: str | Any, description: str = "", options: tuple[str, ...] = ()) -> None:
-        """Add ``name`` from outside (docs/extending.md): ``target`` is ``"module:attribute"`` or the object. In-process
-        only: the workers of ``suite run`` start fresh and see the tables as written here.
-
-        Raises:
-            ValueError: ``name`` is registered already, or an option is no option of this registry.
-        """
+        """Add ``name`` (docs/extending.md): ``target`` is ``"module:attribute"`` or the object; in-process only
+        (``suite run``'s workers start fresh). ValueError for a name taken or an option unknown here."""
         if name in self._targets:
             raise ValueError(f"{self.key} '{name}' is registered already; choose another name")
-        unknown = [k for k in options if k not in self.options()]
-        if unknown:
+        if unknown := [k for k in options if k not in self.options()]:
             raise ValueError(f"{self.key} '{name}': {unknown[0]} is no option of {self.key}; options: "
                              f"{', '.join(self.options()) or 'none'}")
         if isinstance(target, str):

@@ -1,10 +1,10 @@
-"""The results table of a folder of finished runs, read back: their summaries (or ``runs.csv``), training curves, and
-the one rule by which each run scores (docs/statistics.md, "One score"). The analysis and the sweep both read runs
-through it; the columns: results/README.md."""
+"""A folder of finished runs read back (summaries or ``runs.csv``, training curves; columns: results/README.md), and the
+one rule by which each run scores (docs/statistics.md, "One score"). The analysis and the sweep both read runs here."""
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import csv
 import io
 import math
@@ -28,15 +28,11 @@ class AnalysisWarning(store.SuiteWarning):
     """Something the user should know that does not stop the analysis (e.g. runs that errored)."""
 
 
-# ----------------------------------------------------------------------------- loading
-
-
 ABLATION_FILE = "ablation.yaml"  # the ablation a results folder's runs came from, written by `suite run`
 
 
 def recorded_ablation(root: str | Path) -> dict[str, Any]:
-    """A results folder's ``ablation.yaml`` as a mapping ({} when there is none): its one reader, links refused, since
-    its text may enter a shared page. ConfigError when unreadable; each caller decides whether that is fatal."""
+    """A folder's ``ablation.yaml`` as a mapping ({} if none), links refused (it may enter a shared page)."""
     path = Path(root) / ABLATION_FILE
     if not path.exists() and not path.is_symlink():
         return {}
@@ -46,13 +42,17 @@ def recorded_ablation(root: str | Path) -> dict[str, Any]:
     return raw
 
 
-def run_records(run_dir: str | Path, from_csv: bool = False) -> list[dict[str, Any]]:
-    """Every ``summary.json`` under ``run_dir`` (recursively), each with ``run_dir`` (relative, POSIX) added; one that
-    cannot be trusted is skipped with a warning. ``from_csv``: also ``runs.csv`` rows whose runs have no folder here.
+def readable_ablation(root: str | Path) -> dict[str, Any]:
+    """:func:`recorded_ablation`, or {} when it cannot be read (a page or findings.md still renders)."""
+    try:
+        return recorded_ablation(root)
+    except ValueError:
+        return {}
 
-    Raises:
-        AnalysisError: missing folder, no usable runs, duplicate run ids, or runs of more than one ablation.
-    """
+
+def run_records(run_dir: str | Path, from_csv: bool = False) -> list[dict[str, Any]]:
+    """Every trusted ``summary.json`` under ``run_dir`` with its ``run_dir`` (relative, POSIX); ``from_csv``: also the
+    ``runs.csv`` rows without a folder here. AnalysisError: no folder or usable run, a run twice, several ablations."""
     root = Path(run_dir)
     if not root.is_dir():
         raise AnalysisError(f"{root}: no such folder; pass a folder of runs, e.g. results/<ablation>")
@@ -176,8 +176,7 @@ def runs_from_csv(path: Path) -> list[dict[str, Any]]:
     runs = []
     for line, row in enumerate(rows, start=2):
         summary = {k: _cell(v, k in text, k in ints) for k, v in row.items() if k is not None and k not in DERIVED}
-        problem = (None if None not in row else "more cells than columns") or _summary_problem(summary)
-        if problem:
+        if problem := (None if None not in row else "more cells than columns") or _summary_problem(summary):
             warnings.warn(f"{path}, line {line}: skipped: {problem}", AnalysisWarning)
             continue
         if summary.get("run_dir") is not None and run_folder(path.parent, summary) is None:
@@ -217,10 +216,8 @@ def _cell(value: str | None, text: bool, integer: bool) -> Any:
             return ast.literal_eval(value)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             return value
-    try:
+    with contextlib.suppress(ValueError):
         return int(value)
-    except ValueError:
-        pass
     try:
         number = float(value)
     except ValueError:
@@ -299,13 +296,8 @@ def read_curves(run_path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     if bad:
         warnings.warn(f"{Path(run_path) / store.METRICS}: {bad} train record(s) skipped: a step, loss or blocks "
                       f"of the wrong type", AnalysisWarning)
-    return (
-        pd.DataFrame(train, columns=["step", "loss"], dtype=float),
-        pd.DataFrame(blocks, columns=["step", "block", "scale_mean"], dtype=float),
-    )
-
-
-# ----------------------------------------------------------------------------- one score
+    return (pd.DataFrame(train, columns=["step", "loss"], dtype=float),
+            pd.DataFrame(blocks, columns=["step", "block", "scale_mean"], dtype=float))
 
 
 def chance(run: dict[str, Any]) -> float | None:

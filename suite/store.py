@@ -1,8 +1,5 @@
-"""The results layout: stable run ids, statuses, atomic writes, JSON, provenance, reading runs back.
-
-Every product writes and reads results through this module only: one JSON policy (:func:`write_json`), one way to read
-``metrics.jsonl`` (:func:`read_metrics`). Torch-free. Layout and schema: ``results/README.md``.
-"""
+"""The results layout (``results/README.md``): run ids, statuses, atomic writes, JSON, provenance, runs read back; every
+product reads and writes results through this module only. Torch-free."""
 
 from __future__ import annotations
 
@@ -42,8 +39,7 @@ ADDED_KEYS = {"train.spike_window": 20, "model.layerscale.cast": False}
 
 
 def run_id(cfg: RunConfig) -> str:
-    """Stable 12-hex-digit id of a resolved run config: any change of what a run computes gives a new id
-    (results/README.md)."""
+    """Stable 12-hex-digit id of a resolved run config: a new id for any change of what the run computes."""
     flat = {k: v for k, v in flatten(to_dict(cfg)).items()
             if k not in EXECUTION_KEYS and not (k in ADDED_KEYS and v == ADDED_KEYS[k])}
     blob = json.dumps(flat, sort_keys=True, separators=(",", ":"), default=str)
@@ -115,8 +111,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def to_json(obj: Any) -> Any:
-    """``obj`` as strict JSON values: numpy / torch values become Python ones, non-finite floats ``None``; TypeError
-    for any other type (never silently written as something else)."""
+    """``obj`` as strict JSON values (numpy / torch to Python, non-finite floats None); TypeError for other types."""
     if isinstance(obj, dict):
         return {str(k): to_json(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -175,8 +170,7 @@ def other_run(out: Path, run_id: str) -> str | None:
 
 
 def open_run_folder(out: Path) -> None:
-    """Create (or reuse) a run folder without a ``summary.json``, so the run counts as unfinished until it writes one,
-    and without a killed write's temp files; UnsafeFile where it or an appended file is a link, or DiskFull."""
+    """Create or reuse a run folder, unfinished (no ``summary.json``) and without a killed write's temp files."""
     check_run_folder(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -300,11 +294,8 @@ class CorruptFile(ValueError):
 
 
 def read_metrics(run_dir: Path, name: str = METRICS, skip_damaged: bool = False) -> list[dict[str, Any]]:
-    """Every record of a run's JSON-lines file ``name``; ``[]`` when it does not exist.
-
-    A cut-off last line (a killed writer, a full disk) is skipped with a warning; any other bad line, or a FIFO, raises
-    :class:`CorruptFile`, unless ``skip_damaged`` (a resumed run, which rewrites its log) skips it with a warning.
-    """
+    """Every record of a run's JSON-lines file ``name`` (``[]`` if none). A cut-off last line is skipped with a warning;
+    any other bad line is a :class:`CorruptFile`, or with ``skip_damaged`` (a resumed run) dropped with a warning."""
     path = Path(run_dir) / name
     try:
         text = read_text(path, max_bytes=None)  # any length, but a regular file: not a link to /dev/zero
@@ -330,9 +321,6 @@ def read_metrics(run_dir: Path, name: str = METRICS, skip_damaged: bool = False)
         else:
             raise CorruptFile(f"{path}: line {number} is not a JSON object; delete the run folder to rerun it")
     return records
-
-
-# ----------------------------------------------------------------------------- provenance
 
 
 def last_logged_step(run_dir: Path, tail_bytes: int = 65536) -> int | None:
@@ -388,32 +376,21 @@ def provenance(device: str, name: str | None = None) -> dict[str, str | None]:
     torch_version = None
     with contextlib.suppress(importlib.metadata.PackageNotFoundError):
         torch_version = importlib.metadata.version("torch")
-    return {
-        "suite_version": __version__,
-        "git_commit": git_commit(),
-        "torch_version": torch_version,
-        "python_version": platform.python_version(),
-        "device_name": name if name is not None else device_name(device),
-        "hostname": socket.gethostname(),
-        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
+    return {"suite_version": __version__, "git_commit": git_commit(), "torch_version": torch_version,
+            "python_version": platform.python_version(), "device_name": device_name(device) if name is None else name,
+            "hostname": socket.gethostname(), "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
 def empty_summary(cfg: RunConfig, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The summary of a run before it has any result: every schema key, status ``error``; the trainer and the sweep
-    runner (for a dead worker) both start from it, so they never disagree on the schema."""
-    return {
-        "schema": SCHEMA_VERSION, "run_id": run_id(cfg), "ablation": None, "variant": None,
-        "seed": cfg.seed, **(extra or {}), **flatten(to_dict(cfg)),
-        "status": "error", "diverged_step": None, "diverged_reason": None, "failed_reason": None,
-        "steps_to_learn": None, "judged_on": None, "error": None,
-        "steps_done": 0, "final_train_loss": None, "spikes_recovered": None, "val_acc": None, "best_val_acc": None,
-        "test_acc": None, "best_test_acc": None, "train_size": None, "val_size": None, "test_size": None,
-        "step_time_ms": None, "throughput": None, "timing_cpu_util": None, "timing_load1": None,
-        "timing_cores": None, "timing_contended": None, "peak_mem_mb": None, "num_params": None,
-        "optimizer_impl": None, "resumed_at": [],
-        **{f"{name}{end}": None for name in DIAGNOSTIC_PEAKS for end in ("", "_step")}, "crossed": None,
-    }
+    """A run's summary before any result (status ``error``): the one schema the trainer and the sweep runner share."""
+    return {"schema": SCHEMA_VERSION, "run_id": run_id(cfg), "ablation": None, "variant": None, "seed": cfg.seed,
+            **(extra or {}), **flatten(to_dict(cfg)), "status": "error", "diverged_step": None, "diverged_reason": None,
+            "failed_reason": None, "steps_to_learn": None, "judged_on": None, "error": None, "steps_done": 0,
+            "final_train_loss": None, "spikes_recovered": None, "val_acc": None, "best_val_acc": None, "test_acc": None,
+            "best_test_acc": None, "train_size": None, "val_size": None, "test_size": None, "step_time_ms": None,
+            "throughput": None, "timing_cpu_util": None, "timing_load1": None, "timing_cores": None,
+            "timing_contended": None, "peak_mem_mb": None, "num_params": None, "optimizer_impl": None, "resumed_at": [],
+            **{f"{name}{end}": None for name in DIAGNOSTIC_PEAKS for end in ("", "_step")}, "crossed": None}
 
 
 # the instability diagnostics' extremes a summary keeps (suite.engine.diagnostics.PEAKS; docs/training.md)

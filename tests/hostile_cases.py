@@ -665,12 +665,10 @@ BASE_ABLATION = """\
     """  # valid as it stands (patch 7 divides 28 px), so each case fails only for its own reason
 
 
-def _analysis_with(name: str, content: str, ablation: str | None = None) -> Callable[[Path], list[str]]:
-    """A results folder with good runs and a damaged ``ablation.yaml`` / ``sequential.json``."""
+def _analysis_with(name: str, content: str) -> Callable[[Path], list[str]]:
+    """A results folder with good runs and a damaged ``ablation.yaml``."""
     def setup(d: Path) -> list[str]:
         root = analysis_runs(d)
-        if ablation is not None:
-            write(root / "ablation.yaml", ablation)
         write(root / name, content)
         return ["analyze", str(root), "--no-figures"]
     return setup
@@ -803,18 +801,14 @@ CASES: list[Case] = [
     Case("suite status on a broken ablation.yaml", "traceback", "error",
          _file_then(["status", "{d}"], "name: [unclosed\n", name="ablation.yaml")),
     Case("suite cost --measured 0@12", "silent", "error", _argv("cost", str(SMOKE), "--measured", "0@12")),
-    # the primary comparison, planning and sequential seeding
+    # the primary comparison and planning
     Case("primary naming no variant", "silent", "error",
          _file_then(["validate", "{f}"], BASE_ABLATION + "primary: {scheme: b, baseline: a}\n")),
     Case("primary as a list", "traceback", "error", _file_then(["validate", "{f}"], BASE_ABLATION + "primary: [a]\n")),
     Case("suite analyze: ablation.yaml with a broken primary", "traceback", "error",
          _analysis_with("ablation.yaml", DEMO_ABLATION + "primary: {scheme: layerscale, baseline: nope}\n")),
-    Case("suite analyze: sequential.json that is not a design", "traceback", "error",
-         _analysis_with("sequential.json", '{"rounds": [5, 3]}', DEMO_ABLATION + "primary: {scheme: layerscale, baseline: preln}\n")),
     Case("suite plan on a folder without runs", "traceback", "error", _argv("plan", "{d}")),
     Case("suite plan --effect 0", "silent", "error", lambda d: ["plan", str(analysis_runs(d)), "--effect", "0"]),
-    Case("suite run --until-decided without a primary", "silent", "error",
-         lambda d: ["run", str(SMOKE), "--out", str(d / "out"), "--until-decided"]),
     Case("suite train train.log_to=[tb]", "silent", "error", _argv("train", "train.log_to=[tb]")),
     Case("suite train xavier init on timm's ViT", "traceback", "error",
          _argv("train", "model.backend=timm", "model.residual=layerscale", "model.weight_init=xavier")),

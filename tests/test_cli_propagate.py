@@ -26,7 +26,7 @@ def test_help_lists_the_options_of_suite_run_less_those_only_training_honours(ca
     assert ours == theirs - set(propagate.TRAINING_ONLY)
 
 
-@pytest.mark.parametrize("option", [["--pack", "2"], ["--until-decided"], ["--max-seeds", "8"], ["--refine"]])
+@pytest.mark.parametrize("option", [["--pack", "2"], ["--refine"]])
 def test_an_option_propagate_would_ignore_is_refused_in_one_line(option, capsys):
     with pytest.raises(SystemExit) as done:
         main(["propagate", "ablations/propagation.yaml", *option])

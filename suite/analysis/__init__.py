@@ -1,19 +1,10 @@
-"""The analysis: a folder of finished runs -> comparison tables (md, tex, csv) and figures.
+"""The analysis: a folder of finished runs -> comparison tables (md, tex, csv), figures and ``findings.md``.
 
-Runs come from :mod:`suite.results`, their groups from :mod:`suite.grouping`. ``stats.py`` (pure statistical
-functions), ``summary.py`` (per-group rates, intervals, tests), ``pooled.py`` (comparisons with few seeds),
-``lr.py`` (each scheme at its best learning rate, LR sensitivity, stability frontier), ``doseresponse.py`` (the
-frontier as a dose-response fit; two schemes' frontiers as a ratio), ``depthslope.py`` and ``stability.py`` (one
-model of every run's frontier across depth; where and why runs broke), ``primary.py`` (the declared comparison,
-tested alone; words in ``primary_text.py``; each endpoint a class in ``endpoints/``), ``coprimary.py`` (several
-declared comparisons, one Holm family), ``sequential.py`` (group-sequential looks), ``crossfit.py`` (best-rate
-comparisons cross-fitted over halves of the seeds), ``gamma.py`` (LayerScale's γ per block), ``survival.py``
-(time to learn), ``transfer.py`` and ``lrpeak.py`` (does the best rate transfer across depth), ``regression.py``
-and ``trends.py`` (trends with depth), ``robust.py`` (rliable-style aggregates), ``propagation.py`` (``suite
-propagate`` runs), ``plan.py`` (seeds needed: ``suite plan``), ``assurance.py`` (the chance a rerun decides a
-declared question), ``separation.py`` (which diagnostic separates the runs not ok), ``sensitivity.py`` (a
-frontier-slope verdict under other definitions of not ok), ``markup.py`` and ``tables.py`` (Markdown / LaTeX /
-CSV tables, Markdown to HTML), ``products.py`` (the registry of what an analysis writes), ``findings.py``
-(``findings.md``), ``figures.py`` (matplotlib), ``report.py`` (one HTML page: ``suite report``) and
-``analyze.py`` (the driver). Nothing here parses arguments or prints: ``suite/cli/analyze.py`` does.
+``analyze.py`` drives it; ``products.py`` registers what it writes. Rates and tests: ``stats.py``, ``summary.py``,
+``pooled.py``. Learning rates: ``lr.py``, ``crossfit.py``, ``transfer.py``, ``lrpeak.py``. The stability frontier:
+``doseresponse.py``, ``depthslope.py``, ``stability.py``, ``separation.py``, ``sensitivity.py``. The declared
+comparisons: ``primary.py``, ``primary_text.py``, ``endpoints/``, ``coprimary.py``; seeds for them: ``plan.py``,
+``assurance.py``. Other measures: ``gamma.py`` (γ per block), ``survival.py`` (time to learn), ``regression.py``,
+``trends.py``, ``robust.py``, ``propagation.py`` (``suite propagate``). Outputs: ``markup.py``, ``tables.py``,
+``findings.py``, ``figures.py``, ``report.py`` (``suite report``). Nothing here parses arguments or prints.
 """

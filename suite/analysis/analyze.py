@@ -1,53 +1,40 @@
-"""``analyze(DIR)``: turn a folder of finished runs into comparison tables and figures.
-
-Every ``summary.json`` under DIR -> one row per run (``runs.csv``) -> groups -> one row per group with tests against
-the baseline -> tables, ``findings.md`` and figures. What is written is one registry, ``products.py``; :func:`study`
-computes it all (``suite report`` renders the same object). The rules are in ``docs/statistics.md``.
-"""
+"""``analyze(DIR)``: a folder of finished runs -> ``runs.csv``, tables, ``findings.md`` and figures; :func:`study`
+computes everything ``products.py`` registers (``suite report`` renders it too). The rules: ``docs/statistics.md``."""
 
 from __future__ import annotations
 
+import csv
+import io
+import subprocess
 import warnings
 from pathlib import Path
 
 import pandas as pd
 
-from suite import store
+from suite import files, store
 from suite.analysis import coprimary, markup, primary, products
 from suite.analysis import findings as findings_text
 from suite.analysis import tables as paper
 from suite.analysis.propagation import KIND, is_propagation, summary_frame
 from suite.analysis.stability import models
 from suite.analysis.summary import runs_frame
-from suite.declared import SEQUENTIAL, as_list as declared_list
 from suite.grouping import DEPTH, LR, choose_baseline, group_keys
-from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, run_records
+from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, run_records, runs_from_csv
 
 FORMATS = ("md", "tex", "csv")
 
 
-def analyze(
-    run_dir: str | Path,
-    baseline: str | None = None,
-    by: list[str] | None = None,
-    formats: tuple[str, ...] | list[str] = FORMATS,
-    figures: bool = True,
-    force: bool = False,
-) -> pd.DataFrame:
+def analyze(run_dir: str | Path, baseline: str | None = None, by: list[str] | None = None,
+            formats: tuple[str, ...] | list[str] = FORMATS, figures: bool = True, force: bool = False) -> pd.DataFrame:
     """Analyse a folder of runs and write ``runs.csv``, ``tables/``, ``findings.md`` and ``figures/`` into it.
 
-    ``by`` replaces the automatic group keys (``variant`` is kept); ``force`` analyses an incomplete sweep even where
-    that overwrites committed outputs. Returns the per-group summary (``tables/summary.csv``) with ``attrs``
-    ``written``, ``keys``, ``baseline`` and ``primary`` (the answer, a list for co-primary comparisons, or None).
-
-    Raises:
-        AnalysisError: on any user error (bad folder, mixed ablations, missing baseline, ...), or an incomplete
-            sweep in a folder whose outputs are committed to git (without ``force``).
+    ``by`` replaces the automatic group keys (``variant`` is kept); ``force`` allows overwriting committed outputs
+    from an incomplete sweep. Returns ``tables/summary.csv``'s frame with ``attrs`` ``written``, ``keys``,
+    ``baseline`` and ``primary`` (the answer, a list of them, or None). Raises AnalysisError on any user error.
     """
     formats = tuple(formats)
-    for f in formats:
-        if f not in FORMATS:
-            raise AnalysisError(f"unknown table format '{f}'; use a comma list of {', '.join(FORMATS)}")
+    if unknown := [f for f in formats if f not in FORMATS]:
+        raise AnalysisError(f"unknown table format '{unknown[0]}'; use a comma list of {', '.join(FORMATS)}")
     root = Path(run_dir)
     result = study(root, baseline, by, force)
     _check_no_row_lost(root, result.runs, force)
@@ -61,18 +48,15 @@ def analyze(
                                      f"this analysis builds no {kind.name} table from the runs here")
             continue
         for fmt in formats:
-            if fmt != "csv" and not kind.tables:  # a table too long to typeset (gamma): CSV only
-                continue
             if fmt == "csv":
                 written.append(markup.write_csv(frame, table_dir / f"{kind.name}.csv"))
-            else:
+            elif kind.tables:  # else a table too long to typeset (gamma): CSV only
                 doc = paper.document(fmt, kind, result.title, frame, result.keys, result.baseline, result.intro)
                 written.append(markup.write_text(doc, table_dir / f"{kind.name}.{fmt}"))
     if not result.propagation:
         tables = [p for p in written if p.parent == table_dir]
         written.append(markup.write_text(findings_text.findings(result, tables), root / "findings.md"))
-    n_error = sum(r["status"] == "error" for r in result.runs)
-    if not figures or n_error == len(result.runs):
+    if not figures or all(r["status"] == "error" for r in result.runs):
         if figures:
             warnings.warn("no figures: every run ended in error (runs.csv has each one's error)", AnalysisWarning)
         kept = _remove_stale_figures(root, store.no_link(root / "figures"), [])
@@ -86,10 +70,9 @@ def analyze(
     shown = [p for p in written if p.parent.name == "figures"] + kept
     store.write_json(root / products.MANIFEST, manifest(result, shown))
     written.append(root / products.MANIFEST)
-    summary = result.summary
-    summary.attrs.update(written=[str(p) for p in written], keys=result.keys, baseline=result.baseline,
-                         **({} if result.propagation else {"primary": result.answer}))
-    return summary
+    result.summary.attrs.update(written=[str(p) for p in written], keys=result.keys, baseline=result.baseline,
+                                **({} if result.propagation else {"primary": result.answer}))
+    return result.summary
 
 
 def manifest(analysis: products.Analysis, figures: list[Path]) -> dict:
@@ -131,9 +114,8 @@ def _remove_unless_committed(root: Path, paths: list[Path], why: str) -> list[Pa
     present = [p for p in paths if p.is_file() and not p.is_symlink()]
     committed = set(_committed(root, [str(p.relative_to(root)) for p in present])) if present else set()
     kept = [p for p in present if str(p.relative_to(root)) in committed]
-    for path in present:
-        if path not in kept:
-            path.unlink()
+    for path in [p for p in present if p not in kept]:
+        path.unlink()
     if kept:
         warnings.warn(f"kept {len(kept)} committed file(s) that this analysis does not rebuild "
                       f"({', '.join(str(p) for p in kept[:3])}{', ...' if len(kept) > 3 else ''}): {why}; "
@@ -143,15 +125,13 @@ def _remove_unless_committed(root: Path, paths: list[Path], why: str) -> list[Pa
 
 def study(root: Path, baseline: str | None = None, by: list[str] | None = None, force: bool = False,
           check_complete: bool = True) -> products.Analysis:
-    """Everything the products are drawn from, written nowhere; runs from ``summary.json`` files, else ``runs.csv``.
-    Raises AnalysisError as :func:`analyze`."""
+    """Everything the products are drawn from, written nowhere; runs from ``summary.json`` files, else ``runs.csv``."""
     runs = run_records(root, from_csv=True)
     if check_complete:
         _check_complete(root, runs, force)
     base = choose_baseline(runs, baseline)
     keys = group_keys(runs, by)
-    n_error = sum(r["status"] == "error" for r in runs)
-    if n_error:
+    if n_error := sum(r["status"] == "error" for r in runs):
         warnings.warn(f"{n_error} run(s) ended in error and are left out of all rates (see runs.csv: status, error)",
                       AnalysisWarning)
     title = str(runs[0].get("ablation") or root.resolve().name)
@@ -159,29 +139,19 @@ def study(root: Path, baseline: str | None = None, by: list[str] | None = None, 
         return products.Analysis(root, title, runs, keys, base, {"propagation": summary_frame(runs, keys, base)},
                                  propagation=True)
     if any(r.get("kind") == KIND for r in runs):
-        raise AnalysisError(f"{root}: mixes `suite propagate` runs with training runs; analyse them in separate folders")
+        raise AnalysisError(f"{root}: mixes `suite propagate` runs with training runs; analyse them in separate "
+                            f"folders")
     fitted = models(runs, keys, base) if DEPTH in keys and LR in keys else {}  # fitted once: table and figures
-    frames = products.build_frames(products.Inputs(root, runs, keys, base, fitted, primary.read(root)))
+    declared = primary.read(root)
+    frames = products.build_frames(products.Inputs(root, runs, keys, base, fitted, declared))
     summary = frames["summary"]
     missing = summary[~summary["has_baseline"] & ~summary["is_baseline"]]
     if not missing.empty:
         warnings.warn(f"{len(missing)} group(s) have no '{base}' group at the same keys: no tests there",
                       AnalysisWarning)
-    return products.Analysis(root, title, runs, keys, base, frames, _primary(root, runs), depth_models=fitted)
-
-
-def _primary(root: Path, runs: list[dict]) -> primary.Answer | list[primary.Answer] | None:
-    """The declared comparison's answer; a list of answers for a list of co-primary comparisons."""
-    declared = primary.read(root)
-    if declared is None:
-        return None
-    rounds = primary.read_design(root)
-    if rounds and len(declared_list(declared)) > 1:
-        raise AnalysisError(f"{root / SEQUENTIAL}: a group-sequential design decides one primary comparison "
-                            f"and ablation.yaml declares {len(declared)}; delete {SEQUENTIAL} to analyse "
-                            f"them as a fixed design")
-    answers = coprimary.evaluate_all(runs, declared, rounds)
-    return answers if isinstance(declared, list) else answers[0]
+    answers = None if declared is None else coprimary.evaluate_all(runs, declared)  # a list for a list declared
+    answer = answers[0] if answers and not isinstance(declared, list) else answers
+    return products.Analysis(root, title, runs, keys, base, frames, answer, depth_models=fitted)
 
 
 OUTPUTS = ("findings.md", "runs.csv", "tables", products.MANIFEST)  # what an analysis overwrites
@@ -189,19 +159,13 @@ OUTPUTS = ("findings.md", "runs.csv", "tables", products.MANIFEST)  # what an an
 
 def _check_no_row_lost(root: Path, runs: list[dict], force: bool) -> None:
     """Refuse (unless ``force``) to write a ``runs.csv`` lacking a run the existing one lists: no silent shrinking."""
-    import csv
-    import io
-
-    from suite import files
-
     try:
-        before = {row.get("run_id") for row in csv.DictReader(io.StringIO(files.read_text(root / "runs.csv", RUNS_CSV_BYTES)))}
+        text = files.read_text(root / "runs.csv", RUNS_CSV_BYTES)
+        before = {row.get("run_id") for row in csv.DictReader(io.StringIO(text))}
     except (OSError, ValueError, csv.Error):
         return
     lost = sorted(str(i) for i in before - {str(r.get("run_id")) for r in runs} if i)
     if lost and not force:
-        from suite.results import runs_from_csv
-
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             runs_from_csv(root / "runs.csv")
@@ -235,8 +199,6 @@ def _check_complete(root: Path, runs: list[dict], force: bool) -> None:
 
 def _committed(root: Path, names: list[str]) -> list[str]:
     """The files under ``names`` (relative to ``root``) that git tracks; [] outside a repository or without git."""
-    import subprocess
-
     try:
         done = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", *names], capture_output=True,
                               text=True, timeout=20, check=False)

@@ -1,9 +1,5 @@
-"""The honest chance that a rerun decides a declared question: assurance, not power at a point estimate.
-
-Power at an estimate takes it as the truth, so a 2-seed tuning gap promises more than a rerun delivers; assurance
-(O'Hagan, Stevens & Campbell 2005) averages the power over the posterior of the true effect and SD, then decides the
-family by Holm as ``suite analyze`` does (docs/statistics.md#the-honest-chance-of-a-rerun).
-"""
+"""The honest chance that a rerun decides a declared question: assurance, the power averaged over the posterior of the
+effect and SD, decided by Holm (docs/statistics.md#the-honest-chance-of-a-rerun)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Co-primary comparisons: up to 3 declared questions tested as one family, Holm's step-down.
-
-Every difference test and every declared margin's TOST is one hypothesis of the family, so the chance of any false
-claim stays at ``ALPHA``; each interval is printed at the level of the Holm step that decided its test, so it excludes
-the null exactly when its verdict says so (docs/statistics.md, "Co-primary comparisons"). One comparison alone is
-tested at alpha.
-"""
+"""Co-primary comparisons: up to 3 declared questions (their difference tests and TOSTs) as one Holm family, each
+interval at the level of the Holm step that decided it (docs/statistics.md, "The primary comparison, and everything
+else"); one comparison alone is tested at alpha."""
 
 from __future__ import annotations
 
@@ -15,16 +11,14 @@ from typing import Any
 import numpy as np
 from statsmodels.stats.multitest import multipletests
 
-from suite.analysis.sequential import Looks
 from suite.analysis.endpoints import Answer, endpoint
 from suite.analysis.primary import evaluate
 from suite.declared import ALPHA, Primary, as_list
 
 
 def holm(p: Sequence[float], alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
-    """(Holm-adjusted p, step level), each (m,): ``alpha / (m - j)`` for the rejected j-th smallest p, ``alpha /
-    (m - r)`` for the rest. A nan p (no test made) still counts in m, its alpha spent by declaring it; its adjusted p
-    is nan."""
+    """(Holm-adjusted p, step level): ``alpha / (m - j)`` for the rejected j-th smallest p, ``alpha / (m - r)`` for
+    the rest. A nan p (no test made) still counts in m; its adjusted p is nan."""
     p = np.asarray(p, float)
     m = p.size
     if m == 0:
@@ -34,20 +28,17 @@ def holm(p: Sequence[float], alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarr
     order = np.argsort(filled, kind="stable")
     rejected = int(np.sum(adjusted < alpha))
     levels = np.empty(m)
-    for j, i in enumerate(order):
-        levels[i] = alpha / (m - j) if j < rejected else alpha / (m - rejected)
+    levels[order] = alpha / (m - np.minimum(np.arange(m), rejected))
     return np.where(np.isnan(p), math.nan, adjusted), levels
 
 
-def evaluate_all(runs: list[dict[str, Any]], declared: Primary | list[Primary],
-                 rounds: Looks | list[int] | None = None) -> list[Answer]:
-    """Answer every declared comparison: alone for one, as a Holm family for several; ``rounds`` (a group-sequential
-    design) only for a single comparison."""
+def evaluate_all(runs: list[dict[str, Any]], declared: Primary | list[Primary]) -> list[Answer]:
+    """Answer every declared comparison: alone for one, as a Holm family for several."""
     primaries = as_list(declared)
     if len(primaries) == 1:
-        answer = evaluate(runs, primaries[0], rounds)
-        if answer.decision == "equivalent" and answer.look < 0:
-            _tost_interval(runs, answer, ALPHA)
+        answer = evaluate(runs, primaries[0])
+        if answer.decision == "equivalent":  # TOST at alpha is the 1 - 2 alpha interval
+            _interval(runs, answer, 2 * ALPHA)
         return [answer]
     answers = [evaluate(runs, pr) for pr in primaries]
     tost_levels: dict[int, float] = {}
@@ -63,30 +54,18 @@ def evaluate_all(runs: list[dict[str, Any]], declared: Primary | list[Primary],
             continue
         a.p_adj = float(adj)
         if level != ALPHA and not math.isnan(a.low):  # the interval at its Holm step's level
-            again = evaluate(runs, a.primary, alpha=float(level))
-            a.low, a.high, a.level = again.low, again.high, again.level
-    for i, a in enumerate(answers):
-        _decide(a, m)
-        if a.decision == "equivalent":
-            _tost_interval(runs, a, tost_levels[i])
+            _interval(runs, a, float(level))
+    for i, a in enumerate(answers):  # the family's verdicts; an undecided one planned at alpha / m
+        a.decision = "difference" if a.p_adj < ALPHA else "equivalent" if a.tost_p_adj < ALPHA else "undecided"
+        a.seeds_needed = math.nan
+        if a.decision == "undecided" and not math.isnan(a.p):
+            endpoint(a.primary.endpoint).plan(a, ALPHA / m)
+        elif a.decision == "equivalent":  # its TOST's interval
+            _interval(runs, a, 2 * tost_levels[i])
     return answers
 
 
-def _tost_interval(runs: list[dict[str, Any]], a: Answer, level: float) -> None:
-    """An equivalence gets its own test's interval: TOST at ``level`` is the ``1 - 2 level`` interval."""
-    again = evaluate(runs, a.primary, alpha=2 * level)
+def _interval(runs: list[dict[str, Any]], a: Answer, alpha: float) -> None:
+    """Re-print ``a``'s interval at level ``1 - alpha``."""
+    again = evaluate(runs, a.primary, alpha=alpha)
     a.low, a.high, a.level = again.low, again.high, again.level
-
-
-def _decide(a: Answer, m: int) -> None:
-    """The family's verdict for one comparison, and the seeds that would decide it at alpha / m."""
-    if a.p_adj < ALPHA:
-        a.decision = "difference"
-    elif a.tost_p_adj < ALPHA:
-        a.decision = "equivalent"
-    else:
-        a.decision = "undecided"
-    a.seeds_needed = math.nan
-    if a.decision != "undecided" or math.isnan(a.p):
-        return
-    endpoint(a.primary.endpoint).plan(a, ALPHA / m)

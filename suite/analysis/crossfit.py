@@ -1,12 +1,5 @@
-"""Best-rate comparisons that account for the choice of rate: cross-fitting over seeds.
-
-Choosing each scheme's best rate and testing it on the same seeds favours a flat curve (validation and test scores of
-a run correlate about 0.95; docs/statistics.md, "Learning rates"). So the seeds, in the study's order, are split into
-halves by position (even, odd: later rounds keep earlier seeds' halves), and each half is scored on test at the rate
-the other half chose on validation. The halves' means correlate, so they are combined with a standard error that holds
-for any correlation (Cauchy-Schwarz): ``se = sum_h (n_h / n) * s_p / sqrt(n_h)``, ``s_p`` the pooled within-half SD,
-tested on ``n - H`` df (H: halves with a seed). The cost is the precision of n/2 seeds.
-"""
+"""Cross-fitting (docs/statistics.md, "Learning rates"): each half of the seeds (even, odd positions) scored at the
+rate the other half chose, with ``se = sum_h (n_h / n) s_p / sqrt(n_h)`` on ``n - H`` df, valid for any correlation."""
 
 from __future__ import annotations
 
@@ -30,16 +23,8 @@ SENTENCE = ("Each scheme's rate is chosen by cross-fitting: the seeds are split 
 
 
 def crossfit_scores(val: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each seed's test score at the rate the other half of the seeds chose on validation (ties: the smaller rate).
-
-    Args:
-        val: (..., S, R) validation scores of S seeds (study order) at R ascending rates; nan where missing or errored.
-        test: (..., S, R) test scores, the same layout.
-
-    Returns:
-        (scores (..., S), nan where none; choice (..., 2): the rate index chosen for half 0 (even positions) and
-        half 1, -1 when the other half scored no rate).
-    """
+    """Each seed's test score at the rate the other half chose on validation (ties: the smaller), and each half's
+    rate index (-1: none); ``val``, ``test``: (..., seeds, ascending rates), nan where missing."""
     val, test = np.asarray(val, float), np.asarray(test, float)
     n_seeds = val.shape[-2]
     half = np.arange(n_seeds) % 2
@@ -61,8 +46,7 @@ def crossfit_scores(val: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def combine(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(estimate, se, df, n, sd) of (..., S) cross-fitted differences by seed position (nan: no pair), each of
-    shape (...); estimate nan without a pair, se and sd nan with df < 1."""
+    """(estimate, se, df, n, sd) of (..., S) cross-fitted differences by seed position (nan: no pair), each (...)."""
     d = np.asarray(d, float)
     half = np.arange(d.shape[-1]) % 2
     ok = ~np.isnan(d)
@@ -80,8 +64,7 @@ def combine(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
 
 
 def difference(d: Sequence[float], alpha: float = 0.05) -> tuple[stats.Difference, float]:
-    """The cross-fitted test of (S,) differences ``d`` (nan: no pair): the Difference and the pooled SD ``s_p``;
-    interval and p are nan with no degree of freedom or no spread within the halves."""
+    """The cross-fitted test of differences ``d`` by seed (nan: no pair), and the pooled within-half SD."""
     estimate, se, df, n, sd = (float(v) for v in combine(np.asarray(d, float)))
     if n == 0:
         return stats.NO_DIFFERENCE, math.nan

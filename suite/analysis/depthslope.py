@@ -1,10 +1,5 @@
-"""How each scheme's stability frontier moves with depth: one logistic model over every scheme, depth and rate.
-
-``logit P(not ok) = b (x - x0) + c_s + d_s (z - z0)`` (x = log10 lr, z = log10 depth), fitted by Firth's penalised
-likelihood, so LR50 grows as depth^f_s with ``f_s = -d_s / b``. Slopes and slope differences get profile-likelihood
-intervals, and the test of 0 uses the same statistic, so test and interval agree (docs/statistics.md, "Stability
-frontier across depth"). Pure functions.
-"""
+"""How each scheme's stability frontier moves with depth: one Firth logistic model over every scheme, depth and rate,
+and profile-likelihood slopes (docs/statistics.md, "Stability frontier across depth"). Pure functions."""
 
 from __future__ import annotations
 
@@ -95,8 +90,7 @@ def _design(x: np.ndarray, z: np.ndarray, s: np.ndarray, k: int, fixed: dict[int
 
 def fit(lrs: Sequence[float], depths: Sequence[float], schemes: Sequence[str], not_ok: Sequence[int],
         alpha: float = 0.05) -> DepthFrontier:
-    """Fit the model to runs (rate, depth, scheme, 1 if not ok); a scheme run at one depth or one rate is left out,
-    and ``note`` says why nothing was fitted."""
+    """Fit the model (a scheme run at one depth or one rate left out); ``note`` says why nothing was fitted."""
     spread = {v: ({d for d, w in zip(depths, schemes) if w == v}, {r for r, w in zip(lrs, schemes) if w == v})
               for v in set(schemes)}
     use = [i for i, v in enumerate(schemes) if len(spread[v][0]) >= 2 and len(spread[v][1]) >= 2]
@@ -153,8 +147,7 @@ def _wald(X: np.ndarray, y: np.ndarray, n: np.ndarray, L: np.ndarray) -> float:
 
 
 def _parallel_p(x, z, s, y, n, k: int) -> float:
-    """Wald test that the per-scheme rate steepnesses are equal (Wald: penalised likelihoods of different size
-    do not compare); nan for one scheme."""
+    """Wald test that the per-scheme rate steepnesses are equal; nan for one scheme."""
     if k < 2:
         return math.nan
     one = np.eye(k)[s]

@@ -1,11 +1,6 @@
-"""The stability frontier as a dose-response estimate: P(not ok) against log10(learning rate).
-
-Per cell, a logistic regression of not ok on ``log10(lr)`` fitted by Firth's penalised likelihood (Firth 1993), which
-stays finite under the complete separation a few seeds per rate usually give: LR50 with a delta-method interval, and
-a Wald test that two curves differ. :func:`relative_potency` compares two schemes' frontiers as Finney's relative
-potency, with a profile-likelihood interval and test that agree (docs/statistics.md: "endpoint: frontier", and
-"Stability frontier" under "Learning rates"). Pure functions of arrays.
-"""
+"""The stability frontier as a dose-response estimate: Firth logistic regression of not ok on log10(rate), its LR50
+and a Wald test that two curves differ, and two schemes' relative potency (docs/statistics.md, "Learning rates: each
+scheme at its best, and how wide a range trains", and "endpoint: frontier"). Pure functions of arrays."""
 
 from __future__ import annotations
 
@@ -28,9 +23,7 @@ def firth(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None = None) -> tup
 
 def firth_fit(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None = None,
               start: np.ndarray | None = None, tol: float = TOL) -> tuple[np.ndarray, float, np.ndarray]:
-    """(coefficients, penalised log-likelihood, covariance) of the Firth fit (the log-likelihood + 1/2 log det(X'WX)):
-    Newton-Raphson on the modified score ``X'(y - m p + h (1/2 - p))`` (h: the hat diagonal) with step halving, until
-    no coefficient moves by ``tol`` (1e-5 is ample for a profile: the error enters the log-likelihood squared)."""
+    """(coefficients, penalised log-likelihood, covariance) of the Firth fit (Newton-Raphson, step halving)."""
     X, y = np.asarray(X, float), np.asarray(y, float)
     m = np.ones_like(y) if trials is None else np.asarray(trials, float)
 
@@ -101,8 +94,7 @@ def frontier(lrs: Sequence[float], not_ok: Sequence[int], alpha: float = 0.05) -
 
 def curves_differ(lrs_a: Sequence[float], bad_a: Sequence[int], lrs_b: Sequence[float],
                   bad_b: Sequence[int]) -> float:
-    """p of the Wald test (2 df) that two cells' dose-response curves are the same; nan with no run not ok, every
-    one, or a cell at fewer than two rates."""
+    """p of the Wald test (2 df) that two cells' curves are the same; nan without both outcomes or two rates a side."""
     xa, xb = np.log10(np.asarray(lrs_a, float)), np.log10(np.asarray(lrs_b, float))
     y = np.r_[np.asarray(bad_a, float), np.asarray(bad_b, float)]
     if y.size == 0 or not y.any() or y.all() or np.unique(xa).size < 2 or np.unique(xb).size < 2:
@@ -121,9 +113,7 @@ MAX_STEP = 0.5  # decades: the longest step in search of an interval's end
 
 @dataclass(frozen=True)
 class Potency:
-    """LR50(scheme) / LR50(baseline) with its profile-likelihood interval; an end open at 10^+-BOUND is 0 or inf
-    (``censored``: "low", "high", "both"), and ``ratio`` is nan where the profile rises to the bound or (``note``)
-    nothing can be estimated."""
+    """LR50(scheme) / LR50(baseline), its profile-likelihood interval (an open end: 0 or inf, ``censored``), test."""
 
     ratio: float = math.nan
     low: float = math.nan
@@ -144,11 +134,8 @@ def _grouped(xa: np.ndarray, ya: np.ndarray, xb: np.ndarray, yb: np.ndarray):
 
 def relative_potency(lrs_scheme: Sequence[float], bad_scheme: Sequence[int], lrs_base: Sequence[float],
                      bad_base: Sequence[int], alpha: float = 0.05) -> Potency:
-    """LR50(scheme) / LR50(baseline): how many times the baseline's rate the scheme tolerates.
-
-    ``logit P(not ok) = b0 + b1 (x - rho g)`` with rho = log10(ratio) (parallel curves assumed), profiled over rho
-    (docs/statistics.md, "endpoint: frontier"). ``bad_*`` are 1 where a run was not ok.
-    """
+    """LR50(scheme) / LR50(baseline) under parallel curves, profiled over its log (docs/statistics.md, "endpoint:
+    frontier"); ``bad_*``: 1 where a run was not ok."""
     xa, xb = np.log10(np.asarray(lrs_scheme, float)), np.log10(np.asarray(lrs_base, float))
     ya, yb = np.asarray(bad_scheme, float), np.asarray(bad_base, float)
     y = np.r_[ya, yb]
@@ -225,8 +212,7 @@ def profile_max(f, low: float, high: float, step: float = 0.3) -> tuple[float, f
 
 
 def profile_end(excess, rho_hat: float, direction: int) -> float | None:
-    """Where ``excess`` (2 x the profile's drop minus the critical value) crosses 0 going from rho_hat in
-    ``direction``; None by the bound. Steps stay under ``MAX_STEP`` to find this peak's end, not a second peak's."""
+    """Where ``excess`` crosses 0 from rho_hat in ``direction`` (steps under ``MAX_STEP``); None by the bound."""
     from scipy.optimize import brentq
 
     base = excess(rho_hat)  # -critical value

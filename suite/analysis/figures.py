@@ -1,9 +1,5 @@
-"""Figures for the analysis (matplotlib, Agg backend): PNG and PDF into ``DIR/figures/``.
-
-One function per figure, named in :data:`suite.analysis.products.FIGURES` (listed in docs/statistics.md and
-docs/propagation.md). None is drawn when every run ended in error; a suffix (``-train.lr-0.001``) names the section
-when other keys split the tables. Figures are not byte-reproducible (fonts, renderers); the tables are.
-"""
+"""The analysis's figures (matplotlib, Agg): PNG and PDF in ``DIR/figures/``, one function per
+:data:`suite.analysis.products.FIGURES` kind, a suffix (``-train.lr-0.001``) per section. Not byte-reproducible."""
 
 from __future__ import annotations
 
@@ -28,14 +24,12 @@ from suite.analysis.markup import section_title, fmt_rate, fmt_value, safe, slug
 
 
 def plain(text: Any) -> str:
-    """``text`` drawn as written, not as mathtext (only ``$`` needs escaping). Every label built from data goes
-    through here exactly once (twice would show the escape)."""
+    """``text`` drawn as written, not as mathtext (``$`` escaped); every label from data, exactly once."""
     return str(text).replace("$", r"\$")
 
 
 def readable_log_ticks(fig: plt.Figure) -> None:
-    """Log axes whose tick labels do not run into each other (matplotlib labels the minor ticks of an axis spanning
-    under a decade: "3×10⁻³4×10⁻³"); axes given fixed ticks keep them."""
+    """Log axes whose tick labels do not run into each other; axes given fixed ticks keep them."""
     from matplotlib import ticker
 
     for ax in fig.axes:
@@ -89,8 +83,7 @@ def dodge(x: np.ndarray, index: int, count: int, decades: float = 0.035) -> np.n
 
 
 def save(fig: plt.Figure, folder: Path, kind: str, suffix: str = "") -> list[Path]:
-    """Save ``fig`` as PNG and PDF, atomically, and close it; ``kind`` is a :data:`~suite.analysis.products.FIGURES`
-    name: the registry is the one list of figure names."""
+    """Save ``fig`` as PNG and PDF, atomically, under its :data:`~suite.analysis.products.FIGURES` name; close it."""
     base = folder / (products.FIGURES[kind].name + suffix)
     readable_log_ticks(fig)
     store.no_link(base.parent).mkdir(parents=True, exist_ok=True)
@@ -174,8 +167,7 @@ def _step_panels(depths: list[float], ylabel: str, height: float, **kw: Any) -> 
 
 
 def scale_trajectories(curves: dict[float, pd.DataFrame], variant: str, title: str) -> plt.Figure:
-    """Mean |scale| of each block over training; one panel per depth, one line per block. ``curves``: depth ->
-    frame (index step, a column per block, mean |scale| over the group's runs)."""
+    """Mean |scale| of each block over training, a panel per depth; ``curves``: depth -> step x block frame."""
     depths = sorted(curves)
     fig, axes = _step_panels(depths, "mean |scale| of the block", 0.4, layout="constrained")
     cmap = plt.get_cmap("viridis")
@@ -200,8 +192,7 @@ def scale_trajectories(curves: dict[float, pd.DataFrame], variant: str, title: s
 
 def loss_curves(curves: dict[float, dict[str, list[tuple[pd.DataFrame, str]]]], colors: dict[str, Any],
                 title: str) -> plt.Figure:
-    """Training loss of every run, one panel per depth, coloured by scheme; x marks where a run diverged.
-    ``curves``: depth -> scheme -> [(frame with step and loss, run status), ...]."""
+    """Training loss of every run, a panel per depth, coloured by scheme; x marks where a run diverged."""
     depths = sorted(curves)
     fig, axes = _step_panels(depths, "training loss (EMA)", 0.6)
     positive = True
@@ -227,8 +218,7 @@ def loss_curves(curves: dict[float, dict[str, list[tuple[pd.DataFrame, str]]]], 
 
 
 def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> plt.Figure:
-    """Test score (%) vs learning rate (log x) from one section's :func:`suite.analysis.lr.lr_curves` rows, one
-    panel per depth, one line per scheme."""
+    """Test score (%) vs learning rate (log x) from :func:`suite.analysis.lr.lr_curves` rows, a panel per depth."""
     depths = sorted({float(d) for d in curves[DEPTH]}) if DEPTH in curves else [None]
     width = 5.5 if len(depths) == 1 else 4.2 if len(depths) == 2 else 3.4
     fig, axes = plt.subplots(1, len(depths), figsize=(width * len(depths) + 1.0, 4.0), sharey=True, squeeze=False)
@@ -257,8 +247,7 @@ def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> 
 
 def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
                       rates: list[float] | None = None, model: Any = None) -> plt.Figure:
-    """The largest stable learning rate vs depth per scheme (log y), and dashed with its band the frontier line of
-    ``model`` (:class:`suite.analysis.depthslope.DepthFrontier`)."""
+    """The largest stable rate vs depth per scheme (log y), and ``model``'s frontier line and band dashed."""
     fig, ax = plt.subplots(figsize=(6, 4))
     depths = sorted(float(d) for d in set(lr[DEPTH]))
     floor = float(lr["lr_tested_min"].min()) / 2
@@ -293,8 +282,7 @@ def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
 
 
 def best_lr_vs_depth(tr: pd.DataFrame, colors: dict[str, Any], title: str, rates: list[float]) -> plt.Figure:
-    """The best learning rate vs depth from one section's transfer rows, log-log, one line per scheme, 95% bootstrap
-    bars; ``rates`` (the tested ones) are the y ticks, as a best rate can only be one of them."""
+    """The best rate vs depth per scheme (log-log, 95% bootstrap bars); the tested ``rates`` are the y ticks."""
     fig, ax = plt.subplots(figsize=(6, 4))
     for i, v in enumerate(colors):
         rows = tr[(tr["variant"] == v) & tr["best_lr"].notna()].sort_values(DEPTH)
@@ -382,8 +370,7 @@ def gamma_vs_lr(settled: pd.DataFrame, colors: dict[str, Any], title: str) -> pl
 
 def peak_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: str, key: str, ylabel: str, note: str,
                bound: float | None = None) -> plt.Figure | None:
-    """Each run's ``key`` against its rate, log-log, a panel per scheme, a median line per depth, an optional dashed
-    ``bound``; None when no run recorded it."""
+    """Each run's ``key`` vs its rate (log-log), a panel per scheme, a median line per depth; None if none has it."""
     runs = [r for r in runs if isinstance(r.get(key), (int, float)) and math.isfinite(r[key]) and r[key] > 0
             and r.get(LR) is not None and r.get(DEPTH) is not None]
     if not runs:
@@ -420,8 +407,7 @@ def _edges(values: list[float]) -> np.ndarray:
 
 
 def phase_diagram(runs: list[dict[str, Any]], model: Any, colors: dict[str, Any], title: str) -> plt.Figure:
-    """Depth x learning rate, a panel per scheme: each cell split by its runs' outcomes
-    (:func:`suite.analysis.stability.outcome`), with the model's frontier line and its 95% pointwise band."""
+    """Depth x rate, a panel per scheme, each cell split by its runs' outcomes, with the model's line and band."""
     from matplotlib.patches import Patch, Rectangle
 
     from suite.analysis.stability import OUTCOMES, outcome
@@ -471,8 +457,7 @@ def phase_diagram(runs: list[dict[str, Any]], model: Any, colors: dict[str, Any]
 
 
 def val_vs_lr_by_depth(runs: list[dict[str, Any]], colors: dict[str, Any], title: str) -> plt.Figure:
-    """Mean validation score vs rate, a panel per scheme, a curve per depth: the Depth-muP and CompleteP figure,
-    where curves that peak at one rate mean the rate transfers."""
+    """Mean validation score vs rate, a panel per scheme, a curve per depth (one peak rate: the rate transfers)."""
     from suite.results import score
 
     split = selection_split(runs)
@@ -522,8 +507,7 @@ def block_profiles(profile: pd.DataFrame, column: str, ylabel: str, colors: dict
 
 
 def robust_limits(means: np.ndarray, lows: np.ndarray, highs: np.ndarray, log: bool) -> tuple[float, float] | None:
-    """``(bottom, top)`` showing every mean and each interval ending within one span of the means' range (at least a
-    decade on a log axis), so one seed's ratio of 1e-8 does not squash the rest; None when no mean can be drawn."""
+    """(bottom, top) showing every mean and interval ends within one span of them; None when no mean can be drawn."""
     inv = (lambda x: float(10 ** x)) if log else float
 
     def usable(a: np.ndarray) -> np.ndarray:
@@ -562,20 +546,18 @@ def quantity_vs_depth(frame: pd.DataFrame, q: str, ylabel: str, colors: dict[str
     return fig
 
 
-def draw_propagation(root: Path, runs: list[dict[str, Any]], frame: pd.DataFrame, keys: list[str],
-                     baseline: str, title: str) -> list[Path]:
+def draw_propagation(a: Any) -> list[Path]:
     """The figures of a ``suite propagate`` folder (see docs/propagation.md)."""
-    out = root / "figures"
-    colors = scheme_colors(variant_order(list(frame["variant"]), baseline))
-    profile = profiles(root, runs, keys)
+    out, frame, keys, title = a.root / "figures", a.summary, a.keys, a.title
+    colors = scheme_colors(variant_order(list(frame["variant"]), a.baseline))
+    profile = profiles(a.root, a.runs, keys)
     written: list[Path] = []
     if not profile.empty and DEPTH in keys:
-        written += save(block_profiles(profile, "stream_rms", "residual stream RMS", colors, f"{title}: forward"),
-                        out, "stream_rms_vs_block")
-        written += save(block_profiles(profile, "grad_stream", "‖∂loss/∂stream‖", colors, f"{title}: backward"),
-                        out, "grad_norm_vs_block")
-        written += save(block_profiles(profile, "mean_cos", "cosine between images", colors, f"{title}: rank collapse",
-                                       log_y=False), out, "rank_collapse_vs_block")
+        for column, ylabel, what, kind, log_y in (
+                ("stream_rms", "residual stream RMS", "forward", "stream_rms_vs_block", True),
+                ("grad_stream", "‖∂loss/∂stream‖", "backward", "grad_norm_vs_block", True),
+                ("mean_cos", "cosine between images", "rank collapse", "rank_collapse_vs_block", False)):
+            written += save(block_profiles(profile, column, ylabel, colors, f"{title}: {what}", log_y), out, kind)
     if DEPTH in keys:
         written += save(quantity_vs_depth(frame, "rank_collapse", "cosine between images after the last block",
                                           colors, f"{title}: rank collapse at init"), out, "rank_collapse_vs_depth")
@@ -597,24 +579,15 @@ def _in_section(frame: pd.DataFrame | None, skeys: list[str], label: tuple) -> p
     return frame[[group_of(r, skeys) == label for r in frame.to_dict("records")]]
 
 
-def draw(analysis: Any) -> list[Path]:
+def draw(a: Any) -> list[Path]:
     """Draw every figure that applies to an :class:`~suite.analysis.products.Analysis`; returns the files written."""
-    a = analysis
     if a.propagation:
-        return draw_propagation(a.root, a.runs, a.summary, a.keys, a.baseline, a.title)
-    return draw_all(a.root, a.runs, a.summary, a.keys, a.baseline, a.title, a.frames.get("lr"),
-                    a.frames.get("transfer"), a.depth_models, a.frames.get("gamma_settled"))
-
-
-def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys: list[str], baseline: str,
-             title: str, lr: pd.DataFrame | None = None, transfer: pd.DataFrame | None = None,
-             depth_models: dict | None = None, gamma_settled: pd.DataFrame | None = None) -> list[Path]:
-    """Draw every figure of the analysis into ``root/figures``; returns the files written. ``depth_models``: per
-    section, :func:`suite.analysis.stability.models`."""
-    out = root / "figures"
+        return draw_propagation(a)
+    root, runs, summary, keys, title, out = a.root, a.runs, a.summary, a.keys, a.title, a.root / "figures"
+    lr, transfer, gamma_settled = (a.frames.get(k) for k in ("lr", "transfer", "gamma_settled"))
     if all(r["status"] == "error" for r in runs):  # nothing finished: nothing to draw
         return []
-    colors = scheme_colors(variant_order(list(summary["variant"]), baseline))
+    colors = scheme_colors(variant_order(list(summary["variant"]), a.baseline))
     skeys = section_keys(keys)
     rest = [k for k in keys if k != LR]  # the learning-rate figures: every rate of a section in one figure
     rkeys = section_keys(rest)
@@ -630,7 +603,7 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
             written += save(accuracy_vs_lr(members, colors, head), out, "accuracy_vs_lr", suffix)
             if DEPTH in rest and part[DEPTH].nunique() >= 2:  # a "vs depth" figure needs two depths
                 rates = sorted({float(v) for v in members[LR]})
-                model = (depth_models or {}).get(tuple(label))
+                model = a.depth_models.get(tuple(label))
                 written += save(frontier_vs_depth(part, colors, head, rates, model), out, "frontier_vs_depth", suffix)
                 done = [r for r in rated if group_of(r, rkeys) == label]
                 written += save(phase_diagram(done, model, colors, head), out, "phase_diagram", suffix)
@@ -655,7 +628,7 @@ def draw_all(root: Path, runs: list[dict[str, Any]], summary: pd.DataFrame, keys
         if DEPTH in keys and part[DEPTH].nunique() >= 2:
             written += save(accuracy_vs_depth(part, colors, head), out, "accuracy_vs_depth", suffix)
             written += save(not_ok_vs_depth(part, colors, head), out, "not_ok_vs_depth", suffix)
-        written += _scale_figures(root, members, keys, out, suffix, name)
+        written += _scale_figures(root, members, out, suffix, name)
         written += _loss_figure(root, members, colors, out, suffix, name)
     return written
 
@@ -679,8 +652,7 @@ def time_to_learn(members: list[dict[str, Any]], colors: dict[str, Any], title: 
                    "class (binomial test, alpha 0.01); runs that never learned are censored", -0.06)
 
 
-def _scale_figures(root: Path, members: list[dict[str, Any]], keys: list[str], out: Path, suffix: str,
-                   name: str) -> list[Path]:
+def _scale_figures(root: Path, members: list[dict[str, Any]], out: Path, suffix: str, name: str) -> list[Path]:
     written = []
     for v in sorted({r["variant"] for r in members}):
         curves = {}

@@ -1,10 +1,5 @@
-"""``findings.md``: the declared question's answer first, in words; then every other comparison as an
-exploratory estimate.
-
-Only the declared comparison (or co-primary family) gets a verdict; everything else is an estimate with a
-simultaneous 95% interval and a Bonferroni-adjusted p that agree with each other, and no verdict words
-(docs/statistics.md, "The primary comparison, and everything else").
-"""
+"""``findings.md``: the declared question's answer first, in words; then every other comparison as an exploratory
+estimate without verdict words (docs/statistics.md, "The primary comparison, and everything else")."""
 
 from __future__ import annotations
 
@@ -19,7 +14,7 @@ from suite.analysis import crossfit
 from suite.declared import RULES, same_value
 from suite.grouping import DEPTH, LR, sections, section_keys, sort_value, variant_order
 from suite.analysis.markup import fmt_rate, fmt_value, section_title
-from suite.results import recorded_ablation, score
+from suite.results import readable_ablation, score
 from suite.analysis.endpoints import Answer, endpoint
 from suite.analysis.products import FINDINGS, TABLES, Analysis, FindingsSection
 from suite.analysis.primary_text import paragraph, verdict_table
@@ -68,8 +63,7 @@ def _at(where: dict) -> str:
 
 
 def _versus(part: pd.DataFrame, keys: list[str], baseline: str):
-    """Each scheme of a section but the baseline, with its rows that have a baseline, each paired with the
-    baseline's row at the same depth."""
+    """Each scheme but the baseline, with its rows that have a baseline, each paired with the baseline's row."""
     base = part[part["variant"] == baseline]
     for variant in variant_order(list(part["variant"]), baseline):
         if variant != baseline:
@@ -286,10 +280,7 @@ def findings(analysis: Analysis, tables: list[Path] | tuple = ()) -> str:
 
 def superseded_lines(root: Path) -> list[str]:
     """A first line naming the study that replaces this one (``superseded_by:`` in ablation.yaml); none otherwise."""
-    try:
-        text = recorded_ablation(root).get("superseded_by")
-    except ValueError:
-        return []
+    text = readable_ablation(root).get("superseded_by")
     if not isinstance(text, str) or not text.strip():
         return []
     said = _one_line(text)[:500].replace("|", "\\|").replace("<", "&lt;")
@@ -300,17 +291,13 @@ def superseded_lines(root: Path) -> list[str]:
 def table_index(tables: list[Path] | tuple) -> list[str]:
     """Each table written, in :data:`suite.analysis.products.TABLES` order, linked (Markdown, else CSV, else LaTeX)."""
     names = {(f.stem, f.suffix[1:]) for f in tables}
-    lines = []
-    for kind in TABLES.values():
-        fmt = next((x for x in ("md", "csv", "tex") if (kind.name, x) in names), None)
-        if fmt:
-            lines.append(f"- [{kind.title}](tables/{kind.name}.{fmt}): {kind.caption}.")
+    lines = [f"- [{kind.title}](tables/{kind.name}.{fmt}): {kind.caption}." for kind in TABLES.values()
+             if (fmt := next((x for x in ("md", "csv", "tex") if (kind.name, x) in names), None))]
     return ["## Tables", "", *lines, ""] if lines else []
 
 
 def parts(analysis: Analysis) -> list[tuple[FindingsSection, list[str]]]:
-    """The parts of ``findings.md`` in order, each a :data:`suite.analysis.products.FINDINGS` entry and its Markdown
-    lines (none for a part with nothing to say)."""
+    """The parts of ``findings.md`` in order: (:data:`suite.analysis.products.FINDINGS` entry, Markdown lines)."""
     if analysis.propagation:  # signal-propagation runs: tables and figures only, nothing to compare in words
         return []
     frames, keys, baseline = analysis.frames, analysis.keys, analysis.baseline
@@ -355,8 +342,7 @@ def _in_cell(run: dict, variant: str, where: dict) -> bool:
 
 
 def declared_cells_line(answers: list[Answer], runs: list[dict]) -> str:
-    """Each declared paired cell's not-ok runs and the Clopper-Pearson 95% upper bound on its failure rate: a paired
-    t scores a not-ok run at chance, so its level holds only when failures are rare in every cell."""
+    """Each declared paired cell's not-ok runs and the Clopper-Pearson 95% upper bound on its failure rate."""
     from scipy.stats import beta
 
     seen, cells = set(), []
@@ -380,8 +366,7 @@ def declared_cells_line(answers: list[Answer], runs: list[dict]) -> str:
 
 
 def inits_line(answers: list[Answer], runs: list[dict]) -> str:
-    """An interaction arm's LayerScale init per cell where it differs (CaiT's rule sets it by depth): the two gains
-    then compare two initialisations, not one scheme at two depths."""
+    """An interaction arm's LayerScale init per cell where it differs (CaiT's rule sets it by depth); "" if none."""
     from suite.models.layerscale import cait_init
 
     def start(run: dict) -> str | None:
@@ -422,8 +407,7 @@ def answer_lines(answer: Answer | list[Answer] | None, runs: list[dict] | None =
 
 
 def regime(runs: list[dict]) -> str:
-    """One line on where the answer holds: data, run length, device, and how far from convergence the best cell
-    ended (short CPU runs' accuracies are not the schemes' final ones)."""
+    """One line on where the answer holds: data, run length, device, and how far the best cell got."""
     def values(key: str) -> str:
         found = sorted({str(fmt_value(r.get(key))) for r in runs if r.get(key) is not None})
         return ", ".join(found) if found else "?"
@@ -532,10 +516,7 @@ def cause_lines(runs: list[dict], keys: list[str]) -> list[str]:
 
 def tuned_rates_line(root) -> str:
     """Where each arm's rate came from when taken from a tuning study (``rates:`` in ablation.yaml); "" otherwise."""
-    try:
-        data = recorded_ablation(root)
-    except ValueError:
-        return ""
+    data = readable_ablation(root)
     rates = data.get("rates")
     if not isinstance(rates, list) or not all(isinstance(e, dict) for e in rates):
         return ""

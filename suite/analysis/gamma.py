@@ -1,9 +1,5 @@
-"""LayerScale's γ over training, block by block: ``tables/gamma.csv``.
-
-Each block's mean |γ| from the probes, kept at log-spaced steps (four per decade, and the last) and averaged over a
-group's seeds, so that what γ does early (it leaves a 1e-6 init within tens of steps) and where it settles both fit
-a file small enough to commit. Groups whose run folders are absent keep the rows they were analysed with.
-"""
+"""LayerScale's γ over training (``tables/gamma.csv``): each block's mean |γ| at log-spaced steps, averaged over a
+group's seeds; groups whose run folders are absent keep the rows they were analysed with."""
 
 from __future__ import annotations
 
@@ -59,16 +55,13 @@ def gamma_table(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.D
 
 
 def gamma_frame(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame | None:
-    """:func:`gamma_table` for groups with every run folder here, :func:`read_back`'s rows for the others, so a few
-    new run folders in a shared folder never drop the γ of runs that came as ``runs.csv`` rows."""
+    """:func:`gamma_table` for groups with every run folder here, :func:`read_back`'s rows for the others."""
     absent = {group_of(r, keys) for r in runs
               if (folder := run_folder(root, r)) is None or not (folder / "metrics.jsonl").is_file()}
     fresh = gamma_table(root, [r for r in runs if group_of(r, keys) not in absent], keys)
     old = read_back(root) if absent else None
-    if old is not None and set(keys) <= set(old.columns):
-        old = old[[group_of(row, keys) in absent for row in old.to_dict("records")]][[*keys, *COLUMNS]]
-    else:
-        old = None
+    old = (old[[group_of(row, keys) in absent for row in old.to_dict("records")]][[*keys, *COLUMNS]]
+           if old is not None and set(keys) <= set(old.columns) else None)
     parts = [f for f in (fresh, old) if f is not None and not f.empty]
     return pd.concat(parts, ignore_index=True) if parts else None
 
@@ -90,8 +83,7 @@ SETTLED = ["step", "gamma", "block_min", "block_max", "n_runs"]
 
 
 def settled_frame(frame: pd.DataFrame | None, keys: list[str]) -> pd.DataFrame | None:
-    """Where γ settles, per group: at its last logged step, the mean |γ| over blocks and the smallest and largest
-    block; it shows what sets γ's size (issue 60: the rate, within the warm-up, whatever the init). None without γ."""
+    """Per group at its last logged step: the mean |γ| over blocks, the smallest and largest; None without γ."""
     if frame is None or frame.empty:
         return None
     rows = []

@@ -1,12 +1,5 @@
-"""Each scheme at its own best learning rate, and how wide a range of rates it trains at.
-
-Used when ``train.lr`` is a group key; a *cell* is a group without the rate (scheme x depth x the other keys). Per
-cell: the best rate, chosen on validation and never on test, compared with the baseline's by cross-fitting
-(:mod:`suite.analysis.crossfit`), since choosing and testing on the same seeds favours a flat curve; the normalised
-LR sensitivity (after Wortsman et al. 2023), over the rates every scheme of the stratum ran, since it depends on the
-grid; and the stability frontier (:mod:`suite.analysis.doseresponse`, and the step ``lr_stable_max`` as a
-description). Definitions: docs/statistics.md, "Learning rates: each scheme at its best".
-"""
+"""Per cell (a group without the rate): the best rate, cross-fitted against the baseline's, the LR sensitivity and
+the stability frontier (docs/statistics.md, "Learning rates: each scheme at its best, and how wide a range trains")."""
 
 from __future__ import annotations
 
@@ -77,8 +70,7 @@ def lr_cell(runs: list[dict[str, Any]], split: str) -> dict[str, Any]:
 
 
 def sensitivity(cell: dict[str, Any], rates: list[float]) -> list[tuple[Any, float]]:
-    """(seed, mean over ``rates`` of (best mean - its score) / (best mean - chance)) for each seed scored once at
-    every rate; [] with fewer than :data:`MIN_SENS_RATES` rates, or when no rate beats chance."""
+    """(seed, normalised LR sensitivity over ``rates``) per seed scored once at every rate; [] when not measurable."""
     val = cell.get("_val") or {}
     if len(rates) < MIN_SENS_RATES or any(not val.get(lr) for lr in rates):
         return []
@@ -142,8 +134,7 @@ def _interval(values: list[float], clip: bool) -> tuple[int, float, float, float
 
 
 def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame | None:
-    """One row per cell: the cell keys then :data:`COLUMNS` (docs/statistics.md), baseline first, accuracies as
-    fractions; None without a ``train.lr`` key."""
+    """One row per cell, the cell keys then :data:`COLUMNS`, baseline first; None without a ``train.lr`` key."""
     if LR not in keys:
         return None
     rest = [k for k in keys if k != LR]
@@ -174,8 +165,7 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
             if name == "test" and "_test_interval" in cell:
                 low, high = cell["_test_interval"]
             row.update({f"{name}_n": n, f"{name}_mean": mean, f"{name}_ci_low": low, f"{name}_ci_high": high})
-            diff, sd = stats.NO_DIFFERENCE, math.nan
-            fit = None
+            diff, sd, fit = stats.NO_DIFFERENCE, math.nan, None
             if not is_base and base is not None and values and base[f"_{name}"]:
                 if name == "test":
                     fit = crossfit.compare(cell, base)
@@ -196,8 +186,7 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
         if not is_base and base is not None:
             (la, ba), (lb, bb) = (zip(*c["_doses"]) if c["_doses"] else ((), ()) for c in (cell, base))
             row["frontier_p"] = doseresponse.curves_differ(la, ba, lb, bb)
-        agree = choice_agreement(cell) if "_val" in cell else math.nan
-        row.update(best_lr_agree=agree)
+        row["best_lr_agree"] = choice_agreement(cell) if "_val" in cell else math.nan
         rows.append(row)
     frame = pd.DataFrame(rows)
     adjust_family(frame, rest, "test_p", diffs["test"], "test_diff")

@@ -1,9 +1,5 @@
-"""Where a validation curve peaks, how that peak moves with depth, and the jackknife interval of it.
-
-The grid's best rate moves the slope in steps of 0.5 on a 2x grid and bootstraps badly over few seeds, so the peak
-is the vertex of a quadratic in log(rate) around the best rate, and the slope's interval a delete-one-seed jackknife
-(docs/statistics.md#learning-rate-transfer-across-depth). Pure functions of arrays.
-"""
+"""Where a validation curve peaks (a quadratic's vertex in log rate), how the peak moves with depth, and its
+delete-one-seed jackknife interval (docs/statistics.md#learning-rate-transfer-across-depth). Pure functions."""
 
 from __future__ import annotations
 
@@ -79,8 +75,7 @@ def grid_step(curves: Sequence[Curve]) -> float:
 
 def jackknife(statistic: Callable[[Hashable | None], float], seeds: Sequence[Hashable],
               alpha: float = 0.05) -> tuple[float, float, float]:
-    """(estimate, low, high) of the delete-one jackknife, ``statistic`` called with None or the seed to leave out;
-    low and high are nan with fewer than 2 seeds or no spread across the leave-one-out values."""
+    """(estimate, low, high) of the delete-one jackknife; no interval below 2 seeds or without spread."""
     estimate = statistic(None)
     n = len(seeds)
     if n < 2:

@@ -1,9 +1,5 @@
-"""The markup of the tables: Markdown and LaTeX cells, a table, its renderers, and the files; and Markdown to HTML
-for the report, with the one check every link of the report goes through.
-
-Output is deterministic (sorted rows and columns, fixed float formats, no dates or absolute paths), so a rerun
-writes identical bytes.
-"""
+"""The tables' markup (Markdown and LaTeX cells, tables, renderers, files), deterministic to the byte; and the report's
+Markdown to HTML, with the one check every link of the report goes through."""
 
 from __future__ import annotations
 
@@ -55,7 +51,6 @@ class Markup:
     dash: str
     dagger: str
     ddagger: str
-    times: str
     geq: str
     sep: str
 
@@ -77,9 +72,8 @@ class Markup:
         return r"\begin{tabular}[t]{@{}c@{}}" + r" \\ ".join(parts) + r"\end{tabular}"
 
 
-MD = Markup("md", dash="—", dagger="†", ddagger="‡", times="×", geq="≥", sep=" · ")
-TEX = Markup("tex", dash="---", dagger=r"$^{\dagger}$", ddagger=r"$^{\ddagger}$", times=r"$\times$",
-             geq=r"$\geq$", sep=r" $\cdot$ ")
+MD = Markup("md", dash="—", dagger="†", ddagger="‡", geq="≥", sep=" · ")
+TEX = Markup("tex", dash="---", dagger=r"$^{\dagger}$", ddagger=r"$^{\ddagger}$", geq=r"$\geq$", sep=r" $\cdot$ ")
 
 
 @dataclass
@@ -159,11 +153,8 @@ DATA_PNG = re.compile(r"data:image/png;base64,[A-Za-z0-9+/]*={0,2}")
 
 
 def href_ok(url: str) -> bool:
-    """Whether ``url`` may be a link (or image source) in the report: a relative path inside the results folder to a
-    :data:`LINKABLE` file (optionally with a ``#fragment``), or a ``data:image/png;base64,`` URI. Refused: any scheme,
-    a leading ``/``, ``..``, a backslash (browsers read it as ``/``), whitespace or control characters (they strip
-    them), a query. Percent-escapes are decoded first: browsers read ``%2e%2e`` as ``..``.
-    """
+    """Whether ``url`` may be a link in the report: a PNG data URI, or a relative path in the folder to a
+    :data:`LINKABLE` file; no scheme, ``/``, ``..``, backslash, whitespace, control character or query (decoded)."""
     if DATA_PNG.fullmatch(url):
         return True
     path, _, fragment = url.partition("#")

@@ -1,10 +1,5 @@
-"""``suite plan DIR``: how many seeds each comparison needs, from the spread the runs so far show.
-
-Planning, not observed power (which only restates a p-value; Hoenig & Heisey 2001): per comparison, the seeds a
-test at the comparison's own level needs, planned with the observed SD of seed-matched differences and with its 80%
-upper confidence limit (the point SD is too small about half the time); for not-ok rates, Fisher's exact test. The
-rules are in docs/statistics.md, "Planning seeds".
-"""
+"""``suite plan DIR``: the seeds each comparison needs, planned with the observed SD and its 80% upper limit, not
+observed power (docs/statistics.md, "Planning seeds")."""
 
 from __future__ import annotations
 
@@ -48,16 +43,13 @@ def _primary_row(answer: Answer, effect: float, power: float) -> dict[str, Any]:
 
 
 def plan_table(root: str | Path, effect: float = 0.05, power: float = 0.8, baseline: str | None = None) -> pd.DataFrame:
-    """One row per comparison: the seeds needed to detect ``effect`` (a fraction: 0.05 = 5 points; a declared
-    margin instead where the primary comparison has one)."""
+    """One row per comparison: the seeds needed to detect ``effect`` (0.05 = 5 points; or a declared margin)."""
     runs = run_records(Path(root), from_csv=True)  # a folder shared as runs.csv alone plans too
     base = choose_baseline(runs, baseline)
     keys = group_keys(runs)
-    rows = []
     declared = primary.read(root)
     answers = coprimary.evaluate_all(runs, declared) if declared is not None else []
-    for answer in answers:
-        rows.append(_primary_row(answer, effect, power))
+    rows = [_primary_row(answer, effect, power) for answer in answers]
     lr = lr_table(runs, keys, base)
     if lr is not None:
         rest = [k for k in keys if k != LR]

@@ -1,11 +1,5 @@
-"""Comparisons with few seeds: a pooled SD instead of one from a single degree of freedom, intervals kept inside
-what a score can be, and verdict words only from enough seeds.
-
-A paired t interval on 2 seeds has 1 degree of freedom, so Bonferroni intervals run past +/-300 points. Below
-:data:`MIN_SEEDS` pairs the SD comes from a randomised-block fit (``score ~ arm + seed``) of the section's all-ok
-arms, which counts the degrees of freedom right when schemes share one baseline's runs. Derivation and simulated
-error rates: docs/statistics.md, "Few seeds".
-"""
+"""Comparisons with few seeds: below :data:`MIN_SEEDS` pairs a pooled SD (``score ~ arm + seed``), intervals kept
+inside what a score can be, verdict words only from enough seeds (docs/statistics.md, "Few seeds")."""
 
 from __future__ import annotations
 
@@ -21,8 +15,7 @@ MIN_SEEDS = 4  # seeds per arm below which no verdict word is given (the interva
 
 
 def pooled_sd(strata: Sequence[dict[Hashable, dict[Hashable, float]]]) -> tuple[float, float]:
-    """(sd, df): the residual SD of ``score ~ arm + seed`` fitted within each stratum (``{arm: {seed: score}}``),
-    pooled; (nan, 0) when no stratum has a residual degree of freedom."""
+    """(sd, df): the residual SD of ``score ~ arm + seed`` within each ``{arm: {seed: score}}`` stratum, pooled."""
     rss, dof = 0.0, 0
     for arms in strata:
         cells = [(a, s, float(x)) for a, by_seed in arms.items() for s, x in by_seed.items()]
@@ -61,8 +54,7 @@ def fitted_arms(arms: dict[Hashable, dict[Hashable, float]],
 
 
 def pooled_difference(d: Sequence[float], sd: float, df: float, alpha: float = 0.05) -> stats.Difference:
-    """The mean of seed-matched differences ``d`` with a t interval from the pooled ``sd`` on ``df`` degrees of
-    freedom; no interval or p when ``d`` is empty or constant, or there is no pooled SD."""
+    """The mean of seed-matched ``d`` with a t interval from the pooled ``sd`` on ``df``; none if it cannot."""
     d = np.asarray(d, dtype=float)
     if d.size == 0:
         return stats.NO_DIFFERENCE
@@ -85,8 +77,7 @@ def clip(low: float, high: float, bound: float) -> tuple[float, float, bool]:
 
 
 def verdict(estimate: float, p_adjusted: float, seeds: int, alpha: float = 0.05) -> str:
-    """The word for one exploratory comparison: ``""`` without a test, ``"too few seeds"`` below :data:`MIN_SEEDS`,
-    ``"higher"`` / ``"lower"`` when the adjusted p is below ``alpha``, else ``"not significant"`` (never "same")."""
+    """An exploratory comparison's word: "", "too few seeds", "higher", "lower" or "not significant" (never "same")."""
     if math.isnan(p_adjusted):
         return ""
     if seeds < MIN_SEEDS:

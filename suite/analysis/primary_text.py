@@ -1,9 +1,4 @@
-"""The declared comparisons' answers in plain words: the opening of ``findings.md``.
-
-One comparison tested alone: one paragraph. A co-primary family: a paragraph naming the Holm correction, then a
-numbered list of answers. Pure functions of :class:`~suite.analysis.endpoints.Answer`; each endpoint's words are its
-class's.
-"""
+"""The declared comparisons' answers in plain words (the opening of ``findings.md``), each in its endpoint's words."""
 
 from __future__ import annotations
 
@@ -14,8 +9,9 @@ from suite.analysis.endpoints.base import p_text
 from suite.declared import ALPHA
 
 
-def opening(answers: list[Answer]) -> str:
-    """The first block of ``findings.md``: a paragraph for one answer, a header and a list for several."""
+def paragraph(answer: Answer | list[Answer]) -> str:
+    """The first block of ``findings.md``: a paragraph for one answer, a header and a numbered list for a family."""
+    answers = answer if isinstance(answer, list) else [answer]
     if len(answers) == 1 and answers[0].family == 1:
         a = answers[0]
         return (f"**Primary comparison** (declared in ablation.yaml, tested alone at alpha = {ALPHA}): "
@@ -66,8 +62,3 @@ def _plain(a: Answer) -> str:
 def _cell(text: str) -> str:
     """Text from the data as one Markdown table cell: one line, no column break."""
     return " ".join(str(text).split()).replace("|", "\\|")
-
-
-def paragraph(answer: Answer | list[Answer]) -> str:
-    """The answer(s) in plain words, the opening of ``findings.md`` (:func:`opening`)."""
-    return opening(answer if isinstance(answer, list) else [answer])

@@ -1,9 +1,5 @@
-"""What an analysis produces, in one registry: each table kind, figure and findings section, with its title, its
-one-line caption and where ``docs/statistics.md`` explains it.
-
-``suite analyze`` writes and ``suite report`` renders the same objects in the same order under the same titles. A
-new product is one entry here and its builder; nothing else lists them.
-"""
+"""What an analysis produces, in one registry: each table kind, figure and findings section with its title, caption
+and docs anchor; ``suite analyze`` writes and ``suite report`` renders them in this order. Nothing else lists them."""
 
 from __future__ import annotations
 
@@ -67,11 +63,7 @@ class FindingsSection:
 
 @dataclass
 class Analysis:
-    """An analysed results folder: its runs, its groups and every frame the products are drawn from.
-
-    ``frames``: a :data:`TABLES` name -> its frame (None or empty: not written); ``answer``: the declared primary
-    comparison's answer (a list for co-primary ones, None when none is declared).
-    """
+    """An analysed results folder: its runs, groups, every :data:`TABLES` frame by name, and the declared answer."""
 
     root: Path
     title: str
@@ -123,97 +115,93 @@ def _standard(fn: Callable[..., pd.DataFrame | None]) -> Callable[[Inputs, dict]
     return lambda i, _: fn(i.runs, i.keys, i.base)
 
 
+# The docs anchors that several products share.
+TESTS, TIME = "intervals-and-tests", "time-to-learn"
+BEST_LR = "learning-rates-each-scheme-at-its-best-and-how-wide-a-range-trains"
+TRANSFER = "learning-rate-transfer-across-depth"
+FRONTIER = "stability-frontier-across-depth"
+BROKE = "docs/training.md#why-a-run-broke"
+PROBES = "docs/schemes.md#per-block-probes"
+PROPAGATION = "docs/propagation.md#the-quantities"
+
 TABLES: dict[str, TableKind] = {t.name: t for t in (
     TableKind("summary", "Score, stability and step time per cell",
               "each scheme against the baseline at every learning rate and depth: the score, the runs not ok, "
-              "the median step time", "intervals-and-tests", _standard(summarize),
-              (paper.accuracy_tables, paper.step_time_tables)),
+              "the median step time", TESTS, _standard(summarize), (paper.accuracy_tables, paper.step_time_tables)),
     TableKind("lr", "Each scheme at its own best learning rate",
               "the score at each scheme's best rate, how much an untuned rate loses, and the rate where runs "
-              "stop learning", "learning-rates-each-scheme-at-its-best-and-how-wide-a-range-trains", _standard(lr_table),
+              "stop learning", BEST_LR, _standard(lr_table),
               (paper.best_lr_tables, paper.sensitivity_tables, paper.frontier_tables)),
     TableKind("transfer", "Learning-rate transfer across depth",
-              "each scheme's best rate at each depth and how it moves per doubling of depth",
-              "learning-rate-transfer-across-depth", _standard(transfer_table),
-              (paper.transfer_tables, paper.slope_tables)),
+              "each scheme's best rate at each depth and how it moves per doubling of depth", TRANSFER,
+              _standard(transfer_table), (paper.transfer_tables, paper.slope_tables)),
     TableKind("stability", "Stability frontier across depth",
               "where each scheme's runs stop being ok at every depth, from one model with a frontier line per scheme, "
-              "and why they broke", "stability-frontier-across-depth",
+              "and why they broke", FRONTIER,
               lambda i, _: stability_table(i.runs, i.keys, i.base, i.fitted), (paper.stability_tables,)),
-    TableKind("trends", "Depth trends", "how each score difference changes with depth", "intervals-and-tests",
+    TableKind("trends", "Depth trends", "how each score difference changes with depth", TESTS,
               _standard(depth_trends), (paper.trend_tables,)),
-    TableKind("aggregate", "Across depths", "each scheme's difference pooled over depths", "intervals-and-tests",
+    TableKind("aggregate", "Across depths", "each scheme's difference pooled over depths", TESTS,
               _standard(aggregates), (paper.aggregate_tables,)),
-    TableKind("learn", "Time to learn", "the step at which half of the runs have learned (Kaplan-Meier)",
-              "time-to-learn", _standard(learn_table), (paper.learn_tables,)),
+    TableKind("learn", "Time to learn", "the step at which half of the runs have learned (Kaplan-Meier)", TIME,
+              _standard(learn_table), (paper.learn_tables,)),
     TableKind("gamma", "LayerScale γ per block over training",
-              "the mean |γ| of each block at log-spaced steps, averaged over each group's seeds (CSV only)",
-              "docs/schemes.md#per-block-probes", lambda i, _: gamma.gamma_frame(i.root, i.runs, i.keys), ()),
+              "the mean |γ| of each block at log-spaced steps, averaged over each group's seeds (CSV only)", PROBES,
+              lambda i, _: gamma.gamma_frame(i.root, i.runs, i.keys), ()),
     TableKind("gamma_settled", "Where LayerScale's γ settles",
-              "the mean |γ| over blocks at the last step, by scheme, rate and depth", "docs/schemes.md#per-block-probes",
+              "the mean |γ| over blocks at the last step, by scheme, rate and depth", PROBES,
               lambda i, f: gamma.settled_frame(f["gamma"], i.keys), (paper.settled_gamma_tables,)),
     TableKind("diagnostics", "What separates the runs that were not ok",
-              "per scheme, the AUC of each peak diagnostic for not-ok against ok runs (CSV only)",
-              "docs/training.md#why-a-run-broke", lambda i, _: separation_frame(i.runs), ()),
+              "per scheme, the AUC of each peak diagnostic for not-ok against ok runs (CSV only)", BROKE,
+              lambda i, _: separation_frame(i.runs), ()),
     TableKind("sensitivity", "How the verdict depends on the definition of not ok",
               "each declared frontier-slope comparison refitted under other definitions of not ok (CSV only)",
-              "stability-frontier-across-depth", lambda i, _: sensitivity_frame(i.runs, i.declared), ()),
+              FRONTIER, lambda i, _: sensitivity_frame(i.runs, i.declared), ()),
     TableKind("propagation", "Signal propagation at initialisation", "forward and backward signal by depth",
-              "docs/propagation.md#the-quantities", None, (paper.propagation_tables,)),
+              PROPAGATION, None, (paper.propagation_tables,)),
 )}
 
 FIGURES: dict[str, FigureKind] = {f.name: f for f in (
-    FigureKind("accuracy_vs_lr", "Score against learning rate",
-               "each scheme over its own rates: the mean score with its 95% interval; an open marker where at "
-               "least one run was not ok", "learning-rates-each-scheme-at-its-best-and-how-wide-a-range-trains"),
+    FigureKind("accuracy_vs_lr", "Score against learning rate", "each scheme over its own rates: the mean score "
+               "with its 95% interval; an open marker where at least one run was not ok", BEST_LR),
     FigureKind("best_lr_vs_depth", "Best learning rate against depth", "each scheme's best rate at each depth",
-               "learning-rate-transfer-across-depth"),
+               TRANSFER),
     FigureKind("frontier_vs_depth", "Stability frontier against depth",
-               "the highest rate at which most seeds were ok, and the fitted rate where half are not",
-               "learning-rates-each-scheme-at-its-best-and-how-wide-a-range-trains"),
+               "the highest rate at which most seeds were ok, and the fitted rate where half are not", BEST_LR),
     FigureKind("phase_diagram", "Phase diagram: depth x learning rate",
-               "one panel per scheme, each cell the share of its runs ok, that did not learn (with or without the stream grown "
-               "past its bound) or diverged, "
-               "with the scheme's frontier line and its 95% band", "stability-frontier-across-depth"),
+               "one panel per scheme, each cell the share of its runs ok, that did not learn (with or without the "
+               "stream grown past its bound) or diverged, with the scheme's frontier line and its 95% band", FRONTIER),
     FigureKind("val_vs_lr_by_depth", "Validation score against learning rate, by depth",
-               "one panel per scheme, one curve per depth", "learning-rate-transfer-across-depth"),
-    FigureKind("attn_logit_vs_lr", "Largest attention logit against learning rate",
-               "each run's peak pre-softmax attention logit, one line per depth: where attention-logit growth "
-               "sets in", "docs/training.md#why-a-run-broke"),
-    FigureKind("stream_rms_vs_lr", "Residual-stream growth against learning rate",
-               "each run's peak residual-stream RMS, one line per depth: the growth that separates the runs that "
-               "break", "docs/training.md#why-a-run-broke"),
+               "one panel per scheme, one curve per depth", TRANSFER),
+    FigureKind("attn_logit_vs_lr", "Largest attention logit against learning rate", "each run's peak pre-softmax "
+               "attention logit, one line per depth: where attention-logit growth sets in", BROKE),
+    FigureKind("stream_rms_vs_lr", "Residual-stream growth against learning rate", "each run's peak residual-stream "
+               "RMS, one line per depth: the growth that separates the runs that break", BROKE),
     FigureKind("gamma_vs_lr", "Where LayerScale's γ settles, against learning rate",
-               "the mean |γ| over blocks at the last step, one line per depth: what sets γ's size",
-               "docs/schemes.md#per-block-probes"),
-    FigureKind("accuracy_vs_depth", "Score against depth", "each scheme's score at each depth", "intervals-and-tests"),
-    FigureKind("not_ok_vs_depth", "Runs not ok against depth", "the share of runs that diverged or failed",
-               "intervals-and-tests"),
+               "the mean |γ| over blocks at the last step, one line per depth: what sets γ's size", PROBES),
+    FigureKind("accuracy_vs_depth", "Score against depth", "each scheme's score at each depth", TESTS),
+    FigureKind("not_ok_vs_depth", "Runs not ok against depth", "the share of runs that diverged or failed", TESTS),
     FigureKind("time_to_learn", "Time to learn", "the share of runs that have learned by each step (Kaplan-Meier)",
-               "time-to-learn"),
+               TIME),
     FigureKind("loss_vs_step", "Training loss", "every run's training loss by step", "one-score"),
-    FigureKind("scales", "LayerScale γ per block", "the mean |γ| of each block by step", "docs/schemes.md#per-block-probes"),
+    FigureKind("scales", "LayerScale γ per block", "the mean |γ| of each block by step", PROBES),
     FigureKind("stream_rms_vs_block", "Residual stream RMS per block", "the forward signal at initialisation",
-               "docs/propagation.md#the-quantities"),
-    FigureKind("grad_norm_vs_block", "Gradient norm per block", "the backward signal at initialisation",
-               "docs/propagation.md#the-quantities"),
+               PROPAGATION),
+    FigureKind("grad_norm_vs_block", "Gradient norm per block", "the backward signal at initialisation", PROPAGATION),
     FigureKind("rank_collapse_vs_block", "Rank collapse per block", "the mean cosine between images' tokens",
-               "docs/propagation.md#the-quantities"),
-    FigureKind("rank_collapse_vs_depth", "Rank collapse against depth", "the cosine after the last block",
-               "docs/propagation.md#the-quantities"),
-    FigureKind("grad_ratio_vs_depth", "Gradient ratio against depth", "first over last block",
-               "docs/propagation.md#the-quantities"),
+               PROPAGATION),
+    FigureKind("rank_collapse_vs_depth", "Rank collapse against depth", "the cosine after the last block", PROPAGATION),
+    FigureKind("grad_ratio_vs_depth", "Gradient ratio against depth", "first over last block", PROPAGATION),
 )}
 
 FINDINGS: dict[str, FindingsSection] = {s.name: s for s in (
     FindingsSection("answer", "Answer", "the-primary-comparison-and-everything-else"),
-    FindingsSection("depth", "Stability across depth", "stability-frontier-across-depth"),
-    FindingsSection("causes", "Why runs were not ok", "docs/training.md#why-a-run-broke"),
-    FindingsSection("separation", "What separates the runs that were not ok", "docs/training.md#why-a-run-broke"),
-    FindingsSection("sensitivity", "How the verdict depends on the definition of not ok",
-                    "stability-frontier-across-depth"),
-    FindingsSection("transfer", "Learning-rate transfer across depth", "learning-rate-transfer-across-depth"),
-    FindingsSection("exploratory", "Exploratory comparisons", "intervals-and-tests"),
+    FindingsSection("depth", "Stability across depth", FRONTIER),
+    FindingsSection("causes", "Why runs were not ok", BROKE),
+    FindingsSection("separation", "What separates the runs that were not ok", BROKE),
+    FindingsSection("sensitivity", "How the verdict depends on the definition of not ok", FRONTIER),
+    FindingsSection("transfer", "Learning-rate transfer across depth", TRANSFER),
+    FindingsSection("exploratory", "Exploratory comparisons", TESTS),
 )}
 
 
@@ -223,8 +211,7 @@ def doc_link(anchor: str) -> str:
 
 
 def figure_kind(stem: str, analysis: Analysis | None) -> tuple[FigureKind | None, str]:
-    """The figure kind of a file stem and its section in words (from the analysis's groups, not the file name);
-    (None, stem) for a stem no kind names."""
+    """The figure kind of a file stem and its section in words; (None, stem) for a stem no kind names."""
     kind = max((k for k in FIGURES.values() if stem == k.name or stem.startswith(k.name + "-")
                 or stem.startswith(k.name + "_")), key=lambda k: len(k.name), default=None)
     if kind is None:

@@ -1,6 +1,5 @@
 """The analysis of ``suite propagate`` runs: scalar summaries vs depth with intervals over seeds, and the per-block
-profiles behind them. The quantities are defined in :mod:`suite.engine.propagation` and docs/propagation.md.
-"""
+profiles behind them (docs/propagation.md)."""
 
 from __future__ import annotations
 
@@ -36,10 +35,7 @@ def is_propagation(runs: list[dict[str, Any]]) -> bool:
 
 
 def summary_frame(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame:
-    """One row per group: per quantity the mean over the ok runs' seeds with a 95% t interval.
-
-    :data:`LOG_SCALE` ratios span orders of magnitude, so their mean is geometric and the interval multiplicative.
-    """
+    """One row per group: per quantity the ok runs' mean with a 95% t interval (geometric for :data:`LOG_SCALE`)."""
     rows = []
     for g, members in ordered_groups(runs, keys, baseline).items():
         ok = [r for r in members if r["status"] == "ok"]
@@ -64,8 +60,7 @@ def summary_frame(runs: list[dict[str, Any]], keys: list[str], baseline: str) ->
 
 
 def profiles(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame:
-    """Per group and block, the mean over seeds of the forward and backward records: geometric for the norms (a seed
-    whose gradient vanishes must not disappear under one that does not), arithmetic for the cosines."""
+    """Per group and block, the mean over seeds of the records: geometric for the norms, arithmetic for the cosines."""
     frames = []
     for r in runs:
         folder = run_folder(root, r)

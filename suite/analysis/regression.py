@@ -1,8 +1,5 @@
-"""Trends with depth as pure functions: one test per scheme instead of one per cell.
-
-Accuracy is linear in log2(depth) (OLS); the not-ok outcome a binomial GLM. A scheme is compared with the baseline
-by the interaction of a joint model ``y ~ x + g + x:g`` (``g`` = 1 for the scheme's runs): the slopes' difference.
-"""
+"""Trends with depth: the score's OLS slope on log2(depth), and a scheme's not-ok slope against the baseline's, the
+interaction of a binomial GLM ``y ~ x + g + x:g``. Pure functions."""
 
 from __future__ import annotations
 
@@ -49,19 +46,14 @@ def linear_slope(x: Sequence[float], y: Sequence[float], alpha: float = 0.05) ->
 
 def logistic_slope_difference(x1: Sequence[float], k1: Sequence[int], x2: Sequence[float], k2: Sequence[int],
                               alpha: float = 0.05) -> Slope:
-    """Difference of the log-odds slopes of a 0/1 outcome (1 = not ok; x2, k2 the baseline's), from a binomial GLM
-    ``k ~ x + g + x:g``. All nan under all-or-none outcomes in a group or (quasi-)separation, where maximum
-    likelihood runs off to infinity and a Wald test means nothing."""
+    """Difference of the log-odds slopes of not ok (x2, k2 the baseline's); all nan under (quasi-)separation."""
     x1, k1, x2, k2 = (np.asarray(v, dtype=float) for v in (x1, k1, x2, k2))
     if np.unique(x1).size < 2 or np.unique(x2).size < 2:
         return NO_SLOPE
     if k1.min() == k1.max() or k2.min() == k2.max():  # all-or-none in a group: separated
         return NO_SLOPE
     import statsmodels.api as sm
-    from statsmodels.tools.sm_exceptions import (
-        ConvergenceWarning,
-        PerfectSeparationWarning,
-    )
+    from statsmodels.tools.sm_exceptions import ConvergenceWarning, PerfectSeparationWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", PerfectSeparationWarning)

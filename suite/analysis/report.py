@@ -1,12 +1,6 @@
-"""``suite report DIR [--compare OTHER]``: one self-contained HTML page of an analysed results folder.
-
-The page renders what ``suite analyze`` wrote (``analysis.json``, ``runs.csv``, ``figures/*.png``) and recomputes
-nothing; everything is embedded (figures as data URIs, no script, no network). A results folder travels between
-people, so everything read from it is untrusted text: autoescape, Markdown without raw HTML, every href through
-:func:`markup.href_ok`, and a Content-Security-Policy that forbids script, so an escape missed still runs nothing.
-With ``--compare``: which keys of ``ablation.yaml`` changed and which cells of ``tables/summary.csv`` moved (Welch's
-t-test per cell, unadjusted: a screen).
-"""
+"""``suite report DIR``: one self-contained HTML page of what ``suite analyze`` wrote, recomputing
+nothing. What a results folder holds is untrusted: autoescape, Markdown without raw HTML, every href through
+:func:`markup.href_ok`, and a Content-Security-Policy that forbids script."""
 
 from __future__ import annotations
 
@@ -27,28 +21,24 @@ from markupsafe import Markup
 
 from suite import __version__, files, store
 from suite.analysis import markup, products
-from suite.analysis.stats import welch_p
 from suite.config import flatten
-from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, recorded_ablation, runs_from_csv
+from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, readable_ablation, runs_from_csv
 
 REPORT = "report.html"
-COMPARE = "compare.html"  # --compare writes here: report.html stays the folder's own page
 CONFIG_PREFIXES = ("model.", "train.", "data.")
 MAX_CURVE_POINTS = 200  # a sparkline needs no more
 
 
-def write_report(root: str | Path, compare: str | Path | None = None,
-                 warn: Callable[[str], None] = lambda line: None) -> Path:
-    """Write ``root/report.html`` (with ``compare``: ``root/compare.html``) atomically, never through a link; return
-    its path. ``warn`` gets each line the comparison warns with. Raises AnalysisError for an unanalysed folder."""
+def write_report(root: str | Path, warn: Callable[[str], None] = lambda line: None) -> Path:
+    """Write ``root/report.html`` atomically, not through a link; AnalysisError if unanalysed."""
     root = Path(root)
-    page = build(root, compare, warn)
+    page = build(root, warn)
     # Paths hold undecodable bytes as surrogates (C locale, non-UTF-8 names): back to bytes, then UTF-8 with U+FFFD.
     page = page.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
-    return markup.write_text(page, root / (REPORT if compare is None else COMPARE))
+    return markup.write_text(page, root / REPORT)
 
 
-def build(root: Path, compare: str | Path | None = None, warn: Callable[[str], None] = lambda line: None) -> str:
+def build(root: Path, warn: Callable[[str], None] = lambda line: None) -> str:
     """The report of ``root`` as one HTML document."""
     if not root.is_dir():
         raise AnalysisError(f"{root}: no such folder; pass a results folder, e.g. results/default")
@@ -58,14 +48,13 @@ def build(root: Path, compare: str | Path | None = None, warn: Callable[[str], N
     tables = _tables(root, written["tables"])
     found = [(products.FINDINGS[name], _md(_demote("\n".join(_untitled(lines))))) for name, lines in written["findings"]
              if name != "answer" and name in products.FINDINGS and lines]
-    toc = [("design", "Design"), ("answer", "Answer")] + ([("compare", "Comparison")] if compare else [])
+    toc = [("design", "Design"), ("answer", "Answer")]
     toc += [("figures", "Figures")] * bool(figures) + [("tables", "Tables")] * bool(tables)
     toc += [(f"findings-{part.name}", part.title) for part, _ in found] + [("runs", "Runs")]
     return PAGE.render(title=written["title"], provenance=_provenance(root, runs), toc=toc,
-                       design=_design(_ablation_file(root), runs, written),
+                       design=_design(readable_ablation(root), runs, written),
                        answer=_md("\n".join(written["answer"])),
                        incomplete=_completeness(root, runs),
-                       compare=None if compare is None else _compare(root, Path(compare), warn),
                        figures=figures, tables=tables, findings=found,
                        runs=_run_list(root, runs), css=Markup(CSS))
 
@@ -84,11 +73,7 @@ def _runs(root: Path) -> list[dict[str, Any]]:
 
 
 def _manifest(root: Path) -> dict[str, Any]:
-    """``analysis.json``, every field type-checked: the folder is untrusted, and a page is rendered, not a traceback.
-
-    Raises:
-        AnalysisError: it is missing, not JSON, or not what ``suite analyze`` writes.
-    """
+    """``analysis.json``, every field type-checked (untrusted); AnalysisError when it is not what analyze writes."""
     path = root / products.MANIFEST
     again = f"run `suite analyze {root}` first, then `suite report`"
     try:
@@ -141,14 +126,6 @@ def _runs_csv(root: Path) -> pd.DataFrame:
     return frame
 
 
-def _ablation_file(root: Path) -> dict[str, Any]:
-    """The folder's ``ablation.yaml`` (with the readers' size and alias-bomb guards); {} when it cannot be read."""
-    try:
-        return recorded_ablation(root)
-    except ValueError:
-        return {}
-
-
 def _design(ablation: dict[str, Any], runs: list[dict[str, Any]], written: dict[str, Any]) -> dict[str, Any]:
     """The top of the page: the ablation's description, and what each variant sets (its overrides)."""
     variants = ablation.get("variants") if isinstance(ablation.get("variants"), dict) else {}
@@ -191,13 +168,8 @@ def _answering(root: Path) -> tuple[str, ...]:
 
 def _figures(root: Path, drawn: dict[str, dict[str, str]], warn: Callable[[str], None],
              answering: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """The figures ``suite analyze`` drew (``drawn``: file name -> kind and section), grouped by kind, the
-    ``answering`` kinds first and open.
-
-    Nothing from outside the folder may enter a shared page: ``figures/`` must not be a link, and a figure is embedded
-    only when it is a regular file the analysis drew, of a registered kind, with PNG's signature; else it is left out
-    with a warning.
-    """
+    """The figures ``suite analyze`` drew, grouped by kind, the ``answering`` kinds first and open; a file that is not
+    a regular PNG the analysis drew of a registered kind (or ``figures/`` a link) is left out with a warning."""
     folder = root / "figures"
     if folder.is_symlink():
         raise AnalysisError(f"{folder}: is a symbolic link; a report embeds only files inside the folder "
@@ -300,17 +272,13 @@ def _run_list(root: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
         href = {name: markup.link(f"{rel}/{name}", anchor=False) if inside and (folder / name).is_file() else None
                 for name in ("config.yaml", "metrics.jsonl")}
         acc, steps = r.get("test_acc"), r.get("steps_done")
-        rows.append({
-            "id": str(r.get("run_id")),
-            "href": href["config.yaml"],
-            "curve": _sparkline(folder) if inside else "",
-            "curve_href": href["metrics.jsonl"],
-            "cells": [str(r["variant"]), *(markup.fmt_value(r.get(k)) for k in config_keys), str(r.get("seed"))],
-            "status": str(r["status"]),
-            "tail": ["" if markup.missing(acc) else f"{100 * float(acc):.1f}%",
-                     "" if markup.missing(steps) else str(int(steps))],
-            "error": "" if markup.missing(r.get("error")) else str(r["error"]),
-        })
+        rows.append({"id": str(r.get("run_id")), "href": href["config.yaml"],
+                     "curve": _sparkline(folder) if inside else "", "curve_href": href["metrics.jsonl"],
+                     "cells": [str(r["variant"]), *(markup.fmt_value(r.get(k)) for k in config_keys),
+                               str(r.get("seed"))], "status": str(r["status"]),
+                     "tail": ["" if markup.missing(acc) else f"{100 * float(acc):.1f}%",
+                              "" if markup.missing(steps) else str(int(steps))],
+                     "error": "" if markup.missing(r.get("error")) else str(r["error"])})
     return {"head": head, "rows": rows}
 
 
@@ -340,8 +308,7 @@ SPARK_READ_ALL = 4 << 20  # a metrics.jsonl up to this size is read whole; a lar
 
 
 def _sparkline(folder: Path) -> str:
-    """The points of ``folder``'s training-loss sparkline ("" when none), in bounded time and memory: a large
-    ``metrics.jsonl`` is sampled at evenly spaced offsets, not read whole."""
+    """The points of ``folder``'s loss sparkline ("" if none); a large ``metrics.jsonl`` is sampled, not read whole."""
     try:
         with files.open_regular(folder / store.METRICS, max_bytes=None) as f:
             size = os.fstat(f.fileno()).st_size
@@ -368,113 +335,6 @@ def _sparkline(folder: Path) -> str:
                 and isinstance(r.get("step"), int)):
             losses.append((int(r["step"]), float(r["loss"])))
     return sparkline_points(sorted(losses))
-
-
-def _compare(root: Path, other: Path, warn: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
-    """What changed in the ablation file, and which cells of the summary table moved."""
-    _runs_csv(other)  # the same checks: an analysed folder
-    mine, theirs = _ablation(root), _ablation(other)
-    warnings = [f"{folder}/ablation.yaml cannot be read (missing, damaged or too large): its keys are not compared"
-                for folder, found in ((root, mine), (other, theirs)) if found is None]
-    readable = mine is not None and theirs is not None
-    mine, theirs = mine or {}, theirs or {}
-    changed = [(k, _short(theirs.get(k, "(absent)")), _short(mine.get(k, "(absent)")))
-               for k in sorted(set(mine) | set(theirs)) if mine.get(k, "(absent)") != theirs.get(k, "(absent)")]
-    trained = [k for k, _, _ in changed if k.split(".")[0] in RUN_FIELDS] if readable else []
-    if trained:
-        warnings.append(f"the two folders' runs were made differently ({', '.join(trained[:4])}"
-                        f"{', ...' if len(trained) > 4 else ''} changed): a cell below names the same scheme and "
-                        f"grid values in both, not the same training, so a cell that moved may have moved for that")
-    a, b = _summary(root), _summary(other)
-    only = sorted(set(_cell_keys(a)) ^ set(_cell_keys(b)))
-    if only:
-        warnings.append(f"the two folders' cells are not the same kind: {', '.join(only)} splits the cells of one "
-                        f"folder only, so no cell is compared; compare folders of the same ablation")
-    for line in warnings:
-        warn(line)
-    return {"root": str(root), "other": str(other), "changed": changed, "warnings": warnings,
-            "cells": None if only else _moved_cells_view(a, b, str(root), str(other))}
-
-
-# ablation.yaml fields that change what a run trains (not `seeds`, a rerun, nor `primary`, a new question)
-RUN_FIELDS = ("base", "grid", "variants", "rates", "rates_from", "extends")
-
-
-def _cell_keys(summary: pd.DataFrame) -> list[str]:
-    """The columns that name a cell of a summary table: ``variant``, the dotted config keys and ``packed``."""
-    return [c for c in summary.columns if c in ("variant", "packed") or "." in str(c)]
-
-
-def _ablation(root: Path) -> dict[str, Any] | None:
-    """The folder's ablation.yaml flattened (its description aside); None when it cannot be read."""
-    raw = _ablation_file(root)
-    return {k: v for k, v in flatten(raw).items() if k != "description"} if raw else None
-
-
-NUMBERS = ("acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high")  # the summary cells a comparison reads
-
-
-def _summary(root: Path) -> pd.DataFrame:
-    """``tables/summary.csv`` (empty when there is none or it is not a table). Raises AnalysisError naming the file,
-    column and line where a cell a comparison reads holds no finite number."""
-    path = root / "tables" / "summary.csv"
-    try:
-        frame = pd.read_csv(StringIO(files.read_text(path, links=False)), dtype={"variant": str})
-    except (OSError, ValueError, pd.errors.ParserError):
-        return pd.DataFrame()
-    for col in [c for c in NUMBERS if c in frame.columns]:
-        values = pd.to_numeric(frame[col], errors="coerce")
-        bad = (values.isna() & frame[col].notna()) | values.isin([math.inf, -math.inf])
-        if bad.any():
-            line = int(bad.to_numpy().nonzero()[0][0]) + 2
-            raise AnalysisError(f"{path}, line {line}: '{col}' is {_short(frame[col][bad].iloc[0], 40)!r}, not a "
-                                f"number; run `suite analyze {root}` again to rewrite it")
-        frame[col] = values
-    return frame
-
-
-def moved_cells(mine: pd.DataFrame, theirs: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """One row per cell of either summary table: both means, their difference, Welch's p and ``change``: ``moved``
-    (p < ``alpha``, unadjusted: a screen), ``not significant`` (not "the same"), or ``new`` / ``gone``."""
-    need = {"is_baseline", *NUMBERS}
-    if mine.empty or theirs.empty or not need <= set(mine.columns) or not need <= set(theirs.columns):
-        return pd.DataFrame()
-    keys = [c for c in _cell_keys(mine) if c in theirs.columns]
-    cols = keys + list(NUMBERS)
-    merged = mine[cols].merge(theirs[cols], on=keys, how="outer", suffixes=("", "_other"), indicator=True)
-    merged["diff"] = merged["acc_mean"] - merged["acc_mean_other"]
-    merged["p"] = [_welch(r) for _, r in merged.iterrows()]
-    merged["change"] = merged["_merge"].astype(str).map({"left_only": "new", "right_only": "gone", "both": "not significant"})
-    merged.loc[(merged["_merge"] == "both") & (merged["p"] < alpha), "change"] = "moved"
-    return merged.drop(columns="_merge").reset_index(drop=True)
-
-
-def _welch(r: pd.Series) -> float:
-    """Welch's p between two cells of the summary tables, from their means, SDs and counts."""
-    n1, n2 = r["acc_n"], r["acc_n_other"]
-    if markup.missing(n1) or markup.missing(n2):
-        return math.nan
-    return welch_p(r["acc_mean"], float(r["acc_std"]), n1, r["acc_mean_other"], float(r["acc_std_other"]), n2)
-
-
-def _moved_cells_view(mine: pd.DataFrame, theirs: pd.DataFrame, name: str, other: str) -> dict[str, Any] | None:
-    """The compare table of :func:`moved_cells` as text cells (None without two summary tables)."""
-    cells = moved_cells(mine, theirs)
-    if cells.empty:
-        return None
-    keys = [c for c in _cell_keys(cells) if not str(c).endswith("_other")]
-
-    def score(m: Any, lo: Any, hi: Any) -> str:
-        return "" if markup.missing(m) else f"{100 * m:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
-
-    rows = [([*(markup.fmt_value(r[k]) for k in keys),
-              score(r["acc_mean_other"], r["acc_ci_low_other"], r["acc_ci_high_other"]),
-              score(r["acc_mean"], r["acc_ci_low"], r["acc_ci_high"]),
-              "" if markup.missing(r["diff"]) else f"{100 * r['diff']:+.1f}",
-              "" if markup.missing(r["p"]) else f"{r['p']:.3f}"], str(r["change"])) for _, r in cells.iterrows()]
-    return {"n_moved": int((cells["change"] == "moved").sum()), "n": len(cells), "rows": rows,
-            "n_both": int((~cells["change"].isin(["new", "gone"])).sum()),
-            "head": [*keys, f"score {other}", f"score {name}", "difference", "Welch p", "change"]}
 
 
 def _short(value: Any, limit: int = 200) -> str:
@@ -506,7 +366,7 @@ figure{margin:.6em 0} figcaption{color:#555;font-size:13px} details{margin:.8em 
 .zoom input{display:none} .zoom img{max-width:100%;box-sizing:border-box;border:1px solid #eee;cursor:zoom-in}
 .zoom input:checked+img{max-width:none;cursor:zoom-out}
 .st-ok{color:#1a7f37} .st-diverged,.st-error{color:#b42318;font-weight:600} .st-failed{color:#b54708}
-.ch-moved{color:#b42318;font-weight:600} .spark{vertical-align:middle}
+.spark{vertical-align:middle}
 """
 
 
@@ -515,10 +375,10 @@ figure{margin:.6em 0} figcaption{color:#555;font-size:13px} details{margin:.8em 
 _ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 PAGE = _ENV.from_string("""<!DOCTYPE html>
 <html lang="en"><head><meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'">
-<meta charset="utf-8"><title>{{ title }}: {{ "comparison" if compare else "report" }}</title><meta name="viewport" content="width=device-width, initial-scale=1"><style>{{ css }}</style></head>
+<meta charset="utf-8"><title>{{ title }}: report</title><meta name="viewport" content="width=device-width, initial-scale=1"><style>{{ css }}</style></head>
 <body>
 {% macro a(href, text) %}{% if href %}<a href="{{ href }}">{{ text }}</a>{% else %}{{ text }}{% endif %}{% endmacro %}
-<h1>{{ title }}: {{ "comparison" if compare else "report" }}</h1>
+<h1>{{ title }}: report</h1>
 <p class="meta">{{ provenance.n }} runs ({{ provenance.statuses }}) in <code>{{ provenance.root }}</code>; code {{ provenance.commit }}; suite {{ provenance.version }}. Written by <code>suite report</code> from what <code>suite analyze</code> wrote: <code>analysis.json</code>, <code>runs.csv</code> and <code>figures/</code>.</p>
 <nav><strong>Contents</strong><ol>
 {% for id, name in toc %}<li><a href="#{{ id }}">{{ name }}</a></li>
@@ -536,25 +396,6 @@ PAGE = _ENV.from_string("""<!DOCTYPE html>
 <p class="warn">Incomplete sweep: {{ incomplete[0] }} of {{ incomplete[1] }} runs have a summary. The answer above is provisional; run the same <code>suite run</code> again to finish.</p>
 {% endif %}
 </section>
-{% if compare %}
-<section id="compare"><h2>Compared with <code>{{ compare.other }}</code></h2>
-{% for w in compare.warnings %}<p class="warn">Warning: {{ w }}.</p>
-{% endfor %}<h3>Ablation file</h3><table><thead><tr><th>key</th><th>{{ compare.other }}</th><th>{{ compare.root }}</th></tr></thead><tbody>
-{%- for key, before, after in compare.changed %}<tr><td><code>{{ key }}</code></td><td>{{ before }}</td><td>{{ after }}</td></tr>{% else %}<tr><td colspan="3">no key differs</td></tr>{% endfor -%}
-</tbody></table>
-<h3>Cells of tables/summary.csv</h3>
-{% if compare.cells %}
-{% if compare.cells.n_both %}<p>{{ compare.cells.n_moved }} of the {{ compare.cells.n_both }} cells in both folders moved: Welch's t-test between the two folders' runs of a cell, p < 0.05, not adjusted for the {{ compare.cells.n_both }} cells (a screen for what to look at, not a verdict). Score: mean test score in percent [95% interval].</p>{% else %}<p>No cell is in both folders ({{ compare.cells.n }} cells in one only): nothing to compare cell by cell.</p>{% endif %}<table><thead><tr>
-{%- for h in compare.cells.head %}<th>{{ h }}</th>{% endfor %}</tr></thead><tbody>
-{% for values, change in compare.cells.rows %}
-<tr>{% for v in values %}<td>{{ v }}</td>{% endfor %}<td><span class="ch-{{ change }}">{{ change }}</span></td></tr>
-{% endfor %}
-</tbody></table>
-{% elif not compare.warnings %}
-<p>No summary table to compare (run <code>suite analyze</code> on both folders).</p>
-{% endif %}
-</section>
-{% endif %}
 {% if figures %}
 <section id="figures"><h2>Figures</h2><p class="caption">Click a figure to see it at full size; click again to make it fit. The figures that show the declared answer come first and open (without a declared answer, the first two kinds); the others start folded.</p>
 {% for g in figures %}

@@ -1,8 +1,5 @@
-"""Aggregates across cells that stay honest with few seeds (Agarwal et al. 2021, rliable).
-
-Pure functions of arrays. A scheme's runs come in *strata* (e.g. one per depth); the stratified bootstrap resamples
-within each, so every resample keeps the design.
-"""
+"""Aggregates across cells that stay honest with few seeds (Agarwal et al. 2021, rliable), with a bootstrap that
+resamples within each stratum (e.g. a depth). Pure functions of arrays."""
 
 from __future__ import annotations
 
@@ -28,8 +25,7 @@ def iqm(x: Sequence[float] | np.ndarray) -> float | np.ndarray:
 
 
 def probability_of_improvement(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray]) -> float | np.ndarray:
-    """P(X > Y) + P(X = Y) / 2 within each stratum, averaged over strata with runs on both sides; nan without any.
-    Observations are on the last axis: a stratum of shape (R, n) gives R values (one per bootstrap resample)."""
+    """P(X > Y) + P(X = Y) / 2 per stratum (observations on the last axis), averaged over strata; nan without any."""
     scores = []
     for x, y in zip(xs, ys):
         x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
@@ -42,16 +38,11 @@ def probability_of_improvement(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray
     return float(mean) if np.ndim(mean) == 0 else mean
 
 
-def stratified_bootstrap(
-    strata: Sequence[Sequence[Sequence[float]]],
-    statistic: Callable[..., float],
-    n_resamples: int = BOOTSTRAP_RESAMPLES,
-    alpha: float = 0.05,
-    seed: int = BOOTSTRAP_SEED,
-) -> tuple[float, float]:
-    """Percentile interval of ``statistic`` with runs resampled within each stratum; (nan, nan) unless every group has
-    :data:`MIN_RUNS` runs and every stratum :data:`MIN_PER_STRATUM`. ``strata``: per group compared, its strata;
-    ``statistic`` is called once with every stratum resampled, of shape (n_resamples, size)."""
+def stratified_bootstrap(strata: Sequence[Sequence[Sequence[float]]], statistic: Callable[..., float],
+                         n_resamples: int = BOOTSTRAP_RESAMPLES, alpha: float = 0.05,
+                         seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """Percentile interval of ``statistic`` (called once, each stratum of each group as (n_resamples, size)); nan
+    unless every group has :data:`MIN_RUNS` runs and every stratum :data:`MIN_PER_STRATUM`."""
     groups = [[np.asarray(s, dtype=float) for s in group] for group in strata]
     for group in groups:
         if sum(s.size for s in group) < MIN_RUNS or any(s.size < MIN_PER_STRATUM for s in group):

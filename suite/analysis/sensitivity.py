@@ -1,10 +1,5 @@
-"""How a declared frontier-slope verdict depends on what counts as "not ok".
-
-A verdict that flips when the floor moves by 5 points, or when runs whose stream or attention logits blew up count
-as not ok too, is a verdict about the definition. For each of :data:`DEFINITIONS` the declared ``frontier_slope``
-comparisons are refitted and decided under Holm, as declared. Exploratory: only the declared row is the verdict.
-The bounds are suite.engine.diagnostics' (STREAM_RMS_BOUND was fixed before the frontier study's analysis).
-"""
+"""How a declared frontier-slope verdict depends on what counts as "not ok": the declared ``frontier_slope``
+comparisons refitted and decided under Holm for each of :data:`DEFINITIONS` (exploratory)."""
 
 from __future__ import annotations
 

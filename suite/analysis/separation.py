@@ -1,9 +1,5 @@
-"""Which diagnostic separates the runs that ended not ok from the ok ones: the cause the runs support.
-
-For each scheme and each peak diagnostic (:data:`suite.store.DIAGNOSTIC_PEAKS`), the AUC of not-ok against ok runs:
-1 = it tells every failure from every success, 0.5 = nothing. A cause named in words is only as good as its
-diagnostic's AUC here. Exploratory, no test.
-"""
+"""Which diagnostic separates the not-ok runs from the ok ones: per scheme and peak diagnostic, the AUC (1 = every
+failure told from every success, 0.5 = nothing). Exploratory, no test."""
 
 from __future__ import annotations
 

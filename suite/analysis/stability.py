@@ -1,10 +1,5 @@
-"""Stability across depth: where each scheme's runs stop being ok at every depth, and why.
-
-Used when ``model.depth`` (two depths or more) and ``train.lr`` are group keys: per section, one model of every
-scheme's runs (:func:`suite.analysis.depthslope.fit`), and per scheme x depth its frontier, the LR50 the runs show
-without the model, and what the runs not ok showed. The words (:func:`outcome`) say what was observed, not a cause.
-See docs/statistics.md, "Stability frontier across depth".
-"""
+"""Stability across depth: per scheme x depth its frontier from one model of every run, the LR50 its runs show, and
+what its not-ok runs showed (docs/statistics.md, "Stability frontier across depth")."""
 
 from __future__ import annotations
 
@@ -37,9 +32,7 @@ def outcome(run: dict[str, Any]) -> str:
 
 
 def measured_lr50(rates: list[float], not_ok: list[int]) -> tuple[float, str]:
-    """The LR50 at one depth without a model: where the share not ok first reaches a half, interpolated on log rate.
-    Returns ``(rate, "")``; ``(nan, "below")`` / ``(nan, "above")`` when the half lies outside the rates run.
-    """
+    """(LR50, "") at one depth without a model, interpolated on log rate; (nan, "below"/"above") outside the rates."""
     share: dict[float, list[int]] = {}
     for lr, bad in zip(rates, not_ok):
         share.setdefault(float(lr), []).append(int(bad))
@@ -74,8 +67,7 @@ def models(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> dict[t
 
 def stability_table(runs: list[dict[str, Any]], keys: list[str], baseline: str,
                     fitted: dict[tuple, depthslope.DepthFrontier] | None = None) -> pd.DataFrame | None:
-    """One row per scheme x depth (x the other keys); None unless depth and rate are group keys with two depths or
-    more. ``fitted``: :func:`models` of the same runs, when the caller has them."""
+    """One row per scheme x depth (x the other keys); None unless depth and rate vary (two depths or more)."""
     if DEPTH not in keys or LR not in keys:
         return None
     rest = [k for k in keys if k not in ("variant", LR, DEPTH)]

@@ -1,10 +1,5 @@
-"""Statistics for comparing residual schemes: pure functions of counts and arrays.
-
-Nothing here reads files or knows about runs; every random draw comes from an explicit seed, so reruns agree. Library
-implementations (scipy, statsmodels) are preferred, pinned by hand-computed cases in ``tests/analysis/test_stats.py``.
-A level is given as ``alpha`` (0.05 -> 95%); a statistic that cannot be computed is ``nan``, never a zero-width
-interval.
-"""
+"""Statistics for comparing residual schemes: pure functions of counts and arrays, seeded where random, pinned by
+hand-computed cases in ``tests/analysis/test_stats.py``; a statistic that cannot be computed is ``nan``."""
 
 from __future__ import annotations
 
@@ -81,8 +76,7 @@ def is_constant(x: np.ndarray) -> bool:
 
 
 def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float]:
-    """Student-t interval of the mean; (nan, nan) when n < 2. Unlike a percentile bootstrap it covers normal data at
-    any n."""
+    """Student-t interval of the mean; (nan, nan) when n < 2."""
     x = np.asarray(x, dtype=float)
     if x.size < 2:
         return (math.nan, math.nan)
@@ -91,8 +85,7 @@ def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float]:
 
 
 def paired_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Difference:
-    """Paired t-test of seed-matched observations: mean of ``a - b`` with its t interval; interval and p nan with
-    fewer than 2 pairs or constant differences."""
+    """Paired t-test of seed-matched ``a - b``; interval and p nan below 2 pairs or with constant differences."""
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     if d.size == 0:
         return NO_DIFFERENCE
@@ -118,49 +111,30 @@ def welch_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05
     return Difference(diff, float(ci.low), float(ci.high), float(res.pvalue), "Welch t", 0, se, float(res.df))
 
 
-def welch_p(mean1: float, sd1: float, n1: float, mean2: float, sd2: float, n2: float) -> float:
-    """Welch's two-sided p from summary statistics: nan without two observations in each; with no spread on either
-    side, 0 for any difference, else 1."""
-    if n1 < 2 or n2 < 2:
-        return math.nan
-    if sd1 == 0 and sd2 == 0:
-        return 0.0 if mean1 != mean2 else 1.0
-    return float(sps.ttest_ind_from_stats(mean1, sd1, n1, mean2, sd2, n2, equal_var=False).pvalue)
-
-
 def _log_choose(n: int, k: np.ndarray) -> np.ndarray:
     return gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
 
 
 def fisher_power(p1: float, p2: float, n1: int, n2: int, alpha: float = 0.05) -> float:
     """Exact power (enumeration, no simulation) of the two-sided Fisher test to tell true rates p1 and p2 apart."""
-    k1 = np.arange(n1 + 1)
-    k2 = np.arange(n2 + 1)
-    pmf1 = sps.binom.pmf(k1, n1, p1)  # (n1 + 1,)
-    pmf2 = sps.binom.pmf(k2, n2, p2)  # (n2 + 1,)
+    pmf1, pmf2 = sps.binom.pmf(np.arange(n1 + 1), n1, p1), sps.binom.pmf(np.arange(n2 + 1), n2, p2)
     m = n1 + n2
     power = 0.0
     for t in range(m + 1):
         ks = np.arange(max(0, t - n2), min(t, n1) + 1)  # first group's possible counts
-        log_h = _log_choose(n1, ks) + _log_choose(n2, t - ks) - _log_choose(m, np.array(t))
-        h = np.exp(log_h)
+        h = np.exp(_log_choose(n1, ks) + _log_choose(n2, t - ks) - _log_choose(m, np.array(t)))
         order = np.sort(h)
-        csum = np.cumsum(order)
-        pval = csum[np.searchsorted(order, h * (1 + FISHER_TIE_TOL), side="right") - 1]
+        pval = np.cumsum(order)[np.searchsorted(order, h * (1 + FISHER_TIE_TOL), side="right") - 1]
         reject = ks[pval <= alpha]
         power += float(np.sum(pmf1[reject] * pmf2[t - reject]))
     return min(power, 1.0)
 
 
 @functools.lru_cache(maxsize=1024)  # pure, and tables repeat the same observed rates
-def fisher_seeds_needed(
-    p1: float, p2: float, power: float = 0.8, alpha: float = 0.05, max_n: int = 2000
-) -> float:
-    """Seeds per group for the two-sided Fisher test to reach ``power`` at true rates p1, p2; inf if p1 == p2 or
-    more than ``max_n`` are needed."""
+def fisher_seeds_needed(p1: float, p2: float, power: float = 0.8, alpha: float = 0.05, max_n: int = 2000) -> float:
+    """Seeds per group for Fisher's test to reach ``power`` at true rates p1, p2; inf if equal or above ``max_n``."""
     if p1 == p2 or math.isnan(p1) or math.isnan(p2):
         return math.inf
-
     return _smallest_n(lambda n: fisher_power(p1, p2, n, n, alpha) >= power, max_n)
 
 
@@ -178,8 +152,7 @@ def _smallest_n(enough, max_n: int) -> float:
 
 
 def t_power(difference: float, sd: float, n: int, alpha: float = 0.05) -> float:
-    """Power of the two-sided paired t-test with ``n`` pairs, from the noncentral t's survival functions (``1 - cdf``
-    gives nan far in the tail). nan when ``n < 2`` or ``sd`` is not positive."""
+    """Power of the two-sided paired t-test with ``n`` pairs (noncentral t); nan when ``n < 2`` or ``sd`` is not > 0."""
     if n < 2 or not (math.isfinite(sd) and sd > 0) or not math.isfinite(difference):
         return math.nan
     df, nc = n - 1, abs(difference) / sd * math.sqrt(n)
@@ -188,8 +161,7 @@ def t_power(difference: float, sd: float, n: int, alpha: float = 0.05) -> float:
 
 
 def sd_upper(sd: float, df: int, level: float = 0.8) -> float:
-    """One-sided upper confidence limit of an SD (nan when df < 1); planning with it makes the planned n hold with
-    that confidence (Browne 1995; docs/statistics.md, "Planning seeds")."""
+    """One-sided upper confidence limit of an SD, nan if df < 1 (Browne 1995; docs/statistics.md, "Planning seeds")."""
     if df < 1 or not math.isfinite(sd):
         return math.nan
     return float(sd * math.sqrt(df / sps.chi2.ppf(1 - level, df)))
@@ -197,8 +169,7 @@ def sd_upper(sd: float, df: int, level: float = 0.8) -> float:
 
 def paired_seeds_needed(difference: float, sd: float, power: float = 0.8, alpha: float = 0.05,
                         max_n: int = 10_000) -> float:
-    """The smallest number of seed pairs (>= 2) whose paired t-test reaches ``power``; ``sd`` is that of the
-    seed-matched differences. nan if ``sd`` is unknown; inf if ``difference`` is 0 or above ``max_n``."""
+    """The fewest seed pairs (>= 2) whose paired t reaches ``power``; nan if ``sd`` is unknown, inf if none to max_n."""
     if not (math.isfinite(sd) and sd > 0 and math.isfinite(difference)):
         return math.nan
     if difference == 0:
@@ -215,9 +186,7 @@ def fisher_min_p(n1: int, n2: int) -> float:
 
 def score_interval(scores: Sequence[float], ok: Sequence[bool], chance: float,
                    alpha: float = 0.05) -> tuple[float, float]:
-    """Interval for the mean score of a cell, not-ok runs scoring exactly ``chance``: the t interval when every run is
-    ok, else a Wilson interval for P(ok) times a t interval for the ok runs' mean (why it covers: docs/statistics.md,
-    "Intervals and tests"). (nan, nan) with fewer than 2 runs."""
+    """Mean-score interval, not-ok runs at ``chance``; nan below 2 runs (docs/statistics.md, "Intervals and tests")."""
     x, ok = np.asarray(scores, dtype=float), np.asarray(ok, dtype=bool)
     if x.size < 2:  # like the t interval: a single run has none
         return (math.nan, math.nan)
@@ -234,17 +203,15 @@ def score_interval(scores: Sequence[float], ok: Sequence[bool], chance: float,
 
 
 def bonferroni(pvalues: Sequence[float]) -> np.ndarray:
-    """Bonferroni adjustment of one family over its non-nan p-values; chosen over Holm because the simultaneous
-    interval at ``1 - alpha / m`` then excludes 0 exactly when the adjusted p is below alpha."""
+    """Bonferroni over the non-nan p-values (not Holm: the simultaneous interval then agrees with the adjusted p)."""
     p = np.asarray(pvalues, dtype=float)
     m = int((~np.isnan(p)).sum())
     return np.minimum(1.0, p * m) if m else p.copy()
 
 
 def contrast(cells: Sequence[tuple[dict, dict]], weights: Sequence[float], alpha: float = 0.05) -> Difference:
-    """A weighted sum of cell differences, ``sum_j w_j (mean a_j - mean b_j)``, with its t interval (e.g. the depth
-    interaction); ``cells``: per cell, (scheme scores by seed, baseline scores by seed). A paired t over seeds when
-    every seed is in every cell on both sides, else Welch-Satterthwaite."""
+    """``sum_j w_j (mean a_j - mean b_j)`` over ``cells`` ((scheme, baseline) scores by seed) with its t interval:
+    paired over seeds when every seed is in every cell on both sides, else Welch-Satterthwaite."""
     seeds = [set(a) & set(b) for a, b in cells]
     common = set.intersection(*seeds) if seeds else set()
     if common and all(set(a) == common == set(b) for a, b in cells) and len(common) >= 2:
@@ -270,8 +237,7 @@ def contrast(cells: Sequence[tuple[dict, dict]], weights: Sequence[float], alpha
 
 
 def tost_p(d: Sequence[float], margin: float) -> float:
-    """TOST (Schuirmann 1987) of ``|mean d| < margin`` on paired differences: the larger one-sided p; nan with fewer
-    than 2 values or no spread."""
+    """TOST (Schuirmann 1987) of ``|mean d| < margin`` on paired differences; nan below 2 values or no spread."""
     from statsmodels.stats.weightstats import ttost_paired
 
     d = np.asarray(d, dtype=float)
@@ -282,9 +248,8 @@ def tost_p(d: Sequence[float], margin: float) -> float:
 
 def adjust_family(frame: pd.DataFrame, keys: list[str], column: str, diffs: list | None = None,
                   interval: str = "", alpha: float = 0.05) -> pd.DataFrame:
-    """Bonferroni over each section for the p-values in ``column``: writes ``<column>_adj``, ``<column>_m`` (the
-    family's size) and, given ``diffs`` (one :class:`Difference` per row, or None), the simultaneous interval
-    ``<interval>_ci_low/high``."""
+    """Bonferroni within each section: ``<column>_adj``, ``<column>_m`` and, given ``diffs`` (a :class:`Difference`
+    or None per row), the simultaneous interval ``<interval>_ci_low/high``."""
     frame[f"{column}_adj"] = math.nan
     frame[f"{column}_m"] = 0
     for _, part in sections(frame, keys):

@@ -1,9 +1,5 @@
-"""Per-group statistics: counts, rates with intervals, the score, tests against the baseline.
-
-Each group is tested against the baseline's group at the same values of all other keys (``nan`` where there is
-none); ``error`` runs are left out and counted in ``n_error``. Every test is exploratory: Bonferroni over a table
-section, with simultaneous intervals that agree with it. Few seeds are handled by :mod:`suite.analysis.pooled`.
-"""
+"""Per-group statistics: counts, rates with intervals, the score, and exploratory tests against the baseline's group
+at the same other keys (Bonferroni per section; few seeds: :mod:`suite.analysis.pooled`)."""
 
 from __future__ import annotations
 
@@ -65,8 +61,7 @@ def _group_stats(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def paired_differences(scheme: list[tuple[Any, float]], baseline: list[tuple[Any, float]]) -> np.ndarray | None:
-    """Seed-matched differences ``scheme - baseline``, ordered by seed, when each seed appears once per side and at
-    least 2 are shared; else None (the comparison is unpaired)."""
+    """Seed-matched ``scheme - baseline`` by seed when each seed is once a side and 2 are shared; else None."""
     a_by, b_by = dict(scheme), dict(baseline)
     common = sorted(set(a_by) & set(b_by), key=sort_value)
     if len(a_by) == len(scheme) and len(b_by) == len(baseline) and len(common) >= 2:
@@ -76,17 +71,14 @@ def paired_differences(scheme: list[tuple[Any, float]], baseline: list[tuple[Any
 
 def compare_accuracy(scheme: list[tuple[Any, float]], baseline: list[tuple[Any, float]],
                      pool: tuple[float, float] = (math.nan, 0)) -> tuple[stats.Difference, float]:
-    """(difference, SD of the seed-matched differences or nan) of a scheme against the baseline in one cell: paired
-    t (with ``pool``, the family's (sd, df), below :data:`~suite.analysis.pooled.MIN_SEEDS` pairs), else Welch's t."""
+    """(difference, SD of the seed-matched differences or nan): paired t (``pool``'s SD below MIN_SEEDS), else Welch."""
     d = paired_differences(scheme, baseline)
     if d is None:
         return stats.welch_difference([x for _, x in scheme], [x for _, x in baseline]), math.nan
     own_sd = float(np.std(d, ddof=1))
     if d.size < pooled.MIN_SEEDS and math.isfinite(pool[0]):
         return pooled.pooled_difference(d, *pool), own_sd
-    a_by, b_by = dict(scheme), dict(baseline)
-    common = sorted(set(a_by) & set(b_by), key=sort_value)
-    return stats.paired_difference([a_by[s] for s in common], [b_by[s] for s in common]), own_sd
+    return stats.paired_difference(d, np.zeros(d.size)), own_sd
 
 
 COLUMNS = [
@@ -104,8 +96,7 @@ COLUMNS = [
 
 
 def summarize(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame:
-    """One row per group, baseline first: the score with its interval and test, rates with Wilson intervals and
-    Fisher tests, survivor-only accuracy (``ok_acc_*``), step time. Accuracies are fractions."""
+    """One row per group, baseline first: score, rates, survivors' accuracy and step time, with intervals and tests."""
     groups = ordered_groups(runs, keys, baseline)
     ordered = list(groups)
     rows = {g: _group_stats(groups[g]) for g in ordered}
@@ -142,9 +133,8 @@ def summarize(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.
     adjust_family(frame, keys, "acc_p", diffs, "acc_diff")
     clipped = [pooled.clip(lo, hi, bound) for lo, hi, bound in
                zip(frame["acc_diff_ci_low"], frame["acc_diff_ci_high"], frame["_bound"])]
-    frame["acc_diff_ci_low"] = [c[0] for c in clipped]
-    frame["acc_diff_ci_high"] = [c[1] for c in clipped]
-    frame["acc_diff_ci_clipped"] = [c[2] for c in clipped]
+    for i, column in enumerate(("acc_diff_ci_low", "acc_diff_ci_high", "acc_diff_ci_clipped")):
+        frame[column] = [c[i] for c in clipped]
     frame["acc_verdict"] = [pooled.verdict(e, p, n)
                             for e, p, n in zip(frame["acc_diff"], frame["acc_p_adj"], frame["_seeds"])]
     for rate in RATES:

@@ -1,9 +1,5 @@
-"""Time to learn: Kaplan-Meier estimates and log-rank tests of ``steps_to_learn``.
-
-A run's event is learning (its first held-out evaluation past the test of :mod:`suite.engine.outcome`); a run that
-never learned is censored at its last evaluation. This tells a slow scheme from an unstable one, which the status alone
-cannot. Runs made before ``steps_to_learn`` was recorded are left out. See docs/statistics.md, "Time to learn".
-"""
+"""Time to learn: Kaplan-Meier estimates and log-rank tests of ``steps_to_learn``, a run that never learned censored
+at its last evaluation (docs/statistics.md, "Time to learn")."""
 
 from __future__ import annotations
 
@@ -22,15 +18,9 @@ COLUMNS = ["is_baseline", "has_baseline", "n", "n_learned", "median", "median_ci
 
 def times(runs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
     """(time, learned) per run: the step it learned at, or the step it was censored at."""
-    t, e = [], []
-    for r in runs:
-        first = r.get("steps_to_learn")
-        if first is not None:
-            t.append(float(first))
-            e.append(1)
-        else:
-            t.append(float(r.get("diverged_step") if r["status"] == "diverged" else r.get("steps_done") or 0))
-            e.append(0)
+    e = [int(r.get("steps_to_learn") is not None) for r in runs]
+    t = [float(r["steps_to_learn"] if learned else r.get("diverged_step") if r["status"] == "diverged"
+               else r.get("steps_done") or 0) for r, learned in zip(runs, e)]
     return np.array(t), np.array(e)
 
 
@@ -88,8 +78,7 @@ def logrank(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> tuple[float, fl
 
 
 def learn_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame | None:
-    """One row per group: Kaplan-Meier median time to learn and the log-rank test against the baseline's group; None
-    when no run recorded ``steps_to_learn``."""
+    """One row per group: median time to learn, log-rank test against the baseline; None if no run recorded it."""
     live = [r for r in runs if r["status"] != "error" and "steps_to_learn" in r]
     if not live:
         return None

@@ -1,8 +1,5 @@
-"""The analysis as paper tables: Markdown and LaTeX (booktabs); CSV is written from the frames.
-
-Layout, as in the CaiT paper: rows = scheme (baseline first), columns = depth, one table per value of the other group
-keys. Cell formats are spelled out in a legend under each table and in ``docs/statistics.md``.
-"""
+"""The analysis as paper tables in Markdown and LaTeX (booktabs), laid out as in the CaiT paper: rows = scheme,
+columns = depth, a table per section; each cell format in the table's legend and in ``docs/statistics.md``."""
 
 from __future__ import annotations
 
@@ -30,11 +27,8 @@ def _grid(part: pd.DataFrame, keys: list[str], baseline: str, m: Markup, cell, b
     bests = [best_of(col) if best_of else None for col in cols]
     rows = []
     for v in variant_order(list(part["variant"]), baseline):
-        cells = []
-        for col, best in zip(cols, bests):
-            sel = col[col["variant"] == v]
-            cells.append(cell(sel.iloc[0], best) if len(sel) else m.esc("not run"))
-        rows.append((_label(m, v, baseline), cells))
+        sels = [(col[col["variant"] == v], best) for col, best in zip(cols, bests)]
+        rows.append((_label(m, v, baseline), [cell(s.iloc[0], b) if len(s) else m.esc("not run") for s, b in sels]))
     return m.esc("scheme"), [m.esc(c) for c in columns], rows
 
 
@@ -143,8 +137,6 @@ def _selected_on(part: pd.DataFrame) -> str:
 
 def best_lr_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
     """Rows = scheme, columns = depth, cells = test score (%) at the rate selected on validation."""
-    fkeys = [k for k in keys if k != LR]
-
     def cell(r: pd.Series, best: str | None) -> str:
         if missing(r["best_lr"]) or r["test_n"] == 0:
             return m.dash
@@ -165,7 +157,7 @@ def best_lr_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) 
             f"the same rate wins when the seeds are resampled (best_lr_agree); test_xfit_* give each half's rate.",
         ]
 
-    return _section_tables(lr, fkeys, baseline, m, "At the best learning rate", "tab:bestlr", cell, notes,
+    return _section_tables(lr, keys, baseline, m, "At the best learning rate", "tab:bestlr", cell, notes,
                            lambda col: _best(col["test_mean"], higher=True))
 
 
@@ -178,8 +170,6 @@ def _common_lrs(part: pd.DataFrame) -> str:
 
 def sensitivity_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
     """Rows = scheme, columns = depth, cells = normalised LR sensitivity (% of the gain over chance lost)."""
-    fkeys = [k for k in keys if k != LR]
-
     def cell(r: pd.Series, best: str | None) -> str:
         if r["sens_n"] == 0 or missing(r["sens_mean"]):
             return m.dash
@@ -200,14 +190,12 @@ def sensitivity_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Mark
             f"Bonferroni-adjusted p {m.esc('<')} {ALPHA} over this table. Bold: lowest per column.",
         ]
 
-    return _section_tables(lr, fkeys, baseline, m, "LR sensitivity", "tab:sens", cell, notes,  # above chance only
+    return _section_tables(lr, keys, baseline, m, "LR sensitivity", "tab:sens", cell, notes,  # above chance only
                            lambda col: _best(col["sens_mean"][[bool(a) for a in col["above_chance"]]], higher=False))
 
 
 def frontier_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
     """Rows = scheme, columns = depth, cells = largest stable learning rate."""
-    fkeys = [k for k in keys if k != LR]
-
     def cell(r: pd.Series, best: str | None) -> str:
         censored = r["lr50_censored"]
         if censored in ("above", "below"):  # outside the rates tested
@@ -233,7 +221,7 @@ def frontier_tables(lr: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
             f"{m.dash}: none).",
         ]
 
-    return _section_tables(lr, fkeys, baseline, m, "Stability frontier", "tab:frontier", cell, notes,
+    return _section_tables(lr, keys, baseline, m, "Stability frontier", "tab:frontier", cell, notes,
                            lambda col: _best(col["lr_stable_max"], higher=True, fmt=fmt_value))
 
 
@@ -292,8 +280,6 @@ def _first_eval_note(part: pd.DataFrame, m: Markup) -> list[str]:
 
 def transfer_tables(tr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
     """Rows = scheme, columns = depth, cells = best rate [95% bootstrap] and transfer regret."""
-    fkeys = [k for k in keys if k != LR]
-
     def cell(r: pd.Series, best: str | None) -> str:
         if missing(r["best_lr"]):
             return m.dash
@@ -317,7 +303,7 @@ def transfer_tables(tr: pd.DataFrame, keys: list[str], baseline: str, m: Markup)
             f"bootstrap]. 0 = the shallow rate transfers. Exploratory; with few seeds the bootstrap under-covers.",
         ]
 
-    return _section_tables(tr, fkeys, baseline, m, "Learning-rate transfer across depth", "tab:transfer", cell, notes)
+    return _section_tables(tr, keys, baseline, m, "Learning-rate transfer across depth", "tab:transfer", cell, notes)
 
 
 def slope_tables(tr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
@@ -359,10 +345,7 @@ def _peaks(r: pd.Series) -> str:
 
 
 def stability_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
-    """Rows = scheme (with its frontier slope), columns = depth, cells = the model's LR50 [95% band], the runs not ok
-    by cause and the lowest rate at which one ended not ok."""
-    fkeys = [k for k in keys if k != LR]
-
+    """Rows = scheme, columns = depth, cells = the runs' first not ok, not ok by cause, measured and model LR50."""
     def cell(r: pd.Series, best: str | None) -> str:
         lr50 = (f"{fmt_rate(r['lr50'])} [{fmt_rate(r['lr50_low'])}, {fmt_rate(r['lr50_high'])}]"
                 if not missing(r["lr50"]) else "-")
@@ -400,7 +383,7 @@ def stability_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mar
             f"depth. Frontier slope on log depth (LR50 grows as depth^slope) [95% profile-likelihood interval]: "
             f"{said}.{checks}")]
 
-    return _section_tables(frame, fkeys, baseline, m, "Stability frontier across depth", "tab:stability", cell, notes)
+    return _section_tables(frame, keys, baseline, m, "Stability frontier across depth", "tab:stability", cell, notes)
 
 
 def propagation_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup) -> list[Table]:
@@ -501,6 +484,7 @@ def aggregate_tables(agg: pd.DataFrame, keys: list[str], baseline: str, m: Marku
 def _section_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Markup, caption: str, label: str,
                     cell, notes, best_of=None) -> list[Table]:
     """One table per non-empty section of ``frame``, cells from ``cell(row, best)``, notes from ``notes(rows)``."""
+    keys = [k for k in keys if k != LR or LR in frame]  # the frames over every rate (lr, transfer, ...) have none
     skeys = section_keys(keys)
     out = []
     for values, part in sections(frame, keys):
@@ -518,8 +502,7 @@ def _caption(m: Markup, caption: str, values: tuple, skeys: list[str]) -> str:
 
 def document(fmt: str, kind: Any, title: str, frame: pd.DataFrame, keys: list[str], baseline: str,
              intro: str) -> str:
-    """One ``tables/<kind>.{md,tex}`` for a :class:`suite.analysis.products.TableKind`: a header and its tables, as
-    Markdown or a LaTeX fragment (needs ``\\usepackage{booktabs,graphicx}``); ``intro`` is plain text."""
+    """One ``tables/<kind>.{md,tex}``: a header and the kind's tables, as Markdown or a LaTeX fragment."""
     m = MD if fmt == "md" else TEX
     tables = [t for build in kind.tables for t in build(frame, keys, baseline, m)]
     keys_text = ", ".join(m.code(k) for k in keys)

@@ -1,11 +1,5 @@
-"""Learning-rate transfer across depth: does the best rate at a shallow depth stay best when deeper?
-
-Used when ``model.depth`` and ``train.lr`` are both group keys. Per scheme and depth: the best rate (bootstrap
-interval) and the fitted peak rate, the transfer regret against the shallowest depth's best rate, the slope of
-log(peak rate) on log(depth) with a delete-one-seed jackknife interval, and the slope against the baseline's. The
-best-rate and regret bootstraps are descriptions; the words come from the slope's interval. Definitions and simulated
-error rates: docs/statistics.md, "Learning-rate transfer across depth".
-"""
+"""Learning-rate transfer across depth: per scheme and depth the best rate, the regret of the shallowest depth's rate,
+and the jackknifed slope of the peak rate on depth (docs/statistics.md, "Learning-rate transfer across depth")."""
 
 from __future__ import annotations
 
@@ -144,9 +138,7 @@ READINGS = {
 
 
 def reading(rows: pd.DataFrame) -> str:
-    """One scheme's transfer in a few words (a key of :data:`READINGS`, ``""`` below two depths), from its rows of
-    :func:`transfer_table`; the order of the checks is in docs/statistics.md, "Learning-rate transfer across depth".
-    """
+    """One scheme's transfer in a few words from its rows: a key of :data:`READINGS`, ``""`` below two depths."""
     r = rows.iloc[0]
     if math.isnan(r["slope"]):
         return ""
@@ -177,9 +169,8 @@ DRIFT = {
 
 
 def drift(scheme: list[lrpeak.Curve], base: list[lrpeak.Curve], alpha: float = 0.05) -> tuple[float, float, float, str]:
-    """(difference, low, high, word): the scheme's slope minus the baseline's, its jackknife interval, and a key of
-    :data:`DRIFT` (nan and ``""`` below two shared depths). ``|s| < |b|`` exactly when ``s - b`` and ``s + b`` have
-    opposite signs, so "less" needs both intervals to exclude 0 with opposite signs (intersection-union test)."""
+    """(the scheme's slope minus the baseline's, low, high, a :data:`DRIFT` key); "less" needs the jackknife
+    intervals of ``s - b`` and ``s + b`` to exclude 0 with opposite signs (intersection-union test)."""
     shared = sorted({c.depth for c in scheme} & {c.depth for c in base})
     if len(shared) < 2:
         return (math.nan, math.nan, math.nan, "")
@@ -202,8 +193,7 @@ def drift(scheme: list[lrpeak.Curve], base: list[lrpeak.Curve], alpha: float = 0
 
 def transfer_table(runs: list[dict[str, Any]], keys: list[str], baseline: str,
                    resamples: int = RESAMPLES, seed: int = 0) -> pd.DataFrame | None:
-    """One row per scheme x depth (x the other keys): best rate, regret, slope, with intervals (:data:`COLUMNS`);
-    None unless ``model.depth`` and ``train.lr`` are group keys with two depths or more."""
+    """One row per scheme x depth (x the other keys), :data:`COLUMNS`; None unless depth and rate vary (2+ depths)."""
     if DEPTH not in keys or LR not in keys:
         return None
     rest = [k for k in keys if k not in (LR, DEPTH)]
@@ -216,8 +206,7 @@ def transfer_table(runs: list[dict[str, Any]], keys: list[str], baseline: str,
     if not any(len(by_depth) >= 2 for by_depth in groups.values()):
         return None
     rng = np.random.default_rng(seed)
-    rows = []
-    curves = {}
+    rows, curves = [], {}
     for g in groups:
         group_rows, curves[g] = _group(groups[g], split, resamples, rng)
         rows += [{**dict(zip(rest, g)), **row, "selected_on": split} for row in group_rows]

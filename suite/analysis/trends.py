@@ -1,10 +1,5 @@
-"""Across depths: one trend test per scheme, and aggregates that pool a scheme's cells.
-
-:func:`depth_trends`: each scheme's score slope on log2(depth) and the scheme x depth interaction against the
-baseline; no test at a floor (chance in every run of a depth) or ceiling, where the difference is truncated.
-:func:`aggregates`: the IQM of the score and the probability of improvement. Both need two depths or more. The rules:
-docs/statistics.md, "Intervals and tests".
-"""
+"""Across depths: each scheme's score trend and its interaction with the baseline (no test at a floor or ceiling),
+and aggregates pooling its cells (docs/statistics.md, "Intervals and tests")."""
 
 from __future__ import annotations
 
@@ -58,8 +53,7 @@ def _bound(depths: dict[float, list[tuple]]) -> str:
 
 
 def interaction(scheme: dict[float, list[tuple]], base: dict[float, list[tuple]]) -> tuple[stats.Difference, str]:
-    """The scheme x depth interaction against the baseline over the depths both have, and what it measures:
-    ``"depth A->B"`` (two depths: deep minus shallow difference) or ``"per doubling"`` (a least-squares slope)."""
+    """The scheme x depth interaction against the baseline, and its kind: ``depth A->B`` or ``per doubling``."""
     shared = sorted(d for d in scheme if d in base)
     if len(shared) < 2:
         return stats.NO_DIFFERENCE, ""
@@ -80,8 +74,7 @@ TREND_COLUMNS = ["n", "n_depths", "acc_slope", "acc_slope_ci_low", "acc_slope_ci
 
 
 def depth_trends(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame | None:
-    """One row per scheme and section (:data:`TREND_COLUMNS`): score and not-ok trends with depth against the
-    baseline, per doubling of depth (the score as a fraction, not ok as log-odds); None below two depths."""
+    """One row per scheme and section (:data:`TREND_COLUMNS`), per doubling of depth; None below two depths."""
     if DEPTH not in keys or len({r.get(DEPTH) for r in runs}) < 2:
         return None
     cells, skeys = _cells(runs, keys, baseline)
@@ -124,8 +117,7 @@ AGGREGATE_COLUMNS = ["n", "n_depths", "iqm", "iqm_ci_low", "iqm_ci_high", "poi_p
 
 
 def aggregates(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.DataFrame | None:
-    """One row per scheme and section: IQM of the score and P(improvement over the baseline); None below two
-    depths. Intervals are nan where the stratified bootstrap refuses (too few runs)."""
+    """One row per scheme and section: the score's IQM and P(improvement on the baseline); None below two depths."""
     if DEPTH not in keys or len({r.get(DEPTH) for r in runs}) < 2:
         return None
     cells, skeys = _cells(runs, keys, baseline)

@@ -1,6 +1,4 @@
-"""The arms ``suite bench`` can measure (docs/benchmark.md, "suite bench"): our schemes, timm's ViT, LayerScale
-variants, and the shape. ``tokens`` counts the class token, so it must be n² + 1 (65 = 8×8 patches, 197 = 14×14).
-"""
+"""The arms ``suite bench`` can measure (our schemes, timm's ViT, LayerScale variants) and their shape."""
 
 from __future__ import annotations
 
@@ -50,10 +48,8 @@ class BenchShape:
     def img_size(self) -> int:
         side = math.isqrt(max(self.tokens - 1, 0))
         if self.tokens < 2 or side * side != self.tokens - 1:
-            raise ValueError(
-                f"tokens counts the class token and must be n*n + 1 (65 = 8x8 patches + cls, "
-                f"197 = 14x14 + cls), got {self.tokens}"
-            )
+            raise ValueError(f"tokens counts the class token and must be n*n + 1 (65 = 8x8 patches + cls, "
+                             f"197 = 14x14 + cls), got {self.tokens}")
         return side * self.patch_size
 
     def model_config(self, residual: str = BASELINE, backend: str = "suite",
@@ -66,8 +62,7 @@ class BenchShape:
 
 
 def slow_down_layerscale(model: nn.Module, passes: int = 1) -> nn.Module:
-    """Add ``passes`` elementwise passes after every :class:`LayerScale` of ``model`` (forward hooks): a regression on
-    purpose, proving the CI gate fails on a slowed LayerScale."""
+    """Add ``passes`` elementwise passes after every :class:`LayerScale`: a regression on purpose, for the CI gate."""
     def hook(module: nn.Module, args, out: torch.Tensor) -> torch.Tensor:
         for _ in range(passes):
             out = out * 1.0

@@ -1,8 +1,5 @@
-"""Operators and bytes of a training step, counted rather than timed: a count does not depend on the machine's load.
-
-Operators are seen under a ``TorchDispatchMode`` (below autograd and autocast, so casts and backward kernels count);
-bytes (views excluded) proxy an eager step's memory traffic (docs/benchmark.md, The cast LayerScale).
-"""
+"""Operators and bytes of a training step, counted under a ``TorchDispatchMode`` rather than timed, so independent of
+the machine's load; bytes proxy an eager step's memory traffic (docs/benchmark.md, "The cast LayerScale")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The CI gate on LayerScale's step-time cost (``suite bench-check``, ``make bench-check``; docs/benchmark.md).
-
-Three interleaved A/B checks (``step``, ``ablation-step``, ``residual``); a check fails only when its median ratio and
-its whole 95% interval exceed the threshold, so noise cannot fail CI alone. The figures behind the thresholds: the
-comment at :data:`STEP_THRESHOLD`.
-"""
+"""The CI gate on LayerScale's step-time cost (``suite bench-check``; docs/benchmark.md): three interleaved A/B checks,
+each failing only when its median ratio and its whole 95% interval exceed the threshold, so noise cannot fail CI."""
 
 from __future__ import annotations
 
@@ -39,8 +35,7 @@ class TooFewRounds(ValueError):
 
 
 def gate(ratios: np.ndarray, threshold: float, alpha: float = ALPHA, what: str = "overhead") -> tuple[bool, str]:
-    """Decide one check from its (R,) per-round ratios: fail only when the median *and* the lower end of its
-    ``1 - alpha`` interval exceed ``1 + threshold``; (passed, a one-line message). Raises :class:`TooFewRounds`."""
+    """(passed, a one-line message) of one check's per-round ratios; :class:`TooFewRounds` below an interval."""
     s = summarize(ratios, alpha)
     limit = f"{100 * threshold:+.1f}%"
     if s.n < min_rounds(alpha):

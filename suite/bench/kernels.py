@@ -1,6 +1,4 @@
-"""A training step's device time per kernel and per aten operator (µs per step), as differences from Pre-LN: where an
-arm's overhead goes (the device check's ``kernels`` phase; docs/benchmark.md, The cast LayerScale).
-"""
+"""A training step's device time per kernel and per aten operator, against Pre-LN's: where an arm's overhead goes."""
 
 from __future__ import annotations
 

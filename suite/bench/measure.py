@@ -1,8 +1,5 @@
-"""Interleaved A/B timing of training steps: the measurement behind ``suite bench`` and the CI gate.
-
-Each round visits the arms in a seeded random order, then in reverse (A B B A); ratios are taken within a round, so a
-machine that slows down for a minute slows both arms of a ratio (docs/benchmark.md, "suite bench").
-"""
+"""Interleaved A/B timing of training steps, behind ``suite bench`` and the CI gate: each round visits the arms in a
+seeded order, then in reverse, so a machine slowing down slows both arms of a ratio (docs/benchmark.md)."""
 
 from __future__ import annotations
 
@@ -41,8 +38,7 @@ def _state_bytes(model: nn.Module, opt: torch.optim.Optimizer) -> int:
 
 
 def saved_activation_bytes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, autocast) -> int:
-    """Bytes autograd saves for backward in one forward, parameters excluded, each storage once: a device-independent
-    proxy for activation memory (the CPU has no peak-memory counter)."""
+    """Bytes autograd saves for backward in one forward, parameters excluded: a proxy for activation memory."""
     param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen: dict[int, int] = {}
 
@@ -80,17 +76,9 @@ class Timer:
         return (time.perf_counter() - t0) / calls
 
 
-def interleave(
-    fns: dict[str, Callable[[], None]],
-    rounds: int,
-    *,
-    steps: int = 1,
-    timer: Timer | None = None,
-    seed: int = 0,
-    log: Callable[[str], None] | None = None,
-) -> dict[str, np.ndarray]:
-    """Time each function in palindromic rounds (a seeded random order, then its reverse): arm name -> (R, 2) seconds
-    per call, column v the arm's v-th visit in the round."""
+def interleave(fns: dict[str, Callable[[], None]], rounds: int, *, steps: int = 1, timer: Timer | None = None,
+               seed: int = 0, log: Callable[[str], None] | None = None) -> dict[str, np.ndarray]:
+    """Time each function in palindromic rounds: arm name -> (R, 2) seconds per call, one column per visit."""
     if rounds < 1 or steps < 1:
         raise ValueError("rounds and steps must be at least 1")
     timer = timer or Timer()
@@ -150,24 +138,12 @@ def gemm_flops(n: int) -> int:
     return 2 * n ** 3
 
 
-def measure(
-    factories: dict[str, Callable[[], nn.Module]],
-    shape: BenchShape,
-    *,
-    device: str = "cpu",
-    dtype: str = "fp32",
-    compile: bool = False,
-    rounds: int = 10,
-    warmup: int = 2,
-    steps: int = 1,
-    forward: bool = True,
-    seed: int = 0,
-    log: Callable[[str], None] | None = None,
-    gemm: int = 0,
-) -> dict[str, ArmResult]:
-    """Time every arm's training step, then (``forward``) its no-grad forward, in interleaved rounds: arm name ->
-    :class:`ArmResult`. ``gemm`` > 0: also a ``gemm``-cubed matmul as the arm :data:`GEMM`, what the same cores reach
-    on the operation they are best at, under the same load."""
+def measure(factories: dict[str, Callable[[], nn.Module]], shape: BenchShape, *, device: str = "cpu",
+            dtype: str = "fp32", compile: bool = False, rounds: int = 10, warmup: int = 2, steps: int = 1,
+            forward: bool = True, seed: int = 0, log: Callable[[str], None] | None = None,
+            gemm: int = 0) -> dict[str, ArmResult]:
+    """Time every arm's training step, then (``forward``) its no-grad forward, in interleaved rounds. ``gemm`` > 0:
+    also a ``gemm``-cubed matmul as the arm :data:`GEMM`, what the same cores reach at their best."""
     dev = torch.device(device)
     autocast = autocast_for(dev, dtype)
     if compile:

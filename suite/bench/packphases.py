@@ -1,7 +1,5 @@
-"""``suite bench --pack-phases N``: where a run's host time goes, solo against one member of an eager pack of N, phase
-by phase, and the operators a step dispatches: a CPU proxy of what caps packs on a GPU, where the steps shrink and the
-host phases do not. Each :data:`PHASES` call is timed exclusively; ``other`` is the rest of the wall time.
-"""
+"""``suite bench --pack-phases N``: where a run's host time goes, phase by phase, solo against one member of an eager
+pack of N: a CPU proxy of what caps packs on a GPU."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ COUNTED_STEP = 3  # the step whose operators are counted (after the first steps'
 
 @contextlib.contextmanager
 def timed_phases() -> Iterator[dict[str, Any]]:
-    """Within the block, each :data:`PHASES` call adds its exclusive seconds to ``totals[phase]``; one step's operators
-    go into ``totals["ops"]``."""
+    """Within the block, each :data:`PHASES` call adds its exclusive seconds to ``totals[phase]``."""
     import importlib
 
     totals: dict[str, Any] = {p: 0.0 for p in PHASES}

@@ -1,6 +1,4 @@
-"""Tables of ``suite bench``: which ratios to report (docs/benchmark.md, "suite bench"), and
-``overhead.{csv,md,json}``. A row is a per-round ratio ``prod(num) / prod(den)`` of arms' round means.
-"""
+"""Tables of ``suite bench``: which ratios to report, and ``overhead.{csv,md,json}``."""
 
 from __future__ import annotations
 
@@ -89,8 +87,7 @@ def build_rows(results: dict[str, ArmResult], alpha: float = 0.05) -> list[dict[
 
 
 def efficiency(results: dict[str, ArmResult], step_flops: int, gemm: int) -> list[dict[str, Any]]:
-    """Achieved GFLOP/s of each arm's training step (analytic ``step_flops``, elementwise work not counted, over the
-    median step time) and its share of what a ``gemm``-sized matmul reached in the same rounds (``gemm`` 0: none)."""
+    """Achieved GFLOP/s of each arm's training step, and its share of a ``gemm``-sized matmul's (``gemm`` 0: none)."""
     ref = None
     if GEMM in results and gemm > 0:
         ref = gemm_flops(gemm) / float(np.median(results[GEMM].train_s)) / 1e9
@@ -135,11 +132,9 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         "|---|---|---:|---|---|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(
-            f"| {r['label']} | {r['num']} / {r['den']} | {_fmt(r['train_ms'])} | {_ratio_cell(r, 'train')} "
-            f"| {_ratio_cell(r, 'forward')} | {_fmt(r['saved_delta_mib'], '+.2f')} "
-            f"| {_fmt(r['peak_delta_mib'], '+.1f')} | {_fmt(r['param_delta'], '+,.0f')} |"
-        )
+        lines.append(f"| {r['label']} | {r['num']} / {r['den']} | {_fmt(r['train_ms'])} | {_ratio_cell(r, 'train')} "
+                     f"| {_ratio_cell(r, 'forward')} | {_fmt(r['saved_delta_mib'], '+.2f')} "
+                     f"| {_fmt(r['peak_delta_mib'], '+.1f')} | {_fmt(r['param_delta'], '+,.0f')} |")
     return "\n".join(lines) + "\n"
 
 

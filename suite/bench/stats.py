@@ -1,8 +1,5 @@
-"""Statistics of interleaved A/B step-time rounds: pure functions of arrays.
-
-A palindromic round (A B B A) cancels a linear drift in speed, so the unit is the round's ratio, summarised by the
-median with a distribution-free interval; as in ``suite/analysis/stats.py``, a bound that cannot be computed is nan.
-"""
+"""Statistics of interleaved A/B step-time rounds: per-round ratios (an A B B A round cancels a linear drift), their
+median and its distribution-free interval (nan where it cannot be computed)."""
 
 from __future__ import annotations
 
@@ -56,6 +53,5 @@ def summarize(ratios: np.ndarray, alpha: float = 0.05) -> RatioSummary:
 
 
 def min_rounds(alpha: float = 0.05) -> int:
-    """The fewest rounds whose median has a distribution-free ``1 - alpha`` interval: ``[min, max]``
-    covers the median with probability ``1 - 2 / 2**n`` (6 rounds at 95%)."""
+    """The fewest rounds whose median has a distribution-free ``1 - alpha`` interval (6 at 95%)."""
     return math.ceil(math.log2(2 / alpha))

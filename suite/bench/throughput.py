@@ -1,8 +1,5 @@
-"""Runs per hour: how many short training runs of one shape a machine finishes, solo, co-located or packed.
-
-A sweep of small models is a throughput problem, not a latency one: this says how long an ablation takes. Each arm
-trains the same runs through the sweep (docs/benchmark.md, "Runs per hour").
-"""
+"""Runs per hour: how many short training runs of one shape a machine finishes through the sweep, solo, co-located or
+packed: how long an ablation takes (docs/benchmark.md, "Runs per hour")."""
 
 from __future__ import annotations
 
@@ -78,27 +75,18 @@ def _only_gpu(gpu: str | None) -> contextlib.AbstractContextManager[None]:
     return _environ("CUDA_VISIBLE_DEVICES", gpu)
 
 
-def _fresh_compile_cache(folder: Path) -> contextlib.AbstractContextManager[None]:
-    """Inductor's on-disk caches in ``folder`` inside, so the workers compile from nothing; then as before."""
-    return _environ("TORCHINDUCTOR_CACHE_DIR", str(folder))
-
-
 def median_step_ms(folder: Path) -> float | None:
     """The median ``step_time_ms`` of the runs under ``folder/runs``; None where no run timed a step."""
     from suite import store
 
-    times = []
-    for run_dir in sorted(folder.glob("runs/*")):
-        value = (store.read_summary(run_dir) or {}).get("step_time_ms")
-        if value is not None:
-            times.append(float(value))
+    times = [float(v) for run_dir in sorted(folder.glob("runs/*"))
+             if (v := (store.read_summary(run_dir) or {}).get("step_time_ms")) is not None]
     return round(statistics.median(times), 2) if times else None
 
 
 def measure_throughput(arms: list[Arm], *, runs: int, device: str, base: dict[str, Any] | None = None,
                        steps: int | None = None, log: Callable[[str], None] = lambda line: None) -> list[dict[str, Any]]:
-    """Train ``runs`` runs per arm; one row per arm: wall time, runs per hour, speed-up over the first, statuses.
-    Raises RuntimeError when a run ended in ``error`` (the arm measured a crash, not a throughput)."""
+    """Train ``runs`` runs per arm; one row per arm. Raises RuntimeError when a run ended in ``error``."""
     from suite.sweep.sweep import SweepOptions, run_sweep
 
     base = {k: dict(v) for k, v in (base or DEFAULT_BASE).items()}
@@ -106,8 +94,9 @@ def measure_throughput(arms: list[Arm], *, runs: int, device: str, base: dict[st
         base["train"]["steps"] = steps
     rows: list[dict[str, Any]] = []
     gpu = bench_gpu(device)
+    # Inductor's on-disk caches in a fresh folder, so the workers compile from nothing.
     with tempfile.TemporaryDirectory(prefix="suite-throughput-") as tmp, _only_gpu(gpu), \
-            _fresh_compile_cache(Path(tmp) / "compile-cache"):
+            _environ("TORCHINDUCTOR_CACHE_DIR", str(Path(tmp) / "compile-cache")):
         # Untimed: so that no arm pays for a cold file cache, the first data load or starting the fork server.
         warm = {"name": "throughput", "base": {**base, "train": {**base["train"], "steps": 2, "compile": False}},
                 "variants": {"run": {}}}

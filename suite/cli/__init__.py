@@ -1,12 +1,8 @@
-"""``suite`` command line: one subcommand per stage of the flow.
-
-spec (``validate``) -> runs (``run``) -> one run (``train``) -> ``analyze`` -> tables -> ``report`` (``plan``: seeds
-needed); ``bench`` / ``bench-check`` measure what each residual scheme costs per step. One module per subcommand
-(``validate.py``, ``config.py``, ``run.py``, ``status.py``, ``train.py``, ``propagate.py``, ``analyze.py``,
-``report.py``, ``plan.py``, ``cost.py``, ``bench.py``, ``bench_check.py``, ``schemes.py``; plus ``checks.py``, the
-shared value checks and one-line user error, and ``progress_lines.py``, ``suite train``'s output without a terminal),
-each exposing ``add_arguments(parser)`` and ``run(args) -> int``. Parsing, printing and exit codes live here and
-nowhere else; modules are imported lazily so that ``suite --help`` stays fast.
+"""``suite`` command line, one module per subcommand (``validate.py``, ``config.py``, ``run.py``, ``status.py``,
+``train.py``, ``propagate.py``, ``analyze.py``, ``report.py``, ``plan.py``, ``cost.py``, ``bench.py``,
+``bench_check.py``, ``schemes.py``), each with ``add_arguments(parser)`` and ``run(args) -> int``, imported lazily so
+that ``suite --help`` stays fast; ``checks.py``: shared value checks and the one-line user error; ``progress_lines.py``:
+``suite train``'s output without a terminal. Parsing, printing and exit codes live here and nowhere else.
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "propagate": ("suite.cli.propagate", "measure signal propagation at init and over the first steps (to depth 1000)"),
     "status": ("suite.cli.status", "where a sweep stands: done / running / pending, throughput, ETA, errors"),
     "analyze": ("suite.cli.analyze", "turn a folder of runs into tables (md, tex, csv) and figures"),
-    "report": ("suite.cli.report", "one self-contained HTML page of an analysed folder (--compare: two side by side)"),
+    "report": ("suite.cli.report", "one self-contained HTML page of an analysed folder"),
     "plan": ("suite.cli.plan", "how many seeds each comparison needs, planned from the runs so far"),
     "bench": ("suite.cli.bench", "measure each scheme's step-time overhead against Pre-LN (A/B rounds)"),
     "bench-check": ("suite.cli.bench_check", "the CI gate: fail if LayerScale's overhead regressed"),
@@ -99,8 +95,7 @@ def _on_stop(signum: int, frame: Any) -> None:
 
 
 def console() -> int:
-    """The ``suite`` command and ``python -m suite``: :func:`main`, then SIGINT ignored during shutdown, where a Ctrl-C
-    would otherwise kill the process (stdout's buffer lost) after the status was decided."""
+    """``suite`` and ``python -m suite``: :func:`main`, then SIGINT ignored, so no late Ctrl-C loses stdout's buffer."""
     code = main()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     return code

@@ -16,7 +16,7 @@ from suite.bench.arms import BASELINE, BenchShape, arm_names, build_arm, check_a
 from suite.bench.counts import count_arms, table
 from suite.bench.measure import measure
 from suite.cli.checks import at_least, at_most, fail, writable_dir
-from suite.config import MAX_PARAMS, ConfigError, ModelConfig, approx_params
+from suite.config import MAX_PARAMS, ModelConfig, approx_params
 from suite.models.flops import train_step_flops
 
 # Per-device defaults. CPU: single-threaded, since on a shared machine extra threads add noise in proportion to the op
@@ -51,15 +51,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: 1 on cpu, torch's on cuda)")
     parser.add_argument("--seed", type=int, default=0, help="weights, input and visiting order")
     parser.add_argument("--out", default="results/bench", help="folder for overhead.{csv,md,json}")
-    parser.add_argument("--diagnostics", action="store_true",
-                        help="measure what the instability diagnostics add to a step at the default ablation's shape "
-                             "instead (diagnostics.md)")
-    parser.add_argument("--profile", action="store_true",
-                        help="where each arm's training step spends its time instead, by operator family, on the CPU "
-                             "(step_profile.md; --steps: profiled steps per arm, default 10)")
-    parser.add_argument("--eval-cost", nargs="?", const="ablations/default.yaml", metavar="ABLATION",
-                        help="what the log evaluation schedule adds to a run of ABLATION's first shape instead "
-                             "(default ablations/default.yaml; eval_cost.txt)")
     parser.add_argument("--throughput", action="store_true",
                         help="measure runs per hour instead: the default ablation's shape trained solo, "
                              "co-located and packed (throughput.{csv,md,json})")
@@ -105,22 +96,6 @@ def _log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def run_diagnostics(args: argparse.Namespace) -> int:
-    """``suite bench --diagnostics``: the instability diagnostics' share of a step, to OUT/diagnostics.md."""
-    from suite.bench import diagnostics
-
-    torch.set_num_threads(args.threads or 1)
-    depth = 48 if args.depth == BenchShape().depth else args.depth
-    found = diagnostics.cost(depth=depth, rounds=args.rounds or 15, seed=args.seed)
-    text = diagnostics.table(found, depth, 10)
-    problem = writable_dir(args.out, "--out")
-    if problem:
-        return fail(problem)
-    store.atomic_write_text(Path(args.out) / "diagnostics.md", text)
-    print(text, end="")
-    return 0
-
-
 def run_throughput(args: argparse.Namespace) -> int:
     """``suite bench --throughput``: runs per hour, solo against co-located and packed (suite/bench/throughput.py)."""
     from suite.bench import throughput
@@ -154,48 +129,6 @@ def run_throughput(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_profile(args: argparse.Namespace, names: list[str], shape: BenchShape, opt: dict) -> int:
-    """``suite bench --profile``: each arm's step by operator family, to OUT/step_profile.md."""
-    from suite.bench import profile
-
-    if args.device != "cpu":
-        return fail("--profile: profiles the CPU's operators; use --device cpu (on CUDA, torch.profiler directly)")
-    steps, gemm_n = args.steps or 10, opt["gemm"] or 1024
-    command = (f"suite bench --profile --schemes {' '.join(names[1:])} --depth {shape.depth} --dim {shape.dim} "
-               f"--heads {shape.heads} --tokens {shape.tokens} --batch {shape.batch} --steps {steps} "
-               f"--threads {torch.get_num_threads()} --gemm {gemm_n}")
-    results = [profile.profile_arm(name, shape, steps) for name in names]
-    gemm = profile.gemm_gflops(gemm_n)
-    prov = store.provenance("cpu")
-    header = (f"# Where a training step's time goes (CPU, {torch.get_num_threads()} thread(s))\n\nWritten by "
-              f"`{command}` at {prov['started_at']}: torch {prov['torch_version']}, {prov['device_name']}, suite commit "
-              f"{prov['git_commit']}.")
-    text = profile.table(results, shape, gemm, gemm_n, header)
-    path = Path(args.out) / "step_profile.md"
-    store.atomic_write_text(path, text)
-    print(text, end="")
-    print(f"wrote {path}")
-    return 0
-
-
-def run_eval_cost(args: argparse.Namespace) -> int:
-    """``suite bench --eval-cost``: the log evaluation schedule's share of a run (suite/bench/evalcost.py)."""
-    from suite.bench.evalcost import eval_cost
-
-    problem = writable_dir(args.out, "--out")
-    if problem:
-        return fail(problem)
-    try:
-        text = eval_cost(args.eval_cost)
-    except (ConfigError, OSError) as err:
-        return fail(str(err))
-    prov = store.provenance("cpu")
-    text = f"# suite bench --eval-cost {args.eval_cost} at {prov['git_commit'][:12]}, {prov['started_at']}, {prov['device_name']}\n" + text
-    store.atomic_write_text(Path(args.out) / "eval_cost.txt", text)
-    print(text, end="")
-    return 0
-
-
 def run_pack_phases(args: argparse.Namespace) -> int:
     """``suite bench --pack-phases N``: a solo run against a member of an eager pack of N, phase by phase."""
     from suite.bench import packphases
@@ -219,12 +152,8 @@ def run_pack_phases(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.pack_phases is not None:
         return run_pack_phases(args)
-    if args.eval_cost:
-        return run_eval_cost(args)
     if args.throughput:
         return run_throughput(args)
-    if args.diagnostics:
-        return run_diagnostics(args)
     # The same bounds as the run config's model.depth, model.dim, train.batch_size and train.threads (RANGES)
     problem = (at_least(args, 1, "depth", "dim", "heads", "batch", "rounds", "steps", "threads", "tokens")
                or at_least(args, 0, "warmup", "gemm", "seed") or at_most(args, 1000, "depth")
@@ -248,8 +177,6 @@ def run(args: argparse.Namespace) -> int:
             check_arm(name)
     except ValueError as err:
         return fail(str(err))
-    if args.profile:
-        return run_profile(args, names, shape, opt)
     settings = {**dataclasses.asdict(shape), "device": args.device, "dtype": opt["dtype"], "compile": args.compile,
                 "rounds": opt["rounds"], "steps": opt["steps"], "warmup": opt["warmup"], "forward": args.forward,
                 "seed": args.seed, "threads": torch.get_num_threads(), "arms": names, "gemm": opt["gemm"],

@@ -1,6 +1,5 @@
 """Checks of command-line values that argparse's types cannot express, shared by the subcommands: each returns the
-one-line problem or ``None``, which the subcommand reports with :func:`fail` before any work starts.
-"""
+one-line problem or ``None``, which the subcommand reports with :func:`fail` before any work starts."""
 
 from __future__ import annotations
 
@@ -53,8 +52,7 @@ def writable_dir(path: str | Path, flag: str) -> str | None:
 
 
 def file_and_overrides(path: str | None, overrides: list[str]) -> tuple[str | None, list[str]]:
-    """``suite train`` / ``suite config``'s optional FILE and overrides: a first argument that is an override (has
-    ``=`` and names no file) joins the overrides."""
+    """``suite train`` / ``suite config``'s FILE and overrides: a first argument with ``=`` naming no file is one."""
     # os.path.exists, not Path.exists: a name longer than the file system takes (255 bytes) is no file, not an error
     if path is not None and "=" in path and not os.path.exists(path):
         return None, [path, *overrides]

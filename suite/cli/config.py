@@ -1,6 +1,5 @@
 """``suite config [FILE] [key=value ...] [--only FILTER]``: print the fully resolved config of a run, as its
-``config.yaml`` will hold it; for an ablation, its first run (or the first ``--only`` selects).
-"""
+``config.yaml`` will hold it; for an ablation, its first run (or the first ``--only`` selects)."""
 
 from __future__ import annotations
 

@@ -32,8 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from suite.sweep.spec import SpecError, load_ablation
     from suite.sweep.status import format_duration
 
-    problem = at_least(args, 1, "workers") or at_most(args, 4096, "workers")
-    if problem:
+    if problem := at_least(args, 1, "workers") or at_most(args, 4096, "workers"):
         return fail(problem)
     try:
         ablation = load_ablation(args.ablation)

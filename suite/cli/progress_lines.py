@@ -1,6 +1,5 @@
 """Progress of one training run as plain lines, for ``suite train`` without a terminal (a log file, a Slurm job); from
-the run's ``on_step`` callback and its ``metrics.jsonl``'s tail, so the training loop needs no second channel.
-"""
+the run's ``on_step`` callback and its ``metrics.jsonl``'s tail, so the training loop needs no second channel."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """``suite propagate FILE``: signal propagation at initialisation and over the first steps (docs/propagation.md): an
-ablation's runs measured instead of trained, with ``suite run``'s options less :data:`TRAINING_ONLY`.
-"""
+ablation's runs measured instead of trained, with ``suite run``'s options less :data:`TRAINING_ONLY`."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ from suite.cli import run as run_cli
 INTERMIXED = True  # key=value overrides may follow the options, as in `suite run`
 
 # `suite run` options a propagation sweep would ignore: not offered (an argparse error, not a silent no-op).
-TRAINING_ONLY = {"--pack": ("pack", 1), "--until-decided": ("until_decided", False),
-                 "--max-seeds": ("max_seeds", None), "--refine": ("refine", False)}
+TRAINING_ONLY = {"--pack": ("pack", 1), "--refine": ("refine", False)}
 
 
 class _Without:
@@ -23,9 +21,7 @@ class _Without:
         self.parser = parser
 
     def add_argument(self, *names: str, **kw: Any) -> Any:
-        if any(name in TRAINING_ONLY for name in names):
-            return None
-        return self.parser.add_argument(*names, **kw)
+        return None if any(name in TRAINING_ONLY for name in names) else self.parser.add_argument(*names, **kw)
 
     def add_argument_group(self, *args: Any, **kw: Any) -> "_Without":
         return _Without(self.parser.add_argument_group(*args, **kw))

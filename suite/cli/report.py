@@ -1,4 +1,4 @@
-"""``suite report DIR [--compare OTHER]``: one self-contained HTML page of an analysed results folder."""
+"""``suite report DIR``: one self-contained HTML page of an analysed results folder."""
 
 from __future__ import annotations
 
@@ -11,22 +11,19 @@ from suite.cli.checks import fail
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``suite report`` arguments to ``parser``."""
     parser.add_argument("dir", help="a results folder `suite analyze` has written into, e.g. results/default")
-    parser.add_argument("--compare", metavar="OTHER", default=None,
-                        help="a second analysed folder: write DIR/compare.html, showing what changed in the ablation "
-                             "file and which cells moved (report.html is left as it is)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Write ``DIR/report.html`` (with ``--compare``: ``DIR/compare.html``); exit 2 on a user error."""
+    """Write ``DIR/report.html``; exit 2 on a user error."""
     from suite.results import AnalysisError
     from suite.analysis.report import write_report
 
     try:
-        path = write_report(args.dir, args.compare, warn=lambda line: print(f"warning: {line}", file=sys.stderr))
+        path = write_report(args.dir, warn=lambda line: print(f"warning: {line}", file=sys.stderr))
     except AnalysisError as err:
         return fail(str(err))
     except OSError as err:  # a file that cannot be read, or a read-only folder (a full disk: DiskFull, the CLI's)
-        page = f"{args.dir}/{'report.html' if args.compare is None else 'compare.html'}"
+        page = f"{args.dir}/report.html"
         name = getattr(err, "filename", None)
         if name and not str(name).endswith((".html", ".tmp")):  # not the page itself, nor its temp file
             return fail(f"cannot read {name} ({err.strerror or err}); fix or remove it, then `suite report` again")

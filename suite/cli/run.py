@@ -1,15 +1,12 @@
-"""``suite run FILE``: expand an ablation into runs and bring every run to a final status (:func:`run_sweep`).
-
-Exit status: 0 when every selected run has a summary (any status: those are results), unless every run made this time
-ended in ``error`` (1); 2 for a user error (nothing runs); 130 when interrupted (run the same command again to finish).
-"""
+"""``suite run FILE``: expand an ablation into runs and bring every run to a final status (:func:`run_sweep`). Exits 0
+when every selected run has a summary (any status: those are results), unless every run made this time ended in
+``error`` (1); 2 for a user error (nothing runs); 130 when interrupted (run the same command again to finish)."""
 
 from __future__ import annotations
 
 import argparse
 import collections
 import dataclasses
-import math
 import sys
 import time
 from typing import Any
@@ -19,12 +16,10 @@ INTERMIXED = True  # key=value overrides may follow the options
 from suite import store
 from suite.config import ConfigError
 from suite.sweep.eta import fit_seconds, queue_seconds, run_flops
-from suite.sweep.folder import RunnerError, run_dir
+from suite.sweep.folder import run_dir
 from suite.sweep.refine import run_refine
-from suite.sweep.spec import load_ablation
 from suite.sweep.status import format_duration
 from suite.sweep.sweep import SweepOptions, run_sweep
-from suite.sweep.until import run_until_decided
 from suite.cli.checks import fail
 
 
@@ -35,15 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="set in every run as in the file's base:, e.g. train.log_to=[tensorboard] (a key the "
                              "grid or a variant sets is refused)")
     parser.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>)")
-    parser.add_argument("--until-decided", action="store_true",
-                        help="run seeds in rounds until the ablation's primary comparison is decided (group-"
-                             "sequential design; docs/statistics.md), up to --max-seeds")
     parser.add_argument("--refine", action="store_true",
                         help="then add learning rates past any best rate at the grid's edge, at the grid's spacing, "
                              "until every best rate is interior (at most refine.max_rounds rounds, 4 by default; "
                              "docs/ablations.md)")
-    parser.add_argument("--max-seeds", type=int, default=None, metavar="N",
-                        help="with --until-decided: the most seeds per cell (default: 4 rounds of the file's seeds)")
     slurm = parser.add_argument_group("Slurm backend (--backend slurm; --workers is the number of array tasks)")
     defaults = SweepOptions()
     for f in dataclasses.fields(SweepOptions):
@@ -74,16 +64,9 @@ def options(args: argparse.Namespace) -> SweepOptions:
 
 def run(args: argparse.Namespace) -> int:
     progress = Progress(getattr(args, "workers", None))
-    answer = None
     try:
-        if args.until_decided and args.refine:
-            return fail("--refine and --until-decided: refine the grid first, then add seeds; drop one")
         if args.refine:
             sweep, _ = run_refine(args.ablation, args.out, options(args), report=progress, notify=_notify)
-        elif args.until_decided:
-            sweep, answer = _until_decided(args, progress)
-        elif args.max_seeds is not None:
-            return fail("--max-seeds: only with --until-decided; add --until-decided")
         else:
             sweep = run_sweep(args.ablation, args.out, options(args), report=progress, notify=_notify)
     except ConfigError as err:
@@ -111,26 +94,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: every run ended in error; the first, {first.label}: "
                   f"{(sweep.results.get(first.run_id) or {}).get('error') or 'no message'}", file=sys.stderr)
             return 1
-    if answer is not None:
-        from suite.analysis.primary_text import paragraph
-
-        print(paragraph(answer).replace("**", ""))
     return sweep.code
-
-
-def _until_decided(args: argparse.Namespace, progress: "Progress"):
-    from suite.analysis.primary import look
-
-    ablation = load_ablation(args.ablation, max_runs=args.max_runs, overrides=args.overrides)
-    max_seeds = 4 * len(ablation.seeds) if args.max_seeds is None else args.max_seeds
-    if max_seeds < 2:
-        raise RunnerError(f"--max-seeds {max_seeds}: a paired comparison needs at least 2; pass e.g. --max-seeds 12")
-    limit = args.max_runs  # the bound --max-runs puts on a file's grid (default: spec.MAX_RUNS)
-    most = max_seeds * len(ablation.runs) / max(len(ablation.seeds), 1)
-    if most > limit:
-        raise RunnerError(f"--max-seeds {max_seeds}: up to {most:,.0f} runs, more than the limit of {limit:,}; "
-                          f"lower --max-seeds, or pass --max-runs {math.ceil(most)} if you mean it")
-    return run_until_decided(args.ablation, args.out, options(args), max_seeds, look, report=progress, notify=_notify)
 
 
 def _notify(line: str) -> None:
@@ -174,12 +138,10 @@ class Progress:
             self.bar.write(line)
 
     def eta(self, sweep) -> float:
-        """The time left, each run timed by its FLOPs (:func:`suite.sweep.eta.fit_seconds`), so shallow runs first do
-        not set the pace for deep ones; without a fit, the time so far times the work left over the work done."""
+        """Time left, runs weighted by FLOPs (:func:`fit_seconds`) lest shallow ones set the pace; else by count."""
         elapsed = time.perf_counter() - self.t0
-        for r in sweep.todo:  # a later round (--refine, --until-decided) brings runs of its own
-            if r.run_id not in self.flops:
-                self.flops[r.run_id] = run_flops(r)
+        # a later round (--refine) brings runs of its own
+        self.flops.update({r.run_id: run_flops(r) for r in sweep.todo if r.run_id not in self.flops})
         finished = [r for r in sweep.todo if r.run_id in sweep.results]
         left = [r for r in sweep.todo if r.run_id not in sweep.results]
         fit = fit_seconds([(self.flops[r.run_id], sweep.results[r.run_id].get("wall_s") or 0.0) for r in finished

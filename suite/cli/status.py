@@ -1,5 +1,4 @@
-"""``suite status DIR [--watch [S]]``: where a sweep stands, from its results folder alone (any backend, any machine).
-"""
+"""``suite status DIR [--watch [S]]``: where a sweep stands, from its results folder alone (any machine)."""
 
 from __future__ import annotations
 
@@ -31,15 +30,11 @@ def render(status) -> str:
         pace = f"a run takes {format_duration(status.mean_run_s)} (mean of the last finished)"
         if status.runs_per_hour is not None:
             pace += f"; {n_running} running: {status.runs_per_hour:.1f} runs/hour"
-    if status.eta_s is not None:
-        eta = format_duration(status.eta_s)
-    elif total > counts["done"] and not n_running:
-        eta = "none: no run is running (run the same `suite run` again to finish)"
-    else:
-        eta = "unknown"
+    eta = format_duration(status.eta_s) if status.eta_s is not None else (
+        "none: no run is running (run the same `suite run` again to finish)" if total > counts["done"] and not n_running
+        else "unknown")
     lines.append(f"  {pace}; eta {eta}")
-    gone = [v for v in status.runs if v.worker_gone]
-    if gone:
+    if gone := [v for v in status.runs if v.worker_gone]:
         lines.append(f"  {len(gone)} runs interrupted: their worker is gone (its claim is dead or missing); "
                      f"the next `suite run` resumes them")
     width = max([len(v) for v in status.by_variant] + [7])
@@ -54,8 +49,7 @@ def render(status) -> str:
             line += (f", {sl.expired} claims not renewed within the {sl.lease_s:g} s lease (dead workers: another "
                      f"worker or the next `suite run` takes them over)")
         lines.append(line)
-    running = [v for v in status.runs if v.state == "running"]
-    if running:
+    if running := [v for v in status.runs if v.state == "running"]:
         lines += ["", "running:"] + [f"  {v.run.label}  step {v.step if v.step is not None else '?'}/"
                                      f"{v.steps if v.steps is not None else '?'}" for v in running]
     if status.errors:
@@ -67,8 +61,7 @@ def render(status) -> str:
 def run(args: argparse.Namespace) -> int:
     from suite.sweep.status import StatusError, sweep_status
 
-    problem = at_least(args, 0.1, "watch") or at_most(args, 86400, "watch")  # not a busy loop, not OverflowError
-    if problem:
+    if problem := at_least(args, 0.1, "watch") or at_most(args, 86400, "watch"):  # not a busy loop, not OverflowError
         return fail(f"{problem} (seconds between redraws)")
     try:
         while True:

@@ -1,6 +1,5 @@
 """``suite train [CONFIG.yaml] [--out DIR] [--device ...] [key=value ...]``: one run, one folder. Alone it trains
-:data:`DEMO`, a CPU-sized first run, not the typed defaults (which sweeps' run ids depend on).
-"""
+:data:`DEMO`, a CPU-sized first run, not the typed defaults (which sweeps' run ids depend on)."""
 
 from __future__ import annotations
 
@@ -83,10 +82,8 @@ def run(args: argparse.Namespace) -> int:
     from suite import store
     from suite.config import ConfigError, load_config, resolve_precision
 
-    if args.out:  # before the folder is created, and before torch
-        problem = sweep_owner(args.out)
-        if problem:
-            return fail(problem)
+    if args.out and (problem := sweep_owner(args.out)):  # before the folder is created, and before torch
+        return fail(problem)
     if not 0 < args.progress_every < float("inf"):
         return fail(f"--progress-every {args.progress_every:g}: must be a number of seconds above 0")
     path, overrides = file_and_overrides(args.config, args.overrides)
@@ -105,8 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.device:  # after the overrides, so that `device=cpu --device cuda` is not a key given twice
         cfg.device = args.device
-    problem = missing(cfg.train.log_to)
-    if problem:
+    if problem := missing(cfg.train.log_to):
         return fail(problem)
     try:  # precision `auto` resolved once, for this machine, before the run id names the folder
         device = resolve_device(cfg.device)
@@ -124,12 +120,10 @@ def run(args: argparse.Namespace) -> int:
     if problem:                                                            # is allocated: one line, not a crash
         return fail(problem)
     out = Path("results") / "train" / store.run_id(cfg) if args.out is None else args.out  # --out '' is refused
-    problem = writable_dir(out, "--out")
-    out = Path(out)
-    if problem:
+    if problem := writable_dir(out, "--out"):
         return fail(problem)
-    held = store.other_run(out, store.run_id(cfg))
-    if held:  # a finished result of another experiment is not overwritten silently
+    out = Path(out)
+    if held := store.other_run(out, store.run_id(cfg)):  # another experiment's result is never overwritten silently
         return fail(f"--out {out}: holds the finished {held} of another config; pass another --out, or delete "
                     f"the folder to reuse it")
     on_step = None

@@ -1,6 +1,5 @@
 """``suite validate FILE...``: check ablation files and run the pre-flight, without running anything; one line per
-problem and exit 2, or one ``ok`` line per file with its run count.
-"""
+problem and exit 2, or one ``ok`` line per file with its run count."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The data layer: dataset registry, loading, and the step-indexed training stream.
-
-Every loader (registered in :data:`suite.registry.DATASETS`) maps a :class:`~suite.config.DataConfig` to a
-:class:`DatasetBundle` of uint8 images; :class:`TrainStream` (one run), :class:`PackStream` (N runs stacked) and
-:func:`eval_batches` turn it into normalised float batches on the device. Files: ``bundle.py`` (types, errors),
-``embedded.py`` (mnist5k, digits), ``cifar.py``, ``imagefolder.py``, ``split.py`` (test and validation splits),
-``synthetic.py``, ``augment.py``, ``stream.py``, ``seeds.py``.
-"""
+"""The data layer: loaders (``embedded.py``, ``cifar.py``, ``imagefolder.py``, ``synthetic.py``) give a
+:class:`DatasetBundle` of uint8 images (``bundle.py``), split by ``split.py``; ``stream.py`` makes normalised device
+batches, augmented by ``augment.py``, drawn from ``seeds.py``."""
 
 from __future__ import annotations
 
@@ -21,8 +16,7 @@ if TYPE_CHECKING:
 
 
 def load_dataset(cfg: DataConfig) -> DatasetBundle:
-    """Load dataset ``cfg.name`` with ``cfg.val_fraction`` of its training split held out as ``val``. Raises
-    :class:`DataError` for an unknown name or missing / malformed files."""
+    """Load dataset ``cfg.name`` with ``cfg.val_fraction`` of its training split held out as ``val``."""
     if cfg.name not in DATASETS:
         raise DataError(DATASETS.unknown(cfg.name))
     return carve_validation(DATASETS.get(cfg.name)(cfg), cfg.val_fraction, cfg.split_seed)

@@ -15,16 +15,14 @@ def normalise(x: Tensor, mean: Tensor, std: Tensor) -> Tensor:
 
 
 def crop_flip_draws(gens: list[torch.Generator], b: int, padding: int = CROP_PADDING) -> tuple[Tensor, Tensor]:
-    """:func:`crop_flip`'s draws for ``b`` samples from each of G generators, on the CPU so any device gets the same:
-    offsets (G, b, 2) int64 in ``[0, 2 * padding]``, flips (G, b) bool."""
+    """:func:`crop_flip`'s draws on the CPU (the same on any device): offsets (G, b, 2) int64, flips (G, b) bool."""
     offsets = torch.stack([torch.randint(0, 2 * padding + 1, (b, 2), generator=g) for g in gens])
     flip = torch.stack([torch.rand(b, generator=g) < 0.5 for g in gens])
     return offsets, flip
 
 
 def crop_flip(x: Tensor, offsets: Tensor, flip: Tensor, padding: int = CROP_PADDING) -> Tensor:
-    """Per-sample crop of (B, C, H, W) uint8 images from a zero-padded copy (as torchvision's RandomCrop), then a
-    horizontal flip where ``flip`` (B,) says; ``offsets`` (B, 2) are (row, column) in the padded image. One gather."""
+    """Per-sample crop from a zero-padded copy (as torchvision's RandomCrop) at ``offsets``, flipped where ``flip``."""
     b, c, h, w = x.shape
     padded = F.pad(x, (padding, padding, padding, padding))  # (B, C, H+2p, W+2p)
     ar_h = torch.arange(h, device=x.device)

@@ -48,12 +48,8 @@ Split = Union[TensorSplit, Dataset]
 
 @dataclass
 class DatasetBundle:
-    """A loaded dataset: its splits plus what the model and the stream need to know.
-
-    ``mean`` / ``std``: per channel on the 0..1 scale, applied on the device so the splits stay uint8 (4x less memory).
-    ``val`` is carved later (:func:`suite.data.split.carve_validation`); loaders return None. ``stats_from_train``: the
-    loader measured ``mean`` / ``std`` on its training split (so they are measured again without validation images).
-    """
+    """A loaded dataset: its uint8 splits, and per-channel ``mean`` / ``std`` (0..1 scale) applied on the device.
+    ``stats_from_train``: measured on the training split (again once ``val`` is carved out of it)."""
 
     name: str
     num_classes: int
@@ -66,9 +62,8 @@ class DatasetBundle:
     val: Split | None = None
     stats_from_train: bool = False
     # Device copies of in-memory splits by (split, device), so an evaluation does not upload the split again.
-    device_cache: dict[tuple[str, str], TensorSplit] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
+    device_cache: dict[tuple[str, str], TensorSplit] = field(default_factory=dict, init=False, repr=False,
+                                                             compare=False)
 
     @property
     def train_size(self) -> int:
@@ -107,10 +102,8 @@ def data_root(cfg: DataConfig, what: str, layout: str) -> Path:
     """``cfg.root``, else ``$SUITE_DATA_DIR``, else a :class:`DataError` saying where to put ``what`` (``layout``)."""
     root = cfg.root or os.environ.get(ENV_DATA_DIR)
     if not root:
-        raise DataError(
-            f"{what} needs a data folder: set data.root (or the {ENV_DATA_DIR} environment "
-            f"variable) to a folder holding {layout}"
-        )
+        raise DataError(f"{what} needs a data folder: set data.root (or the {ENV_DATA_DIR} environment "
+                        f"variable) to a folder holding {layout}")
     return Path(root).expanduser()
 
 

@@ -22,10 +22,8 @@ def _bundle(name: str, x: Tensor, y: Tensor, cfg: DataConfig) -> DatasetBundle:
     train = TensorSplit(x[train_idx].contiguous(), y[train_idx].contiguous())
     test = TensorSplit(x[test_idx].contiguous(), y[test_idx].contiguous())
     mean, std = channel_stats(train.x)
-    return DatasetBundle(
-        name=name, num_classes=int(y.max()) + 1, in_chans=x.shape[1], img_size=x.shape[2],
-        train=train, test=test, mean=mean, std=std, stats_from_train=True,
-    )
+    return DatasetBundle(name=name, num_classes=int(y.max()) + 1, in_chans=x.shape[1], img_size=x.shape[2],
+                         train=train, test=test, mean=mean, std=std, stats_from_train=True)
 
 
 @lru_cache(maxsize=1)

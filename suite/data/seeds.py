@@ -1,9 +1,5 @@
-"""Seeds derived from (run seed, purpose, counter) without Python's ``hash``.
-
-``hash()`` of a string is salted per process and ``seed * K + epoch`` collides across seeds; both would break "the
-batch at step s depends only on (seed, s)". Chaining splitmix64, a well-mixing 64-bit bijection, over the parts gives
-independent-looking seeds for neighbouring inputs.
-"""
+"""Seeds derived from (run seed, purpose, counter) by chaining splitmix64: ``hash()`` is salted per process and
+``seed * K + epoch`` collides across seeds."""
 
 from __future__ import annotations
 

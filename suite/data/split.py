@@ -1,7 +1,4 @@
-"""Stratified splits: the embedded datasets' test share and the validation share (``data.val_fraction``) of every
-dataset's training split. Fixed by ``data.split_seed`` alone, never the run seed, so every run of a sweep sees the same
-images; validation lets the analysis choose (best rate, best init) without looking at the test set.
-"""
+"""Stratified test and validation splits, fixed by ``data.split_seed`` alone, so every run of a sweep sees the same."""
 
 from __future__ import annotations
 
@@ -16,9 +13,8 @@ from suite.data.bundle import DataError, DatasetBundle, TensorSplit, channel_sta
 
 
 def stratified_split(y: Tensor, fraction: float, split_seed: int, tag: int = seeds.SPLIT) -> tuple[Tensor, Tensor]:
-    """(kept, held out): sorted int64 indices partitioning ``range(N)``, fixed by ``split_seed`` and ``tag``
-    (:data:`seeds.SPLIT` for test, :data:`seeds.VALIDATION`). Per class ``round(fraction * n_c)`` are held out, at least
-    1 and leaving 1 (a one-sample class stays whole); stratified because mnist5k is sorted by class."""
+    """(kept, held out): sorted indices partitioning ``range(N)``; per class ``round(fraction * n_c)`` held out, at
+    least 1 and leaving 1 (a one-sample class stays whole)."""
     gen = seeds.generator(tag, split_seed)
     kept, held = [], []
     for c in torch.unique(y).tolist():
@@ -44,9 +40,8 @@ def _labels(split: object, name: str) -> Tensor:
 
 
 def carve_validation(bundle: DatasetBundle, fraction: float, split_seed: int) -> DatasetBundle:
-    """A new bundle with a stratified ``fraction`` (0: none) of the training split moved into ``val``. Statistics
-    measured on the training split are measured again on what is left, so no validation pixel shapes the
-    normalisation. Raises DataError when the training split cannot hold out one image per class."""
+    """A new bundle with a stratified ``fraction`` (0: none) of the training split moved into ``val``, its statistics
+    measured again without it. DataError when the training split cannot hold out one image per class."""
     if fraction <= 0:
         return bundle
     y = _labels(bundle.train, bundle.name)

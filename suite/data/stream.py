@@ -1,11 +1,5 @@
-"""Training batches as a pure function of (seed, step), and the in-order test batches.
-
-Resuming at step s must give the same batches as never stopping, so no state passes between steps: epoch
-``s // steps_per_epoch`` is a permutation seeded from (seed, epoch), step s's augmentation draws from (seed, s), and the
-global RNG is never touched. The host works once per epoch, the device once per step; small datasets sit on the device
-as uint8, others go through a DataLoader with the same index lists (docs/training.md, "Data"). :class:`PackStream`
-stacks the batches of N seeds; :class:`TrainStream` is its N = 1 case.
-"""
+"""Training batches as a pure function of (seed, step), so a resumed run sees what an unbroken one would, and the
+in-order test batches (docs/training.md, "Data")."""
 
 from __future__ import annotations
 
@@ -53,8 +47,7 @@ class StepOrder:
         return self.permutation(epoch)[pos * self.batch_size:(pos + 1) * self.batch_size]
 
     def block(self, start: int, stop: int) -> Tensor:
-        """(stop - start, min(n, batch_size)) int64 indices of steps ``start..stop-1`` (in one epoch); row k is
-        ``indices(start + k)``."""
+        """The indices of steps ``start..stop-1`` (in one epoch), row k ``indices(start + k)``."""
         epoch, pos = divmod(start, self.steps_per_epoch)
         if not start < stop <= (epoch + 1) * self.steps_per_epoch:
             raise ValueError(f"steps {start}..{stop - 1} are not within one epoch")
@@ -105,21 +98,14 @@ def _epoch_spans(steps_per_epoch: int, start: int, end: int) -> Iterator[tuple[i
 
 
 def _loader(dataset: Split, device: torch.device, num_workers: int, **kwargs: object) -> DataLoader:
-    return DataLoader(
-        dataset, num_workers=num_workers, pin_memory=device.type == "cuda",
-        # A DataLoader draws its workers' base seed from the global RNG unless given a generator.
-        generator=torch.Generator().manual_seed(0), **kwargs,
-    )
+    # A DataLoader draws its workers' base seed from the global RNG unless given a generator.
+    return DataLoader(dataset, num_workers=num_workers, pin_memory=device.type == "cuda",
+                      generator=torch.Generator().manual_seed(0), **kwargs)
 
 
 class PackStream:
-    """The training batches of N runs that differ only in their seed, stacked along a first axis.
-
-    ``x[i], y[i]`` of a step are exactly what ``TrainStream(bundle, batch_size, seeds[i], ...)`` yields. When
-    ``resident`` (the dataset fits in ``max_device_mb`` MiB) the N runs share one device copy, gathered with (N, B)
-    indices built once per epoch, so a step's operators do not depend on N; otherwise one DataLoader yields each step's
-    N index lists concatenated. ``augment``: random crop (zero padding 4) + horizontal flip, per sample.
-    """
+    """The training batches of N runs that differ only in their seed, stacked: ``x[i], y[i]`` are what
+    ``TrainStream(..., seeds[i], ...)`` yields. ``resident``: one device copy of the dataset, else a DataLoader."""
 
     def __init__(self, bundle: DatasetBundle, batch_size: int, seeds: list[int], device: torch.device | str,
                  augment: bool, max_device_mb: int, num_workers: int) -> None:
@@ -150,8 +136,7 @@ class PackStream:
             yield self._finish(x, y.to(self.device, non_blocking=True).view(shape), draws)
 
     def _steps(self, start: int, end: int) -> Iterator[tuple[Tensor | None, tuple[Tensor, Tensor] | None]]:
-        """Per step: its (N, B) device indices (resident only) and augmentation draws, offsets (N * B, 2) and flips
-        (N * B,) (or None); each epoch's are made on the host and uploaded at its first step."""
+        """Per step: its device indices (resident only) and augmentation draws (or None), uploaded once per epoch."""
         n, b = len(self.seeds), self._per_batch
         for first, stop in _epoch_spans(self.steps_per_epoch, start, end):
             idx = draws = None
@@ -188,8 +173,7 @@ class TrainStream:
 
 def eval_batches(bundle: DatasetBundle, batch_size: int, device: torch.device | str,
                  max_device_mb: int, num_workers: int, split: str = "test") -> Iterator[Batch]:
-    """The whole ``split`` (``"test"`` or ``"val"``) in order, in batches of ``batch_size`` (the last may be smaller):
-    x (B, C, H, W) float32 normalised (no augmentation), y (B,) int64, on the device."""
+    """The whole ``split`` (``"test"`` or ``"val"``) in order, normalised, on the device."""
     device = torch.device(device)
     data = bundle.splits()[split]
     mean, std = _stats(bundle, device)

@@ -16,8 +16,7 @@ NOISE_STD = 48.0  # pixel noise around each prototype (0..255 scale): visible, y
 
 
 def load_synthetic(cfg: DataConfig) -> DatasetBundle:
-    """Each class is a random prototype image; a sample is its prototype plus Gaussian noise. Learnable by construction,
-    so a model that fails to fit it is broken rather than unlucky. Fixed by ``cfg.split_seed`` and ``synthetic_*``."""
+    """A random prototype per class plus Gaussian noise: a model that fails to fit it is broken, not unlucky."""
     n_cls, ch, size = cfg.synthetic_classes, cfg.synthetic_channels, cfg.synthetic_img_size
     for key in ("synthetic_train", "synthetic_test", "synthetic_img_size", "synthetic_channels",
                 "synthetic_classes"):
@@ -34,7 +33,5 @@ def load_synthetic(cfg: DataConfig) -> DatasetBundle:
 
     train, test = sample(cfg.synthetic_train), sample(cfg.synthetic_test)
     mean, std = channel_stats(train.x)
-    return DatasetBundle(
-        name="synthetic", num_classes=n_cls, in_chans=ch, img_size=size,
-        train=train, test=test, mean=mean, std=std, stats_from_train=True,
-    )
+    return DatasetBundle(name="synthetic", num_classes=n_cls, in_chans=ch, img_size=size, train=train, test=test,
+                         mean=mean, std=std, stats_from_train=True)

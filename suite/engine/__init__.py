@@ -1,13 +1,8 @@
-"""The training engine: one run, from a resolved config to a run folder.
-
-``lifecycle.py`` (run folder, summary, error policy), ``loop.py`` (setup / step / evaluate / finish), ``divergence.py``
-(when a run has diverged), ``steplog.py`` (step numbers kept on the device), ``outcome.py`` (ok or failed, on held-out
-data), ``optim.py`` (AdamW, warmup + cosine), ``probes.py`` (per-block probes), ``diagnostics.py`` (why a run broke),
-``checkpoint.py`` (save, resume), ``compiled.py`` (``train.compile``), ``resources.py`` (device, memory), ``pack.py``
-(several runs as one stacked model; its step in ``packstep.py``), ``precision.py`` (TF32), ``propagation.py`` (signal
-propagation instead of training) and ``trackers/`` (TensorBoard, W&B, MLflow). The sweep's worker and ``suite train``
-call :func:`train`; nothing here parses arguments or prints.
-"""
+"""The training engine: one run, from a resolved config to a run folder (:func:`train`); nothing here parses arguments
+or prints. ``lifecycle.py`` (run folder, errors), ``loop.py`` (the phases), ``divergence.py``, ``steplog.py``,
+``outcome.py`` (ok or failed), ``optim.py``, ``probes.py``, ``diagnostics.py`` (why a run broke), ``checkpoint.py``,
+``compiled.py``, ``resources.py`` (device, memory), ``pack.py`` and ``packstep.py`` (runs stacked as one model),
+``precision.py``, ``propagation.py`` (signal propagation) and ``trackers/`` (TensorBoard, W&B, MLflow)."""
 
 from typing import Any
 

@@ -1,8 +1,5 @@
-"""Checkpoints of one run: save, restore bit-identically, and cut the metrics log back to match.
-
-A results folder may come from anywhere, so a checkpoint is loaded with ``weights_only=True`` (a planted pickle cannot
-run code), only by a run that asked for checkpoints, and only if it records that run's own id.
-"""
+"""Checkpoints of one run: save, restore bit-identically (``weights_only``, and only the run's own), cut the metrics log
+back to match."""
 
 from __future__ import annotations
 
@@ -53,8 +50,7 @@ def preempted(run_dir: Path, clear: bool = False) -> bool:
 
 def save(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optimizer, state: RunState,
          preempted: bool = False) -> None:
-    """Write the checkpoint atomically: a kill or a full disk never leaves half of one, a planted link is replaced.
-    ``preempted``: marked so that the run resumes from it even without periodic checkpoints."""
+    """Write the checkpoint atomically; ``preempted``: marked so the run resumes from it even without periodic ones."""
     ckpt = {
         "format": FORMAT, "run_id": run_id, "model": _own(model.state_dict()), "optimizer": _own(optimizer.state_dict()),
         "state": dataclasses.asdict(state), "cpu_rng": torch.get_rng_state(),
@@ -66,8 +62,7 @@ def save(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optim
 
 
 def _own(obj, seen: set[int] | None = None):
-    """``obj`` with views into larger tensors (a pack member's row) and repeated tensors copied out: ``torch.save``
-    writes a view's whole storage and keeps sharing, which a loading optimizer would count up as one."""
+    """``obj`` with views (a pack member's row) and repeated tensors copied out, as ``torch.save`` keeps storages."""
     seen = set() if seen is None else seen
     if isinstance(obj, torch.Tensor):
         copy = obj.untyped_storage().nbytes() > obj.nbytes or id(obj) in seen
@@ -81,8 +76,7 @@ def _own(obj, seen: set[int] | None = None):
 
 
 def load(path: Path, run_id: str, model: nn.Module, optimizer: torch.optim.Optimizer) -> RunState:
-    """Restore weights, optimizer, RNG states and the run state from ``path``. Raises :class:`CheckpointError` if it
-    holds anything but tensors and plain types, cannot be read, or is another run's."""
+    """Restore weights, optimizer, RNG states and the run state; :class:`CheckpointError` if unsafe, torn or foreign."""
     try:
         # To the CPU first: load_state_dict leaves AdamW's `step` counters where they were loaded, and on a GPU the
         # non-fused update would sync on them.
@@ -126,8 +120,7 @@ def _check_optimizer_shapes(optimizer: torch.optim.Optimizer) -> None:
 
 
 def truncate_metrics(run_dir: Path, step: int) -> None:
-    """Drop metric records written after the checkpoint, so a resumed run's log has no duplicates. A damaged line is
-    dropped with a warning: one bad log line must not turn a run that can go on into an error."""
+    """Drop metric records written after the checkpoint (and damaged lines, with a warning)."""
     path = Path(run_dir) / store.METRICS
     if not path.exists():
         return

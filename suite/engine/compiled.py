@@ -1,10 +1,5 @@
-"""``torch.compile`` for one run in a long-lived process: regional, and never a silent fall-back to eager.
-
-Regional: each block's ``forward`` is compiled, all blocks sharing one graph, so compile time does not grow with depth;
-the probes run eagerly, as dynamo does not guard their hooks. No fall-back: dynamo's caches outlive a sweep worker's
-runs and past ``recompile_limit`` it silently runs eagerly, so each run starts from empty caches and hitting the limit
-is an error. A pack compiles its whole step as one program, kept for the next pack of its shape (:func:`reuse`).
-"""
+"""``torch.compile`` for one run in a long-lived process: regional (the blocks share one graph, so compile time does not
+grow with depth), from empty caches, and past the recompile limit an error, never a silent fall-back to eager."""
 
 from __future__ import annotations
 
@@ -34,10 +29,8 @@ KEEP = 8  # the compiled pack programs a worker keeps, one per shape: dynamo's r
 
 
 def reuse(key: Hashable, build: Callable[[], T]) -> T:
-    """What ``build()`` made for ``key``, kept while nothing outside packs was compiled since (its graphs are still in
-    dynamo's caches), up to :data:`KEEP` shapes, so packs of alternating shapes compile each shape once; else built from
-    cleared caches. ``key`` must name everything the compiled code holds as a constant (for a pack: its config without
-    the members' own keys, its size, device and mode)."""
+    """What ``build()`` made for ``key`` (all the compiled code's constants), kept while nothing outside packs was
+    compiled since, up to :data:`KEEP` keys; else built from cleared caches."""
     from torch import _dynamo
 
     if key in _kept:
@@ -65,9 +58,8 @@ def solo_graph_problem(compile_setting: bool | str, device_type: str) -> str | N
 
 
 def compile_for_run(model: nn.Module, mode: str = "default", regional: bool = True, **options: Any) -> nn.Module:
-    """``model`` compiled with ``mode`` after clearing what earlier runs in this process compiled; ``regional``: each of
-    ``model.blocks`` in place (a model without ``blocks`` compiles whole). Inside :func:`pack_members`, ``model`` as it
-    is. Calling the result raises ``torch._dynamo.exc.FailOnRecompileLimitHit`` past the run's recompile limit."""
+    """``model`` compiled with ``mode`` from cleared caches; ``regional``: each of ``model.blocks`` in place. Inside
+    :func:`pack_members`, ``model`` as it is."""
     if mode not in MODES:
         raise ValueError(f"compile mode {mode!r}: expected one of {', '.join(MODES)}")
     if _packing[0]:

@@ -1,10 +1,5 @@
-"""Why a run broke: the peaks of its instability diagnostics, from the train records of ``metrics.jsonl``.
-
-:func:`peaks` keeps each diagnostic's extreme over the run (attention logit and entropy, stream RMS and its growth since
-init, logit RMS, update ratio) and the step it was reached, so a table can say *why* a run is not ok; ``crossed`` lists
-those past their bound (:data:`BOUNDS`). Fields, bounds (Wortsman et al. 2023 for the attention logit) and the retired
-``failed_reason: unstable``: docs/training.md ("Why a run broke"). Pure functions of the records.
-"""
+"""Why a run broke: each instability diagnostic's extreme over the train records of ``metrics.jsonl`` and its step,
+and which passed their bound (:data:`BOUNDS`). Fields and bounds: docs/training.md ("Why a run broke")."""
 
 from __future__ import annotations
 
@@ -46,8 +41,8 @@ def peaks(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def stream_growth(records: list[dict[str, Any]]) -> tuple[float | None, int | None]:
-    """The largest ratio, over logged steps and blocks, of a block's output RMS to its own at step 0, and its step;
-    ``(None, None)`` without two such records. Per block, since the stream's size at init differs by scheme."""
+    """The largest ratio of a block's output RMS to its own at step 0 (per block: init sizes differ by scheme), and
+    its step; ``(None, None)`` without two such records."""
     base: list[float] | None = None
     best, at = None, None
     for rec in records:
@@ -74,7 +69,7 @@ def past_bounds(found: dict[str, Any]) -> list[str]:
 
 
 def crossed(found: dict[str, Any]) -> str:
-    """:func:`past_bounds`, comma-separated ("" for none), as a summary records it (a CSV cell, hence a string)."""
+    """:func:`past_bounds`, comma-separated ("" for none): a summary's CSV cell."""
     return ",".join(past_bounds(found))
 
 

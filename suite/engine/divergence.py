@@ -1,10 +1,5 @@
-"""When a run has diverged: pure rules over its per-step training loss, fed one step at a time.
-
-The loop replays every step's numbers in order through :meth:`Watch.observe`, which returns a :class:`Verdict` the
-first time a rule fires: ``nonfinite``, ``spike``, ``collapse`` or, under fp16, ``scale_collapse`` (the host follows the
-loss scale from the skips alone). Rules, thresholds and each verdict's step: docs/training.md ("When a run has
-diverged"). The watch's state is plain numbers, saved in checkpoints, so a resumed run judges as an unbroken one.
-"""
+"""When a run has diverged: pure rules over its per-step training loss, fed one step at a time to :meth:`Watch.observe`
+(docs/training.md, "When a run has diverged"). Its state is plain numbers, kept in checkpoints."""
 
 from __future__ import annotations
 
@@ -68,8 +63,7 @@ class Watch:
     spikes_recovered: int = 0  # spikes whose loss came back under the threshold within the window
 
     def observe(self, rules: Rules, step: int, loss: float, grad_norm: float, skipped: bool = False) -> Verdict | None:
-        """Feed step ``step`` (0-based: its loss was computed after ``step`` updates); the first rule
-        that fires, or None. ``skipped``: the fp16 loss scaler skipped this step's update."""
+        """Feed step ``step`` (after ``step`` updates; ``skipped``: by fp16's scaler); the first verdict, or None."""
         if not math.isfinite(loss) or (not math.isfinite(grad_norm) and not skipped):
             what = "loss" if not math.isfinite(loss) else "gradient norm"
             return Verdict("nonfinite", step, f"the {what} is {loss if what == 'loss' else grad_norm}")

@@ -1,18 +1,6 @@
-"""One run's lifecycle, the same for a training run, a member of a pack and a propagation run.
-
-:class:`RunFolder` owns the run folder, the summary and the error policy::
-
-    with RunFolder(cfg, out, extra) as run:
-        cfg, device = run.start(cfg)
-        ...                      # fill run.summary; set run.status
-    return run.summary           # written to out/summary.json, last and atomically
-
-Opening the folder removes an old ``summary.json``. The run's ``Exception`` is status ``error`` (traceback in
-``log.txt``) and the sweep goes on; what is not its fault (a full disk: :class:`~suite.store.DiskFull`, which stops the
-sweep; Ctrl-C, a kill, a preemption: ``StopRun``) leaves it unfinished, without a summary, to run again. Only an
-``error`` run keeps its checkpoint (for ``--retry-errors``). A run whose claim was taken over (:func:`summary_guard`)
-drops its result.
-"""
+"""One run's folder, summary and error policy (:class:`RunFolder`), the same for a training run, a pack's member and a
+propagation run. The run's ``Exception`` is status ``error`` (traceback in ``log.txt``); what is not its fault (a full
+disk, Ctrl-C, a preemption) leaves it unfinished, without a summary, to run again."""
 
 from __future__ import annotations
 
@@ -38,8 +26,7 @@ _GUARD: contextvars.ContextVar[Callable[[], str | None] | None] = contextvars.Co
 
 @contextlib.contextmanager
 def summary_guard(check: Callable[[], str | None]) -> Iterator[None]:
-    """Within this block every run asks ``check()`` right before writing its summary: the heartbeat alone would let a
-    run ending between two beats write a result no longer its own."""
+    """Within this block every run asks ``check()`` right before writing its summary (None: it may)."""
     token = _GUARD.set(check)
     try:
         yield
@@ -48,8 +35,8 @@ def summary_guard(check: Callable[[], str | None]) -> Iterator[None]:
 
 
 class StopRun(BaseException):
-    """Raised by an ``on_step`` callback to end a run now, unfinished (no summary): the worker was preempted (``save``:
-    checkpoint this step first, to resume from it) or lost its claim on the run (nothing more may be written)."""
+    """Ends a run now, unfinished (no summary): the worker was preempted (``save``: checkpoint this step first) or lost
+    its claim on the run."""
 
     def __init__(self, reason: str, save: bool) -> None:
         super().__init__(reason)
@@ -57,8 +44,8 @@ class StopRun(BaseException):
 
 
 class RunFolder:
-    """A run's folder and summary from open to close (a context manager; see the module docstring). ``extra``: top-level
-    summary keys (the sweep's ``ablation``, ``variant``). Raises DiskFull when there is no space for the folder."""
+    """A run's folder and summary from open to close, as a context manager; ``extra``: top-level summary keys. Raises
+    DiskFull when there is no space for the folder."""
 
     def __init__(self, cfg: RunConfig, out: str | Path, extra: dict[str, Any] | None = None) -> None:
         self.out = Path(out)
@@ -70,8 +57,7 @@ class RunFolder:
         self.closed = False
 
     def start(self, cfg: RunConfig, precision_on: str | None = None) -> tuple[RunConfig, torch.device]:
-        """The device the run executes on, and ``cfg`` with ``train.precision: auto`` resolved for it
-        (or for ``precision_on``); the summary gets the resolved run id, precision and provenance."""
+        """The run's device, and ``cfg`` with ``train.precision: auto`` resolved for it (or ``precision_on``)."""
         self.device = resolve_device(cfg.device)
         cfg = resolve_precision(cfg, precision_on or self.device.type)  # for library callers; `suite` resolved it
         self.summary.update({"run_id": store.run_id(cfg), "train.precision": cfg.train.precision})
@@ -88,8 +74,8 @@ class RunFolder:
         return True  # the run's own error is in its summary
 
     def fail(self, err: BaseException) -> None:
-        """Record the run's exception as its ``error`` status, or raise again what is not its fault
-        (unfinished: no summary; a full disk as :class:`~suite.store.DiskFull`)."""
+        """Record the run's exception as its ``error`` status, or raise again what is not its fault (a full disk as
+        :class:`~suite.store.DiskFull`)."""
         if not isinstance(err, Exception) or store.no_space(err):
             self.closed = True
             if self.trackers is not None:

@@ -1,11 +1,5 @@
-"""One training run, end to end: setup, optimizer steps, evaluation, finish.
-
-:func:`train` is what ``suite train`` and the sweep runner call for every run; it always writes ``summary.json`` with
-exactly one status, an exception becoming ``error`` (:class:`~suite.engine.lifecycle.RunFolder`). The run is a
-:class:`Training` whose methods are the phases: :meth:`Training.setup` (data, model, optimizer, resume),
-:meth:`Training.step` (one optimizer step), :meth:`Training.evaluate` (held-out accuracy, which judges the run:
-:mod:`suite.engine.outcome`) and :meth:`Training.finish` (the summary's results).
-"""
+"""One training run, end to end (:func:`train`, for ``suite train`` and the sweep): setup, optimizer steps, held-out
+evaluation (which judges the run: :mod:`suite.engine.outcome`) and finish, the phases of :class:`Training`."""
 
 from __future__ import annotations
 
@@ -31,7 +25,7 @@ from suite.engine.checkpoint import RunState
 from suite.engine.divergence import SCALER, Rules, Verdict
 from suite.engine.compiled import compile_for_run
 from suite.engine.optim import build_optimizer, implementation, lr_at, set_lr
-from suite.engine.probes import probe
+from suite.engine.probes import finite_or_none, probe
 from suite.engine.trackers import Trackers
 from suite.engine.steplog import StepLog
 from suite.engine.lifecycle import RunFolder, StopRun
@@ -53,21 +47,11 @@ class Diverged(Exception):
         self.step, self.reason = verdict.step, verdict.reason
 
 
-def train(
-    cfg: RunConfig,
-    out_dir: str | Path,
-    *,
-    progress: bool | None = None,
-    extra: dict[str, Any] | None = None,
-    on_step: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
-    """Train one ViT and write ``config.yaml``, ``metrics.jsonl`` and ``summary.json`` (returned) to ``out_dir``.
-
-    A ``checkpoint.pt`` in ``out_dir`` is resumed from. ``progress``: a tqdm bar (``None``: when stderr is a terminal).
-    ``extra``: top-level summary keys (the sweep's ``ablation``, ``variant``). ``on_step(step)`` runs after every
-    optimizer step and may raise :class:`StopRun` (a preempted worker). Raises DiskFull when the disk fills: the run
-    then has no summary (it runs again) and keeps its checkpoint.
-    """
+def train(cfg: RunConfig, out_dir: str | Path, *, progress: bool | None = None, extra: dict[str, Any] | None = None,
+          on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Train one ViT into ``out_dir`` (``config.yaml``, ``metrics.jsonl``, ``summary.json``: returned), resuming its
+    ``checkpoint.pt``. ``progress``: a tqdm bar (None: if stderr is a terminal); ``extra``: top-level summary keys;
+    ``on_step(step)`` may raise :class:`StopRun`. Raises DiskFull when the disk fills (no summary, checkpoint kept)."""
     with RunFolder(cfg, out_dir, extra) as run:
         cfg, _ = run.start(cfg)
         training = Training(cfg, run)
@@ -167,8 +151,7 @@ class Training:
                 bar.close()
 
     def begin(self) -> None:
-        """Open the metrics log; at step 0 record the scales as initialised, before any update (a re-init bug, like
-        timm's old reset of gamma to 1, shows here; probes take no gradients and draw no random numbers)."""
+        """Open the metrics log; at step 0 log the probes before any update (where a re-init bug would show)."""
         self.metrics = files.open_append(self.out / store.METRICS)
         if self.state.step == 0:
             x0, _ = next(self.stream.batches(0, 1))
@@ -216,9 +199,8 @@ class Training:
         self.log({"kind": "diverged", "step": stop.step, "reason": stop.reason, "detail": stop.verdict.detail})
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """One optimizer step on ``(x, y)`` without waiting for the device: a non-finite loss or norm makes the fused
-        AdamW skip this and every later update, and :meth:`read` finds the step (without a fused AdamW the host checks
-        every step)."""
+        """One optimizer step on ``(x, y)`` without waiting for the device: after a non-finite loss or norm the fused
+        AdamW skips every update, and :meth:`read` finds the step (without a fused AdamW the host checks each one)."""
         lr, started = self.begin_step()
         with torch.autocast(self.device.type, dtype=self.amp or torch.float32, enabled=self.amp is not None):
             loss = F.cross_entropy(self.step_fn(x), y, label_smoothing=self.tc.label_smoothing)
@@ -251,8 +233,7 @@ class Training:
 
     @contextlib.contextmanager
     def measured_update(self) -> Iterator[None]:
-        """Around the update of a step ending at a log step (with ``train.diagnostics``): ``||w_after - w_before|| /
-        ||w_before||`` over every trained parameter, a 0-d device tensor until logged; other steps pass through."""
+        """With ``train.diagnostics``, around an update ending at a log step: ``||Δw|| / ||w||`` as a device tensor."""
         if not (self.tc.diagnostics and (self.state.step + 1) % max(1, self.tc.log_every) == 0):
             yield
             return
@@ -264,9 +245,8 @@ class Training:
             self.update_ratio = (moved / size).sqrt()
 
     def end_scaled_step(self, loss: torch.Tensor, lr: float, started: tuple[float, float]) -> None:
-        """:meth:`end_step` under fp16: the scaler skips a step whose gradients overflowed (the host reads its scale, so
-        fp16 steps wait for the device); it is logged with gradient norm :data:`SKIPPED`, so the replay counts it as
-        skipped rather than non-finite."""
+        """:meth:`end_step` under fp16 (waits for the device): a step the scaler skipped is logged with gradient norm
+        :data:`SKIPPED`, so the replay counts it as skipped rather than non-finite."""
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
         before = self.scaler.get_scale()
         with self.measured_update():
@@ -289,8 +269,8 @@ class Training:
         return not self.sync_free or step % self.tc.log_every == 0 or step == self.total_steps
 
     def read(self, x: torch.Tensor) -> None:
-        """Read the steps since the last read (one transfer) and replay them in order: the divergence rules, and the
-        train record at a log step (probes on ``x``). Raises :class:`Diverged` at the exact step a rule fired."""
+        """Replay the steps since the last read (one transfer): divergence rules, then the train record at a log step
+        (probes on ``x``). Raises :class:`Diverged` at the exact step a rule fired."""
         tc, state = self.tc, self.state
         n = len(self.steps)
         if not n:
@@ -316,13 +296,12 @@ class Training:
                 ratio, self.update_ratio = self.update_ratio, None
                 self.log({"kind": "train", "step": done, "loss": loss_v, "lr": lr,
                           "grad_norm": None if grad_v == SKIPPED and self.scaler is not None else grad_v,
-                          **({**model_level, "update_ratio": None if ratio is None else _finite(ratio.item())}
+                          **({**model_level, "update_ratio": None if ratio is None else finite_or_none(ratio.item())}
                              if tc.diagnostics else {}),
                           "blocks": blocks})
 
     def probes(self, x: torch.Tensor, model_level: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """The per-block probe records on the batch ``x`` (:mod:`suite.engine.probes`); with
-        ``train.diagnostics`` also the attention diagnostics, and ``model_level`` gets the logits' RMS."""
+        """Per-block probe records on ``x``; with ``train.diagnostics`` also attention's, and the logits' RMS."""
         on = self.tc.diagnostics
         records = probe(self.model, x, model_level=model_level if on else None, attention=on)
         if not on:  # not measured: absent, not null
@@ -337,9 +316,8 @@ class Training:
 
     @torch.no_grad()
     def evaluate(self, step: int, final: bool = True) -> None:
-        """Held-out loss and accuracy, logged and kept in the run state: validation at every evaluation (it judges the
-        run and selects rates), test only at the ``final`` one (a periodic test pass would decide nothing), or test at
-        every one without a validation split."""
+        """Held-out loss and accuracy, logged and kept: validation at every evaluation (it judges the run), test only
+        at the ``final`` one (a periodic test pass would decide nothing), or at every one without validation."""
         state = self.state
         record: dict[str, Any] = {"kind": "eval", "step": step}
         held_out = "val" if self.data.val is not None else "test"
@@ -378,17 +356,15 @@ class Training:
     def finish(self) -> None:
         """The summary's results: steps, final loss, accuracy, step time, throughput, memory."""
         state, summary = self.state, self.summary
-        summary["steps_done"] = state.step
-        summary["final_train_loss"] = state.watch.ema
-        summary["spikes_recovered"] = state.watch.spikes_recovered
+        summary.update(steps_done=state.step, final_train_loss=state.watch.ema,
+                       spikes_recovered=state.watch.spikes_recovered)
         if self.scaler is not None:
             summary["scaler_skipped_steps"] = state.watch.skipped
         summary.update(val_acc=state.val_acc, best_val_acc=state.best_val_acc, test_acc=state.test_acc,
                        best_test_acc=state.best_test_acc)
         if state.step_times:
             med = statistics.median(state.step_times)
-            summary["step_time_ms"] = med * 1e3
-            summary["throughput"] = self.tc.batch_size / med
+            summary.update(step_time_ms=med * 1e3, throughput=self.tc.batch_size / med)
             summary.update(timing_contention(self.timed_cpu, self.timed_wall, torch.get_num_threads(), self.device))
         summary["peak_mem_mb"] = peak_memory_mb(self.device)
         if self.tc.diagnostics:  # each diagnostic's extreme and its step, and which passed their bounds
@@ -406,14 +382,9 @@ class Training:
 def run_steps(members: list[Training], batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
               step: Callable[[torch.Tensor, torch.Tensor], None], on_step: Callable[[int], None] | None = None,
               bar: Any = None, ended: Callable[[Training], None] = lambda m: None, packed: bool = False) -> None:
-    """The training loop, the same for a solo run and a pack (:mod:`suite.engine.pack`).
-
-    ``step(x, y)`` makes one optimizer step of every member (a pack's batches have a leading member dimension:
-    ``packed``); then each member reads, evaluates and saves when due. A member that diverges is recorded and leaves
-    (``ended``); in a pack, a member whose read, evaluation or checkpoint raises fails alone. When the steps run out,
-    every member still going is judged. ``on_step(step)`` may raise :class:`StopRun`; a preemption (``save``) first
-    checkpoints this step of every member still going, unless the last step is done.
-    """
+    """The training loop of a solo run or a pack (``packed``: batches lead with the member): ``step(x, y)`` steps every
+    member, then each reads, evaluates and saves when due. A member that diverges (or, in a pack, raises) leaves alone
+    (``ended``). ``on_step(step)`` may raise :class:`StopRun`; with ``save``, every member still going checkpoints."""
     live = list(members)
     for x, y in batches:
         step(x, y)
@@ -453,14 +424,9 @@ def run_steps(members: list[Training], batches: Iterable[tuple[torch.Tensor, tor
         m.completed()
 
 
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
 def timing_contention(cpu_s: float, wall_s: float, threads: int, device: torch.device) -> dict[str, Any]:
-    """How much of the cores the timed steps got: ``timing_cpu_util`` (process CPU time / (wall time x threads), about
-    1 with the cores to itself), the 1-minute load, the core count, and ``timing_contended`` (a CPU run below
-    :data:`CONTENDED_BELOW`; on CUDA the host mostly waits for the device, so it is not judged)."""
+    """How much of the cores the timed steps got (``timing_cpu_util``: CPU time / (wall x threads)), the load, the
+    cores, and ``timing_contended`` (a CPU run below :data:`CONTENDED_BELOW`; not judged on CUDA)."""
     util = cpu_s / (wall_s * max(threads, 1)) if wall_s > 0 else None
     try:
         load1 = round(os.getloadavg()[0], 2)
@@ -472,8 +438,7 @@ def timing_contention(cpu_s: float, wall_s: float, threads: int, device: torch.d
 
 
 def eval_due(step: int, every: int, schedule: str) -> bool:
-    """Whether a held-out evaluation is due after ``step`` steps: every ``every`` steps (0: never), and under the
-    ``log`` schedule also at 5, 10, 20, 40, ... below ``every``; the loop also evaluates at the last step."""
+    """Whether an evaluation is due after ``step`` steps: every ``every`` (0: never); ``log`` adds 5, 10, 20, 40, ..."""
     if not every:
         return False
     if step % every == 0:
@@ -485,8 +450,7 @@ def eval_due(step: int, every: int, schedule: str) -> bool:
 
 
 def check_held_out(data: DatasetBundle) -> None:
-    """Refuse a held-out split too small for the learning test to pass even at 100% accuracy
-    (:func:`suite.config.validate` refuses it earlier where class counts are known without files; not ImageFolder's)."""
+    """Refuse a held-out split too small for the learning test to pass even at 100% accuracy."""
     split = data.val if data.val is not None else data.test
     labels = getattr(split, "y", getattr(split, "targets", None))
     if labels is None and isinstance(split, torch.utils.data.Subset):  # a validation split carved from a Dataset
@@ -506,14 +470,12 @@ def check_held_out(data: DatasetBundle) -> None:
 
 def fill_model_shape(cfg: RunConfig, data: DatasetBundle) -> RunConfig:
     """Take img_size / in_chans / num_classes from the dataset where the config leaves them None."""
-    m = cfg.model
     found = {"img_size": data.img_size, "in_chans": data.in_chans, "num_classes": data.num_classes}
     for key, value in found.items():
-        mine = getattr(m, key)
+        mine = getattr(cfg.model, key)
         if mine is not None and mine != value:
             raise ValueError(f"model.{key}={mine} does not match dataset '{data.name}' ({value}); leave it unset")
-    model = dataclasses.replace(m, **found)
-    return dataclasses.replace(cfg, model=model)
+    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, **found))
 
 
 def total_steps(cfg: RunConfig, train_size: int) -> int:

@@ -24,10 +24,8 @@ ADAM_EPS = 1e-8  # torch's default; depth-scaled schemes scale it (suite/models/
 
 
 def build_optimizer(model: nn.Module, tc: TrainConfig, mc: ModelConfig | None = None) -> torch.optim.AdamW:
-    """AdamW; weight decay on 1-D parameters (and embeddings) only when ``tc.decay_1d``: decay pulls LayerScale's γ
-    towards 0, interacting with the effect we measure. A depth-scaled scheme in ``mc`` scales the blocks' learning rates
-    (each group's ``lr_scale``, applied by :func:`set_lr`) and ε (:mod:`suite.models.depth_scaled`);
-    ``layerscale-depth`` scales γ's by ``L_base / L``. Fused where torch has it (:func:`implementation` names it)."""
+    """AdamW, fused where torch has it; decay on 1-D parameters and embeddings only with ``tc.decay_1d`` (it pulls γ to
+    0). ``mc``'s scheme may scale rates (``lr_scale``: :func:`set_lr`; γ's in ``layerscale-depth``) and ε."""
     hidden_scale = depth_scaled.hidden_lr_scale(mc) if mc is not None else 1.0
     eps = ADAM_EPS * (depth_scaled.eps_scale(mc) if mc is not None else 1.0)
     gamma_scale = gamma_lr_scale(mc.residual, mc.depth, mc.base_depth) if mc is not None else 1.0
@@ -76,8 +74,7 @@ def lr_at(step: int, total_steps: int, tc: TrainConfig) -> float:
 
 
 def lr_table(total_steps: int, tcs: list[TrainConfig]) -> torch.Tensor:
-    """Every step's learning rate, ``[total_steps, len(tcs)]`` float32: column ``i`` is :func:`lr_at` of ``tcs[i]``
-    (float64, rounded once). A pack indexes it on the device with its step count, so no rate crosses from the host."""
+    """Every step's learning rate, ``[total_steps, len(tcs)]`` float32: column ``i`` is :func:`lr_at` of ``tcs[i]``."""
     step = torch.arange(total_steps, dtype=torch.float64)[:, None]  # [T, 1]
     lr, warm, low = (torch.tensor([getattr(tc, k) for tc in tcs], dtype=torch.float64)[None, :]
                      for k in ("lr", "warmup_steps", "min_lr"))  # [1, N] each
@@ -92,13 +89,8 @@ def lr_table(total_steps: int, tcs: list[TrainConfig]) -> torch.Tensor:
 def stacked_adamw_(flat: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor,
                    lr: torch.Tensor, keep: torch.Tensor, step: torch.Tensor, weight_decay: torch.Tensor,
                    decay: torch.Tensor, lr_scale: torch.Tensor, betas: tuple[float, float], eps: float) -> None:
-    """One AdamW update (as ``torch.optim.AdamW``) of N models held as rows of ``[N, P]`` tensors, in place.
-
-    Per member ``lr`` ``[N]`` and ``weight_decay`` ``[N, 1]``; per parameter :func:`build_optimizer`'s policy as ``[P]``
-    columns (``decay`` 1.0 where it decays, ``lr_scale``). A member whose ``keep`` ``[N]`` is false neither moves nor
-    updates its moments, and its (maybe non-finite) ``grad`` row is zeroed; ``grad`` is already clipped; ``step`` ``[]``
-    counts from 1. Eager, two ``[N, P]`` temporaries; compiled (:mod:`suite.engine.packstep`), none.
-    """
+    """One AdamW update (as ``torch.optim.AdamW``) of N models held as rows of ``[N, P]`` tensors, in place; a member
+    whose ``keep`` is false neither moves nor updates its moments. ``decay``, ``lr_scale``: ``[P]`` columns."""
     b1, b2 = betas
     k = keep[:, None]  # [N, 1]
     grad.masked_fill_(~k, 0.0)  # a skipped member's gradient may be NaN: it must not reach its moments

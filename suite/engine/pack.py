@@ -1,13 +1,6 @@
-"""Packed runs: several runs of one shape trained as one stacked model in one process.
-
-Runs that differ only in :data:`MEMBER_KEYS` share one computation graph. A pack of N keeps their parameters and AdamW
-moments in ``[N, P]`` tensors and runs the model code over all at once (``torch.func.vmap`` over ``functional_call``):
-one kernel per layer, update and loss for the pack instead of one per run, which is what a GPU wastes on small models.
-Data: :class:`~suite.data.stream.PackStream`; step: :mod:`suite.engine.packstep`. Each member stays a complete run
-(:class:`~suite.engine.loop.Training`: folder, summary, divergence rules, probes, solo-format checkpoints) in the solo
-loop (:func:`~suite.engine.loop.run_steps`). Not packed (:func:`packable`): drop-path, timm's models, fp16. Details:
-docs/backends/local.md ("Packed runs").
-"""
+"""Packed runs: runs differing only in :data:`MEMBER_KEYS` trained as one stacked model (``[N, P]`` parameters, vmapped
+model code), one kernel per layer for the pack instead of per run, which small models waste a GPU on. Each member stays
+a complete :class:`~suite.engine.loop.Training` run. Details: docs/backends/local.md ("Packed runs")."""
 
 from __future__ import annotations
 
@@ -52,8 +45,7 @@ def packable(cfg: RunConfig) -> str | None:
 
 
 def pack_memory_mb(cfg: RunConfig, n: int) -> float:
-    """MiB a pack of ``n`` runs of ``cfg``'s shape needs at the least: ``n`` runs' estimate, an eager pack's two
-    ``[N, P]`` float32 temporaries and the learning-rate table (docs/training.md, "A run that cannot fit")."""
+    """MiB a pack of ``n`` runs of ``cfg``'s shape needs at the least (docs/training.md, "A run that cannot fit")."""
     from suite.config import approx_params, data_shape, memory_estimate
 
     m = cfg.model
@@ -215,11 +207,9 @@ class Pack:
 
 def train_pack(cfgs: list[RunConfig], out_dirs: list[str | Path], extras: list[dict[str, Any]] | None = None,
                on_step: Callable[[int], None] | None = None, width: int = 0) -> list[dict[str, Any]]:
-    """Train ``cfgs`` (sharing a :func:`pack_key`, :func:`packable`) as one pack, each into its own folder (resuming a
-    ``checkpoint.pt`` there, as solo); returns their summaries in order. ``on_step(step)`` may raise ``StopRun`` (a
-    preempted worker: every member still going checkpoints first). ``width``: under ``train.compile`` a smaller pack is
-    padded to this many rows with inert copies of its first run, so every pack of a shape runs one compiled step. Raises
-    ValueError when the runs cannot share a pack, DiskFull when the disk fills (the runs still going run again)."""
+    """Train ``cfgs`` as one pack, each into its own folder as solo; their summaries in order. ``width``: under
+    ``train.compile``, pad to this many rows with inert copies, so every pack of a shape runs one compiled step.
+    Raises ValueError when the runs cannot share a pack, DiskFull when the disk fills."""
     keys = {pack_key(c) for c in cfgs}
     problems = [p for p in map(packable, cfgs) if p]
     if len(keys) > 1 or problems:

@@ -1,11 +1,6 @@
-"""A pack's training step as one program over device tensors, which ``torch.compile`` makes one graph.
-
-Everything the step touches lives on the device for the whole pack (:class:`PackState`) and no per-step Python number
-enters, so the compiled graph never recompiles and a CUDA graph can replay it. The backward is ``torch.func.grad`` with
-respect to the ``[N, P]`` stack: one ``[N, P]`` gradient that dynamo traces (``loss.backward()`` would break the graph).
-Under bf16, vmap hides linear biases and the patch convolution from autocast, so they are cast explicitly
-(:func:`cast_names`). More: docs/backends/local.md ("Packed runs").
-"""
+"""A pack's training step as one program over device tensors (:class:`PackState`) with no per-step Python number, so
+``torch.compile`` makes it one graph that never recompiles and a CUDA graph can replay; ``torch.func.grad`` of the
+``[N, P]`` stack keeps the backward in the graph. More: docs/backends/local.md ("Packed runs")."""
 
 from __future__ import annotations
 
@@ -29,8 +24,7 @@ from suite.engine.optim import stacked_adamw_
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class StepSpec:
-    """What a packed step's code depends on besides its tensors: its graph's constants. ``base``: the model's code (on
-    the meta device); ``names``, ``shapes``: the parameters in stack order; ``casts``: see :func:`cast_names`."""
+    """A packed step's constants: ``base``, the model's code (meta device); the parameters in stack order."""
 
     base: nn.Module
     names: tuple[str, ...]
@@ -50,8 +44,7 @@ class StepSpec:
 
 @dataclasses.dataclass
 class PackState:
-    """Every tensor a packed step reads or writes, on the pack's device; none is ever replaced, so a CUDA graph keeps
-    their addresses. ``N`` members, ``P`` parameters each, ``T`` steps, ``W`` rows of step log."""
+    """Every tensor a packed step reads or writes, never replaced (a CUDA graph keeps their addresses)."""
 
     flat: torch.Tensor  # [N, P] parameters (each member's parameters are views of its row)
     exp_avg: torch.Tensor  # [N, P]
@@ -107,15 +100,13 @@ def forward(spec: StepSpec, params: dict[str, torch.Tensor], buffers: dict[str, 
 
 
 def attention() -> contextlib.AbstractContextManager:
-    """The math attention, which vmaps into batched matmuls: torch has no vmap rule for the CPU's fused attention, and
-    on CUDA the memory-efficient kernel's backward refuses vmap's strides ("LSE is not correctly aligned (strideH)")."""
+    """The math attention, which vmaps (the CPU's fused one has no vmap rule, CUDA's efficient one refuses vmap)."""
     return sdpa_kernel(SDPBackend.MATH)
 
 
 def make_step(spec: StepSpec) -> Callable[..., None]:
-    """The packed step as a function of :meth:`PackState.args` and the batch ``(x [N, B, ...], y [N, B])``, all in
-    place: per-member loss, gradient and clipping, the step log, one stacked AdamW update that skips non-finite or ended
-    members. It returns nothing: a CUDA graph's outputs would be overwritten by its next replay."""
+    """The packed step of :meth:`PackState.args` and a batch ``(x [N, B, ...], y [N, B])``, in place: loss, gradient,
+    clipping and step log per member, one stacked AdamW update; no output (a CUDA graph's next replay overwrites it)."""
     b1, b2 = spec.betas
 
     def losses(flat: torch.Tensor, buffers: dict, x: torch.Tensor,
@@ -155,8 +146,8 @@ NO_CUDA_GRAPHS = {"reduce-overhead": "default", "max-autotune": "max-autotune-no
 
 
 class Program:
-    """The packed step of ``spec``, eager or compiled with ``mode``, called with a :class:`PackState` and a batch. One
-    that cannot capture CUDA graphs says why in one line (to ``warn``) and recompiles without them."""
+    """The packed step of ``spec``, eager or compiled with ``mode``; failing to capture CUDA graphs, it warns why in one
+    line and recompiles without them."""
 
     def __init__(self, spec: StepSpec, mode: str | None, warn: Callable[[str], None] | None = None,
                  **options: Any) -> None:
@@ -218,8 +209,7 @@ CAPTURE_FAILURE = re.compile(r"\b(skipping|disabling) cudagraphs?\b|stream is ca
 
 
 def _capture_failure(err: BaseException) -> bool:
-    """Whether ``err`` says a CUDA graph could not be captured (:data:`CAPTURE_FAILURE`), rather than a failure
-    of the step itself (dynamo's hint to set ``capture_scalar_outputs`` is not one)."""
+    """Whether ``err`` says a CUDA graph could not be captured (:data:`CAPTURE_FAILURE`), not that the step failed."""
     return any(CAPTURE_FAILURE.search(str(e)) for e in _chain(err))
 
 

@@ -1,10 +1,5 @@
-"""Per-block probes: how big the scales are, how far each branch moves the residual stream.
-
-Forward hooks attach from outside, so block code stays pure and timm's blocks are probed like ours; per block a pair of
-:class:`Tap` says where each branch can be read. Probes run on a given batch without gradients and in eval mode, so
-they never change training. Under ``train.compile`` their forward runs eagerly: dynamo does not guard module hooks, so
-a compiled block would reuse a graph traced without them and the hooks would never fire.
-"""
+"""Per-block probes: how big the scales are, how far each branch moves the residual stream. Forward hooks attach from
+outside (timm's blocks too), without gradients and in eval mode, eagerly (dynamo does not guard hooks)."""
 
 from __future__ import annotations
 
@@ -27,9 +22,8 @@ KEYS = ("attn_ratio", "mlp_ratio", "out_rms", "attn_logit_max", "attn_entropy_mi
 
 @dataclass(frozen=True)
 class Tap:
-    """Where one residual branch of a block can be read from outside: ``branch``, the submodule whose output is the
-    branch (unscaled); ``stream``, the submodule whose *input* is the stream it is added to (``None``: the block's
-    input); ``scale(block, branch output)``, what is added to the stream. Records ``<name>_ratio``."""
+    """Where one residual branch can be read: ``branch``'s output (unscaled), added as ``scale(block, it)`` to the
+    stream that is ``stream``'s input (None: the block's)."""
 
     name: str
     branch: str
@@ -113,9 +107,8 @@ def _attach(block: nn.Module, got: dict[str, torch.Tensor], attention: bool = Tr
 
 
 def attention_stats(attn: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The largest |pre-softmax attention logit| (over batch, heads and token pairs) and the lowest head's attention
-    entropy (nats, averaged over batch and queries) of ``attn`` (ours or timm's) on its input ``x`` (B, N, C); 0-d
-    tensors, still on the device."""
+    """The largest |attention logit| and the lowest head's mean attention entropy (nats) of ``attn`` on ``x`` (B, N,
+    C), as 0-d device tensors."""
     B, N, C = x.shape
     heads = getattr(attn, "heads", None) or attn.num_heads
     hd = C // heads
@@ -129,7 +122,7 @@ def attention_stats(attn: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, tor
     return logits.abs().amax(), entropy.mean(dim=(0, 2)).amin()
 
 
-def _finite_or_none(x: float) -> float | None:
+def finite_or_none(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
@@ -175,7 +168,7 @@ def _records(depth: int, slots: list[tuple[int, str]], numbers: list[float]) -> 
     records: list[dict[str, Any]] = [{"block": i, "scale_mean": None, "scale_max": None, **dict.fromkeys(KEYS)}
                                      for i in range(depth)]
     for (i, key), value in zip(slots, numbers):
-        records[i][key] = _finite_or_none(value)
+        records[i][key] = finite_or_none(value)
     return records
 
 
@@ -183,10 +176,8 @@ def _records(depth: int, slots: list[tuple[int, str]], numbers: list[float]) -> 
 def probe(model: nn.Module, x: torch.Tensor,
           on_output: Callable[[int, torch.Tensor], None] | None = None,
           model_level: dict[str, Any] | None = None, attention: bool = True) -> list[dict[str, Any]]:
-    """One record per block: ``scale_mean``, ``scale_max``, ``attn_ratio``, ``mlp_ratio``, ``out_rms``,
-    ``attn_logit_max``, ``attn_entropy_min`` (the last two only with ``attention``); None where not applicable or not
-    finite. ``model`` is ours or timm's, ``x`` a (B, C, H, W) batch; ``on_output(block index, block output)`` is called
-    in the same forward and must not change the output; ``model_level`` gets ``logit_rms``, the RMS of the logits."""
+    """One record per block (None where not applicable or not finite); ``on_output(block index, output)`` is called in
+    the same forward, and ``model_level`` gets ``logit_rms``."""
     blocks = list(getattr(model, "blocks", []))
     with _hooked(model, on_output, attention) as got:
         logits = model(x)
@@ -197,7 +188,7 @@ def probe(model: nn.Module, x: torch.Tensor,
     # Every block's values in one transfer: on a GPU each .item() would wait for the device.
     numbers = torch.stack([t.to(tensors[0].device) for t in tensors]).tolist() if tensors else []
     if model_level is not None and slots and slots[-1] == (-1, "logit_rms"):
-        model_level["logit_rms"] = _finite_or_none(numbers[-1])
+        model_level["logit_rms"] = finite_or_none(numbers[-1])
         slots, numbers = slots[:-1], numbers[:-1]
     return _records(len(blocks), slots, numbers)
 
@@ -205,8 +196,7 @@ def probe(model: nn.Module, x: torch.Tensor,
 @torch.no_grad()
 def probe_stacked(model: nn.Module, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor],
                   x: torch.Tensor) -> list[list[dict[str, Any]]]:
-    """:func:`probe` of N models of ``model``'s shape (the code only) from parameters and buffers stacked ``[N, ...]``
-    and batches ``[N, B, C, H, W]``: one vmapped forward, one transfer; each member's records."""
+    """:func:`probe` of N models of ``model``'s code from stacked ``[N, ...]`` tensors and batches, in one forward."""
     blocks = list(getattr(model, "blocks", []))
     name_of = {id(t): n for n, t in [*model.named_parameters(), *model.named_buffers()]}
     scale_names = [[name_of[id(s)] for s in block_scales(b)] for b in blocks]

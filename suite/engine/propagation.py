@@ -1,10 +1,5 @@
-"""Signal propagation at initialisation and over the first optimizer steps, without a training run.
-
-For one run config, on the batch of its step 0, :func:`propagate` measures block by block what makes a deep stack fail:
-forward, the stream's RMS, each branch's ‖Δ‖/‖x‖ and the images' pairwise cosine (rank collapse); backward, gradient
-norms at the stream and the parameters; over the first ``train.steps`` AdamW steps, ‖ΔW‖/‖W‖ and the logits' change.
-Definitions: docs/propagation.md ("The quantities"). Hooks keep only scalars; everything is computed in fp32.
-"""
+"""Signal propagation at initialisation and over the first optimizer steps, without a training run: block by block,
+what makes a deep stack fail, in fp32 (docs/propagation.md, "The quantities")."""
 
 from __future__ import annotations
 
@@ -22,15 +17,11 @@ from suite.data import TrainStream, load_dataset
 from suite.engine.lifecycle import RunFolder
 from suite.engine.loop import fill_model_shape
 from suite.engine.optim import build_optimizer, lr_at, set_lr
-from suite.engine.probes import probe
+from suite.engine.probes import finite_or_none as _finite, probe
 from suite.models import build_model, count_params
 
 RECORDS = "propagation.jsonl"
 KIND = "propagation"
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
 
 
 def pairwise_cosine(vectors: torch.Tensor) -> float:
@@ -58,17 +49,13 @@ def forward_records(model: nn.Module, x: torch.Tensor) -> list[dict[str, Any]]:
     """Per block: stream_rms, attn_ratio, mlp_ratio, scale_mean, cls_cos, mean_cos (eval mode, no gradients)."""
     cos: list[tuple[float, float]] = []
     records = probe(model, x, on_output=lambda i, out: cos.append((cls_cosine(out), mean_cosine(out))))
-    out = []
-    for r, (c, m) in zip(records, cos):
-        out.append({"block": r["block"], "stream_rms": r["out_rms"], "attn_ratio": r["attn_ratio"],
-                    "mlp_ratio": r["mlp_ratio"], "scale_mean": r["scale_mean"], "cls_cos": _finite(c),
-                    "mean_cos": _finite(m)})
-    return out
+    return [{"block": r["block"], "stream_rms": r["out_rms"], "attn_ratio": r["attn_ratio"],
+             "mlp_ratio": r["mlp_ratio"], "scale_mean": r["scale_mean"], "cls_cos": _finite(c), "mean_cos": _finite(m)}
+            for r, (c, m) in zip(records, cos)]
 
 
 def backward_records(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[list[dict[str, Any]], float]:
-    """Per block: the gradient norm of the loss w.r.t. the stream after the block and w.r.t. its
-    parameters. Leaves the gradients in ``.grad``; returns (records, loss)."""
+    """Per block, the loss's gradient norm at the stream after it and at its parameters; (records, loss)."""
     grads: list[float | None] = [None] * len(model.blocks)
 
     def keep(i: int):
@@ -97,8 +84,7 @@ def _block_vectors(model: nn.Module) -> list[torch.Tensor]:
 
 
 def step_records(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: RunConfig) -> list[dict[str, Any]]:
-    """``cfg.train.steps`` AdamW steps on the batch; per step the loss, the logits' relative change
-    since initialisation and every block's ‖ΔW‖/‖W‖ (and their max and mean)."""
+    """``cfg.train.steps`` AdamW steps on the batch; per step the loss, the logits' change and each block's ‖ΔW‖/‖W‖."""
     tc = cfg.train
     optimizer = build_optimizer(model, tc, cfg.model)
     with torch.no_grad():
@@ -143,9 +129,8 @@ def summarize(forward: list[dict], backward: list[dict], steps: list[dict]) -> d
 
 
 def propagate(cfg: RunConfig, out_dir: str | Path, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Measure one config and write ``config.yaml``, ``propagation.jsonl`` and ``summary.json`` (``kind: propagation``,
-    :func:`summarize`'s scalars; ``diverged`` for a non-finite loss or logits in the first steps). Raises DiskFull when
-    the disk fills (no summary: the run is measured again next time)."""
+    """Measure one config into ``config.yaml``, ``propagation.jsonl`` and ``summary.json`` (returned). Raises DiskFull
+    when the disk fills."""
     with RunFolder(cfg, out_dir, extra) as run:
         summary = run.summary
         summary["kind"] = KIND

@@ -43,8 +43,7 @@ def available_memory(device: torch.device) -> float | None:
 
 
 def memory_problem(cfg, device: torch.device, pack: tuple[int, float] | None = None) -> str | None:
-    """The one-line refusal when ``cfg``'s run cannot fit in ``device``'s memory (a lower bound), else None. ``pack``:
-    (N, bytes) of a pack of N runs (:func:`suite.engine.pack.pack_memory_mb`)."""
+    """The one-line refusal when ``cfg``'s run (``pack``: N runs' bytes) cannot fit in ``device``'s memory, or None."""
     from suite.config import memory_estimate
 
     need, how = memory_estimate(cfg)

@@ -1,11 +1,6 @@
-"""The per-step numbers a training step produces, kept on the device until the host reads them.
-
-Handing the loss to the host every step (``loss.item()``) makes it wait for the device, most of a small model's GPU
-step. So steps write loss and gradient norm into a device buffer, and the sticky non-finite flag ``bad`` is the AdamW's
-``found_inf`` (a pack's skip mask); the host reads every ``train.log_every`` steps and replays the buffer to find the
-exact step that diverged (docs/training.md, "A step that does not wait for the host"). Step ``s`` goes to row
-``s % capacity``, so a packed step computes it on the device; a pack's log has a member dimension.
-"""
+"""Each step's loss and gradient norm, kept on the device until the host reads them every ``train.log_every`` steps:
+``loss.item()`` per step would make the host wait for the device (docs/training.md, "A step that does not wait for the
+host"). The sticky non-finite flag ``bad`` is the AdamW's ``found_inf``; step ``s`` goes to row ``s % capacity``."""
 
 from __future__ import annotations
 
@@ -16,8 +11,8 @@ import torch
 
 def write(values: torch.Tensor, bad: torch.Tensor, row: int | torch.Tensor, loss: torch.Tensor,
           grad_norm: torch.Tensor) -> None:
-    """Device operations only: ``loss`` and ``grad_norm`` (scalars or ``[members]``) into ``values[row]`` (``[capacity,
-    members, 2]``), and the sticky non-finite flags ``bad`` ``[members]``; ``row`` may be a tensor (a compiled step)."""
+    """Device operations only: ``loss`` and ``grad_norm`` into ``values[row]``, and the flags ``bad``; ``row`` may be a
+    tensor (a compiled step)."""
     got = torch.stack([loss.detach().float(), grad_norm.detach().float()], -1).expand(values.shape[1:])
     if isinstance(row, torch.Tensor):  # an index tensor, not a 0-dim one (which dynamo would read to the host)
         values.index_copy_(0, row.reshape(1), got[None])
@@ -61,8 +56,7 @@ class StepLog:
         write(self.values, self.bad, self.note(step, lr), loss, grad_norm)
 
     def read(self, member: int = 0) -> list[tuple[int, float, float, float]]:
-        """``(step, lr, loss, grad_norm)`` of ``member``'s steps since its last read. The first reader transfers the
-        window for all; once every member has read it, the buffer empties (the sticky ``bad`` flags stay)."""
+        """``(step, lr, loss, grad_norm)`` of ``member``'s steps since its last read; one transfer for all members."""
         if self._host is None:
             n, start = len(self.lrs), self.first_step % self.capacity
             if start + n <= self.capacity:

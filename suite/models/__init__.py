@@ -1,10 +1,6 @@
-"""Models: the ViT, its residual schemes, LayerScale, and the bridge to timm.
-
-Pure model code: forwards compute the model and nothing else (no probes, no logging). ``layers.py`` (attention, MLP,
-drop-path), ``layerscale.py`` (LayerScale, HeadScale, CaiT's ε rule), ``residual.py`` (one block class per scheme;
-names in :data:`suite.registry.SCHEMES`), ``depth_scaled.py`` (Depth-μP and CompleteP branch multipliers), ``vit.py``
-(the ViT), ``timm_bridge.py`` (timm's ViT at our shape, weight conversion), ``flops.py`` (a step's FLOPs).
-"""
+"""Models, pure (no probes, no logging): ``vit.py`` (the ViT), ``residual.py`` (one block per scheme), ``layers.py``
+(attention, MLP, drop-path), ``layerscale.py``, ``depth_scaled.py`` (Depth-μP, CompleteP), ``timm_bridge.py`` (timm's
+ViT at our shape) and ``flops.py`` (a step's FLOPs)."""
 
 from __future__ import annotations
 

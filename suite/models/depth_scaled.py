@@ -1,10 +1,6 @@
-"""Depth-scaled residual branches: Depth-μP (α = 1/2) and CompleteP (α = 1).
-
-Each branch of a Pre-LN block is multiplied by ``m_L^-α``, ``m_L = L / L_base`` (L blocks), with AdamW rules so that a
-rate tuned at ``L_base`` transfers to L: the blocks' parameters learn at ``η · m_L^(α-1)``, ε becomes ``ε · m_L^-α``.
-Sources (Dey et al. 2025, arXiv:2505.01618; Yang et al. 2023, arXiv:2310.02244), the full table, and why ε is scaled for
-every group: docs/schemes.md ("Depth-scaled residuals").
-"""
+"""Depth-scaled residual branches: Depth-μP (α = 1/2) and CompleteP (α = 1). Each Pre-LN branch is multiplied by
+``m_L^-α``, ``m_L = L / L_base``; the blocks learn at ``η · m_L^(α-1)`` and ε is ``ε · m_L^-α``, so a rate tuned at
+``L_base`` transfers (docs/schemes.md, "Depth-scaled residuals")."""
 
 from __future__ import annotations
 
@@ -44,9 +40,8 @@ def hidden_lr_scale(m: ModelConfig) -> float:
 
 
 def eps_scale(m: ModelConfig) -> float:
-    """The factor on AdamW's ε: ``m_L^-α``."""
-    a = alpha(m)
-    return 1.0 if a is None else depth_multiplier(m) ** -a
+    """The factor on AdamW's ε: ``m_L^-α``, as on the branches."""
+    return branch_multiplier(m)
 
 
 class BranchMultiplier(nn.Module):

@@ -1,9 +1,5 @@
-"""Analytic FLOP count of a ViT training step: what "GFLOP/s" and "GPU-hours" are computed from.
-
-Counts matrix multiplies only, 2 FLOPs per multiply-add; norms, softmax, residual adds and scales are left out (under
-2% at the suite's shapes). A training step is 3 forwards (the backward computes input and weight gradients, each about
-one forward). Torch-free, so an ablation's cost can be estimated anywhere.
-"""
+"""Analytic FLOPs of a ViT training step (matmuls only, 2 per multiply-add; a step is 3 forwards), behind "GFLOP/s"
+and "GPU-hours"; torch-free, so an ablation's cost can be estimated anywhere."""
 
 from __future__ import annotations
 
@@ -17,20 +13,11 @@ def tokens(cfg: ModelConfig) -> int:
     return (cfg.img_size // cfg.patch_size) ** 2 + 1
 
 
-def _linear_macs_per_token(cfg: ModelConfig) -> int:
-    d = cfg.dim
-    return 4 * d * d + 2 * d * int(d * cfg.mlp_ratio)  # q/k/v and output projection, then the MLP
-
-
-def block_linear_flops(cfg: ModelConfig, batch: int) -> int:
-    """Forward FLOPs of the blocks' linears (q/k/v, output projection, MLP) over ``batch`` images."""
-    return 2 * batch * cfg.depth * tokens(cfg) * _linear_macs_per_token(cfg)
-
-
 def forward_flops(cfg: ModelConfig, batch: int) -> int:
     """FLOPs of one forward pass over ``batch`` images (``img_size``, ``in_chans``, ``num_classes`` set)."""
     t, d = tokens(cfg), cfg.dim
-    per_token = _linear_macs_per_token(cfg) + 2 * t * d  # the linears, then QK^T and AV
+    linears = 4 * d * d + 2 * d * int(d * cfg.mlp_ratio)  # q/k/v and output projection, then the MLP
+    per_token = linears + 2 * t * d  # then QK^T and AV
     blocks = cfg.depth * t * per_token
     embed = (t - 1) * (cfg.in_chans or 3) * cfg.patch_size ** 2 * d
     head = d * (cfg.num_classes or 10)

@@ -1,8 +1,4 @@
-"""The sublayers every residual scheme shares: attention, MLP, stochastic depth.
-
-Parameter names follow timm's ``VisionTransformer`` (``attn.qkv``, ``attn.proj``, ``mlp.fc1``, ``mlp.fc2``) so that
-weights convert one-to-one (``timm_bridge.py``).
-"""
+"""The sublayers every residual scheme shares: attention, MLP, stochastic depth; named as timm's, so weights convert."""
 
 from __future__ import annotations
 
@@ -17,13 +13,8 @@ def layer_norm(dim: int) -> nn.LayerNorm:
 
 
 class Attention(nn.Module):
-    """Multi-head self-attention with ``scaled_dot_product_attention``.
-
-    ``head_scale`` acts on the per-head outputs (B, H, N, hd) before the output projection (``nn.Identity()`` or
-    ``HeadScale``); with a head scale the projection has no bias, so scales of 0 add exactly 0 at every step (a bias
-    after the scale would be added unscaled, and learn). ``qk_norm``: LayerNorm on each head's queries and keys before
-    the dot product (ViT-22B, Dehghani et al. 2023).
-    """
+    """Multi-head self-attention. ``head_scale`` scales the per-head outputs before the projection, which then has no
+    bias (so scales of 0 add exactly 0); ``qk_norm``: LayerNorm on each head's queries and keys (ViT-22B)."""
 
     def __init__(self, dim: int, heads: int, qkv_bias: bool, head_scale: nn.Module, qk_norm: bool = False) -> None:
         super().__init__()

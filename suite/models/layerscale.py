@@ -1,12 +1,5 @@
-"""LayerScale (CaiT, Touvron et al. 2021): a learnable diagonal on a residual branch.
-
-``x = x + γ ⊙ F(LN(x))``, γ (``gamma``) a per-channel parameter of the block with every entry initialised to a tiny ε,
-so that deep blocks start near the identity. Written as timm's ``LayerScale`` (``x * gamma``; the block adds it to the
-residual stream), so weights convert one-to-one. Two traps of published code are guarded against: ε is chosen from the
-*total* depth (:func:`cait_init`), never the block index; and "init 0" is a real init (the block starts exactly at the
-identity), distinct from "no LayerScale" (the ``preln`` scheme). ``reset_parameters`` honours the configured init
-(timm once reset γ to 1).
-"""
+"""LayerScale (CaiT, Touvron et al. 2021): ``x = x + γ ⊙ F(LN(x))``, γ a per-channel parameter starting at a tiny ε,
+written as timm's so weights convert. ε comes from the *total* depth (:func:`cait_init`), and init 0 is a real init."""
 
 from __future__ import annotations
 
@@ -45,13 +38,8 @@ def resolve_init(init: float | str, depth: int) -> float:
 
 
 class LayerScale(nn.Module):
-    """``x * γ``: a per-channel (or, ``scalar``, one) scale of a residual branch's output, every entry starting at
-    ``init`` (0 allowed); a parameter if ``learnable``, else a fixed buffer (the "frozen" ablation).
-
-    ``cast`` multiplies in ``x``'s dtype (``x * γ.to(x.dtype)``): under bf16 the product and γ's gradient stay bf16
-    instead of being promoted to fp32 (``mul`` is on no autocast list) while γ stays fp32; in fp32 a no-op
-    (docs/benchmark.md, "The cast LayerScale").
-    """
+    """``x * γ``, per channel (or ``scalar``), from ``init``; a buffer unless ``learnable``. ``cast`` multiplies in
+    ``x``'s dtype, so bf16 is not promoted to fp32 (docs/benchmark.md, "The cast LayerScale")."""
 
     def __init__(self, dim: int, init: float, learnable: bool = True, scalar: bool = False,
                  cast: bool = False) -> None:
@@ -79,8 +67,7 @@ class LayerScale(nn.Module):
 
 
 class HeadScale(LayerScale):
-    """One scale per attention head on each head's output before the output projection, initialised like
-    :class:`LayerScale`. Our variant: no paper does per-head LayerScale for ViTs (nearest: NormFormer's, init 1)."""
+    """One scale per attention head, on its output before the projection (our variant; nearest: NormFormer's)."""
 
     def __init__(self, heads: int, init: float, learnable: bool = True, cast: bool = False) -> None:
         super().__init__(heads, init, learnable, cast=cast)

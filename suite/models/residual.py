@@ -1,10 +1,5 @@
-"""Residual schemes: how each block combines its sublayers with the residual stream.
-
-One block class per update rule, each stated in its docstring (the table of all schemes: docs/schemes.md). Every
-scheme is a builder (``build_<scheme>(model_config, drop_path)``), registered by name in
-:data:`suite.registry.SCHEMES`. Forwards compute the block and nothing else: the per-block probes attach from outside
-with forward hooks (``suite/engine/probes.py``).
-"""
+"""Residual schemes: one block class per update rule, stated in its docstring (docs/schemes.md), and one builder per
+scheme (``build_<scheme>(model_config, drop_path)``), registered in :data:`suite.registry.SCHEMES`."""
 
 from __future__ import annotations
 
@@ -21,10 +16,8 @@ from suite.models.layerscale import HeadScale, LayerScale, resolve_init
 class Block(nn.Module):
     """State shared by every scheme; subclasses define ``forward``. ``head_scale``: ``HeadScale`` or identity."""
 
-    def __init__(
-        self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, qk_norm: bool, drop_path: float,
-        head_scale: nn.Module,
-    ) -> None:
+    def __init__(self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, qk_norm: bool, drop_path: float,
+                 head_scale: nn.Module) -> None:
         super().__init__()
         self.attn = Attention(dim, heads, qkv_bias, head_scale, qk_norm)
         self.mlp = Mlp(dim, mlp_ratio)
@@ -42,10 +35,8 @@ class PreLNBlock(Block):
     """``x + ls1(F(LN(x)))``: one code path for Pre-LN (``ls1``/``ls2`` ``nn.Identity``), LayerScale (``LayerScale``)
     and the depth-scaled schemes (a fixed :class:`BranchMultiplier`)."""
 
-    def __init__(
-        self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, qk_norm: bool, drop_path: float,
-        ls1: nn.Module, ls2: nn.Module, head_scale: nn.Module,
-    ) -> None:
+    def __init__(self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, qk_norm: bool, drop_path: float,
+                 ls1: nn.Module, ls2: nn.Module, head_scale: nn.Module) -> None:
         super().__init__(dim, heads, mlp_ratio, qkv_bias, qk_norm, drop_path, head_scale)
         self.norm1 = layer_norm(dim)
         self.ls1 = ls1
@@ -94,13 +85,11 @@ class ReZeroBlock(Block):
 
 
 class DeepNormBlock(Block):
-    """``LN(α·x + F(x))`` with α = (2N)^¼: the residual ``x`` is scaled, not the branch (as in the reference). Init as
-    DeepNet's Algorithm 1 (encoder; torchscale ``encoder.py``): q and k Xavier-normal; fc1, fc2, value and output
-    projections Xavier-normal with gain β = (8N)^-¼ (derived for Xavier weights, not timm's std 0.02)."""
+    """``LN(α·x + F(x))`` with α = (2N)^¼; init as DeepNet's Algorithm 1: q, k Xavier-normal, fc1, fc2, value and
+    output projections with gain β = (8N)^-¼."""
 
-    def __init__(
-        self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, qk_norm: bool, drop_path: float, depth: int,
-    ) -> None:
+    def __init__(self, dim: int, heads: int, mlp_ratio: float, qkv_bias: bool, qk_norm: bool, drop_path: float,
+                 depth: int) -> None:
         super().__init__(dim, heads, mlp_ratio, qkv_bias, qk_norm, drop_path, nn.Identity())
         self.norm1 = layer_norm(dim)
         self.norm2 = layer_norm(dim)
@@ -146,15 +135,14 @@ class SandwichBlock(Block):
 # ----------------------------------------------------------------------------- builders (see suite.registry.SCHEMES)
 
 def build_block(m: ModelConfig, drop_path: float) -> Block:
-    """One block of the scheme ``m.residual``; ``m.depth`` is the network's total blocks (DeepNorm's α/β, CaiT's ε and
-    the depth-scaled multipliers read it). ``ValueError`` for an unknown scheme, listing the valid names."""
+    """One block of the scheme ``m.residual`` in a network of ``m.depth`` blocks; ValueError for an unknown scheme."""
     if m.residual not in SCHEMES:
         raise ValueError(SCHEMES.unknown(m.residual))
     return SCHEMES.get(m.residual)(m, drop_path)
 
 
 def block_shape(m: ModelConfig, drop_path: float) -> dict:
-    """The keyword arguments every block takes from the model config: width, heads, MLP ratio, biases, drop-path."""
+    """The keyword arguments every block takes from the model config."""
     return dict(dim=m.dim, heads=m.heads, mlp_ratio=m.mlp_ratio, qkv_bias=m.qkv_bias, qk_norm=m.qk_norm,
                 drop_path=drop_path)
 

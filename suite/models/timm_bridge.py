@@ -1,9 +1,5 @@
-"""Check ourselves against timm: build its ``VisionTransformer`` at our shape, convert weights.
-
-Our module names match timm's (``blocks.i.{norm1,attn.qkv,attn.proj,ls1.gamma,norm2,mlp.fc1,mlp.fc2,ls2.gamma}``, ...),
-so conversion is a strict, checked key map. Only schemes timm's ViT has convert: ``preln`` (``init_values=None``) and
-``layerscale`` with learnable per-channel scales on both branches (``init_values=ε``; timm treats ε = 0 as "off").
-"""
+"""Check ourselves against timm: its ``VisionTransformer`` at our shape (``preln`` and plain ``layerscale`` only), and
+weights converted by a strict, checked key map (our module names match timm's)."""
 
 from __future__ import annotations
 
@@ -35,10 +31,9 @@ def timm_init_values(cfg: ModelConfig) -> float | None:
     if cfg.residual == "layerscale":
         ls = cfg.layerscale
         if (ls.placement, ls.granularity, ls.learnable, ls.cast) != ("both", "channel", True, False):
-            raise ValueError(
-                "timm's ViT only has learnable per-channel LayerScale on both branches, multiplied in γ's dtype; "
-                f"got placement={ls.placement}, granularity={ls.granularity}, learnable={ls.learnable}, cast={ls.cast}"
-            )
+            raise ValueError("timm's ViT only has learnable per-channel LayerScale on both branches, multiplied in "
+                             f"γ's dtype; got placement={ls.placement}, granularity={ls.granularity}, "
+                             f"learnable={ls.learnable}, cast={ls.cast}")
         init = resolve_init(ls.init, cfg.depth)
         if init == 0.0:
             raise ValueError("timm treats init_values=0 as 'no LayerScale': use backend 'suite' for init 0")
@@ -50,12 +45,10 @@ def build_timm_vit(cfg: ModelConfig) -> nn.Module:
     """timm's ``VisionTransformer`` with our shape (same patch size, width, depth, heads, ...)."""
     from timm.models.vision_transformer import VisionTransformer as TimmViT
 
-    return TimmViT(
-        img_size=cfg.img_size, patch_size=cfg.patch_size, in_chans=cfg.in_chans,
-        num_classes=cfg.num_classes, global_pool="token", embed_dim=cfg.dim, depth=cfg.depth,
-        num_heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, qkv_bias=cfg.qkv_bias, qk_norm=cfg.qk_norm,
-        init_values=timm_init_values(cfg), class_token=True, drop_path_rate=cfg.drop_path,
-    )
+    return TimmViT(img_size=cfg.img_size, patch_size=cfg.patch_size, in_chans=cfg.in_chans,
+                   num_classes=cfg.num_classes, global_pool="token", embed_dim=cfg.dim, depth=cfg.depth,
+                   num_heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, qkv_bias=cfg.qkv_bias, qk_norm=cfg.qk_norm,
+                   init_values=timm_init_values(cfg), class_token=True, drop_path_rate=cfg.drop_path)
 
 
 def _convert(state: dict[str, torch.Tensor], source: str, target: str) -> dict[str, torch.Tensor]:

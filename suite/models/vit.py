@@ -1,9 +1,4 @@
-"""A Vision Transformer whose residual scheme is an ablation axis.
-
-Patch embedding -> class token + learned position embedding -> ``depth`` blocks of the chosen scheme -> final
-LayerNorm -> linear head on the class token. Module names match timm's ``VisionTransformer`` so weights convert
-one-to-one (``timm_bridge.py``).
-"""
+"""A Vision Transformer whose residual scheme is an ablation axis; module names match timm's, so weights convert."""
 
 from __future__ import annotations
 
@@ -32,8 +27,7 @@ class PatchEmbed(nn.Module):
 
 
 class VisionTransformer(nn.Module):
-    """ViT for classification, built from one :class:`ModelConfig`; ``img_size``, ``in_chans`` and ``num_classes``
-    must be set (the trainer fills them from the dataset)."""
+    """ViT for classification from one :class:`ModelConfig` with ``img_size``, ``in_chans``, ``num_classes`` set."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -85,6 +79,5 @@ class VisionTransformer(nn.Module):
 
 def count_params(model: nn.Module) -> int:
     """Parameters (trainable or not) plus fixed scale buffers: everything a checkpoint stores as weights."""
-    return sum(p.numel() for p in model.parameters()) + sum(
-        b.numel() for name, b in model.named_buffers() if name.endswith("gamma")
-    )
+    return (sum(p.numel() for p in model.parameters())
+            + sum(b.numel() for name, b in model.named_buffers() if name.endswith("gamma")))

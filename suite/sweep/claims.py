@@ -1,12 +1,7 @@
-"""Claims on runs: how workers that pull runs from one results folder agree on who trains what.
-
-A worker trains a run only while it holds ``<out>/claims/<run_id>.json`` and touches it (:class:`Heartbeat`). A claim
-is *dead* when not touched for ``lease_s`` seconds, or at once when its owner's process on this host is gone; another
-worker then takes it over, one attempt higher, and an owner that finds its claim gone stops without writing
-(docs/backends/local.md, "One worker model"). The lease is compared with the file server's modification time: keep
-``lease_s`` well above the clock skew between nodes and a live worker's longest pause (a time more than ``lease_s`` in
-the future is dead too, so no file can stall a sweep longer than its lease).
-"""
+"""Claims on runs: how workers pulling runs from one results folder agree on who trains what (docs/backends/slurm.md,
+"How a run is handed to exactly one worker"). A worker trains a run only while it holds and touches
+``<out>/claims/<run_id>.json``; a claim untouched for ``lease_s`` by the file server's clock (or dated over ``lease_s``
+ahead), or whose owner's process on this host is gone, is dead: another worker takes it over, one attempt higher."""
 
 from __future__ import annotations
 
@@ -94,8 +89,7 @@ def dead(path: Path, lease_s: float, now: Clock = time.time) -> bool | None:
 
 
 def process_start(pid: int) -> str | None:
-    """When process ``pid`` of this host started (boot id, ``/proc/<pid>/stat`` field 22), so a reused pid differs;
-    None without ``/proc``."""
+    """Boot id and start time of this host's process ``pid`` (so a reused pid differs); None without ``/proc``."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
@@ -127,8 +121,7 @@ def alive(pid: int) -> bool:
     return True
 
 
-def try_claim(out: Path, run_id: str, lease_s: float, take_over: bool = True,
-              now: Clock = time.time) -> Claim | None:
+def try_claim(out: Path, run_id: str, lease_s: float, take_over: bool = True, now: Clock = time.time) -> Claim | None:
     """Claim ``run_id`` for this process; None when a live worker holds it (or, ``take_over`` False, anyone does).
     Written whole, then hard-linked to the claim's name, so one worker wins (also on NFS), none reads half a claim."""
     path = claim_path(out, run_id)
@@ -179,8 +172,7 @@ def expire(out: Path, run_ids: list[str]) -> None:
 
 
 class Heartbeat:
-    """Renews the current claim every ``lease_s / 4`` seconds from a thread; ``lost`` is set when it was taken from us
-    (the run must stop without writing more)."""
+    """Renews the held claim every ``lease_s / 4`` s from a thread; sets ``lost`` when it was taken from us."""
 
     def __init__(self, lease_s: float, start: bool = True) -> None:
         self.period = max(0.05, lease_s / 4)

@@ -1,6 +1,5 @@
 """What an ablation will cost before it runs: steps and FLOPs per run, and device-hours at a given throughput.
-Torch-free (the datasets' known :data:`GEOMETRY`); an upper bound, as runs that diverge or stop early cost less.
-"""
+Torch-free (the datasets' known :data:`GEOMETRY`); an upper bound, as runs that diverge or stop early cost less."""
 
 from __future__ import annotations
 
@@ -71,8 +70,7 @@ def run_steps(cfg: RunConfig, train_size: int | None) -> int:
 
 
 def estimate(ablation: Ablation) -> Cost:
-    """Total steps and training FLOPs (forward + backward, evaluation left out) of every run of ``ablation``; CostError
-    for a run whose dataset geometry or length is unknown before loading."""
+    """Total steps and training FLOPs (forward + backward) of every run of ``ablation``; CostError where unknown."""
     steps, flops = 0, 0.0
     for run in ablation.runs:
         cfg, train = cost_shape(run.cfg)
@@ -83,8 +81,7 @@ def estimate(ablation: Ablation) -> Cost:
 
 
 def measure_step_ms(cfg: RunConfig, threads: int, steps: int = 8, warmup: int = 3) -> float:
-    """Milliseconds per training step of ``cfg`` on this CPU: the median of ``steps`` timed steps on random data
-    (CostError as :func:`cost_shape`)."""
+    """Median milliseconds per training step of ``cfg`` on this CPU, on random data (CostError as ``cost_shape``)."""
     import torch
 
     from suite.models import build_model

@@ -1,7 +1,5 @@
-"""The line a sweep says as it starts its workers (how many, for how many runs, about how long by ``suite cost``'s
-estimate), and the time left once runs finish (:func:`remaining_seconds`, fitted to the finished runs, so start-up and
-evaluation count and each shape is timed by its own FLOPs).
-"""
+"""The line a sweep says as it starts its workers (how many, for how many runs, about how long by ``suite cost``), and
+the time left once runs finish (:func:`remaining_seconds`: each run timed by its FLOPs, fitted to finished runs)."""
 
 from __future__ import annotations
 
@@ -44,10 +42,8 @@ def estimate_text(ablation: Ablation, todo: list[Run], n: int, threads: int, dev
         tflops, how = ASSUMED_TFLOPS, f"at an assumed {ASSUMED_TFLOPS:g} TFLOP/s"
     rate = tflops * 1e12  # FLOP/s; each run's steps queued over the workers in the order they take them
     flops = [run_flops(r) for r in todo]
-    if any(f is None for f in flops):
-        wall = cost.hours(tflops) * 3600 / min(n, len(todo))
-    else:
-        wall = queue_seconds([f / rate for f in flops], min(n, len(todo)))
+    wall = (cost.hours(tflops) * 3600 / min(n, len(todo)) if any(f is None for f in flops)
+            else queue_seconds([f / rate for f in flops], min(n, len(todo))))
     return f"{about(wall)} of training steps by suite cost's estimate ({how}; start-up and evaluation not counted)"
 
 

@@ -1,6 +1,5 @@
 """Whether starting worker processes would run the calling script again: ``spawn`` and ``forkserver`` import
-``__main__`` in every worker, so an unguarded ``run_sweep`` call would start the sweep again in each.
-"""
+``__main__`` in every worker, so an unguarded ``run_sweep`` call would start the sweep again in each."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ import tokenize
 
 
 def unguarded_call() -> str | None:
-    """``"PATH:LINE"`` of the ``__main__`` script's unguarded module-level statement calling us, when a worker would
-    import that script again; None otherwise."""
+    """``"PATH:LINE"`` of the ``__main__`` script's unguarded top-level statement calling us, or None."""
     main = sys.modules.get("__main__")
     name = getattr(getattr(main, "__spec__", None), "name", None)
     if name is not None and (name == "__main__" or name.endswith(".__main__")):

@@ -1,9 +1,6 @@
-"""What a backend is: the checks it owns and the launcher that starts, watches and stops its workers.
-
-:func:`~suite.sweep.sweep.run_sweep` asks the :class:`Backend` ``--backend`` names, in this order, and nothing else
-about where runs execute: ``check``, ``settle``, ``auto_device``, ``runs_here`` (then the pre-flight),
-``refuse_beside``, ``place``. Every check raises :class:`~suite.sweep.folder.RunnerError` before anything is written.
-"""
+"""What a backend is: its checks, and the launcher that starts, watches and stops its workers. ``run_sweep`` asks the
+:class:`Backend` only this, in order: ``check``, ``settle``, ``auto_device``, ``runs_here`` (then the pre-flight),
+``refuse_beside``, ``place``; each check raises :class:`~suite.sweep.folder.RunnerError` before anything is written."""
 
 from __future__ import annotations
 
@@ -86,8 +83,7 @@ class Backend(abc.ABC):
         """Refuse to run beside Slurm jobs still working on ``out``'s runs (the Slurm backend attaches to them)."""
         from suite.sweep.slurm_jobs import live_jobs
 
-        busy = [j.job_id for j in live_jobs(out)]
-        if busy:
+        if busy := [j.job_id for j in live_jobs(out)]:
             raise RunnerError(f"{out}: Slurm jobs {', '.join(busy[:4])} are still working on these runs; "
                               f"wait for them, cancel them, or pass --backend slurm to attach to them")
 

@@ -1,10 +1,6 @@
-"""The local launcher: N worker processes on this machine, each a :class:`~suite.sweep.worker.Worker`.
-
-Workers are forked from a fork server that imported torch once (docs/backends/local.md), so they start in milliseconds;
-each takes the parent's environment and standard output as they are when it starts. Workers and the server ignore
-SIGINT (Ctrl-C reaches the whole process group; the parent decides), the server never acts on SIGTERM, and workers die
-with the parent, even on SIGKILL; the parent stops them with SIGTERM, so each run checkpoints at its next step.
-"""
+"""The local launcher: N :class:`~suite.sweep.worker.Worker` processes here, forked in milliseconds from a fork server
+that imported torch once (docs/backends/local.md). Workers and server ignore SIGINT (the parent decides), the server
+never acts on SIGTERM, workers die with the parent even on SIGKILL, and SIGTERM makes each run checkpoint and end."""
 
 from __future__ import annotations
 
@@ -85,10 +81,8 @@ class _Stdio:
 
 
 def _start_server() -> None:
-    """Start the fork server with SIGINT and SIGTERM blocked: a group-wide signal would kill it, and with it its workers
-    (their parent-death signal), before their runs checkpoint. Workers inherit the mask and unblock SIGTERM once their
-    handler is set; a SIGINT that came meanwhile is raised again here."""
-
+    """Start the fork server with SIGINT and SIGTERM blocked (a group-wide signal would kill it and its workers before
+    their runs checkpoint); workers inherit the mask; a SIGINT that came meanwhile is raised again here."""
     multiprocessing.resource_tracker.ensure_running()  # first: it unblocks SIGINT when it has started its own
     if not hasattr(signal, "pthread_sigmask"):
         multiprocessing.forkserver.ensure_running()
@@ -192,8 +186,7 @@ class LocalBackend(Backend):
 
     def place(self, out: Path, todo: list[Run], opts: SweepOptions) -> Placement:
         """Raises RunnerError: ``cuda`` or ``--runs-per-gpu`` without a GPU, or a script each worker would rerun."""
-        where = unguarded_call()
-        if where:
+        if where := unguarded_call():
             raise RunnerError(f"run_sweep: called by {where} outside `if __name__ == \"__main__\":`; each local "
                               f"worker imports that script again, which would start the sweep again; put the call "
                               f"under `if __name__ == \"__main__\":` (docs/ablations.md#from-python-run_sweep)")

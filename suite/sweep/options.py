@@ -1,6 +1,5 @@
 """How to run a sweep: :class:`SweepOptions`, whose fields are ``suite run``'s flags, each described once (its own
-module so that the backends can name it without importing :mod:`suite.sweep.sweep`).
-"""
+module so that the backends can name it without importing :mod:`suite.sweep.sweep`)."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from suite.sweep.spec import MAX_RUNS
 
 
 def _opt(default: Any = None, help: str | None = None, **flag: Any) -> Any:
-    """A :class:`SweepOptions` field; with ``help`` also a ``suite run`` flag (``flag``: argparse keywords, ``min`` /
-    ``max`` bounds, ``hidden``: left out of ``--help``)."""
+    """A :class:`SweepOptions` field; with ``help`` a ``suite run`` flag too (argparse keywords, min, max, hidden)."""
     meta = {"help": help, **flag}
     if isinstance(default, list):
         return dataclasses.field(default_factory=list, metadata=meta)

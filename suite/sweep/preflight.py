@@ -1,7 +1,5 @@
-"""Pre-flight: what would make runs end in ``error``, found before any run starts, one line each: the data load and a
-batch fits, the model builds (at most :data:`BUILD_DEPTH` blocks), and, for runs that execute here, the device exists
-and the largest run fits in its memory.
-"""
+"""Pre-flight: what would make runs end in ``error``, found before any starts, one line each: data loads and a batch
+fits, the model builds (at most :data:`BUILD_DEPTH` blocks), the device exists here and the largest run fits in it."""
 
 from __future__ import annotations
 
@@ -54,8 +52,7 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
         where = device or cfg.device
         n = pack if pack > 1 and packable(cfg) is None else 1  # runs in its pack
         if run.kind == "train" and n == 1:  # a solo run
-            problem = solo_graph_problem(cfg.train.compile, "cpu" if where == "cpu" else "cuda")
-            if problem:
+            if problem := solo_graph_problem(cfg.train.compile, "cpu" if where == "cpu" else "cuda"):
                 problems.append(f"{src}: {_cell(run)}: {problem}")
         if check_device and run.kind == "train":
             need = pack_memory_mb(cfg, n) * 2**20 if n > 1 else memory_estimate(cfg)[0]

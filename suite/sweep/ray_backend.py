@@ -1,7 +1,6 @@
 """The Ray launcher: N Ray tasks, each a :class:`~suite.sweep.worker.Worker` pulling runs from the results folder
-(which every node must see at the same path); Ctrl-C cancels the tasks (docs/backends/ray.md). Ray's pickles never
-touch the results folder (results/README.md, Security).
-"""
+(every node must see it at the same path); Ctrl-C cancels them (docs/backends/ray.md). Ray's pickles never touch the
+results folder (results/README.md, Security)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """``suite run FILE --refine``: grow each arm's learning-rate grid until its optimum is interior and its stability
-frontier is bracketed, since a study of stability must reach failure (docs/ablations.md, "Grids that reach failure").
-"""
+frontier bracketed: a study of stability must reach failure (docs/ablations.md, "Grids that reach failure")."""
 
 from __future__ import annotations
 
@@ -142,8 +141,7 @@ def _extra_runs(runs: list[Run], variant: str, keys: dict[str, Any], source: flo
 
 
 def admit(ablation: Ablation, entry: dict[str, Any], add: dict[str, Any]) -> tuple[list[Run], str | None]:
-    """The runs of one planned rate, or none and why that side of the arm stops (above ``refine.max_lr``, an invalid
-    config, or runs there already that errored)."""
+    """The runs of one planned rate, or none and why that side of the arm stops."""
     new, source = add["new"], add["from"]
     stop = f"not adding {new:g} {'above' if new > source else 'below'} {source:g}:"
     if new > ablation.refine.max_lr:

@@ -1,10 +1,6 @@
-"""The Slurm launcher: a job array of :class:`~suite.sweep.worker.Worker` s, submitted through submitit.
-
-The results folder, the only channel between parent and workers, must be on a file system every node sees at the same
-path. The parent may leave at any time: the jobs go on, and ``suite run`` again attaches (docs/backends/slurm.md).
-submitit unpickles what it finds under ``<out>/slurm/`` with a plain ``pickle.load``, the one pickle the suite does not
-restrict (results/README.md, Security): never use this backend on a results folder others can write to.
-"""
+"""The Slurm launcher: a job array of :class:`~suite.sweep.worker.Worker` s through submitit, going on when the parent
+leaves (``suite run`` again attaches; docs/backends/slurm.md). Every node must see the results folder at one path, and
+no one else may write to it: submitit unpickles ``<out>/slurm/`` unrestricted (results/README.md, Security)."""
 
 from __future__ import annotations
 
@@ -53,8 +49,7 @@ class SlurmLauncher:
         return any(not ended(j) for j in self.jobs)
 
     def start(self, worker: Worker, n: int) -> str:
-        """Submit ``n`` array tasks; the line to show. Raises :class:`Detached` for ``--slurm-detach``, RunnerError when
-        sbatch refused the job array."""
+        """Submit ``n`` array tasks; the line to show. Detached for --slurm-detach, RunnerError if sbatch refuses."""
         import submitit
 
         opts, folder = self.opts, self.out / "slurm"
@@ -157,8 +152,7 @@ class SlurmBackend(Backend):
 
 
 def _jobs_ignore_ctrl_c(local: bool) -> contextlib.AbstractContextManager[bool]:
-    """Start the local executor's jobs with SIGINT ignored, so a terminal's Ctrl-C (which reaches our whole process
-    group) leaves them running as a cluster's jobs would."""
+    """The local executor's jobs start with SIGINT ignored: a terminal's Ctrl-C leaves them running, as on a cluster."""
     return signal_handlers({signal.SIGINT: signal.SIG_IGN} if local else {})
 
 

@@ -1,6 +1,5 @@
 """The Slurm backend's record in a results folder: ``slurm/submission.json`` (the last job array submitted) and which
-of its jobs still run; read by every backend (to attach, or to refuse to run beside them) and ``suite status``.
-"""
+of its jobs still run; read by every backend (to attach, or to refuse to run beside them) and ``suite status``."""
 
 from __future__ import annotations
 

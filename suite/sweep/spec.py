@@ -1,6 +1,5 @@
 """Ablation files: ``base`` x ``grid`` x ``variants`` x ``seeds`` - ``exclude`` -> validated runs (docs/ablations.md).
-Every problem is collected before anything runs, one line each; config keys go through the run config's own checks.
-"""
+Every problem is collected before anything runs, one line each; config keys go through the run config's own checks."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ MAX_ROUNDS = 4  # `refine.max_rounds` by default (docs/ablations.md, "Grids that
 
 @dataclass(frozen=True)
 class Refine:
-    """The limits of ``suite run FILE --refine``, the file's ``refine:`` field: no rate above ``max_lr`` is added, and
-    at most ``max_rounds`` rounds run (why these defaults: docs/ablations.md, "Grids that reach failure")."""
+    """The file's ``refine:``, the limits of ``--refine``: no rate above ``max_lr``, ``max_rounds`` rounds at most."""
 
     max_lr: float = 1.0
     max_rounds: int = MAX_ROUNDS
@@ -95,12 +93,8 @@ class Ablation:
 
 def load_ablation(path: str | Path | dict[str, Any], max_runs: int | None = None,
                   overrides: list[str] | None = None) -> Ablation:
-    """Read, merge (``extends``), check and expand an ablation file (or its content as a dict); ``overrides``
-    (``key=value``) are set in every run as if in ``base:``.
-
-    Raises:
-        SpecError: with one line per problem found anywhere in the file or the files it extends.
-    """
+    """Read, merge (``extends``), check and expand an ablation file (or its content as a dict), ``overrides``
+    (``key=value``) set in every run as if in ``base:``; :class:`SpecError` names every problem, one line each."""
     problems: list[str] = []
     if isinstance(path, dict):
         raw = dict(path)
@@ -308,11 +302,9 @@ def _check_refine(value: Any, src: str, problems: list[str]) -> dict[str, Any]:
                             f"add), got {value['max_lr']!r}; e.g. `max_lr: 0.5`")
         else:
             out["max_lr"] = lr
-    if "max_rounds" in value:
-        n = value["max_rounds"]
-        if not (store.is_int(n) and n >= 1):
-            problems.append(f"{src}: refine.max_rounds: expected an integer >= 1 (rounds of added rates), got {n!r}; "
-                            f"e.g. `max_rounds: {MAX_ROUNDS}`")
+    if "max_rounds" in value and not (store.is_int(n := value["max_rounds"]) and n >= 1):
+        problems.append(f"{src}: refine.max_rounds: expected an integer >= 1 (rounds of added rates), got {n!r}; "
+                        f"e.g. `max_rounds: {MAX_ROUNDS}`")
     return out
 
 
@@ -449,8 +441,7 @@ CROSSFIT_MIN_SEEDS = 8  # 4 per half: below it the cross-fitted t has under 6 de
 
 
 def _warn_undecidable(primary: Any, n_seeds: int, src: str) -> None:
-    """One warning per declared comparison its design can hardly decide (a cross-fitted one on few seeds has n - 2
-    degrees of freedom)."""
+    """One warning per declared comparison its design can hardly decide (too few seeds for its test)."""
     from scipy import stats as sps
 
     from suite.declared import ALPHA, RULES, as_list
@@ -477,8 +468,7 @@ def _warn_undecidable(primary: Any, n_seeds: int, src: str) -> None:
 
 def _tuned_rates(raw: dict[str, Any], src: str, variants: dict[str, Any], grid: dict[str, list[Any]],
                  seeds: list[int], problems: list[str]) -> dict[tuple, dict[str, Any]] | None:
-    """Each cell's learning rate from ``rates:`` or ``rates_from:``, or None when the file sets neither. The seeds must
-    be fresh: a seed the tuning study used would score a rate on the seed that chose it."""
+    """Each cell's rate from ``rates:`` / ``rates_from:`` (None if neither); seeds that tuned them are refused."""
     if "rates" not in raw and "rates_from" not in raw:
         return None
     if tuned_mod.LR in grid:
@@ -521,8 +511,7 @@ def _normalise_condition(cond: dict[str, Any], src: str, where: str, variants: d
                          f"{', '.join(variants)}" for v in values if key == "variant" and v not in variants]
             out[key] = values
         else:
-            out[key] = [_check_value(key, v, f"{src}: {where.rstrip('.') or 'filter'}", problems)
-                        for v in values]
+            out[key] = [_check_value(key, v, f"{src}: {where.rstrip('.') or 'filter'}", problems) for v in values]
     return out
 
 

@@ -1,7 +1,5 @@
-"""Where a sweep stands (``suite status DIR``), read from its results folder alone, so it works from any machine that
-sees the folder, while it runs (docs/ablations.md, "Watching a sweep"). The ETA fits each run's time to its FLOPs over
-the last :data:`RECENT` finished runs, so deeper runs after shallow ones are not timed as shallow ones.
-"""
+"""Where a sweep stands (``suite status DIR``), from its results folder alone, on any machine, while it runs
+(docs/ablations.md, "Watching a sweep"); the ETA times each run by its FLOPs over the last :data:`RECENT` finished."""
 
 from __future__ import annotations
 
@@ -81,8 +79,7 @@ class SweepStatus:
 
 
 def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
-    """Every run of the sweep in ``out`` with its state, and the sweep's throughput and ETA (``now``: epoch seconds);
-    StatusError when ``out`` is missing or holds no usable ``ablation.yaml``."""
+    """Every run in ``out`` with its state, and the sweep's throughput and ETA; StatusError for no sweep's folder."""
     out = Path(out)
     now = time.time() if now is None else now
     marker = out / ABLATION_FILE

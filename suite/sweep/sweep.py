@@ -1,6 +1,5 @@
 """The sweep as a library call: :func:`run_sweep` brings every run of an ablation to a summary. Where the workers run
-is the backend's business (:mod:`suite.sweep.backends`); the rest is the same for every backend.
-"""
+is the backend's business (:mod:`suite.sweep.backends`); the rest is the same for every backend."""
 
 from __future__ import annotations
 
@@ -64,13 +63,9 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
               options: SweepOptions | None = None, report: Report | None = None,
               notify: Callable[[str], None] = lambda line: None) -> Sweep:
     """Bring every selected run of ``ablation`` (a file, a dict or an :class:`Ablation`) to a summary in ``out``
-    (default ``results/<name>``); a rerun resumes. ``report(sweep, run, result)`` is called as each run gets its
-    summary; ``notify`` gets the backend's lines for the user. The :class:`Sweep`'s ``stopped`` says why it ended early.
-
-    Raises:
-        ConfigError: a bad ablation or option (``SpecError``, ``RunnerError``: one line each).
-        DiskFull: no space left; finished runs stay intact.
-    """
+    (default ``results/<name>``); a rerun resumes. ``report(sweep, run, result)`` is called per summary, ``notify``
+    with the backend's lines; ``stopped`` says why it ended early. ConfigError (SpecError, RunnerError) for a bad
+    ablation or option; DiskFull when no space is left (finished runs stay intact)."""
     opts = options or SweepOptions()
     _check(opts)
     backend = get_backend(opts.backend)
@@ -125,8 +120,7 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
 
 
 def _record_ablation(out: Path, ablation: Ablation, run_ids: list[str]) -> None:
-    """Bring ``out/ablation.yaml`` up to date when every run is done but the file changed since (a ``primary:`` added
-    afterwards); a folder that cannot be written keeps its copy, with a warning."""
+    """Bring ``out/ablation.yaml`` up to date when every run is done but the file changed (a warning if unwritable)."""
     try:
         recorded = recorded_ablation(out) or None
     except ValueError:
@@ -159,8 +153,7 @@ def _plan(sweep: Sweep, opts: SweepOptions) -> tuple[Worker, Placement, int]:
     from suite.engine.trackers import missing
 
     todo = sweep.todo
-    problem = missing(sorted({name for r in todo for name in r.cfg.train.log_to}))
-    if problem:  # before anything is written or submitted
+    if problem := missing(sorted({name for r in todo for name in r.cfg.train.log_to})):  # before writing or submitting
         raise RunnerError(problem)
     placement = get_backend(opts.backend).place(sweep.out, todo, opts)
     packs = group(todo, opts.pack)

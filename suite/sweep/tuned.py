@@ -1,7 +1,5 @@
-"""Rates tuned elsewhere: an ablation's ``rates_from:`` (a tuning study's results folder) and ``rates:`` (each cell's
-rate, written out), so a study confirms at rates chosen on other seeds (docs/ablations.md, "Tune, then confirm"):
-testing on fresh seeds lets the confirmation use a plain paired t instead of cross-fitting.
-"""
+"""Rates tuned elsewhere: an ablation's ``rates_from:`` (a tuning study's results folder) or ``rates:`` (written out),
+so a study confirms on fresh seeds with a plain paired t, no cross-fitting (docs/ablations.md, "Tune, then confirm")."""
 
 from __future__ import annotations
 
@@ -42,8 +40,7 @@ def from_folder(folder: Path, variants: list[str], grid: dict[str, list[Any]], s
     except (AnalysisError, OSError) as err:
         problems.append(f"{src}: rates_from: {str(err).splitlines()[0]}")
         return None
-    dropped = [str(w.message) for w in caught if ": skipped: " in str(w.message)]
-    if dropped:
+    if dropped := [str(w.message) for w in caught if ": skipped: " in str(w.message)]:
         problems.append(f"{src}: rates_from: {len(dropped)} run(s) of the tuning study cannot be read, and a best "
                         f"rate may be among them: {dropped[0][:300]}; fix or rerun them there first")
         return None
@@ -75,8 +72,7 @@ def check_rates(rates: Any, variants: list[str], grid: dict[str, list[Any]], src
         return {}
     out: dict[tuple, dict[str, Any]] = {}
     for i, entry in enumerate(rates):
-        unknown = [k for k in entry if k not in FIELDS and k not in grid]
-        if unknown:
+        if unknown := [k for k in entry if k not in FIELDS and k not in grid]:
             problems.append(f"{src}: rates[{i}]: unknown field {unknown[0]!r}; an entry has variant, "
                             f"{', '.join(grid) + ', ' if grid else ''}{LR} (and tuning_seeds, val_score, at_edge)")
             continue

@@ -1,8 +1,6 @@
-"""The one sweep worker, which every backend runs: a process that pulls runs from the results folder until none is left.
-
-The claims decide who trains which, so workers may start, die and be requeued in any order without a run lost or
-trained twice; on preemption (SIGTERM / SIGUSR2) a run checkpoints at its next step (docs/backends/local.md).
-"""
+"""The one sweep worker every backend runs: a process pulling runs from the results folder until none is left; the
+claims let workers start, die and be requeued in any order without a run lost or trained twice, and on preemption
+(SIGTERM / SIGUSR2) a run checkpoints at its next step (docs/backends/local.md)."""
 
 from __future__ import annotations
 

@@ -14,8 +14,6 @@ from suite.results import run_records
 from suite.analysis.plan import plan_table
 from suite.analysis.findings import answer_lines
 from suite.sweep.spec import SpecError, load_ablation
-from suite.sweep.sweep import SweepOptions
-from suite.sweep.until import run_until_decided
 
 from test_analyze import write_run
 
@@ -147,13 +145,3 @@ def test_a_family_is_decided_by_holm_and_findings_open_with_one_answer_each(tmp_
     co = rows[rows["role"].str.startswith("co-primary")]
     assert list(co["endpoint"]) == ["best_lr_score", "frontier"] and list(co["alpha"]) == pytest.approx([0.05 / 3] * 2)
 
-
-def test_until_decided_decides_one_comparison(tmp_path):
-    path = tmp_path / "a.yaml"
-    path.write_text(yaml.safe_dump({**ABLATION, "primary": [AT, FRONTIER]}))
-    with pytest.raises(SpecError, match=r"--until-decided decides one comparison and this file declares 2"):
-        run_until_decided(path, tmp_path / "o", SweepOptions(), 8, primary.look)
-    path.write_text(yaml.safe_dump({**ABLATION, "primary": FRONTIER}))
-    with pytest.raises(SpecError, match=r"--until-decided works with a score endpoint .* not frontier"):
-        run_until_decided(path, tmp_path / "o", SweepOptions(), 8, primary.look)
-    assert not (tmp_path / "o").exists()

@@ -94,29 +94,27 @@ def test_status_agrees_with_run_dry_run_without_a_usable_run_ids_json(tmp_path, 
 
     smoke = Path(__file__).resolve().parents[2] / "ablations" / "smoke.yaml"
     out = tmp_path / "smoke"
-    assert main(["run", str(smoke), "--out", str(out), "--workers", "1"]) == 0
+    # two of the eight runs: both commands must count the same two done and six to do
+    assert main(["run", str(smoke), "--out", str(out), "--workers", "1", "--only", "variant=preln,seed=0"]) == 0
     (out / "run_ids.json").write_text("not json")
     capsys.readouterr()
     assert main(["status", str(out)]) == 0
     status = capsys.readouterr().out
     assert main(["run", str(smoke), "--out", str(out), "--dry-run"]) == 0
     dry = capsys.readouterr().out
-    assert "8 already done" in dry and "8 runs: 8 done, 0 running, 0 interrupted, 0 pending" in status
+    assert "2 already done" in dry and "8 runs: 2 done, 0 running, 0 interrupted, 6 pending" in status
 
 
 def test_a_report_that_cannot_read_a_file_says_read_not_write(tmp_path, capsys):
-    import shutil
+    import os
 
     root = folder(tmp_path)
     quiet(analyze, root, figures=False)
-    other = Path(shutil.copytree(root, tmp_path / "other"))
-    import os
-
-    (other / "runs.csv").unlink()
-    os.mkfifo(other / "runs.csv")  # not a regular file: never read
-    assert main(["report", str(root), "--compare", str(other)]) == 2
+    (root / "runs.csv").unlink()
+    os.mkfifo(root / "runs.csv")  # not a regular file: never read
+    assert main(["report", str(root)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"cannot read {other / 'runs.csv'}" in err and "cannot write" not in err
+    assert err.count("\n") == 1 and "runs.csv" in err and "cannot write" not in err
 
 
 def test_validate_names_no_data_when_the_data_is_not_here(capsys):

@@ -1,7 +1,6 @@
 """The declared primary comparison: the `primary:` block of an ablation file, its test alone, its
-answer in words, `suite plan`'s row for it, and its group-sequential form."""
+answer in words, and `suite plan`'s row for it."""
 
-import json
 import math
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import pytest
 import yaml
 from scipy import stats as sps
 
-from suite.analysis import crossfit, primary, primary_text, sequential, stats
+from suite.analysis import crossfit, primary, primary_text, stats
 from suite.analysis.analyze import analyze
 from suite.sweep.spec import SpecError, load_ablation
 
@@ -181,63 +180,6 @@ def test_a_not_ok_rate_endpoint_says_when_the_design_cannot_decide(tmp_path):
     answer = primary.evaluate(run_records(root), primary.read(root))
     assert answer.counts == (0, 6, 2, 6) and answer.p == pytest.approx(sps.fisher_exact([[0, 6], [2, 4]]).pvalue)
     assert answer.decision == "undecided" and answer.min_p == pytest.approx(2 / 924)
-
-
-def test_a_sequential_look_reports_the_stagewise_p_and_the_repeated_interval(tmp_path):
-    ls, pre = [0.80, 0.84, 0.83, 0.82], [0.60, 0.66, 0.61, 0.63]
-    root = folder(tmp_path / "s", DECLARED, {("layerscale", 0.001): [0.5] * 4, ("layerscale", 0.01): ls,
-                                             ("preln", 0.001): pre, ("preln", 0.01): [0.2] * 4})
-    (root / primary.SEQUENTIAL).write_text(json.dumps({"rounds": [4, 8, 12, 16]}))
-    from suite.results import run_records
-
-    answer = primary.evaluate(run_records(root), primary.read(root), primary.read_design(root))
-    plan = sequential.design([0.25, 0.5, 0.75, 1.0], final=False)
-    estimate, se, df, _ = crossfitted(list(np.array(ls) - np.array(pre)))  # the best-rate endpoint: cross-fitted
-    z = sequential.t_to_z(estimate / se, df)
-    assert answer.look == 0 and answer.p == pytest.approx(sequential.stagewise_p(plan, 0, z))
-    assert answer.decision == ("difference" if abs(z) >= plan.bounds[0] else "undecided")
-    assert answer.high - answer.low > 2 * sps.t.isf(0.025, df) * se  # wider than fixed
-    assert "look 1" in primary_text.paragraph(answer) and "O'Brien-Fleming" in primary_text.paragraph(answer)
-
-
-def test_a_sequential_design_of_impossible_rounds_is_refused_in_one_line(tmp_path):
-    root = folder(tmp_path / "s", DECLARED, {("layerscale", 0.001): [0.5] * 4, ("preln", 0.001): [0.4] * 4})
-    (root / primary.SEQUENTIAL).write_text('{"rounds": [2, 1' + "0" * 400 + "]}")
-    with pytest.raises(primary.AnalysisError, match=r"rounds: expected increasing seed counts from 2 to 10,000"):
-        primary.read_design(root)
-
-
-def test_a_look_short_of_its_planned_pairs_is_tested_at_the_information_it_reached(tmp_path):
-    """A run errored, so look 2 has 5 pairs, not the planned 6: its boundary is the one for 5 of 12 pairs
-    after a look at 3, never a fixed p < 0.05 (which leaked: 10% type I error with 5% errored runs)."""
-    from suite.results import run_records
-
-    ls, pre = [0.80, 0.76, 0.79, 0.83, 0.84, 0.76], [0.70, 0.74, 0.71, 0.72, 0.70, 0.73]
-    root = folder(tmp_path / "e", AT_RATE, {("layerscale", 0.001): ls, ("preln", 0.001): pre},
-                  status={("layerscale", 0.001): ["ok", "ok", "ok", "ok", "error", "ok"]})
-    looks = {"rounds": [3, 6, 9, 12], "looks": [{"look": 1, "seeds": 3, "pairs": 3, "p": 0.2}]}
-    (root / primary.SEQUENTIAL).write_text(json.dumps(looks))
-    answer = primary.evaluate(run_records(root), primary.read(root), primary.read_design(root))
-    d = np.delete(np.array(ls) - np.array(pre), 4)
-    t = d.mean() / (d.std(ddof=1) / math.sqrt(5))
-    plan = sequential.design([3 / 12, 5 / 12], final=False)
-    z = sequential.t_to_z(t, 4)
-    assert answer.look == 1 and answer.n_pairs == 5 and not answer.note
-    assert answer.p == pytest.approx(sequential.stagewise_p(plan, 1, z))
-    assert 2 * sps.t.sf(t, 4) < 0.05 and abs(z) < plan.bounds[1] and answer.decision == "undecided"
-    # the same look read back after it was recorded: the same answer
-    looks["looks"].append({"look": 2, "seeds": 6, "pairs": 5, "p": answer.p})
-    (root / primary.SEQUENTIAL).write_text(json.dumps(looks))
-    again = primary.evaluate(run_records(root), primary.read(root), primary.read_design(root))
-    assert (again.look, again.p, again.decision) == (1, pytest.approx(answer.p), "undecided")
-    # runs removed after a look: no test at all
-    looks["looks"].append({"look": 3, "seeds": 9, "pairs": 8, "p": 0.01})
-    (root / primary.SEQUENTIAL).write_text(json.dumps(looks))
-    gone = primary.evaluate(run_records(root), primary.read(root), primary.read_design(root))
-    assert gone.decision == "undecided" and math.isnan(gone.p) and "not a look of the sequential design" in gone.note
-    (root / primary.SEQUENTIAL).write_text(json.dumps({"rounds": [3, 6], "looks": [{"look": "one"}]}))
-    with pytest.raises(primary.AnalysisError, match="looks: expected a list of"):
-        primary.read_design(root)
 
 
 def test_plan_given_an_ablation_file_points_to_cost_and_run(tmp_path, capsys):

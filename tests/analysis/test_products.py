@@ -19,7 +19,6 @@ from suite.analysis import products
 from suite.analysis.analyze import analyze, study
 from suite.results import AnalysisError, AnalysisWarning, run_records
 from suite.analysis.report import MAX_CURVE_POINTS, SPARK_READ_ALL, _sparkline, write_report
-from suite.cli import main
 
 from test_analyze import write_run
 from test_primary import DECLARED, folder
@@ -168,19 +167,6 @@ def test_damaged_runs_csv_cells_are_one_warning_each(analysed, tmp_path):
     assert any("line 2: skipped: 'test_acc' is 'abc', not a number" in s for s in said)
     assert any("line 3: skipped: 'test_acc' is inf, not a finite number" in s for s in said)
     assert len(runs) == len(lines) - 3
-
-
-def test_a_damaged_summary_csv_cell_in_compare_is_one_line_exit_2(analysed, tmp_path, capsys):
-    other = shutil.copytree(analysed, tmp_path / "other")
-    text = (other / "tables" / "summary.csv").read_text().splitlines()
-    head = text[0].split(",")
-    cells = text[1].split(",")
-    cells[head.index("acc_mean")] = "abc"
-    text[1] = ",".join(cells)
-    (other / "tables" / "summary.csv").write_text("\n".join(text) + "\n")
-    assert main(["report", str(analysed), "--compare", str(other)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "summary.csv, line 2: 'acc_mean' is 'abc', not a number" in err
 
 
 def test_the_report_of_a_non_ascii_folder_under_the_c_locale(analysed, tmp_path):

@@ -8,14 +8,11 @@ import re
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
-import yaml
-from scipy import stats as sps
 
 from suite.analysis.analyze import analyze
-from suite.analysis.report import REPORT, moved_cells, sparkline_points, write_report
+from suite.analysis.report import sparkline_points, write_report
 from suite.cli import main
 
 from test_analyze import write_run
@@ -84,72 +81,6 @@ def test_before_analyze_and_bad_folders_are_one_line_exit_2(tmp_path, capsys):
     assert "no such folder" in capsys.readouterr().err
 
 
-def test_compare_names_the_changed_keys_and_the_cells_that_moved(analysed, tmp_path):
-    other = folder(tmp_path / "other", DECLARED, {**SCORES, ("layerscale", 0.001): [0.60, 0.61, 0.62]})
-    (other / "ablation.yaml").write_text(yaml.safe_dump({**yaml.safe_load((other / "ablation.yaml").read_text()),
-                                                          "seeds": 5}))
-    analyze(other, figures=False)
-    before = (analysed / REPORT).read_bytes() if (analysed / REPORT).exists() else None
-    assert main(["report", str(analysed), "--compare", str(other)]) == 0
-    page = (analysed / "compare.html").read_text()  # report.html stays the folder's own page
-    assert ((analysed / REPORT).read_bytes() if (analysed / REPORT).exists() else None) == before
-    part = page[page.index('id="compare"'):page.index('id="figures"')]
-    assert "<code>seeds</code></td><td>5</td><td>3</td>" in part
-    assert re.search(r"<td>layerscale</td><td>12</td><td>0.001</td><td>61.0 \[[^<]*</td><td>91.0 \[[^<]*</td>"
-                     r"<td>\+30.0</td><td>0.000</td><td><span class=\"ch-moved\">moved</span>", part)
-    assert "1 of the " in part and " cells in both folders moved" in part
-    assert "<title>demo: comparison</title>" in page
-    assert "were made differently" not in part  # only the seeds changed: the same training, rerun
-
-
-def test_compare_says_when_the_same_cells_were_trained_differently(analysed, tmp_path, capsys):
-    """Hostile round six: a folder of 60-step runs compared with one of 100-step runs matched cell by cell
-    without a word."""
-    other = folder(tmp_path / "other", DECLARED, SCORES)
-    raw = yaml.safe_load((other / "ablation.yaml").read_text())
-    raw.setdefault("base", {}).setdefault("train", {})["steps"] = 60
-    (other / "ablation.yaml").write_text(yaml.safe_dump(raw))
-    analyze(other, figures=False)
-    assert main(["report", str(analysed), "--compare", str(other)]) == 0
-    err = capsys.readouterr().err
-    assert "runs were made differently (base.train.steps changed)" in err
-    page = (analysed / "compare.html").read_text()
-    assert "were made differently" in page[page.index('id="compare"'):page.index('id="figures"')]
-
-
-def test_compare_reads_cells_wherever_the_columns_stand_and_says_when_none_is_shared(analysed, tmp_path):
-    other = folder(tmp_path / "other", DECLARED, SCORES)
-    analyze(other, figures=False)
-    table = other / "tables" / "summary.csv"
-    frame = pd.read_csv(table)
-    frame = frame[["is_baseline", *[c for c in frame.columns if c != "is_baseline"]]]  # the baseline flag first
-    frame.to_csv(table, index=False)
-    assert main(["report", str(analysed), "--compare", str(other)]) == 0
-    part = (analysed / "compare.html").read_text()
-    assert " cells in both folders moved" in part
-    frame["variant"] = "another-" + frame["variant"]  # no cell in both
-    frame.to_csv(table, index=False)
-    assert main(["report", str(analysed), "--compare", str(other)]) == 0
-    assert "No cell is in both folders" in (analysed / "compare.html").read_text()
-
-
-def test_moved_cells_is_welchs_test_per_cell():
-    def row(variant, depth, xs):
-        xs = np.asarray(xs)
-        return [variant, depth, False, len(xs), xs.mean(), xs.std(ddof=1), xs.min(), xs.max()]
-
-    cols = ["variant", "model.depth", "is_baseline", "acc_n", "acc_mean", "acc_std", "acc_ci_low", "acc_ci_high"]
-    x6, x6_other = [0.88, 0.90, 0.92], [0.67, 0.69, 0.71, 0.74]
-    a = pd.DataFrame([row("x", 6, x6), row("x", 12, [0.4, 0.5, 0.6]), row("y", 6, [0.5, 0.6])], columns=cols)
-    b = pd.DataFrame([row("x", 6, x6_other), row("x", 12, [0.35, 0.45, 0.55]), row("z", 6, [0.5, 0.6])], columns=cols)
-    cells = moved_cells(a, b).set_index(["variant", "model.depth"])
-    assert cells["change"].to_dict() == {("x", 6): "moved", ("x", 12): "not significant", ("y", 6): "new",
-                                        ("z", 6): "gone"}
-    assert cells.loc[("x", 6), "p"] == pytest.approx(sps.ttest_ind(x6, x6_other, equal_var=False).pvalue)
-    assert cells.loc[("x", 12), "p"] == pytest.approx(sps.ttest_ind([0.4, 0.5, 0.6], [0.35, 0.45, 0.55],
-                                                                     equal_var=False).pvalue)
-
-
 def test_sparkline_points_fill_the_box_and_skip_non_finite():
     pts = sparkline_points([(0, 2.0), (10, float("nan")), (20, 1.0), (40, 0.0)], width=100, height=10)
     assert pts == "0.0,0.0 50.0,5.0 100.0,10.0"
@@ -203,24 +134,6 @@ def test_a_folder_it_cannot_write_is_one_line_exit_2(analysed, monkeypatch, caps
     assert main(["report", str(analysed)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot write" in err and "Permission denied" in err
-
-
-def test_compare_warns_when_the_folders_cannot_be_compared(analysed, tmp_path, capsys):
-    """Another ablation's cells (a key only one side splits on) are not matched on the rest, and an
-    unreadable ablation.yaml is said, not shown as every key "(absent)"."""
-    other = folder(tmp_path / "other", DECLARED, SCORES)
-    analyze(other, figures=False)
-    table = other / "tables" / "summary.csv"
-    frame = pd.read_csv(table)
-    frame.insert(0, "train.warmup_steps", 20)
-    frame.to_csv(table, index=False)
-    (other / "ablation.yaml").write_text("name: [unclosed\n")
-    assert main(["report", str(analysed), "--compare", str(other)]) == 0
-    err = capsys.readouterr().err
-    assert "ablation.yaml cannot be read" in err and "train.warmup_steps splits the cells of one folder only" in err
-    page = (analysed / "compare.html").read_text()
-    part = page[page.index('id="compare"'):page.index('id="figures"')]
-    assert part.count('class="warn"') == 2 and "cells moved" not in part
 
 
 def test_the_report_renders_what_analyze_wrote_and_computes_nothing(analysed, tmp_path, monkeypatch):

@@ -440,35 +440,6 @@ def test_compiled_throughput_arms_compile_from_empty_caches_and_report_their_ste
     assert f"| solo compiled | 1 x 2 | 1 | 2 | 3 | {rows[1]['wall_s']:.1f} | {rows[1]['step_ms']:.1f} |" in table
 
 
-def test_profile_writes_each_arms_step_by_operator_family(tmp_path):
-    assert main(["bench", "--profile", "--schemes", "layerscale", "--depth", "1", "--dim", "8", "--heads", "2",
-                 "--tokens", "5", "--batch", "2", "--steps", "2", "--gemm", "64", "--out", str(tmp_path)]) == 0
-    text = (tmp_path / "step_profile.md").read_text()
-    assert "| family | preln | layerscale |" in text and "`suite bench --profile --schemes layerscale" in text
-    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
-    assert {"linear", "attention", "residual", "other", "**step, profiled**"} <= set(rows)
-    shares = [sum(int(cell.split("(")[1].rstrip("%) |")) for cell in [rows[f].split(" | ")[1 + i]
-                                                                        for f in ("linear", "attention", "GELU",
-                                                                                  "LayerNorm", "residual",
-                                                                                  "layout copies", "optimizer",
-                                                                                  "other")])
-              for i in range(2)]
-    assert all(95 <= s <= 105 for s in shares)  # each arm's families are its whole profiled step (rounded shares)
-
-
-def test_eval_cost_gives_the_log_schedules_share_and_refuses_a_missing_file(tmp_path, capsys):
-    ablation = tmp_path / "tiny.yaml"
-    ablation.write_text(
-        "name: tiny\nbase:\n  data: {name: synthetic, synthetic_train: 64, synthetic_test: 32, synthetic_img_size: 8}\n"
-        "  model: {patch_size: 4, dim: 8, heads: 2, depth: 1}\n  train: {steps: 40, batch_size: 8, eval_every: 20}\n"
-        "variants: {preln: {model: {residual: preln}}}\nseeds: [0]\n")
-    assert main(["bench", "--eval-cost", str(ablation), "--out", str(tmp_path / "out")]) == 0
-    text = (tmp_path / "out" / "eval_cost.txt").read_text()
-    assert "40 steps" in text and "fixed schedule: 2 evaluations; log schedule:" in text and "% of the run's time" in text
-    assert main(["bench", "--eval-cost", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err.strip().endswith("nope.yaml: file not found")
-
-
 def test_pack_phases_splits_each_runs_wall_time_and_counts_a_steps_operators(tmp_path):
     from suite.bench import packphases
 

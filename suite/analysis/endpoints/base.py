@@ -1,10 +1,9 @@
-"""What every endpoint shares: the :class:`Answer`, the :class:`Endpoint` a class implements, and the few
-words and numbers their texts share."""
+"""What every endpoint shares: the :class:`Answer`, the :class:`Endpoint` interface, the words their texts share."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from suite.declared import ALPHA, DEFAULT_EFFECT, ENDPOINTS, Primary, same_value
@@ -17,7 +16,7 @@ class Answer:
     primary: Primary
     decision: str = "undecided"
     estimate: float = math.nan  # scheme - baseline (a fraction, a rate difference, a ratio or a slope difference)
-    low: float = math.nan  # its interval (at `level`, or the repeated interval of a sequential design)
+    low: float = math.nan  # its interval (at `level`)
     high: float = math.nan
     p: float = math.nan
     test: str = ""
@@ -25,8 +24,6 @@ class Answer:
     level: float = 1 - ALPHA  # of the printed interval (the level of the Holm step that decided it)
     effect: float = DEFAULT_EFFECT  # planned for
     seeds_needed: float = math.nan
-    look: int = -1  # sequential: 0-based look, -1 for a fixed design
-    rounds: list[int] = field(default_factory=list)
     note: str = ""
     family: int = 1  # hypotheses in the co-primary Holm family (1: this comparison alone)
     p_adj: float = math.nan  # Holm-adjusted p of the difference test
@@ -34,8 +31,7 @@ class Answer:
 
 
 class Endpoint:
-    """One kind of declared comparison, registered in :data:`suite.declared.ENDPOINTS` (its grid needs:
-    :data:`suite.declared.RULES`); a subclass implements the methods that raise NotImplementedError."""
+    """One kind of declared comparison (:data:`suite.declared.ENDPOINTS`); subclasses implement what raises."""
 
     name: ClassVar[str] = ""
     what: ClassVar[str] = ""  # what is compared, in findings.md's opening
@@ -43,9 +39,9 @@ class Endpoint:
     effect: ClassVar[float] = DEFAULT_EFFECT  # the effect the seeds are planned for
 
     def test(self, answer: Answer, runs: list[dict[str, Any]], a: list[dict[str, Any]], b: list[dict[str, Any]],
-             alpha: float, looks: Any) -> None:
-        """Fill and decide ``answer`` from ``a`` and ``b``, the scheme's and baseline's runs in the cell (errors left
-        out, both non-empty); plan an undecided answer at ``ALPHA``."""
+             alpha: float) -> None:
+        """Fill and decide ``answer`` from the cell's scheme runs ``a`` and baseline runs ``b`` (no errors, both
+        non-empty); plan it at ``ALPHA`` if undecided."""
         raise NotImplementedError
 
     def plan(self, answer: Answer, alpha: float) -> None:
@@ -98,9 +94,7 @@ def p_text(p: float) -> str:
 
 def ps(p: float, adjusted: float, family: int) -> str:
     """``p = 0.004`` alone; ``p = 0.004, Holm-adjusted p = 0.012`` in a family."""
-    if family == 1 or math.isnan(p):
-        return p_text(p)
-    return f"{p_text(p)}, Holm-adjusted {p_text(adjusted)}"
+    return p_text(p) if family == 1 or math.isnan(p) else f"{p_text(p)}, Holm-adjusted {p_text(adjusted)}"
 
 
 def level(a: Answer) -> str:

@@ -1,6 +1,5 @@
-"""The endpoints on runs that end not ok: ``not_ok_rate`` (Fisher's exact test, rates pooled), ``frontier`` (the
-schemes' LR50 ratio: :mod:`suite.analysis.doseresponse`) and ``frontier_slope`` (the difference of their slopes on log
-depth: :mod:`suite.analysis.depthslope`). None has an equivalence test; frontier seeds are planned from the interval."""
+"""The endpoints on runs that end not ok: ``not_ok_rate`` (Fisher's exact test), ``frontier`` (the LR50 ratio:
+:mod:`~suite.analysis.doseresponse`) and ``frontier_slope`` (slopes on log depth: :mod:`~suite.analysis.depthslope`)."""
 
 from __future__ import annotations
 
@@ -45,7 +44,7 @@ class NotOkRate(Endpoint):
     answer = FailureAnswer
 
     def test(self, answer: FailureAnswer, runs: list[dict[str, Any]], a: list[dict[str, Any]],
-             b: list[dict[str, Any]], alpha: float, looks: Any) -> None:
+             b: list[dict[str, Any]], alpha: float) -> None:
         ka, kb = _not_ok(a), _not_ok(b)
         answer.counts = (ka, len(a), kb, len(b))
         answer.estimate = ka / len(a) - kb / len(b)
@@ -59,7 +58,7 @@ class NotOkRate(Endpoint):
         ka, na, kb, nb = a.counts
         body = f"Not ok {ka}/{na} vs {kb}/{nb} ({pts(a.estimate)} points; {a.test}, {ps(a.p, a.p_adj, a.family)})."
         if a.decision == "difference":
-            return f"**{pr.scheme} ends not ok {'more' if a.estimate > 0 else 'less'} often than {pr.baseline}.** {body}"
+            return f"**{self.decided(a).removeprefix('decided: ')} than {pr.baseline}.** {body}"
         reach = (f" With {na} vs {nb} runs this test cannot reach p < {ALPHA} at all (its smallest p is "
                  f"{a.min_p:.3f}): add seeds." if a.min_p >= ALPHA else "")
         return f"**Undecided.** {body}{reach}"
@@ -81,28 +80,14 @@ class NotOkRate(Endpoint):
         return "the rates seen"
 
 
-def _scaled(se: float, seeds: int, effect: float, power: float, alpha: float) -> float:
-    """Seeds to detect ``effect`` with ``power``, scaling ``se`` at ``seeds`` as 1 / sqrt(seeds) (approximate)."""
+def _scaled(width: float, level_: float, seeds: int, effect: float, power: float, alpha: float) -> float:
+    """Seeds to detect ``effect`` with ``power``, reading an interval ``width`` wide at ``seeds`` as normal with its se
+    scaled as 1 / sqrt(seeds) (approximate); nan without seeds."""
+    if seeds < 1:
+        return math.nan
+    se = width / (2 * sps.norm.isf((1 - level_) / 2))
     need = seeds * (se * (sps.norm.isf(alpha / 2) + sps.norm.ppf(power)) / effect) ** 2
     return float(max(math.ceil(need), 2))
-
-
-def plan_frontier(low: float, high: float, level_: float, seeds: int, ratio: float = DEFAULT_RATIO,
-                  power: float = POWER, alpha: float = ALPHA) -> float:
-    """Seeds per rate and scheme to detect an LR50 ratio of ``ratio``, reading [low, high] as a normal interval on
-    log10(ratio); nan when an end is open (the grid must first reach each scheme's failures)."""
-    if not (0 < low <= high < math.inf) or seeds < 1:
-        return math.nan
-    se = math.log10(high / low) / (2 * sps.norm.isf((1 - level_) / 2))
-    return _scaled(se, seeds, math.log10(ratio), power, alpha)
-
-
-def plan_slope(low: float, high: float, level_: float, seeds: int, effect: float = DEFAULT_SLOPE,
-               power: float = POWER, alpha: float = ALPHA) -> float:
-    """Seeds per cell to detect a slope difference of ``effect``, from its interval; nan when an end is open."""
-    if not (math.isfinite(low) and math.isfinite(high)) or seeds < 1 or high <= low:
-        return math.nan
-    return _scaled((high - low) / (2 * sps.norm.isf((1 - level_) / 2)), seeds, effect, power, alpha)
 
 
 def _x(r: float) -> str:
@@ -137,7 +122,6 @@ class _Scaled(Endpoint):
 
     def decide(self, a: FailureAnswer, p: float) -> None:
         a.test = "penalised likelihood-ratio test"
-        a.effect = self.effect
         a.decision = "difference" if p < ALPHA else "undecided"
         if a.decision == "undecided":
             self.plan(a, ALPHA)
@@ -158,7 +142,7 @@ class Frontier(_Scaled):
     target = "a ratio of {:g}"
 
     def test(self, answer: FailureAnswer, runs: list[dict[str, Any]], a: list[dict[str, Any]],
-             b: list[dict[str, Any]], alpha: float, looks: Any) -> None:
+             b: list[dict[str, Any]], alpha: float) -> None:
         from suite.analysis.doseresponse import frontier, relative_potency
 
         sides = [([float(r[LR]) for r in side], [int(r["status"] != "ok") for r in side]) for side in (a, b)]
@@ -166,13 +150,15 @@ class Frontier(_Scaled):
         own = [frontier(*side) for side in sides]
         answer.estimate, answer.low, answer.high, answer.p = fit.ratio, fit.low, fit.high, fit.p
         answer.level, answer.censored, answer.note = 1 - alpha, fit.censored, fit.note
-        answer.lr50 = (own[0].lr50, own[1].lr50)
-        answer.lr50_edge = (own[0].censored, own[1].censored)
+        answer.lr50, answer.lr50_edge = (own[0].lr50, own[1].lr50), (own[0].censored, own[1].censored)
         _tally(answer, a, b)
         self.decide(answer, fit.p)
 
     def scale(self, a: FailureAnswer, effect: float, power: float, alpha: float) -> float:
-        return plan_frontier(a.low, a.high, a.level, a.seeds, effect, power, alpha)
+        """Seeds per rate and scheme, the interval read on log10(ratio); nan when an end is open."""
+        if not 0 < a.low <= a.high < math.inf:
+            return math.nan
+        return _scaled(math.log10(a.high / a.low), a.level, a.seeds, math.log10(effect), power, alpha)
 
     def verdict(self, a: FailureAnswer) -> str:
         pr = a.primary
@@ -191,9 +177,7 @@ class Frontier(_Scaled):
             else:
                 how = f"at most {_x(a.high)}x" if a.censored in ("low", "both") else f"only {_x(a.estimate)}x"
             return f"**{pr.scheme} tolerates {how} {pr.baseline}'s learning rate.** {body}{open_}"
-        need = self.need(a)
-        if not need and side:
-            need = " No number of seeds can be planned from an interval open at one end."
+        need = self.need(a) or (" No number of seeds can be planned from an interval open at one end." if side else "")
         return f"**Undecided**: the interval includes 1.{need} {body}{open_}"
 
     def decided(self, a: FailureAnswer) -> str:
@@ -225,7 +209,7 @@ class FrontierSlope(_Scaled):
     target = "a difference of {:g} in slope"
 
     def test(self, answer: FailureAnswer, runs: list[dict[str, Any]], a: list[dict[str, Any]],
-             b: list[dict[str, Any]], alpha: float, looks: Any) -> None:
+             b: list[dict[str, Any]], alpha: float) -> None:
         """Every scheme's runs in one model (a frontier line per scheme); the two schemes' slopes compared."""
         from suite.analysis import depthslope
 
@@ -245,7 +229,9 @@ class FrontierSlope(_Scaled):
         self.decide(answer, fit.p)
 
     def scale(self, a: FailureAnswer, effect: float, power: float, alpha: float) -> float:
-        return plan_slope(a.low, a.high, a.level, a.seeds, effect, power, alpha)
+        if not (math.isfinite(a.low) and math.isfinite(a.high)) or a.high <= a.low:
+            return math.nan
+        return _scaled(a.high - a.low, a.level, a.seeds, effect, power, alpha)
 
     def verdict(self, a: FailureAnswer) -> str:
         pr = a.primary
@@ -262,14 +248,14 @@ class FrontierSlope(_Scaled):
                 f"{kb}/{nb} runs.{checks}")
         note = f" Note: {a.note}." if a.note else ""
         if a.decision == "difference":
-            how = "more slowly" if a.estimate > 0 else "faster"
-            return f"**{pr.scheme}'s frontier falls {how} with depth than {pr.baseline}'s.** {body}{note}"
+            return f"**{self.decided(a).removeprefix('decided: ')} than {pr.baseline}'s.** {body}{note}"
         need = self.need(a) + (" The chance that a rerun decides it, by seeds, simulated on this study's own grid: "
                                "`python scripts/stability_power.py FOLDER > FOLDER/power.md`.")
         return f"**Undecided**: the interval includes 0.{need} {body}{note}"
 
     def decided(self, a: FailureAnswer) -> str:
-        return f"decided: {a.primary.scheme}'s frontier falls {'more slowly' if a.estimate > 0 else 'faster'} with depth"
+        how = "more slowly" if a.estimate > 0 else "faster"
+        return f"decided: {a.primary.scheme}'s frontier falls {how} with depth"
 
     def cells(self, a: FailureAnswer) -> tuple[str, str]:
         if not math.isfinite(a.estimate):

@@ -1,6 +1,5 @@
-"""The endpoints on test scores: ``score`` (one rate), ``best_lr_score`` (each scheme at its best rate, cross-fitted)
-and ``interaction`` (the gain in one cell against another's, seed by seed). A paired t (Welch's where seeds do not
-match), TOST when a margin is declared, and the group-sequential looks of ``suite run --until-decided``."""
+"""The endpoints on test scores: ``score`` (one rate), ``best_lr_score`` (each at its best rate, cross-fitted) and
+``interaction`` (one cell's gain against another's); a paired t (else Welch's), TOST where a margin is declared."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from suite.analysis import crossfit, sequential, stats
+from suite.analysis import crossfit, stats
 from suite.analysis.endpoints.base import Answer, Endpoint, at_step, level, ps, pts, runs_in
 from suite.analysis.markup import fmt_value
 from suite.declared import ALPHA, POWER, Primary
@@ -31,12 +30,6 @@ class ScoreAnswer(Answer):
     selection: str = ""  # best_lr_score: how the rates were chosen and what that costs (crossfit.SENTENCE)
     scheme_edge: str = ""
     base_edge: str = ""
-
-
-def plan(sd: float, n_pairs: int, effect: float, power: float = POWER, alpha: float = ALPHA) -> tuple[float, float]:
-    """(seed pairs a paired t needs to detect ``effect`` with ``power``, the SD's 80% upper limit it plans with)."""
-    planning = stats.sd_upper(sd, n_pairs - 1)
-    return stats.paired_seeds_needed(effect, planning, power, alpha), planning
 
 
 def paired_plan(pairs: int, sd: float, effect: float, power: float, alpha: float) -> dict[str, Any]:
@@ -66,27 +59,23 @@ class Score(Endpoint):
         return [(r.get("seed"), score(r)) for r in a], [(r.get("seed"), score(r)) for r in b]
 
     def test(self, answer: ScoreAnswer, runs: list[dict[str, Any]], a: list[dict[str, Any]],
-             b: list[dict[str, Any]], alpha: float, looks: Any) -> None:
+             b: list[dict[str, Any]], alpha: float) -> None:
         from suite.analysis.summary import compare_accuracy
 
         pr = answer.primary
-        pa, pb = self.pairs(runs, pr, a, b)
-        pa, pb = [(s, x) for s, x in pa if x is not None], [(s, x) for s, x in pb if x is not None]
+        pa, pb = ([(s, x) for s, x in side if x is not None] for side in self.pairs(runs, pr, a, b))
         if not pa or not pb:
             answer.note = "no runs to score on one side"
             return
         diff, sd = compare_accuracy(pa, pb)
-        answer.scheme_mean = float(np.mean([x for _, x in pa]))
-        answer.base_mean = float(np.mean([x for _, x in pb]))
+        answer.scheme_mean, answer.base_mean = (float(np.mean([x for _, x in side])) for side in (pa, pb))
         if pr.margin is not None and diff.test == "paired t":
             by_b = dict(pb)
             answer.tost_p = stats.tost_p([x - by_b[s] for s, x in pa if s in by_b], pr.margin)
-        # Welch's (seeds do not match): the information is the smaller side's
-        self.decide(answer, runs, diff, sd, diff.n_pairs or min(len(pa), len(pb)), alpha, looks)
+        self.decide(answer, diff, sd, alpha)
 
-    def decide(self, answer: ScoreAnswer, runs: list[dict[str, Any]], diff: stats.Difference, sd: float,
-               information: int, alpha: float, looks: Any) -> None:
-        """The difference's numbers, then the verdict: a fixed test, or a look of a sequential design."""
+    def decide(self, answer: ScoreAnswer, diff: stats.Difference, sd: float, alpha: float) -> None:
+        """The difference's numbers, then the verdict of the fixed-sample test."""
         pr = answer.primary
         answer.level = 1 - alpha
         answer.estimate, answer.p = diff.estimate, diff.p
@@ -94,20 +83,15 @@ class Score(Endpoint):
         answer.low, answer.high = shown.low, shown.high
         answer.test, answer.n_pairs, answer.sd = diff.test, diff.n_pairs, sd
         answer.effect = pr.margin or self.effect
-        if looks:
-            everyone = runs_in(runs, pr.scheme, pr.where, True) + runs_in(runs, pr.baseline, pr.where, True)
-            _sequential(answer, diff, looks, information, len({r.get("seed") for r in everyone}))
-        elif diff.p < ALPHA:
-            answer.decision = "difference"
-        elif answer.tost_p < ALPHA:
-            answer.decision = "equivalent"
+        answer.decision = "difference" if diff.p < ALPHA else "equivalent" if answer.tost_p < ALPHA else "undecided"
         if answer.decision == "undecided":
             self.plan(answer, ALPHA)
 
     def plan(self, answer: ScoreAnswer, alpha: float) -> None:
-        """:func:`plan`'s paired seeds, twice as many for a cross-fitted test (the precision of half its seeds)."""
+        """Paired-t seeds planned from the SD's 80% upper limit, twice as many for a cross-fitted test."""
         halves = answer.test == crossfit.TEST  # its SD has n - 2 degrees of freedom, its se that of n/2 pairs
-        seeds, answer.planning_sd = plan(answer.sd, answer.n_pairs - halves, answer.effect, alpha=alpha)
+        answer.planning_sd = stats.sd_upper(answer.sd, answer.n_pairs - halves - 1)
+        seeds = stats.paired_seeds_needed(answer.effect, answer.planning_sd, POWER, alpha)
         answer.seeds_needed = 2 * seeds if halves else seeds
 
     def means(self, a: ScoreAnswer) -> str:
@@ -121,14 +105,7 @@ class Score(Endpoint):
 
     def verdict(self, a: ScoreAnswer) -> str:
         pr = a.primary
-        design = ""
-        if a.look >= 0:
-            design = (f" Group-sequential design (O'Brien-Fleming-type alpha spending, Lan-DeMets) with looks "
-                      f"planned at {', '.join(map(str, a.rounds))} seeds, each look tested at the seed pairs it "
-                      f"reached (of {a.rounds[-1]}); this is look {a.look + 1}: the p-value (stage-wise ordering) "
-                      f"and the repeated confidence interval account for every look.")
-        shown = "95% repeated CI" if a.look >= 0 else f"{level(a)} CI"
-        interval = f"{shown} [{pts(a.low)}, {pts(a.high)}]" if math.isfinite(a.low) else "no interval"
+        interval = f"{level(a)} CI [{pts(a.low)}, {pts(a.high)}]" if math.isfinite(a.low) else "no interval"
         body = (f"{self.means(a)}, a difference of {pts(a.estimate)} points "
                 f"({interval}; {a.test}" + (f" on {a.n_pairs} seed pairs" if a.n_pairs else "")
                 + f", {ps(a.p, a.p_adj, a.family)}).")
@@ -142,7 +119,7 @@ class Score(Endpoint):
             margin = (f"; nor does it lie within the declared margin of +/-{100 * pr.margin:g} points (TOST {tost})"
                       if pr.margin is not None and math.isfinite(a.tost_p) else "")
             head = f"**Undecided**: the interval includes 0{margin}.{self.need(a)}"
-        return f"{head} {body}{self.rates(a)}{design}{note}"
+        return f"{head} {body}{self.rates(a)}{note}"
 
     def runs_needed(self, n: int) -> str:
         return f"{2 * n} runs"
@@ -151,22 +128,19 @@ class Score(Endpoint):
         """The seeds that would decide an undecided score comparison."""
         if math.isfinite(a.seeds_needed):
             n = int(a.seeds_needed)
-            crossfit_ = a.test == crossfit.TEST
-            sd = (f"the SD of the seed-matched differences, {100 * a.sd:.1f} points "
-                  + (f"pooled within the two halves of {a.n_pairs} seed pairs ({a.n_pairs - 2} degrees of freedom)"
-                     if crossfit_ else f"over {a.n_pairs} seed pairs ({a.n_pairs - 1} degrees of freedom)"))
+            sd = (f"the SD of the seed-matched differences, {100 * a.sd:.1f} points " + (
+                f"pooled within the two halves of {a.n_pairs} seed pairs ({a.n_pairs - 2} degrees of freedom)"
+                if a.test == crossfit.TEST else f"over {a.n_pairs} seed pairs ({a.n_pairs - 1} degrees of freedom)"))
             return (f" To detect a difference of {100 * a.effect:g} points with {int(100 * POWER)}% power"
                     f"{at_step(a)}, about {n} seeds per scheme are needed ({self.runs_needed(n)}), planned from {sd} "
-                    f"at its 80% upper limit {100 * a.planning_sd:.1f}: `suite plan`, or `suite run FILE "
-                    f"--until-decided`.")
+                    f"at its 80% upper limit {100 * a.planning_sd:.1f}: `suite plan`.")
         if math.isinf(a.seeds_needed):
             return f" More than 10,000 seeds would be needed to detect {100 * a.effect:g} points."
         if a.test == crossfit.TEST and a.n_pairs < 3:
             return (f" Cross-fitting needs at least 3 seed pairs (two halves, and a spread within one); with "
-                    f"{a.n_pairs} there is no test: run more seeds (`suite run FILE --until-decided`).")
-        if a.n_pairs >= 2:
-            return " The seed-matched differences have no spread (e.g. every run at chance), so nothing can be planned."
-        return " Too few seed pairs to estimate the spread: run at least 2 seeds of both."
+                    f"{a.n_pairs} there is no test: run more seeds (`suite plan DIR` says how many).")
+        return (" The seed-matched differences have no spread (e.g. every run at chance), so nothing can be planned."
+                if a.n_pairs >= 2 else " Too few seed pairs to estimate the spread: run at least 2 seeds of both.")
 
     def decided(self, a: ScoreAnswer) -> str:
         return f"decided: {a.primary.scheme} scores {'higher' if a.estimate > 0 else 'lower'}"
@@ -178,8 +152,7 @@ class Score(Endpoint):
     def plan_row(self, a: ScoreAnswer, effect: float, power: float, alpha: float) -> dict[str, Any]:
         row = paired_plan(a.n_pairs, a.sd, a.primary.margin or effect, power, alpha)
         if a.test == crossfit.TEST:  # each half chooses for the other: the SD of n - 2 df, the power of n / 2
-            n = a.n_pairs
-            row["planning_sd"] = stats.sd_upper(a.sd, n - 2) if n >= 3 else math.nan
+            row["planning_sd"] = stats.sd_upper(a.sd, a.n_pairs - 2) if a.n_pairs >= 3 else math.nan
             row["seeds_needed_point"] = 2 * stats.paired_seeds_needed(row["effect"], a.sd, power, alpha)
             row["seeds_needed"] = 2 * stats.paired_seeds_needed(row["effect"], row["planning_sd"], power, alpha)
             row["note"] = (row["note"] + "; " if row["note"] else "") + "cross-fitted: twice the seeds of a paired t"
@@ -195,7 +168,7 @@ class BestLrScore(Score):
             "scored on test")
 
     def test(self, answer: ScoreAnswer, runs: list[dict[str, Any]], a: list[dict[str, Any]],
-             b: list[dict[str, Any]], alpha: float, looks: Any) -> None:
+             b: list[dict[str, Any]], alpha: float) -> None:
         from suite.analysis.lr import lr_cell
 
         pr = answer.primary
@@ -205,8 +178,7 @@ class BestLrScore(Score):
         answer.scheme_edge, answer.base_edge = ca["best_lr_at_edge"], cb["best_lr_at_edge"]
         answer.selection = crossfit.SENTENCE
         if split == "test":
-            answer.note = ("no validation split: each half of the seeds chose its rates on the other half's test "
-                           "scores")
+            answer.note = "no validation split: each half of the seeds chose its rates on the other half's test scores"
         fit = crossfit.compare(ca, cb)
         if fit is None or fit.diff.n_pairs == 0:
             answer.note = "no runs to score on one side" if fit is None else "no seed scored on both sides"
@@ -215,7 +187,7 @@ class BestLrScore(Score):
         answer.scheme_mean, answer.base_mean = fit.scheme_mean, fit.base_mean
         if pr.margin is not None:
             answer.tost_p = crossfit.tost_p(fit.diff, pr.margin)
-        self.decide(answer, runs, fit.diff, fit.sd, fit.diff.n_pairs, alpha, looks)
+        self.decide(answer, fit.diff, fit.sd, alpha)
 
     def rates(self, a: ScoreAnswer) -> str:
         pr = a.primary
@@ -272,26 +244,3 @@ def _gains(runs: list[dict[str, Any]], primary: Primary, where: dict[str, Any]) 
     return [(r.get("seed"), x - base[r.get("seed")]) for r in runs_in(runs, primary.scheme, where)
             if (x := score(r)) is not None and base.get(r.get("seed")) is not None]
 
-
-def _sequential(answer: ScoreAnswer, diff: stats.Difference, looks: sequential.Looks, information: int,
-                seeds: int) -> None:
-    """Decide at this look of a group-sequential design, at the boundary of the information reached. An analysis
-    that is no look (fewer pairs than an earlier look) decides nothing: never a fixed-level test."""
-    answer.p = answer.low = answer.high = math.nan  # nothing from the fixed-sample test survives
-    placed = looks.place(information, seeds)
-    if isinstance(placed, str):
-        answer.note = f"not a look of the sequential design ({placed}), so no test"
-        return
-    answer.look = placed.look
-    if not (math.isfinite(diff.se) and diff.se > 0 and math.isfinite(diff.df)):
-        answer.note = "every seed-matched difference is the same, so there is no spread to test against"
-        return
-    plan_ = sequential.at_information(placed.information, looks.rounds[-1], placed.final, ALPHA)
-    k = len(placed.information) - 1
-    z = sequential.t_to_z(diff.estimate / diff.se, diff.df)
-    answer.p = sequential.stagewise_p(plan_, k, z)
-    answer.low, answer.high = sequential.repeated_interval(diff.estimate, diff.se, diff.df, plan_.bounds[k])
-    if abs(z) >= plan_.bounds[k]:
-        answer.decision = "difference"
-    elif placed.final and answer.tost_p < ALPHA:
-        answer.decision = "equivalent"

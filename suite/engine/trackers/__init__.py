@@ -1,10 +1,5 @@
-"""Experiment trackers as optional sinks (``train.log_to``): TensorBoard, Weights & Biases, MLflow.
-
-One module each: ``tensorboard_sink.py``, ``wandb_sink.py``, ``mlflow_sink.py``. The run's own files stay the record; a
-sink receives the records written to ``metrics.jsonl`` as scalars (:func:`scalars`, the same names in every sink) and
-the summary at the end. A sink that fails, or does not answer within ``CALL_TIMEOUT_S``, is dropped with a one-line
-warning: a tracker outage never stops a run, nor holds it up for longer than that.
-"""
+"""Experiment trackers as optional sinks (``train.log_to``): ``tensorboard_sink.py``, ``wandb_sink.py``,
+``mlflow_sink.py``. A sink that fails or hangs is dropped with a warning: a tracker outage never stops a run."""
 
 from __future__ import annotations
 
@@ -89,8 +84,7 @@ class Trackers:
     """The sinks of one run; every call is passed on to each, and a sink that raises is dropped."""
 
     def __init__(self, names: tuple[str, ...], run_dir: Path, summary: dict[str, Any]) -> None:
-        """Open a sink for each name (``summary``: the run's id, ablation, variant, seed and config so far). Raises
-        :class:`TrackerError` when a tracker's package is not installed."""
+        """Open a sink for each name; :class:`TrackerError` when a tracker's package is not installed."""
         problem = missing(names)
         if problem:
             raise TrackerError(problem)
@@ -137,8 +131,7 @@ class Trackers:
 
 
 def _bounded(fn, timeout_s: float) -> BaseException | None:
-    """Run ``fn()`` in a daemon thread for at most ``timeout_s``: None when it returned, else its
-    exception (a ``TimeoutError`` when it is still running; it is left to finish or hang on its own)."""
+    """Run ``fn()`` in a daemon thread for at most ``timeout_s``: None, or its exception (``TimeoutError``)."""
     result: list[BaseException | None] = []
 
     def target() -> None:
@@ -157,8 +150,7 @@ def _bounded(fn, timeout_s: float) -> BaseException | None:
 
 
 def run_name(summary: dict[str, Any], run_dir: Path | None = None) -> str:
-    """A run's name in every tracker, safe as a folder name: variant, the sweep's grid axes, seed and run id, e.g.
-    ``layerscale-depth=24-lr=0.001-seed1-3f2a9c1b0d4e``."""
+    """A run's name in every tracker, e.g. ``layerscale-depth=24-lr=0.001-seed1-3f2a9c1b0d4e``."""
     parts = [str(summary[k]) for k in ("variant",) if summary.get(k)]
     axes = grid_axes(run_dir) if run_dir is not None else []
     short = [k.rsplit(".", 1)[-1] for k in axes]  # model.depth -> depth, unless two axes share it

@@ -1,10 +1,5 @@
-"""MLflow: one MLflow run per suite run, in an experiment named after the ablation (docs/trackers.md).
-
-``MLFLOW_TRACKING_URI`` picks the store; without it, a local file store ``<results folder>/mlruns``, allowed explicitly
-(MLflow 3 keeps it in maintenance mode) because its folder per run lets many workers write without a lock. A server
-that is down must not hold each run up: ``HTTP_DEFAULTS`` replace MLflow's (about 4 minutes against a closed port)
-unless set, and the first failure drops the sink for the run.
-"""
+"""MLflow: one MLflow run per suite run, in an experiment named after the ablation (docs/trackers.md); without
+``MLFLOW_TRACKING_URI``, a file store ``<results folder>/mlruns``. ``HTTP_DEFAULTS``: a server down fails fast."""
 
 from __future__ import annotations
 

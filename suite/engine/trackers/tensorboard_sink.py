@@ -1,7 +1,4 @@
-"""TensorBoard: event files in ``<results folder>/tensorboard/<run name>/`` (:func:`~suite.engine.trackers.run_name`),
-so ``tensorboard --logdir results/<name>/tensorboard`` lists a sweep's runs by what they are; ``suite train --out DIR``
-writes ``DIR/tensorboard/<run name>/``.
-"""
+"""TensorBoard: event files in ``<results folder>/tensorboard/<run name>/`` (for ``suite train``, ``DIR/``)."""
 
 from __future__ import annotations
 

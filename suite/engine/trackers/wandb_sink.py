@@ -1,9 +1,5 @@
-"""Weights & Biases: one W&B run per suite run, grouped by ablation, with the variant as job type (docs/trackers.md).
-
-Each attempt from step 0 is a new W&B run (``<run id>-<random>``, kept in ``<run folder>/wandb_id``) and a resumed run
-continues its attempt's, so the same config in two results folders, or retried, is never mixed into one W&B run. W&B is
-quiet unless the user set otherwise (:data:`QUIET`: banners, console copy, a bounded init timeout).
-"""
+"""Weights & Biases: one W&B run per attempt of a suite run (a resumed run continues it), grouped by ablation, the
+variant as job type (docs/trackers.md); quiet unless the user set otherwise (:data:`QUIET`)."""
 
 from __future__ import annotations
 
@@ -34,12 +30,10 @@ class WandbSink:
         if not run_id:
             run_id = f"{summary.get('run_id')}-{secrets.token_hex(3)}"
             store.atomic_write_text(id_file, run_id + "\n")
-        self.run = wandb.init(
-            project=os.environ.get("WANDB_PROJECT", "layerscale-suite"), dir=str(run_dir),
-            group=summary.get("ablation") or None, job_type=summary.get("variant") or None,
-            name=run_name(summary, run_dir), id=run_id, resume="allow", config=config_of(summary),
-            reinit="create_new",
-        )
+        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "layerscale-suite"), dir=str(run_dir),
+                              group=summary.get("ablation") or None, job_type=summary.get("variant") or None,
+                              name=run_name(summary, run_dir), id=run_id, resume="allow", config=config_of(summary),
+                              reinit="create_new")
 
     def log(self, step: int, values: dict[str, float]) -> None:
         self.run.log(values, step=step)
