@@ -330,8 +330,9 @@ def test_a_packs_memory_estimate_is_its_members_and_its_stack(tmp_path):
 
 
 def test_a_packed_member_is_its_solo_run_at_the_default_shape(tmp_path):
-    """The default ablation's LayerScale arm (mnist5k, patch 7, dim 32, depth 48, batch 32), 20 steps
-    at rates up to 1.6e-2, each member with its own warm-up: every step's loss equals the solo run's
+    """The default ablation's LayerScale arm (mnist5k, patch 7, dim 32, depth 48, batch 32), 20 steps,
+    two members 8x apart in rate up to 1.6e-2, each with its own warm-up (wider packs: the tests above and
+    the device check): every step's loss equals the solo run's
     to float rounding and its gradient norm to 1e-3 (the norm of near-zero gradients, summed in another
     order); same status and accuracy. That holds on the pinned torch; on torch 2.11, whose batched CPU
     matmuls round otherwise, the pack is as far from its solo run as a run on another thread count (1%).
@@ -344,11 +345,11 @@ def test_a_packed_member_is_its_solo_run_at_the_default_shape(tmp_path):
             "model.residual": "layerscale", "model.layerscale.init": "cait", "train.steps": 20,
             "train.batch_size": 32, "train.min_lr": 1e-6, "train.log_every": 1, "train.eval_every": 0,
             "train.threads": 1, "device": "cpu"}  # one thread: OpenMP threads on a busy machine wait on each other
-    rates, warmups = (2e-3, 4e-3, 8e-3, 1.6e-2), (20, 5, 20, 10)
-    configs = [load_config(None, [f"{k}={v}" for k, v in {**base, "seed": i, "train.lr": r,
+    seeds, rates, warmups = (0, 3), (2e-3, 1.6e-2), (20, 10)
+    configs = [load_config(None, [f"{k}={v}" for k, v in {**base, "seed": s, "train.lr": r,
                                                             "train.warmup_steps": w}.items()])
-               for i, (r, w) in enumerate(zip(rates, warmups))]
-    packed = train_pack(configs, [tmp_path / "pack" / str(i) for i in range(4)])
+               for s, r, w in zip(seeds, rates, warmups)]
+    packed = train_pack(configs, [tmp_path / "pack" / str(i) for i in range(len(configs))])
     for i, c in enumerate(configs):
         solo = train(c, tmp_path / "solo" / str(i))
         rows = [[(m["loss"], m["grad_norm"]) for m in store.read_metrics(tmp_path / kind / str(i))
