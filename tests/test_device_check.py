@@ -36,10 +36,10 @@ def test_the_dry_run_takes_every_phase_and_writes_each_line(tmp_path):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the line a machine without CUDA gets")
-def test_without_cuda_it_says_so_in_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1
-    assert proc.stdout.strip().splitlines() == [
+def test_without_cuda_it_says_so_in_one_line(tmp_path, capsys):
+    # in this process (the dry run above runs the script as a program): a new interpreter costs 4 s for one line
+    assert _script().main([str(tmp_path)]) == 1
+    assert capsys.readouterr().out.strip().splitlines() == [
         "device check: torch sees no CUDA device (torch.cuda.is_available() is False); --dry runs it on the CPU"]
 
 
@@ -80,12 +80,12 @@ def test_a_phase_that_raises_fails_alone_and_is_written(tmp_path):
         "- broken: FAIL, ZeroDivisionError: division by zero")
 
 
-def test_an_out_that_is_a_file_is_one_line_exit_2(tmp_path):
+def test_an_out_that_is_a_file_is_one_line_exit_2(tmp_path, capsys):
     (tmp_path / "taken").write_text("")
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "taken"), "--dry"], capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stderr == ""
-    assert proc.stdout.strip().splitlines() == [f"device check: {tmp_path / 'taken'}: cannot write there (File exists); "
+    assert _script().main([str(tmp_path / "taken"), "--dry"]) == 2
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out.strip().splitlines() == [f"device check: {tmp_path / 'taken'}: cannot write there (File exists); "
                                                 f"pass a folder"]
 
 
@@ -132,8 +132,9 @@ def test_kernel_differences_are_the_largest_first_and_a_kernel_on_one_side_only_
     assert "132 µs per step against 115 (+17 µs, +14.8%)" in text and "`a/b'c`" in text  # a name cannot break the table
 
 
-def test_a_phase_that_does_not_exist_is_one_line_exit_2(tmp_path):
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--dry", "--phases", "bogus"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.count("\n") == 1 and "--phases: invalid choice: 'bogus'" in proc.stderr
+def test_a_phase_that_does_not_exist_is_one_line_exit_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as done:
+        _script().main([str(tmp_path), "--dry", "--phases", "bogus"])
+    out, err = capsys.readouterr()
+    assert done.value.code == 2 and out == ""
+    assert err.count("\n") == 1 and "--phases: invalid choice: 'bogus'" in err
