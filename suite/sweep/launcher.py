@@ -36,6 +36,9 @@ class Launcher(Protocol):
     def running(self) -> bool:
         """Whether any worker is still alive. Raises ``store.DiskFull`` when one found the disk full."""
 
+    def wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less when a worker ends (the sweep looks at its folder again then)."""
+
     def stop(self) -> None:
         """Ctrl-C: tell the workers to checkpoint and end, or raise :class:`Detached` (they go on)."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import multiprocessing
+import multiprocessing.connection
 import multiprocessing.forkserver
 import multiprocessing.reduction
 import multiprocessing.resource_tracker
@@ -31,7 +32,7 @@ SERVER_BLOCKS = {signal.SIGINT, signal.SIGTERM}  # what the fork server never ac
 
 
 # What the fork server imports once; torch._dynamo because building an optimizer imports it (seconds).
-PRELOAD = ["suite.engine.loop", "torch._dynamo"]
+PRELOAD = ["suite.engine.loop", "torch._dynamo", "suite.sweep.local", "suite.sweep.server"]
 
 
 def _main(worker: Worker, index: int, parent_pid: int, environ: dict[str, str], stdio: tuple) -> None:
@@ -121,6 +122,14 @@ def _context() -> multiprocessing.context.BaseContext:
     return ctx
 
 
+def _started() -> multiprocessing.context.BaseContext:
+    """:func:`_context`, its fork server started (it imports in the background: ``suite run`` plans meanwhile)."""
+    ctx = _context()
+    if ctx.get_start_method() == "forkserver":
+        _start_server()
+    return ctx
+
+
 class LocalLauncher:
     """Starts, watches and stops the worker processes of one sweep."""
 
@@ -131,9 +140,7 @@ class LocalLauncher:
         return 0  # workers of an earlier `suite run` died with it
 
     def start(self, worker: Worker, n: int) -> str | None:
-        ctx = _context()  # never a plain fork of this process: it would copy its threads and locks
-        if ctx.get_start_method() == "forkserver":
-            _start_server()
+        ctx = _started()  # never a plain fork of this process: it would copy its threads and locks
         # Not daemons: a daemon may not start children, and a run's DataLoader workers are children.
         self.procs = [ctx.Process(target=_main, args=(worker, i, os.getpid(), dict(os.environ), _Stdio()))
                       for i in range(n)]
@@ -146,6 +153,10 @@ class LocalLauncher:
         if any(p.exitcode == DISK_FULL_EXIT for p in self.procs):
             raise store.DiskFull(self.out)
         return any(p.is_alive() for p in self.procs)
+
+    def wait(self, seconds: float) -> None:
+        alive = [p.sentinel for p in self.procs if p.pid is not None and p.exitcode is None]
+        multiprocessing.connection.wait(alive, seconds) if alive else time.sleep(seconds)
 
     def exit_of(self, pid: int | None) -> str | None:
         """How worker process ``pid`` ended (``exit code 3``, ``killed by signal 9``); None while it runs."""
@@ -198,4 +209,5 @@ class LocalBackend(Backend):
             raise RunnerError("--runs-per-gpu: torch sees no GPU here (or --device cpu); use --workers N for runs "
                               "on the CPU")
         workers = opts.workers or max(1, len(gpus)) * (opts.runs_per_gpu or 1)
+        _started()
         return Placement(LocalLauncher(out), workers, opts.threads, "cuda" if gpus else "cpu", gpus)

@@ -9,6 +9,7 @@ import importlib.util
 import os
 import signal
 import socket
+import time
 import warnings
 from pathlib import Path
 from typing import Mapping
@@ -116,6 +117,9 @@ class RayLauncher:
             if full:
                 raise store.DiskFull(full)
         return bool(busy)
+
+    def wait(self, seconds: float) -> None:
+        time.sleep(seconds)
 
     def stop(self) -> None:
         import ray

@@ -10,6 +10,7 @@ import importlib.util
 import shutil
 import signal
 import subprocess
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,9 @@ class SlurmLauncher:
 
     def running(self) -> bool:
         return any(not ended(j) for j in self.jobs)
+
+    def wait(self, seconds: float) -> None:
+        time.sleep(seconds)
 
     def start(self, worker: Worker, n: int) -> str:
         """Submit ``n`` array tasks; the line to show. Detached for --slurm-detach, RunnerError if sbatch refuses."""

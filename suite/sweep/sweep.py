@@ -9,7 +9,6 @@ import dataclasses
 import math
 import os
 import signal
-import time
 import warnings
 from pathlib import Path
 from typing import Callable
@@ -222,7 +221,7 @@ def _drive(sweep: Sweep, worker: Worker, placement: Placement, n: int, report: R
                     notify(line)
             if not pending:
                 return
-            time.sleep(worker.poll_s)
+            launcher.wait(worker.poll_s)
     except KeyboardInterrupt:
         launcher.stop()  # local: workers checkpoint and exit; Ray: cancelled; Slurm: Detached, the jobs go on
         collect()

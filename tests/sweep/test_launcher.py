@@ -107,3 +107,28 @@ def test_stopping_workers_that_a_ctrl_c_kept_from_starting(tmp_path):
     launcher.stop()
     launcher.close()
     assert launcher.procs[0].pid is None
+
+
+def test_a_local_sweep_looks_again_as_soon_as_a_worker_ends(tmp_path):
+    """The wait between looks at the results folder ends when a worker does (it slept its whole 0.5 s, at the end of
+    every sweep), and a worker that ended earlier does not end the next wait at once."""
+    import multiprocessing
+
+    from suite.sweep.local import LocalLauncher
+
+    launcher = LocalLauncher(tmp_path)
+    ctx = multiprocessing.get_context("spawn")
+    launcher.procs = [ctx.Process(target=time.sleep, args=(a,)) for a in (0.5, 60)]
+    for p in launcher.procs:
+        p.start()
+    try:
+        t0 = time.monotonic()
+        launcher.wait(60)
+        assert time.monotonic() - t0 < 30
+        launcher.procs[0].join()
+        t0 = time.monotonic()
+        launcher.wait(0.5)
+        assert time.monotonic() - t0 >= 0.45  # the ended worker is not waited on again
+    finally:
+        launcher.procs[1].kill()
+        launcher.procs[1].join()
