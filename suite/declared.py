@@ -27,7 +27,6 @@ class Rule:
 ENDPOINTS = Registry("primary.endpoint", {
     "best_lr_score": "suite.analysis.endpoints.score:BestLrScore",
     "score": "suite.analysis.endpoints.score:Score",
-    "not_ok_rate": "suite.analysis.endpoints.failure:NotOkRate",
     "frontier": "suite.analysis.endpoints.failure:Frontier",
     "interaction": "suite.analysis.endpoints.score:Interaction",
     "frontier_slope": "suite.analysis.endpoints.failure:FrontierSlope",
@@ -35,7 +34,6 @@ ENDPOINTS = Registry("primary.endpoint", {
 RULES: dict[str, Rule] = {
     "best_lr_score": Rule(lr="free", crossfit=True),
     "score": Rule(),
-    "not_ok_rate": Rule(lr="any", margin=False),
     "frontier": Rule(lr="free", margin=False, runs_per_rate=True),
     "interaction": Rule(versus=True),
     "frontier_slope": Rule(lr="free", depth=True, margin=False, runs_per_rate=True),

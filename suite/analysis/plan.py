@@ -12,7 +12,7 @@ import pandas as pd
 from suite.analysis import coprimary, primary, stats
 from suite.analysis.endpoints import Answer, endpoint
 from suite.analysis.endpoints.score import paired_plan
-from suite.declared import ALPHA
+from suite.declared import ALPHA, ENDPOINTS
 from suite.grouping import DEPTH, LR, choose_baseline, group_keys
 from suite.results import run_records
 from suite.analysis.lr import lr_table
@@ -82,7 +82,9 @@ def render(frame: pd.DataFrame, power: float) -> str:
         return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else (
             "> 10,000" if math.isinf(x) else format(x, spec))
 
-    def effect(r: pd.Series) -> str:  # what each row's seeds would detect
+    def effect(r: pd.Series) -> str:  # what each row's seeds would detect; the not-ok rows (no endpoint): the rates
+        if r["endpoint"] not in ENDPOINTS:
+            return "the rates seen"
         return endpoint(r["endpoint"]).effect_words() or num(100 * r["effect"], ".3g") + " points"
 
     lines = ["| comparison | endpoint | role | effect | alpha | pairs now | sd | 80% upper sd | seeds (point sd) | "

@@ -150,7 +150,7 @@ MAX_FIGURE_BYTES = 8 << 20  # the suite's figures are tens of kB
 
 # The figure kinds that show each declared endpoint's answer: the report opens them first.
 ANSWERING = {"score": ("accuracy_vs_depth",), "interaction": ("accuracy_vs_depth",),
-             "best_lr_score": ("accuracy_vs_lr", "val_vs_lr_by_depth"), "not_ok_rate": ("not_ok_vs_depth",),
+             "best_lr_score": ("accuracy_vs_lr", "val_vs_lr_by_depth"),
              "frontier": ("accuracy_vs_lr", "phase_diagram"), "frontier_slope": ("frontier_vs_depth", "phase_diagram")}
 
 

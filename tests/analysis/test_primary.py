@@ -66,7 +66,7 @@ def test_the_block_is_checked_against_the_ablation(tmp_path):
     assert any("primary.scheme: 'layerscal' is not a variant" in line and "use one of layerscale, preln" in line for line in lines)
     assert any("primary.where.model.depth: 24 is not in the grid (6, 12)" in line for line in lines)
     assert any("primary.where.model.dim: not a grid axis" in line for line in lines)
-    assert any("primary.endpoint: 'mean' is not one of best_lr_score, score, not_ok_rate" in line for line in lines)
+    assert any("primary.endpoint: 'mean' is not one of best_lr_score, score, frontier" in line for line in lines)
     assert any("primary.margin: expected points of accuracy in (0, 100)" in line for line in lines)
     path.write_text(yaml.safe_dump({**ABLATION, "primary": {"scheme": "layerscale", "baseline": "preln"}}))
     with pytest.raises(SpecError, match=r"primary.where: also fix model.depth \(one of 6, 12\)"):
@@ -168,18 +168,6 @@ def test_the_planner_gives_3_seeds_where_3_suffice(tmp_path):
     planning = stats.sd_upper(0.02, 2)
     assert row["planning_sd"] == pytest.approx(planning) and row["seeds_needed"] == 3
     assert power_by_integration(0.19, planning, 3) >= 0.8 > power_by_integration(0.19, planning, 2)
-
-
-def test_a_not_ok_rate_endpoint_says_when_the_design_cannot_decide(tmp_path):
-    block = {**DECLARED, "endpoint": "not_ok_rate"}
-    runs = {("layerscale", 0.001): [0.8] * 3, ("layerscale", 0.01): [0.8] * 3,
-            ("preln", 0.001): [0.8] * 3, ("preln", 0.01): [0.1] * 3}
-    root = folder(tmp_path / "n", block, runs, status={("preln", 0.01): ["diverged", "diverged", "ok"]})
-    from suite.results import run_records
-
-    answer = primary.evaluate(run_records(root), primary.read(root))
-    assert answer.counts == (0, 6, 2, 6) and answer.p == pytest.approx(sps.fisher_exact([[0, 6], [2, 4]]).pvalue)
-    assert answer.decision == "undecided" and answer.min_p == pytest.approx(2 / 924)
 
 
 def test_plan_given_an_ablation_file_points_to_cost_and_run(tmp_path, capsys):

@@ -41,5 +41,5 @@ def test_each_definition_refits_the_declared_comparison_and_counts_its_own_not_o
 
 def test_nothing_without_a_declared_frontier_slope_comparison():
     assert sensitivity_frame(runs(), None) is None
-    assert sensitivity_frame(runs(), Primary("ls", "preln", endpoint="not_ok_rate")) is None
+    assert sensitivity_frame(runs(), Primary("ls", "preln", endpoint="frontier")) is None
     assert sensitivity_lines(None) == []

@@ -1,5 +1,5 @@
-"""The endpoints on runs that end not ok: ``not_ok_rate`` (Fisher's exact test), ``frontier`` (the LR50 ratio:
-:mod:`~suite.analysis.doseresponse`) and ``frontier_slope`` (slopes on log depth: :mod:`~suite.analysis.depthslope`)."""
+"""The endpoints on runs that end not ok: ``frontier`` (the LR50 ratio: :mod:`~suite.analysis.doseresponse`) and
+``frontier_slope`` (slopes on log depth: :mod:`~suite.analysis.depthslope`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from typing import Any
 
 from scipy import stats as sps
 
-from suite.analysis import stats
-from suite.analysis.endpoints.base import Answer, Endpoint, at_step, level, ps, pts
+from suite.analysis.endpoints.base import Answer, Endpoint, at_step, level, ps
 from suite.analysis.markup import fmt_rate
 from suite.declared import ALPHA, DEFAULT_RATIO, DEFAULT_SLOPE, POWER, same_value
 from suite.grouping import DEPTH, LR
@@ -19,7 +18,6 @@ from suite.grouping import DEPTH, LR
 @dataclass
 class FailureAnswer(Answer):
     counts: tuple[int, int, int, int] = (0, 0, 0, 0)  # not ok k/n scheme, baseline
-    min_p: float = math.nan  # not_ok_rate: the smallest p Fisher's test can reach
     seeds: int = 0  # seeds per rate and scheme (the frontiers)
     censored: str = ""  # frontier: the ratio interval's open ends, "low", "high" or "both"
     lr50: tuple[float, float] = (math.nan, math.nan)  # frontier: each side's own (scheme, baseline)
@@ -36,48 +34,6 @@ def _tally(answer: FailureAnswer, a: list[dict[str, Any]], b: list[dict[str, Any
     """Runs not ok of runs on each side, and the seeds per rate the fewer side has."""
     answer.counts = (_not_ok(a), len(a), _not_ok(b), len(b))
     answer.seeds = min((len({r.get("seed") for r in side}) for side in (a, b)), default=0)
-
-
-class NotOkRate(Endpoint):
-    name = "not_ok_rate"
-    what = "the share of runs that diverged or failed"
-    answer = FailureAnswer
-
-    def test(self, answer: FailureAnswer, runs: list[dict[str, Any]], a: list[dict[str, Any]],
-             b: list[dict[str, Any]], alpha: float) -> None:
-        ka, kb = _not_ok(a), _not_ok(b)
-        answer.counts = (ka, len(a), kb, len(b))
-        answer.estimate = ka / len(a) - kb / len(b)
-        answer.p = stats.fisher_exact_p(ka, len(a), kb, len(b))
-        answer.min_p = stats.fisher_min_p(len(a), len(b))
-        answer.test = "Fisher's exact test"
-        answer.decision = "difference" if answer.p < ALPHA else "undecided"
-
-    def verdict(self, a: FailureAnswer) -> str:
-        pr = a.primary
-        ka, na, kb, nb = a.counts
-        body = f"Not ok {ka}/{na} vs {kb}/{nb} ({pts(a.estimate)} points; {a.test}, {ps(a.p, a.p_adj, a.family)})."
-        if a.decision == "difference":
-            return f"**{self.decided(a).removeprefix('decided: ')} than {pr.baseline}.** {body}"
-        reach = (f" With {na} vs {nb} runs this test cannot reach p < {ALPHA} at all (its smallest p is "
-                 f"{a.min_p:.3f}): add seeds." if a.min_p >= ALPHA else "")
-        return f"**Undecided.** {body}{reach}"
-
-    def decided(self, a: FailureAnswer) -> str:
-        return f"decided: {a.primary.scheme} ends not ok {'more' if a.estimate > 0 else 'less'} often"
-
-    def cells(self, a: FailureAnswer) -> tuple[str, str]:
-        return f"{pts(a.estimate)} points", "-"
-
-    def plan_row(self, a: FailureAnswer, effect: float, power: float, alpha: float) -> dict[str, Any]:
-        ka, na, kb, nb = a.counts
-        need = stats.fisher_seeds_needed(ka / na, kb / nb, power, alpha) if na and nb else math.nan
-        return {"pairs": min(na, nb), "sd": math.nan, "planning_sd": math.nan, "effect": math.nan,
-                "seeds_needed_point": math.nan, "seeds_needed": need, "min_p": a.min_p,
-                "note": f"observed not ok {ka}/{na} vs {kb}/{nb}"}
-
-    def effect_words(self) -> str | None:
-        return "the rates seen"
 
 
 def _scaled(width: float, level_: float, seeds: int, effect: float, power: float, alpha: float) -> float:
