@@ -11,7 +11,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterator, Literal
 
 import yaml
 
@@ -317,10 +317,6 @@ def _between(lo: float, hi: float) -> Callable[[Any], bool]:
     return lambda v: _finite(v) and lo <= v <= hi
 
 
-def _at_least(lo: float) -> Callable[[Any], bool]:
-    return lambda v: _finite(v) and v >= lo
-
-
 def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda v: v is None or check(v)
 
@@ -358,12 +354,12 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.steps": (_between(1, 10**8), "an integer from 1 to 100000000"),
     "train.epochs": (_optional(lambda v: _finite(v) and 0 < v <= 100_000), "a number in (0, 100000] or null"),
     "train.batch_size": (_between(1, 65536), "an integer from 1 to 65536"),
-    "train.lr": (_at_least(0), "a finite number >= 0"),
-    "train.min_lr": (_at_least(0), "a finite number >= 0"),
-    "train.warmup_steps": (_at_least(0), ">= 0"),
+    "train.lr": (_between(0, math.inf), "a finite number >= 0"),
+    "train.min_lr": (_between(0, math.inf), "a finite number >= 0"),
+    "train.warmup_steps": (_between(0, math.inf), ">= 0"),
     "train.betas": (lambda v: all(_finite(b) and 0 <= b < 1 for b in v), "two numbers in [0, 1)"),
     "train.log_to": (lambda v: len(set(v)) == len(v), "a list of distinct trackers"),
-    "train.weight_decay": (_at_least(0), "a finite number >= 0"),
+    "train.weight_decay": (_between(0, math.inf), "a finite number >= 0"),
     "train.grad_clip": (_optional(lambda v: _finite(v) and v > 0), "a number > 0 or null (off)"),
     "train.label_smoothing": (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1)"),
     "train.spike_factor": (lambda v: _finite(v) and v > 1, "a number > 1"),
@@ -375,9 +371,9 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.scale_max_skips": (_between(1, 10**8), "an integer from 1 to 100000000"),
     "train.scale_min": (lambda v: _finite(v) and v > 0, "a number > 0"),
     "train.log_every": (_between(1, 10**6), "an integer from 1 to 1000000"),
-    "train.eval_every": (_at_least(0), ">= 0 (0 = only at the end)"),
-    "train.timing_warmup_steps": (_at_least(0), ">= 0"),
-    "train.checkpoint_every": (_at_least(0), ">= 0 (0 = no checkpoints)"),
+    "train.eval_every": (_between(0, math.inf), ">= 0 (0 = only at the end)"),
+    "train.timing_warmup_steps": (_between(0, math.inf), ">= 0"),
+    "train.checkpoint_every": (_between(0, math.inf), ">= 0 (0 = no checkpoints)"),
     "train.threads": (_optional(_between(1, 1024)), "an integer from 1 to 1024, or null (torch's default)"),
     "seed": (_between(0, SEED_MAX), "an integer from 0 to 2**63 - 1"),
 }
@@ -600,15 +596,15 @@ def to_dict(cfg: Any) -> dict[str, Any]:
     return dataclasses.asdict(cfg, dict_factory=lambda kv: {k: list(v) if isinstance(v, tuple) else v for k, v in kv})
 
 
+def flat_items(d: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Dotted ``(key, value)`` items of a nested mapping, repeats kept (spec reports them; flatten keeps the last)."""
+    for key, v in d.items():
+        yield from flat_items(v, f"{prefix}{key}.") if isinstance(v, dict) else [(f"{prefix}{key}", v)]
+
+
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """``{"model": {"depth": 12}}`` -> ``{"model.depth": 12}`` (lists kept as values)."""
-    out: dict[str, Any] = {}
-    for key, value in d.items():
-        if isinstance(value, dict):
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
+    return dict(flat_items(d, prefix))
 
 
 def dump_yaml(cfg: RunConfig) -> str:

@@ -129,8 +129,8 @@ def _merge_csv(root: Path, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # Result fields that must be numbers (or null) for the statistics to mean anything.
-NUMERIC = ("val_acc", "best_val_acc", "test_acc", "best_test_acc", "final_train_loss", "step_time_ms", "throughput", "peak_mem_mb",
-           "diverged_step", "steps_done", "wall_s", "num_params")
+NUMERIC = ("val_acc", "best_val_acc", "test_acc", "best_test_acc", "final_train_loss", "step_time_ms", "throughput",
+           "peak_mem_mb", "diverged_step", "steps_done", "wall_s", "num_params")
 
 
 def _read_summary(path: Path) -> tuple[dict[str, Any], str | None]:
@@ -141,8 +141,7 @@ def _read_summary(path: Path) -> tuple[dict[str, Any], str | None]:
         return {}, f"cannot read it ({store.error_reason(err)})"
     if not isinstance(summary, dict):
         return {}, f"expected a JSON object, got a {type(summary).__name__}"
-    problem = _summary_problem(summary)
-    return ({}, problem) if problem else (summary, None)
+    return ({}, problem) if (problem := _summary_problem(summary)) else (summary, None)
 
 
 RUNS_CSV = "runs.csv"

@@ -59,12 +59,6 @@ def no_space(err: BaseException) -> bool:
     return isinstance(err, DiskFull) or (isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT))
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 class _Watched:
     """A file that remembers its last ``write`` error: ``torch.save`` turns a full disk's OSError into another error."""
 
@@ -90,7 +84,9 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes it 0o600 whatever the umask
+        mask = os.umask(0o022)  # os.umask reads the mask only by setting it: set it back
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)  # mkstemp makes it 0o600 whatever the umask
         with os.fdopen(fd, "wb") as f:
             watched = _Watched(f)
             write(watched)  # type: ignore[arg-type]
@@ -152,12 +148,9 @@ def one_line_warnings() -> None:
     warnings.simplefilter("always", SuiteWarning)
 
 
-APPENDED = (METRICS, "log.txt")  # the files of a run folder appended to (the others are replaced whole)
-
-
 def check_run_folder(out: Path) -> None:
     """Refuse a run folder that is a symbolic link, or whose appended files are (see :func:`no_link`)."""
-    for path in (out, *(out / name for name in APPENDED)):
+    for path in (out, out / METRICS, out / "log.txt"):  # the files appended to (the others are replaced whole)
         no_link(path)
 
 
@@ -210,12 +203,10 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
         value = summary.get(key)
         if is_number(value) and not 0 <= value <= 1:
             return f"'{key}' is {value!r}, not in [0, 1]"
-    depth = summary.get(DEPTH)
-    if is_int(depth) and not 1 <= depth <= MAX_DEPTH:
-        return f"'model.depth' is {str(depth)[:20]}, not from 1 to {MAX_DEPTH}"
-    seed = summary.get("seed")
-    if is_int(seed) and not 0 <= seed < 2**63:
-        return f"'seed' is {str(seed)[:20]}, not from 0 to 2**63 - 1"
+    for key, low, high, top in ((DEPTH, 1, MAX_DEPTH, MAX_DEPTH), ("seed", 0, 2**63 - 1, "2**63 - 1")):
+        value = summary.get(key)
+        if is_int(value) and not low <= value <= high:
+            return f"'{key}' is {str(value)[:20]}, not from {low} to {top}"
     lr = summary.get(LR)
     if lr is not None and not (is_number(lr) and math.isfinite(lr) and lr > 0):
         return f"'train.lr' is {str(lr)[:20]!r}, not a finite number > 0"
@@ -230,11 +221,10 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
     # a run of `train.epochs` may record no `train.steps`: its steps done bound it then
     steps = max([v for v in (summary.get("train.steps"), summary.get("steps_done")) if is_int(v)] or [0]) or 10**9
     learn = summary.get("steps_to_learn")
-    if learn is not None:
-        if not is_int(learn):
-            return f"'steps_to_learn' is {str(learn)[:20]!r}, not an integer"
-        if not 0 <= learn <= steps:
-            return f"'steps_to_learn' is {str(learn)[:20]}, not within the run's {steps} steps"
+    if learn is not None and not is_int(learn):
+        return f"'steps_to_learn' is {str(learn)[:20]!r}, not an integer"
+    if is_int(learn) and not 0 <= learn <= steps:
+        return f"'steps_to_learn' is {str(learn)[:20]}, not within the run's {steps} steps"
     said = summary.get("crossed")  # diagnostics past their bounds, comma-separated (suite.engine.diagnostics)
     if said not in (None, "") and not (isinstance(said, str) and set(said.split(",")) <= set(DIAGNOSTIC_PEAKS)):
         return f"'crossed' is {str(said)[:40]!r}, not a comma-separated list of {', '.join(DIAGNOSTIC_PEAKS)}"
@@ -313,11 +303,10 @@ def read_metrics(run_dir: Path, name: str = METRICS, skip_damaged: bool = False)
             record = loads(line)
         if isinstance(record, dict):
             records.append(record)
-        elif number == len(lines):
-            warnings.warn(f"{path}: line {number} is cut off (a killed writer?); skipped it", SuiteWarning, stacklevel=2)
-        elif skip_damaged:
-            warnings.warn(f"{path}: line {number} is not a JSON object; dropped it from the log", SuiteWarning,
-                          stacklevel=2)
+        elif number == len(lines) or skip_damaged:
+            why = ("is cut off (a killed writer?); skipped it" if number == len(lines)
+                   else "is not a JSON object; dropped it from the log")
+            warnings.warn(f"{path}: line {number} {why}", SuiteWarning, stacklevel=2)
         else:
             raise CorruptFile(f"{path}: line {number} is not a JSON object; delete the run folder to rerun it")
     return records

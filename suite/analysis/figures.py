@@ -71,10 +71,15 @@ def _dodged(rows: pd.DataFrame, index: int, count: int, step: float = 0.03) -> n
     return rows[DEPTH].to_numpy(float) * 2 ** (step * (index - count / 2))
 
 
-def _shape(n: int, most: int) -> tuple[int, int]:
-    """(rows, columns) of a grid of ``n`` panels, at most ``most`` a row."""
+def _grid(n: int, most: int, w: float, h: float, extra: tuple[float, float] = (0, 0),
+          **kw: Any) -> tuple[plt.Figure, np.ndarray]:
+    """``n`` panels of ``w`` x ``h`` inches (the figure ``extra`` larger), at most ``most`` a row; the rest hidden."""
     cols = min(most, n)
-    return math.ceil(n / cols), cols
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(w * cols + extra[0], h * rows + extra[1]), squeeze=False, **kw)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, axes
 
 
 def dodge(x: np.ndarray, index: int, count: int, decades: float = 0.035) -> np.ndarray:
@@ -155,9 +160,7 @@ def not_ok_vs_depth(part: pd.DataFrame, colors: dict[str, Any], title: str) -> p
 
 def _step_panels(depths: list[float], ylabel: str, height: float, **kw: Any) -> tuple[plt.Figure, np.ndarray]:
     """A panel per depth (4 a row, sharing y) of a quantity over training steps, titled and labelled."""
-    nrows, ncols = _shape(len(depths), 4)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols + 1, 3.2 * nrows + height), squeeze=False, sharey=True,
-                             **kw)
+    fig, axes = _grid(len(depths), 4, 4, 3.2, (1, height), sharey=True, **kw)
     for ax, depth in zip(axes.flat, depths):
         ax.set(title=f"depth {fmt_value(depth)}", xlabel="training step")
         ax.grid(alpha=0.3)
@@ -178,8 +181,6 @@ def scale_trajectories(curves: dict[float, pd.DataFrame], variant: str, title: s
         last = max(frame.columns.max(), 1)
         for block in frame.columns:
             ax.plot(frame.index, frame[block], color=cmap(block / last), lw=1)
-    for ax in axes.flat[len(depths):]:
-        ax.axis("off")
     if positive.size and positive.size == values[np.isfinite(values)].size:
         axes[0, 0].set_yscale("log")
     elif positive.size:  # zeros at init (ReZero): log away from zero, linear near it
@@ -206,8 +207,6 @@ def loss_curves(curves: dict[float, dict[str, list[tuple[pd.DataFrame, str]]]], 
                 if status == "diverged" and finite.any():
                     j = np.flatnonzero(finite)[-1]
                     ax.plot(frame["step"].iloc[j], loss[j], "x", color=colors[v], ms=8)
-    for ax in axes.flat[len(depths):]:
-        ax.set_visible(False)
     if positive:
         axes[0, 0].set_yscale("log")  # shared: every panel
     handles = {h.get_label(): h for ax in axes.flat[:len(depths)] for h in ax.get_legend_handles_labels()[0]}
@@ -239,8 +238,7 @@ def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> 
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("test accuracy (%)")
     # beside the last panel: "best" still covered points where the curves fill the panel
-    axes[0][-1].legend(title="scheme", fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                       borderaxespad=0)
+    axes[0][-1].legend(title="scheme", fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return _titled(fig, title, "mean over seeds, diverged and failed runs at chance; bars: 95% t interval; "
                    "open marker: at least one run not ok; schemes at one rate are drawn a little apart", -0.03)
 
@@ -306,37 +304,31 @@ def best_lr_vs_depth(tr: pd.DataFrame, colors: dict[str, Any], title: str, rates
     return fig
 
 
-def _depth_panels(runs: list[dict[str, Any]], colors: dict[str, Any]):
-    """(figure, axes, variants, depths, shades): a panel per scheme with runs, a shade per depth (darker = deeper)."""
+def _lr_panels(runs: list[dict[str, Any]], colors: dict[str, Any], value: Callable[[dict], float | None],
+               curve: Callable, ylabel: str, title: str) -> tuple[plt.Figure, np.ndarray]:
+    """A panel per scheme with runs (log x, shared axes); ``curve(ax, rates, values, shade, label)`` draws each depth's
+    non-None ``value``s of the scheme's runs (a list per rate, in order), a shade per depth (darker = deeper)."""
     variants = [v for v in colors if any(r["variant"] == v for r in runs)]
     depths = sorted({float(r[DEPTH]) for r in runs})
-    rows_n, cols = _shape(len(variants), 4)
-    fig, axes = plt.subplots(rows_n, cols, figsize=(3.2 * cols, 2.8 * rows_n), sharex=True, sharey=True, squeeze=False)
-    return fig, axes, variants, depths, plt.get_cmap("viridis")(np.linspace(0.85, 0.1, len(depths)))
-
-
-def _by_lr(runs: list[dict[str, Any]], variant: str, depth: float, value: Callable[[dict], float | None]):
-    """The non-None ``value`` of each run of ``variant`` at ``depth``, by learning rate."""
-    by_lr: dict[float, list[float]] = {}
-    for r in runs:
-        if r["variant"] == variant and float(r[DEPTH]) == depth and (x := value(r)) is not None:
-            by_lr.setdefault(float(r[LR]), []).append(x)
-    return by_lr
-
-
-def _label_panels(fig: plt.Figure, axes: np.ndarray, variants: list[str], ylabel: str, title: str) -> None:
+    fig, axes = _grid(len(variants), 4, 3.2, 2.8, sharex=True, sharey=True)
     for ax, v in zip(axes.flat, variants):
+        for depth, shade in zip(depths, plt.get_cmap("viridis")(np.linspace(0.85, 0.1, len(depths)))):
+            by_lr: dict[float, list[float]] = {}
+            for r in runs:
+                if r["variant"] == v and float(r[DEPTH]) == depth and (x := value(r)) is not None:
+                    by_lr.setdefault(float(r[LR]), []).append(x)
+            if by_lr:
+                curve(ax, sorted(by_lr), [by_lr[lr] for lr in sorted(by_lr)], shade, f"depth {fmt_value(depth)}")
         ax.set_xscale("log")
         ax.set_title(plain(v), fontsize="medium")
         ax.grid(alpha=0.3)
-    for ax in axes.flat[len(variants):]:
-        ax.set_visible(False)
     for ax in axes[:, 0]:
         ax.set_ylabel(ylabel)
     for ax in axes[-1]:
         ax.set_xlabel("learning rate")
     axes.flat[0].legend(fontsize="x-small")
     fig.suptitle(plain(title))
+    return fig, axes.flat[:len(variants)]
 
 
 def attn_logit_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: str) -> plt.Figure | None:
@@ -375,20 +367,16 @@ def peak_vs_lr(runs: list[dict[str, Any]], colors: dict[str, Any], title: str, k
             and r.get(LR) is not None and r.get(DEPTH) is not None]
     if not runs:
         return None
-    fig, axes, variants, depths, shades = _depth_panels(runs, colors)
-    for ax, v in zip(axes.flat, variants):
-        for depth, shade in zip(depths, shades):
-            by_lr = _by_lr(runs, v, depth, lambda r: float(r[key]))
-            if not by_lr:
-                continue
-            lrs = sorted(by_lr)
-            ax.plot(lrs, [float(np.median(by_lr[lr])) for lr in lrs], color=shade, lw=1.2,
-                    label=f"depth {fmt_value(depth)}")
-            ax.scatter([lr for lr in lrs for _ in by_lr[lr]], [x for lr in lrs for x in by_lr[lr]], color=shade, s=8)
+
+    def curve(ax: plt.Axes, lrs: list[float], values: list[list[float]], shade: Any, label: str) -> None:
+        ax.plot(lrs, [float(np.median(x)) for x in values], color=shade, lw=1.2, label=label)
+        ax.scatter([lr for lr, x in zip(lrs, values) for _ in x], [y for x in values for y in x], color=shade, s=8)
+
+    fig, panels = _lr_panels(runs, colors, lambda r: float(r[key]), curve, ylabel, title)
+    for ax in panels:
         if bound is not None:
             ax.axhline(bound, color="0.4", ls="--", lw=0.8)
         ax.set_yscale("log")
-    _label_panels(fig, axes, variants, ylabel, title)
     fig.tight_layout()
     _caption(fig, -0.01, note, va="top")  # under the axes' labels, any height
     return fig
@@ -461,18 +449,15 @@ def val_vs_lr_by_depth(runs: list[dict[str, Any]], colors: dict[str, Any], title
     from suite.results import score
 
     split = selection_split(runs)
-    fig, axes, variants, depths, shades = _depth_panels(runs, colors)
-    for ax, v in zip(axes.flat, variants):
-        for depth, shade in zip(depths, shades):
-            by_lr = _by_lr(runs, v, depth, lambda r: score(r, split))
-            if not by_lr:
-                continue
-            lrs = sorted(by_lr)
-            means = [100 * float(np.mean(by_lr[lr])) for lr in lrs]
-            ax.plot(lrs, means, color=shade, marker="o", ms=3, lw=1.2, label=f"depth {fmt_value(depth)}")
-            best = int(np.argmax(means))
-            ax.scatter([lrs[best]], [means[best]], color=shade, marker="*", s=90, zorder=3)
-    _label_panels(fig, axes, variants, f"{'validation' if split == 'val' else 'test'} accuracy (%)", title)
+
+    def curve(ax: plt.Axes, lrs: list[float], values: list[list[float]], shade: Any, label: str) -> None:
+        means = [100 * float(np.mean(x)) for x in values]
+        ax.plot(lrs, means, color=shade, marker="o", ms=3, lw=1.2, label=label)
+        best = int(np.argmax(means))
+        ax.scatter([lrs[best]], [means[best]], color=shade, marker="*", s=90, zorder=3)
+
+    fig, _ = _lr_panels(runs, colors, lambda r: score(r, split), curve,
+                        f"{'validation' if split == 'val' else 'test'} accuracy (%)", title)
     _caption(fig, -0.02, "mean over seeds, diverged and failed runs at chance; star: the best rate at that depth")
     fig.tight_layout()
     return fig
@@ -482,9 +467,8 @@ def block_profiles(profile: pd.DataFrame, column: str, ylabel: str, colors: dict
                    log_y: bool = True) -> plt.Figure:
     """``column`` vs block index (log x), a panel per scheme, a line per depth (mean over seeds)."""
     variants = [v for v in colors if v in set(profile["variant"])]
-    rows, cols = _shape(len(variants), 3)
     # Each panel its own y range: schemes differ by orders of magnitude, and a shared axis flattens all but one.
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.9 * rows), squeeze=False)
+    fig, axes = _grid(len(variants), 3, 3.6, 2.9)
     depths = sorted({float(d) for d in profile[DEPTH]})
     cmap = plt.get_cmap("viridis")
     for ax, v in zip(axes.flat, variants):
@@ -500,8 +484,6 @@ def block_profiles(profile: pd.DataFrame, column: str, ylabel: str, colors: dict
             ax.set_yscale("log")
         ax.set(title=plain(v), xlabel="block (1 = first)", ylabel=ylabel)
         ax.grid(alpha=0.3, which="both")
-    for ax in axes.flat[len(variants):]:
-        ax.set_visible(False)
     axes.flat[0].legend(fontsize="small")
     return _titled(fig, title)
 
@@ -677,6 +659,4 @@ def _loss_figure(root: Path, members: list[dict[str, Any]], colors: dict[str, An
                 frame = read_curves(folder)[0]
                 if not frame.empty:
                     curves.setdefault(float(r[DEPTH]), {}).setdefault(v, []).append((frame, r["status"]))
-    if not curves:
-        return []
-    return save(loss_curves(curves, colors, name), out, "loss_vs_step", suffix)
+    return save(loss_curves(curves, colors, name), out, "loss_vs_step", suffix) if curves else []

@@ -193,20 +193,22 @@ def lr_lines(row: pd.Series, base: pd.Series, baseline: str) -> list[str]:
     return out
 
 
-def _lr_section(lr: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
+def _sections(frame: pd.DataFrame, keys: list[str], heading: str) -> list[tuple[pd.DataFrame, list[str]]]:
+    """``frame``'s sections over ``keys`` but the rate: its rows and ``heading`` with its title, if any key splits."""
     rest = [k for k in keys if k != LR]
-    skeys = section_keys(rest)
+    return [(part, [heading.format(section_title(label, section_keys(rest))), ""] if section_keys(rest) else [])
+            for label, part in sections(frame, rest)]
+
+
+def _lr_section(lr: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
     lines = ["### Each scheme at its own best learning rate", "",
              f"Selected on validation accuracy; reported on test. Not-ok runs score chance. {crossfit.SENTENCE} "
              f"Tables: tables/lr.md.", ""]
-    for label, part in sections(lr, rest):
-        if skeys:
-            lines += [f"#### {section_title(label, skeys)}", ""]
-        for variant, pairs in _versus(part, rest, baseline):
-            lines += [f"**{variant}** vs `{baseline}`:", ""]
-            for row, b in pairs:
-                lines += [f"- {text}" for text in lr_lines(row, b, baseline)]
-            lines.append("")
+    for part, head in _sections(lr, keys, "#### {}"):
+        lines += head
+        for variant, pairs in _versus(part, keys, baseline):
+            said = [f"- {text}" for row, b in pairs for text in lr_lines(row, b, baseline)]
+            lines += [f"**{variant}** vs `{baseline}`:", "", *said, ""]
     return lines + ["### At each learning rate", ""]
 
 
@@ -227,8 +229,7 @@ def transfer_lines(rows: pd.DataFrame, baseline: str = "the baseline") -> list[s
               else f" [{r0['slope_vs_base_low']:+.2f}, {r0['slope_vs_base_high']:+.2f}]")
         out.append(f"slope minus the baseline's {r0['slope_vs_base']:+.2f}{ci}: "
                    f"{DRIFT[r0['drift_vs_base']].format(base=baseline)}")
-    deep = rows[rows[DEPTH] != r0["shallow_depth"]]
-    for _, r in deep.iterrows():
+    for _, r in rows[rows[DEPTH] != r0["shallow_depth"]].iterrows():
         if math.isnan(r["regret"]):
             out.append(f"depth {fmt_value(r[DEPTH])}: the shallow depth's rate ({fmt_rate(r['shallow_lr'])}) "
                        "was not run")
@@ -241,8 +242,6 @@ def transfer_lines(rows: pd.DataFrame, baseline: str = "the baseline") -> list[s
 
 
 def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
-    rest = [k for k in keys if k != LR]
-    skeys = section_keys(rest)
     intro = ["## Learning-rate transfer across depth", "",
              "Does the rate tuned at the shallowest depth stay best when the network is deeper? Best rates chosen on "
              "validation, regret on test, each with a 95% percentile-bootstrap interval over seeds (descriptions: with "
@@ -250,9 +249,8 @@ def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[
              "seeds, read only from 4 seeds (docs/statistics.md gives its simulated error rates). Tables: "
              "tables/transfer.md; figures: best_lr_vs_depth, val_vs_lr_by_depth.", ""]
     lines, verdicts = [], {}
-    for label, part in sections(tr, rest):
-        if skeys:
-            lines += [f"### {section_title(label, skeys)}", ""]
+    for part, head in _sections(tr, keys, "### {}"):
+        lines += head
         for variant in variant_order(list(part["variant"]), baseline):
             rows = part[part["variant"] == variant]
             lines += [f"**{variant}**:", ""] + [f"- {t}" for t in transfer_lines(rows, baseline)] + [""]
@@ -272,9 +270,7 @@ def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[
 
 def findings(analysis: Analysis, tables: list[Path] | tuple = ()) -> str:
     """The text of ``findings.md`` (deterministic, like the tables): a title, the :func:`parts`, the table index."""
-    lines = [f"# Findings: {analysis.title}", ""]
-    for _, part in parts(analysis):
-        lines += part
+    lines = [f"# Findings: {analysis.title}", ""] + [line for _, part in parts(analysis) for line in part]
     return "\n".join(lines + table_index(tables)).rstrip() + "\n"
 
 
@@ -332,11 +328,6 @@ def answer_block(analysis: Analysis) -> list[str]:
     return answer
 
 
-def _declared_cells(a: Answer) -> list[tuple[str, dict]]:
-    """The (variant, where) cells a paired comparison matches seeds across; [] for the others."""
-    return endpoint(a.primary.endpoint).paired_cells(a.primary)
-
-
 def _in_cell(run: dict, variant: str, where: dict) -> bool:
     return run.get("variant") == variant and all(same_value(run.get(k), v) for k, v in where.items())
 
@@ -347,7 +338,7 @@ def declared_cells_line(answers: list[Answer], runs: list[dict]) -> str:
 
     seen, cells = set(), []
     for a in answers:
-        for variant, where in _declared_cells(a):
+        for variant, where in endpoint(a.primary.endpoint).paired_cells(a.primary):  # [] unless paired
             key = (variant, tuple(sorted((k, str(v)) for k, v in where.items())))
             if key in seen:
                 continue
@@ -383,7 +374,7 @@ def inits_line(answers: list[Answer], runs: list[dict]) -> str:
             continue
         for variant in (a.primary.scheme, a.primary.baseline):
             starts = []
-            for where in [w for v, w in _declared_cells(a) if v == variant]:
+            for where in [w for v, w in endpoint(a.primary.endpoint).paired_cells(a.primary) if v == variant]:
                 found = sorted({s for r in runs if _in_cell(r, variant, where) and (s := start(r)) is not None})
                 if found:
                     starts.append((_at(where), "/".join(found)))
@@ -400,8 +391,7 @@ def answer_lines(answer: Answer | list[Answer] | None, runs: list[dict] | None =
     """A verdict table, the regime it holds in, then the declared comparisons' paragraph, or why there is none."""
     if answer is not None:
         answers = answer if isinstance(answer, list) else [answer]
-        head = verdict_table(answers) + [""] + ([regime(runs), ""] if runs else [])
-        return head + [paragraph(answer), ""]
+        return verdict_table(answers) + [""] + ([regime(runs), ""] if runs else []) + [paragraph(answer), ""]
     return ["No primary comparison is declared (`primary:` in the ablation file, docs/ablations.md), so "
             "nothing below is a test of a hypothesis stated before the runs.", ""]
 
@@ -432,7 +422,6 @@ def regime(runs: list[dict]) -> str:
 
 def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
     """``## Stability across depth``: per scheme, its frontier's ends and slope, and where its runs first broke."""
-    fkeys = [k for k in keys if k != LR]
     lines = ["## Stability across depth", "",
              "Where each scheme's runs stop being ok as the network deepens: its LR50 (the rate where half of the "
              "runs end not ok) from one Firth logistic model of every run, not ok on log rate and log depth with a "
@@ -440,10 +429,8 @@ def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str
              "does not move, -1 = it halves when the depth doubles) with a 95% profile-likelihood interval; then, at "
              "each depth, the lowest rate at which a run ended not ok, what its runs there commonly showed and their "
              "median largest stream RMS and attention logit. Table: tables/stability.md; figures: phase_diagram, frontier_vs_depth.", ""]
-    for label, part in sections(frame, fkeys):
-        title = section_title(label, section_keys(fkeys))
-        if title:
-            lines += [f"**{title}**", ""]
+    for part, head in _sections(frame, keys, "**{}**"):
+        lines += head
         for v in variant_order(list(part["variant"]), baseline):
             rows = part[part["variant"] == v].sort_values(DEPTH)
             first, last = rows.iloc[0], rows.iloc[-1]
@@ -561,8 +548,7 @@ def _exploratory(summary: pd.DataFrame, keys: list[str], baseline: str, frames: 
         lines += [f"Time to learn: {first_eval_line(uninformative(learn))} (evaluate more often, `train.eval_every`, "
                   f"to separate them).", ""]
         learn = None
-    has_lr = _present(lr)
-    if has_lr:
+    if has_lr := _present(lr):
         lines += _lr_section(lr, keys, baseline)
     skeys = section_keys(keys)
     for label, part in sections(summary, keys):

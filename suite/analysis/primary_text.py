@@ -16,12 +16,11 @@ def paragraph(answer: Answer | list[Answer]) -> str:
         a = answers[0]
         return (f"**Primary comparison** (declared in ablation.yaml, tested alone at alpha = {ALPHA}): "
                 f"{a.primary.describe()}, {endpoint(a.primary.endpoint).what}. {verdict(a)}")
-    m = answers[0].family
     head = (f"**Primary comparisons** (declared in ablation.yaml): {len(answers)} comparisons tested as one "
-            f"family of {m} hypotheses (a difference test each, and an equivalence test for each with a margin), "
-            f"Holm's step-down correction at alpha = {ALPHA}; each p is shown with its Holm-adjusted p, each "
-            f"interval at the level of the Holm step that decided it. The intervals are not simultaneous: each "
-            f"holds at its own level, and together they cover the true values less often than the least of them.")
+            f"family of {answers[0].family} hypotheses (a difference test each, and an equivalence test for each "
+            f"with a margin), Holm's step-down correction at alpha = {ALPHA}; each p is shown with its Holm-adjusted "
+            f"p, each interval at the level of the Holm step that decided it. The intervals are not simultaneous: "
+            f"each holds at its own level, and together they cover the true values less often than the least of them.")
     items = [f"{i}. {a.primary.describe()}, {endpoint(a.primary.endpoint).what}: {verdict(a)}"
              for i, a in enumerate(answers, 1)]
     return head + "\n\n" + "\n".join(items)  # a blank line: every Markdown renders the list as one
@@ -39,10 +38,9 @@ def verdict_table(answers: list[Answer]) -> list[str]:
     rows = ["| question | estimate | interval | p" + (" (Holm)" if answers[0].family > 1 else "") + " | verdict |",
             "|:--|:-:|:-:|:-:|:--|"]
     for a in answers:
-        question = f"{a.primary.describe()} ({a.primary.endpoint})"
-        p = a.p_adj if a.family > 1 else a.p
         est, ci = endpoint(a.primary.endpoint).cells(a)
-        rows.append(f"| {_cell(question)} | {est} | {ci} | {p_text(p).replace('p = ', '').replace('p ', '')} | "
+        p = p_text(a.p_adj if a.family > 1 else a.p).replace("p = ", "").replace("p ", "")
+        rows.append(f"| {_cell(f'{a.primary.describe()} ({a.primary.endpoint})')} | {est} | {ci} | {p} | "
                     f"{_cell(_plain(a))} |")
     return rows
 

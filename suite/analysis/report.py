@@ -9,20 +9,18 @@ import math
 import os
 import re
 import stat
-from io import StringIO
 from pathlib import Path
 from typing import Any, Callable
 from warnings import catch_warnings
 
 import jinja2
-import pandas as pd
 import yaml
 from markupsafe import Markup
 
 from suite import __version__, files, store
 from suite.analysis import markup, products
 from suite.config import flatten
-from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, readable_ablation, runs_from_csv
+from suite.results import AnalysisError, AnalysisWarning, readable_ablation, runs_from_csv
 
 REPORT = "report.html"
 CONFIG_PREFIXES = ("model.", "train.", "data.")
@@ -105,25 +103,6 @@ def _manifest(root: Path) -> dict[str, Any]:
 def _depth(value: Any) -> bool:
     """A depth as analysis.json holds it: a number within model.depth's range (a 401-digit one overflowed)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= store.MAX_DEPTH
-
-
-def _runs_csv(root: Path) -> pd.DataFrame:
-    if not root.is_dir():
-        raise AnalysisError(f"{root}: no such folder; pass a results folder, e.g. results/default")
-    path = root / "runs.csv"
-    try:
-        text = files.read_text(path, RUNS_CSV_BYTES, links=False)
-    except FileNotFoundError:
-        raise AnalysisError(f"{path}: missing; run `suite analyze {root}` first, then `suite report`") from None
-    try:
-        frame = pd.read_csv(StringIO(text))
-    except (ValueError, pd.errors.ParserError) as err:
-        raise AnalysisError(f"{path}: cannot be read ({err}); run `suite analyze {root}` again") from None
-    missing = {"run_id", "variant", "status", "run_dir"} - set(frame.columns)
-    if missing or frame.empty:
-        raise AnalysisError(f"{path}: no runs or no {', '.join(sorted(missing))} column; "
-                            f"run `suite analyze {root}` again")
-    return frame
 
 
 def _design(ablation: dict[str, Any], runs: list[dict[str, Any]], written: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from suite.engine.checkpoint import RunState
 from suite.engine.divergence import SCALER, Rules, Verdict
 from suite.engine.compiled import compile_for_run
 from suite.engine.optim import build_optimizer, implementation, lr_at, set_lr
+from suite.engine.precision import set_matmul_precision
 from suite.engine.probes import finite_or_none, probe
 from suite.engine.trackers import Trackers
 from suite.engine.steplog import StepLog
@@ -81,8 +82,6 @@ class Training:
         if tc.threads:
             torch.set_num_threads(tc.threads)
         set_deterministic(tc.deterministic)
-        from suite.engine.precision import set_matmul_precision
-
         set_matmul_precision(tc.precision, self.device)  # TF32 matmuls for fp32 on CUDA, as a pack does
         self.data = self.data or load_dataset(self.cfg.data)
         self.cfg = cfg = fill_model_shape(self.cfg, self.data)
@@ -92,8 +91,7 @@ class Training:
         torch.manual_seed(cfg.seed)  # init and drop-path draws; data order has its own generators
         self.model = build_model(cfg.model).to(self.device)
         self.summary["num_params"] = count_params(self.model)
-        self.summary.update(train_size=self.data.train_size, val_size=self.data.val_size,
-                            test_size=self.data.test_size)
+        self.summary.update(train_size=self.data.train_size, val_size=self.data.val_size, test_size=self.data.test_size)
         self.optimizer = build_optimizer(self.model, tc, cfg.model)
         self.summary["optimizer_impl"] = implementation(self.optimizer)
         self.total_steps = total_steps(cfg, self.data.train_size)
@@ -165,7 +163,8 @@ class Training:
         step = state.step
         evaluate = eval_due(step, tc.eval_every, tc.eval_schedule) or step == self.total_steps
         save = tc.checkpoint_every and step % tc.checkpoint_every == 0 and step < self.total_steps
-        if evaluate or save or self._read_due(step):
+        # The host reads at every log step, and every step without a fused AdamW.
+        if evaluate or save or not self.sync_free or step % tc.log_every == 0:
             self.read(x)
         if evaluate:
             self.evaluate(step, final=step == self.total_steps)
@@ -206,11 +205,13 @@ class Training:
             loss = F.cross_entropy(self.step_fn(x), y, label_smoothing=self.tc.label_smoothing)
         if self.scaler is None:
             loss.backward()
-            self.end_step(loss, lr, started)
+            self.end_step(loss, lr)
         else:
             self.scaler.scale(loss).backward()
             self.scaler.unscale_(self.optimizer)  # clipping sees the true gradients
-            self.end_scaled_step(loss, lr, started)
+            self.end_scaled_step(loss, lr)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.stepped(started)
 
     def begin_step(self) -> tuple[float, tuple[float, float]]:
         """Set this step's learning rate; returns it and the step's start (wall, process time)."""
@@ -221,15 +222,13 @@ class Training:
         set_lr(self.optimizer, lr)
         return lr, started
 
-    def end_step(self, loss: torch.Tensor, lr: float, started: tuple[float, float]) -> None:
-        """After the backward: clip, keep the numbers on the device, update (skipped after a non-finite value), time."""
+    def end_step(self, loss: torch.Tensor, lr: float) -> None:
+        """After the backward: clip, keep the numbers on the device, update (skipped after a non-finite value)."""
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
         self.steps.record(self.state.step, lr, loss, grad_norm)
         if self.sync_free or not self.steps.bad.item():
             with self.measured_update():
                 self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.stepped(started)
 
     @contextlib.contextmanager
     def measured_update(self) -> Iterator[None]:
@@ -244,7 +243,7 @@ class Training:
             size = torch.stack([b.float().pow(2).sum() for b in before]).sum().clamp_min(1e-30)
             self.update_ratio = (moved / size).sqrt()
 
-    def end_scaled_step(self, loss: torch.Tensor, lr: float, started: tuple[float, float]) -> None:
+    def end_scaled_step(self, loss: torch.Tensor, lr: float) -> None:
         """:meth:`end_step` under fp16 (waits for the device): a step the scaler skipped is logged with gradient norm
         :data:`SKIPPED`, so the replay counts it as skipped rather than non-finite."""
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
@@ -254,8 +253,6 @@ class Training:
         self.scaler.update()
         skipped = self.scaler.get_scale() < before  # the scaler's own decision: it backs off only on a skip
         self.steps.record(self.state.step, lr, loss, torch.full_like(grad_norm, SKIPPED) if skipped else grad_norm)
-        self.optimizer.zero_grad(set_to_none=True)
-        self.stepped(started)
 
     def stepped(self, started: tuple[float, float]) -> None:
         """Count the step just made (started at ``started``: wall, process time) and time it."""
@@ -263,10 +260,6 @@ class Training:
         self.state.step = step + 1
         if self.device.type != "cuda" and step >= self.timed_from:  # on a CPU each step's time is its own
             self._timed(time.perf_counter() - started[0], time.process_time() - started[1], 1)
-
-    def _read_due(self, step: int) -> bool:
-        """Whether the host reads after ``step`` steps: at every log step, and every step without a fused AdamW."""
-        return not self.sync_free or step % self.tc.log_every == 0 or step == self.total_steps
 
     def read(self, x: torch.Tensor) -> None:
         """Replay the steps since the last read (one transfer): divergence rules, then the train record at a log step
@@ -451,7 +444,7 @@ def eval_due(step: int, every: int, schedule: str) -> bool:
 
 def check_held_out(data: DatasetBundle) -> None:
     """Refuse a held-out split too small for the learning test to pass even at 100% accuracy."""
-    split = data.val if data.val is not None else data.test
+    name, split = ("val", data.val) if data.val is not None else ("test", data.test)
     labels = getattr(split, "y", getattr(split, "targets", None))
     if labels is None and isinstance(split, torch.utils.data.Subset):  # a validation split carved from a Dataset
         targets = getattr(split.dataset, "targets", None)
@@ -461,7 +454,6 @@ def check_held_out(data: DatasetBundle) -> None:
     counts = torch.bincount(torch.as_tensor(labels, dtype=torch.int64))
     n = int(counts.sum())
     if n and not learned.can_pass(n, int(counts.max()) / n):
-        name = "val" if data.val is not None else "test"
         fix = "raise data.val_fraction" if name == "val" else "set data.val_fraction above 0"
         raise ConfigError(f"data.val_fraction: the {name} split that judges each run holds {n} images (largest class "
                           f"{int(counts.max())}), too few for the learning test to pass even at 100% accuracy; it "
@@ -481,15 +473,11 @@ def fill_model_shape(cfg: RunConfig, data: DatasetBundle) -> RunConfig:
 def total_steps(cfg: RunConfig, train_size: int) -> int:
     """``train.steps``, or ``ceil(epochs * train_size / batch_size)`` when ``train.epochs`` is set."""
     tc = cfg.train
-    if tc.epochs is not None:
-        return max(1, math.ceil(tc.epochs * train_size / tc.batch_size))
-    return tc.steps
+    return tc.steps if tc.epochs is None else max(1, math.ceil(tc.epochs * train_size / tc.batch_size))
 
 
 def _progress_bar(total: int, start: int, progress: bool | None):
-    if progress is None:
-        progress = sys.stderr.isatty()
-    if not progress:
+    if not (sys.stderr.isatty() if progress is None else progress):
         return None
     from tqdm import tqdm
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import math
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -15,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from suite import store
-from suite.config import LR, RunConfig
+from suite.config import LR, RunConfig, approx_params, data_shape, flatten, memory_estimate, to_dict
 from suite.data import PackStream, eval_batches, load_dataset
 from suite.engine import packstep
 from suite.engine.compiled import pack_members, reuse
@@ -46,8 +45,6 @@ def packable(cfg: RunConfig) -> str | None:
 
 def pack_memory_mb(cfg: RunConfig, n: int) -> float:
     """MiB a pack of ``n`` runs of ``cfg``'s shape needs at the least (docs/training.md, "A run that cannot fit")."""
-    from suite.config import approx_params, data_shape, memory_estimate
-
     m = cfg.model
     img, chans, classes, _ = data_shape(cfg.data)
     img, chans = m.img_size or img, m.in_chans or chans
@@ -61,8 +58,6 @@ def pack_memory_mb(cfg: RunConfig, n: int) -> float:
 
 def pack_key(cfg: RunConfig) -> str:
     """Runs with equal keys can share a pack: the config without :data:`MEMBER_KEYS` and execution keys."""
-    from suite.config import flatten, to_dict
-
     flat = {k: v for k, v in flatten(to_dict(cfg)).items()
             if k not in MEMBER_KEYS and k not in store.EXECUTION_KEYS}
     return repr(sorted(flat.items(), key=lambda kv: kv[0]))
@@ -125,20 +120,18 @@ class Pack:
                                             "exp_avg_sq": rows[2][j].view(shapes[j])}
         spec = StepSpec(self.base, tuple(names), tuple(shapes), first.use_bf16,
                         cast_names(self.base) if first.use_bf16 else frozenset(), self.device.type, first.tc.betas,
-                        first.optimizer.defaults["eps"],
-                        first.tc.grad_clip if first.tc.grad_clip is not None else math.inf, first.tc.label_smoothing)
+                        first.optimizer.defaults["eps"], first.clip, first.tc.label_smoothing)
         mode = compile_mode(first.tc.compile, self.device.type)
-        if mode is None:
-            self.program = Program(spec, None)
-        else:  # the next pack of this shape in this process runs the same compiled graph
-            self.program = reuse((pack_key(first.cfg), self.width, str(self.device), mode), lambda: Program(spec, mode))
-            if self.program.uses_cuda_graphs():
-                mark_static(self.state)
+        # compiled: the next pack of this shape in this process runs the same compiled graph
+        self.program = Program(spec, None) if mode is None else reuse(
+            (pack_key(first.cfg), self.width, str(self.device), mode), lambda: Program(spec, mode))
+        if self.program.uses_cuda_graphs():
+            mark_static(self.state)
         self.spec = self.program.spec
         self.leaves = unflatten(self.spec, flat)  # [N, *shape] views, for evaluation and probes
         self.buffers = self.state.buffers
         self.going = list(members)  # the members still training (the host's copy of ``live``)
-        self._going = [True] * n
+        self._going = [True] * n  # the same by position: a step looks each member up without a search
         self._evals: tuple[int, dict[str, list[tuple[float, float, float, int]]]] = (-1, {})
         for i, m in enumerate(members):
             m.steps, m.member, m.sync_free = self.log, i, True
@@ -189,8 +182,7 @@ class Pack:
         if split not in self._evals[1]:
             first, n = self.members[0], self.width
             cfg, data = first.cfg, first.data
-            loss_sum = torch.zeros(n, device=self.device)
-            correct = torch.zeros(n, device=self.device)
+            loss_sum, correct = torch.zeros(n, device=self.device), torch.zeros(n, device=self.device)
             counts, total = torch.zeros(data.num_classes, dtype=torch.long), 0
             for x, y in eval_batches(data, max(cfg.train.batch_size, 256), self.device, cfg.data.device_max_mb,
                                      cfg.data.num_workers, split=split):
@@ -231,7 +223,8 @@ def train_pack(cfgs: list[RunConfig], out_dirs: list[str | Path], extras: list[d
                     training.setup()
                 members.append(training)
             except BaseException as err:
-                _end(folder, err)
+                folder.fail(err)  # raises what is not the run's fault
+                folder.close()
         # Members resumed from different steps (one preempted alone, packed again) train as one pack per step, in turn.
         for step in sorted({m.state.step for m in members}):
             _train([m for m in members if m.state.step == step], on_step, width)
@@ -245,13 +238,6 @@ def train_pack(cfgs: list[RunConfig], out_dirs: list[str | Path], extras: list[d
                     m.run.trackers.abort()
         raise
     return [f.summary for f in folders]
-
-
-def _end(folder: RunFolder, err: BaseException | None = None) -> None:
-    """Close a member's run folder, recording ``err`` first (or raising what is not the run's fault)."""
-    if err is not None:
-        folder.fail(err)
-    folder.close()
 
 
 def _train(members: list[Training], on_step: Callable[[int], None] | None, width: int) -> None:

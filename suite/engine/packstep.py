@@ -91,12 +91,9 @@ def forward(spec: StepSpec, params: dict[str, torch.Tensor], buffers: dict[str, 
     if spec.bf16:
         params = {k: v.to(torch.bfloat16) if k in spec.casts else v for k, v in params.items()}
         x = x.to(torch.bfloat16)  # the convolution's input, as autocast gives a solo run's
-
-    def one(p: dict, b: dict, xi: torch.Tensor) -> torch.Tensor:
-        return functional_call(spec.base, (p, b), (xi,))
-
     with torch.autocast(spec.device_type, dtype=torch.bfloat16, enabled=spec.bf16):
-        return vmap(one, in_dims=(0, 0, None if shared_input else 0), randomness="error")(params, buffers, x)
+        return vmap(lambda p, b, xi: functional_call(spec.base, (p, b), (xi,)),
+                    in_dims=(0, 0, None if shared_input else 0), randomness="error")(params, buffers, x)
 
 
 def attention() -> contextlib.AbstractContextManager:
@@ -107,8 +104,6 @@ def attention() -> contextlib.AbstractContextManager:
 def make_step(spec: StepSpec) -> Callable[..., None]:
     """The packed step of :meth:`PackState.args` and a batch ``(x [N, B, ...], y [N, B])``, in place: loss, gradient,
     clipping and step log per member, one stacked AdamW update; no output (a CUDA graph's next replay overwrites it)."""
-    b1, b2 = spec.betas
-
     def losses(flat: torch.Tensor, buffers: dict, x: torch.Tensor,
                y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         logits = forward(spec, unflatten(spec, flat), buffers, x).float()
@@ -128,7 +123,7 @@ def make_step(spec: StepSpec) -> Callable[..., None]:
         lr = lrs.index_select(0, count.clamp(max=lrs.shape[0] - 1).reshape(1))[0]  # [N]
         count.add_(1)
         stacked_adamw_(flat, grad, exp_avg, exp_avg_sq, lr, live & (bad == 0), count, weight_decay, decay,
-                       lr_scale, (b1, b2), spec.eps)
+                       lr_scale, spec.betas, spec.eps)
 
     return step
 

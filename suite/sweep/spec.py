@@ -12,13 +12,13 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 
 from suite import store
-from suite.config import (LR, RANGES, SEED_MAX, ConfigError, RunConfig, apply_dict, flatten, nest, parse_overrides,
-                          read_yaml, to_dict, validate)
+from suite.config import (LR, RANGES, SEED_MAX, ConfigError, RunConfig, apply_dict, flat_items, flatten, nest,
+                          parse_overrides, read_yaml, to_dict, validate)
 from suite.registry import did_you_mean
 from suite.sweep import tuned as tuned_mod
 
@@ -126,10 +126,8 @@ def _override(raw: dict[str, Any], overrides: list[str], problems: list[str]) ->
         check, what = RANGES.get(key, (lambda v: True, ""))
         if not check(given[key]):
             problems.append(f"command line: {key}={str(given[key])[:40]}: expected {what}; fix the value")
-    grid, variants = raw.get("grid"), raw.get("variants")
-    owned = set(grid if isinstance(grid, dict) else {})
-    for body in variants.values() if isinstance(variants, dict) else []:
-        owned |= set(flatten(body)) if isinstance(body, dict) else set()
+    # Checked already (only a file without problems gets here): grid a mapping, base and each variant a flat one.
+    owned = set(raw.get("grid") or {}).union(*(raw.get("variants") or {}).values())
     for key in sorted(set(given) & owned):
         problems.append(f"command line: {key}: the ablation's grid or a variant sets it; change the file, or use "
                         f"--only {key}=VALUE to run a part of its grid")
@@ -140,8 +138,7 @@ def _override(raw: dict[str, Any], overrides: list[str], problems: list[str]) ->
     if LR in given and ("rates" in raw or "rates_from" in raw):
         problems.append("command line: train.lr: each run's rate comes from the file's rates/rates_from; change "
                         "those, or remove them to sweep the rate set here")
-    base = flatten(raw.get("base") or {}) if isinstance(raw.get("base"), dict) else {}
-    return {**raw, "base": {**base, **given}}  # dotted, as the file's base is once checked
+    return {**raw, "base": {**raw.get("base", {}), **given}}  # dotted, as the file's base is once checked
 
 
 def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...]) -> dict[str, Any] | None:
@@ -211,10 +208,8 @@ def _duplicate_keys(path: Path) -> list[str]:
 
 def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
     """Types and config keys of one file; normalises base / variants / grid to dotted keys."""
-    for key in data:
-        if key not in FIELDS:
-            problems.append(f"{src}: {key}: unknown field{did_you_mean(str(key), FIELDS)}; "
-                            f"valid fields: {', '.join(FIELDS)}")
+    problems += [f"{src}: {key}: unknown field{did_you_mean(str(key), FIELDS)}; valid fields: {', '.join(FIELDS)}"
+                 for key in data if key not in FIELDS]
     if "name" in data and not (isinstance(data["name"], str) and NAME_RE.fullmatch(data["name"])):
         problems.append(f"{src}: name: {data['name']!r} is not a usable folder name; "
                         f"use letters, digits, '.', '_', '+' or '-'")
@@ -287,15 +282,13 @@ def _check_refine(value: Any, src: str, problems: list[str]) -> dict[str, Any]:
                         f"e.g. `refine: {{max_lr: 0.5, max_rounds: {MAX_ROUNDS}}}`")
         return {}
     out = dict(value)
-    for key in value:
-        if key not in REFINE_KEYS:
-            problems.append(f"{src}: refine.{key}: unknown key{did_you_mean(str(key), REFINE_KEYS)}; "
-                            f"valid keys: {', '.join(REFINE_KEYS)}")
+    problems += [f"{src}: refine.{key}: unknown key{did_you_mean(str(key), REFINE_KEYS)}; valid keys: "
+                 f"{', '.join(REFINE_KEYS)}" for key in value if key not in REFINE_KEYS]
     if "max_lr" in value:
         lr = value["max_lr"]
         try:  # a number, or a string YAML 1.1 left unread ("1e-1"); not Python's "1_0", not a bool
             lr = float(lr) if not isinstance(lr, bool) and (not isinstance(lr, str) or "_" not in lr) else None
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             lr = None
         if lr is None or not (math.isfinite(lr) and lr > 0):
             problems.append(f"{src}: refine.max_lr: expected a number > 0 (the highest learning rate --refine may "
@@ -315,7 +308,7 @@ def _overrides(value: Any, src: str, where: str, problems: list[str]) -> dict[st
                         f"e.g. `{{model.depth: 12}}`")
         return {}
     flat: dict[str, Any] = {}
-    for key, v in _flat_items(value):
+    for key, v in flat_items(value):
         if key in flat:
             problems.append(f"{src}: {where}.{key}: given twice (dotted and nested spellings of one key); keep one")
         flat[key] = v
@@ -325,12 +318,6 @@ def _overrides(value: Any, src: str, where: str, problems: list[str]) -> dict[st
         else:
             _check_value(key, v, f"{src}: {where}", problems)
     return {k: v for k, v in flat.items() if k not in RESERVED}
-
-
-def _flat_items(value: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """Dotted ``(key, value)`` items of a nested mapping, keeping repeats (unlike ``flatten``) to report them."""
-    for key, v in value.items():
-        yield from _flat_items(v, f"{prefix}{key}.") if isinstance(v, dict) else [(f"{prefix}{key}", v)]
 
 
 def _check_value(key: str, value: Any, source: str, problems: list[str]) -> Any:
@@ -475,10 +462,8 @@ def _tuned_rates(raw: dict[str, Any], src: str, variants: dict[str, Any], grid: 
         problems.append(f"{src}: grid.{tuned_mod.LR}: the rates come from rates/rates_from; remove the axis, or "
                         f"remove rates/rates_from to sweep the rate here")
         return None
-    for vname, over in variants.items():
-        if tuned_mod.LR in over:
-            problems.append(f"{src}: variants.{vname}.{tuned_mod.LR}: the rates come from rates/rates_from; "
-                            f"remove it from the variant")
+    problems += [f"{src}: variants.{vname}.{tuned_mod.LR}: the rates come from rates/rates_from; remove it from "
+                 f"the variant" for vname, over in variants.items() if tuned_mod.LR in over]
     entries = raw.get("rates")
     if entries is None:
         folder = Path(os.path.normpath(Path(src).parent / str(raw["rates_from"]) if src != "<ablation>"

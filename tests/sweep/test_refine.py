@@ -266,6 +266,7 @@ def test_the_refine_field_sets_the_limits_and_extends_merges_it_per_key(tmp_path
         "x.yaml: refine.max_rounds: expected an integer >= 1 (rounds of added rates), got 0; e.g. `max_rounds: 4`"]),
     ({"max_lr": ".inf", "max_rounds": 2.5}, ["refine.max_lr: expected", "refine.max_rounds: expected"]),
     ({"max_lr": True}, ["refine.max_lr: expected"]),
+    ({"max_lr": 10 ** 400}, ["refine.max_lr: expected"]),  # too large for a float: it was an OverflowError
     ([0.1], ["x.yaml: refine: expected a mapping of max_lr / max_rounds, got [0.1]; "
              "e.g. `refine: {max_lr: 0.5, max_rounds: 4}`"]),
 ])
