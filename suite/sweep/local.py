@@ -31,7 +31,8 @@ DISK_FULL_EXIT = 28  # a worker's exit status when it found no space left (ENOSP
 SERVER_BLOCKS = {signal.SIGINT, signal.SIGTERM}  # what the fork server never acts on (_start_server)
 
 
-# What the fork server imports once; torch._dynamo because building an optimizer imports it (seconds).
+# What the fork server imports once: torch._dynamo because building an optimizer imports it (seconds); this module
+# because each worker unpickles its target from it (pandas with it, 0.35 s a worker); server's hook for its own exit.
 PRELOAD = ["suite.engine.loop", "torch._dynamo", "suite.sweep.local", "suite.sweep.server"]
 
 
@@ -156,7 +157,10 @@ class LocalLauncher:
 
     def wait(self, seconds: float) -> None:
         alive = [p.sentinel for p in self.procs if p.pid is not None and p.exitcode is None]
-        multiprocessing.connection.wait(alive, seconds) if alive else time.sleep(seconds)
+        if alive:
+            multiprocessing.connection.wait(alive, seconds)  # returns as soon as one of them ends
+        else:
+            time.sleep(seconds)
 
     def exit_of(self, pid: int | None) -> str | None:
         """How worker process ``pid`` ended (``exit code 3``, ``killed by signal 9``); None while it runs."""
@@ -209,5 +213,5 @@ class LocalBackend(Backend):
             raise RunnerError("--runs-per-gpu: torch sees no GPU here (or --device cpu); use --workers N for runs "
                               "on the CPU")
         workers = opts.workers or max(1, len(gpus)) * (opts.runs_per_gpu or 1)
-        _started()
+        _started()  # the fork server imports torch now, while the sweep plans and measures its estimate
         return Placement(LocalLauncher(out), workers, opts.threads, "cuda" if gpus else "cpu", gpus)
