@@ -292,7 +292,7 @@ def _check_refine(value: Any, src: str, problems: list[str]) -> dict[str, Any]:
             lr = None
         if lr is None or not (math.isfinite(lr) and lr > 0):
             problems.append(f"{src}: refine.max_lr: expected a number > 0 (the highest learning rate --refine may "
-                            f"add), got {value['max_lr']!r}; e.g. `max_lr: 0.5`")
+                            f"add), got {repr(value['max_lr'])[:40]}; e.g. `max_lr: 0.5`")
         else:
             out["max_lr"] = lr
     if "max_rounds" in value and not (store.is_int(n := value["max_rounds"]) and n >= 1):
