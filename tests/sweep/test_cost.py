@@ -113,3 +113,24 @@ def test_measure_step_ms_times_real_steps():
     from suite.sweep.cost import measure_step_ms
 
     assert 0 < measure_step_ms(cfg, threads=1, steps=2, warmup=1) < 60_000
+
+
+def test_the_estimates_update_is_adamws_step_for_step():
+    """``suite run``'s estimate times AdamW's arithmetic written out (a torch optimizer would import torch._dynamo in
+    the sweep's parent: test_layout checks that it does not): three updates land where torch's AdamW puts them."""
+    import torch
+
+    from suite.sweep.cost import _adamw
+
+    torch.manual_seed(0)
+    ours = [torch.nn.Parameter(torch.randn(5, 3)), torch.nn.Parameter(torch.randn(7))]
+    theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    update, reference = _adamw(ours), torch.optim.AdamW(theirs, lr=1e-4)
+    for _ in range(3):
+        for a, b in zip(ours, theirs):
+            a.grad = torch.randn_like(a)
+            b.grad = a.grad.clone()
+        update()
+        reference.step()
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-9)
