@@ -15,7 +15,9 @@ CHECK_ARGS ?=
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist): much of the suite waits on worker processes, subprocesses and disks,
 # so two test files at a time finish sooner on 2 cores. Each file stays in one process (loadfile),
-# which keeps its module fixtures built once. TEST_WORKERS=0 runs everything in this process.
+# which keeps its module fixtures built once, and files go out in the order tests/conftest.py collects them, the
+# slowest first (xdist's own order, most tests first, left the slowest file to run alone at the end).
+# TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= 2
 # Python caches each module's bytecode in the venv and the checkout the first time a process imports it, even where
 # the shell sets PYTHONDONTWRITEBYTECODE: the tests and a sweep start hundreds of processes, and without the cache each
@@ -65,7 +67,7 @@ endif
 # The suite's modules are byte-compiled first, so the tests' two processes do not both compile them.
 test: install
 	$(BIN)/python -m compileall -q suite scripts
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 run-ablations: install
 	$(BIN)/suite run $(ABLATION) --out $(RESULTS) --workers $(WORKERS)
