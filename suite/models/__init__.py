@@ -5,17 +5,30 @@ ViT at our shape) and ``flops.py`` (a step's FLOPs)."""
 from __future__ import annotations
 
 import dataclasses
-
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from suite.config import ModelConfig
-from suite.models.vit import VisionTransformer, count_params
+
+if TYPE_CHECKING:
+    from torch import nn
 
 __all__ = ["VisionTransformer", "build_model", "count_params"]
 
 
+def __getattr__(name: str) -> Any:
+    """The model classes, imported when first asked for: the package itself imports no torch, so that ``flops.py``
+    (what ``suite run --dry-run``, ``suite status`` and ``suite cost`` need) costs no torch import (1.7 s)."""
+    if name in ("VisionTransformer", "count_params"):
+        from suite.models import vit
+
+        return getattr(vit, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def build_model(cfg: ModelConfig) -> nn.Module:
     """Our ViT (``backend: suite``) or timm's at the same shape (``backend: timm``)."""
+    from suite.models.vit import VisionTransformer
+
     if cfg.backend == "timm":
         from suite.models.timm_bridge import build_timm_vit
 
