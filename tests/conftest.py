@@ -18,11 +18,11 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
 
 
-# pytest-xdist (--dist loadfile --no-loadscope-reorder, as `make test` runs it) hands out test files in the order they
-# were collected; the slowest ones sat last in that order (tests/test_*.py are collected after every folder), where one
-# of them ran alone at the end while the other worker idled. They go first, slowest first (by the seconds each took in
-# `make test` here, --junitxml): the other files fill in around them. Without --no-loadscope-reorder, xdist sorts files by how
-# many tests they hold instead, and a 40 s file of 5 tests goes last again.
+# pytest-xdist (--dist loadfile --no-loadscope-reorder, as `make test` runs it) hands out test files in the order
+# they were collected; the slowest ones sat last in that order (tests/test_*.py are collected after every folder),
+# where one of them ran alone at the end while the other worker idled. They go first, slowest first (by the seconds
+# each took in `make test` here, --junitxml): the other files fill in around them. Without --no-loadscope-reorder,
+# xdist sorts files by how many tests they hold instead, and a 40 s file of 5 tests goes last again.
 SLOWEST_FIRST = ("tests/sweep/test_runner.py", "tests/test_hostile.py", "tests/bench/test_bench.py",
                  "tests/engine/test_pack.py", "tests/test_doc_examples.py", "tests/analysis/test_reanalysis.py",
                  "tests/sweep/test_slurm.py", "tests/test_device_check.py", "tests/engine/test_train.py",

@@ -17,7 +17,7 @@ __all__ = ["VisionTransformer", "build_model", "count_params"]
 
 def __getattr__(name: str) -> Any:
     """The model classes, imported when first asked for: the package itself imports no torch, so that ``flops.py``
-    (what ``suite run --dry-run``, ``suite status`` and ``suite cost`` need) costs no torch import (1.7 s)."""
+    (all that ``suite cost`` needs) costs no torch import (1.7 s)."""
     if name in ("VisionTransformer", "count_params"):
         from suite.models import vit
 
