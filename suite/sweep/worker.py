@@ -107,7 +107,7 @@ class Worker:
         out = Path(self.out)
         self._log = out / WORKERS / f"{claims.owner_id().replace('/', '_')}.jsonl"
         store.no_link(self._log.parent).mkdir(parents=True, exist_ok=True)
-        self._preempted, self._in_run, self._wake, self._signum = False, False, threading.Event(), None
+        self._preempted, self._in_run, self._signum = False, False, None
         self.beat = claims.Heartbeat(self.lease_s)
         previous = self._take_signals()
         counts: dict[str, Any] = {"trained": 0, "lost": 0, "preempted": False, "disk_full": None}
@@ -133,7 +133,7 @@ class Worker:
                         claim.release()
                 left, take_over = waiting, True
                 if left:  # cheap to look again (a stat per pack)
-                    self._wake.wait(self.poll_s)
+                    self._nap(self.poll_s)
         except Preempted:
             pass
         except store.DiskFull as err:
@@ -209,6 +209,12 @@ class Worker:
         if self._preempted:
             raise StopRun("preempted", save=True)
 
+    def _nap(self, seconds: float) -> None:
+        """Sleep ``seconds``, or until preempted: the flag is polled, as a signal handler may take no lock."""
+        end = time.monotonic() + seconds
+        while not self._preempted and (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, 0.05))
+
     def _take_signals(self) -> dict[int, Any]:
         """SIGTERM / SIGUSR2 preempt the worker; returns the handlers they replace (restored at the end)."""
         if threading.current_thread() is not threading.main_thread():
@@ -220,8 +226,11 @@ class Worker:
             raise Preempted
 
         def on_signal(signum, frame):
+            # No lock in here (an Event's was): the group's SIGTERM and then the parent's ran this again inside the
+            # first call, while it held the lock, and the worker hung until the parent killed it (run not saved).
+            if self._preempted:  # the first signal started the grace period; a later one changes nothing
+                return
             self._preempted, self._signum = True, signum
-            self._wake.set()
             if self._in_run and hasattr(signal, "setitimer"):
                 # A run that reaches no step boundary in time is abandoned before the scheduler kills the process.
                 previous.setdefault(signal.SIGALRM, signal.getsignal(signal.SIGALRM))

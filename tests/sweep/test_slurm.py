@@ -234,11 +234,11 @@ def test_a_run_that_reaches_no_step_boundary_is_abandoned_after_the_grace_time()
     from suite.sweep.worker import Preempted, Worker
 
     worker = Worker("unused", [], grace_s=30)
-    worker._preempted, worker._in_run, worker._wake, worker._signum = False, True, threading.Event(), None
+    worker._preempted, worker._in_run, worker._signum = False, True, None
     previous = worker._take_signals()
     try:
         os.kill(os.getpid(), signal.SIGUSR2)
-        assert worker._preempted and worker._signum == signal.SIGUSR2 and worker._wake.is_set()
+        assert worker._preempted and worker._signum == signal.SIGUSR2
         remaining, _ = signal.getitimer(signal.ITIMER_REAL)
         assert 0 < remaining <= 30
         with pytest.raises(Preempted):
@@ -247,3 +247,52 @@ def test_a_run_that_reaches_no_step_boundary_is_abandoned_after_the_grace_time()
         signal.setitimer(signal.ITIMER_REAL, 0)
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def test_a_second_stop_signal_that_lands_inside_the_first_ones_handler_does_not_hang_the_worker():
+    """`timeout` and Slurm signal the whole group, then the parent signals each worker again: the second
+    SIGTERM landed while the first one's handler held an Event's lock, and the worker hung until the parent
+    killed it 95 s later, its run not checkpointed (1 sweep in 25 under load). Here the second signal comes at
+    each line the first handler runs in turn; a watchdog (SIGUSR1, 2 s) turns a hang into a failure."""
+    from suite.sweep.worker import Worker
+
+    def watchdog(signum, frame):
+        raise TimeoutError("the handler hung on a second signal")
+
+    worker = Worker("unused", [], grace_s=30)
+    worker._in_run = True
+    previous = worker._take_signals()
+    previous_usr1 = signal.signal(signal.SIGUSR1, watchdog)
+    handler = signal.getsignal(signal.SIGTERM)
+
+    def first_signal(nested_at: int) -> int:
+        worker._preempted, worker._signum, lines = False, None, [0]
+
+        def trace(frame, event, arg):
+            if event == "line":
+                lines[0] += 1
+                if lines[0] == nested_at:
+                    handler(signal.SIGUSR2, None)  # the second signal, at this line of the first one's handler
+            return trace
+
+        timer = threading.Timer(2, os.kill, (os.getpid(), signal.SIGUSR1))
+        timer.start()
+        sys.settrace(trace)
+        try:
+            handler(signal.SIGTERM, None)
+        finally:
+            sys.settrace(None)
+            timer.cancel()
+        return lines[0]
+
+    try:
+        for at in range(1, first_signal(0) + 1):
+            first_signal(at)
+            assert worker._preempted and worker._signum in (signal.SIGTERM, signal.SIGUSR2), at  # whichever came first
+            remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+            assert 29 < remaining <= 30, at  # the grace period is running
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGUSR1, previous_usr1)
+        for s, h in previous.items():
+            signal.signal(s, h)
