@@ -5,8 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 
-import pytest
-import torch
+# Before torch (and its OpenMP) loads, here and in every process a test starts: an OpenMP thread that finds no work
+# sleeps instead of spinning. The tests keep both cores busy, so a multi-threaded run (a sweep's worker, `suite train`,
+# a Slurm job) had threads spinning while a neighbour held their core: 4x the CPU for the same run (issue 63's note).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:
