@@ -97,6 +97,11 @@ def test_ctrl_c_inside_code_a_library_builds_with_exec_exits_130(folder: Path, t
     assert proc.stderr.strip().splitlines() == [LAST]
 
 
+# A script that signals itself gets Python's Ctrl-C handler first: a test run started with SIGINT ignored (a background
+# job of a non-interactive shell) passes that on, Python then installs no handler, and the signal did nothing.
+CTRL_C_AS_IN_A_TERMINAL = "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
+
 @pytest.mark.parametrize("signum, code, line", [
     (signal.SIGINT, 130, LAST),
     (signal.SIGTERM, 143, "terminated: suite analyze stopped (SIGTERM); no half-written file is left")])
@@ -104,7 +109,7 @@ def test_a_stop_signal_a_library_turns_into_another_error_still_stops_in_one_lin
     """matplotlib's pybind11 converters call a transform's ``__array__``; when the signal's exception
     is raised in there, they clear it and raise ``ValueError: Invalid affine transformation matrix``:
     a Ctrl-C while ``suite analyze`` drew was a matplotlib traceback and exit 1."""
-    script = ("import os, sys, time\n"
+    script = (f"{CTRL_C_AS_IN_A_TERMINAL}import os, sys, time\n"
               "import suite.cli.analyze as cli\n"
               "def drawing(*a, **k):\n"
               "    try:\n"
@@ -123,7 +128,7 @@ def test_a_stop_signal_a_library_turns_into_another_error_still_stops_in_one_lin
 def test_a_ctrl_c_that_a_c_extension_turns_into_its_own_error_still_stops_in_one_line(folder):
     """matplotlib's pybind11 converter clears the KeyboardInterrupt its ``__array__`` call raised and raises a
     ValueError with no trace of it: the ValueError comes from the very call the signal interrupted."""
-    script = ("import os, signal, sys, time\n"
+    script = (f"{CTRL_C_AS_IN_A_TERMINAL}import os, signal, sys, time\n"
               "import numpy as np\n"
               "from matplotlib import _path\n"
               "import suite.cli.analyze as cli\n"
