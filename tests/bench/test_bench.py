@@ -210,6 +210,17 @@ def test_interleave_visits_in_palindromes():
         assert rnd == rnd[::-1] and sorted(rnd) == sorted("ABCABC")
 
 
+def test_interleave_collects_each_rounds_garbage_without_scanning_what_was_there_before():
+    """Each round ends with a collection (no collection lands inside a timed block); the objects from before the
+    rounds (torch's, hundreds of thousands) are frozen meanwhile, else each collection took 0.1 s and the gate's
+    120 rounds about 12 s. Afterwards the collector is as it was."""
+    import gc
+
+    frozen = []
+    interleave({"A": lambda: frozen.append(gc.get_freeze_count())}, rounds=2, timer=_FakeTimer())
+    assert min(frozen) > 1000 and gc.get_freeze_count() == 0 and gc.isenabled()
+
+
 def _arm(train: float, params: int, saved: int) -> ArmResult:
     return ArmResult(train_s=np.full((6, 2), train), forward_s=None, params=params, saved_bytes=saved, peak_bytes=None)
 
