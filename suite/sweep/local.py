@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.forkserver
@@ -31,12 +32,14 @@ DISK_FULL_EXIT = 28  # a worker's exit status when it found no space left (ENOSP
 SERVER_BLOCKS = {signal.SIGINT, signal.SIGTERM}  # what the fork server never acts on (_start_server)
 
 
-# What the fork server imports once: torch._dynamo because building an optimizer imports it (seconds); this module
-# because each worker unpickles its target from it (pandas with it, 0.35 s a worker); server's hook for its own exit.
-PRELOAD = ["suite.engine.loop", "torch._dynamo", "suite.sweep.local", "suite.sweep.server"]
+# What the fork server imports once: server first (the collector off meanwhile); torch._dynamo because building an
+# optimizer imports it (seconds); this module because each worker unpickles its target from it (pandas, 0.35 s a worker).
+PRELOAD = ["suite.sweep.server", "suite.engine.loop", "torch._dynamo", "suite.sweep.local"]
 
 
 def _main(worker: Worker, index: int, parent_pid: int, environ: dict[str, str], stdio: tuple) -> None:
+    gc.freeze()  # the server's modules (torch's): never scanned by this worker's collections, nor their pages copied
+    gc.enable()  # off in the server (suite.sweep.server)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):  # blocked in the fork server (_start_server): not in what a run starts
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
