@@ -205,19 +205,18 @@ def test_a_full_disk_under_torch_save_is_disk_full_not_a_runtime_error(tmp_path,
     assert os.listdir(tmp_path) == []  # no temp file left behind
 
 
-def test_a_config_key_added_since_the_committed_runs_renames_none_of_them(tmp_path):
+def test_a_config_key_added_since_the_committed_runs_renames_none_of_them(tmp_path, capsys, monkeypatch):
     """A key added to the config counts in every run id unless store.ADDED_KEYS lists it at the value old runs
     behaved as: the default study's expansion today must name exactly its committed runs."""
     import csv
-    import shutil
-    import subprocess
-    import sys
     from pathlib import Path
 
+    from suite.cli import main
+
     root = Path(__file__).resolve().parents[1]
-    shutil.copy(root / "results/default/runs.csv", tmp_path / "runs.csv")
-    proc = subprocess.run([sys.executable, "-m", "suite", "run", "ablations/default.yaml", "--out", str(tmp_path / "d"),
-                           "--dry-run"], capture_output=True, text=True, cwd=root, timeout=120)
-    listed = {line.split()[0] for line in proc.stdout.splitlines() if line.rstrip().endswith("to run")}
-    committed = {row["run_id"] for row in csv.DictReader(open(tmp_path / "runs.csv"))}
-    assert len(listed) == 40 and listed == committed, proc.stdout[-500:] + proc.stderr[-500:]
+    monkeypatch.chdir(root)
+    assert main(["run", "ablations/default.yaml", "--out", str(tmp_path / "d"), "--dry-run"]) == 0
+    printed = capsys.readouterr()
+    listed = {line.split()[0] for line in printed.out.splitlines() if line.rstrip().endswith("to run")}
+    committed = {row["run_id"] for row in csv.DictReader(open(root / "results/default/runs.csv"))}
+    assert len(listed) == 40 and listed == committed, printed.out[-500:] + printed.err[-500:]
