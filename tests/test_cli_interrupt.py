@@ -208,3 +208,24 @@ def test_sigterm_while_suite_analyze_draws_leaves_no_temp_file(folder):
     assert err.strip().splitlines()[-1].startswith("terminated: suite analyze stopped (SIGTERM)")
     assert "Traceback" not in err
     assert not [p.name for p in figures.glob(".*")]
+
+
+def test_analyze_called_in_a_process_leaves_its_signal_handlers_as_it_found_them(folder):
+    """`suite analyze` turns SIGTERM into a clean unwind with a handler of its own, for the command alone: called in
+    a notebook or a test, main left it behind (a later SIGTERM raised its exception in whatever ran then), and from
+    a thread other than the main one it failed, where Python lets no handler be set."""
+    import threading
+
+    from suite.cli import main
+
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        assert main(["analyze", str(folder), "--no-figures"]) == 0
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(main(["analyze", str(folder), "--no-figures"])))
+    thread.start()
+    thread.join()
+    assert codes == [0]

@@ -109,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     STOPS.clear()
     STRUCK.clear()
     # SIGINT: a recording handler in place of Python's; none where SIGINT is ignored or off the main thread
-    own = threading.current_thread() is threading.main_thread() and \
-        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    on_main = threading.current_thread() is threading.main_thread()  # where alone Python lets a handler be set
+    own = on_main and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     if own:
         signal.signal(signal.SIGINT, _on_stop)
     try:
@@ -126,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:  # also for the interrupts a subcommand handles itself (`suite run`, `suite status --watch`)
         if own:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+        if on_main and signal.getsignal(signal.SIGTERM) is _on_stop:  # _dispatch's, for its command only
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         STRUCK.clear()  # no frames kept alive past the command
         forget_caught_interrupt()
 
@@ -165,7 +167,8 @@ def _dispatch(argv: list[str]) -> int:
     if known.command is None:
         parser.print_help()
         return 0
-    if known.command in CLEAN_ON_TERM and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+    if known.command in CLEAN_ON_TERM and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL and \
+            threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_stop)
     module = importlib.import_module(known._module)
     sub = Parser(prog=f"suite {known.command}", description=COMMANDS[known.command][1])
