@@ -212,7 +212,7 @@ def test_interleave_visits_in_palindromes():
 
 def test_interleave_collects_each_rounds_garbage_and_never_inside_a_timed_block():
     """A collection after each round (none lands inside a timed block) of the round's young objects only: a full one
-    scans torch's objects too, 0.1 s each, about 12 s over the gate's 120 rounds. The collector is on afterwards."""
+    scans torch's objects too, 0.1 s or more each, and the gate has 90 rounds. The collector is on afterwards."""
     import gc
 
     collected = []
