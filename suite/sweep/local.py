@@ -33,7 +33,7 @@ SERVER_BLOCKS = {signal.SIGINT, signal.SIGTERM}  # what the fork server never ac
 
 
 # What the fork server imports once: server first (the collector off meanwhile); torch._dynamo because building an
-# optimizer imports it (seconds); this module because each worker unpickles its target from it (pandas, 0.35 s a worker).
+# optimizer imports it (seconds); this module because each worker unpickles its target from it (pandas: 0.35 s a worker)
 PRELOAD = ["suite.sweep.server", "suite.engine.loop", "torch._dynamo", "suite.sweep.local"]
 
 
