@@ -26,13 +26,21 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # pytest-xdist (--dist loadfile --no-loadscope-reorder, as `make test` runs it) hands out test files in the order
 # they were collected; the slowest ones sat last in that order (tests/test_*.py are collected after every folder),
-# where one of them ran alone at the end while the other worker idled. They go first, slowest first (by the seconds
-# each took in `make test` here, --junitxml): the other files fill in around them. Without --no-loadscope-reorder,
-# xdist sorts files by how many tests they hold instead, and a 40 s file of 5 tests goes last again.
-SLOWEST_FIRST = ("tests/sweep/test_runner.py", "tests/test_hostile.py", "tests/bench/test_bench.py",
-                 "tests/engine/test_pack.py", "tests/test_doc_examples.py", "tests/analysis/test_reanalysis.py",
-                 "tests/sweep/test_slurm.py", "tests/test_device_check.py", "tests/engine/test_train.py",
-                 "tests/engine/test_packstep.py", "tests/analysis/test_hostile_records.py")
+# where one of them ran alone at the end while the other worker idled. Every file that takes 4 s or more goes first,
+# slowest first (by the seconds each took in `make test` here): the short files fill in around them and end both
+# workers within a second or two of each other (with the 11 slowest alone ranked, one worker ended 14 s before the
+# other). Without --no-loadscope-reorder, xdist sorts files by how many tests they hold instead, and a 40 s file of
+# 5 tests goes last again.
+SLOWEST_FIRST = ("tests/sweep/test_runner.py", "tests/engine/test_pack.py", "tests/test_hostile.py",
+                 "tests/analysis/test_reanalysis.py", "tests/test_doc_examples.py", "tests/bench/test_bench.py",
+                 "tests/sweep/test_slurm.py", "tests/test_device_check.py", "tests/engine/test_compiled.py",
+                 "tests/engine/test_train.py", "tests/engine/test_packstep.py", "tests/analysis/test_doseresponse.py",
+                 "tests/analysis/test_depthslope.py", "tests/engine/test_probes.py", "tests/analysis/test_transfer.py",
+                 "tests/analysis/test_report_hostile.py", "tests/test_cli_interrupt.py", "tests/sweep/test_api.py",
+                 "tests/analysis/test_analyze.py", "tests/test_layout.py", "tests/analysis/test_products.py",
+                 "tests/test_extending.py", "tests/analysis/test_report.py", "tests/analysis/test_hostile_records.py",
+                 "tests/engine/test_optim.py", "tests/analysis/test_stats.py", "tests/engine/test_trackers.py",
+                 "tests/test_cli_train.py", "tests/sweep/test_spec.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
