@@ -61,8 +61,8 @@ def test_training_with_compile_matches_eager(tmp_path):
     # CI) is read back from its cache by the other
     items = ["model.residual=layerscale", "data.name=synthetic", "data.synthetic_train=64", "data.synthetic_test=32",
              "data.synthetic_img_size=8", "model.patch_size=4", "model.dim=16", "model.heads=2", "model.depth=2",
-             "train.steps=6", "train.batch_size=16", "train.log_every=2", "train.eval_every=0", "train.warmup_steps=1", "device=cpu",
-             "train.lr=1e-3"]
+             "train.steps=6", "train.batch_size=16", "train.log_every=2", "train.eval_every=0", "train.warmup_steps=1",
+             "device=cpu", "train.lr=1e-3"]
     eager = train(load_config(None, items), tmp_path / "eager")
     compiled = train(load_config(None, [*items, "train.compile=default"]), tmp_path / "compiled")
     assert compiled["error"] is None and compiled["status"] == eager["status"]
