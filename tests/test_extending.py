@@ -3,6 +3,7 @@ scheme, a dataset, a table and a backend added as the page shows, each checked b
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -23,7 +24,9 @@ def test_the_guide_covers_each_kind_of_addition_with_an_example():
     assert len(blocks()) >= 5
 
 
-def test_every_example_of_the_guide_runs_as_written():
+def test_every_example_of_the_guide_runs_as_written(tmp_path):
     script = "\n\n".join(blocks()) + "\n\nprint('guide ok')\n"
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    # the page's mkdtemp folder is the reader's to look at; the test's goes under its own tmp_path, not /tmp
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**os.environ, "TMPDIR": str(tmp_path)})
     assert proc.returncode == 0 and proc.stdout.strip().endswith("guide ok"), proc.stdout[-2000:] + proc.stderr[-3000:]
