@@ -80,9 +80,9 @@ def score_line(row: pd.Series, base: pd.Series) -> str:
     clipped = ", clipped to what two scores can differ by" if row.get("acc_diff_ci_clipped") is True else ""
     few = "; fewer than 4 seeds per arm: an estimate, no verdict" if row.get("acc_verdict") == "too few seeds" else ""
     pairs, n_base = row.get("acc_pairs"), base.get("acc_n")
+    # a table read back holds numpy integers, which are not ints: pd.notna, not isinstance, says it is a count
     subset = (f"; the difference is over the {int(pairs)} seeds both ran, the baseline's mean over its {int(n_base)}"
-              if pairs and isinstance(n_base, (int, float)) and not pd.isna(n_base) and int(n_base) != int(pairs)
-              else "")
+              if pairs and n_base is not None and pd.notna(n_base) and int(n_base) != int(pairs) else "")
     return (f"{_where(row)}: score {100 * row['acc_mean']:.1f}% vs {100 * base['acc_mean']:.1f}%, difference "
             f"{_points(row['acc_diff'])} points ({_interval(row, 'acc_diff', 'acc_p')}{clipped}; {test}, "
             f"{_adj(row, 'acc_p')}{few}{subset})")

@@ -502,3 +502,16 @@ def test_an_unfinished_sweep_warns_and_committed_outputs_need_force(grid, capsys
     (grid / "run_ids.json").write_text(json.dumps(ids))  # finished: no question asked
     assert analyze_cli_main(["analyze", str(grid), "--no-figures"]) == 0
     assert "incomplete" not in capsys.readouterr().err
+
+
+def test_a_difference_over_fewer_seeds_than_the_baselines_mean_says_so_from_a_table_read_back():
+    """results/deep: frozen-0.025 ran 4 of preln's 8 seeds, so its paired difference (+28.5) is not the difference
+    of the two means printed (71.9% - 46.0%); the line says whose seeds each is over. Read back from CSV the counts
+    are numpy integers, which an isinstance(int) check missed, and the clause never printed."""
+    from suite.analysis.findings import score_line
+
+    frame = pd.read_csv(Path(__file__).parents[2] / "results/deep/tables/summary.csv")
+    at = frame[frame["model.depth"] == 192].set_index("variant")
+    line = score_line(at.loc["frozen-0.025"], at.loc["preln"])
+    assert "the difference is over the 4 seeds both ran, the baseline's mean over its 8" in line
+    assert "seeds both ran" not in score_line(at.loc["layerscale-cait"], at.loc["preln"])
