@@ -152,7 +152,8 @@ TABLES: dict[str, TableKind] = {t.name: t for t in (
               "the mean |γ| over blocks at the last step, by scheme, rate and depth", PROBES,
               lambda i, f: gamma.settled_frame(f["gamma"], i.keys), (paper.settled_gamma_tables,)),
     TableKind("diagnostics", "What separates the runs that were not ok",
-              "per scheme, the AUC of each peak diagnostic for not-ok against ok runs (CSV only)", BROKE,
+              "per scheme, the AUC of each peak diagnostic for not-ok against ok runs, read the way they lie "
+              "(CSV only)", BROKE,
               lambda i, _: separation_frame(i.runs), ()),
     TableKind("sensitivity", "How the verdict depends on the definition of not ok",
               "each declared frontier-slope comparison refitted under other definitions of not ok (CSV only)",

@@ -1,5 +1,6 @@
-"""Which diagnostic separates the not-ok runs from the ok ones: per scheme and peak diagnostic, the AUC (1 = every
-failure told from every success, 0.5 = nothing). Exploratory, no test."""
+"""Which diagnostic separates the not-ok runs from the ok ones: per scheme and peak diagnostic, the AUC read in the
+direction the not-ok runs lie (1 = every failure told from every success, 0.5 = nothing). Exploratory, no test, and an
+association: a diagnostic can move because a run fails, and the learning rate moves most of them."""
 
 from __future__ import annotations
 
@@ -11,19 +12,28 @@ import pandas as pd
 
 from suite.store import DIAGNOSTIC_PEAKS
 
-LOW_IS_BAD = {"attn_entropy_low"}  # attention entropy collapses in a failing run; every other peak grows
-COLUMNS = ["variant", "diagnostic", "n_ok", "n_not_ok", "auc", "median_ok", "median_not_ok"]
+COLUMNS = ["variant", "diagnostic", "n_ok", "n_not_ok", "auc", "not_ok_side", "median_ok", "median_not_ok"]
 
 
-def auc(bad: list[float], good: list[float], low_is_bad: bool = False) -> float:
-    """P(a bad run's value is further on the bad side than a good run's), ties half; nan without both."""
+def auc(bad: list[float], good: list[float]) -> float:
+    """P(a bad run's value exceeds a good run's), ties half; nan without both."""
     from scipy.stats import mannwhitneyu
 
     if not bad or not good:
         return math.nan
-    sign = -1.0 if low_is_bad else 1.0
-    u = mannwhitneyu(sign * np.asarray(bad, float), sign * np.asarray(good, float)).statistic  # ties count half
+    u = mannwhitneyu(np.asarray(bad, float), np.asarray(good, float)).statistic  # ties count half
     return float(u / (len(bad) * len(good)))
+
+
+def oriented(a: float) -> tuple[float, str]:
+    """An AUC read in the direction the bad runs lie: (max(a, 1 - a), ``higher`` / ``lower`` / ``neither``).
+
+    Which way a diagnostic moves in a failing run is not fixed beforehand: entropy and the output logits fall in
+    the committed studies' failures while the stream grows, and a fixed direction ranks such a perfect separator
+    last."""
+    if math.isnan(a):
+        return a, ""
+    return max(a, 1.0 - a), "higher" if a > 0.5 else "lower" if a < 0.5 else "neither"
 
 
 def separation_frame(runs: list[dict[str, Any]]) -> pd.DataFrame | None:
@@ -37,8 +47,9 @@ def separation_frame(runs: list[dict[str, Any]]) -> pd.DataFrame | None:
             good = [float(r[key]) for r in mine if r["status"] == "ok" and _finite(r.get(key))]
             bad = [float(r[key]) for r in mine if r["status"] != "ok" and _finite(r.get(key))]
             if good and bad:
+                area, side = oriented(auc(bad, good))
                 rows.append({"variant": variant, "diagnostic": key, "n_ok": len(good), "n_not_ok": len(bad),
-                             "auc": auc(bad, good, key in LOW_IS_BAD), "median_ok": float(np.median(good)),
+                             "auc": area, "not_ok_side": side, "median_ok": float(np.median(good)),
                              "median_not_ok": float(np.median(bad))})
     return pd.DataFrame(rows, columns=COLUMNS) if rows else None
 
@@ -48,14 +59,17 @@ def separation_lines(frame: pd.DataFrame | None) -> list[str]:
     if frame is None or frame.empty:
         return []
     lines = ["## What separates the runs that were not ok", "",
-             "Per scheme, how well each diagnostic alone tells its not-ok runs from its ok runs: the AUC (1 = every "
-             "not-ok run lies beyond every ok run, 0.5 = no better than chance), with the medians of ok and not-ok "
-             "runs. The cause the runs support is the diagnostic that separates them. Exploratory; table: "
-             "tables/diagnostics.csv.", ""]
+             "Per scheme, how well each diagnostic alone tells its not-ok runs from its ok runs: the AUC, read in "
+             "the direction the not-ok runs lie, higher or lower (1 = every not-ok run lies beyond every ok run, 0.5 "
+             "= no better than chance), with the medians of ok and not-ok runs. An association, not a cause: a "
+             "diagnostic can move because a run is failing (output logits that shrink, attention that collapses), "
+             "and the learning rate moves most of them; a cause is tested by an intervention, an arm of a study. "
+             "Exploratory; table: tables/diagnostics.csv.", ""]
     for variant, part in frame.groupby("variant", sort=False):
-        ranked = part.sort_values("auc", ascending=False)
-        said = "; ".join(f"{d} {a:.2f} (median {mo:.3g} ok, {mn:.3g} not ok)" for d, a, mo, mn in
-                         zip(ranked["diagnostic"], ranked["auc"], ranked["median_ok"], ranked["median_not_ok"]))
+        ranked = part.sort_values("auc", ascending=False, kind="stable")
+        said = "; ".join(f"{d} {a:.2f}, {side} when not ok (median {mo:.3g} ok, {mn:.3g} not ok)"
+                         for d, a, side, mo, mn in zip(ranked["diagnostic"], ranked["auc"], ranked["not_ok_side"],
+                                                       ranked["median_ok"], ranked["median_not_ok"]))
         first = part.iloc[0]
         lines.append(f"- **{' '.join(str(variant).split())}** ({int(first['n_not_ok'])} not ok of "
                      f"{int(first['n_ok'] + first['n_not_ok'])}): {said}.")

@@ -1,5 +1,6 @@
 """Which diagnostic separates not-ok runs from ok ones (issue 60): the AUC is the Mann-Whitney U over all
-pairs, ties half, and a diagnostic that falls in failing runs (attention entropy) is read the other way."""
+pairs, ties half, read in the direction the not-ok runs lie, found from the runs (entropy and output logits fall in
+failing runs, the stream grows)."""
 
 import math
 
@@ -7,15 +8,33 @@ import pytest
 from scipy.stats import mannwhitneyu
 
 from suite import store
-from suite.analysis.separation import auc, separation_frame, separation_lines
+from suite.analysis.separation import auc, oriented, separation_frame, separation_lines
 
 
 def test_auc_is_the_mann_whitney_u_over_all_pairs():
     bad, good = [5.0, 7.0, 7.0, 30.0], [1.0, 7.0, 2.0, 3.0, 9.0]
     u = mannwhitneyu(bad, good).statistic
     assert auc(bad, good) == pytest.approx(u / (len(bad) * len(good)))
-    assert auc([10.0], [1.0, 2.0]) == 1.0 and auc([0.1], [1.0], low_is_bad=True) == 1.0
+    assert auc([10.0], [1.0, 2.0]) == 1.0 and auc([0.1], [1.0]) == 0.0
     assert math.isnan(auc([], [1.0]))
+    assert oriented(0.0) == (1.0, "lower") and oriented(0.75) == (0.75, "higher") and oriented(0.5) == (0.5, "neither")
+    assert oriented(0.25) == (0.75, "lower") and oriented(math.nan)[1] == ""
+
+
+def test_a_diagnostic_that_falls_in_failing_runs_ranks_by_how_well_it_separates_not_by_a_fixed_direction():
+    """The frontier's output logits are smaller in every failed run (median 0.55 against 1.33): a perfect separator
+    the other way, which a fixed 'higher is bad' direction scored 0.02 and printed last."""
+    runs = [{"variant": "ls", "status": s, "logit_rms_peak": lo, "stream_rms_peak": st, "attn_entropy_low": e}
+            for s, lo, st, e in [("ok", 1.3, 9.0, 0.8), ("ok", 1.4, 30.0, 0.9), ("ok", 1.2, 12.0, 0.06),
+                                 ("failed", 0.5, 20.0, 0.05), ("failed", 0.6, 700.0, 0.08)]]
+    ls = separation_frame(runs).set_index("diagnostic")
+    assert ls.loc["logit_rms_peak", "auc"] == 1.0 and ls.loc["logit_rms_peak", "not_ok_side"] == "lower"
+    assert ls.loc["stream_rms_peak", "auc"] == pytest.approx(5 / 6)  # 20 lies under one of the three ok runs
+    assert ls.loc["stream_rms_peak", "not_ok_side"] == "higher"
+    assert ls.loc["attn_entropy_low", "not_ok_side"] == "lower"
+    text = "\n".join(separation_lines(separation_frame(runs)))
+    assert "- **ls** (2 not ok of 5): logit_rms_peak 1.00, lower when not ok (median 1.3 ok, 0.55 not ok)" in text
+    assert "not a cause" in text
 
 
 def _run(variant: str, status: str, logit: float, stream: float) -> dict:
