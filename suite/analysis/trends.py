@@ -52,18 +52,30 @@ def _bound(depths: dict[float, list[tuple]]) -> str:
     return ""
 
 
-def interaction(scheme: dict[float, list[tuple]], base: dict[float, list[tuple]]) -> tuple[stats.Difference, str]:
-    """The scheme x depth interaction against the baseline, and its kind: ``depth A->B`` or ``per doubling``."""
+def interaction(scheme: dict[float, list[tuple]], base: dict[float, list[tuple]]
+                ) -> tuple[stats.Difference, str, float]:
+    """The scheme x depth interaction against the baseline, its kind (``depth A->B`` or ``per doubling``) and the
+    most it can be: sum |w| over its depths times the most two scores differ by, 1 - chance."""
     shared = sorted(d for d in scheme if d in base)
     if len(shared) < 2:
-        return stats.NO_DIFFERENCE, ""
+        return stats.NO_DIFFERENCE, "", math.inf
     cells = [({r[2]: r[0] for r in scheme[d]}, {r[2]: r[0] for r in base[d]}) for d in shared]
     if len(shared) == 2:
         weights, kind = [-1.0, 1.0], f"depth {shared[0]:g}->{shared[1]:g}"
     else:
         x = np.log2(shared)
         weights, kind = list((x - x.mean()) / ((x - x.mean()) ** 2).sum()), "per doubling"
-    return stats.contrast(cells, weights), kind
+    span = 1.0 - min(r[3] for side in (scheme, base) for d in shared for r in side[d])
+    return stats.contrast(cells, weights), kind, float(np.abs(weights).sum()) * span
+
+
+def most_slope(x: np.ndarray, span: float = 1.0) -> float:
+    """The largest |OLS slope| on ``x`` of scores that lie within ``span`` of each other (1 - chance):
+    span * sum |x - mean| / (2 sum (x - mean)^2), reached with every score above the mean x at the top and every
+    other at the bottom; inf without two values of x."""
+    dx = x - x.mean()
+    ss = float((dx ** 2).sum())
+    return span * float(np.abs(dx).sum()) / (2 * ss) if ss > 0 else math.inf
 
 
 TREND_COLUMNS = ["n", "n_depths", "acc_slope", "acc_slope_ci_low", "acc_slope_ci_high",
@@ -78,16 +90,16 @@ def depth_trends(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> 
     if DEPTH not in keys or len({r.get(DEPTH) for r in runs}) < 2:
         return None
     cells, skeys = _cells(runs, keys, baseline)
-    rows, diffs = [], []
+    rows, diffs, most = [], [], []  # most: each row's (slope, interaction) bounds, past which no interval goes
     for label, variants in cells.items():
         base_depths = variants.get(baseline)
         base = _xy(base_depths) if base_depths else None
         for variant, depths in variants.items():
             x, y, k = _xy(depths)
             slope = regression.linear_slope(x, y)
-            diff, kind, bound, not_ok = stats.NO_DIFFERENCE, "", "", regression.NO_SLOPE
+            diff, kind, bound, not_ok, most_diff = stats.NO_DIFFERENCE, "", "", regression.NO_SLOPE, math.inf
             if variant != baseline and base is not None:
-                diff, kind = interaction(depths, base_depths)
+                diff, kind, most_diff = interaction(depths, base_depths)
                 bound = _bound(depths) or _bound(base_depths)
                 not_ok = regression.logistic_slope_difference(x, k, base[0], base[2])
             p = math.nan if bound else diff.p  # at a floor or ceiling: an estimate, no test
@@ -99,15 +111,16 @@ def depth_trends(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> 
                          "not_ok_slope_diff": not_ok.estimate, "not_ok_slope_diff_ci_low": not_ok.low,
                          "not_ok_slope_diff_ci_high": not_ok.high, "not_ok_slope_diff_p": not_ok.p})
             diffs.append(diff if diff.test and not bound else None)
+            most.append((most_slope(x, 1.0 - min(r[3] for rs in depths.values() for r in rs)), most_diff))
     frame = pd.DataFrame(rows, columns=skeys + ["variant"] + TREND_COLUMNS[:-2])
     family = skeys + ["variant"]  # sections as in the other tables: every key but variant (and depth)
     adjust_family(frame, family, "acc_interaction_p", diffs, "acc_interaction")
     adjust_family(frame, family, "not_ok_slope_diff_p")
-    # No interval past what a slope can be: a score difference moves by at most 2 over the depths' doublings.
-    depths = sorted(float(r[DEPTH]) for r in runs if r.get(DEPTH) is not None)
-    bound = min(1.0, 2.0 / math.log2(depths[-1] / depths[0])) if depths[0] > 0 and depths[-1] > depths[0] else 1.0
-    for col in ("acc_slope", "acc_interaction"):
-        ends = [pooled.clip(lo, hi, bound) for lo, hi in zip(frame[f"{col}_ci_low"], frame[f"{col}_ci_high"])]
+    # No interval past what the estimate can be, row by row, scores lying in [chance, 1] as in the summary's clip: a
+    # slope of scores on its runs' log2 depths; an interaction of score differences (at two depths a difference of
+    # differences, up to 2 (1 - chance), not per doubling).
+    for i, col in enumerate(("acc_slope", "acc_interaction")):
+        ends = [pooled.clip(lo, hi, m[i]) for lo, hi, m in zip(frame[f"{col}_ci_low"], frame[f"{col}_ci_high"], most)]
         frame[f"{col}_ci_low"], frame[f"{col}_ci_high"] = [e[0] for e in ends], [e[1] for e in ends]
     return frame[skeys + ["variant"] + TREND_COLUMNS]
 

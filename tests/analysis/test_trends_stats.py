@@ -79,20 +79,37 @@ def test_iqm_is_the_mean_of_the_middle_half_and_poi_counts_pairs():
     assert stacked == pytest.approx([0.5, 0.5])
 
 
-def test_no_depth_interaction_interval_reaches_past_what_a_slope_can_be(tmp_path):
-    """Two noisy seeds at depths 4, 8, 16: the paired t on 1 degree of freedom gives intervals of hundreds of
-    points per doubling; a difference can move by at most 2 over 2 doublings, so they stop at +/-1."""
+def _noisy_trends(root, accs: dict[int, tuple[float, float]]):
     from suite.results import run_records
     from suite.analysis.trends import depth_trends
 
     from test_analyze import write_run
 
-    accs = {4: (0.9, 0.4), 8: (0.3, 0.8), 16: (0.2, 0.9)}
     for depth, (a, b) in accs.items():
         for seed in range(2):
-            write_run(tmp_path, "layerscale", depth, seed, acc=a if seed == 0 else b)
-            write_run(tmp_path, "preln", depth, seed, acc=0.5 + 0.01 * seed)
-    frame = depth_trends(run_records(tmp_path), ["variant", "model.depth"], "preln").set_index("variant")
-    row = frame.loc["layerscale"]
-    assert -1.0 <= row["acc_interaction_ci_low"] and row["acc_interaction_ci_high"] <= 1.0
-    assert -1.0 <= row["acc_slope_ci_low"] and row["acc_slope_ci_high"] <= 1.0
+            write_run(root, "layerscale", depth, seed, acc=a if seed == 0 else b)
+            write_run(root, "preln", depth, seed, acc=0.5 + 0.01 * seed)
+    return depth_trends(run_records(root), ["variant", "model.depth"], "preln").set_index("variant").loc["layerscale"]
+
+
+def test_no_depth_interaction_interval_reaches_past_what_a_slope_can_be(tmp_path):
+    """Two noisy seeds at depths 4, 8, 16: the paired t on 1 degree of freedom gives intervals of hundreds of
+    points per doubling. Scores lie in [chance, 1] = [0.1, 1], so a slope of differences with weights (-1/2, 0, 1/2)
+    is at most 0.9, and a slope of scores on two runs at each of x = 2, 3, 4 at most 0.9 * 4 / (2 * 4) = 0.45."""
+    row = _noisy_trends(tmp_path, {4: (0.9, 0.4), 8: (0.3, 0.8), 16: (0.2, 0.9)})
+    assert (row["acc_interaction_ci_low"], row["acc_interaction_ci_high"]) == pytest.approx((-0.9, 0.9))
+    assert -0.45 == pytest.approx(row["acc_slope_ci_low"]) and row["acc_slope_ci_high"] <= 0.45
+
+
+def test_a_two_depth_interaction_is_in_points_so_its_interval_may_reach_two(tmp_path):
+    """At two depths the interaction is (gain at 48) - (gain at 12), not per doubling: it can reach 2 (1 - chance)
+    = 1.8. A bound of 2 / log2(48 / 12) = 1 cut true values off (results/tune printed [-1.000, 1.000])."""
+    from suite.analysis.trends import most_slope
+
+    row = _noisy_trends(tmp_path, {12: (0.95, 0.1), 48: (0.1, 0.95)})
+    assert row["acc_interaction_kind"] == "depth 12->48"
+    assert (row["acc_interaction_ci_low"], row["acc_interaction_ci_high"]) == pytest.approx((-1.8, 1.8))
+    assert (row["acc_slope_ci_low"], row["acc_slope_ci_high"]) == pytest.approx((-0.45, 0.45))  # over 2 doublings
+    assert most_slope(np.arange(6.0)) == pytest.approx(9 / 35)  # five doublings: more than 1 / 5
+    assert most_slope(np.arange(6.0), 0.9) == pytest.approx(0.9 * 9 / 35)
+    assert most_slope(np.array([3.0, 3.0])) == math.inf
