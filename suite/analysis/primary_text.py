@@ -52,6 +52,9 @@ def _plain(a: Answer) -> str:
         return endpoint(pr.endpoint).decided(a)
     if a.decision == "equivalent":
         return f"decided: no difference beyond +/-{100 * pr.margin:g} points"
+    if a.powered():
+        return (f"undecided at the seeds planned for (about {int(a.seeds_needed)}; it has {a.seeds_run()}): "
+                "the difference is likely smaller")
     if math.isfinite(a.seeds_needed):
         return f"undecided: about {int(a.seeds_needed)} seeds needed"
     return "undecided" if not a.note else f"not tested: {a.note}"

@@ -179,3 +179,25 @@ def test_plan_given_an_ablation_file_points_to_cost_and_run(tmp_path, capsys):
     assert main(["plan", str(ablation)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"`suite cost {ablation}`" in err and f"`suite run {ablation}`" in err
+
+
+def test_an_undecided_answer_with_the_seeds_its_plan_asks_for_says_the_difference_is_likely_smaller():
+    """results/frontier: +0.09 in slope [-0.15, +0.34], 4 seeds planned for a difference of 0.5 and 6 run. "About
+    4 seeds needed" read as if more seeds would decide it; with 6 a difference of 0.5 would probably have been."""
+    from suite.analysis.endpoints.failure import FailureAnswer
+    from suite.analysis.endpoints.score import ScoreAnswer
+
+    slope = primary.Primary("layerscale", "preln", {}, "frontier_slope")
+    ran = FailureAnswer(slope, estimate=0.09, low=-0.15, high=0.34, seeds_needed=4, seeds=6)
+    assert ran.powered() and primary_text._plain(ran) == (
+        "undecided at the seeds planned for (about 4; it has 6): the difference is likely smaller")
+    said = ran.powered_words()
+    assert "That many have run: a difference of the planned size would probably have been decided" in said
+    assert "no equivalence margin is declared" in ran.powered_words()
+    short = FailureAnswer(slope, seeds_needed=9, seeds=6)
+    assert not short.powered() and primary_text._plain(short) == "undecided: about 9 seeds needed"
+    assert short.powered_words() == ""
+    score = ScoreAnswer(primary.Primary("layerscale", "preln", {"model.depth": 12}, "best_lr_score", 0.05),
+                        seeds_needed=8, n_pairs=10)
+    assert score.powered() and "margin" not in score.powered_words()  # a margin is declared: its test speaks
+    assert not FailureAnswer(slope).powered()  # nothing planned

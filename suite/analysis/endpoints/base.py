@@ -29,6 +29,23 @@ class Answer:
     p_adj: float = math.nan  # Holm-adjusted p of the difference test
     tost_p_adj: float = math.nan  # Holm-adjusted p of the equivalence test
 
+    def seeds_run(self) -> int:
+        """The seeds it has, counted as its plan counts ``seeds_needed`` (0: the endpoint counts none)."""
+        return 0
+
+    def powered(self) -> bool:
+        """Undecided with at least the seeds its plan asks for: an effect of the planned size would probably have
+        been decided, so the difference is likely smaller (not a verdict: only a declared margin's test says so)."""
+        return math.isfinite(self.seeds_needed) and 0 < self.seeds_needed <= self.seeds_run()
+
+    def powered_words(self) -> str:
+        """The sentence an undecided answer's plan ends with when :meth:`powered`, else ""."""
+        if not self.powered():
+            return ""
+        why = "" if self.primary.margin is not None else " (no equivalence margin is declared, so that is no verdict)"
+        return (" That many have run: a difference of the planned size would probably have been decided, "
+                f"so this one is likely smaller{why}.")
+
 
 class Endpoint:
     """One kind of declared comparison (:data:`suite.declared.ENDPOINTS`); subclasses implement what raises."""

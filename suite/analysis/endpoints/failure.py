@@ -25,6 +25,9 @@ class FailureAnswer(Answer):
     slopes: tuple = ()  # frontier_slope: each side's own slope (depthslope.Slope: scheme, baseline)
     checks: tuple[float, float] = (math.nan, math.nan)  # frontier_slope's Wald p: parallel curves, straight frontier
 
+    def seeds_run(self) -> int:
+        return int(self.seeds)
+
 
 def _not_ok(side: list[dict[str, Any]]) -> int:
     return sum(r["status"] != "ok" for r in side)
@@ -74,7 +77,7 @@ class _Scaled(Endpoint):
             return ""
         return (f" To detect {self.target.format(a.effect)} with {int(100 * POWER)}% power{at_step(a)}, about "
                 f"{int(a.seeds_needed)} seeds per {self.per} are needed (now {a.seeds}; approximate, from the "
-                f"interval's width).")
+                f"interval's width).{a.powered_words()}")
 
     def decide(self, a: FailureAnswer, p: float) -> None:
         a.test = "penalised likelihood-ratio test"

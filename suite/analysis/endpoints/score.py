@@ -31,6 +31,9 @@ class ScoreAnswer(Answer):
     scheme_edge: str = ""
     base_edge: str = ""
 
+    def seeds_run(self) -> int:
+        return int(self.n_pairs)
+
 
 def paired_plan(pairs: int, sd: float, effect: float, power: float, alpha: float) -> dict[str, Any]:
     """A score comparison's plan: seeds from the point SD and from its 80% upper limit (``seeds_needed``)."""
@@ -133,7 +136,7 @@ class Score(Endpoint):
                 if a.test == crossfit.TEST else f"over {a.n_pairs} seed pairs ({a.n_pairs - 1} degrees of freedom)"))
             return (f" To detect a difference of {100 * a.effect:g} points with {int(100 * POWER)}% power"
                     f"{at_step(a)}, about {n} seeds per scheme are needed ({self.runs_needed(n)}), planned from {sd} "
-                    f"at its 80% upper limit {100 * a.planning_sd:.1f}: `suite plan`.")
+                    f"at its 80% upper limit {100 * a.planning_sd:.1f}: `suite plan`.{a.powered_words()}")
         if math.isinf(a.seeds_needed):
             return f" More than 10,000 seeds would be needed to detect {100 * a.effect:g} points."
         if a.test == crossfit.TEST and a.n_pairs < 3:
