@@ -91,7 +91,7 @@ class TrainConfig:
     """Optimisation, divergence rules, logging and timing."""
 
     steps: int = 300  # total optimizer steps (ignored when epochs is set)
-    epochs: float | None = None  # if set, steps = ceil(epochs * train_size / batch_size)
+    epochs: float | None = None  # if set, steps = ceil(epochs * (train_size // batch_size)): see total_steps
     batch_size: int = 128
     lr: float = 1e-3  # peak AdamW learning rate
     min_lr: float = 1e-5  # cosine floor
@@ -126,6 +126,13 @@ class TrainConfig:
     deterministic: bool = False
     # Experiment trackers fed from metrics.jsonl's records (docs/trackers.md); not part of the run id
     log_to: tuple[Literal["tensorboard", "wandb", "mlflow"], ...] = ()
+
+    def total_steps(self, train_size: int) -> int:
+        """``steps``, or ``epochs`` passes over the whole batches an epoch draws (``train_size // batch_size``, the
+        last incomplete one dropped as suite.data.stream.StepOrder does; at least 1), rounded up."""
+        if self.epochs is None:
+            return self.steps
+        return max(1, math.ceil(self.epochs * max(1, train_size // self.batch_size)))
 
 
 @dataclass
@@ -509,8 +516,13 @@ def check_scheme_options(cfg: RunConfig, reference: RunConfig, source: str = "co
 
 
 def _check_frozen_zero(cfg: RunConfig, source: str) -> None:
-    """Refuse a frozen LayerScale at init 0: it multiplies its branches by a fixed 0 for good."""
+    """Refuse a frozen LayerScale at init 0 (it multiplies its branches by a fixed 0 for good), and a frozen
+    depth-aware one (its one rule scales γ's learning rate, so frozen it is ``layerscale`` under another name)."""
     ls = cfg.model.layerscale
+    if cfg.model.residual == "layerscale-depth" and not ls.learnable:
+        raise ConfigError(f"{source}: model.residual layerscale-depth with model.layerscale.learnable false: the "
+                          f"scheme only scales γ's learning rate by depth, and a frozen γ has none, so the run would "
+                          f"be frozen layerscale under another name; use model.residual: layerscale")
     if cfg.model.residual in ("layerscale", "layerscale-depth") and not ls.learnable and not isinstance(ls.init, str) and ls.init == 0:
         branches = {"both": "attention and MLP branch", "attn": "attention branch", "mlp": "MLP branch"}[ls.placement]
         raise ConfigError(f"{source}: model.layerscale.init 0 with model.layerscale.learnable false multiplies every "

@@ -94,7 +94,7 @@ class Training:
         self.summary.update(train_size=self.data.train_size, val_size=self.data.val_size, test_size=self.data.test_size)
         self.optimizer = build_optimizer(self.model, tc, cfg.model)
         self.summary["optimizer_impl"] = implementation(self.optimizer)
-        self.total_steps = total_steps(cfg, self.data.train_size)
+        self.total_steps = cfg.train.total_steps(self.data.train_size)
         self.stream = TrainStream(self.data, tc.batch_size, cfg.seed, self.device, cfg.data.augment,
                                   cfg.data.device_max_mb, cfg.data.num_workers)
         ckpt = self.out / store.CHECKPOINT
@@ -468,12 +468,6 @@ def fill_model_shape(cfg: RunConfig, data: DatasetBundle) -> RunConfig:
         if mine is not None and mine != value:
             raise ValueError(f"model.{key}={mine} does not match dataset '{data.name}' ({value}); leave it unset")
     return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, **found))
-
-
-def total_steps(cfg: RunConfig, train_size: int) -> int:
-    """``train.steps``, or ``ceil(epochs * train_size / batch_size)`` when ``train.epochs`` is set."""
-    tc = cfg.train
-    return tc.steps if tc.epochs is None else max(1, math.ceil(tc.epochs * train_size / tc.batch_size))
 
 
 def _progress_bar(total: int, start: int, progress: bool | None):

@@ -26,6 +26,9 @@ def timm_init_values(cfg: ModelConfig) -> float | None:
     if cfg.weight_init != "timm":
         raise ValueError(f"model.weight_init {cfg.weight_init}: timm's ViT initialises its own weights; "
                          f"use model.backend: suite")
+    if cfg.drop_path > 0 and cfg.drop_path_schedule != "linear":
+        raise ValueError(f"model.drop_path_schedule {cfg.drop_path_schedule}: timm's ViT raises model.drop_path "
+                         f"linearly over its blocks; set model.drop_path_schedule: linear")
     if cfg.residual == "preln":
         return None
     if cfg.residual == "layerscale":

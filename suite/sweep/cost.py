@@ -4,7 +4,6 @@ Torch-free (the datasets' known :data:`GEOMETRY`); an upper bound, as runs that 
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -67,7 +66,7 @@ def run_steps(cfg: RunConfig, train_size: int | None) -> int:
         return tc.steps
     if train_size is None:
         raise CostError(f"data.name {cfg.data.name}: train.epochs needs the dataset size; use train.steps")
-    return max(1, math.ceil(tc.epochs * train_size / tc.batch_size))
+    return tc.total_steps(train_size)
 
 
 def estimate(ablation: Ablation) -> Cost:

@@ -136,3 +136,11 @@ def test_every_shipped_ablation_sets_only_options_its_schemes_read_over_its_base
     apply_dict(base, ablation.resolved.get("base") or {}, str(path))
     for run in ablation.runs:
         check_scheme_options(run.cfg, base, run.label)
+
+
+def test_a_frozen_depth_aware_layerscale_is_refused_as_frozen_layerscale_under_another_name():
+    """layerscale-depth's one rule scales γ's learning rate; frozen, γ has none, and the run trains exactly as frozen
+    layerscale under another run id and scheme name (an outside review found equal losses)."""
+    with pytest.raises(ConfigError, match="layerscale-depth with model.layerscale.learnable false.*use model.residual: "
+                                          "layerscale"):
+        load_config(None, ["model.residual=layerscale-depth", "model.layerscale.learnable=false"])

@@ -71,3 +71,17 @@ def test_suite_train_refuses_a_layerscale_timm_cannot_express_in_one_line(key, v
                  "model.residual=layerscale", f"model.layerscale.{key}={value}", "train.steps=2"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "model.backend timm: timm" in err and not (tmp_path / "run").exists()
+
+
+def test_a_drop_path_schedule_timm_cannot_express_is_refused_not_trained_linearly():
+    """timm's ViT spreads drop_path_rate linearly over its blocks: uniform would train linear under a config that
+    records uniform."""
+    c = cfg("preln")
+    c.drop_path, c.drop_path_schedule = 0.2, "uniform"
+    with pytest.raises(ValueError, match="drop_path_schedule uniform"):
+        timm_init_values(c)
+    c.drop_path_schedule = "linear"
+    assert timm_init_values(c) is None
+    timm_model = build_timm_vit(c)  # and linear is what timm builds, as the suite's linear schedule
+    rates = [float(getattr(b.drop_path1, "drop_prob", 0.0)) for b in timm_model.blocks]
+    assert rates == pytest.approx([0.2 * i / 3 for i in range(4)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import textwrap
 from pathlib import Path
@@ -78,9 +79,9 @@ def test_cait_depth_follows_the_recipe_its_comment_states():
     for run in ablation.runs:
         cfg, train_size = cost_shape(run.cfg)
         tc = cfg.train
-        per_epoch = -(-train_size // tc.batch_size)
+        per_epoch = train_size // tc.batch_size  # whole batches: the stream drops the last incomplete one
         assert (train_size, tc.warmup_steps) == (45_000, 5 * per_epoch)
-        assert run_steps(cfg, train_size) == 100 * 45_000 // 256 + 1  # ceil(100 epochs)
+        assert run_steps(cfg, train_size) == 100 * per_epoch == 17_500
         assert (cfg.model.drop_path, cfg.model.drop_path_schedule) == (0.1, "uniform")
 
 
@@ -134,3 +135,17 @@ def test_the_estimates_update_is_adamws_step_for_step():
         reference.step()
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-9)
+
+
+def test_an_epoch_is_the_whole_batches_the_stream_draws_in_training_and_in_the_estimate():
+    """train.epochs: 1 trained ceil(n / B) steps while an epoch of the stream is n // B (the last incomplete batch
+    dropped), so one epoch was one epoch and a batch of the next: 29 steps against 28 at n = 3600, B = 128."""
+    from suite.config import load_config
+    from suite.data.stream import StepOrder
+    from suite.sweep.cost import run_steps
+
+    for epochs, n, batch in ((1, 3600, 128), (100, 45_000, 256), (2.5, 1000, 100), (1, 50, 128)):
+        cfg = load_config(None, [f"train.epochs={epochs}", f"train.batch_size={batch}"])
+        per_epoch = StepOrder(n, batch, 0).steps_per_epoch
+        assert cfg.train.total_steps(n) == run_steps(cfg, n) == math.ceil(epochs * per_epoch)
+    assert load_config(None, ["train.steps=7"]).train.total_steps(10) == 7
