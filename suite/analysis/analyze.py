@@ -38,13 +38,14 @@ def analyze(run_dir: str | Path, baseline: str | None = None, by: list[str] | No
     root = Path(run_dir)
     result = study(root, baseline, by, force)
     _check_no_row_lost(root, result.runs, force)
+    owned = _owned(root)  # what an earlier analysis wrote: the only files this one may delete
     written = [markup.write_csv(runs_frame(result.runs, result.keys, result.baseline), root / "runs.csv")]
     table_dir = store.no_link(root / "tables")
     table_dir.mkdir(exist_ok=True)
     for kind in products.TABLES.values():
         frame = kind.frame(result)
         if frame is None or frame.empty:  # an earlier analysis's files of it are stale
-            _remove_unless_committed(root, [table_dir / f"{kind.name}.{fmt}" for fmt in FORMATS],
+            _remove_unless_committed(root, [table_dir / f"{kind.name}.{fmt}" for fmt in FORMATS], owned,
                                      f"this analysis builds no {kind.name} table from the runs here")
             continue
         for fmt in formats:
@@ -59,24 +60,26 @@ def analyze(run_dir: str | Path, baseline: str | None = None, by: list[str] | No
     if not figures or all(r["status"] == "error" for r in result.runs):
         if figures:
             warnings.warn("no figures: every run ended in error (runs.csv has each one's error)", AnalysisWarning)
-        kept = _remove_stale_figures(root, store.no_link(root / "figures"), [])
+        kept = _remove_stale_figures(root, store.no_link(root / "figures"), [], owned)
     else:
         from suite.analysis import figures as fig  # matplotlib is slow to import: only when drawing
 
         store.no_link(root / "figures")  # refused before drawing, even when no figure applies
         drawn = fig.draw(result)
-        kept = _remove_stale_figures(root, root / "figures", drawn)
+        kept = _remove_stale_figures(root, root / "figures", drawn, owned)
         written += drawn
     shown = [p for p in written if p.parent.name == "figures"] + kept
-    store.write_json(root / products.MANIFEST, manifest(result, shown))
+    ours = [p for p in written if p.parent in (table_dir, root / "figures")] + kept
+    store.write_json(root / products.MANIFEST, manifest(result, shown, ours))
     written.append(root / products.MANIFEST)
     result.summary.attrs.update(written=[str(p) for p in written], keys=result.keys, baseline=result.baseline,
                                 **({} if result.propagation else {"primary": result.answer}))
     return result.summary
 
 
-def manifest(analysis: products.Analysis, figures: list[Path]) -> dict:
-    """What ``suite report`` renders besides ``runs.csv`` and the figure files (:data:`products.MANIFEST`)."""
+def manifest(analysis: products.Analysis, figures: list[Path], written: list[Path] = ()) -> dict:
+    """What ``suite report`` renders besides ``runs.csv`` and the figure files (:data:`products.MANIFEST`), and
+    ``written``: the tables and figures this analysis owns (wrote, or kept as committed), which the next may delete."""
     from suite.analysis.markup import MD, Table, render_md
 
     tables = []
@@ -96,25 +99,42 @@ def manifest(analysis: products.Analysis, figures: list[Path]) -> dict:
     return {"title": analysis.title, "baseline": analysis.baseline, "keys": analysis.keys, "depths": analysis.depths,
             "answer": findings_text.answer_block(analysis),
             "findings": [{"name": part.name, "lines": lines} for part, lines in findings_text.parts(analysis)],
-            "tables": tables, "figures": dict(sorted(shown.items()))}
+            "tables": tables, "figures": dict(sorted(shown.items())),
+            "written": sorted({p.relative_to(analysis.root).as_posix() for p in written})}
 
 
-def _remove_stale_figures(root: Path, folder: Path, drawn: list[Path]) -> list[Path]:
+def _owned(root: Path) -> set[str]:
+    """The tables and figures an earlier analysis of ``root`` wrote (its manifest's ``written``), as relative paths:
+    a file of a figure's or table's name that no analysis wrote (a user's copy, notes) is never deleted. Untrusted:
+    only a plain name directly under tables/ or figures/ counts; an unreadable or older manifest owns nothing."""
+    try:
+        raw = store.loads(files.read_text(root / products.MANIFEST, links=False))
+    except (OSError, ValueError, files.UnsafeFile):
+        return set()
+    listed = raw.get("written") if isinstance(raw, dict) else None
+    if not isinstance(listed, list):
+        return set()
+    return {p for p in listed if isinstance(p, str) and p.count("/") == 1 and "\\" not in p
+            and p.split("/")[0] in ("tables", "figures") and p.split("/")[1] not in ("", ".", "..")}
+
+
+def _remove_stale_figures(root: Path, folder: Path, drawn: list[Path], owned: set[str]) -> list[Path]:
     """Delete figures an earlier analysis drew and this one did not, except committed ones; return those kept."""
     keep = {p.name for p in drawn}
     stale = [path for path in (sorted(folder.glob("*")) if folder.is_dir() and not folder.is_symlink() else [])
              if path.suffix in (".png", ".pdf") and path.name not in keep and path.is_file()
              and products.figure_kind(path.stem, None)[0] is not None]
-    return _remove_unless_committed(root, stale, "this analysis cannot draw it from the runs here (a figure of "
-                                                 "each run's metrics.jsonl needs the run folders)")
+    return _remove_unless_committed(root, stale, owned, "this analysis cannot draw it from the runs here (a figure "
+                                                        "of each run's metrics.jsonl needs the run folders)")
 
 
-def _remove_unless_committed(root: Path, paths: list[Path], why: str) -> list[Path]:
-    """Delete ``paths`` except those git tracks (kept, with one warning giving ``why``); return the paths kept."""
+def _remove_unless_committed(root: Path, paths: list[Path], owned: set[str], why: str) -> list[Path]:
+    """Delete those of ``paths`` an earlier analysis wrote (``owned``) except those git tracks (kept, with one
+    warning giving ``why``); return the committed paths kept. A path no analysis wrote is left alone."""
     present = [p for p in paths if p.is_file() and not p.is_symlink()]
     committed = set(_committed(root, [str(p.relative_to(root)) for p in present])) if present else set()
     kept = [p for p in present if str(p.relative_to(root)) in committed]
-    for path in [p for p in present if p not in kept]:
+    for path in [p for p in present if p not in kept and p.relative_to(root).as_posix() in owned]:
         path.unlink()
     if kept:
         warnings.warn(f"kept {len(kept)} committed file(s) that this analysis does not rebuild "

@@ -225,3 +225,46 @@ def test_analysing_a_committed_folder_as_committed_changes_no_committed_file(tmp
     root = committed_copy(REPO / "results" / folder, tmp_path / folder)
     quiet(analyze, root)
     assert git(root, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_a_file_no_analysis_wrote_is_never_deleted_whatever_its_name(tmp_path):
+    """A user's copy named like a figure (accuracy_vs_depth-backup.png) and notes named like a table this analysis
+    does not build (tables/stability.md) were deleted as stale by the next `suite analyze`: it matched names, not
+    what it had written. Now only files an earlier analysis listed in analysis.json's `written` can go."""
+    root = tmp_path / "demo"
+    for seed in range(2):
+        for depth in (4, 6):
+            write_run(root, "preln", depth, seed, acc=0.8 + 0.01 * seed)
+            write_run(root, "layerscale", depth, seed, acc=0.85 + 0.01 * seed)
+    quiet(analyze, root)
+    written = json.loads((root / "analysis.json").read_text())["written"]
+    assert "figures/accuracy_vs_depth.png" in written and "tables/summary.csv" in written
+    assert all(p.split("/")[0] in ("tables", "figures") for p in written)
+    backup = root / "figures" / "accuracy_vs_depth-backup.png"
+    backup.write_bytes((root / "figures" / "accuracy_vs_depth.png").read_bytes())
+    notes = root / "tables" / "stability.md"
+    notes.write_text("my notes\n")
+    quiet(analyze, root)
+    assert backup.read_bytes() and notes.read_text() == "my notes\n"
+    assert "figures/accuracy_vs_depth-backup.png" not in json.loads((root / "analysis.json").read_text())["written"]
+    # what an analysis did write and no longer builds still goes: a figure of the run folders, once they are gone
+    drawn = set(json.loads((root / "analysis.json").read_text())["written"])
+    shutil.rmtree(root / "runs")
+    quiet(analyze, root)
+    gone = {p for p in drawn if not (root / p).exists()}
+    assert gone and all(p.startswith("figures/") for p in gone)
+    assert backup.exists() and notes.exists()
+
+
+def test_a_manifest_cannot_make_the_analysis_delete_outside_its_folders(tmp_path):
+    """analysis.json travels with a results folder: a `written` list naming other files is ignored."""
+    from suite.analysis.analyze import _owned
+
+    root = tmp_path / "demo"
+    root.mkdir()
+    (root / "analysis.json").write_text(json.dumps({"written": [
+        "../x", "tables/../../x", "/etc/passwd", "figures/..", "runs/a/summary.json", "tables\\x", 5,
+        "figures/ok.png", "tables/summary.md"]}))
+    assert _owned(root) == {"figures/ok.png", "tables/summary.md"}
+    (root / "analysis.json").write_text("[1, 2]")
+    assert _owned(root) == set()
