@@ -154,12 +154,39 @@ def check_run_folder(out: Path) -> None:
         no_link(path)
 
 
-def other_run(out: Path, run_id: str) -> str | None:
-    """One line naming the finished run of another config that ``out`` holds, or None."""
-    summary = read_summary(out) if Path(out).is_dir() else None
-    if summary is None or summary.get("run_id") in (None, run_id):
+def run_folder_problem(out: Path, rid: str) -> str | None:
+    """Why the folder ``out`` cannot take the run ``rid``, in words after "--out DIR: ", or None (a new or empty
+    folder, or this run's own): it holds another config's run, finished or not (its checkpoint and metrics would be
+    lost), or files no run wrote (a project's own config.yaml)."""
+    out = Path(out)
+    try:
+        entries = sorted(e for e in os.listdir(out) if not (e.startswith(".") and e.endswith(".tmp")))
+    except OSError:  # absent, or not a folder: the caller's writable_dir says so
         return None
-    return f"run {summary.get('run_id')} ({summary.get('status')}, {summary.get('started_at') or 'unknown start'})"
+    if not entries:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SuiteWarning)  # an unreadable summary is judged below, by what else is there
+        summary = read_summary(out)
+    if summary is not None and not isinstance(summary.get("run_id"), str):
+        return f"holds a {SUMMARY} that no run wrote (it names no run_id)"
+    if summary is not None and summary.get("run_id") != rid:
+        return (f"holds the finished run {summary.get('run_id')} ({summary.get('status')}, "
+                f"{summary.get('started_at') or 'unknown start'}) of another config")
+    if summary is not None:
+        return None
+    if (out / CONFIG).is_file():
+        from suite.config import ConfigError, load_config
+
+        try:
+            held = run_id(load_config(out / CONFIG))
+        except (ConfigError, OSError, ValueError, UnsafeFile) as err:
+            return f"holds a {CONFIG} that is not a run's ({str(err).splitlines()[0][:120]})"
+        if held != rid:
+            return (f"holds the unfinished run {held} of another config (its checkpoint and metrics would be "
+                    f"lost)")
+        return None
+    return f"holds files that are not a run's ({', '.join(entries[:3])}{', ...' if len(entries) > 3 else ''})"
 
 
 def open_run_folder(out: Path) -> None:

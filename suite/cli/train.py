@@ -123,9 +123,13 @@ def run(args: argparse.Namespace) -> int:
     if problem := writable_dir(out, "--out"):
         return fail(problem)
     out = Path(out)
-    if held := store.other_run(out, store.run_id(cfg)):  # another experiment's result is never overwritten silently
-        return fail(f"--out {out}: holds the finished {held} of another config; pass another --out, or delete "
-                    f"the folder to reuse it")
+    if held := store.run_folder_problem(out, store.run_id(cfg)):  # nothing else's is ever overwritten silently
+        return fail(f"--out {out}: {held}; pass another --out, or delete the folder to reuse it")
+    done = store.read_summary(out) if (out / store.SUMMARY).is_file() else None
+    if done is not None and done["status"] in store.FINAL_STATUSES:  # as `suite run` skips a finished run
+        print(f"already finished: {out} ({done['status']}, started {done.get('started_at')}); delete the folder "
+              f"to train it again", file=sys.stderr)
+        return _said(done, out)
     on_step = None
     if args.progress is None and not sys.stderr.isatty():  # a log file, a pipe, a batch job: lines, not a bar
         from suite.cli.progress_lines import ProgressLines
@@ -134,6 +138,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"training run {store.run_id(cfg)} ({total or 'epochs of'} steps, {device}) -> {out}", flush=True)
         on_step = ProgressLines(out, total, args.progress_every)
     summary = train(cfg, out, progress=bool(args.progress) if on_step else args.progress, on_step=on_step)
+    return _said(summary, out)
+
+
+def _said(summary: dict, out: Path) -> int:
+    """The run's last line (its status, score, divergence and step time) and the exit code."""
     line = f"{summary['status']}: {out}"
     if summary["status"] == "error":
         print(f"{line}\n  {summary['error']}", file=sys.stderr)

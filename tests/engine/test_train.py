@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from suite import store
-from suite.config import BF16_MIN_WIDTH, RunConfig, flatten, load_config, resolve_precision, to_dict
+from suite.config import BF16_MIN_WIDTH, RunConfig, dump_yaml, flatten, load_config, resolve_precision, to_dict
 from suite.engine import train
 
 
@@ -662,3 +662,51 @@ def test_fp16_on_a_cpu_is_one_line_from_the_cli(tmp_path, capsys):
     assert main(["run", str(ablation), "--out", str(tmp_path / "r"), "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "run 'preln seed=0': train.precision fp16" in err
+
+
+def test_train_out_refuses_another_configs_unfinished_run_and_a_folder_no_run_wrote(tmp_path, capsys):
+    """A killed, resumable run of another config lost its checkpoint and metrics to the next `suite train --out`
+    (an outside review); a project folder's own config.yaml and summary.json were overwritten. Both are refused in
+    one line, exit 2, before anything is written; this config's own unfinished run still resumes."""
+    from suite.cli import main
+
+    tiny = ["data.name=digits", "model.patch_size=4", "model.depth=1", "model.dim=16", "model.heads=2",
+            "train.eval_every=0", "train.log_every=1"]
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    (killed / "config.yaml").write_text(dump_yaml(load_config(None, [*tiny, "train.steps=50"])))
+    (killed / "checkpoint.pt").write_bytes(b"the weights of step 40")
+    (killed / "metrics.jsonl").write_text('{"kind": "train", "step": 0}\n')
+    assert main(["train", "--out", str(killed), *tiny, "train.steps=2", "train.lr=0.01"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds the unfinished run" in err and "checkpoint and metrics would be lost" in err
+    assert (killed / "checkpoint.pt").read_bytes() == b"the weights of step 40"
+    assert sorted(p.name for p in killed.iterdir()) == ["checkpoint.pt", "config.yaml", "metrics.jsonl"]
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "config.yaml").write_text("my app config\n")
+    assert main(["train", "--out", str(project), *tiny, "train.steps=2"]) == 2
+    assert "holds a config.yaml that is not a run's" in capsys.readouterr().err
+    (project / "config.yaml").unlink()
+    (project / "notes.txt").write_text("mine\n")
+    assert main(["train", "--out", str(project), *tiny, "train.steps=2"]) == 2
+    assert "holds files that are not a run's (notes.txt)" in capsys.readouterr().err
+    assert sorted(p.name for p in project.iterdir()) == ["notes.txt"]
+
+
+def test_train_out_on_this_configs_finished_run_says_so_and_trains_nothing(tmp_path, capsys):
+    """As `suite run` skips a finished run: the second `suite train` into the same folder keeps the first's result
+    (a rerun with other threads could score differently and overwrite it)."""
+    from suite.cli import main
+
+    args = ["--out", str(tmp_path / "run"), "data.name=digits", "model.patch_size=4", "model.depth=1",
+            "model.dim=16", "model.heads=2", "train.eval_every=0", "train.steps=2"]
+    assert main(["train", *args]) == 0
+    first = (tmp_path / "run" / "summary.json").read_bytes()
+    capsys.readouterr()
+    assert main(["train", *args]) == 0
+    out, err = capsys.readouterr()
+    assert "already finished" in err and "delete the folder to train it again" in err
+    assert out.splitlines()[-1].split(":")[0] in ("ok", "failed", "diverged")
+    assert (tmp_path / "run" / "summary.json").read_bytes() == first
