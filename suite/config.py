@@ -84,6 +84,8 @@ class DataConfig:
 
 # The dotted keys of a run's learning rate and depth, spelled once here for every layer above.
 LR, DEPTH = "train.lr", "model.depth"
+# The model keys a run takes from its dataset where the config leaves them None (engine.loop.fill_model_shape).
+DATA_SHAPE_KEYS = ("img_size", "in_chans", "num_classes")
 
 
 @dataclass

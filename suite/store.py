@@ -4,6 +4,7 @@ product reads and writes results through this module only. Torch-free."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import importlib.metadata
@@ -19,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Callable
 
-from suite.config import DEPTH, LR, RunConfig, flatten, to_dict
+from suite.config import DATA_SHAPE_KEYS, DEPTH, LR, RunConfig, flatten, to_dict
 from suite.files import UnsafeFile, no_link, open_regular, read_text  # re-exported
 
 SCHEMA_VERSION = 1
@@ -154,11 +155,11 @@ def check_run_folder(out: Path) -> None:
         no_link(path)
 
 
-def run_folder_problem(out: Path, rid: str) -> str | None:
-    """Why the folder ``out`` cannot take the run ``rid``, in words after "--out DIR: ", or None (a new or empty
+def run_folder_problem(out: Path, cfg: RunConfig) -> str | None:
+    """Why the folder ``out`` cannot take the run of ``cfg``, in words after "--out DIR: ", or None (a new or empty
     folder, or this run's own): it holds another config's run, finished or not (its checkpoint and metrics would be
     lost), or files no run wrote (a project's own config.yaml)."""
-    out = Path(out)
+    out, rid = Path(out), run_id(cfg)
     try:
         entries = sorted(e for e in os.listdir(out) if not (e.startswith(".") and e.endswith(".tmp")))
     except OSError:  # absent, or not a folder: the caller's writable_dir says so
@@ -179,10 +180,13 @@ def run_folder_problem(out: Path, rid: str) -> str | None:
         from suite.config import ConfigError, load_config
 
         try:
-            held = run_id(load_config(out / CONFIG))
+            held_cfg = load_config(out / CONFIG)
         except (ConfigError, OSError, ValueError, UnsafeFile) as err:
             return f"holds a {CONFIG} that is not a run's ({str(err).splitlines()[0][:120]})"
-        if held != rid:
+        # the file holds the shape the run took from its data where the config left it None: so does ours here
+        shape = {k: getattr(held_cfg.model, k) for k in DATA_SHAPE_KEYS if getattr(cfg.model, k) is None}
+        held = run_id(held_cfg)
+        if held != run_id(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, **shape))):
             return (f"holds the unfinished run {held} of another config (its checkpoint and metrics would be "
                     f"lost)")
         return None
@@ -315,19 +319,20 @@ def read_metrics(run_dir: Path, name: str = METRICS, skip_damaged: bool = False)
     any other bad line is a :class:`CorruptFile`, or with ``skip_damaged`` (a resumed run) dropped with a warning."""
     path = Path(run_dir) / name
     try:
-        text = read_text(path, max_bytes=None)  # any length, but a regular file: not a link to /dev/zero
+        with open_regular(path, max_bytes=None) as f:  # any length, but a regular file: not a link to /dev/zero
+            data = f.read()
     except FileNotFoundError:
         return []
     except UnsafeFile as err:
         raise CorruptFile(f"{err}; delete the run folder to rerun it") from None
-    lines = text.split("\n")  # a complete file ends with "\n", so its last item is ""
+    lines = data.split(b"\n")  # a complete file ends with "\n", so its last item is empty
     records = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         record = None
-        with contextlib.suppress(ValueError):
-            record = loads(line)
+        with contextlib.suppress(ValueError):  # bad JSON, or bytes that are not UTF-8: a damaged line either way
+            record = loads(line.decode("utf-8"))
         if isinstance(record, dict):
             records.append(record)
         elif number == len(lines) or skip_damaged:

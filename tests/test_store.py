@@ -51,6 +51,18 @@ def test_read_metrics_raises_on_damage_before_the_last_line(tmp_path):
         store.read_metrics(tmp_path)
 
 
+def test_a_line_that_is_not_utf8_is_a_damaged_line_not_a_traceback(tmp_path):
+    """A byte that is not UTF-8 (0xe9) made the whole read fail with UnicodeDecodeError: `suite analyze` printed a
+    44-line traceback and a resumed run ended in error. It is one damaged line like any other."""
+    (tmp_path / store.METRICS).write_bytes(b'{"step": 1}\n{"step": 2, "x": "\xe9"}\n{"step": 3}\n')
+    with pytest.raises(store.CorruptFile, match=r"metrics.jsonl: line 2 is not a JSON object; delete the run"):
+        store.read_metrics(tmp_path)
+    with pytest.warns(UserWarning, match=r"line 2 is not a JSON object; dropped it"):
+        assert store.read_metrics(tmp_path, skip_damaged=True) == [{"step": 1}, {"step": 3}]
+    (tmp_path / store.METRICS).write_bytes('{"x": "é"}\n'.encode())  # UTF-8 itself is read as such
+    assert store.read_metrics(tmp_path) == [{"x": "é"}]
+
+
 def test_read_metrics_of_a_missing_file_is_empty(tmp_path):
     assert store.read_metrics(tmp_path) == []
 

@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     if problem := writable_dir(out, "--out"):
         return fail(problem)
     out = Path(out)
-    if held := store.run_folder_problem(out, store.run_id(cfg)):  # nothing else's is ever overwritten silently
+    if held := store.run_folder_problem(out, cfg):  # nothing else's is ever overwritten silently
         return fail(f"--out {out}: {held}; pass another --out, or delete the folder to reuse it")
     done = store.read_summary(out) if (out / store.SUMMARY).is_file() else None
     if done is not None and done["status"] in store.FINAL_STATUSES:  # as `suite run` skips a finished run

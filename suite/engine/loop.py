@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from suite import files, learned, store
-from suite.config import ConfigError, RunConfig, dump_yaml, flatten, to_dict
+from suite.config import DATA_SHAPE_KEYS, ConfigError, RunConfig, dump_yaml, flatten, to_dict
 from suite.data import TrainStream, eval_batches, load_dataset
 from suite.data.bundle import DatasetBundle
 from suite.engine import checkpoint, diagnostics, outcome
@@ -462,7 +462,7 @@ def check_held_out(data: DatasetBundle) -> None:
 
 def fill_model_shape(cfg: RunConfig, data: DatasetBundle) -> RunConfig:
     """Take img_size / in_chans / num_classes from the dataset where the config leaves them None."""
-    found = {"img_size": data.img_size, "in_chans": data.in_chans, "num_classes": data.num_classes}
+    found = {key: getattr(data, key) for key in DATA_SHAPE_KEYS}
     for key, value in found.items():
         mine = getattr(cfg.model, key)
         if mine is not None and mine != value:

@@ -682,6 +682,18 @@ def test_train_out_refuses_another_configs_unfinished_run_and_a_folder_no_run_wr
     assert err.count("\n") == 1 and "holds the unfinished run" in err and "checkpoint and metrics would be lost" in err
     assert (killed / "checkpoint.pt").read_bytes() == b"the weights of step 40"
     assert sorted(p.name for p in killed.iterdir()) == ["checkpoint.pt", "config.yaml", "metrics.jsonl"]
+    # its own config resumes: config.yaml holds the shape the run took from its data (digits: 8 px, 1 channel,
+    # 10 classes), which the config on the command line leaves None
+    import dataclasses
+
+    from suite import store
+
+    mine = resolve_precision(load_config(None, [*tiny, "train.steps=50"]), "cpu")
+    taken = dataclasses.replace(mine, model=dataclasses.replace(mine.model, img_size=8, in_chans=1, num_classes=10))
+    (killed / "config.yaml").write_text(dump_yaml(taken))
+    assert store.run_folder_problem(killed, mine) is None
+    assert "another config" in store.run_folder_problem(killed, resolve_precision(
+        load_config(None, [*tiny, "train.steps=51"]), "cpu"))
 
     project = tmp_path / "project"
     project.mkdir()
