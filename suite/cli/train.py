@@ -109,6 +109,12 @@ def run(args: argparse.Namespace) -> int:
         cfg = resolve_precision(cfg, device.type)
     except (RuntimeError, ConfigError) as err:  # device cuda without a GPU; fp16 where it is not offered
         return fail(str(err))
+    from suite.data import DataError, check_present
+
+    try:  # a dataset on disk that is not there, said before a run folder is made (as a sweep's preflight does)
+        check_present(cfg.data)
+    except DataError as err:
+        return fail(f"data.name {cfg.data.name}: {err}")
     if cfg.model.backend == "timm":  # what timm's ViT cannot express, said before the run starts (as preflight does)
         from suite.models.timm_bridge import timm_init_values
 

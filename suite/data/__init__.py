@@ -22,4 +22,18 @@ def load_dataset(cfg: DataConfig) -> DatasetBundle:
     return carve_validation(DATASETS.get(cfg.name)(cfg), cfg.val_fraction, cfg.split_seed)
 
 
-__all__ = ["DATASETS", "DataError", "DatasetBundle", "PackStream", "TensorSplit", "TrainStream", "eval_batches", "load_dataset"]
+def check_present(cfg: DataConfig) -> None:
+    """DataError, naming the fix, when a dataset read from disk (CIFAR, an ImageFolder) is not where the config says;
+    its files are not read (a run reads them). The embedded and generated datasets are always there."""
+    if cfg.name in ("cifar10", "cifar100"):
+        from suite.data.cifar import cifar_folder
+
+        cifar_folder(cfg)
+    elif cfg.name == "imagefolder":
+        from suite.data.imagefolder import check_layout
+
+        check_layout(cfg)
+
+
+__all__ = ["DATASETS", "DataError", "DatasetBundle", "PackStream", "TensorSplit", "TrainStream", "check_present",
+           "eval_batches", "load_dataset"]

@@ -57,16 +57,22 @@ CIFAR = {
 }
 
 
-def load_cifar(cfg: DataConfig) -> DatasetBundle:
-    """CIFAR-10 or CIFAR-100 (fine labels) from ``<root>/cifar-10-batches-py/`` or ``<root>/cifar-100-python/``."""
-    name = cfg.name
-    title, base, tarball, train_files, test_files, label_key, num_classes, mean, std = CIFAR[name]
+def cifar_folder(cfg: DataConfig) -> Path:
+    """The folder of CIFAR-10's or CIFAR-100's pickles, every one present (unread), or DataError naming the fix."""
+    title, base, tarball, train_files, test_files = CIFAR[cfg.name][:5]
     root = data_root(cfg, title, f"{base}/ (extracted from {tarball})")
     folder = root / base
     missing = [n for n in train_files + test_files if not (folder / n).is_file()]
     if missing:
         raise DataError(f"{title} not found under {root}: extract {tarball} there, into {folder}/ (missing: "
                         f"{', '.join(missing)}; set data.root or {ENV_DATA_DIR})")
+    return folder
+
+
+def load_cifar(cfg: DataConfig) -> DatasetBundle:
+    """CIFAR-10 or CIFAR-100 (fine labels) from ``<root>/cifar-10-batches-py/`` or ``<root>/cifar-100-python/``."""
+    title, base, tarball, train_files, test_files, label_key, num_classes, mean, std = CIFAR[cfg.name]
+    folder = cifar_folder(cfg)
 
     def split(names: list[str]) -> TensorSplit:
         entries = [_unpickle(folder / n) for n in names]
@@ -74,9 +80,9 @@ def load_cifar(cfg: DataConfig) -> DatasetBundle:
         x = torch.from_numpy(data.reshape(-1, 3, 32, 32).copy())  # rows are R, G, B planes: (N, 3, 32, 32)
         y = torch.tensor([int(t) for e in entries for t in e[label_key]], dtype=torch.int64)
         if len(y) and (y.min() < 0 or y.max() >= num_classes):
-            raise DataError(f"{title} labels under {root} must be in 0..{num_classes - 1}, "
+            raise DataError(f"{title} labels under {folder.parent} must be in 0..{num_classes - 1}, "
                             f"got {int(y.min())}..{int(y.max())}")
         return TensorSplit(x, y)
 
-    return DatasetBundle(name=name, num_classes=num_classes, in_chans=3, img_size=32,
+    return DatasetBundle(name=cfg.name, num_classes=num_classes, in_chans=3, img_size=32,
                          train=split(train_files), test=split(test_files[:1]), mean=mean, std=std)

@@ -722,3 +722,18 @@ def test_train_out_on_this_configs_finished_run_says_so_and_trains_nothing(tmp_p
     assert "already finished" in err and "delete the folder to train it again" in err
     assert out.splitlines()[-1].split(":")[0] in ("ok", "failed", "diverged")
     assert (tmp_path / "run" / "summary.json").read_bytes() == first
+
+
+@pytest.mark.parametrize("name, said", [("cifar10", "CIFAR-10 not found under"), ("cifar100", "CIFAR-100 not found"),
+                                        ("imagefolder", "train not found")])
+def test_train_with_its_dataset_missing_says_so_in_one_line_and_makes_no_folder(tmp_path, capsys, name, said):
+    """It ended `error` with exit 1, two lines and a run folder holding an error summary; a sweep's preflight says it
+    in one line, and now so does `suite train`, before anything is written."""
+    from suite.cli import main
+
+    out = tmp_path / "run"
+    assert main(["train", f"data.name={name}", "model.patch_size=4", f"data.root={tmp_path / 'nowhere'}",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"data.name {name}: " in err and said in err
+    assert not out.exists()
