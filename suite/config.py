@@ -240,20 +240,25 @@ def parse_overrides(items: typing.Sequence[str], source: str = "command line") -
         if "=" not in item:
             raise ConfigError(f"{source}: override '{item}' must look like key=value (e.g. model.depth=12)")
         key, raw = item.split("=", 1)
-        if key.strip() in dotted:  # else the last one would win without a word
-            raise ConfigError(f"{source}: {key.strip()}: given twice; keep one")
         try:
-            dotted[key.strip()] = yaml.safe_load(raw)
+            value = yaml.safe_load(raw)
         except yaml.YAMLError as err:
             raise ConfigError(f"{source}: cannot read the value of '{key}': {err}") from None
         except ValueError:  # an integer of more digits than Python converts (4,300)
             raise ConfigError(f"{source}: {key.strip()}: the value has {len(raw.strip())} characters, too long "
                               f"a number; give a value in the key's range") from None
+        # model={depth: 3} sets model.depth as model.depth=3 does: each leaf once, else the last would win silently
+        leaves = flat_items(value, f"{key.strip()}.") if isinstance(value, dict) and value else [(key.strip(), value)]
+        for leaf, v in leaves:
+            if leaf in dotted:
+                raise ConfigError(f"{source}: {leaf}: given twice; keep one")
+            dotted[leaf] = v
     return nest(dotted)
 
 
-def read_yaml(path: str | Path, links: bool = True) -> Any:
-    """A YAML file's data; a one-line ConfigError for bad YAML, an unsafe, huge or too deep file, or an alias bomb."""
+def read_yaml(path: str | Path, links: bool = True, duplicates: list[str] | None = None) -> Any:
+    """A YAML file's data; a one-line ConfigError for bad YAML, an unsafe, huge or too deep file, an alias bomb, or
+    a key given twice in one mapping (YAML keeps the last silently), unless ``duplicates`` collects those lines."""
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         raise ConfigError(f"{path}: file not found")
@@ -264,11 +269,12 @@ def read_yaml(path: str | Path, links: bool = True) -> Any:
     except OSError as err:
         raise ConfigError(f"{path}: cannot read it ({err.strerror})") from None
     try:
-        size = expanded_size(yaml.compose(text, Loader=yaml.SafeLoader))
-        if size > MAX_YAML_NODES:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if expanded_size(root) > MAX_YAML_NODES:
             raise ConfigError(f"{path}: its aliases (*name) expand to more than {MAX_YAML_NODES:,} values "
                               f"(an alias bomb?); write the values out or use fewer aliases")
-        return yaml.safe_load(text) or {}
+        twice = duplicate_keys(root, path)
+        data = yaml.safe_load(text) or {}
     except RecursionError:
         raise ConfigError(f"{path}: nested too deeply to read; an ablation or config is a few levels deep") from None
     except ValueError as err:  # PyYAML's int() of a number longer than Python converts (4,300 digits)
@@ -279,6 +285,36 @@ def read_yaml(path: str | Path, links: bool = True) -> Any:
         line = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ConfigError(f"{path}:{line} invalid YAML: {problem}") from None
+    if twice and duplicates is None:
+        raise ConfigError(twice[0])
+    (duplicates if duplicates is not None else []).extend(twice)
+    return data
+
+
+def duplicate_keys(root: yaml.Node | None, path: str | Path) -> list[str]:
+    """One line per key given twice in one mapping of ``root`` (PyYAML keeps the last one silently)."""
+    out: list[tuple[int, str]] = []  # (line, what): said in the file's order
+    seen_nodes: set[int] = set()  # an alias is its anchor's node again: walk it once, not once per use
+    stack: list[tuple[yaml.Node, str]] = [(root, "")] if root is not None else []
+    while stack:
+        node, where = stack.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, value_node in node.value:
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
+                dotted, line = f"{where}.{key}" if where else str(key), key_node.start_mark.line + 1
+                if key in seen:
+                    out.append((line, f"{path}: {dotted}: duplicate {'variant name' if where == 'variants' else 'key'} "
+                                      f"(lines {seen[key]} and {line}); YAML would keep only the last one, so rename or "
+                                      f"remove one"))
+                seen.setdefault(key, line)
+                stack.append((value_node, dotted))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, f"{where}[{i}]") for i, item in enumerate(node.value))
+    return [what for _, what in sorted(out)]
 
 
 MAX_YAML_NODES = 1_000_000  # values in a YAML file once its aliases are expanded (the default ablation: ~100)

@@ -166,6 +166,8 @@ def run_folder_problem(out: Path, cfg: RunConfig) -> str | None:
         return None
     if not entries:
         return None
+    if linked := [e for e in entries if (out / e).is_symlink()]:  # no run writes one; never read through it
+        return f"holds {linked[0]} as a link; a run's files are regular files in its folder"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SuiteWarning)  # an unreadable summary is judged below, by what else is there
         summary = read_summary(out)

@@ -761,7 +761,7 @@ CASES: list[Case] = [
       for name in ("run folder", "runs", "claims", "workers", ".lock")],
     *[Case(f"{name} is a link: suite train refuses", "security", "error", linked_in_train(name), victims_intact)
       for name in ("log.txt", "metrics.jsonl")],
-    Case("checkpoint.tmp, summary.json, config.yaml are links: suite train replaces them", "security", "ok",
+    Case("checkpoint.tmp, summary.json, config.yaml are links: suite train refuses the folder", "security", "error",
          linked_in_train("checkpoint.tmp", "summary.json", "config.yaml"), victims_intact),
     *[Case(f"{name} is a link: suite analyze replaces it", "security", "ok", linked_in_analysis(name), victims_intact)
       for name in ("runs.csv", "findings.md")],

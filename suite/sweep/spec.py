@@ -144,7 +144,7 @@ def _override(raw: dict[str, Any], overrides: list[str], problems: list[str]) ->
 def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...]) -> dict[str, Any] | None:
     """The file merged over the files it extends, each checked on its own first."""
     try:
-        data = read_yaml(path)
+        data = read_yaml(path, duplicates=problems)  # each duplicate key a problem, all of them listed
     except ConfigError as err:
         problems.append(str(err))
         return None
@@ -152,7 +152,6 @@ def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...]) -> dict[s
         problems.append(f"{path}: top level: expected a mapping of ablation fields, got {type(data).__name__}; "
                         f"see docs/ablations.md")
         return None
-    problems.extend(_duplicate_keys(path))
     _check_fields(data, str(path), problems)
     ref = data.pop("extends", None)
     if ref is None:
@@ -177,33 +176,6 @@ def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...]) -> dict[s
         if isinstance(inherited.get(key), dict) and isinstance(data.get(key), dict):
             merged[key] = {**inherited[key], **data[key]}
     return merged
-
-
-def _duplicate_keys(path: Path) -> list[str]:
-    """PyYAML silently keeps the last of two equal keys: find them in the node tree."""
-    out: list[str] = []
-    seen_nodes: set[int] = set()  # an alias is its anchor's node again: walk it once, not once per use
-
-    def walk(node: yaml.Node, where: str) -> None:
-        if id(node) in seen_nodes:
-            return
-        seen_nodes.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[Any, int] = {}
-            for key_node, value_node in node.value:
-                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
-                dotted, line = f"{where}.{key}" if where else str(key), key_node.start_mark.line + 1
-                if key in seen:
-                    out.append(f"{path}: {dotted}: duplicate {'variant name' if where == 'variants' else 'key'} (lines "
-                               f"{seen[key]} and {line}); YAML would keep only the last one, so rename or remove one")
-                seen.setdefault(key, line)
-                walk(value_node, dotted)
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, f"{where}[{i}]")
-
-    walk(yaml.compose(store.read_text(path), Loader=yaml.SafeLoader), "")
-    return out
 
 
 def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
