@@ -10,6 +10,9 @@ ABLATION ?= ablations/default.yaml
 # Each shipped ablation's file stem is its `name`, so its results land in results/<stem>.
 RESULTS  ?= results/$(basename $(notdir $(ABLATION)))
 WORKERS  ?= 2
+# torch threads per worker in the study targets: every committed run used 1, and a run on more threads sums in
+# another order, so a deep run can end elsewhere (docs/training.md); more cores take more WORKERS instead.
+THREADS  ?= 1
 OUT      ?= results/device-check
 CHECK_ARGS ?=
 PYTEST_ARGS ?=
@@ -70,20 +73,20 @@ test: install
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 run-ablations: install
-	$(BIN)/suite run $(ABLATION) --out $(RESULTS) --workers $(WORKERS)
+	$(BIN)/suite run $(ABLATION) --out $(RESULTS) --workers $(WORKERS) --threads $(THREADS)
 	$(BIN)/suite analyze $(RESULTS)
 	$(BIN)/suite report $(RESULTS)
 
 # The tuning study whose best rates (on validation, seeds 100-101) the main job confirms on fresh seeds
 # (ablations/tune.yaml; committed as results/tune, with the sweep's own lines in results/tune/sweep_log.txt).
 tune: install
-	$(BIN)/suite run ablations/tune.yaml --out results/tune --workers $(WORKERS)
+	$(BIN)/suite run ablations/tune.yaml --out results/tune --workers $(WORKERS) --threads $(THREADS)
 	$(BIN)/suite analyze results/tune
 	$(BIN)/suite report results/tune
 
 # How each scheme's stable range of rates changes with depth (ablations/stability.yaml, results/stability).
 stability: install
-	$(BIN)/suite run ablations/stability.yaml --out results/stability --workers $(WORKERS)
+	$(BIN)/suite run ablations/stability.yaml --out results/stability --workers $(WORKERS) --threads $(THREADS)
 	$(BIN)/suite analyze results/stability
 	$(BIN)/suite report results/stability
 
@@ -91,20 +94,20 @@ stability: install
 # results/frontier; registered with its power simulated before its runs: results/frontier/plan_power.md);
 # its wall time on 2 cores is in results/frontier/sweep_log.txt; it resumes.
 frontier: install
-	$(BIN)/suite run ablations/frontier.yaml --out results/frontier --workers $(WORKERS)
+	$(BIN)/suite run ablations/frontier.yaml --out results/frontier --workers $(WORKERS) --threads $(THREADS)
 	$(BIN)/suite analyze results/frontier
 	$(BIN)/suite report results/frontier
 
 # The main comparison at depth 192 against 48, same seeds, rates registered beforehand (ablations/deep.yaml,
 # results/deep; its chance of deciding, simulated before the runs: results/deep/power.md). About an hour on 2 cores.
 deep: install
-	$(BIN)/suite run ablations/deep.yaml --out results/deep --workers $(WORKERS)
+	$(BIN)/suite run ablations/deep.yaml --out results/deep --workers $(WORKERS) --threads $(THREADS)
 	$(BIN)/suite analyze results/deep
 	$(BIN)/suite report results/deep
 
 # Signal propagation to depth 1000 (ablations/propagation.yaml), then its tables and figures.
 propagate: install
-	$(BIN)/suite propagate ablations/propagation.yaml --out results/propagation --workers $(WORKERS)
+	$(BIN)/suite propagate ablations/propagation.yaml --out results/propagation --workers $(WORKERS) --threads $(THREADS)
 	$(BIN)/suite analyze results/propagation
 
 tables: install

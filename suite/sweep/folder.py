@@ -67,6 +67,9 @@ def check_out(out: Path, ablation: Ablation) -> None:
     """Raise :class:`RunnerError` unless ``out`` is new or holds this ablation, UnsafeFile where it holds a link."""
     if out.exists() and not out.is_dir():
         raise RunnerError(f"{out}: is a file, not a folder; pass --out DIR with a folder for the results")
+    above = next((p for p in out.absolute().parents if p.exists()), None)  # the folder it would be made in
+    if not out.exists() and above is not None and not above.is_dir():
+        raise RunnerError(f"{out}: {above} is a file, not a folder; pass --out DIR with a folder for the results")
     for name in FOLDERS:
         store.no_link(out / name)
         if (out / name).exists() and not (out / name).is_dir():

@@ -553,3 +553,15 @@ def test_sigterm_to_the_whole_group_checkpoints_every_run_in_flight_and_the_next
     for folder in folders:
         summary = json.loads((folder / "summary.json").read_text())
         assert summary["status"] in ("ok", "failed") and summary["resumed_at"] and summary["resumed_at"][0] > 0
+
+
+@pytest.mark.parametrize("dry", [["--dry-run"], []])
+def test_an_out_inside_a_file_is_refused_in_one_line(tmp_path, capsys, dry):
+    """`--out file.yaml/sub`: the dry run planned 8 runs with a bogus 'is a file, not a run folder' warning each,
+    and the real one warned before refusing; both now say it once."""
+    plain = tmp_path / "notes.txt"
+    plain.write_text("mine\n")
+    assert main(["run", str(SMOKE), "--out", str(plain / "sub"), *ARGS, *dry]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{plain} is a file, not a folder" in err
+    assert plain.read_text() == "mine\n"
