@@ -892,6 +892,8 @@ CASES: list[Case] = [
            _sweep_with_summary(content, "run"), _rerun_check) for what, content in (
         ("test_acc 1.5", '{"status": "ok", "test_acc": 1.5}'), ("a NaN token", '{"status": "ok", "test_acc": NaN}'))],
     Case("suite cost --tflops inf", "silent", "error", _argv("cost", str(SMOKE), "--tflops", "inf"), _says("--tflops")),
+    Case("suite cost --tflops 1e-300 (a 300-digit estimate)", "silent", "error",
+         _argv("cost", str(SMOKE), "--tflops", "1e-300"), _says("from 1e-06 to 1e+06")),
     Case("suite cost --measured 5@100000", "silent", "error", _argv("cost", str(SMOKE), "--measured", "5@100000"),
          _says("--measured")),
     Case("suite train --out ''", "silent", "error", _argv("train", *TINY, "--out", ""), _says("--out")),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from dataclasses import dataclass
 from collections.abc import Sequence
 
@@ -105,7 +106,9 @@ def welch_difference(a: Sequence[float], b: Sequence[float], alpha: float = 0.05
     diff = float(a.mean() - b.mean())
     if a.size < 2 or b.size < 2 or (is_constant(a) and is_constant(b)):
         return Difference(diff, math.nan, math.nan, math.nan, "Welch t")
-    res = sps.ttest_ind(a, b, equal_var=False)
+    with warnings.catch_warnings():  # one group at a single value (all at chance) is exact here, not a precision loss
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        res = sps.ttest_ind(a, b, equal_var=False)
     ci = res.confidence_interval(1 - alpha)
     se = math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
     return Difference(diff, float(ci.low), float(ci.high), float(res.pvalue), "Welch t", 0, se, float(res.df))

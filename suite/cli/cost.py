@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 import re
 
@@ -58,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
             source = f"derived from {ms:g} ms per step at depth {depth}"
         else:
             tflops = args.tflops if args.tflops is not None else 100.0
-            if not 0 < tflops < math.inf:
-                return fail("--tflops must be a finite number > 0")
+            if not 1e-6 <= tflops <= 1e6:  # a microflop machine to an exaflop one: past those, a typo
+                return fail(f"--tflops {tflops:g}: the sustained TFLOP/s of one device, from 1e-06 to 1e+06")
             source = "assumed" if args.tflops is None else "given"
     except SpecError as err:
         return fail(*err.problems)

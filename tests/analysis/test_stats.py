@@ -382,3 +382,14 @@ def test_fisher_seeds_needed():
     assert stats.fisher_power(0.2, 0.6, 27, 27) >= 0.8 > stats.fisher_power(0.2, 0.6, 26, 26)
     assert stats.fisher_seeds_needed(0.3, 0.3) == math.inf
     assert stats.fisher_seeds_needed(0.30, 0.31, max_n=64) == math.inf
+
+
+def test_welch_with_one_group_at_a_single_value_warns_nothing():
+    """Every run of one arm at chance: scipy's "precision loss" RuntimeWarning reached `suite analyze`'s output with
+    its source line; the difference and its interval are exact there."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        d = stats.welch_difference([0.1, 0.1, 0.1], [0.5, 0.6, 0.7])
+    assert d.estimate == pytest.approx(-0.5) and d.low < -0.5 < d.high and 0 < d.p < 0.05
