@@ -35,3 +35,14 @@ def test_a_key_set_nested_and_dotted_on_the_command_line_is_given_twice():
     assert parse_overrides(["model={depth: 3, dim: 16}", "train.lr=0.1"]) == {
         "model": {"depth": 3, "dim": 16}, "train": {"lr": 0.1}}
     assert load_config(None, ["model={depth: 3, dim: 16}"]).model.depth == 3
+
+
+@pytest.mark.parametrize("precision", ["fp16", "tf32"])
+def test_suite_config_refuses_on_cpu_what_suite_train_refuses_there(capsys, precision):
+    """`suite config train.precision=fp16 device=cpu` printed a run id for a run `suite train` refuses."""
+    assert main(["config", f"train.precision={precision}", "device=cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"train.precision {precision}" in err
+    assert main(["train", f"train.precision={precision}", "device=cpu", "--out", "/nonexistent/never"]) == 2
+    assert f"train.precision {precision}" in capsys.readouterr().err
+    assert main(["config", f"train.precision={precision}"]) == 0  # device auto: where it runs decides

@@ -38,6 +38,11 @@ def run(args: argparse.Namespace) -> int:
         return fail(*str(err).splitlines())
     from suite.engine.resources import resolve_device  # torch: after a config error is ruled out
 
+    if cfg.device == "cpu":  # a precision no CPU has (fp16, tf32), refused as `suite train` would
+        try:
+            resolve_precision(cfg, "cpu")
+        except ConfigError as err:
+            return fail(f"device cpu: {err}")
     if cfg.train.precision == "auto":
         try:  # as `suite run` would on this machine: the run folder's config.yaml holds the resolved value
             cfg = resolve_precision(cfg, resolve_device(cfg.device).type)
