@@ -107,7 +107,7 @@ def load_ablation(path: str | Path | dict[str, Any], max_runs: int | None = None
         raw = _override(raw, overrides, problems)
     if problems:
         raise SpecError(problems)
-    ablation = _expand(raw, str(path), problems, MAX_RUNS if max_runs is None else max_runs)
+    ablation = _expand(raw, str(path), problems, MAX_RUNS if max_runs is None else max_runs, tuple(overrides or ()))
     if problems:
         raise SpecError(problems)
     return ablation
@@ -303,7 +303,8 @@ def _check_value(key: str, value: Any, source: str, problems: list[str]) -> Any:
     return flatten(to_dict(cfg))[key]
 
 
-def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -> Ablation:
+def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int, overrides: tuple[str, ...] = ()
+            ) -> Ablation:
     name, base, grid = raw.get("name"), raw.get("base") or {}, raw.get("grid") or {}
     if name is None:
         problems.append(f"{src}: name: missing; add e.g. `name: my-ablation` (results go to results/<name>/)")
@@ -337,6 +338,7 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -
         apply_dict(reference, nest(base), src)
     except ConfigError:
         reference = None  # reported with the base's own problems
+    invalid: dict[str, list[str]] = {}  # a validation problem, its variant's name made '{}' -> the variants it hits
     for vname, over in variants.items():
         for values in itertools.product(*grid.values()):
             point = dict(zip(grid, values))
@@ -354,9 +356,16 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int) -
             try:
                 validate(cfg, source=f"{src}: variants.{vname}", reference=reference)
             except ConfigError as err:
-                problems.append(str(err))
+                said = str(err).replace(f"{src}: variants.{vname}", f"{src}: variants.{{}}", 1)
+                if vname not in invalid.setdefault(said, []):
+                    invalid[said].append(vname)
                 continue
             cells.append((vname, point, cfg))
+    for said, names in invalid.items():  # one line for a problem every variant shares (a base or command-line value)
+        which = ("every variant" if len(names) == len(variants) > 1 else
+                 f"variants.{names[0]}" if len(names) == 1 else "variants " + ", ".join(names))
+        problems.append(said.replace("variants.{}", which, 1) + (
+            f" (with the command line's {' '.join(overrides)})" if overrides and len(names) > 1 else ""))
     last = [k.rsplit(".", 1)[-1] for k in grid]  # model.depth -> depth in labels, unless two keys share it
     short = {k: (s if last.count(s) == 1 else k) for k, s in zip(grid, last)}
     runs, seen, used, excluded = [], {}, set(), 0

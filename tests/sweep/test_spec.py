@@ -328,3 +328,13 @@ def test_a_rate_on_the_command_line_is_refused_where_the_file_takes_its_rates():
     default = Path(__file__).resolve().parents[2] / "ablations" / "default.yaml"
     with pytest.raises(SpecError, match=re.escape("command line: train.lr: each run's rate comes from the file's")):
         load_ablation(default, overrides=["train.lr=0.5"])
+
+
+def test_a_problem_every_variant_shares_is_one_line_naming_the_command_line(capsys):
+    """`suite run smoke.yaml model.heads=3` said the same divisibility problem once per variant, blaming the file;
+    it is one line for every variant, with the command line's setting that caused it."""
+    smoke = Path(__file__).resolve().parents[2] / "ablations" / "smoke.yaml"
+    assert main(["run", str(smoke), "model.heads=3", "--out", "/nonexistent/o", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "every variant: model.dim (32) must be divisible by model.heads (3) (with the command line's model.heads=3)" in err
