@@ -108,6 +108,11 @@ def split_done(runs: list[Run], out: Path, retry_errors: bool, rerun_other_code:
         if summary is not None and summary.get("kind", "train") != run.kind:
             raise RunnerError(f"{out}: holds {summary.get('kind', 'train')} runs of this ablation, not "
                               f"{run.kind} runs (`suite run` trains, `suite propagate` measures); pass --out DIR")
+        was = summary.get("variant") if summary else None
+        if isinstance(was, str) and was != run.variant:  # same config, same id: the file renamed its variant
+            raise RunnerError(f"{run_dir(out, run)}: ran as variant '{was}', which the ablation now calls "
+                              f"'{run.variant}'; the analysis groups by the name a run was made under, so rename it "
+                              f"back to '{was}' in the file, or pass --out DIR to run the renamed study anew")
         status = summary.get("status") if summary else None
         if status in store.FINAL_STATUSES or (status == "error" and not retry_errors):
             theirs = str(summary.get("git_commit") or "unknown").removesuffix("+dirty")

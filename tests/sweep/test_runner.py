@@ -565,3 +565,17 @@ def test_an_out_inside_a_file_is_refused_in_one_line(tmp_path, capsys, dry):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{plain} is a file, not a folder" in err
     assert plain.read_text() == "mine\n"
+
+
+def test_a_renamed_variant_is_refused_before_its_done_runs_count_under_the_new_name(tmp_path, capsys):
+    """Renaming a variant keeps its run ids, so its runs counted as done while their summaries kept the old name:
+    `suite status` showed the new name and `suite analyze` grouped under the old one."""
+    out = tmp_path / "out"
+    assert main(["run", str(SMOKE), "--out", str(out), "--only", "variant=preln,model.depth=2", *ARGS]) == 0
+    renamed = tmp_path / "smoke.yaml"
+    renamed.write_text(SMOKE.read_text().replace("\n  preln:", "\n  pre:"))
+    assert "\n  pre:" in renamed.read_text()
+    capsys.readouterr()
+    assert main(["run", str(renamed), "--out", str(out), *ARGS]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ran as variant 'preln', which the ablation now calls 'pre'" in err
