@@ -255,9 +255,10 @@ def _check_one_ablation(runs: list[dict[str, Any]], root: Path) -> None:
         folders.setdefault(name, []).append(str(r.get("run_dir") or "."))
     if len(folders) > 1:
         listed = ", ".join(f"{k}: {len(v)} runs" for k, v in sorted(folders.items()))
-        where = sorted({(root / _ablation_folder(v)).as_posix() for v in folders.values()})
-        raise AnalysisError(f"{root} mixes runs of {len(folders)} ablations ({listed}); they are not pooled: "
-                            f"analyze one ablation at a time, e.g. suite analyze {where[0]}")
+        where = sorted({(root / _ablation_folder(v)).as_posix() for v in folders.values()} - {root.as_posix()})
+        fix = (f"analyze one ablation at a time, e.g. suite analyze {where[0]}" if where else
+               "give each ablation its own results folder (suite run FILE --out DIR) and analyze each")
+        raise AnalysisError(f"{root} mixes runs of {len(folders)} ablations ({listed}); they are not pooled: {fix}")
 
 
 def _ablation_folder(run_dirs: list[str]) -> str:

@@ -248,8 +248,14 @@ def test_formats_select_files(grid):
 def test_mixed_ablations_are_refused(tmp_path):
     write_run(tmp_path / "a", "preln", 6, 0, ablation="deep")
     write_run(tmp_path / "b", "preln", 6, 0, ablation="wide")
-    with pytest.raises(AnalysisError, match=r"mixes runs of 2 ablations \(deep: 1 runs, wide: 1 runs\)"):
+    with pytest.raises(AnalysisError, match=r"mixes runs of 2 ablations \(deep: 1 runs, wide: 1 runs\).*"
+                                            r"e.g. suite analyze .*/a"):
         analyze(tmp_path, figures=False)
+    # both in one runs/ folder: the fix is a folder each, not this folder again
+    write_run(tmp_path / "c", "preln", 6, 0, ablation="deep")
+    write_run(tmp_path / "c", "preln", 6, 1, ablation="wide")
+    with pytest.raises(AnalysisError, match=r"give each ablation its own results folder"):
+        analyze(tmp_path / "c", figures=False)
 
 
 def test_missing_baseline_is_one_line_exit_2(tmp_path, capsys):
