@@ -151,7 +151,7 @@ DERIVED = ("score", "val_score")  # columns runs.csv adds to the summaries' fiel
 TEXT_FIELDS = frozenset({  # summary fields that hold text even when it looks like a number (a run id "1234")
     "run_id", "ablation", "variant", "run_dir", "status", "git_commit", "hostname", "device", "device_name",
     "error", "failed_reason", "diverged_reason", "diverged_detail", "started_at", "suite_version",
-    "torch_version", "python_version", "judged_on", "optimizer_impl", "kind"})
+    "torch_version", "python_version", "judged_on", "optimizer_impl", "kind", "crossed"})
 INT_FIELDS = frozenset({  # integer summary fields; a column with empty cells is written as floats ("40.0")
     "seed", "steps_to_learn", "diverged_step", "steps_done", "num_params", "train_size", "val_size", "test_size",
     "scaler_skipped_steps", "timing_cores", "schema", "spikes_recovered", "pack_size"})
