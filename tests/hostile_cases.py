@@ -265,6 +265,14 @@ def linked_in_sweep(name: str) -> Callable[[Path], list[str]]:
     return setup
 
 
+def _dangling(*argv: str) -> Callable[[Path], list[str]]:
+    """``argv`` with ``--out`` a link to a path that does not exist."""
+    def setup(d: Path) -> list[str]:
+        os.symlink(d / "gone", d / "out")
+        return [*argv, "--out", str(d / "out")]
+    return setup
+
+
 def linked_in_train(*names: str) -> Callable[[Path], list[str]]:
     """`suite train` (checkpoints every 2 steps) into a run folder where each of ``names`` is a link to a
     file outside it."""
@@ -894,6 +902,9 @@ CASES: list[Case] = [
     Case("suite cost --tflops inf", "silent", "error", _argv("cost", str(SMOKE), "--tflops", "inf"), _says("--tflops")),
     Case("suite cost --tflops 1e-300 (a 300-digit estimate)", "silent", "error",
          _argv("cost", str(SMOKE), "--tflops", "1e-300"), _says("from 1e-06 to 1e+06")),
+    Case("suite run --out a dangling link", "silent", "error", _dangling("run", str(SMOKE), "--device", "cpu"),
+         _says("which does not exist")),
+    Case("suite train --out a dangling link", "silent", "error", _dangling("train", *TINY), _says("which does not exist")),
     Case("suite cost --measured 5@100000", "silent", "error", _argv("cost", str(SMOKE), "--measured", "5@100000"),
          _says("--measured")),
     Case("suite train --out ''", "silent", "error", _argv("train", *TINY, "--out", ""), _says("--out")),

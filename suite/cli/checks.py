@@ -42,6 +42,8 @@ def writable_dir(path: str | Path, flag: str) -> str | None:
     path = Path(path)
     if path.exists() and not path.is_dir():
         return f"{flag} {path}: is a file, not a folder; pass a folder"
+    if path.is_symlink() and not path.exists():
+        return f"{flag} {path}: a link to {os.readlink(path)}, which does not exist; pass a folder"
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -57,6 +57,8 @@ def _unwritable(out: Path, err: OSError) -> Exception:
         return err
     if store.no_space(err):
         return store.DiskFull(out)
+    if out.is_symlink() and not out.exists():
+        return RunnerError(f"{out}: a link to {os.readlink(out)}, which does not exist; pass --out DIR with a folder")
     return RunnerError(f"{out}: cannot write there ({err.strerror or err}); pass --out DIR with a writable folder")
 
 
