@@ -103,7 +103,7 @@ def run_records(run_dir: str | Path, from_csv: bool = False) -> list[dict[str, A
     for r in runs:
         rid = r.get("run_id")
         if rid is not None and rid in seen:
-            raise AnalysisError(f"run_id {rid} appears twice ({seen[rid]} and {r['run_dir']}); "
+            raise AnalysisError(f"run_id {rid!r} appears twice ({seen[rid]!r} and {r['run_dir']!r}); "
                                 f"remove one copy so that it is not counted twice")
         seen[rid] = r["run_dir"]
     if any(r.get("schema", 1) != 1 for r in runs):
@@ -136,8 +136,8 @@ NUMERIC = ("val_acc", "best_val_acc", "test_acc", "best_test_acc", "final_train_
 def _read_summary(path: Path) -> tuple[dict[str, Any], str | None]:
     """A summary and ``None``, or ``{}`` and why it cannot be used."""
     try:
-        summary = store.read_json(path)
-    except (OSError, ValueError) as err:  # a folder, unreadable, bad UTF-8, bad JSON
+        summary = store.read_json(path, links=False)  # what a results folder renders comes from inside it
+    except (OSError, ValueError) as err:  # a folder, a link, unreadable, bad UTF-8, bad JSON
         return {}, f"cannot read it ({store.error_reason(err)})"
     if not isinstance(summary, dict):
         return {}, f"expected a JSON object, got a {type(summary).__name__}"
@@ -175,6 +175,8 @@ def runs_from_csv(path: Path) -> list[dict[str, Any]]:
     runs = []
     for line, row in enumerate(rows, start=2):
         summary = {k: _cell(v, k in text, k in ints) for k, v in row.items() if k is not None and k not in DERIVED}
+        if summary.get("variant") is None:  # as a run folder's summary is read
+            summary["variant"] = summary.get("model.residual")
         if problem := (None if None not in row else "more cells than columns") or _summary_problem(summary):
             warnings.warn(f"{path}, line {line}: skipped: {problem}", AnalysisWarning)
             continue
@@ -206,6 +208,7 @@ def _cell(value: str | None, text: bool, integer: bool) -> Any:
     """One CSV cell as the value its summary held (see :func:`runs_from_csv`)."""
     if value is None or value == "":
         return None
+    value = store.unneutral(value)  # the formula guard analyze's write_csv put before it
     if text:
         return value
     if value in ("True", "False"):
@@ -232,6 +235,13 @@ def _summary_problem(summary: dict[str, Any]) -> str | None:
         return f"status {summary.get('status')!r} is not one of {', '.join(store.STATUSES)}"
     if summary.get("variant") is None and summary.get("model.residual") is None:
         return "neither 'variant' nor 'model.residual' is set, so the scheme is unknown"
+    for key in ("variant", "ablation", "run_id", "model.residual"):  # they name groups, headings and files
+        value = summary.get(key)
+        if value is not None and not isinstance(value, str):
+            return f"'{key}' is {str(value)[:40]!r}, not text"
+        if value is not None and (len(value) > NAME_CHARS or not value.isprintable()):
+            return (f"'{key}' is not one printable line of at most {NAME_CHARS} characters (no line breaks, "
+                    f"control or bidi characters): {value[:40]!r}")
     for key in ("seed", DEPTH):
         if not store.is_int(summary.get(key)):
             return f"'{key}' is {summary.get(key)!r}, not an integer"
@@ -242,6 +252,9 @@ def _summary_problem(summary: dict[str, Any]) -> str | None:
         if isinstance(value, float) and not math.isfinite(value):
             return f"'{key}' is {value!r}, not a finite number"
     return store.summary_problem(summary)
+
+
+NAME_CHARS = 200  # a variant's or ablation's name: a figure's legend and a table's row, not a document
 
 
 def _finite_number(value: Any) -> bool:
@@ -256,6 +269,7 @@ def _check_one_ablation(runs: list[dict[str, Any]], root: Path) -> None:
     if len(folders) > 1:
         listed = ", ".join(f"{k}: {len(v)} runs" for k, v in sorted(folders.items()))
         where = sorted({(root / _ablation_folder(v)).as_posix() for v in folders.values()} - {root.as_posix()})
+        where = [w for w in where if w.isprintable()]  # a run_dir cell is anyone's text
         fix = (f"analyze one ablation at a time, e.g. suite analyze {where[0]}" if where else
                "give each ablation its own results folder (suite run FILE --out DIR) and analyze each")
         raise AnalysisError(f"{root} mixes runs of {len(folders)} ablations ({listed}); they are not pooled: {fix}")

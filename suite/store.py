@@ -155,6 +155,23 @@ def check_run_folder(out: Path) -> None:
         no_link(path)
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads as the start of a formula
+
+
+def neutral(value: object) -> object:
+    """A CSV text cell that starts like a formula (OWASP's rule against CSV injection), or like one already so
+    guarded, with a ``'`` before it; :func:`unneutral` gives it back exactly."""
+    if isinstance(value, str) and value.lstrip("'").startswith(FORMULA_START) and (
+            value.startswith(FORMULA_START) or value.startswith("'")):
+        return "'" + value
+    return value
+
+
+def unneutral(text: str) -> str:
+    """A CSV cell as it was before :func:`neutral`."""
+    return text[1:] if text.startswith("'") and text.lstrip("'").startswith(FORMULA_START) else text
+
+
 def run_folder_problem(out: Path, cfg: RunConfig) -> str | None:
     """Why the folder ``out`` cannot take the run of ``cfg``, in words after "--out DIR: ", or None (a new or empty
     folder, or this run's own): it holds another config's run, finished or not (its checkpoint and metrics would be
@@ -221,9 +238,9 @@ def loads(text: str) -> Any:
         raise ValueError("nested too deeply to parse") from None
 
 
-def read_json(path: Path) -> Any:
-    """:func:`loads` of :func:`read_text`: a capped regular file of strict JSON."""
-    return loads(read_text(path))
+def read_json(path: Path, links: bool = True) -> Any:
+    """:func:`loads` of :func:`read_text`: a capped regular file of strict JSON (``links`` False: not a link)."""
+    return loads(read_text(path, links=links))
 
 
 # Summary fields that are shares: outside [0, 1] the file was edited or damaged, not written by a run.
@@ -321,7 +338,7 @@ def read_metrics(run_dir: Path, name: str = METRICS, skip_damaged: bool = False)
     any other bad line is a :class:`CorruptFile`, or with ``skip_damaged`` (a resumed run) dropped with a warning."""
     path = Path(run_dir) / name
     try:
-        with open_regular(path, max_bytes=None) as f:  # any length, but a regular file: not a link to /dev/zero
+        with open_regular(path, max_bytes=None, links=False) as f:  # any length, a regular file in the folder
             data = f.read()
     except FileNotFoundError:
         return []

@@ -132,7 +132,11 @@ def test_a_summary_or_metrics_that_is_a_special_file_is_not_read(tmp_path, deadl
     os.mkfifo(tmp_path / store.SUMMARY)
     with pytest.warns(store.SuiteWarning, match=r"summary.json: not a readable summary \(not a regular file"):
         assert store.read_summary(tmp_path) is None
-    (tmp_path / store.METRICS).symlink_to("/dev/zero")
+    (tmp_path / store.METRICS).symlink_to("/dev/zero")  # a link is never read through, whatever it points at
+    with pytest.raises(store.CorruptFile, match="metrics.jsonl: is a symbolic link"):
+        store.read_metrics(tmp_path)
+    (tmp_path / store.METRICS).unlink()
+    os.mkfifo(tmp_path / store.METRICS)
     with pytest.raises(store.CorruptFile, match="metrics.jsonl: not a regular file"):
         store.read_metrics(tmp_path)
     assert store.last_logged_step(tmp_path) is None

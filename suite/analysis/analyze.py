@@ -39,7 +39,7 @@ def analyze(run_dir: str | Path, baseline: str | None = None, by: list[str] | No
     result = study(root, baseline, by, force)
     _check_no_row_lost(root, result.runs, force)
     owned = _owned(root)  # what an earlier analysis wrote: the only files this one may delete
-    written = [markup.write_csv(runs_frame(result.runs, result.keys, result.baseline), root / "runs.csv")]
+    written = [markup.write_csv(_capped(runs_frame(result.runs, result.keys, result.baseline)), root / "runs.csv")]
     table_dir = store.no_link(root / "tables")
     table_dir.mkdir(exist_ok=True)
     for kind in products.TABLES.values():
@@ -75,6 +75,19 @@ def analyze(run_dir: str | Path, baseline: str | None = None, by: list[str] | No
     result.summary.attrs.update(written=[str(p) for p in written], keys=result.keys, baseline=result.baseline,
                                 **({} if result.propagation else {"primary": result.answer}))
     return result.summary
+
+
+CELL_CHARS = 100_000  # under the 131,072 a csv reader takes in one field: runs.csv is read back by every analysis
+
+
+def _capped(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each text cell cut to :data:`CELL_CHARS` (a run's whole error stays in its summary.json), so
+    the runs.csv written can be read again."""
+    def cap(v: object) -> object:
+        return (f"{v[:CELL_CHARS]}... [cut at {CELL_CHARS:,} of {len(v):,} characters]"
+                if isinstance(v, str) and len(v) > CELL_CHARS else v)
+
+    return frame.apply(lambda col: col.map(cap) if col.dtype == object or pd.api.types.is_string_dtype(col) else col)
 
 
 def manifest(analysis: products.Analysis, figures: list[Path], written: list[Path] = ()) -> dict:
@@ -154,7 +167,7 @@ def study(root: Path, baseline: str | None = None, by: list[str] | None = None, 
     if n_error := sum(r["status"] == "error" for r in runs):
         warnings.warn(f"{n_error} run(s) ended in error and are left out of all rates (see runs.csv: status, error)",
                       AnalysisWarning)
-    title = str(runs[0].get("ablation") or root.resolve().name)
+    title = markup.one_line(str(runs[0].get("ablation") or root.resolve().name))  # a folder's name is anyone's
     if is_propagation(runs):
         return products.Analysis(root, title, runs, keys, base, {"propagation": summary_frame(runs, keys, base)},
                                  propagation=True)
@@ -181,10 +194,12 @@ def _check_no_row_lost(root: Path, runs: list[dict], force: bool) -> None:
     """Refuse (unless ``force``) to write a ``runs.csv`` lacking a run the existing one lists: no silent shrinking."""
     try:
         text = files.read_text(root / "runs.csv", RUNS_CSV_BYTES)
-        before = {row.get("run_id") for row in csv.DictReader(io.StringIO(text))}
+        rows = list(csv.DictReader(io.StringIO(text)))
     except (OSError, ValueError, csv.Error):
         return
+    before = {store.unneutral(row.get("run_id") or "") for row in rows}
     lost = sorted(str(i) for i in before - {str(r.get("run_id")) for r in runs} if i)
+    lost += [f"line {n} (no run_id)" for n, row in enumerate(rows, start=2) if not row.get("run_id")]
     if lost and not force:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

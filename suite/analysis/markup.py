@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote
@@ -14,22 +15,17 @@ from markdown_it import MarkdownIt
 
 from suite import store
 
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads as the start of a formula
 
 
 def write_csv(frame: pd.DataFrame, path: Path) -> Path:
-    """Write ``frame`` as CSV at full precision, ``\\n`` line ends, atomically; formula-like text is :func:`neutral`."""
+    """Write ``frame`` as CSV at full precision, ``\\n`` line ends, atomically; formula-like text is
+    :func:`suite.store.neutral` (``suite.results`` reads it back as it was)."""
     text = frame.copy()
     for col in text.columns:
         if not pd.api.types.is_numeric_dtype(text[col]) and not pd.api.types.is_bool_dtype(text[col]):
-            text[col] = text[col].map(neutral)
+            text[col] = text[col].map(store.neutral)
     store.atomic_write_text(path, text.to_csv(index=False, lineterminator="\n"))
     return path
-
-
-def neutral(value: object) -> object:
-    """A text cell that starts like a formula (OWASP's rule against CSV injection) with a ``'`` before it."""
-    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
 
 
 def write_text(text: str, path: Path) -> Path:
@@ -55,6 +51,7 @@ class Markup:
     sep: str
 
     def esc(self, text: str) -> str:
+        text = one_line(text)  # a line break in a cell or a comment would end it: the rest would be live markup
         if self.name == "md":
             return text.replace("\\", "\\\\").replace("|", "\\|")
         return text.translate(TEX_ESCAPES)
@@ -100,6 +97,12 @@ def fmt_rate(x: float) -> str:
 
 def fmt_ms(x: float) -> str:
     return f"{x:.0f}" if x >= 99.95 else f"{x:#.3g}"  # 3 significant digits: 9.48, 12.0, 123
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: every line break (Unicode's too: U+2028, U+0085 ...) a space, and control and format
+    characters (bidi overrides, escape sequences) dropped; text from a results folder is never trusted."""
+    return "".join(c for c in " ".join(text.splitlines()) if unicodedata.category(c) not in ("Cc", "Cf"))
 
 
 def missing(x: object) -> bool:

@@ -289,7 +289,7 @@ SPARK_READ_ALL = 4 << 20  # a metrics.jsonl up to this size is read whole; a lar
 def _sparkline(folder: Path) -> str:
     """The points of ``folder``'s loss sparkline ("" if none); a large ``metrics.jsonl`` is sampled, not read whole."""
     try:
-        with files.open_regular(folder / store.METRICS, max_bytes=None) as f:
+        with files.open_regular(folder / store.METRICS, max_bytes=None, links=False) as f:
             size = os.fstat(f.fileno()).st_size
             if size <= SPARK_READ_ALL:
                 lines = f.read().split(b"\n")

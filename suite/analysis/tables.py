@@ -514,5 +514,5 @@ def document(fmt: str, kind: Any, title: str, frame: pd.DataFrame, keys: list[st
                  f"number at full precision: tables/{kind.name}.csv; in words: findings.md.")
     if fmt == "md":
         return "\n".join([f"# Analysis: {m.esc(title)}", "", intro, "", *[render_md(t) for t in tables]])
-    return "\n".join([f"% Analysis: {title}. Written by suite analyze; needs \\usepackage{{booktabs,graphicx}}.",
+    return "\n".join([f"% Analysis: {m.esc(title)}. Written by suite analyze; needs \\usepackage{{booktabs,graphicx}}.",
                       f"% {intro}", "", *[render_tex(t) for t in tables]])

@@ -12,8 +12,8 @@ from pathlib import Path
 
 def fail(*problems: str) -> int:
     """Print each problem as one ``error:`` line on stderr; returns 2, the exit status of a user error."""
-    for problem in problems:
-        print(f"error: {problem}", file=sys.stderr)
+    for problem in problems:  # a control character from a results folder (an escape sequence) is shown, not sent
+        print("error: " + "".join(c if c.isprintable() else repr(c)[1:-1] for c in problem), file=sys.stderr)
     return 2
 
 
