@@ -104,11 +104,20 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
         _record_ablation(out, ablation, [r.run_id for r in every])
         return sweep
     backend.refuse_beside(out)
-    worker, placement, n = _plan(sweep, opts)
+    worker, placement, n = _plan(sweep, opts)  # its problems (a missing tracker) before anything is written
     # SIGTERM stops a sweep as Ctrl-C does; SIGINT raises KeyboardInterrupt even if the shell started us with it
     # ignored (a background process of a non-interactive shell).
     stops = {signal.SIGTERM: signal.default_int_handler, signal.SIGINT: signal.default_int_handler}
     with folder.prepare_out(out, ablation, [r.run_id for r in every]), signal_handlers(stops):
+        # The folder's lock is ours only now: a sweep that held it until a moment ago may have finished runs since
+        # they were counted above, and clearing their folders as stale would delete those results.
+        left, done, _ = folder.split_done(runs, out, opts.retry_errors, opts.rerun_stale, store.git_commit())
+        if len(left) < len(sweep.todo):
+            sweep.todo = left
+            sweep.done.update(done)
+            if not left:
+                return sweep
+            worker, placement, n = _plan(sweep, opts)
         try:
             _drive(sweep, worker, placement, n, report, notify)
         except Detached as left:

@@ -579,3 +579,29 @@ def test_a_renamed_variant_is_refused_before_its_done_runs_count_under_the_new_n
     assert main(["run", str(renamed), "--out", str(out), *ARGS]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "ran as variant 'preln', which the ablation now calls 'pre'" in err
+
+
+def test_a_run_another_sweep_finished_while_this_one_waited_for_the_lock_is_not_run_again(tmp_path, monkeypatch):
+    """A second `suite run` counted what was left ~1 s before it took the folder's lock; a first sweep finishing its
+    last run in that window had that run's summary deleted as stale and the run trained twice (an outside review,
+    two of two tries). The count is made again under the lock."""
+    import contextlib
+
+    from suite.sweep import folder
+
+    out, one = tmp_path / "out", ["--only", "variant=preln,model.depth=1,seed=0"]
+    assert main(["run", str(SMOKE), "--out", str(out), *one, *ARGS]) == 0
+    summary = next((out / "runs").glob("*/summary.json"))
+    finished = summary.read_bytes()
+    summary.unlink()  # as this sweep counts: not done yet
+    real = folder.prepare_out
+
+    @contextlib.contextmanager
+    def first_sweep_finishes_meanwhile(*args, **kw):
+        summary.write_bytes(finished)
+        with real(*args, **kw):
+            yield
+
+    monkeypatch.setattr(folder, "prepare_out", first_sweep_finishes_meanwhile)
+    assert main(["run", str(SMOKE), "--out", str(out), *one, *ARGS]) == 0
+    assert summary.read_bytes() == finished
