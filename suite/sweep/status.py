@@ -102,6 +102,10 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
     slurm = _slurm_view(out, now)
     lease = slurm.lease_s if slurm is not None and slurm.lease_s else SweepOptions().lease  # as the sweep's workers
     claimed = (out / claims.CLAIMS).is_dir()  # sweeps before claims existed: judge by the log's age alone
+    # A pack is claimed under its first run's id alone: a member without a claim of its own is gone only when no
+    # live claim is left in the folder at all.
+    live = claimed and any(claims.dead(p, lease, lambda: now) is False
+                           for p in (out / claims.CLAIMS).glob("*.json") if p.is_file() and not p.is_symlink())
     for rid, view in views.items():
         folder = out / "runs" / rid
         summary = store.read_summary(folder) if folder.is_dir() else None
@@ -117,8 +121,8 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
         if metrics.is_file():
             age = now - metrics.stat().st_mtime
             recent = -CLOCK_SKEW <= age <= RUNNING_WITHIN
-            view.worker_gone = recent and claimed and claims.dead(claims.claim_path(out, rid), lease,
-                                                                   lambda: now) is not False
+            gone = claims.dead(claims.claim_path(out, rid), lease, lambda: now)
+            view.worker_gone = recent and claimed and (gone is True or (gone is None and not live))
             view.state = "running" if recent and not view.worker_gone else "interrupted"
             tc = view.run.cfg.train
             view.step, view.steps = store.last_logged_step(folder), tc.steps if tc.epochs is None else None

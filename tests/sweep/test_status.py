@@ -182,3 +182,22 @@ def test_a_slurm_sweep_shows_its_submission_and_the_claims_of_dead_workers(half_
     (out / "slurm" / "submission.json").write_text("garbage")
     assert sweep_status(out).slurm is None
 
+
+
+def test_a_pack_member_without_a_claim_of_its_own_is_running_while_its_pack_claim_lives(half_done, tmp_path):
+    """A pack is claimed under its first run's id alone: the second member showed as "interrupted, worker gone"
+    while it trained (an outside review, --pack 2). With no live claim left in the folder it is gone."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(half_done, out)
+    head, member = [r for r in resolve_runs(load_ablation(SMOKE).runs, None, "cpu") if r.seed == 1][:2]
+    for run in (head, member):
+        (out / "runs" / run.run_id).mkdir(parents=True)
+        (out / "runs" / run.run_id / "metrics.jsonl").write_text(json.dumps({"kind": "train", "step": 3}) + "\n")
+    hold(out, head.run_id, os.getpid())
+    states = {v.folder: v.state for v in sweep_status(out).runs}
+    assert states[head.run_id] == states[member.run_id] == "running"
+    hold(out, head.run_id, gone_pid())
+    states = {v.folder: (v.state, v.worker_gone) for v in sweep_status(out).runs}
+    assert states[head.run_id] == states[member.run_id] == ("interrupted", True)
