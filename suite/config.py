@@ -88,6 +88,12 @@ LR, DEPTH = "train.lr", "model.depth"
 DATA_SHAPE_KEYS = ("img_size", "in_chans", "num_classes")
 
 
+def epoch_steps(train_size: int, batch_size: int) -> int:
+    """Steps in one epoch: whole batches only, the last incomplete one dropped (steps have one size); a split under
+    one batch gives one step of all of it. The data stream and ``train.epochs`` both count by it."""
+    return max(1, train_size // batch_size)
+
+
 @dataclass
 class TrainConfig:
     """Optimisation, divergence rules, logging and timing."""
@@ -130,11 +136,11 @@ class TrainConfig:
     log_to: tuple[Literal["tensorboard", "wandb", "mlflow"], ...] = ()
 
     def total_steps(self, train_size: int) -> int:
-        """``steps``, or ``epochs`` passes over the whole batches an epoch draws (``train_size // batch_size``, the
-        last incomplete one dropped as suite.data.stream.StepOrder does; at least 1), rounded up."""
+        """``steps``, or ``epochs`` passes over the :func:`epoch_steps` an epoch of the data stream draws, rounded
+        up."""
         if self.epochs is None:
             return self.steps
-        return max(1, math.ceil(self.epochs * max(1, train_size // self.batch_size)))
+        return max(1, math.ceil(self.epochs * epoch_steps(train_size, self.batch_size)))
 
 
 @dataclass

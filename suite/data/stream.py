@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Sampler
 
+from suite.config import epoch_steps
 from suite.data.augment import crop_flip, crop_flip_draws, normalise
 from suite.data.bundle import DatasetBundle, Split, TensorSplit
 from suite.data.seeds import AUGMENT, PERMUTATION, generator
@@ -30,8 +31,7 @@ class StepOrder:
         if n < 1 or batch_size < 1:
             raise ValueError(f"need n >= 1 and batch_size >= 1, got n={n}, batch_size={batch_size}")
         self.n, self.batch_size, self.seed = n, batch_size, seed
-        # The last incomplete batch is dropped (steps have one size); a split under one batch gives one step of all n.
-        self.steps_per_epoch = max(1, n // batch_size)
+        self.steps_per_epoch = epoch_steps(n, batch_size)
         self._cached: tuple[int, Tensor] | None = None  # (epoch, permutation): a cache, not state
 
     def permutation(self, epoch: int) -> Tensor:

@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 from typing import Any
 
-from suite.config import RunConfig, approx_params, data_shape, flatten, memory_estimate, to_dict
+from suite.config import DATA_SHAPE_KEYS, RunConfig, approx_params, data_shape, flatten, memory_estimate, to_dict
 from suite.sweep.cost import EMBEDDED_TOTAL
 from suite.sweep.spec import Run
 
@@ -102,7 +102,7 @@ def _model(cfg: RunConfig, run: Run, src: str, shape: tuple, problems: list[str]
     from suite.models import build_model
 
     m = cfg.model
-    found = dict(zip(("img_size", "in_chans", "num_classes"), shape[:3]))
+    found = dict(zip(DATA_SHAPE_KEYS, shape[:3]))
     for key, value in found.items():
         mine = getattr(m, key)
         if value is not None and mine is not None and mine != value:
