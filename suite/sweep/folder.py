@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import secrets
 import warnings
@@ -127,6 +128,25 @@ def split_done(runs: list[Run], out: Path, retry_errors: bool, rerun_other_code:
         else:
             todo.append(run)
     return todo, done, other
+
+
+def replaced(out: Path, todo: list[Run]) -> dict[str, str]:
+    """Run id -> a fingerprint of the summary each of ``todo`` holds and is to replace (a run of other code under
+    --rerun-stale, an error under --retry-errors). It stays until a worker starts that run again, so a sweep stopped
+    before then keeps the old result; :func:`finished` does not count it as done meanwhile."""
+    stamps = {}
+    for run in todo:
+        with contextlib.suppress(OSError):
+            stamps[run.run_id] = hashlib.sha256((run_dir(out, run) / store.SUMMARY).read_bytes()).hexdigest()
+    return stamps
+
+
+def finished(out: Path, run: Run, stale: dict[str, str]) -> dict | None:
+    """The run's summary, unless it is the one ``stale`` (:func:`replaced`) says this sweep is to replace."""
+    summary = store.read_summary(run_dir(out, run))
+    if summary is not None and run.run_id in stale and replaced(out, [run]).get(run.run_id) == stale[run.run_id]:
+        return None
+    return summary
 
 
 def clear_stale(out: Path, run: Run) -> None:

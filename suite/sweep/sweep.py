@@ -25,7 +25,7 @@ from suite.sweep.plan import resolve_runs
 from suite.sweep.spec import Ablation, Run, SpecError, load_ablation, parse_only, select
 from suite.sweep.worker import RESULT_KEYS, Worker, group, record_lost, signal_handlers
 
-ROUNDS = 3  # rounds of workers in a row that finish no run before the runs left are recorded as error
+ROUNDS = 3  # rounds of workers in a row that finish no run before the runs left are recorded as error (or --attempts)
 
 
 @dataclasses.dataclass
@@ -40,6 +40,7 @@ class Sweep:
     done: dict[str, dict]  # run id -> summary of the runs skipped as done
     other: dict[str, int]  # git commit -> finished runs another version of the suite made
     results: dict[str, dict] = dataclasses.field(default_factory=dict)  # run id -> result, finished this time
+    stale: dict[str, str] = dataclasses.field(default_factory=dict)  # summaries todo replaces (folder.replaced)
     stopped: str | None = None  # why the sweep ended before every run had a summary (Ctrl-C, detached)
     code: int = 0  # the exit status `suite run` gives: 0, or 130 after Ctrl-C
 
@@ -118,6 +119,7 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
             if not left:
                 return sweep
             worker, placement, n = _plan(sweep, opts)
+        sweep.stale = worker.stale = folder.replaced(out, sweep.todo)
         try:
             _drive(sweep, worker, placement, n, report, notify)
         except Detached as left:
@@ -191,7 +193,7 @@ def _drive(sweep: Sweep, worker: Worker, placement: Placement, n: int, report: R
 
     def collect() -> None:
         for run_id in list(pending):
-            summary = store.read_summary(out / "runs" / run_id)
+            summary = folder.finished(out, pending[run_id], sweep.stale)
             if summary is not None:
                 run = pending.pop(run_id)
                 sweep.results[run_id] = result = {k: summary.get(k) for k in RESULT_KEYS}
@@ -201,12 +203,11 @@ def _drive(sweep: Sweep, worker: Worker, placement: Placement, n: int, report: R
     attached = launcher.attach()
     if attached:
         notify(f"attached to {attached} workers still running from an earlier `suite run`")
-    else:  # no worker of ours is alive: their claims are dead, and an error run being retried is not finished
+    else:  # no worker of ours is alive: their claims are dead
         claims.clear(out, [p[0].run_id for p in worker.packs])
-        for run in sweep.todo:
-            folder.clear_stale(out, run)
     heads = {r.run_id: p[0].run_id for p in worker.packs for r in p}  # a pack's claim is its first run's
-    fruitless, left_at_start, started = 0, len(pending), bool(attached)
+    fruitless, left_at_start, started, own = 0, len(pending), bool(attached), False
+    rounds = max(ROUNDS, worker.attempts)  # a worker may die on one run --attempts times
     try:
         while True:
             collect()
@@ -214,18 +215,20 @@ def _drive(sweep: Sweep, worker: Worker, placement: Placement, n: int, report: R
                 collect()  # what the last workers finished just before they ended
                 if started:
                     fruitless = 0 if len(pending) < left_at_start else fruitless + 1
-                if fruitless == ROUNDS:
+                if fruitless == rounds:
                     for run in list(pending.values()):
-                        record_lost(run, out, _lost_reason(out, launcher, heads[run.run_id]))
+                        record_lost(run, out, _lost_reason(out, launcher, heads[run.run_id], rounds))
                     collect()
                     return
                 packs = [p for p in worker.packs if any(r.run_id in pending for r in p)]
-                claims.expire(out, [p[0].run_id for p in packs])  # every worker has ended: their claims are dead
+                # Every worker has ended: their claims are dead. The first round after attaching starts counting
+                # attempts again, as a sweep that attached to none does (an error run retried would else be spent).
+                (claims.clear if attached and not own else claims.expire)(out, [p[0].run_id for p in packs])
                 if not started:  # what the sweep is doing, before its first run ends
                     notify(starting_line(sweep.ablation, [r for p in packs for r in p], min(n, len(packs)),
                                          worker.threads, placement.device))
                 line = launcher.start(dataclasses.replace(worker, packs=packs), min(n, len(packs)))
-                started, left_at_start = True, len(pending)
+                started, own, left_at_start = True, True, len(pending)
                 if line:
                     notify(line)
             if not pending:
@@ -239,11 +242,11 @@ def _drive(sweep: Sweep, worker: Worker, placement: Placement, n: int, report: R
         launcher.close()
 
 
-def _lost_reason(out: Path, launcher: Launcher, head: str) -> str:
+def _lost_reason(out: Path, launcher: Launcher, head: str, rounds: int = ROUNDS) -> str:
     """Why a run no round of workers finished: its workers died on it, or none could start."""
     claim = claims.read(claims.claim_path(out, head))
     if not isinstance(claim.get("attempt"), int):
-        return (f"no worker finished any run in {ROUNDS} rounds of workers in a row (each failed or was killed); "
+        return (f"no worker finished any run in {rounds} rounds of workers in a row (each failed or was killed); "
                 f"see {out / 'workers'}")
     how = launcher.exit_of(claim.get("pid"))
     return f"worker died {claim['attempt']} times on this run{f' (last: {how})' if how else ''}; see {out / 'workers'}"

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 from suite import files, store
 from suite.sweep import claims
-from suite.sweep.folder import run_dir
+from suite.sweep.folder import clear_stale, finished, run_dir
 from suite.sweep.spec import Run
 
 WORKERS = "workers"
@@ -92,6 +92,7 @@ class Worker:
     grace_s: float = 90.0  # after a preemption signal, how long a run may take to reach a step
     poll_s: float = 5.0  # how often to look again at packs other workers hold
     pack: int = 1  # --pack: a compiled pack of fewer runs is padded to this many rows (one compile per shape)
+    stale: dict[str, str] = dataclasses.field(default_factory=dict)  # summaries to replace (folder.replaced)
 
     def __call__(self, index: int = 0) -> dict[str, Any]:
         """Train packs until every run has a summary or told to stop; counts ``trained``, ``lost`` (taken over while
@@ -119,7 +120,7 @@ class Worker:
                 for pack in left:
                     if self._preempted:
                         break
-                    if all(store.read_summary(run_dir(out, r)) is not None for r in pack):
+                    if all(finished(out, r, self.stale) is not None for r in pack):
                         continue
                     # First pass: free packs only; a dead worker's pack is taken over after them.
                     claim = claims.try_claim(out, pack[0].run_id, self.lease_s, take_over)
@@ -164,7 +165,7 @@ class Worker:
         from suite.engine.lifecycle import StopRun, summary_guard
 
         out = Path(self.out)
-        todo = [r for r in pack if store.read_summary(run_dir(out, r)) is None]  # finished since we looked
+        todo = [r for r in pack if finished(out, r, self.stale) is None]  # finished since we looked
         if not todo:
             return
         if claim.attempt > self.attempts:
@@ -174,6 +175,8 @@ class Worker:
                 record_lost(run, out, message)
             self._event("error", todo, attempts=self.attempts)
             return
+        for run in todo:  # only now: a sweep stopped before this run started keeps its old summary
+            clear_stale(out, run)
         self._event("start", todo, attempt=claim.attempt)
         self.beat.hold(claim)
         self._in_run = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import json
 import os
@@ -145,6 +146,18 @@ def test_a_run_whose_workers_died_every_round_says_so(tmp_path):
     assert _lost_reason(tmp_path, launcher, "r").startswith("no worker finished any run in 3 rounds")  # none started
     store.write_json(claims.claim_path(tmp_path, "r"), {"attempt": 3, "pid": 4242})
     assert _lost_reason(tmp_path, launcher, "r").startswith("worker died 3 times on this run (last: exit code 3); see")
+
+
+def test_attempts_above_three_are_all_tried_when_the_run_is_the_only_one_left(tmp_path, monkeypatch, capsys):
+    """The driver gave up after 3 rounds of workers that finished nothing, so --attempts 5 gave a lone run 3 tries."""
+    out, victim = tmp_path / "out", cpu_runs(SMOKE)[0]
+    monkeypatch.setenv(CRASH_ENV, victim.run_id)
+    assert main(["run", str(SMOKE), "--out", str(out), "--only", "variant=preln,model.depth=1,seed=0", "--workers", "1",
+                 "--attempts", "5", *ARGS]) == 1  # every run ended in error
+    error = summaries(out)[victim.run_id]["error"]
+    assert error.startswith("worker died 5 times on this run (last: exit code 3)"), error
+    starts = [line for p in (out / "workers").glob("*.jsonl") for line in p.read_text().splitlines()]
+    assert len(starts) == 5  # one start event per attempt, each worker dying on it
 
 
 class _Echo:
@@ -605,3 +618,97 @@ def test_a_run_another_sweep_finished_while_this_one_waited_for_the_lock_is_not_
     monkeypatch.setattr(folder, "prepare_out", first_sweep_finishes_meanwhile)
     assert main(["run", str(SMOKE), "--out", str(out), *one, *ARGS]) == 0
     assert summary.read_bytes() == finished
+
+
+@pytest.mark.parametrize("flag", ["--rerun-stale", "--retry-errors"])
+def test_a_sweep_stopped_midway_keeps_the_old_summaries_of_the_runs_it_had_not_started(smoke_out, tmp_path, flag,
+                                                                                     monkeypatch):
+    """--rerun-stale and --retry-errors deleted every summary they were to replace before the first worker started,
+    so Ctrl-C lost the old results of the runs not yet run again (an outside sweep review). A summary is now replaced
+    only when its run starts; until then it is not counted as done, and a later sweep still sees it."""
+    from suite import SweepOptions, run_sweep
+
+    monkeypatch.setenv(SLOW_STEP_ENV, "0.05")  # a run takes about a second: the stop lands inside the second run
+    out = tmp_path / "copy"
+    shutil.copytree(smoke_out, out)
+    paths = sorted((out / "runs").glob("*/summary.json"))
+    for path in paths:
+        old = json.loads(path.read_text())
+        edit = {"git_commit": "0123456789abcdef"} if flag == "--rerun-stale" else {"status": "error", "error": "x"}
+        path.write_text(json.dumps({**old, **edit}))
+    before = {p: p.read_bytes() for p in paths}
+    finished = []
+
+    def stop_after_the_first(sweep, run, result):
+        finished.append(run.run_id)
+        if len(finished) == 1:
+            raise KeyboardInterrupt
+
+    opts = SweepOptions(device="cpu", threads=1, workers=1, rerun_stale=flag == "--rerun-stale",
+                        retry_errors=flag == "--retry-errors")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", store.SuiteWarning)
+        sweep = run_sweep(SMOKE, out, opts, report=stop_after_the_first)
+    assert sweep.code == 130 and len(sweep.todo) == len(paths) and 1 <= len(finished) <= 2
+    for run_id in finished:
+        redone = out / "runs" / run_id / "summary.json"
+        assert json.loads(redone.read_text())["status"] == "ok" and redone.read_bytes() != before[redone]
+    # The one run in flight at the stop checkpointed (its summary cleared); those not started are as they were.
+    kept = [p for p in paths if p.exists() and p.read_bytes() == before[p]]
+    assert len(kept) >= len(paths) - len(finished) - 1 >= 5
+    with warnings.catch_warnings():  # and they are still to do for the next sweep with the flag
+        warnings.simplefilter("ignore", store.SuiteWarning)
+        again = run_sweep(SMOKE, out, dataclasses.replace(opts, dry_run=True))
+    assert len(again.todo) == len(paths) - len(finished)
+
+
+def test_retry_errors_while_attached_to_live_workers_retries_once_they_end(tmp_path):
+    """Attached to an earlier sweep's live workers (Slurm), --retry-errors took each old error summary for a result
+    and never ran those runs (an outside sweep review); nor would a worker have, with the run's attempts spent."""
+    from suite.sweep import claims, folder
+    from suite.sweep.launcher import Placement
+    from suite.sweep.sweep import Sweep, _drive
+    from suite.sweep.worker import Worker
+
+    out = tmp_path / "out"
+    assert main(["run", str(SMOKE), "--out", str(out), "--only", "model.depth=1,seed=0", *ARGS]) == 0
+    runs = [r for r in cpu_runs(SMOKE) if r.cfg.model.depth == 1 and r.seed == 0]
+    for r in runs:
+        r.cfg.train.threads = 1
+    path = folder.run_dir(out, runs[0]) / store.SUMMARY
+    path.write_text(json.dumps({**json.loads(path.read_text()), "status": "error", "error": "worker died"}))
+    store.write_json(claims.claim_path(out, runs[0].run_id), {"attempt": 3, "pid": 4242, "owner": "gone"})
+    todo, done, _ = folder.split_done(runs, out, retry_errors=True)
+    assert [r.run_id for r in todo] == [runs[0].run_id]
+
+    class Attached:  # the earlier sweep's jobs: alive for one look, then ended
+        looks, started = 0, []
+
+        def attach(self):
+            return 1
+
+        def running(self):
+            self.looks += 1
+            return self.looks == 1
+
+        def start(self, worker, n):
+            self.started.append([r.run_id for p in worker.packs for r in p])
+            worker(0)  # the new worker, here in this process
+
+        def wait(self, seconds):
+            pass
+
+        def stop(self):
+            pass
+
+        close = stop
+
+        def exit_of(self, pid):
+            return None
+
+    sweep = Sweep("smoke", out, None, runs, todo, done, {}, stale=folder.replaced(out, todo))
+    launcher = Attached()
+    worker = Worker(str(out), [[r] for r in todo], poll_s=0.01, stale=sweep.stale)
+    _drive(sweep, worker, Placement(launcher, 1, 1), 1, None, lambda line: None)
+    assert launcher.started == [[runs[0].run_id]]
+    assert json.loads(path.read_text())["status"] == "ok" and sweep.results[runs[0].run_id]["status"] == "ok"
