@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,7 +17,8 @@ from suite.sweep.folder import RunnerError
 from suite.sweep.spec import MAX_ROUNDS, Ablation, Run, SpecError, load_ablation
 from suite.sweep.sweep import Report, SweepOptions, run_sweep
 
-__all__ = ["MAX_ROUNDS", "past_edge", "edge_cells", "frontier_arms", "plan_round", "run_refine"]
+__all__ = ["MAX_ROUNDS", "past_edge", "edge_cells", "frontier_arms", "plan_round", "recorded", "replay",
+           "run_refine"]
 
 
 def past_edge(rates: list[float], side: str) -> float:
@@ -161,23 +163,73 @@ def admit(ablation: Ablation, entry: dict[str, Any], add: dict[str, Any]) -> tup
     return runs, None
 
 
+REFINED = "refine.json"  # the rates each round of --refine added, in order: what a rerun or `suite status` replays
+
+
+def recorded(out: Path) -> list[list[dict[str, Any]]]:
+    """The rounds ``out/refine.json`` records: per round, the ``{"variant", "keys", "from", "new"}`` it added."""
+    path = Path(out) / REFINED
+    if not path.exists() and not path.is_symlink():
+        return []
+    fix = "remove it to refine from the results alone (its rounds' finished runs stay in runs/)"
+    try:
+        rounds = store.read_json(path, links=False)
+    except (OSError, ValueError) as err:
+        raise RunnerError(f"{path}: not readable ({store.error_reason(err)}); {fix}") from None
+    adds = {"variant", "keys", "from", "new"}
+    if not (isinstance(rounds, list) and all(isinstance(r, list) for r in rounds) and all(
+            isinstance(a, dict) and set(a) == adds and isinstance(a["variant"], str) and isinstance(a["keys"], dict)
+            and all(isinstance(a[k], (int, float)) and not isinstance(a[k], bool) for k in ("from", "new"))
+            for r in rounds for a in r)):
+        raise RunnerError(f"{path}: not a list of rounds of {{variant, keys, from, new}}; {fix}")
+    return rounds
+
+
+def _write(path: Path, rounds: list[list[dict[str, Any]]]) -> None:
+    try:
+        store.write_json(path, rounds)
+    except OSError as err:
+        if store.no_space(err):
+            raise store.DiskFull(path) from None
+        raise RunnerError(f"{path}: cannot write it ({store.error_reason(err)}); make {path.parent} writable and run "
+                          f"the same command again") from None
+
+
+def replay(ablation: Ablation, out: Path) -> Ablation:
+    """``ablation`` with the runs of every round ``out/refine.json`` records, in order (a later round copies an earlier
+    one's runs); a run the file already has is not added twice."""
+    runs = list(ablation.runs)
+    for round_ in recorded(out):
+        for add in round_:
+            have = {r.run_id for r in runs}
+            runs += [r for r in _extra_runs(runs, add["variant"], add["keys"], add["from"], add["new"])
+                     if r.run_id not in have]
+    return dataclasses.replace(ablation, runs=runs)
+
+
 def run_refine(path: str | Path, out: str | Path | None, options: SweepOptions, report: Report | None = None,
                notify: Callable[[str], None] = lambda line: None):
-    """Run the ablation, then grow its learning-rate grid for up to ``refine.max_rounds`` rounds; every round's sweep
-    as one, and a dict per arm left open (``kind`` "edge" or "frontier") with ``stopped``: why."""
+    """Run the ablation and the rounds an earlier call recorded, then grow its learning-rate grid until
+    ``refine.max_rounds`` rounds in all; every round's sweep as one, and a dict per arm left open (``kind`` "edge" or
+    "frontier") with ``stopped``: why."""
     ablation = load_ablation(path, max_runs=options.max_runs, overrides=options.overrides)
     if LR not in ablation.grid:
         raise SpecError([f"{path}: grid: --refine extends the {LR} axis, and this ablation has none; add "
                          f"`grid: {{{LR}: [...]}}`"])
     if options.dry_run or options.only:
         raise RunnerError("--refine with --dry-run or --only: which rates it adds depends on the results; drop them")
+    out = Path(out) if out else Path("results") / ablation.name
+    history = recorded(out)
+    ablation = replay(ablation, out)
+    if history:  # an earlier --refine's rounds: finished first (one stopped midway has runs left), then counted
+        notify(f"refine: {len(history)} round(s) recorded in {out / REFINED}; their runs are part of this sweep")
     sweep = run_sweep(ablation, out, options, report=report, notify=notify)
-    out = sweep.out
     limit = ablation.refine.max_rounds
     stops: dict[tuple, str] = {}  # (arm id, side) -> why that side stopped, printed once
-    rounds = 0
+    rounds = len(history)
     while rounds < limit and not sweep.stopped:
         extra: list[Run] = []
+        added_now: list[dict[str, Any]] = []
         for arm_id, entry in plan_round(run_records(out)).items():
             added, why_added = [], []
             for add in entry["add"]:
@@ -190,6 +242,8 @@ def run_refine(path: str | Path, out: str | Path | None, options: SweepOptions, 
                     continue
                 stops.pop(side, None)
                 extra += runs
+                added_now.append({"variant": entry["variant"], "keys": entry["keys"], "from": add["from"],
+                                  "new": add["new"]})
                 added.append(add["new"])
                 why_added += add["why"]
             if added:
@@ -198,9 +252,12 @@ def run_refine(path: str | Path, out: str | Path | None, options: SweepOptions, 
         if not extra:
             break
         rounds += 1
+        history.append(added_now)
+        _write(out / REFINED, history)  # before its runs start: a rerun finishes this round
         ablation = dataclasses.replace(ablation, runs=ablation.runs + extra)
-        sweep = sweep.then(run_sweep(dataclasses.replace(ablation, runs=extra), out, options, report=report,
-                                     notify=notify))
+        with warnings.catch_warnings():  # said by the first sweep already
+            warnings.filterwarnings("ignore", message=r"\d+ finished runs were made by other versions")
+            sweep = sweep.then(run_sweep(ablation, out, options, report=report, notify=notify))
     if sweep.stopped:
         return sweep, []
     return sweep, _report_open(run_records(out), stops, rounds, limit, notify)

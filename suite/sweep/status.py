@@ -92,6 +92,12 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
         ablation = load_ablation(marker)
     except SpecError as err:
         raise StatusError(f"{marker}: cannot be read as an ablation ({err.problems[0]})") from None
+    from suite.sweep.refine import replay
+
+    try:
+        ablation = replay(ablation, out)  # the rates --refine added, as the sweep runs them
+    except RunnerError as err:
+        raise StatusError(str(err)) from None
     # A run's folder is named by its id with precision resolved, as the last sweep recorded it.
     ids = None
     with contextlib.suppress(OSError, ValueError):

@@ -51,9 +51,11 @@ class Sweep:
         return counts
 
     def then(self, later: "Sweep") -> "Sweep":
-        """This sweep and ``later`` (another round into the same folder, e.g. --refine's) as one."""
-        return dataclasses.replace(later, runs=self.runs + later.runs, todo=self.todo + later.todo,
-                                   done={**self.done, **later.done}, results={**self.results, **later.results})
+        """This sweep and ``later`` as one: another round into the same folder over these runs and more (--refine's),
+        which found this one's results done."""
+        results = {**self.results, **later.results}
+        return dataclasses.replace(later, todo=self.todo + later.todo, results=results,
+                                   done={k: v for k, v in later.done.items() if k not in results})
 
 
 Report = Callable[[Sweep, Run, dict], None]

@@ -4,6 +4,7 @@ whose highest rate is still mostly ok gets the next rate up, within the file's `
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import yaml
 from suite.cli import main
 from suite.results import run_records
 from suite.sweep import refine
+from suite.sweep.folder import RunnerError
 from suite.sweep.refine import MAX_ROUNDS, edge_cells, frontier_arms, past_edge, plan_round, run_refine
 from suite.sweep.spec import Refine, SpecError, load_ablation
 from suite.sweep.sweep import Sweep, SweepOptions
@@ -21,6 +23,8 @@ from suite.sweep.sweep import Sweep, SweepOptions
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
 from test_analyze import write_run  # noqa: E402
 from test_api import TINY as API_TINY  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_next_rate_keeps_the_grid_spacing():
@@ -142,8 +146,12 @@ def simulated(outcome, trained: list):
     from suite.config import validate
 
     def run_sweep(ablation, out, options=None, report=None, notify=None):
-        out, results = Path(out), {}
+        out, results, done, todo = Path(out), {}, {}, []
         for run in ablation.runs:
+            if (out / run.run_id).exists():  # done: skipped, as the real sweep does
+                done[run.run_id] = json.loads(next((out / run.run_id).rglob("summary.json")).read_text())
+                continue
+            todo.append(run)
             validate(run.cfg)  # nothing invalid ever trains
             trained.append(run.cfg.train.lr)
             status, acc = outcome(run.cfg.train.lr, run.seed)
@@ -151,7 +159,7 @@ def simulated(outcome, trained: list):
                                lr=run.cfg.train.lr, ablation=ablation.name)
             results[run.run_id] = {**json.loads((folder / "summary.json").read_text()), "run_id": run.run_id}
             (folder / "summary.json").write_text(json.dumps(results[run.run_id]))
-        return Sweep(ablation.name, out, ablation, list(ablation.runs), list(ablation.runs), {}, {}, results)
+        return Sweep(ablation.name, out, ablation, list(ablation.runs), todo, done, {}, results)
 
     return run_sweep
 
@@ -289,3 +297,63 @@ def test_past_edge_meets_a_4x_grid_exactly():
     assert past_edge([1.25e-4, 5e-4], "lowest") == 3.125e-05
     assert past_edge([3.125e-5, 1.25e-4], "lowest") == 7.8125e-06
     assert past_edge([3.2e-2, 1.28e-1], "highest") == 0.512
+
+
+def test_a_rerun_finishes_an_interrupted_round_before_planning_the_next(tmp_path, monkeypatch):
+    """A rerun planned from the results alone: a round stopped midway left some seeds of its new rate, and the next
+    round judged the arm on them and moved on; those seeds never ran (an outside sweep review). The rounds are now
+    recorded in refine.json, and a rerun finishes the recorded runs first."""
+    def outcome(lr, seed):  # best at 4e-3; at 8e-3 seed 0 diverges
+        return ("diverged", None) if lr > 6e-3 and seed == 0 else ("ok", {1e-3: 0.5, 2e-3: 0.6, 4e-3: 0.7}.get(lr, 0.6))
+
+    trained: list[float] = []
+    whole = simulated(outcome, trained)
+    calls = []
+
+    def stopped_in_round_one(ablation, out, options=None, report=None, notify=None):
+        calls.append(len(ablation.runs))
+        if len(calls) == 2:  # round 1: one of its two runs, then Ctrl-C
+            sweep = whole(dataclasses.replace(ablation, runs=ablation.runs[:-1]), out)
+            return dataclasses.replace(sweep, stopped="interrupted", code=130)
+        return whole(ablation, out)
+
+    monkeypatch.setattr(refine, "run_sweep", stopped_in_round_one)
+    path, out = refine_file(tmp_path, [1e-3, 2e-3]), tmp_path / "out"
+    sweep, _ = run_refine(path, out, SweepOptions())
+    assert sweep.stopped == "interrupted" and sorted(trained) == [1e-3, 1e-3, 2e-3, 2e-3, 4e-3]
+    assert json.loads((out / refine.REFINED).read_text()) == [
+        [{"variant": "preln", "keys": {"model.depth": 2}, "from": 2e-3, "new": 4e-3}]]
+
+    monkeypatch.setattr(refine, "run_sweep", whole)
+    lines: list[str] = []
+    sweep, left = run_refine(path, out, SweepOptions(), notify=lines.append)
+    assert sorted(trained) == [1e-3, 1e-3, 2e-3, 2e-3, 4e-3, 4e-3, 8e-3, 8e-3]  # the second 4e-3 seed, then round 2
+    assert lines[0] == f"refine: 1 round(s) recorded in {out / refine.REFINED}; their runs are part of this sweep"
+    assert lines[1].startswith("refine round 2: preln model.depth=2: best rate 0.004 is at the top edge")
+    assert left == [] and len(json.loads((out / refine.REFINED).read_text())) == 2
+
+
+@pytest.mark.parametrize("content", ["{", "[[{\"variant\": \"preln\"}]]", "[1]"])
+def test_a_damaged_refine_record_is_one_line_naming_it(tmp_path, content):
+    (tmp_path / refine.REFINED).write_text(content)
+    with pytest.raises(RunnerError, match=r"refine\.json: .*; remove it to refine from the results alone"):
+        refine.recorded(tmp_path)
+
+
+def test_refine_runs_are_in_run_ids_and_suite_status(tmp_path, capsys):
+    """`suite status` and run_ids.json listed the ablation file's runs only, so a --refine folder looked finished
+    (or, to `suite analyze`, short) while its added rates trained."""
+    from suite.sweep.status import sweep_status
+
+    spec = yaml.safe_load((ROOT / "ablations" / "smoke.yaml").read_text())
+    spec.update(grid={"train.lr": [1e-3, 2e-3]}, variants={"preln": {"model.residual": "preln"}}, seeds=1,
+                refine={"max_rounds": 1})
+    spec["base"]["model"]["depth"] = 1
+    path, out = tmp_path / "r.yaml", tmp_path / "out"
+    path.write_text(yaml.safe_dump(spec))
+    assert main(["run", str(path), "--out", str(out), "--refine", "--device", "cpu", "--threads", "1"]) == 0
+    ids = json.loads((out / "run_ids.json").read_text())
+    assert len(json.loads((out / refine.REFINED).read_text())) == 1
+    assert len(ids) > 2 and set(ids) == {p.name for p in (out / "runs").iterdir()}  # the file's 2, and round 1's
+    status = sweep_status(out)
+    assert sorted(v.folder for v in status.runs) == sorted(ids) and {v.state for v in status.runs} == {"done"}
