@@ -282,7 +282,15 @@ def summary_problem(summary: dict[str, Any]) -> str | None:
         value = summary.get(key)
         if value is not None and not (is_number(value) and math.isfinite(value)):
             return f"'{key}' is {str(value)[:20]!r}, not a finite number"
+    for key in MEASURES:  # a mean of two values near 1e308 is inf: the tables would print it, with numpy's warning
+        value = summary.get(key)
+        if is_number(value) and not 0 <= value <= MEASURE_MAX:
+            return f"'{key}' is {str(value)[:20]}, not from 0 to {MEASURE_MAX:g}"
     return None
+
+
+MEASURES = ("step_time_ms", "throughput", "peak_mem_mb", "wall_s", "num_params")  # times, sizes, counts a run measures
+MEASURE_MAX = 1e15  # past any run's (1e15 ms is 30,000 years a step)
 
 
 def is_int(value: Any) -> bool:  # JSON's true and false read as bools, which Python counts as ints
