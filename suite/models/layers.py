@@ -82,8 +82,6 @@ def drop_path_rates(rate: float, depth: int, schedule: str) -> list[float]:
     """Per-block drop probabilities: ``linear`` rises 0 -> rate (timm), ``uniform`` is flat (CaiT)."""
     if schedule == "uniform":
         return [rate] * depth
-    if schedule == "linear":
-        if depth == 1:
-            return [rate]
-        return [rate * i / (depth - 1) for i in range(depth)]
+    if schedule == "linear":  # timm's linspace(0, rate, depth): one block gets 0
+        return [rate * i / max(depth - 1, 1) for i in range(depth)]
     raise ValueError(f"drop_path_schedule must be 'linear' or 'uniform', got {schedule!r}")

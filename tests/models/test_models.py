@@ -287,6 +287,7 @@ def test_drop_path_schedules():
     from suite.models.layers import drop_path_rates
     assert drop_path_rates(0.2, 5, "linear") == pytest.approx([0.0, 0.05, 0.1, 0.15, 0.2])
     assert drop_path_rates(0.2, 3, "uniform") == [0.2, 0.2, 0.2]
+    assert drop_path_rates(0.2, 1, "linear") == [0.0]  # as timm's linspace; it was [0.2], so a one-block model differed
     model = build_model(small(drop_path=0.1, drop_path_schedule="uniform"))
     assert all(b.drop_path.p == 0.1 for b in model.blocks)
 
