@@ -27,6 +27,10 @@ class StepCount:
         return sum(self.ops.values())
 
 
+# Operators that return their input's storage without saying so in their schema (not ``is_view``): no data moves.
+ALIASING = (torch.ops.aten._unsafe_view,)
+
+
 class Counting(TorchDispatchMode):
     """Counts every operator dispatched within the block into a :class:`StepCount`."""
 
@@ -37,7 +41,7 @@ class Counting(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         self.count.ops[str(func)] += 1
-        if not func.is_view:
+        if not func.is_view and func.overloadpacket not in ALIASING:
             self.count.bytes += sum(t.numel() * t.element_size() for t in tree_leaves((args, kwargs, out))
                                     if isinstance(t, torch.Tensor))
         return out

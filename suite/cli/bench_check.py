@@ -18,7 +18,7 @@ from suite.bench.stats import summarize
 from suite.cli.checks import at_least, fail, writable_dir
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--step-threshold", type=float, default=gate.STEP_THRESHOLD,
                         help="allowed training-step overhead over preln (default: %(default)s)")
     parser.add_argument("--residual-threshold", type=float, default=gate.RESIDUAL_THRESHOLD,
@@ -32,6 +32,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slowdown", type=int, default=0, metavar="K",
                         help="inject K extra elementwise passes after every LayerScale: must FAIL")
     parser.add_argument("--out", default="results/bench", help="folder for gate.json")
+    return parser
+
+
+def _flags(args: argparse.Namespace) -> list[str]:
+    """The flags that repeat this run: the round counts and threads always, every other flag not at its default."""
+    defaults = vars(add_arguments(argparse.ArgumentParser()).parse_args([]))
+    always = ("step_rounds", "residual_rounds", "threads")
+    return [f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
+            if k in defaults and (k in always or v != defaults[k])]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -86,8 +95,7 @@ def run(args: argparse.Namespace) -> int:
         "passed": ok, "checks": results, "slowdown": args.slowdown, "threads": args.threads, "wall_s": round(wall, 1),
         "shape": dataclasses.asdict(shape), "ablation_shape": dataclasses.asdict(gate.ABLATION_SHAPE),
         "residual_batch": gate.RESIDUAL_BATCH, "provenance": prov})
-    command = (f"suite bench-check --step-rounds {args.step_rounds} --residual-rounds {args.residual_rounds} "
-               f"--threads {args.threads}" + (f" --slowdown {args.slowdown}" if args.slowdown else ""))
+    command = " ".join(["suite bench-check", *_flags(args)])
     store.atomic_write_text(Path(args.out) / "gate.md", "\n".join([
         "# The CI gate on LayerScale's step-time cost\n", f"`{command}`\n",
         f"{provenance_line(prov)}; {wall:.0f} s. Shape: depth {shape.depth}, dim {shape.dim}, heads {shape.heads}, "
