@@ -82,7 +82,11 @@ def run(args: argparse.Namespace) -> int:
     from suite import store
     from suite.config import ConfigError, load_config, resolve_precision
 
-    if args.out and (problem := sweep_owner(args.out)):  # before the folder is created, and before torch
+    try:
+        problem = args.out and sweep_owner(args.out)  # before the folder is created, and before torch
+    except OSError as err:  # a folder on the way this user may not look into
+        problem = f"--out {args.out}: cannot look there ({err.strerror or err}); pass --out DIR with a folder you can write"
+    if problem:
         return fail(problem)
     if not 0 < args.progress_every < float("inf"):
         return fail(f"--progress-every {args.progress_every:g}: must be a number of seconds above 0")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Iterator, Union
 
 import torch
 from torch import Tensor
@@ -105,6 +106,16 @@ def data_root(cfg: DataConfig, what: str, layout: str) -> Path:
         raise DataError(f"{what} needs a data folder: set data.root (or the {ENV_DATA_DIR} environment "
                         f"variable) to a folder holding {layout}")
     return Path(root).expanduser()
+
+
+@contextlib.contextmanager
+def readable() -> Iterator[None]:
+    """A folder or file of the dataset this user may not read: DataError naming it, not a traceback."""
+    try:
+        yield
+    except PermissionError as err:
+        raise DataError(f"{err.filename}: permission denied; make it readable (and its folders searchable) by this "
+                        f"user, or set data.root elsewhere") from None
 
 
 def one_line(err: Any) -> str:

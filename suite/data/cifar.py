@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from suite.data.bundle import ENV_DATA_DIR, DataError, DatasetBundle, TensorSplit, data_root, one_line
+from suite.data.bundle import ENV_DATA_DIR, DataError, DatasetBundle, TensorSplit, data_root, one_line, readable
 
 if TYPE_CHECKING:
     from suite.config import DataConfig
@@ -57,6 +57,7 @@ CIFAR = {
 }
 
 
+@readable()
 def cifar_folder(cfg: DataConfig) -> Path:
     """The folder of CIFAR-10's or CIFAR-100's pickles, every one present (unread), or DataError naming the fix."""
     title, base, tarball, train_files, test_files = CIFAR[cfg.name][:5]
@@ -74,11 +75,26 @@ def load_cifar(cfg: DataConfig) -> DatasetBundle:
     title, base, tarball, train_files, test_files, label_key, num_classes, mean, std = CIFAR[cfg.name]
     folder = cifar_folder(cfg)
 
+    def batch(path: Path) -> tuple[np.ndarray, list[int]]:
+        entry = _unpickle(path)
+        bad = f"{path}: not a {title} batch"
+        if "data" not in entry or label_key not in entry:
+            raise DataError(f"{bad} (no '{'data' if 'data' not in entry else label_key}' entry); extract {tarball} "
+                            f"again")
+        try:
+            data, labels = np.asarray(entry["data"], dtype=np.uint8), [int(t) for t in entry[label_key]]
+        except (TypeError, ValueError, OverflowError) as err:
+            raise DataError(f"{bad} ({one_line(err)}); extract {tarball} again") from None
+        if data.size != len(labels) * 3 * 32 * 32:
+            raise DataError(f"{bad}: {data.size} pixel values for {len(labels)} labels, where each image has 3,072 "
+                            f"(3 x 32 x 32); extract {tarball} again")
+        return data, labels
+
     def split(names: list[str]) -> TensorSplit:
-        entries = [_unpickle(folder / n) for n in names]
-        data = np.concatenate([np.asarray(e["data"], dtype=np.uint8) for e in entries])
+        entries = [batch(folder / n) for n in names]
+        data = np.concatenate([d for d, _ in entries])
         x = torch.from_numpy(data.reshape(-1, 3, 32, 32).copy())  # rows are R, G, B planes: (N, 3, 32, 32)
-        y = torch.tensor([int(t) for e in entries for t in e[label_key]], dtype=torch.int64)
+        y = torch.tensor([t for _, labels in entries for t in labels], dtype=torch.int64)
         if len(y) and (y.min() < 0 or y.max() >= num_classes):
             raise DataError(f"{title} labels under {folder.parent} must be in 0..{num_classes - 1}, "
                             f"got {int(y.min())}..{int(y.max())}")

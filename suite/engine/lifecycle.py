@@ -84,7 +84,13 @@ class RunFolder:
                 raise store.DiskFull(self.out) from None
             raise err
         self.summary["status"] = "error"
-        self.summary["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
+        lines = [line for line in f"{type(err).__name__}: {err}".splitlines() if line.strip()]
+        # An error in a DataLoader worker comes back as "Caught X in DataLoader worker process N." and its traceback,
+        # whose last line is the error itself (a bad image, with its path)
+        worker = len(lines) > 1 and " in DataLoader worker process " in lines[0]
+        said = lines[-1].split(": ", 1) if worker else []  # "suite.data.bundle.DataError: ..." as "DataError: ..."
+        said = ": ".join([said[0].rsplit(".", 1)[-1], *said[1:]]) if worker else lines[0] if lines else type(err).__name__
+        self.summary["error"] = said[:500]
         try:
             with files.open_append(self.out / "log.txt") as log:
                 log.write("".join(traceback.format_exception(type(err), err, err.__traceback__)))

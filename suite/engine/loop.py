@@ -453,6 +453,9 @@ def check_held_out(data: DatasetBundle) -> None:
         return
     counts = torch.bincount(torch.as_tensor(labels, dtype=torch.int64))
     n = int(counts.sum())
+    if n and int(counts.max()) == n:
+        raise ConfigError(f"data.val_fraction: the {name} split that judges each run holds images of one class only, "
+                          f"so no accuracy can show learning; give the dataset two or more classes in it")
     if n and not learned.can_pass(n, int(counts.max()) / n):
         fix = "raise data.val_fraction" if name == "val" else "set data.val_fraction above 0"
         raise ConfigError(f"data.val_fraction: the {name} split that judges each run holds {n} images (largest class "

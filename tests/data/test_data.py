@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import types
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +21,8 @@ from suite.data import DATASETS, DataError, TrainStream, eval_batches, load_data
 from suite.data.bundle import DatasetBundle, TensorSplit
 from suite.data.seeds import mix_seed
 from suite.data.stream import StepOrder
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CPU = torch.device("cpu")
 
@@ -474,3 +482,92 @@ def test_the_held_out_counts_validation_knows_are_the_loaders(data):
     held = b.val if split == "val" else b.test
     assert (split == "val") == (b.val is not None)
     assert counts == torch.bincount(held.y, minlength=b.num_classes).tolist()
+
+
+@pytest.mark.parametrize("damage,said", [
+    ({b"data": np.zeros((2, 100), np.uint8)}, "200 pixel values for 3 labels, where each image has 3,072"),
+    ({b"labels": [1, 2]}, "9216 pixel values for 2 labels"),
+    ("no data", "(no 'data' entry)"),
+])
+def test_a_damaged_cifar_batch_is_a_data_error_naming_it(tmp_path, damage, said):
+    """A wrong-size batch, one without `data`, or labels that do not match the images gave a bare ValueError,
+    KeyError or TypeError naming no file, and a traceback from `suite validate` (an outside data review)."""
+    write_cifar10(tmp_path)
+    path = tmp_path / "cifar-10-batches-py" / "data_batch_2"
+    entry = pickle.loads(path.read_bytes())
+    if damage == "no data":
+        del entry[b"data"]
+    else:
+        entry.update(damage)
+    path.write_bytes(pickle.dumps(entry))
+    with pytest.raises(DataError) as err:
+        load_dataset(DataConfig(val_fraction=0, name="cifar10", root=str(tmp_path)))
+    assert str(err.value).startswith(f"{path}: not a CIFAR-10 batch") and said in str(err.value)
+    assert "extract cifar-10-python.tar.gz again" in str(err.value)
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and not shutil.which("setpriv"), reason="root reads everything")
+def test_an_unreadable_data_folder_is_one_line_naming_it(tmp_path):
+    """Path.is_dir() raises PermissionError on Python 3.11: `suite train` printed a 30-line traceback, and as
+    much for an --out inside a folder it may not look into."""
+    base = Path(tempfile.mkdtemp(prefix="suite-perm-"))  # tmp_path's parents are root's alone
+    base.chmod(0o755)
+    write_imagefolder(base / "if")
+    (base / "if" / "train").chmod(0o000)
+    (base / "closed").mkdir(mode=0o700)
+
+    def train(out: Path) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "suite", "train", "data.name=imagefolder", f"data.root={base / 'if'}", "--out",
+               str(out)]
+        if os.geteuid() == 0:
+            cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+        return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(base)})
+
+    try:
+        data, out = train(base / "out"), train(base / "closed" / "run")
+    finally:
+        (base / "if" / "train").chmod(0o755)
+        shutil.rmtree(base)
+    assert data.returncode == 2 and data.stderr.count("\n") == 1, data.stderr[-2000:]
+    assert f"{base / 'if' / 'train'}: permission denied" in data.stderr
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr[-2000:]
+    assert f"--out {base / 'closed' / 'run'}: cannot look there (Permission denied)" in out.stderr
+
+
+def test_an_image_that_cannot_be_decoded_is_named_even_from_a_dataloader_worker(tmp_path):
+    from suite.engine.lifecycle import RunFolder
+
+    write_imagefolder(tmp_path)
+    bad = tmp_path / "train" / "dog" / "1.png"
+    bad.write_bytes(bad.read_bytes()[:60])  # truncated
+    b = load_dataset(DataConfig(val_fraction=0, name="imagefolder", root=str(tmp_path), img_size=16))
+    stream = TrainStream(b, 7, 0, CPU, augment=False, max_device_mb=10**6, num_workers=1)
+    with pytest.raises(DataError) as err:
+        collect(stream, 0, 1)
+    assert "Caught DataError in DataLoader worker process 0" in str(err.value)  # how torch brings it back
+    summary = {"device_name": "cpu"}
+    RunFolder.fail(types.SimpleNamespace(summary=summary, out=tmp_path, trackers=None), err.value)
+    assert summary["error"].startswith(f"DataError: {bad}: not a readable image (")  # PIL's words
+    assert summary["error"].endswith("); remove or replace it")
+
+
+def test_a_link_that_lists_an_image_twice_is_refused(tmp_path):
+    """ImageFolder follows links: a loop listed each image many times, and the validation carve put copies of one
+    file on both sides (an outside data review)."""
+    write_imagefolder(tmp_path)
+    (tmp_path / "train" / "cat" / "loop").symlink_to("../cat")
+    with pytest.raises(DataError, match=r"/train/cat/loop/0\.png and .*/train/cat/0\.png are one file \(through a "
+                                         r"link\).*remove the link"):
+        load_dataset(DataConfig(name="imagefolder", root=str(tmp_path), img_size=16))
+    (tmp_path / "train" / "cat" / "loop").unlink()
+    (tmp_path / "val" / "dog" / "leak.png").symlink_to(tmp_path / "train" / "dog" / "0.png")  # a training image in test
+    with pytest.raises(DataError, match="are one file"):
+        load_dataset(DataConfig(name="imagefolder", root=str(tmp_path), img_size=16))
+
+
+def test_one_class_is_refused_with_a_fix_that_can_work(tmp_path):
+    """It said a validation split of 1 image 'needs about 0: raise data.val_fraction'."""
+    write_imagefolder(tmp_path, classes=("cat",))
+    with pytest.raises(DataError, match=r"one class folder \(cat\); a classifier needs two or more"):
+        load_dataset(DataConfig(name="imagefolder", root=str(tmp_path), img_size=16))
