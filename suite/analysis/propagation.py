@@ -27,6 +27,7 @@ QUANTITIES = {
     "logit_change_last": "relative change of the logits after the first steps",
 }
 BOUNDED = ("rank_collapse", "cls_cos_last")  # cosines
+FP32_LEAST = float(np.finfo(np.float32).smallest_subnormal)  # 1.4e-45: where a ratio of 0 is counted
 LOG_SCALE = ("stream_growth", "grad_ratio", "update_ratio_max", "logit_change_last")  # summarised in log10
 
 
@@ -44,9 +45,9 @@ def summary_frame(runs: list[dict[str, Any]], keys: list[str], baseline: str) ->
                                "n_error": sum(r["status"] == "error" for r in members)}
         for q in QUANTITIES:
             x = np.array([r[q] for r in ok if isinstance(r.get(q), (int, float)) and math.isfinite(r[q])
-                          and (q not in LOG_SCALE or r[q] > 0)], dtype=float)
-            if q in LOG_SCALE:
-                x = np.log10(x)
+                          and (q not in LOG_SCALE or r[q] >= 0)], dtype=float)
+            if q in LOG_SCALE:  # a gradient that underflowed to 0 counts at fp32's least value: it does not drop out
+                x = np.log10(np.maximum(x, FP32_LEAST))
             low, high = stats.t_interval(x)
             if q in BOUNDED and x.size > 1:  # a cosine lies in [-1, 1]: clipping there loses no coverage
                 low, high = max(low, -1.0), min(high, 1.0)

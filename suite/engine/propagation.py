@@ -54,7 +54,18 @@ def forward_records(model: nn.Module, x: torch.Tensor) -> list[dict[str, Any]]:
             for r, (c, m) in zip(records, cos)]
 
 
-def backward_records(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[list[dict[str, Any]], float]:
+def unmeasurable(cfg: RunConfig) -> str | None:
+    """Why ``cfg`` cannot be measured as its config says (said before any run starts), or None."""
+    if cfg.train.precision in ("bf16", "fp16"):
+        return f"train.precision {cfg.train.precision}: propagation is measured in fp32; set it to fp32 or auto"
+    if cfg.model.drop_path:  # the forward records are of the whole network, the steps would drop blocks at random
+        return (f"model.drop_path {cfg.model.drop_path:g}: propagation measures the network as initialised, every "
+                f"block in; set it to 0")
+    return None
+
+
+def backward_records(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                     smoothing: float = 0.0) -> tuple[list[dict[str, Any]], float]:
     """Per block, the loss's gradient norm at the stream after it and at its parameters; (records, loss)."""
     grads: list[float | None] = [None] * len(model.blocks)
 
@@ -66,7 +77,7 @@ def backward_records(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tupl
     handles = [b.register_forward_hook(keep(i)) for i, b in enumerate(model.blocks)]
     try:
         model.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        loss = F.cross_entropy(model(x), y, label_smoothing=smoothing)
         loss.backward()
     finally:
         for h in handles:
@@ -93,9 +104,11 @@ def step_records(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: RunCon
     for step in range(tc.steps):
         before = _block_vectors(model)
         set_lr(optimizer, lr_at(step, tc.steps, tc))
-        loss = F.cross_entropy(model(x), y)
+        loss = F.cross_entropy(model(x), y, label_smoothing=tc.label_smoothing)  # the training loss, as `train`'s
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if tc.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
         optimizer.step()
         after = _block_vectors(model)
         ratios = [float((a - b).norm() / b.norm().clamp_min(1e-30)) for a, b in zip(after, before)]
@@ -114,14 +127,14 @@ def summarize(forward: list[dict], backward: list[dict], steps: list[dict]) -> d
     """The scalar summaries of one run (documented in docs/propagation.md)."""
     first, last = forward[0], forward[-1]
     g_first, g_last = backward[0]["grad_stream"], backward[-1]["grad_stream"]
-    ratio = g_first / g_last if g_first is not None and g_last else None
+    ratio = g_first / g_last if g_first is not None and g_last else None  # 0: the gradient vanished at block 0
     maxima = [s["update_ratio_max"] for s in steps if s["update_ratio_max"] is not None]
     return {
         "stream_rms_first": first["stream_rms"], "stream_rms_last": last["stream_rms"],
         "stream_growth": (last["stream_rms"] / first["stream_rms"]
                           if first["stream_rms"] and last["stream_rms"] is not None else None),
         "cls_cos_last": last["cls_cos"], "rank_collapse": last["mean_cos"],
-        "grad_stream_first": g_first, "grad_stream_last": g_last, "grad_ratio": _finite(ratio) if ratio else None,
+        "grad_stream_first": g_first, "grad_stream_last": g_last, "grad_ratio": None if ratio is None else _finite(ratio),
         "update_ratio_max": max(maxima) if maxima else None,
         "logit_change_last": steps[-1]["logit_change"] if steps else None,
         "loss_init": None, "loss_last": steps[-1]["loss"] if steps else None,
@@ -134,8 +147,8 @@ def propagate(cfg: RunConfig, out_dir: str | Path, extra: dict[str, Any] | None 
     with RunFolder(cfg, out_dir, extra) as run:
         summary = run.summary
         summary["kind"] = KIND
-        if cfg.train.precision in ("bf16", "fp16"):
-            raise ValueError("propagation is measured in fp32; set train.precision to fp32 or auto")
+        if problem := unmeasurable(cfg):
+            raise ValueError(problem)
         cfg, device = run.start(cfg, precision_on="cpu")  # `auto` is fp32 here, on every device
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
@@ -149,7 +162,7 @@ def propagate(cfg: RunConfig, out_dir: str | Path, extra: dict[str, Any] | None 
         model = build_model(cfg.model).to(device).train()
         summary["num_params"] = count_params(model)
         forward = forward_records(model, x)
-        backward, loss0 = backward_records(model, x, y)
+        backward, loss0 = backward_records(model, x, y, cfg.train.label_smoothing)
         steps = step_records(model, x, y, cfg)
         lines = [store.metrics_line({"kind": "forward", **r}) for r in forward]
         lines += [store.metrics_line({"kind": "backward", **r}) for r in backward]

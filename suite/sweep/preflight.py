@@ -24,6 +24,7 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
     """The problems that would make any of ``runs`` error. ``check_data`` off: models are built at the registered shape;
     ``pack``: a packable run is checked as a pack of that many runs of its shape."""
     from suite.engine.compiled import solo_graph_problem
+    from suite.engine.propagation import unmeasurable
 
     if pack > 1:
         from suite.engine.pack import pack_memory_mb, packable
@@ -49,6 +50,8 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
             if model_key not in models:
                 models.add(model_key)
                 _model(cfg, run, src, shape, problems)
+        if run.kind == "propagation" and (problem := unmeasurable(cfg)):
+            problems.append(f"{src}: {_cell(run)}: {problem}")
         where = device or cfg.device
         n = pack if pack > 1 and packable(cfg) is None else 1  # runs in its pack
         if run.kind == "train" and n == 1:  # a solo run

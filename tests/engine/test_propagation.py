@@ -143,3 +143,46 @@ def test_suite_propagate_sweeps_and_analyze_draws_it(tmp_path, capsys):
     (train_run / "summary.json").write_text(json.dumps({**summaries[0], "kind": None, "run_id": "trained"}))
     with pytest.raises(AnalysisError, match="mixes `suite propagate` runs with training runs"):
         analyze(out, figures=False)
+
+
+def test_the_steps_use_the_runs_label_smoothing_and_gradient_clipping(tmp_path):
+    """Both were recorded in the summary and ignored: the records were the same with and without them."""
+    plain = records(propagate(tiny(), tmp_path / "plain") and tmp_path / "plain", "step")
+    smooth = records(propagate(tiny("train.label_smoothing=0.5"), tmp_path / "smooth") and tmp_path / "smooth", "step")
+    clipped = records(propagate(tiny("train.grad_clip=1e-4"), tmp_path / "clip") and tmp_path / "clip", "step")
+    assert plain[0]["loss"] != smooth[0]["loss"]
+    assert max(clipped[0]["update_ratio"]) < max(plain[0]["update_ratio"])  # the first AdamW step is sign-like
+    assert plain[1]["update_ratio"] != clipped[1]["update_ratio"]
+
+
+def test_drop_path_and_low_precision_are_refused_before_any_run_starts(tmp_path, capsys):
+    """Drop-path made the steps and the backward records of another network than the forward records (eval mode),
+    at random; bf16 was refused inside each run, which all ended in error (exit 1)."""
+    ablation = tmp_path / "p.yaml"
+    for model, train in (("drop_path: 0.1", ""), ("", "precision: bf16")):
+        ablation.write_text(textwrap.dedent(f"""
+            name: p
+            base:
+              data: {{name: synthetic, synthetic_train: 64, synthetic_test: 16, synthetic_img_size: 8}}
+              model: {{patch_size: 4, dim: 16, heads: 2, {model}}}
+              train: {{batch_size: 8, {train}}}
+            grid: {{model.depth: [2]}}
+            variants: {{preln: {{model.residual: preln}}}}
+            seeds: 1
+        """))
+        assert main(["propagate", str(ablation), "--out", str(tmp_path / "out"), "--device", "cpu"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and ("model.drop_path 0.1: propagation measures" in err or "measured in fp32" in err)
+        assert not (tmp_path / "out").exists()
+
+
+def test_a_gradient_that_vanished_to_zero_counts_in_the_mean_instead_of_dropping_out():
+    from suite.analysis.propagation import FP32_LEAST, summary_frame
+    from suite.engine.propagation import summarize
+
+    forward = [{"stream_rms": 1.0, "cls_cos": 0.5, "mean_cos": 0.5}] * 2
+    s = summarize(forward, [{"grad_stream": 0.0}, {"grad_stream": 0.5}], [])
+    assert s["grad_ratio"] == 0.0  # it was None, as if not measured
+    runs = [{"variant": "postln", "model.depth": 12, "status": "ok", "grad_ratio": r} for r in (0.0, 1.0, 1.0)]
+    row = summary_frame(runs, ["variant", "model.depth"], "postln").iloc[0]
+    assert row["n"] == 3 and row["grad_ratio_mean"] == pytest.approx(FP32_LEAST ** (1 / 3))
