@@ -10,9 +10,11 @@ Holm decides (a) the gain at 192 and (b) its change from depth 48.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import warnings
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -35,13 +37,31 @@ def read(root: Path) -> list[dict]:
             warnings.simplefilter("ignore", AnalysisWarning)
             return run_records(root, from_csv=True)
     except AnalysisError as err:
-        print(f"error: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
+        refuse(str(err))
+
+
+def refuse(message: str) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def folder(doc: str, default: str | None = None) -> Path:
+    """The one argument of a power script: a results folder (``--help`` prints ``doc``)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("folder", type=Path, **({"nargs": "?", "default": default} if default else {}))
+    return p.parse_args().folder
+
+
+def paired(root: Path, compute):
+    """``compute()``, or one line saying which runs ``root`` lacks (fewer than 2 seeds with both arms)."""
+    try:
+        return compute()
+    except ValueError as err:
+        refuse(f"{root}: {err}: it needs {SCHEME} and {BASELINE} runs on the same seeds at the depths compared")
 
 
 def main(root: Path) -> None:
-    g = gains(root)
-    base = Evidence.of(g)
+    base = paired(root, lambda: Evidence.of(gains(root)))
     print(f"# Chance that the deep study decides its questions, simulated before its runs from {root}\n")
     print(f"The gain confirmed at depth {DEPTH}: {base.mean:+.1f} points, per-seed SD {base.sd:.1f}, {base.n} seeds. "
           f"Each row draws the true gain at depth {DEPTH} and its SD from that evidence (assurance, 20,000 studies), "
@@ -60,4 +80,4 @@ def main(root: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "results/default"))
+    main(folder(__doc__, "results/default"))

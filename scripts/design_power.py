@@ -12,12 +12,11 @@ interaction, each with the effect and SD fixed at the estimates (power) and draw
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from deep_power import read  # scripts/ is on the path: the same one-line refusal of a bad folder
+from deep_power import folder, paired, read  # scripts/ is on the path: the same one-line refusal of a bad folder
 from suite.analysis.assurance import Evidence, assurance, seed_gains
 
 SCHEME, BASELINE, DEEP, SHALLOW = "layerscale-cait", "preln", 48, 12
@@ -31,7 +30,7 @@ def differences(root: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def main(root: Path) -> None:
-    a, b = (Evidence.of(x) for x in differences(root))
+    a, b = paired(root, lambda: [Evidence.of(x) for x in differences(root)])
     print(f"# Chance that a rerun of the main job decides its questions, from the confirmed runs in {root}\n")
     print(f"(a) {SCHEME} - {BASELINE} at depth {DEEP}: {a.mean:+.1f} points, per-seed SD {a.sd:.1f}; (b) that gain "
           f"minus the same at depth {SHALLOW}: {b.mean:+.1f} points, SD {b.sd:.1f}; {a.n} seeds. Power fixes each "
@@ -48,4 +47,4 @@ def main(root: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "results/default"))
+    main(folder(__doc__, "results/default"))

@@ -26,6 +26,9 @@ from suite.analysis.lr import lr_table
 def settled(root: Path, variant: str) -> list[dict]:
     """One dict per depth: depth, best_lr, n (runs), gamma (mean over seeds), seed_min, seed_max,
     block_min, block_max (over the seeds' per-block means), step (the last logged step)."""
+    if not (root / "runs").is_dir():  # a committed folder has runs.csv but not the metrics.jsonl this reads
+        raise AnalysisError(f"{root}: no runs/ folder; the settled γ is read from each run's runs/<id>/metrics.jsonl, "
+                            f"which a committed folder leaves out: run the study's first phase into it")
     runs = [r for r in run_records(root) if r.get("variant") == variant and r.get(LR) is not None]
     if not runs:
         raise AnalysisError(f"{root}: no runs of variant '{variant}' with a learning rate; pass a variant of its "
@@ -78,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         text = markdown(a.variant, settled(a.folder, a.variant))
         store.atomic_write_text(a.folder / "settled_gamma.md", text)
     except (AnalysisError, OSError) as err:
-        print(f"settled_gamma: {err}", file=sys.stderr)
+        print(f"error: {err}", file=sys.stderr)
         return 2
     print(text, end="")
     return 0

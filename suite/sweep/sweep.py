@@ -150,6 +150,11 @@ def _record_ablation(out: Path, ablation: Ablation, run_ids: list[str]) -> None:
 def _check(opts: SweepOptions) -> None:
     for f in dataclasses.fields(opts):  # the limits the flags state, for callers that pass no flags
         value, meta, flag = getattr(opts, f.name), f.metadata, "--" + f.name.replace("_", "-")
+        engine = f.name.split("_", 1)[0]  # a --ray-* or --slurm-* flag given for another backend would do nothing
+        if engine in ("ray", "slurm") and engine != opts.backend and meta.get("help") and value != (
+                f.default if f.default is not dataclasses.MISSING else f.default_factory()):
+            raise RunnerError(f"{flag}: an option of --backend {engine}, and this sweep runs on --backend "
+                              f"{opts.backend}; add --backend {engine} or drop {flag}")
         if value is None:
             continue
         if meta.get("choices") and value not in meta["choices"]:

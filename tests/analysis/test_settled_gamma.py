@@ -44,6 +44,11 @@ def test_a_variant_without_gamma_or_runs_is_one_line_and_exit_2(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no runs of variant 'rezero'" in err
     assert settled_gamma.main([str(tmp_path / "missing"), "preln"]) == 2
+    (root / "runs").rename(root / "gone")  # a committed folder: runs.csv without run folders (it blamed runs.csv)
+    (root / "runs.csv").write_text("run_id\n")
+    capsys.readouterr()
+    assert settled_gamma.main([str(root), "preln"]) == 2
+    assert "no runs/ folder; the settled γ is read from each run's runs/<id>/metrics.jsonl" in capsys.readouterr().err
 
 
 def test_damaged_summaries_and_records_are_skipped_or_one_line(tmp_path, capsys):

@@ -80,6 +80,20 @@ def test_tensorboard_event_file_holds_the_metrics(tmp_path):
     assert events.Scalars("test/acc")[-1].value == pytest.approx(summary["test_acc"])
     assert events.Scalars("blocks/scale_mean/001")[0].step == 0  # the scales as initialised
     assert "config" in events.Tags()["tensors"] or "config/text_summary" in events.Tags()["tensors"]
+    # the headline numbers at the end, as MLflow's summary/<key> (it had only the status)
+    assert events.Scalars("summary/test_acc")[-1].value == pytest.approx(summary["test_acc"])
+    assert events.Scalars("summary/test_acc")[-1].step == summary["steps_done"]
+
+
+def test_a_run_folder_named_runs_outside_a_sweep_keeps_its_tracker_files(tmp_path):
+    """`suite train --out x/runs/r` put tensorboard/ and mlruns/ in x/, guessed a sweep's from the name alone."""
+    from suite.engine.trackers import experiment_folder
+
+    run = tmp_path / "x" / "runs" / "r"
+    run.mkdir(parents=True)
+    assert experiment_folder(run) == run.resolve()
+    (tmp_path / "x" / "ablation.yaml").write_text("name: x\n")
+    assert experiment_folder(run) == (tmp_path / "x").resolve()
 
 
 def _wandb_records(run_dir) -> list[dict]:
@@ -126,6 +140,8 @@ def test_mlflow_local_store_has_the_run_params_and_metric_history(tmp_path, monk
     from mlflow.tracking import MlflowClient
 
     out = tmp_path / "results"
+    out.mkdir()
+    (out / "ablation.yaml").write_text("name: abl\n")
     summary = train(tiny("[mlflow]"), out / "runs" / "r1", extra=EXTRA)  # laid out as a sweep's run
     assert summary["status"] == "ok"
     client = MlflowClient(tracking_uri=(out / "mlruns").as_uri())  # beside runs/, shared by the sweep

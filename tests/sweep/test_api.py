@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -151,3 +152,17 @@ def test_load_runs_reads_a_committed_folder_from_its_runs_csv(folder, rows):
 
     runs = load_runs(Path(__file__).resolve().parents[2] / "results" / folder)
     assert len(runs) == rows and runs["run_id"].is_unique and {"variant", "model.depth", "status"} <= set(runs.columns)
+
+
+@pytest.mark.parametrize("option", [{"ray_address": "10.0.0.1:6379"}, {"slurm_detach": True},
+                                    {"slurm_opt": ["account=x"]}])
+def test_an_option_of_another_backend_is_refused_not_ignored(tmp_path, option):
+    """--ray-address or --slurm-partition without --backend ray/slurm trained everything here, without a word."""
+    from suite import SweepOptions, run_sweep
+    from suite.sweep.folder import RunnerError
+
+    with pytest.raises(RunnerError, match=r"--(ray|slurm)-[a-z]+: an option of --backend (ray|slurm), and this sweep "
+                                          r"runs on --backend local; add --backend"):
+        run_sweep(Path(__file__).resolve().parents[2] / "ablations" / "smoke.yaml", tmp_path / "out",
+                  SweepOptions(dry_run=True, **option))
+    assert not (tmp_path / "out").exists()

@@ -7,6 +7,7 @@ from typing import Any
 
 from suite import files
 from suite.engine.trackers import config_of, experiment_folder, run_name
+from suite.engine.trackers.wandb_sink import SUMMARY_KEYS
 
 FOLDER = "tensorboard"
 
@@ -29,9 +30,12 @@ class TensorBoardSink:
             self.writer.add_scalar(key, value, step)
 
     def finish(self, summary: dict[str, Any]) -> None:
-        status = summary.get("status")
-        self.writer.add_text("status", f"{status}" + (f": {summary.get('error')}" if summary.get("error") else ""),
-                             int(summary.get("steps_done") or 0))
+        status, step = summary.get("status"), int(summary.get("steps_done") or 0)
+        self.writer.add_text("status", f"{status}" + (f": {summary.get('error')}" if summary.get("error") else ""), step)
+        for key in SUMMARY_KEYS:  # the headline numbers, as MLflow's summary/<key>
+            value = summary.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.writer.add_scalar(f"summary/{key}", value, step)
         self.abort()
 
     def abort(self) -> None:
