@@ -1,5 +1,5 @@
 """The analysis's figures (matplotlib, Agg): PNG and PDF in ``DIR/figures/``, one function per
-:data:`suite.analysis.products.FIGURES` kind, a suffix (``-train.lr-0.001``) per section. Not byte-reproducible."""
+:data:`suite.analysis.products.FIGURES` kind, a suffix (``-train.lr-0.001``) per section. Byte-identical on one matplotlib version."""
 
 from __future__ import annotations
 
@@ -193,9 +193,10 @@ def scale_trajectories(curves: dict[float, pd.DataFrame], variant: str, title: s
 
 def loss_curves(curves: dict[float, dict[str, list[tuple[pd.DataFrame, str]]]], colors: dict[str, Any],
                 title: str) -> plt.Figure:
-    """Training loss of every run, a panel per depth, coloured by scheme; x marks where a run diverged."""
+    """Training loss of every run at its logged steps (the step's own loss, not the watcher's average), a panel per
+    depth, coloured by scheme; x marks a diverged run's last finite logged loss."""
     depths = sorted(curves)
-    fig, axes = _step_panels(depths, "training loss (EMA)", 0.6)
+    fig, axes = _step_panels(depths, "training loss (logged steps)", 0.6)
     positive = True
     for ax, depth in zip(axes.flat, depths):
         for v, runs in curves[depth].items():
@@ -239,7 +240,7 @@ def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> 
     axes[0][0].set_ylabel("test accuracy (%)")
     # beside the last panel: "best" still covered points where the curves fill the panel
     axes[0][-1].legend(title="scheme", fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
-    return _titled(fig, title, "mean over seeds, diverged and failed runs at chance; bars: 95% t interval; "
+    return _titled(fig, title, "mean over seeds, diverged and failed runs at chance; bars: 95% interval (the tables' rule); "
                    "open marker: at least one run not ok; schemes at one rate are drawn a little apart", -0.03)
 
 
@@ -593,6 +594,8 @@ def draw(a: Any) -> list[Path]:
         for label, part in sections(transfer, rest):
             _, suffix, head = _heading(label, rkeys, title)
             members = [r for r in rated if group_of(r, rkeys) == label]
+            if not members:  # every run of this section ended in error
+                continue
             rates = sorted({float(r[LR]) for r in members})
             if part[DEPTH].nunique() >= 2:
                 written += save(best_lr_vs_depth(part, colors, head, rates), out, "best_lr_vs_depth", suffix)

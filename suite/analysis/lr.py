@@ -12,7 +12,7 @@ import pandas as pd
 from suite.analysis import crossfit, doseresponse, pooled, stats
 from suite.grouping import LR, group_of, ordered_groups, sort_value
 from suite.analysis.stats import adjust_family
-from suite.results import best_rate, score, selection_split
+from suite.results import best_rate, chance, score, selection_split
 from suite.analysis.summary import compare_accuracy
 
 AGREE_RESAMPLES = 2000  # seed resamples for best_lr_agree (seeded: reruns agree)
@@ -204,15 +204,18 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
 
 
 def lr_curves(runs: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame:
-    """Per group (keys with ``train.lr``): mean test score, its t interval and not-ok k/n, for ``accuracy_vs_lr``."""
+    """Per group (keys with ``train.lr``): mean test score, its interval (the tables' mixture rule, as
+    :func:`~suite.analysis.stats.score_interval`) and not-ok k/n, for ``accuracy_vs_lr``."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in runs:
         if r["status"] != "error":
             groups.setdefault(group_of(r, keys), []).append(r)
     rows = []
     for g, members in groups.items():
-        scored = [x for x in (score(r, "test") for r in members) if x is not None]
-        n, mean, low, high = _interval(scored, clip=True)
+        scored = [(x, r["status"] == "ok") for r, x in ((r, score(r, "test")) for r in members) if x is not None]
+        floor = next((c for c in map(chance, members) if c is not None), 0.0)
+        low, high = stats.score_interval([x for x, _ in scored], [ok for _, ok in scored], floor)
+        mean = float(np.mean([x for x, _ in scored])) if scored else math.nan
         rows.append({**dict(zip(keys, g)), "n": len(members), "n_not_ok": sum(r["status"] != "ok" for r in members),
                      "test_mean": mean, "test_ci_low": low, "test_ci_high": high})
     return pd.DataFrame(rows, columns=keys + ["n", "n_not_ok", "test_mean", "test_ci_low", "test_ci_high"])

@@ -3,6 +3,7 @@ Markdown to HTML, with the one check every link of the report goes through."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import unicodedata
@@ -119,9 +120,17 @@ def slug(label: tuple, skeys: list[str]) -> str:
     return safe("".join(f"-{k}-{fmt_value(v)}" for k, v in zip(skeys, label)))
 
 
+SAFE_BYTES = 100  # a name part's most bytes: a file name of several stays under the file system's 255
+
+
 def safe(text: str) -> str:
-    """Keep letters, digits and ``.-+``; anything else becomes ``-`` (file names, LaTeX labels)."""
-    return "".join(c if c.isalnum() or c in ".-+" else "-" for c in text)
+    """Keep letters, digits and ``.-+``; anything else becomes ``-`` (file names, LaTeX labels). A name changed so,
+    or longer than :data:`SAFE_BYTES`, ends in 8 hex digits of the text's hash: two names never share a file."""
+    kept = "".join(c if c.isalnum() or c in ".-+" else "-" for c in text)
+    if kept == text and len(kept.encode()) <= SAFE_BYTES:
+        return kept
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return kept.encode()[:SAFE_BYTES - 9].decode(errors="ignore") + "-" + digest
 
 
 def render_md(table: Table) -> str:

@@ -83,3 +83,44 @@ def test_loss_curves_show_every_depth_one_panel_each(tmp_path):
     visible = [ax for ax in figure.axes if ax.get_visible()]
     assert [ax.get_title() for ax in visible] == ["depth 2", "depth 4", "depth 8"]
     fig.plt.close(figure)
+
+
+def test_a_section_whose_runs_all_errored_beside_a_healthy_one_draws_the_healthy_one(tmp_path):
+    """best_lr_vs_depth took min() of no rates and the analysis died before analysis.json (an outside review)."""
+    from suite.analysis.analyze import analyze
+
+    for seed in range(2):
+        for depth in (6, 12):
+            for lr in (1e-3, 3e-3):
+                for v in ("preln", "layerscale"):
+                    write_run(tmp_path / "a", v, depth, seed, lr=lr, extra={"model.layerscale.init": "a"})
+                    write_run(tmp_path / "b", v, depth, seed + 10, status="error", lr=lr,
+                              extra={"model.layerscale.init": "b"})
+    analyze(tmp_path)
+    names = {p.name for p in (tmp_path / "figures").glob("*.png")}
+    assert "best_lr_vs_depth-model.layerscale.init-a.png" in names and (tmp_path / "analysis.json").is_file()
+
+
+def test_names_that_safe_characters_would_merge_or_lengthen_past_a_file_name_stay_apart():
+    """'ls a' and 'ls/a' wrote one scales_ls-a.png (the second overwrote the first); 90 CJK characters gave a file
+    name over 255 bytes (OSError)."""
+    from suite.analysis.markup import SAFE_BYTES, safe
+
+    assert safe("preln") == "preln" and safe("-model.depth-48-train.lr-0.001") == "-model.depth-48-train.lr-0.001"
+    assert safe("ls a") != safe("ls/a") and safe("ls a").startswith("ls-a-")
+    long = "层" * 90
+    assert len(safe(long).encode()) <= SAFE_BYTES and safe(long) != safe(long[:-1])
+
+
+def test_accuracy_vs_lr_draws_the_interval_the_tables_give_the_same_cell():
+    """It drew a t interval over a mixture of ok runs and runs at chance, clipped to [0, 1]: [0.0, 1.0] where
+    accuracy_vs_depth drew [0.254, 0.915] for the same runs."""
+    from suite.analysis.lr import lr_curves
+    from suite.analysis.summary import summarize
+
+    runs = [{"variant": "preln", "model.depth": 6, "train.lr": 1e-3, "seed": s, "status": st, "test_acc": acc,
+             "model.num_classes": 10} for s, (st, acc) in enumerate([("ok", 0.9), ("ok", 0.85), ("diverged", None)])]
+    keys = ["variant", "model.depth", "train.lr"]
+    curve, table = lr_curves(runs, keys).iloc[0], summarize(runs, keys, "preln").iloc[0]
+    assert (curve["test_ci_low"], curve["test_ci_high"]) == pytest.approx((table["acc_ci_low"], table["acc_ci_high"]))
+    assert curve["test_mean"] == pytest.approx(table["acc_mean"])
