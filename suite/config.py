@@ -216,13 +216,23 @@ def apply_dict(obj: Any, updates: dict[str, Any], source: str, prefix: str = "")
     for key, value in updates.items():
         dotted = f"{prefix}{key}"
         if key not in names:
-            raise ConfigError(f"{source}: unknown key '{dotted}'{did_you_mean(str(key), names)}; "
+            if isinstance(obj, RunConfig) and {"variants", "grid"} & set(updates):
+                raise ConfigError(f"{source}: an ablation file (it has variants or a grid), not a run config; run it "
+                                  f"with `suite run FILE`")
+            raise ConfigError(f"{source}: unknown key '{dotted}'{did_you_mean(str(key), names) or _nested(obj, key)}; "
                               f"valid keys here: {', '.join(names)}")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):
             apply_dict(current, value, source, prefix=f"{dotted}.")
         else:
             setattr(obj, key, _coerce(value, hints[key], f"{source}: {dotted}"))
+
+
+def _nested(obj: Any, key: Any) -> str:
+    """`` (did you mean 'model.depth'?)`` for a section's key given without its section (``depth=4``), else ""."""
+    inner = [f"{f.name}.{key}" for f in dataclasses.fields(obj) if dataclasses.is_dataclass(getattr(obj, f.name))
+             and key in {g.name for g in dataclasses.fields(getattr(obj, f.name))}]
+    return f" (did you mean '{inner[0]}'?)" if inner else ""
 
 
 def nest(dotted: dict[str, Any]) -> dict[str, Any]:
@@ -267,7 +277,8 @@ def read_yaml(path: str | Path, links: bool = True, duplicates: list[str] | None
     a key given twice in one mapping (YAML keeps the last silently), unless ``duplicates`` collects those lines."""
     path = Path(path)
     if not path.exists() and not path.is_symlink():
-        raise ConfigError(f"{path}: file not found")
+        where = "" if path.is_absolute() else f" (looked in {Path.cwd()})"
+        raise ConfigError(f"{path}: file not found{where}")
     try:
         text = read_text(path, MAX_YAML_BYTES, links)  # a regular file, not a FIFO or /dev/zero, and not huge
     except UnicodeDecodeError as err:
@@ -519,7 +530,9 @@ def validate(cfg: RunConfig, source: str = "config", reference: RunConfig | None
         check_scheme_options(cfg, reference, source)
     _check_frozen_zero(cfg, source)
     if m.dim % m.heads:
-        raise ConfigError(f"{source}: model.dim ({m.dim}) must be divisible by model.heads ({m.heads})")
+        fits = [h for h in range(1, min(m.dim, 64) + 1) if m.dim % h == 0]
+        raise ConfigError(f"{source}: model.dim ({m.dim}) must be divisible by model.heads ({m.heads}); set "
+                          f"model.heads to one of {', '.join(map(str, fits))}, or change model.dim")
     params = approx_params(m)
     if params > MAX_PARAMS:
         raise ConfigError(f"{source}: model.depth {m.depth} x model.dim {m.dim} x model.mlp_ratio {m.mlp_ratio:g} "

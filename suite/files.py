@@ -39,7 +39,10 @@ def open_regular(path: Path, max_bytes: int | None = MAX_READ_BYTES, links: bool
     if not links and os.path.islink(path):
         raise _unsafe(path, "is a symbolic link; a results folder's file enters a shared page only when it is a "
                             "regular file inside the folder (replace the link by the file)")
-    if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: opening a device may do something
+    mode = os.stat(path).st_mode
+    if stat.S_ISDIR(mode):
+        raise _unsafe(path, "a folder, not a file; name a file in it (e.g. a shell glob such as DIR/*.yaml)")
+    if not stat.S_ISREG(mode):  # before opening: opening a device may do something
         raise _unsafe(path, "not a regular file (a FIFO, a device or a folder); refused to read it")
     flags = os.O_RDONLY | os.O_NONBLOCK | (0 if links else getattr(os, "O_NOFOLLOW", 0))  # a link swapped in: refused
     f = os.fdopen(os.open(path, flags), "rb")  # a FIFO swapped in meanwhile: no wait

@@ -104,12 +104,12 @@ def test_without_a_terminal_progress_is_lines_with_a_bar_on_request(tmp_path, mo
     seen = {}
     monkeypatch.setattr(suite.engine, "train", fake_train(seen))
     main(["train", "--out", str(tmp_path / "a"), "seed=1"])  # pytest's stderr is no terminal
-    assert isinstance(seen["on_step"], ProgressLines) and seen["progress"] is False
+    assert isinstance(seen["on_step"].progress, ProgressLines) and seen["progress"] is False
     assert capsys.readouterr().out.startswith("training run ")
     main(["train", "--out", str(tmp_path / "b"), "seed=1", "--progress"])
-    assert seen["on_step"] is None and seen["progress"] is True
+    assert seen["on_step"].progress is None and seen["progress"] is True
     main(["train", "--out", str(tmp_path / "c"), "seed=1", "--no-progress"])
-    assert seen["on_step"] is None and seen["progress"] is False
+    assert seen["on_step"].progress is None and seen["progress"] is False
     assert main(["train", "--out", str(tmp_path / "d"), "seed=1", "--progress-every", "0"]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         "error: --progress-every 0: must be a number of seconds above 0"]
@@ -130,3 +130,62 @@ def test_suite_train_piped_prints_progress_lines_with_the_loss(tmp_path):
     progress = [line for line in lines if line.startswith("step ")]
     assert progress[-1].startswith("step 40/40 (100%)") and "steps/s  eta 0m00s" in progress[-1]
     assert any(" loss " in line for line in progress)  # once metrics.jsonl has a logged loss on disk
+
+
+def test_ctrl_c_saves_the_step_and_the_same_command_resumes_it_to_the_same_result(tmp_path):
+    """Ctrl-C ended `suite train` unsaved: the same command began again at step 0 (a fresh-clone walkthrough)."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    keys = ["data.name=digits", "model.patch_size=4", "model.depth=2", "model.dim=16", "model.heads=2",
+            "train.steps=250", "train.log_every=1", "train.eval_every=0", "train.threads=1", "device=cpu"]
+
+    def train(out):
+        return subprocess.Popen([sys.executable, "-m", "suite", "train", "--out", str(out), *keys],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    whole = train(tmp_path / "whole")
+    assert whole.wait(300) == 0
+    slow = train(tmp_path / "cut")
+    metrics = tmp_path / "cut" / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not metrics.exists() or metrics.read_text().count('"kind": "train"') < 5):
+        time.sleep(0.1)
+    slow.send_signal(signal.SIGINT)
+    _, err = slow.communicate(timeout=120)
+    assert slow.returncode == 130 and "saved its last step; the same command resumes it" in err, err
+    assert (tmp_path / "cut" / "checkpoint.pt").exists() and not (tmp_path / "cut" / "summary.json").exists()
+    assert train(tmp_path / "cut").wait(300) == 0
+    done = [json.loads((tmp_path / d / "summary.json").read_text()) for d in ("whole", "cut")]
+    assert done[1]["resumed_at"] and done[0]["test_acc"] == done[1]["test_acc"]
+    assert done[0]["final_train_loss"] == done[1]["final_train_loss"]
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["train", "model.depth", "4"], "model.depth: no such file; to set a key write model.depth=4 (no spaces"),
+    (["train", "depth=4"], "unknown key 'depth' (did you mean 'model.depth'?)"),
+    (["train", "ABLATION"], "an ablation file (it has variants or a grid), not a run config; run it with `suite run"),
+    (["run", "RUNCONFIG"], "a run config (model, data, train at the top), not an ablation; train it with `suite train"),
+    (["validate", "FOLDER"], "a folder, not a file; name a file in it"),
+    (["train", "model.heads=3"], "set model.heads to one of 1, 2, 4, 8, 16, 32, 64, or change model.dim"),
+    (["train", "missing.yaml"], "missing.yaml: file not found (looked in "),
+    (["run", "ABLATION", "--out", "TRAINED", "--dry-run"], "holds a single run (its config.yaml and summary.json"),
+])
+def test_a_newcomers_mistakes_are_one_line_that_says_what_to_do(tmp_path, capsys, argv, said):
+    """Each said something true but not what to do (a fresh-clone walkthrough): a file not found for
+    `model.depth 4`, unknown top-level keys for an ablation given to `suite train`, two lines for a run config given
+    to `suite run`; a `suite train` run folder was taken as a sweep's --out."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "run.yaml").write_text("model: {depth: 2}\ntrain: {steps: 3}\n")
+    (tmp_path / "trained").mkdir()
+    (tmp_path / "trained" / "config.yaml").write_text("seed: 0\n")
+    names = {"ABLATION": str(root / "ablations" / "smoke.yaml"), "RUNCONFIG": str(tmp_path / "run.yaml"),
+             "FOLDER": str(root / "ablations"), "TRAINED": str(tmp_path / "trained")}
+    assert main([names.get(a, a) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err, err

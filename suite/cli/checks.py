@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -58,4 +59,8 @@ def file_and_overrides(path: str | None, overrides: list[str]) -> tuple[str | No
     # os.path.exists, not Path.exists: a name longer than the file system takes (255 bytes) is no file, not an error
     if path is not None and "=" in path and not os.path.exists(path):
         return None, [path, *overrides]
+    if path is not None and not os.path.exists(path) and re.fullmatch(r"[a-z_]+\.[a-z_.]+", path) and overrides:
+        from suite.config import ConfigError
+
+        raise ConfigError(f"{path}: no such file; to set a key write {path}={overrides[0]} (no spaces around '=')")
     return path, list(overrides)

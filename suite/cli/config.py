@@ -21,8 +21,8 @@ def run(args: argparse.Namespace) -> int:
     from suite import store
     from suite.config import ConfigError, dump_yaml, load_config, read_yaml, resolve_precision
 
-    path, overrides = file_and_overrides(args.file, args.overrides)
     try:
+        path, overrides = file_and_overrides(args.file, args.overrides)
         raw = read_yaml(path) if path is not None else None
         if isinstance(raw, dict) and "variants" in raw:  # an ablation
             if overrides:

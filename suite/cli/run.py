@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     elif sweep.stopped:
         print(f"{_counts_text(sweep)} so far; {sweep.stopped}", file=sys.stderr)
     else:
-        print(f"{len(sweep.runs)} runs: {_counts_text(sweep)} "
+        print(f"{len(sweep.runs)} run{'' if len(sweep.runs) == 1 else 's'}: {_counts_text(sweep)} "
               f"in {format_duration(time.perf_counter() - progress.t0)} -> {sweep.out}")
         if counts["error"]:
             print(f"{counts['error']} runs ended in error: see {sweep.out}/runs/<run_id>/summary.json (error) and "

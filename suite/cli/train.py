@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
+from typing import Callable, Iterator
 
 INTERMIXED = True  # key=value overrides may follow the options
 
@@ -90,7 +94,10 @@ def run(args: argparse.Namespace) -> int:
         return fail(problem)
     if not 0 < args.progress_every < float("inf"):
         return fail(f"--progress-every {args.progress_every:g}: must be a number of seconds above 0")
-    path, overrides = file_and_overrides(args.config, args.overrides)
+    try:
+        path, overrides = file_and_overrides(args.config, args.overrides)
+    except ConfigError as err:
+        return fail(str(err))
     if path is None and not overrides:
         overrides = list(DEMO)
         print(f"suite train: no config and no key=value: training the CPU-sized demo run ({' '.join(DEMO)}; "
@@ -101,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(err))
     from suite.engine import train  # torch and the engine: seconds, so after a config error is ruled out
     from suite.engine.compiled import solo_graph_problem
+    from suite.engine.lifecycle import StopRun
     from suite.engine.resources import memory_problem, resolve_device
     from suite.engine.trackers import missing
 
@@ -147,8 +155,44 @@ def run(args: argparse.Namespace) -> int:
         total = cfg.train.steps if cfg.train.epochs is None else None  # epochs: the data's size decides
         print(f"training run {store.run_id(cfg)} ({total or 'epochs of'} steps, {device}) -> {out}", flush=True)
         on_step = ProgressLines(out, total, args.progress_every)
-    summary = train(cfg, out, progress=bool(args.progress) if on_step else args.progress, on_step=on_step)
+    progress = bool(args.progress) if on_step else args.progress
+    try:
+        with checkpoint_on_ctrl_c(on_step) as stepped:
+            summary = train(cfg, out, progress=progress, on_step=stepped)
+    except StopRun:
+        print(f"\ninterrupted: {out} saved its last step; the same command resumes it from there (Ctrl-C twice: "
+              f"stop at once, unsaved)", file=sys.stderr)
+        return 130
     return _said(summary, out)
+
+
+@contextlib.contextmanager
+def checkpoint_on_ctrl_c(on_step: Callable[[int], None] | None) -> Iterator[Callable[[int], None]]:
+    """An ``on_step`` that, after a first Ctrl-C, ends the run at its next step with a checkpoint (as a sweep's runs
+    do on SIGTERM); a second Ctrl-C interrupts at once."""
+    from suite.engine.lifecycle import StopRun
+
+    asked: list[bool] = []
+
+    def first(signum, frame):
+        asked.append(True)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the second is a plain KeyboardInterrupt
+
+    def stepped(step: int) -> None:
+        if on_step is not None:
+            on_step(step)
+        if asked:
+            raise StopRun("interrupted", save=True)
+
+    stepped.progress = on_step  # what it passes each step on to (progress lines, or None)
+    if threading.current_thread() is not threading.main_thread():
+        yield stepped
+        return
+    previous = signal.signal(signal.SIGINT, first)
+    try:
+        yield stepped
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _said(summary: dict, out: Path) -> int:

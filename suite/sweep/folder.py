@@ -86,6 +86,9 @@ def check_out(out: Path, ablation: Ablation) -> None:
     if (out / "runs").is_dir():
         for entry in os.scandir(out / "runs"):
             store.check_run_folder(Path(entry.path))
+    if (out / store.SUMMARY).exists() or (out / store.CONFIG).exists():  # a `suite train` run's own folder
+        raise RunnerError(f"{out}: holds a single run (its {store.CONFIG} and {store.SUMMARY} at the top, as "
+                          f"`suite train` writes them), not a sweep's results; pass --out DIR with another folder")
     marker = out / ABLATION_FILE
     if marker.exists() or marker.is_symlink():
         try:

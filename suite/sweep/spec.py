@@ -180,6 +180,10 @@ def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...]) -> dict[s
 
 def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
     """Types and config keys of one file; normalises base / variants / grid to dotted keys."""
+    if "variants" not in data and {"model", "data", "train"} & set(data):  # a run config: say so once
+        problems.append(f"{src}: a run config (model, data, train at the top), not an ablation; train it with "
+                        f"`suite train FILE`")
+        return
     problems += [f"{src}: {key}: unknown field{did_you_mean(str(key), FIELDS)}; valid fields: {', '.join(FIELDS)}"
                  for key in data if key not in FIELDS]
     if "name" in data and not (isinstance(data["name"], str) and NAME_RE.fullmatch(data["name"])):

@@ -337,4 +337,5 @@ def test_a_problem_every_variant_shares_is_one_line_naming_the_command_line(caps
     assert main(["run", str(smoke), "model.heads=3", "--out", "/nonexistent/o", "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "every variant: model.dim (32) must be divisible by model.heads (3) (with the command line's model.heads=3)" in err
+    assert "every variant: model.dim (32) must be divisible by model.heads (3); set model.heads to one of" in err
+    assert err.rstrip().endswith("(with the command line's model.heads=3)")
