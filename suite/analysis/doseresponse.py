@@ -48,12 +48,12 @@ def firth_fit(X: np.ndarray, y: np.ndarray, trials: np.ndarray | None = None,
         h = np.einsum("ij,jk,ik->i", sx, inv, sx)
         step = inv @ (X.T @ (y - m * p + h * (0.5 - p)))
         t = 1.0
-        while t > 1e-6:
+        while True:  # halve until the penalised likelihood does not fall, or the step is negligible
             candidate = state(beta + t * step)
-            if candidate[0] >= value - 1e-12:
+            if candidate[0] >= value - 1e-12 or t <= 1e-6:
                 break
             t /= 2
-        beta, current = beta + t * step, candidate
+        beta, current = beta + t * step, candidate  # the state is the one at this very step
         if np.max(np.abs(t * step)) < tol:
             break
     return beta, current[0], np.linalg.inv(current[2])

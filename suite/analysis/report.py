@@ -163,7 +163,7 @@ def _figures(root: Path, drawn: dict[str, dict[str, str]], warn: Callable[[str],
             continue
         src = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
         group = groups.setdefault(kind.name, {
-            "id": "fig-" + markup.safe(kind.name), "title": kind.title, "caption": kind.caption,
+            "id": "fig-" + kind.name.replace("_", "-"), "title": kind.title, "caption": kind.caption,
             "doc": products.doc_link(kind.anchor), "members": [], "order": list(products.FIGURES).index(kind.name)})
         pdf = path.with_suffix(".pdf")
         group["members"].append({"part": part, "src": src,

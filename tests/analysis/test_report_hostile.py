@@ -47,7 +47,11 @@ def test_a_variant_named_like_mathtext_analyses(tmp_path):
             write_run(root, r"ls$\frac{$", depth, seed, acc=0.95, ablation="cost $5$", scales=True)
     analyze(root)  # a ParseSyntaxException before: 117 lines of traceback
     figures = {p.name for p in (root / "figures").glob("*.png")}
-    assert {"accuracy_vs_depth.png", "loss_vs_step.png", "scales_ls--frac--.png"} <= figures
+    from suite.analysis.markup import safe
+
+    name = safe(r"ls$\frac{$")
+    assert {"accuracy_vs_depth.png", "loss_vs_step.png", "scales_" + name + ".png"} <= figures
+    assert name.startswith("ls--frac--")  # the name's safe part, then its hash
 
 
 # ----------------------------------------------------------------------------- links

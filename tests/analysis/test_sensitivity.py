@@ -43,3 +43,27 @@ def test_nothing_without_a_declared_frontier_slope_comparison():
     assert sensitivity_frame(runs(), None) is None
     assert sensitivity_frame(runs(), Primary("ls", "preln", endpoint="frontier")) is None
     assert sensitivity_lines(None) == []
+
+
+def test_the_as_declared_row_is_decided_in_the_whole_declared_family(monkeypatch):
+    """It ran Holm over the frontier-slope comparisons alone: with a second declared comparison, a slope at p = 0.04
+    read 'decided' in the sensitivity table and 'undecided' (adjusted p 0.08) in the verdict (an outside review)."""
+    from suite.analysis import depthslope
+    from suite.analysis.coprimary import evaluate_all
+    from suite.declared import Primary
+
+    rs = runs()
+    for r in rs:
+        r["test_acc"] = r["val_acc"]
+    declared = [Primary("ls", "preln", endpoint="frontier_slope"),
+                Primary("ls", "preln", where={"model.depth": 12}, endpoint="frontier")]
+    real = depthslope.difference
+
+    def at_p(*args, **kw):  # the real fit, its p set where alone it decides and in a family of two it does not
+        f = real(*args, **kw)
+        return depthslope.SlopeDifference(f.estimate, f.low, f.high, 0.04, f.note)
+
+    monkeypatch.setattr(depthslope, "difference", at_p)
+    verdict = evaluate_all(rs, declared)[0]
+    row = sensitivity_frame(rs, declared).set_index("definition").loc["as declared"]
+    assert verdict.decision == "undecided" and row["p"] == 0.04 and not row["decided"]
