@@ -59,13 +59,16 @@ def run(args: argparse.Namespace) -> int:
             tflops = args.tflops if args.tflops is not None else 100.0
             if not 1e-6 <= tflops <= 1e6:  # a microflop machine to an exaflop one: past those, a typo
                 return fail(f"--tflops {tflops:g}: the sustained TFLOP/s of one device, from 1e-06 to 1e+06")
-            source = "assumed" if args.tflops is None else "given"
+            source = "assumed, a large GPU's; --measure times a step here instead" if args.tflops is None else "given"
     except SpecError as err:
         return fail(*err.problems)
     except CostError as err:
         return fail(f"{args.ablation}: {err}")
     print(f"{args.ablation}: {ablation.describe()}")
-    print(f"  {cost.steps:,} optimizer steps, {cost.flops / 1e15:,.1f} PFLOP of training (matmuls, forward + backward)")
+    unit, scale = next((u, x) for u, x in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9)) if cost.flops >= 0.1 * x
+                       or u == "GFLOP")
+    print(f"  {cost.steps:,} optimizer steps, {cost.flops / scale:,.1f} {unit} of training (matmuls, forward + "
+          f"backward)")
     rate = f"{tflops:,.1f} TFLOP/s" if tflops >= 1 else f"{tflops * 1e3:,.1f} GFLOP/s"
     hours = cost.hours(tflops)
     amount = f"{hours:,.2f} device-hours" if hours >= 0.1 else f"{format_duration(hours * 3600)} of device time"
