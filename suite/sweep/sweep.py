@@ -44,6 +44,11 @@ class Sweep:
     stopped: str | None = None  # why the sweep ended before every run had a summary (Ctrl-C, detached)
     code: int = 0  # the exit status `suite run` gives: 0, or 130 after Ctrl-C
 
+    def __repr__(self) -> str:  # the dataclass's would print every run's config
+        counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n)
+        stopped = f", stopped: {self.stopped}" if self.stopped else ""
+        return f"Sweep({self.name!r}, {str(self.out)!r}, {len(self.runs)} runs: {counts or 'none finished'}{stopped})"
+
     def counts(self) -> collections.Counter:
         """Runs per status, done before and finished now."""
         counts = collections.Counter({s: 0 for s in store.STATUSES})

@@ -40,6 +40,7 @@ def test_a_sweep_from_a_notebook(tmp_path):
     assert sweep.stopped is None and sweep.code == 0 and sorted(v for v, _ in seen) == ["layerscale", "preln"]
     assert {s for _, s in seen} <= {"ok", "failed"} and len(sweep.todo) == 2 and not sweep.done
     assert sweep.counts()["ok"] + sweep.counts()["failed"] == 2 and sweep.counts()["error"] == 0
+    assert repr(sweep).startswith(f"Sweep('tiny', {str(tmp_path / 'out')!r}, 2 runs: ")  # not every run's config
 
     runs = load_runs(tmp_path / "out")
     assert sorted(runs["variant"]) == ["layerscale", "preln"] and sorted(runs["status"]) == sorted(s for _, s in seen)
