@@ -106,6 +106,11 @@ def run_sweep(ablation: str | Path | dict | Ablation, out: str | Path | None = N
                 "their results are kept; pass --rerun-stale to run them again with this code")
         warnings.warn(f"{sum(other.values())} finished runs were made by other versions of the suite ({made}); "
                       f"{what}", store.SuiteWarning, stacklevel=2)
+    if (out / "runs").is_dir() and (strays := {e.name for e in os.scandir(out / "runs") if e.is_dir()}
+                                    - {r.run_id for r in every}):
+        warnings.warn(f"{out / 'runs'}: {len(strays)} run folders are not runs of this file as it is now (of an "
+                      f"earlier version of it?); `suite analyze` reads them too, so move them away or pass --out DIR "
+                      f"for a separate study", store.SuiteWarning, stacklevel=2)
     if opts.dry_run:
         return sweep
     if not todo:  # nothing to run: write nothing (a read-only results folder is fine), unless the file changed
