@@ -483,10 +483,26 @@ def block_profiles(profile: pd.DataFrame, column: str, ylabel: str, colors: dict
         ax.set_xscale("log")
         if log_y:
             ax.set_yscale("log")
+        _at_least_a_span(ax, profile.loc[profile["variant"] == v, column].to_numpy(float), log_y)
         ax.set(title=plain(v), xlabel="block (1 = first)", ylabel=ylabel)
         ax.grid(alpha=0.3, which="both")
     axes.flat[0].legend(fontsize="small")
     return _titled(fig, title)
+
+
+MIN_SPAN = 0.1  # a panel's y range is at least this share of its values (a log axis: this many tenths of a decade)
+
+
+def _at_least_a_span(ax: plt.Axes, y: np.ndarray, log: bool) -> None:
+    """Widen a panel whose values hardly vary to :data:`MIN_SPAN` around them: a profile flat to float precision
+    drew its last bits as a jagged line with ticks '1, 1, 1, 0.999999'."""
+    y = y[np.isfinite(y) & (y > 0)] if log else y[np.isfinite(y)]
+    if not y.size:
+        return
+    lo, hi = (np.log10(y.min()), np.log10(y.max())) if log else (float(y.min()), float(y.max()))
+    mid, half = (lo + hi) / 2, max((hi - lo) / 2, MIN_SPAN / 2 if log else MIN_SPAN / 2 * max(abs(lo), abs(hi), 1e-12))
+    if hi - lo < 2 * half:
+        ax.set_ylim(*((10 ** (mid - half), 10 ** (mid + half)) if log else (mid - half, mid + half)))
 
 
 def robust_limits(means: np.ndarray, lows: np.ndarray, highs: np.ndarray, log: bool) -> tuple[float, float] | None:

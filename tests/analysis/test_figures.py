@@ -124,3 +124,16 @@ def test_accuracy_vs_lr_draws_the_interval_the_tables_give_the_same_cell():
     curve, table = lr_curves(runs, keys).iloc[0], summarize(runs, keys, "preln").iloc[0]
     assert (curve["test_ci_low"], curve["test_ci_high"]) == pytest.approx((table["acc_ci_low"], table["acc_ci_high"]))
     assert curve["test_mean"] == pytest.approx(table["acc_mean"])
+
+
+def test_a_profile_flat_to_float_precision_is_drawn_flat():
+    """A panel whose values differ in their last bits zoomed in on them: a jagged line, ticks '1, 1, 1, 0.999999'."""
+    rows = [{"variant": v, DEPTH: 4, "block": b, "stream_rms": 1.0 + (1e-7 * (b % 2) if v == "postln" else 0.1 * b)}
+            for v in ("preln", "postln") for b in range(4)]
+    figure = fig.block_profiles(pd.DataFrame(rows), "stream_rms", "RMS", COLORS, "t")
+    preln, postln = figure.axes[:2]
+    bottom, top = postln.get_ylim()
+    assert np.log10(top / bottom) >= fig.MIN_SPAN * 0.999  # a tenth of a decade at least
+    bottom, top = preln.get_ylim()
+    assert bottom > 0.9 and top < 1.5  # a panel that varies keeps its own range
+    fig.plt.close(figure)
