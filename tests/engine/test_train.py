@@ -533,7 +533,8 @@ def test_overrides_after_options_and_ctrl_c_without_a_traceback(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "Traceback" not in err, err
-    assert err.strip().splitlines()[-1] == "interrupted: suite train stopped (Ctrl-C)"
+    assert err.strip().splitlines()[-1] == (f"interrupted: {out} saved its last step; the same command resumes it "
+                                            f"from there (Ctrl-C twice: stop at once, unsaved)")
 
 
 def test_fp16_is_refused_where_there_is_no_fp16_training(tmp_path):

@@ -77,8 +77,10 @@ def scalars(record: dict[str, Any]) -> tuple[int, dict[str, float]]:
 def experiment_folder(run_dir: Path) -> Path:
     """Where sweep-wide tracker files go: a sweep run's results folder (``runs/`` beside an ``ablation.yaml``), else
     the run folder itself (a `suite train --out x/runs/r` is not a sweep's)."""
+    from suite.results import ABLATION_FILE
+
     run_dir = Path(run_dir).resolve()
-    sweep = run_dir.parent.name == "runs" and (run_dir.parent.parent / "ablation.yaml").is_file()
+    sweep = run_dir.parent.name == "runs" and (run_dir.parent.parent / ABLATION_FILE).is_file()
     return run_dir.parent.parent if sweep else run_dir
 
 
