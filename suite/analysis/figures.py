@@ -1,5 +1,6 @@
 """The analysis's figures (matplotlib, Agg): PNG and PDF in ``DIR/figures/``, one function per
-:data:`suite.analysis.products.FIGURES` kind, a suffix (``-train.lr-0.001``) per section. Byte-identical on one matplotlib version."""
+:data:`suite.analysis.products.FIGURES` kind, a suffix (``-train.lr-0.001``) per section. Byte-identical on one
+matplotlib version."""
 
 from __future__ import annotations
 
@@ -240,8 +241,8 @@ def accuracy_vs_lr(curves: pd.DataFrame, colors: dict[str, Any], title: str) -> 
     axes[0][0].set_ylabel("test accuracy (%)")
     # beside the last panel: "best" still covered points where the curves fill the panel
     axes[0][-1].legend(title="scheme", fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
-    return _titled(fig, title, "mean over seeds, diverged and failed runs at chance; bars: 95% interval (the tables' rule); "
-                   "open marker: at least one run not ok; schemes at one rate are drawn a little apart", -0.03)
+    return _titled(fig, title, "mean over seeds, diverged and failed runs at chance; bars: 95% interval (the tables' "
+                   "rule); open marker: at least one run not ok; schemes at one rate are drawn a little apart", -0.03)
 
 
 def frontier_vs_depth(lr: pd.DataFrame, colors: dict[str, Any], title: str,
