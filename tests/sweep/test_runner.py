@@ -651,13 +651,15 @@ def test_a_sweep_stopped_midway_keeps_the_old_summaries_of_the_runs_it_had_not_s
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", store.SuiteWarning)
         sweep = run_sweep(SMOKE, out, opts, report=stop_after_the_first)
-    assert sweep.code == 130 and len(sweep.todo) == len(paths) and 1 <= len(finished) <= 2
+    # Whatever the machine's speed: every run is redone (reported), or untouched, or the one in flight at the stop
+    # (its summary cleared, a checkpoint kept). The old code had cleared every summary before the first run.
+    assert sweep.code == 130 and len(sweep.todo) == len(paths) and 1 <= len(finished) <= len(paths) - 2
     for run_id in finished:
         redone = out / "runs" / run_id / "summary.json"
         assert json.loads(redone.read_text())["status"] == "ok" and redone.read_bytes() != before[redone]
-    # The one run in flight at the stop checkpointed (its summary cleared); those not started are as they were.
-    kept = [p for p in paths if p.exists() and p.read_bytes() == before[p]]
-    assert len(kept) >= len(paths) - len(finished) - 1 >= 5
+    rest = [p for p in paths if p.parent.name not in finished]
+    in_flight = [p for p in rest if not p.exists()]
+    assert len(in_flight) <= 1 and all(p.read_bytes() == before[p] for p in rest if p.exists())
     with warnings.catch_warnings():  # and they are still to do for the next sweep with the flag
         warnings.simplefilter("ignore", store.SuiteWarning)
         again = run_sweep(SMOKE, out, dataclasses.replace(opts, dry_run=True))
