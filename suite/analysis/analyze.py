@@ -176,13 +176,13 @@ def study(root: Path, baseline: str | None = None, by: list[str] | None = None, 
                             f"folders")
     fitted = models(runs, keys, base) if DEPTH in keys and LR in keys else {}  # fitted once: table and figures
     declared = primary.read(root)
-    frames = products.build_frames(products.Inputs(root, runs, keys, base, fitted, declared))
+    answers = None if declared is None else coprimary.evaluate_all(runs, declared)  # a list for a list declared
+    frames = products.build_frames(products.Inputs(root, runs, keys, base, fitted, declared, answers))
     summary = frames["summary"]
     missing = summary[~summary["has_baseline"] & ~summary["is_baseline"]]
     if not missing.empty:
         warnings.warn(f"{len(missing)} group(s) have no '{base}' group at the same keys: no tests there",
                       AnalysisWarning)
-    answers = None if declared is None else coprimary.evaluate_all(runs, declared)  # a list for a list declared
     answer = answers[0] if answers and not isinstance(declared, list) else answers
     return products.Analysis(root, title, runs, keys, base, frames, answer, depth_models=fitted)
 

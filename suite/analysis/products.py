@@ -99,6 +99,7 @@ class Inputs:
     base: str
     fitted: dict
     declared: Any
+    answers: list | None = None  # the declared comparisons answered (coprimary.evaluate_all), in declared order
 
 
 def build_frames(inputs: Inputs) -> dict[str, pd.DataFrame | None]:
@@ -157,7 +158,7 @@ TABLES: dict[str, TableKind] = {t.name: t for t in (
               lambda i, _: separation_frame(i.runs), ()),
     TableKind("sensitivity", "How the verdict depends on the definition of not ok",
               "each declared frontier-slope comparison refitted under other definitions of not ok (CSV only)",
-              FRONTIER, lambda i, _: sensitivity_frame(i.runs, i.declared), ()),
+              FRONTIER, lambda i, _: sensitivity_frame(i.runs, i.declared, i.answers), ()),
     TableKind("propagation", "Signal propagation at initialisation", "forward and backward signal by depth",
               PROPAGATION, None, (paper.propagation_tables,)),
 )}

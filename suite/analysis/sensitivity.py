@@ -45,15 +45,17 @@ DEFINITIONS: dict[str, tuple[str, Callable[[dict[str, Any]], bool]]] = {
 }
 
 
-def sensitivity_frame(runs: list[dict[str, Any]], declared: Any, alpha: float = 0.05) -> pd.DataFrame | None:
-    """One row per definition x declared ``frontier_slope`` comparison (:data:`COLUMNS`); None when there is none."""
+def sensitivity_frame(runs: list[dict[str, Any]], declared: Any, answers: list | None = None,
+                      alpha: float = 0.05) -> pd.DataFrame | None:
+    """One row per definition x declared ``frontier_slope`` comparison (:data:`COLUMNS`); None when there is none.
+    ``answers``: the declared analysis's (computed here when not given)."""
     from suite.analysis import depthslope
 
     declared = [p for p in (declared if isinstance(declared, list) else [declared] if declared else [])]
     slopes = [p for p in declared if isinstance(endpoint(p.endpoint), FrontierSlope)]
     if not slopes:
         return None
-    fixed = _rest_of_family(runs, declared, slopes)
+    fixed = _rest_of_family(runs, declared, slopes, answers)
     rows = []
     for name, (meaning, not_ok) in DEFINITIONS.items():
         found = []
@@ -73,14 +75,13 @@ def sensitivity_frame(runs: list[dict[str, Any]], declared: Any, alpha: float = 
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _rest_of_family(runs: list[dict[str, Any]], declared: list, slopes: list) -> list[float]:
+def _rest_of_family(runs: list[dict[str, Any]], declared: list, slopes: list, answers: list | None) -> list[float]:
     """The p-values of the declared family's other tests (every other comparison's difference test and each margin's
     TOST), held at their declared values: the slopes refitted are decided under Holm in the family the verdict is."""
-    from suite.analysis.coprimary import evaluate
+    from suite.analysis.coprimary import evaluate_all
 
     out = []
-    for p in declared:
-        answer = evaluate(runs, p) if p not in slopes or p.margin is not None else None
+    for p, answer in zip(declared, answers if answers is not None else evaluate_all(runs, declared)):
         if p not in slopes:
             out.append(answer.p)
         if p.margin is not None:
