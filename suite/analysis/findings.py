@@ -13,7 +13,7 @@ import pandas as pd
 from suite.analysis import crossfit
 from suite.declared import RULES, same_value
 from suite.grouping import DEPTH, LR, sections, section_keys, sort_value, variant_order
-from suite.analysis.markup import fmt_rate, fmt_value, section_title
+from suite.analysis.markup import MD, fmt_rate, fmt_value, md, section_title
 from suite.results import readable_ablation, score
 from suite.analysis.endpoints import Answer, endpoint
 from suite.analysis.products import FINDINGS, TABLES, Analysis, FindingsSection
@@ -52,14 +52,9 @@ def _where(row: pd.Series) -> str:
     return f"depth {fmt_value(row[DEPTH])}" if DEPTH in row else "all runs"
 
 
-def _one_line(text: str) -> str:
-    """``text`` with every run of whitespace (newlines included) one space."""
-    return " ".join(text.split())
-
-
 def _at(where: dict) -> str:
     """A declared cell's keys and values: ``depth 12 lr 0.001``."""
-    return " ".join(f"{str(name).rsplit('.', 1)[-1]} {fmt_value(v)}" for name, v in where.items())
+    return " ".join(md(f"{str(name).rsplit('.', 1)[-1]} {fmt_value(v)}") for name, v in where.items())
 
 
 def _versus(part: pd.DataFrame, keys: list[str], baseline: str):
@@ -128,22 +123,22 @@ def trend_lines(row: pd.Series, baseline: str) -> list[str]:
                  f"run of a depth, so the difference there is truncated and not tested" if row["bound"] else "")
         what = ("change of the difference from " + row["acc_interaction_kind"].replace("->", " to ")
                 if row["acc_interaction_kind"].startswith("depth") else "slope of the difference per doubling")
-        out.append(f"depth interaction with {baseline} ({what}): {_points(row['acc_interaction'])} points "
+        out.append(f"depth interaction with {md(baseline)} ({what}): {_points(row['acc_interaction'])} points "
                    f"({_interval(row, 'acc_interaction', 'acc_interaction_p')}; {row['acc_interaction_test']}, "
                    f"{_adj(row, 'acc_interaction_p')}{bound})")
     if not math.isnan(row["not_ok_slope_diff"]):
-        out.append(f"not-ok log-odds per doubling, minus {baseline}'s: {row['not_ok_slope_diff']:+.2f} (binomial GLM "
-                   f"interaction, {_adj(row, 'not_ok_slope_diff_p')})")
+        out.append(f"not-ok log-odds per doubling, minus {md(baseline)}'s: {row['not_ok_slope_diff']:+.2f} "
+                   f"(binomial GLM interaction, {_adj(row, 'not_ok_slope_diff_p')})")
     return out
 
 
 def aggregate_line(row: pd.Series, baseline: str) -> str:
     if math.isnan(row["poi"]):
-        return (f"across depths: IQM score {100 * row['iqm']:.1f}%; P(a run beats {baseline}'s) not reported "
+        return (f"across depths: IQM score {100 * row['iqm']:.1f}%; P(a run beats {md(baseline)}'s) not reported "
                 f"({row['poi_pairs']} seed pairs, fewer than 10)")
     interval = ("no interval" if math.isnan(row["poi_ci_low"])
                 else f"95% stratified bootstrap CI [{row['poi_ci_low']:.2f}, {row['poi_ci_high']:.2f}]")
-    return (f"across depths: P(the run beats {baseline}'s with the same seed and depth) = {row['poi']:.2f} "
+    return (f"across depths: P(the run beats {md(baseline)}'s with the same seed and depth) = {row['poi']:.2f} "
             f"({interval}; 0.5 = no tendency; {row['poi_pairs']} pairs); IQM score {100 * row['iqm']:.1f}%")
 
 
@@ -165,7 +160,7 @@ def lr_lines(row: pd.Series, base: pd.Series, baseline: str) -> list[str]:
     else:
         test = f"cross-fitted paired t on {row['test_pairs']} seed pairs" if row["test_pairs"] else "Welch t"
         agree = (f"; resampling the seeds, the same rate wins {100 * row['best_lr_agree']:.0f}% of the time "
-                 f"({baseline}'s: {100 * base['best_lr_agree']:.0f}%)"
+                 f"({md(baseline)}'s: {100 * base['best_lr_agree']:.0f}%)"
                  if not math.isnan(row["best_lr_agree"]) and not math.isnan(base["best_lr_agree"]) else "")
         xfit = ""
         if isinstance(row.get("test_xfit_lrs"), str) and not math.isnan(row.get("test_xfit_mean", math.nan)):
@@ -178,9 +173,9 @@ def lr_lines(row: pd.Series, base: pd.Series, baseline: str) -> list[str]:
             diff = (f"{_points(row['test_diff'])} points ({_interval(row, 'test_diff', 'test_p')}; {test}, "
                     f"{_adj(row, 'test_p')}{agree})")
         out.append(f"{where}: at its best learning rate ({fmt_value(row['best_lr'])}, selected on {on}) test "
-                   f"{100 * row['test_mean']:.1f}% vs {100 * base['test_mean']:.1f}% at {baseline}'s "
+                   f"{100 * row['test_mean']:.1f}% vs {100 * base['test_mean']:.1f}% at {md(baseline)}'s "
                    f"({fmt_value(base['best_lr'])}){xfit}: {diff}")
-    never = [name for name, r in ((row["variant"], row), (baseline, base)) if not r["above_chance"]]
+    never = [md(name) for name, r in ((row["variant"], row), (baseline, base)) if not r["above_chance"]]
     if never:
         out.append(f"{where}: LR sensitivity not compared ({' and '.join(never)} never beat chance at any rate)")
     elif row["sens_n"] and base["sens_n"]:
@@ -196,7 +191,7 @@ def lr_lines(row: pd.Series, base: pd.Series, baseline: str) -> list[str]:
 def _sections(frame: pd.DataFrame, keys: list[str], heading: str) -> list[tuple[pd.DataFrame, list[str]]]:
     """``frame``'s sections over ``keys`` but the rate: its rows and ``heading`` with its title, if any key splits."""
     rest = [k for k in keys if k != LR]
-    return [(part, [heading.format(section_title(label, section_keys(rest))), ""] if section_keys(rest) else [])
+    return [(part, [heading.format(md(section_title(label, section_keys(rest)))), ""] if section_keys(rest) else [])
             for label, part in sections(frame, rest)]
 
 
@@ -208,7 +203,7 @@ def _lr_section(lr: pd.DataFrame, keys: list[str], baseline: str) -> list[str]:
         lines += head
         for variant, pairs in _versus(part, keys, baseline):
             said = [f"- {text}" for row, b in pairs for text in lr_lines(row, b, baseline)]
-            lines += [f"**{variant}** vs `{baseline}`:", "", *said, ""]
+            lines += [f"**{md(variant)}** vs {MD.code(baseline)}:", "", *said, ""]
     return lines + ["### At each learning rate", ""]
 
 
@@ -228,7 +223,7 @@ def transfer_lines(rows: pd.DataFrame, baseline: str = "the baseline") -> list[s
         ci = ("" if math.isnan(r0["slope_vs_base_low"])
               else f" [{r0['slope_vs_base_low']:+.2f}, {r0['slope_vs_base_high']:+.2f}]")
         out.append(f"slope minus the baseline's {r0['slope_vs_base']:+.2f}{ci}: "
-                   f"{DRIFT[r0['drift_vs_base']].format(base=baseline)}")
+                   f"{DRIFT[r0['drift_vs_base']].format(base=md(baseline))}")
     for _, r in rows[rows[DEPTH] != r0["shallow_depth"]].iterrows():
         if math.isnan(r["regret"]):
             out.append(f"depth {fmt_value(r[DEPTH])}: the shallow depth's rate ({fmt_rate(r['shallow_lr'])}) "
@@ -253,8 +248,8 @@ def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[
         lines += head
         for variant in variant_order(list(part["variant"]), baseline):
             rows = part[part["variant"] == variant]
-            lines += [f"**{variant}**:", ""] + [f"- {t}" for t in transfer_lines(rows, baseline)] + [""]
-            verdicts.setdefault(reading(rows), []).append(str(variant))
+            lines += [f"**{md(variant)}**:", ""] + [f"- {t}" for t in transfer_lines(rows, baseline)] + [""]
+            verdicts.setdefault(reading(rows), []).append(md(variant))
     said = {"transfers": f"Best rate within a factor {2 ** TRANSFER_MARGIN:.2f} per doubling of depth over the whole "
                          f"jackknife interval (exploratory)",
             "falls with depth": "Best rate falls with depth (retune when deeper)",
@@ -270,7 +265,7 @@ def _transfer_section(tr: pd.DataFrame, keys: list[str], baseline: str) -> list[
 
 def findings(analysis: Analysis, tables: list[Path] | tuple = ()) -> str:
     """The text of ``findings.md`` (deterministic, like the tables): a title, the :func:`parts`, the table index."""
-    lines = [f"# Findings: {analysis.title}", ""] + [line for _, part in parts(analysis) for line in part]
+    lines = [f"# Findings: {md(analysis.title)}", ""] + [line for _, part in parts(analysis) for line in part]
     return "\n".join(lines + table_index(tables)).rstrip() + "\n"
 
 
@@ -279,7 +274,7 @@ def superseded_lines(root: Path) -> list[str]:
     text = readable_ablation(root).get("superseded_by")
     if not isinstance(text, str) or not text.strip():
         return []
-    said = _one_line(text)[:500].replace("|", "\\|").replace("<", "&lt;")
+    said = md(" ".join(text.split())[:500])
     return [f"> **Superseded** by {said}. What follows is kept as it was analysed; read the study that replaces "
             f"it for the answer.", ""]
 
@@ -348,7 +343,7 @@ def declared_cells_line(answers: list[Answer], runs: list[dict]) -> str:
                 continue
             k = sum(r.get("status") in ("failed", "diverged") for r in inside)
             upper = 1.0 if k == len(inside) else float(beta.ppf(0.975, k + 1, len(inside) - k))
-            cells.append(f"{_one_line(variant)} {_at(where)}: {k}/{len(inside)} (95% upper bound {100 * upper:.0f}%)")
+            cells.append(f"{md(variant)} {_at(where)}: {k}/{len(inside)} (95% upper bound {100 * upper:.0f}%)")
     if not cells:
         return ""
     return ("*Failures in the declared cells* (runs diverged or failed, of those run; a paired t scores them at "
@@ -379,7 +374,7 @@ def inits_line(answers: list[Answer], runs: list[dict]) -> str:
                 if found:
                     starts.append((_at(where), "/".join(found)))
             if len({s for _, s in starts}) > 1:
-                parts.append(f"{_one_line(variant)}'s γ starts at "
+                parts.append(f"{md(variant)}'s γ starts at "
                              + " and ".join(f"{s} at {at}" for at, s in starts))
     if not parts:
         return ""
@@ -399,7 +394,7 @@ def answer_lines(answer: Answer | list[Answer] | None, runs: list[dict] | None =
 def regime(runs: list[dict]) -> str:
     """One line on where the answer holds: data, run length, device, and how far the best cell got."""
     def values(key: str) -> str:
-        found = sorted({str(fmt_value(r.get(key))) for r in runs if r.get(key) is not None})
+        found = sorted({md(fmt_value(r.get(key))) for r in runs if r.get(key) is not None})
         return ", ".join(found) if found else "?"
 
     cells: dict[tuple, list[float]] = {}
@@ -408,7 +403,7 @@ def regime(runs: list[dict]) -> str:
             cells.setdefault((r.get("variant"), r.get(DEPTH), r.get(LR)), []).append(x)
     best = max((mean(xs) for xs in cells.values()), default=math.nan)
     reach = f"; the best cell's mean test accuracy is {100 * best:.1f}%" if math.isfinite(best) else ""
-    devices = ", ".join(sorted({str(r.get("device_name") or r.get("device") or "?").split(":")[0] for r in runs}))
+    devices = ", ".join(sorted({md(str(r.get("device_name") or r.get("device") or "?").split(":")[0]) for r in runs}))
     judged = [r for r in runs if r.get("status") != "error"]
     not_ok = sum(r.get("status") in ("failed", "diverged") for r in judged)
     failures = (f"; {not_ok} of {len(judged)} runs ended not ok" if not_ok else
@@ -435,7 +430,7 @@ def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str
             rows = part[part["variant"] == v].sort_values(DEPTH)
             first, last = rows.iloc[0], rows.iloc[-1]
             if pd.isna(first["slope"]):
-                head = f"no frontier line ({first['note'] or 'nothing to fit'})"
+                head = f"no frontier line ({md(first['note'] or 'nothing to fit')})"
             else:
                 move = ("falls with depth" if first["slope_high"] < 0 else "rises with depth" if first["slope_low"] > 0
                         else "no detectable change with depth, its interval allowing a fall or a rise")
@@ -443,7 +438,7 @@ def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str
                 head = (f"LR50 {fmt_rate(first['lr50'])} at depth {fmt_value(first[DEPTH])}, {fmt_rate(last['lr50'])} "
                         f"at depth {fmt_value(last[DEPTH])}; slope {first['slope']:+.2f} [{first['slope_low']:+.2f}, "
                         f"{first['slope_high']:+.2f}]: {move}")
-            broke = [f"{fmt_value(r[DEPTH])} at {fmt_rate(r['first_not_ok_lr'])} ({r['first_cause']}"
+            broke = [f"{fmt_value(r[DEPTH])} at {fmt_rate(r['first_not_ok_lr'])} ({md(r['first_cause'])}"
                      + (f", stream RMS {r['first_stream_rms']:.3g}" if pd.notna(r.get("first_stream_rms")) else "")
                      + (f", logit {r['first_attn_logit']:.3g}" if pd.notna(r["first_attn_logit"]) else "") + ")"
                      for _, r in rows.iterrows() if pd.notna(r["first_not_ok_lr"])]
@@ -452,7 +447,7 @@ def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str
                                                      else censored.get(r["lr50_measured_censored"], "-"))
                         for _, r in rows.iterrows()] if "lr50_measured" in rows else []
             said = f"Measured LR50 (its runs, no model), by depth: {'; '.join(measured)}. " if measured else ""
-            lines.append(f"- **{v}**: {head}. {said}First not ok, by depth: {'; '.join(broke) or 'never'}.")
+            lines.append(f"- **{md(v)}**: {head}. {said}First not ok, by depth: {'; '.join(broke) or 'never'}.")
         lines.append("")
     return lines
 
@@ -485,7 +480,7 @@ def cause_lines(runs: list[dict], keys: list[str]) -> list[str]:
              "Each cell with a run that diverged or failed: how many ended so, by what was observed "
              "(docs/training.md, Statuses), and the medians of those runs' largest residual-stream RMS and "
              "largest attention logit (which of them separates the runs that break: the next section).", "",
-             "| " + " | ".join(keys) + " | not ok, by what was observed | largest stream RMS (median) | "
+             "| " + " | ".join(md(k) for k in keys) + " | not ok, by what was observed | largest stream RMS (median) | "
              "largest attention logit (median) |",
              "|" + ":--|" * (len(keys) + 3)]
     for cell in sorted(cells, key=lambda c: [sort_value(v) for v in c]):
@@ -495,8 +490,8 @@ def cause_lines(runs: list[dict], keys: list[str]) -> list[str]:
             peaks = [float(r[key]) for r in cells[cell] if isinstance(r.get(key), (int, float))
                      and not isinstance(r.get(key), bool)]
             said.append(f"{median(peaks):.3g}" if peaks else "not recorded")
-        values = " | ".join(_one_line(fmt_value(v)).replace("|", "\\|") for v in cell)
-        lines.append(f"| {values} | {', '.join(f'{n} {c}' for c, n in sorted(counted.items()))} | "
+        values = " | ".join(md(fmt_value(v)) for v in cell)
+        lines.append(f"| {values} | {', '.join(f'{n} {md(c)}' for c, n in sorted(counted.items()))} | "
                      f"{' | '.join(said)} |")
     return lines + [""]
 
@@ -509,11 +504,11 @@ def tuned_rates_line(root) -> str:
         return ""
     cells, by_arm = [], {}
     for e in rates:
-        where = " ".join(f"{_one_line(str(k)).rsplit('.', 1)[-1]} {_one_line(fmt_value(v))}"
+        where = " ".join(md(f"{str(k).rsplit('.', 1)[-1]} {fmt_value(v)}")
                          for k, v in e.items() if k not in ("variant", LR, "tuning_seeds", "val_score", "at_edge"))
-        edge = f" ({_one_line(str(e['at_edge']))} tried)" if e.get("at_edge") else ""
-        variant = _one_line(str(e.get("variant")))
-        cells.append(f"{variant} {where}: {_one_line(fmt_value(e.get(LR)))}{edge}")
+        edge = f" ({md(e['at_edge'])} tried)" if e.get("at_edge") else ""
+        variant = md(e.get("variant"))
+        cells.append(f"{variant} {where}: {md(fmt_value(e.get(LR)))}{edge}")
         if isinstance(e.get(DEPTH), (int, float)) and isinstance(e.get(LR), (int, float)) and e[LR] > 0:
             by_arm.setdefault(variant, {})[e[DEPTH]] = float(e[LR])
     moves = []
@@ -530,7 +525,7 @@ def tuned_rates_line(root) -> str:
     if not source:
         return (f"*Rates*: each arm at the rate the ablation file registered before its runs (`rates:`): "
                 f"{'; '.join(cells)}.{moved}")
-    return (f"*Rates*: each arm at its rate chosen on validation in {_one_line(str(source))}"
+    return (f"*Rates*: each arm at its rate chosen on validation in {md(source)}"
             f"{' (tuning seeds ' + ', '.join(map(str, seeds)) + ')' if seeds else ''}, so no rate is scored on "
             f"the seeds that chose it: {'; '.join(cells)}.{moved}")
 
@@ -538,7 +533,7 @@ def tuned_rates_line(root) -> str:
 def _exploratory(summary: pd.DataFrame, keys: list[str], baseline: str, frames: dict) -> list[str]:
     trends, aggregate, lr, learn = (frames.get(k) for k in ("trends", "aggregate", "lr", "learn"))
     lines = ["## Exploratory comparisons", "",
-             f"Every scheme against `{baseline}`. Scores: an ok run at its accuracy, a diverged or failed run at "
+             f"Every scheme against {MD.code(baseline)}. Scores: an ok run at its accuracy, a diverged or failed run at "
              f"chance; error runs left out. Each difference comes with a simultaneous 95% interval and a p-value, "
              f"both Bonferroni-adjusted over the comparisons of its table section (xm), so an interval excludes 0 "
              f"exactly when its adjusted p is below {ALPHA}. These are estimates to read, not verdicts: the "
@@ -555,9 +550,9 @@ def _exploratory(summary: pd.DataFrame, keys: list[str], baseline: str, frames: 
         if not (part["has_baseline"] & ~part["is_baseline"]).any():
             continue  # nothing to compare in this section (e.g. a rate only the baseline ran at)
         if skeys:
-            lines += [f"{'####' if has_lr else '###'} {section_title(label, skeys)}", ""]
+            lines += [f"{'####' if has_lr else '###'} {md(section_title(label, skeys))}", ""]
         for variant, pairs in _versus(part, keys, baseline):
-            lines += [f"**{variant}** vs `{baseline}`:", ""]
+            lines += [f"**{md(variant)}** vs {MD.code(baseline)}:", ""]
             learned = [_learn_pair(learn, keys, row, baseline) for row, _ in pairs]
             found = [pair for pair in learned if pair is not None]
             same = uninformative(pd.DataFrame([r for pair in found for r in pair])) if found else math.nan

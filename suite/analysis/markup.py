@@ -52,16 +52,28 @@ class Markup:
     sep: str
 
     def esc(self, text: str) -> str:
+        """The suite's own words (a note, a cell's numbers), one line, escaped where the markup needs it."""
         text = one_line(text)  # a line break in a cell or a comment would end it: the rest would be live markup
         if self.name == "md":
             return text.replace("\\", "\\\\").replace("|", "\\|")
         return text.translate(TEX_ESCAPES)
 
+    def data(self, text: object) -> str:
+        """A value read from a results folder (a name, a key's value: never trusted) as markup that shows exactly
+        that text, on one line: in Markdown, never a link, image, tag, emphasis or code (:func:`md_escape`)."""
+        text = one_line(str(text))
+        return md_escape(text) if self.name == "md" else text.translate(TEX_ESCAPES)
+
     def bold(self, text: str) -> str:
         return f"**{text}**" if self.name == "md" else rf"\textbf{{{text}}}"
 
     def code(self, text: str) -> str:
-        return f"`{text}`" if self.name == "md" else rf"\texttt{{{self.esc(text)}}}"
+        """``text`` (a key, a name) in a code font; in Markdown, text a code span cannot hold as it is (a backtick, a
+        ``|`` that would split a table's cell) is :meth:`data` instead."""
+        if self.name != "md":
+            return rf"\texttt{{{self.esc(text)}}}"
+        text = one_line(text)
+        return self.data(text) if "`" in text or "|" in text or not text.strip() else f"`{text}`"
 
     def lines(self, parts: list[str]) -> str:
         """One cell on several lines."""
@@ -104,6 +116,34 @@ def one_line(text: str) -> str:
     """``text`` on one line: every line break (Unicode's too: U+2028, U+0085 ...) a space, and control and format
     characters (bidi overrides, escape sequences) dropped; text from a results folder is never trusted."""
     return "".join(c for c in " ".join(text.splitlines()) if unicodedata.category(c) not in ("Cc", "Cf"))
+
+
+MD_ALWAYS = frozenset("\\`*[]|~$")  # code, emphasis, links and images, table cells, strikethrough, math (GitHub)
+
+
+def md_escape(text: str) -> str:
+    """``text`` with a backslash before each character that could start Markdown (CommonMark, GitHub's tables,
+    strikethrough and math): the text renders as itself, never as a link, image, tag, emphasis or code. ``_`` inside
+    a word, ``<`` not before a tag or autolink and ``&`` not before an entity stay as they are (they start nothing)."""
+    out = []
+    for i, c in enumerate(text):
+        before, after = text[i - 1:i], text[i + 1:i + 2]
+        if (c in MD_ALWAYS or c == "_" and not (before.isalnum() and after.isalnum())
+                or c == "<" and after != "" and (after.isalpha() or after in "/!?")
+                or c == "&" and (after.isalnum() or after == "#")):
+            out.append("\\")
+        out.append(c)
+    return "".join(out)
+
+
+def md(text: object) -> str:
+    """A value from a results folder (a name, a key's value, a note that holds one) as Markdown: :meth:`Markup.data`."""
+    return MD.data(text)
+
+
+def md_plain(text: str) -> str:
+    """Markdown written by this module as the text it shows (a terminal's copy): the escapes and ``**`` dropped."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text.replace("**", ""))
 
 
 def missing(x: object) -> bool:

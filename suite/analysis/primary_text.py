@@ -6,6 +6,7 @@ import math
 
 from suite.analysis.endpoints import Answer, endpoint
 from suite.analysis.endpoints.base import p_text
+from suite.analysis.markup import md
 from suite.declared import ALPHA
 
 
@@ -15,13 +16,13 @@ def paragraph(answer: Answer | list[Answer]) -> str:
     if len(answers) == 1 and answers[0].family == 1:
         a = answers[0]
         return (f"**Primary comparison** (declared in ablation.yaml, tested alone at alpha = {ALPHA}): "
-                f"{a.primary.describe()}, {endpoint(a.primary.endpoint).what}. {verdict(a)}")
+                f"{md(a.primary.describe())}, {endpoint(a.primary.endpoint).what}. {verdict(a)}")
     head = (f"**Primary comparisons** (declared in ablation.yaml): {len(answers)} comparisons tested as one "
             f"family of {answers[0].family} hypotheses (a difference test each, and an equivalence test for each "
             f"with a margin), Holm's step-down correction at alpha = {ALPHA}; each p is shown with its Holm-adjusted "
             f"p, each interval at the level of the Holm step that decided it. The intervals are not simultaneous: "
             f"each holds at its own level, and together they cover the true values less often than the least of them.")
-    items = [f"{i}. {a.primary.describe()}, {endpoint(a.primary.endpoint).what}: {verdict(a)}"
+    items = [f"{i}. {md(a.primary.describe())}, {endpoint(a.primary.endpoint).what}: {verdict(a)}"
              for i, a in enumerate(answers, 1)]
     return head + "\n\n" + "\n".join(items)  # a blank line: every Markdown renders the list as one
 
@@ -29,7 +30,7 @@ def paragraph(answer: Answer | list[Answer]) -> str:
 def verdict(a: Answer) -> str:
     """The answer of one comparison: its verdict in bold, then the numbers behind it."""
     if a.note and math.isnan(a.estimate) and math.isnan(a.low):
-        return f"**Not tested**: {a.note}."
+        return f"**Not tested**: {md(a.note)}."
     return endpoint(a.primary.endpoint).verdict(a)
 
 
@@ -40,8 +41,7 @@ def verdict_table(answers: list[Answer]) -> list[str]:
     for a in answers:
         est, ci = endpoint(a.primary.endpoint).cells(a)
         p = p_text(a.p_adj if a.family > 1 else a.p).replace("p = ", "").replace("p ", "")
-        rows.append(f"| {_cell(f'{a.primary.describe()} ({a.primary.endpoint})')} | {est} | {ci} | {p} | "
-                    f"{_cell(_plain(a))} |")
+        rows.append(f"| {md(a.primary.describe())} ({a.primary.endpoint}) | {est} | {ci} | {p} | {md(_plain(a))} |")
     return rows
 
 
@@ -58,8 +58,3 @@ def _plain(a: Answer) -> str:
     if math.isfinite(a.seeds_needed):
         return f"undecided: about {int(a.seeds_needed)} seeds needed"
     return "undecided" if not a.note else f"not tested: {a.note}"
-
-
-def _cell(text: str) -> str:
-    """Text from the data as one Markdown table cell: one line, no column break."""
-    return " ".join(str(text).split()).replace("|", "\\|")

@@ -12,6 +12,7 @@ import pandas as pd
 from suite.analysis.assurance import holm_decided
 from suite.analysis.endpoints import endpoint
 from suite.analysis.endpoints.failure import FrontierSlope
+from suite.analysis.markup import md
 from suite.engine.diagnostics import ATTN_LOGIT_BOUND, STREAM_RMS_BOUND, past_bounds
 from suite.declared import same_value
 from suite.grouping import DEPTH, LR
@@ -102,11 +103,11 @@ def sensitivity_lines(frame: pd.DataFrame | None) -> list[str]:
              "table: tables/sensitivity.csv.", ""]
     for name, part in frame.groupby("definition", sort=False):
         said = "; ".join(
-            f"{c}: {e:+.2f} [{lo:+.2f}, {hi:+.2f}], p = {p:.3g}, {'decided' if d else 'undecided'}"
-            if math.isfinite(e) else f"{c}: not fitted ({' '.join(str(n or 'no estimate').split())})"
+            f"{md(c)}: {e:+.2f} [{lo:+.2f}, {hi:+.2f}], p = {p:.3g}, {'decided' if d else 'undecided'}"
+            if math.isfinite(e) else f"{md(c)}: not fitted ({md(n or 'no estimate')})"
             for c, e, lo, hi, p, d, n in zip(part["comparison"], part["estimate"], part["low"], part["high"], part["p"],
                                              part["decided"], part["note"]))
         first = part.iloc[0]
-        lines.append(f"- **{name}** ({first['meaning']}; {int(first['n_not_ok'])} of {int(first['n'])} not ok): "
-                     f"{said}.")
+        lines.append(f"- **{md(name)}** ({md(first['meaning'])}; {int(first['n_not_ok'])} of {int(first['n'])} "
+                     f"not ok): {said}.")
     return lines + [""]

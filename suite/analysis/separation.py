@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from suite.analysis.markup import md
 from suite.store import DIAGNOSTIC_PEAKS
 
 COLUMNS = ["variant", "diagnostic", "n_ok", "n_not_ok", "auc", "not_ok_side", "median_ok", "median_not_ok"]
@@ -67,11 +68,11 @@ def separation_lines(frame: pd.DataFrame | None) -> list[str]:
              "Exploratory; table: tables/diagnostics.csv.", ""]
     for variant, part in frame.groupby("variant", sort=False):
         ranked = part.sort_values("auc", ascending=False, kind="stable")
-        said = "; ".join(f"{d} {a:.2f}, {side} when not ok (median {mo:.3g} ok, {mn:.3g} not ok)"
+        said = "; ".join(f"{md(d)} {a:.2f}, {side} when not ok (median {mo:.3g} ok, {mn:.3g} not ok)"
                          for d, a, side, mo, mn in zip(ranked["diagnostic"], ranked["auc"], ranked["not_ok_side"],
                                                        ranked["median_ok"], ranked["median_not_ok"]))
         first = part.iloc[0]
-        lines.append(f"- **{' '.join(str(variant).split())}** ({int(first['n_not_ok'])} not ok of "
+        lines.append(f"- **{md(variant)}** ({int(first['n_not_ok'])} not ok of "
                      f"{int(first['n_ok'] + first['n_not_ok'])}): {said}.")
     return lines + [""]
 

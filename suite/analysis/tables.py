@@ -22,18 +22,18 @@ ALPHA = 0.05  # marks: Bonferroni-adjusted p below this (the simultaneous interv
 def _grid(part: pd.DataFrame, keys: list[str], baseline: str, m: Markup, cell, best_of=None):
     """Pivot one section: rows = variants, columns = depths; ``cell(row, best)`` makes a cell."""
     depths = sorted(set(part[DEPTH]), key=sort_value) if DEPTH in keys else []
-    columns = [f"depth {fmt_value(d)}" for d in depths] or ["all runs"]
+    columns = [f"depth {m.data(fmt_value(d))}" for d in depths] or ["all runs"]
     cols = [part[part[DEPTH] == d] for d in depths] or [part]
     bests = [best_of(col) if best_of else None for col in cols]
     rows = []
     for v in variant_order(list(part["variant"]), baseline):
         sels = [(col[col["variant"] == v], best) for col, best in zip(cols, bests)]
         rows.append((_label(m, v, baseline), [cell(s.iloc[0], b) if len(s) else m.esc("not run") for s, b in sels]))
-    return m.esc("scheme"), [m.esc(c) for c in columns], rows
+    return m.esc("scheme"), columns, rows
 
 
 def _label(m: Markup, variant: str, baseline: str) -> str:
-    return m.esc(str(variant)) + (" (baseline)" if variant == baseline else "")
+    return m.data(variant) + (" (baseline)" if variant == baseline else "")
 
 
 def _pct(x: float) -> str:
@@ -322,7 +322,7 @@ def slope_tables(tr: pd.DataFrame, keys: list[str], baseline: str, m: Markup) ->
         if not is_base and isinstance(r.get("drift_vs_base"), str) and r["drift_vs_base"]:
             vci = ("" if missing(r["slope_vs_base_low"])
                    else f" [{r['slope_vs_base_low']:+.2f}, {r['slope_vs_base_high']:+.2f}]")
-            vs = m.esc(f"{r['slope_vs_base']:+.2f}{vci}: " + DRIFT[r["drift_vs_base"]].format(base=baseline))
+            vs = m.esc(f"{r['slope_vs_base']:+.2f}{vci}: ") + DRIFT[r["drift_vs_base"]].format(base=m.data(baseline))
         return [m.esc(f"{r['slope']:+.2f} {ci}"), m.esc(f"{reading(rows)} ({int(r['slope_depths'])} depths)"), vs]
 
     notes = [
@@ -364,7 +364,7 @@ def stability_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mar
     def notes(part: pd.DataFrame) -> list[str]:
         slopes = part.drop_duplicates("variant")
         said = "; ".join(
-            f"{v}: " + (f"{s:+.2f} [{lo:+.2f}, {hi:+.2f}]" if not missing(s) else str(note) or "-")
+            f"{m.data(v)}: " + (m.esc(f"{s:+.2f} [{lo:+.2f}, {hi:+.2f}]") if not missing(s) else m.data(note or "-"))
             for v, s, lo, hi, note in zip(slopes["variant"], slopes["slope"], slopes["slope_low"],
                                           slopes["slope_high"], slopes["note"]))
         first = part.iloc[0]
@@ -380,8 +380,8 @@ def stability_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mar
             "between the rates tried, no model; then the model's LR50: the rate where half of the runs end not ok on "
             "the scheme's frontier line, from one Firth logistic model of not ok on log rate and log depth with a "
             "line per scheme [95% pointwise band], which pools every depth and can differ from the runs at one "
-            f"depth. Frontier slope on log depth (LR50 grows as depth^slope) [95% profile-likelihood interval]: "
-            f"{said}.{checks}")]
+            "depth. Frontier slope on log depth (LR50 grows as depth^slope) [95% profile-likelihood interval]: ")
+                + f"{said}.{m.esc(checks)}"]
 
     return _section_tables(frame, keys, baseline, m, "Stability frontier across depth", "tab:stability", cell, notes)
 
@@ -497,7 +497,7 @@ def _section_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mark
 
 def _caption(m: Markup, caption: str, values: tuple, skeys: list[str]) -> str:
     title = section_title(values, skeys)
-    return m.esc(caption + (f" ({title})" if title else ""))
+    return m.esc(caption) + (f" ({m.data(title)})" if title else "")
 
 
 def document(fmt: str, kind: Any, title: str, frame: pd.DataFrame, keys: list[str], baseline: str,
@@ -513,6 +513,6 @@ def document(fmt: str, kind: Any, title: str, frame: pd.DataFrame, keys: list[st
         intro = (f"{m.esc(intro)} Grouped by {keys_text}; baseline {m.code(baseline)}. Accuracy in percent. Every "
                  f"number at full precision: tables/{kind.name}.csv; in words: findings.md.")
     if fmt == "md":
-        return "\n".join([f"# Analysis: {m.esc(title)}", "", intro, "", *[render_md(t) for t in tables]])
-    return "\n".join([f"% Analysis: {m.esc(title)}. Written by suite analyze; needs \\usepackage{{booktabs,graphicx}}.",
+        return "\n".join([f"# Analysis: {m.data(title)}", "", intro, "", *[render_md(t) for t in tables]])
+    return "\n".join([f"% Analysis: {m.data(title)}. Written by suite analyze; needs \\usepackage{{booktabs,graphicx}}.",
                       f"% {intro}", "", *[render_tex(t) for t in tables]])

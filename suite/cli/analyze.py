@@ -48,9 +48,10 @@ def run(args: argparse.Namespace) -> int:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     print(f"{len(summary)} groups by {', '.join(summary.attrs['keys'])}; baseline {summary.attrs['baseline']}")
     if summary.attrs.get("primary") is not None:
+        from suite.analysis.markup import md_plain
         from suite.analysis.primary_text import paragraph
 
-        print(paragraph(summary.attrs["primary"]).replace("**", ""))
+        print(md_plain(paragraph(summary.attrs["primary"])))
     for path in summary.attrs["written"]:
         print(f"wrote {path}")
     return 0

@@ -194,7 +194,7 @@ def test_a_superseded_study_says_so_first_in_one_escaped_line(tmp_path):
     raw = yaml.safe_load((root / "ablation.yaml").read_text())
     (root / "ablation.yaml").write_text(yaml.safe_dump({**raw, "superseded_by": "results/x\n## Verdict <script>|"}))
     lines = superseded_lines(root)
-    assert len(lines) == 2 and lines[0].startswith("> **Superseded** by results/x ## Verdict &lt;script>\\|.")
+    assert len(lines) == 2 and lines[0].startswith("> **Superseded** by results/x ## Verdict \\<script>\\|.")
     analyze(root, figures=False)
     assert (root / "findings.md").read_text().splitlines()[2] == lines[0]
     from suite.analysis.report import write_report

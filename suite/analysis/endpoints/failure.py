@@ -10,7 +10,7 @@ from typing import Any
 from scipy import stats as sps
 
 from suite.analysis.endpoints.base import Answer, Endpoint, at_step, level, ps
-from suite.analysis.markup import fmt_rate
+from suite.analysis.markup import fmt_rate, md
 from suite.declared import ALPHA, DEFAULT_RATIO, DEFAULT_SLOPE, POWER, same_value
 from suite.grouping import DEPTH, LR
 
@@ -124,18 +124,19 @@ class Frontier(_Scaled):
         ka, na, kb, nb = a.counts
         ratio = "not estimable (the likelihood rises to a ratio of 10^6)" if math.isnan(a.estimate) else _x(a.estimate)
         body = (f"LR50 ratio {ratio} ({level(a)} profile-likelihood CI [{_x(a.low)}, {_x(a.high)}]; {a.test}, "
-                f"{ps(a.p, a.p_adj, a.family)}); each side's own LR50: {pr.scheme} {_own(a.lr50[0], a.lr50_edge[0])}, "
-                f"{pr.baseline} {_own(a.lr50[1], a.lr50_edge[1])}; not ok {ka}/{na} vs {kb}/{nb} runs.")
+                f"{ps(a.p, a.p_adj, a.family)}); each side's own LR50: {md(pr.scheme)} "
+                f"{_own(a.lr50[0], a.lr50_edge[0])}, "
+                f"{md(pr.baseline)} {_own(a.lr50[1], a.lr50_edge[1])}; not ok {ka}/{na} vs {kb}/{nb} runs.")
         side = {"high": "above", "low": "below", "both": "at both ends"}.get(a.censored)
         open_ = (f" The interval is open {side}: the runs do not reach far enough past a frontier to bound it; "
                  f"extend the grid until both schemes end not ok at their highest rates." if side else "")
-        open_ += f" Note: {a.note}." if a.note else ""
+        open_ += f" Note: {md(a.note)}." if a.note else ""
         if a.decision == "difference":
             if a.estimate > 1 or (math.isnan(a.estimate) and a.low > 1):
                 how = f"at least {_x(a.low)}x" if a.censored in ("high", "both") else f"{_x(a.estimate)}x"
             else:
                 how = f"at most {_x(a.high)}x" if a.censored in ("low", "both") else f"only {_x(a.estimate)}x"
-            return f"**{pr.scheme} tolerates {how} {pr.baseline}'s learning rate.** {body}{open_}"
+            return f"**{md(pr.scheme)} tolerates {how} {md(pr.baseline)}'s learning rate.** {body}{open_}"
         need = self.need(a) or (" No number of seeds can be planned from an interval open at one end." if side else "")
         return f"**Undecided**: the interval includes 1.{need} {body}{open_}"
 
@@ -205,9 +206,9 @@ class FrontierSlope(_Scaled):
                 f"the depth doubles): {own}; difference {_slope(a.estimate)} ({level(a)} profile-likelihood CI "
                 f"[{_slope(a.low)}, {_slope(a.high)}]; {a.test}, {ps(a.p, a.p_adj, a.family)}); not ok {ka}/{na} vs "
                 f"{kb}/{nb} runs.{checks}")
-        note = f" Note: {a.note}." if a.note else ""
+        note = f" Note: {md(a.note)}." if a.note else ""
         if a.decision == "difference":
-            return f"**{self.decided(a).removeprefix('decided: ')} than {pr.baseline}'s.** {body}{note}"
+            return f"**{md(self.decided(a).removeprefix('decided: '))} than {md(pr.baseline)}'s.** {body}{note}"
         need = self.need(a) + (" The chance that a rerun decides it, by seeds, simulated on this study's own grid: "
                                "`python scripts/stability_power.py FOLDER > FOLDER/power.md`.")
         return f"**Undecided**: the interval includes 0.{need} {body}{note}"
@@ -231,5 +232,5 @@ class FrontierSlope(_Scaled):
 
 def _own_slope(name: str, s: Any) -> str:
     if s.note or not math.isfinite(s.slope):
-        return f"{name} {s.note or 'not estimable'}"
-    return f"{name} {_slope(s.slope)} [{_slope(s.low)}, {_slope(s.high)}]"
+        return md(f"{name} {s.note or 'not estimable'}")
+    return f"{md(name)} {_slope(s.slope)} [{_slope(s.low)}, {_slope(s.high)}]"

@@ -11,7 +11,7 @@ import numpy as np
 
 from suite.analysis import crossfit, stats
 from suite.analysis.endpoints.base import Answer, Endpoint, at_step, level, ps, pts, runs_in
-from suite.analysis.markup import fmt_value
+from suite.analysis.markup import fmt_value, md
 from suite.declared import ALPHA, POWER, Primary
 from suite.results import score, selection_split
 
@@ -104,7 +104,8 @@ class Score(Endpoint):
         return ""
 
     def head(self, a: ScoreAnswer) -> str:
-        return f"**{a.primary.scheme} scores {'higher' if a.estimate > 0 else 'lower'} than {a.primary.baseline}.**"
+        how = "higher" if a.estimate > 0 else "lower"
+        return f"**{md(a.primary.scheme)} scores {how} than {md(a.primary.baseline)}.**"
 
     def verdict(self, a: ScoreAnswer) -> str:
         pr = a.primary
@@ -112,7 +113,7 @@ class Score(Endpoint):
         body = (f"{self.means(a)}, a difference of {pts(a.estimate)} points "
                 f"({interval}; {a.test}" + (f" on {a.n_pairs} seed pairs" if a.n_pairs else "")
                 + f", {ps(a.p, a.p_adj, a.family)}).")
-        note = f" Note: {a.note}." if a.note else ""
+        note = f" Note: {md(a.note)}." if a.note else ""
         tost = ps(a.tost_p, a.tost_p_adj, a.family)
         if a.decision == "difference":
             head = self.head(a)
@@ -194,7 +195,7 @@ class BestLrScore(Score):
 
     def rates(self, a: ScoreAnswer) -> str:
         pr = a.primary
-        edge = [f"{name}'s best rate ({fmt_value(lr)}) is the {e} tested, so a better one may lie outside the grid"
+        edge = [f"{md(name)}'s best rate ({fmt_value(lr)}) is the {e} tested, so a better one may lie outside the grid"
                 for name, lr, e in ((pr.scheme, a.scheme_lr, a.scheme_edge), (pr.baseline, a.base_lr, a.base_edge))
                 if e]
         halves = ""
@@ -226,8 +227,9 @@ class Interaction(Score):
 
     def head(self, a: ScoreAnswer) -> str:
         pr = a.primary
-        where = ", ".join(f"{k} = {fmt_value(v)}" for k, v in pr.where.items())
-        return f"**{pr.scheme}'s gain over {pr.baseline} is {'larger' if a.estimate > 0 else 'smaller'} at {where}.**"
+        where = ", ".join(md(f"{k} = {fmt_value(v)}") for k, v in pr.where.items())
+        how = "larger" if a.estimate > 0 else "smaller"
+        return f"**{md(pr.scheme)}'s gain over {md(pr.baseline)} is {how} at {where}.**"
 
     def decided(self, a: ScoreAnswer) -> str:
         where = ", ".join(f"{k} {fmt_value(v)}" for k, v in a.primary.where.items())
