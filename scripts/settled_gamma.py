@@ -21,6 +21,7 @@ from suite import store
 from suite.results import AnalysisError, run_records, read_curves
 from suite.grouping import DEPTH, LR
 from suite.analysis.lr import lr_table
+from suite.analysis.markup import MD
 
 
 def settled(root: Path, variant: str) -> list[dict]:
@@ -59,8 +60,8 @@ def settled(root: Path, variant: str) -> list[dict]:
 
 
 def markdown(variant: str, rows: list[dict]) -> str:
-    lines = [f"# Where `{variant}`'s γ settles", "",
-             "Written by `python scripts/settled_gamma.py <folder> " + variant + "` from this folder's runs: "
+    lines = [f"# Where {MD.code(variant)}'s γ settles", "",
+             "Written by " + MD.code(f"python scripts/settled_gamma.py <folder> {variant}") + " from this folder's runs: "
              "at each depth, the variant's best rate (highest mean validation score), and over its ok runs "
              "there the mean |γ| over channels and blocks at the last logged step. The frozen-matched arms "
              "of ablations/mechanisms.yaml are frozen at `gamma` (3 significant digits).", "",

@@ -31,6 +31,7 @@ from scipy.special import expit
 
 from suite.analysis import depthslope
 from suite.analysis.assurance import holm_decided
+from suite.analysis.markup import md
 from suite.results import AnalysisError, AnalysisWarning, run_records
 
 SCHEME, BASELINE, SIMULATIONS, ALPHA = "layerscale-cait", "preln", 100, 0.05
@@ -80,15 +81,15 @@ def committed(root: Path) -> None:
     b, k = model.beta[0], model.schemes
     c = dict(zip(k, model.beta[1:1 + len(k)]))
     slope = {v: model.slopes[v].slope for v in k}
-    print(f"# Chance that a rerun of {root} decides its declared questions, simulated on its own grid\n")
+    print(f"# Chance that a rerun of {md(root)} decides its declared questions, simulated on its own grid\n")
     print(f"The model fitted to its runs (as `suite analyze` fits it, every scheme in one model): rate steepness "
-          f"{b:.2f} per decade; frontier slopes on log depth " + ", ".join(f"{v} {slope[v]:+.2f}" for v in k)
+          f"{b:.2f} per decade; frontier slopes on log depth " + ", ".join(f"{md(v)} {slope[v]:+.2f}" for v in k)
           + f". The grid is the study's: {len(cells)} cells (scheme x rate x depth), {len(runs)} runs, {seeds_now} "
           f"seeds. Each simulated rerun draws every run from the model (its cells, each with the seeds of the row) "
           f"and tests the questions as one family under Holm at alpha {ALPHA}; {SIMULATIONS} per row. 'As "
           f"fitted' takes the fitted differences as the truth; 'halved' each at half its size (a fitted "
           f"difference that decided a study tends to overstate the truth).\n")
-    names = " | ".join(f"{s} vs {t} ({slope[s] - slope[t]:+.2f} as fitted): decided" for s, t in questions)
+    names = " | ".join(f"{md(s)} vs {md(t)} ({slope[s] - slope[t]:+.2f} as fitted): decided" for s, t in questions)
     print(f"| truth | seeds per cell | {names} |\n|:--|--:|" + "--:|" * len(questions))
     rng = np.random.default_rng(0)
     for label, factor in (("as fitted", 1.0), ("halved", 0.5)):
@@ -135,7 +136,7 @@ def planned(root: Path, plan: Path) -> None:
           f"{len(counts)} cells (scheme x rate x depth), {len(ablation.runs)} runs. {SIMULATIONS} simulated "
           f"studies per row, each with its questions tested as one family under Holm at alpha {ALPHA}, as "
           f"`suite analyze` tests them.\n")
-    names = " | ".join(f"({'ab'[i]}) {s} vs {t}: decided" for i, (s, t) in enumerate(questions))
+    names = " | ".join(f"({'ab'[i]}) {md(s)} vs {md(t)}: decided" for i, (s, t) in enumerate(questions))
     print(f"| effect of (a) | effect of (b) | seeds per cell | {names} |\n|--:|--:|--:|" + "--:|" * len(questions))
     rng = np.random.default_rng(0)
     for delta_a, delta_b in ((0.0, 0.0), (-0.25, 0.25), (-0.5, 0.5), (0.25, 0.25)):
