@@ -189,3 +189,12 @@ def test_a_newcomers_mistakes_are_one_line_that_says_what_to_do(tmp_path, capsys
     assert main([names.get(a, a) for a in argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and said in err, err
+
+
+def test_a_missing_ablation_names_only_what_is_missing(capsys):
+    """key=value overrides are optional: `suite run` with nothing names FILE alone (it named key=value as required)."""
+    with pytest.raises(SystemExit) as stop:
+        main(["run"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("the following arguments are required: FILE (see `suite run --help`)"), err

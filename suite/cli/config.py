@@ -12,7 +12,7 @@ INTERMIXED = True  # key=value overrides may follow the options
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", metavar="FILE", help="a run config or an ablation YAML (omit: the defaults)")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides for a run config")
+    parser.add_argument("overrides", nargs="*", default=[], metavar="key=value", help="dotted overrides for a run config")
     parser.add_argument("--only", action="append", default=[], metavar="FILTER",
                         help="for an ablation: the first run matching, e.g. --only variant=preln,model.depth=12")
 

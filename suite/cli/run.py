@@ -26,7 +26,7 @@ from suite.cli.checks import fail
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ablation, ``--out`` and one flag per :class:`SweepOptions` field with help (its default and text)."""
     parser.add_argument("ablation", metavar="FILE", help="ablation YAML, e.g. ablations/default.yaml")
-    parser.add_argument("overrides", nargs="*", metavar="key=value",
+    parser.add_argument("overrides", nargs="*", default=[], metavar="key=value",
                         help="set in every run as in the file's base:, e.g. train.log_to=[tensorboard] (a key the "
                              "grid or a variant sets is refused)")
     parser.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>)")

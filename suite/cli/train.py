@@ -26,7 +26,7 @@ DEMO_TIME = "about 1.5 minutes on 2 busy CPU cores (93 s: results/reference/trai
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", nargs="?", help="run config YAML (omit: the typed defaults of suite/config.py, "
                                                   "or the demo run below when no key=value is given either)")
-    parser.add_argument("overrides", nargs="*", metavar="key=value",
+    parser.add_argument("overrides", nargs="*", default=[], metavar="key=value",
                         help="dotted overrides applied after the file, e.g. model.depth=24 train.lr=1e-3")
     parser.add_argument("--out", help="run folder (default: results/train/<run_id>)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="overrides the config's device")
