@@ -218,8 +218,9 @@ def _cell(value: str | None, text: bool, integer: bool) -> Any:
             return ast.literal_eval(value)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             return value
-    with contextlib.suppress(ValueError):
-        return int(value)
+    if len(value.lstrip("+-")) <= store.MAX_INT_DIGITS:  # a longer one reads as inf below: not a finite number
+        with contextlib.suppress(ValueError):
+            return int(value)
     try:
         number = float(value)
     except ValueError:
@@ -242,6 +243,10 @@ def _summary_problem(summary: dict[str, Any]) -> str | None:
         if value is not None and (len(value) > NAME_CHARS or not value.isprintable()):
             return (f"'{key}' is not one printable line of at most {NAME_CHARS} characters (no line breaks, "
                     f"control or bidi characters): {value[:40]!r}")
+    for key, value in summary.items():  # a value names a group: a number, text, or a list of them (train.betas)
+        if isinstance(value, (dict, set)) or isinstance(value, (list, tuple)) and any(
+                isinstance(x, (dict, set, list, tuple)) for x in value):
+            return f"'{key}' is {str(value)[:40]!r}, not a value or a list of values"
     for key in ("seed", DEPTH):
         if not store.is_int(summary.get(key)):
             return f"'{key}' is {summary.get(key)!r}, not an integer"

@@ -230,10 +230,20 @@ def _not_json(token: str) -> Any:
     raise ValueError(f"{token} is not a JSON value (the suite writes null for a number it does not have)")
 
 
+MAX_INT_DIGITS = 300  # a float holds up to about 1.8e308: a longer integer would overflow where it is compared
+
+
+def _int(token: str) -> int:
+    if len(token.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(token.lstrip('-'))} digits is not a value a run writes")
+    return int(token)
+
+
 def loads(text: str) -> Any:
-    """``json.loads`` for results files: ``NaN``/``Infinity`` tokens or too-deep nesting are a ValueError too."""
+    """``json.loads`` for results files: ``NaN``/``Infinity`` tokens, an integer too long for a float or too-deep
+    nesting are a ValueError too."""
     try:
-        return json.loads(text, parse_constant=_not_json)
+        return json.loads(text, parse_constant=_not_json, parse_int=_int)
     except RecursionError:
         raise ValueError("nested too deeply to parse") from None
 

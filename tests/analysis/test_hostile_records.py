@@ -31,7 +31,9 @@ def quiet(fn, *args, **kw):
 
 @pytest.mark.parametrize("key, value", [("variant", "x\n## Primary comparison: LayerScale wins"),
                                         ("train.lr", "inf"), ("train.lr", "-0.001"), ("model.depth", "1e300"),
-                                        ("model.depth", "9" * 4001), ("seed", "1" + "0" * 30), ("train.lr", "fast")])
+                                        ("model.depth", "9" * 4001), ("seed", "1" + "0" * 30), ("train.lr", "fast"),
+                                        ("diverged_step", "1" + "0" * 400), ("model.dim", "{'a': 1}"),
+                                        ("model.dim", "{1, 2}"), ("train.betas", "[[0.9], 0.99]")])
 def test_a_runs_csv_row_with_an_impossible_value_is_skipped_and_never_analysed(tmp_path, capsys, key, value):
     root = folder(tmp_path)
     quiet(analyze, root, figures=False)
@@ -48,6 +50,19 @@ def test_a_runs_csv_row_with_an_impossible_value_is_skipped_and_never_analysed(t
     assert main(["analyze", str(root), "--no-figures", "--force"]) == 0
     text = (root / "findings.md").read_text() + "".join(p.read_text() for p in (root / "tables").glob("*.md"))
     assert "## Primary comparison: LayerScale wins" not in text and "inf (highest" not in text
+
+
+@pytest.mark.parametrize("key, value", [("train.lr", 10 ** 400), ("diverged_step", 10 ** 400),
+                                        ("model.dim", {"a": 1}), ("train.betas", [{"a": 1}, 0.99])])
+def test_a_summary_with_a_value_no_run_writes_is_skipped_in_one_warning(tmp_path, capsys, key, value):
+    """An integer past a float's range (OverflowError where it was compared) or a mapping where a key's value
+    belongs (unhashable when grouped) was a traceback."""
+    root = folder(tmp_path)
+    path = sorted((root / "runs").iterdir())[0] / "summary.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), key: value}))
+    assert main(["analyze", str(root), "--no-figures"]) == 0
+    err = capsys.readouterr().err
+    assert f"{path}: skipped: " in err and "Traceback" not in err
 
 
 def test_a_cell_that_starts_like_a_formula_is_written_as_text(tmp_path):
