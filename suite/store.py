@@ -12,6 +12,7 @@ import json
 import math
 import os
 import platform
+import re
 import socket
 import subprocess
 import tempfile
@@ -37,6 +38,9 @@ EXECUTION_KEYS = frozenset({"device", "train.threads", "data.num_workers", "data
 
 # Keys added after runs were committed, left out of the id at the value those runs behaved as, so no run is renamed.
 ADDED_KEYS = {"train.spike_window": 20, "model.layerscale.cast": False}
+
+
+RUN_ID = re.compile(r"[0-9a-f]{12}")  # what run_id returns: a run folder's name (fullmatch)
 
 
 def run_id(cfg: RunConfig) -> str:
@@ -330,7 +334,9 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
     except (OSError, ValueError) as err:  # ValueError: bad JSON or bad UTF-8
         problem = f"not a readable summary ({error_reason(err)})"
     else:
-        problem = "not a JSON object" if not isinstance(summary, dict) else summary_problem(summary)
+        problem = ("not a JSON object" if not isinstance(summary, dict) else
+                   f"'status' is {str(summary.get('status'))[:40]!r}, not one of {', '.join(STATUSES)}"
+                   if summary.get("status") not in STATUSES else summary_problem(summary))
     if problem:
         warnings.warn(f"{path}: {problem}; the run will be run again", SuiteWarning, stacklevel=2)
         return None

@@ -11,10 +11,16 @@ import sys
 from pathlib import Path
 
 
+def shown(text: object) -> str:
+    """``text`` for a terminal: a control character from a results folder (an escape sequence, a line break) is
+    shown as its escape (``\\x1b``), never sent."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def fail(*problems: str) -> int:
     """Print each problem as one ``error:`` line on stderr; returns 2, the exit status of a user error."""
-    for problem in problems:  # a control character from a results folder (an escape sequence) is shown, not sent
-        print("error: " + "".join(c if c.isprintable() else repr(c)[1:-1] for c in problem), file=sys.stderr)
+    for problem in problems:
+        print("error: " + shown(problem), file=sys.stderr)
     return 2
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from suite.cli.checks import at_least, at_most, fail
+from suite.cli.checks import at_least, at_most, fail, shown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +54,7 @@ def render(status) -> str:
                                      f"{v.steps if v.steps is not None else '?'}" for v in running]
     if status.errors:
         lines += ["", "errors (rerun them with suite run --retry-errors):"]
-        lines += [f"  {v.run.label}  {v.folder}: {v.error or 'no message'}" for v in status.errors]
+        lines += [f"  {v.run.label}  {shown(v.folder)}: {shown(v.error or 'no message')}" for v in status.errors]
     return "\n".join(lines)
 
 

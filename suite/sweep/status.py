@@ -102,11 +102,28 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
     ids = None
     with contextlib.suppress(OSError, ValueError):
         ids = store.read_json(out / RUN_IDS)
-    if not (isinstance(ids, list) and len(ids) == len(ablation.runs) and all(isinstance(i, str) for i in ids)):
+    if not (isinstance(ids, list) and len(ids) == len(ablation.runs)
+            and all(isinstance(i, str) and store.RUN_ID.fullmatch(i) for i in ids)):
         ids = _resolved_ids(ablation.runs)
     views = {rid: RunView(run, "pending", rid) for rid, run in zip(ids, ablation.runs)}
-    slurm = _slurm_view(out, now)
-    lease = slurm.lease_s if slurm is not None and slurm.lease_s else SweepOptions().lease  # as the sweep's workers
+    try:
+        slurm = _slurm_view(out, now)
+        lease = slurm.lease_s if slurm is not None and slurm.lease_s else SweepOptions().lease  # as its workers
+        _look(out, views, lease, now)
+    except OSError as err:  # a folder or file you may not read (one shared by someone else)
+        raise StatusError(f"cannot read {err.filename or out} ({store.error_reason(err)}); check the folder's "
+                          f"permissions") from None
+    result = SweepStatus(ablation.name, list(views.values()), slurm=slurm)
+    for v in result.runs:
+        result.by_variant.setdefault(v.run.variant, Counter())[v.state] += 1
+        if v.state == "done":
+            result.by_variant[v.run.variant][v.status or "?"] += 1
+    _estimate(result)
+    return result
+
+
+def _look(out: Path, views: dict[str, RunView], lease: float, now: float) -> None:
+    """Each run's state from its folder: done (its summary), running or interrupted (its log's age and claim)."""
     claimed = (out / claims.CLAIMS).is_dir()  # sweeps before claims existed: judge by the log's age alone
     # A pack is claimed under its first run's id alone: a member without a claim of its own is gone only when no
     # live claim is left in the folder at all.
@@ -132,13 +149,6 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
             view.state = "running" if recent and not view.worker_gone else "interrupted"
             tc = view.run.cfg.train
             view.step, view.steps = store.last_logged_step(folder), tc.steps if tc.epochs is None else None
-    result = SweepStatus(ablation.name, list(views.values()), slurm=slurm)
-    for v in result.runs:
-        result.by_variant.setdefault(v.run.variant, Counter())[v.state] += 1
-        if v.state == "done":
-            result.by_variant[v.run.variant][v.status or "?"] += 1
-    _estimate(result)
-    return result
 
 
 def _duration(value: object) -> float | None:

@@ -159,6 +159,39 @@ def test_cli_prints_the_view_and_rejects_a_foreign_folder(half_done, tmp_path, c
     assert main(["status", str(half_done), "--watch", "0"]) == 2
 
 
+def test_a_damaged_shared_or_unreadable_folder_is_never_a_traceback(half_done, tmp_path, capsys, monkeypatch):
+    """A summary whose status no run writes (unhashable), an error holding escape sequences, run ids no run has,
+    and a folder that cannot be read (someone else's: a PermissionError)."""
+    import shutil
+
+    from suite.sweep import claims
+
+    out = Path(shutil.copytree(half_done, tmp_path / "out"))
+    seed1 = [r for r in resolve_runs(load_ablation(SMOKE).runs, None, "cpu") if r.seed == 1]
+    for run, summary in zip(seed1, [{"status": ["ok"]}, {"status": "error", "error": "\x1b[31mRED\x1b]0;t\x07\nfake"}]):
+        (out / "runs" / run.run_id).mkdir(parents=True)
+        (out / "runs" / run.run_id / "summary.json").write_text(json.dumps(summary))
+    with pytest.warns(Warning, match="'status' is \"\\['ok'\\]\", not one of ok"):
+        assert main(["status", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "5 done" in shown and "\x1b" not in shown and "\nfake" not in shown
+    assert "\\x1b[31mRED\\x1b]0;t\\x07\\nfake" in shown  # the error on its one line, its controls as escapes
+    ids = json.loads((out / "run_ids.json").read_text())
+    (out / "run_ids.json").write_text(json.dumps(["x" * 300] * len(ids)))  # File name too long, as a folder
+    with pytest.warns(Warning, match="'status' is"):
+        assert main(["status", str(out)]) == 0 and "5 done" in capsys.readouterr().out
+
+    def denied(path, *args):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(claims, "dead", denied)
+    (out / "claims").mkdir(exist_ok=True)
+    (out / "claims" / "a.json").write_text("{}")
+    assert main(["status", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot read " in err and "Permission denied" in err
+
+
 def test_a_slurm_sweep_shows_its_submission_and_the_claims_of_dead_workers(half_done, tmp_path, capsys):
     import shutil
 
