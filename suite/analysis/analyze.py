@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import subprocess
 import warnings
 from pathlib import Path
@@ -145,8 +146,10 @@ def _remove_unless_committed(root: Path, paths: list[Path], owned: set[str], why
     """Delete those of ``paths`` an earlier analysis wrote (``owned``) except those git tracks (kept, with one
     warning giving ``why``); return the committed paths kept. A path no analysis wrote is left alone."""
     present = [p for p in paths if p.is_file() and not p.is_symlink()]
-    committed = set(_committed(root, [str(p.relative_to(root)) for p in present])) if present else set()
-    kept = [p for p in present if str(p.relative_to(root)) in committed]
+    tracked = _committed(root, [str(p.relative_to(root)) for p in present]) if present else []
+    if tracked is None:  # git cannot say which are committed: delete none of them
+        tracked, why = [str(p.relative_to(root)) for p in present], f"{why}, and git cannot say whether it is committed"
+    kept = [p for p in present if str(p.relative_to(root)) in set(tracked)]
     for path in [p for p in present if p not in kept and p.relative_to(root).as_posix() in owned]:
         path.unlink()
     if kept:
@@ -223,7 +226,11 @@ def _check_complete(root: Path, runs: list[dict], force: bool) -> None:
     if have >= len(ids):
         return
     what = f"{have} of {len(ids)} runs have a summary"
-    tracked = _committed(root, list(OUTPUTS))
+    tracked = [] if force else _committed(root, list(OUTPUTS))
+    if tracked is None:
+        raise AnalysisError(f"{root}: the sweep is incomplete ({what}) and git cannot say whether analysing it would "
+                            f"overwrite committed files (git ls-files failed: a folder owned by someone else?); "
+                            f"finish it (the same `suite run` again) or pass --force")
     committed = sorted({name for name in OUTPUTS if any(t == name or t.startswith(name + "/") for t in tracked)})
     if committed and not force:
         raise AnalysisError(f"{root}: the sweep is incomplete ({what}) and analysing it would overwrite "
@@ -232,11 +239,14 @@ def _check_complete(root: Path, runs: list[dict], force: bool) -> None:
     warnings.warn(f"the sweep is incomplete ({what}): the tables and findings are provisional", AnalysisWarning)
 
 
-def _committed(root: Path, names: list[str]) -> list[str]:
-    """The files under ``names`` (relative to ``root``) that git tracks; [] outside a repository or without git."""
+def _committed(root: Path, names: list[str]) -> list[str] | None:
+    """The files under ``names`` (relative to ``root``) that git tracks; [] outside a repository or without git;
+    None when git is there but cannot say (a repository owned by someone else: "dubious ownership")."""
     try:
         done = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", *names], capture_output=True,
-                              text=True, timeout=20, check=False)
+                              text=True, timeout=20, check=False, env={**os.environ, "LC_ALL": "C"})
     except (OSError, subprocess.SubprocessError):
         return []
-    return [t for t in done.stdout.split("\0") if t] if done.returncode == 0 else []
+    if done.returncode == 0:
+        return [t for t in done.stdout.split("\0") if t]
+    return [] if "not a git repository" in done.stderr else None

@@ -4,6 +4,7 @@ here per results/README.md."""
 import argparse
 import json
 import math
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -521,3 +522,24 @@ def test_a_difference_over_fewer_seeds_than_the_baselines_mean_says_so_from_a_ta
     line = score_line(at.loc["frozen-0.025"], at.loc["preln"])
     assert "the difference is over the 4 seeds both ran, the baseline's mean over its 8" in line
     assert "seeds both ran" not in score_line(at.loc["layerscale-cait"], at.loc["preln"])
+
+
+def test_when_git_cannot_say_what_is_committed_nothing_is_overwritten(grid, capsys, tmp_path, monkeypatch):
+    """A shared folder owned by someone else: git refuses ("dubious ownership"), which read as "nothing committed"
+    and let an unfinished sweep's analysis overwrite the committed outputs without --force."""
+    ids = [r.name for r in (grid / "runs").iterdir()]
+    (grid / "run_ids.json").write_text(json.dumps(ids + ["notyetrun001"]))
+    fake = tmp_path / "bin" / "git"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho \"fatal: detected dubious ownership in repository at '$2'\" >&2\nexit 128\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    assert analyze_cli_main(["analyze", str(grid), "--no-figures"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "git cannot say whether analysing it would overwrite" in err and "--force" in err
+    assert not (grid / "findings.md").exists()
+    assert analyze_cli_main(["analyze", str(grid), "--no-figures", "--force"]) == 0
+    fake.write_text("#!/bin/sh\necho 'fatal: not a git repository (or any of the parent directories): .git' >&2\n"
+                    "exit 128\n")
+    (grid / "run_ids.json").write_text(json.dumps(ids))
+    assert analyze_cli_main(["analyze", str(grid), "--no-figures"]) == 0  # outside a repository: nothing to guard
