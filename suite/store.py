@@ -353,6 +353,9 @@ def metrics_line(record: dict[str, Any]) -> str:
     return json.dumps(record, allow_nan=False) + "\n"
 
 
+MAX_LINE_BYTES = 1 << 26  # one metrics record: a depth-1000 model's per-block diagnostics are about 0.2 MB
+
+
 class CorruptFile(ValueError):
     """A results file that cannot be read; the message names the file, the line and the fix."""
 
@@ -362,28 +365,31 @@ def read_metrics(run_dir: Path, name: str = METRICS, skip_damaged: bool = False)
     any other bad line is a :class:`CorruptFile`, or with ``skip_damaged`` (a resumed run) dropped with a warning."""
     path = Path(run_dir) / name
     try:
-        with open_regular(path, max_bytes=None, links=False) as f:  # any length, a regular file in the folder
-            data = f.read()
+        f = open_regular(path, max_bytes=None, links=False)  # any length, a regular file in the folder
     except FileNotFoundError:
         return []
     except UnsafeFile as err:
         raise CorruptFile(f"{err}; delete the run folder to rerun it") from None
-    lines = data.split(b"\n")  # a complete file ends with "\n", so its last item is empty
     records = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        record = None
-        with contextlib.suppress(ValueError):  # bad JSON, or bytes that are not UTF-8: a damaged line either way
-            record = loads(line.decode("utf-8"))
-        if isinstance(record, dict):
-            records.append(record)
-        elif number == len(lines) or skip_damaged:
-            why = ("is cut off (a killed writer?); skipped it" if number == len(lines)
-                   else "is not a JSON object; dropped it from the log")
-            warnings.warn(f"{path}: line {number} {why}", SuiteWarning, stacklevel=2)
-        else:
-            raise CorruptFile(f"{path}: line {number} is not a JSON object; delete the run folder to rerun it")
+    with f:
+        for number, line in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
+            if len(line) > MAX_LINE_BYTES:  # no record is this long: a damaged file (zeros, no line break)
+                raise CorruptFile(f"{path}: line {number} is longer than {MAX_LINE_BYTES} bytes; delete the run "
+                                  f"folder to rerun it")
+            if not line.strip():
+                continue
+            record = None
+            with contextlib.suppress(ValueError):  # bad JSON, or bytes that are not UTF-8: a damaged line either way
+                record = loads(line.decode("utf-8"))
+            last = not line.endswith(b"\n")  # a complete line ends with one: only the last can lack it
+            if isinstance(record, dict):
+                records.append(record)
+            elif last or skip_damaged:
+                why = "is cut off (a killed writer?); skipped it" if last else "is not a JSON object; dropped it"
+                warnings.warn(f"{path}: line {number} {why}" + ("" if last else " from the log"), SuiteWarning,
+                              stacklevel=2)
+            else:
+                raise CorruptFile(f"{path}: line {number} is not a JSON object; delete the run folder to rerun it")
     return records
 
 

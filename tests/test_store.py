@@ -51,6 +51,17 @@ def test_read_metrics_raises_on_damage_before_the_last_line(tmp_path):
         store.read_metrics(tmp_path)
 
 
+def test_a_line_longer_than_any_record_is_damage_read_no_further(tmp_path, monkeypatch):
+    """A metrics.jsonl of zeros with no line break (a 3 GB sparse file) was read whole: a MemoryError traceback.
+    The file is read line by line, and a line past :data:`store.MAX_LINE_BYTES` is a damaged file."""
+    monkeypatch.setattr(store, "MAX_LINE_BYTES", 100)
+    (tmp_path / store.METRICS).write_bytes(b'{"step": 1}\n' + b"\0" * 1000)
+    with pytest.raises(store.CorruptFile, match=r"metrics.jsonl: line 2 is longer than 100 bytes; delete the run"):
+        store.read_metrics(tmp_path)
+    (tmp_path / store.METRICS).write_bytes(b'{"step": 1}\n' + b'{"step": 2, "x": "' + b"y" * 70 + b'"}\n')
+    assert [r["step"] for r in store.read_metrics(tmp_path)] == [1, 2]  # at the bound: a record like any other
+
+
 def test_a_line_that_is_not_utf8_is_a_damaged_line_not_a_traceback(tmp_path):
     """A byte that is not UTF-8 (0xe9) made the whole read fail with UnicodeDecodeError: `suite analyze` printed a
     44-line traceback and a resumed run ended in error. It is one damaged line like any other."""

@@ -196,9 +196,9 @@ OUTPUTS = ("findings.md", "runs.csv", "tables", products.MANIFEST)  # what an an
 def _check_no_row_lost(root: Path, runs: list[dict], force: bool) -> None:
     """Refuse (unless ``force``) to write a ``runs.csv`` lacking a run the existing one lists: no silent shrinking."""
     try:
-        text = files.read_text(root / "runs.csv", RUNS_CSV_BYTES)
+        text = files.read_text(root / "runs.csv", RUNS_CSV_BYTES, links=False)  # a link is replaced, not read
         rows = list(csv.DictReader(io.StringIO(text)))
-    except (OSError, ValueError, csv.Error):
+    except (OSError, ValueError, csv.Error):  # UnsafeFile (the link) is an OSError
         return
     before = {store.unneutral(row.get("run_id") or "") for row in rows}
     lost = sorted(str(i) for i in before - {str(r.get("run_id")) for r in runs} if i)

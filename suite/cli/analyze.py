@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from pathlib import Path
 
 from suite import store
 from suite.analysis.analyze import FORMATS, analyze
 from suite.grouping import DEFAULT_BASELINE
-from suite.results import AnalysisError, AnalysisWarning
+from suite.results import ABLATION_FILE, AnalysisError, AnalysisWarning
 from suite.cli.checks import fail
 
 
@@ -39,8 +40,14 @@ def run(args: argparse.Namespace) -> int:
                               figures=args.figures, force=args.force)
         except (AnalysisError, store.UnsafeFile) as err:  # UnsafeFile: a link planted in the folder, a FIFO
             return fail(str(err))
-        except OSError as err:  # e.g. a read-only results folder
-            return fail(f"cannot write the outputs ({err}); check the folder's permissions")
+        except OSError as err:
+            if store.no_space(err):
+                raise  # the CLI's one line for a full disk
+            name = Path(err.filename or args.dir)
+            if name.name in (store.SUMMARY, store.METRICS, ABLATION_FILE):  # read, never written by an analysis
+                return fail(f"cannot read {name} ({store.error_reason(err)}); fix or remove it, then `suite analyze` "
+                            f"again")
+            return fail(f"cannot write the outputs ({err}); check the folder's permissions")  # a read-only folder
     for w in caught:
         if issubclass(w.category, AnalysisWarning):
             print(f"suite analyze: warning: {w.message}", file=sys.stderr)

@@ -205,3 +205,43 @@ def test_runs_from_before_a_key_was_added_group_with_runs_that_record_it(tmp_pat
         (run / "summary.json").write_text(json.dumps({**summary, "train.spike_window": 20}))
     runs = run_records(root)
     assert "train.spike_window" not in group_keys(runs) and {r["train.spike_window"] for r in runs} == {20}
+
+
+def test_a_file_analyze_cannot_read_is_named_as_read_and_a_full_disk_as_full(tmp_path, capsys, monkeypatch):
+    """Every OSError read "cannot write the outputs ...; check the folder's permissions", a metrics.jsonl it only
+    reads and a full disk alike."""
+    import errno
+
+    from suite import store
+
+    root = folder(tmp_path)
+    metrics = sorted((root / "runs").iterdir())[0] / store.METRICS
+
+    def denied(run_dir, *args, **kw):
+        raise PermissionError(errno.EACCES, "Permission denied", str(metrics))
+
+    monkeypatch.setattr(store, "read_metrics", denied)
+    assert main(["analyze", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"cannot read {metrics} (Permission denied); fix or remove it" in err
+
+    def full(run_dir, *args, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device", str(root / "figures"))
+
+    monkeypatch.setattr(store, "read_metrics", full)
+    assert main(["analyze", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no space left on" in err and "free some space" in err
+
+
+def test_a_runs_csv_that_is_a_link_is_replaced_not_read(tmp_path, capsys):
+    """README: writes never follow a link. The row-loss check read through it and refused the re-analysis that
+    would replace it, naming the command that had just failed."""
+    root, other = folder(tmp_path), tmp_path / "other"
+    for seed in range(3):
+        write_run(other, "preln", 6, 10 + seed)
+    quiet(analyze, other, figures=False)
+    (root / "runs.csv").symlink_to(other / "runs.csv")
+    assert main(["analyze", str(root), "--no-figures"]) == 0
+    assert "is a symbolic link, not read" in capsys.readouterr().err
+    assert not (root / "runs.csv").is_symlink() and (other / "runs.csv").is_file()
