@@ -59,6 +59,8 @@ class RunFolder:
     def start(self, cfg: RunConfig, precision_on: str | None = None) -> tuple[RunConfig, torch.device]:
         """The run's device, and ``cfg`` with ``train.precision: auto`` resolved for it (or ``precision_on``)."""
         self.device = resolve_device(cfg.device)
+        if cfg.train.threads:  # before the provenance: device_name records torch's threads
+            torch.set_num_threads(cfg.train.threads)
         cfg = resolve_precision(cfg, precision_on or self.device.type)  # for library callers; `suite` resolved it
         self.summary.update({"run_id": store.run_id(cfg), "train.precision": cfg.train.precision})
         self.summary.update(store.provenance(str(self.device)))

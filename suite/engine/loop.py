@@ -79,8 +79,6 @@ class Training:
     def setup(self) -> None:
         """Data, model, optimizer and the training stream; resume from a checkpoint if there is one."""
         tc = self.tc
-        if tc.threads:
-            torch.set_num_threads(tc.threads)
         set_deterministic(tc.deterministic)
         set_matmul_precision(tc.precision, self.device)  # TF32 matmuls for fp32 on CUDA, as a pack does
         self.data = self.data or load_dataset(self.cfg.data)

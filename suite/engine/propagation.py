@@ -150,8 +150,6 @@ def propagate(cfg: RunConfig, out_dir: str | Path, extra: dict[str, Any] | None 
         if problem := unmeasurable(cfg):
             raise ValueError(problem)
         cfg, device = run.start(cfg, precision_on="cpu")  # `auto` is fp32 here, on every device
-        if cfg.train.threads:
-            torch.set_num_threads(cfg.train.threads)
         data = load_dataset(cfg.data)
         cfg = fill_model_shape(cfg, data)
         summary.update({k: v for k, v in flatten(to_dict(cfg)).items() if k.startswith("model.")})

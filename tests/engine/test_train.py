@@ -738,3 +738,15 @@ def test_train_with_its_dataset_missing_says_so_in_one_line_and_makes_no_folder(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"data.name {name}: " in err and said in err
     assert not out.exists()
+
+
+def test_device_name_records_the_threads_the_run_trains_with(tmp_path):
+    """train.threads was set after the provenance was taken: a 1-thread run was recorded with the process's 2
+    threads, so two runs that cannot repeat each other bit for bit looked alike."""
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        summary = train(tiny(**{"train.threads": 1, "train.steps": 2}), tmp_path / "a")
+        assert ", 1 threads, " in summary["device_name"], summary["device_name"]
+    finally:
+        torch.set_num_threads(before)
