@@ -355,7 +355,8 @@ class Training:
                        best_test_acc=state.best_test_acc)
         if state.step_times:
             med = statistics.median(state.step_times)
-            summary.update(step_time_ms=med * 1e3, throughput=self.tc.batch_size / med)
+            images = min(self.tc.batch_size, self.data.train_size)  # a split under one batch: one step of all of it
+            summary.update(step_time_ms=med * 1e3, throughput=images / med)
             summary.update(timing_contention(self.timed_cpu, self.timed_wall, torch.get_num_threads(), self.device))
         summary["peak_mem_mb"] = peak_memory_mb(self.device)
         if self.tc.diagnostics:  # each diagnostic's extreme and its step, and which passed their bounds
