@@ -16,6 +16,7 @@ from suite.grouping import DEPTH, LR, sections, section_keys, sort_value, varian
 from suite.analysis.markup import MD, fmt_rate, fmt_value, md, section_title
 from suite.results import readable_ablation, score
 from suite.analysis.endpoints import Answer, endpoint
+from suite.analysis.endpoints.base import pts
 from suite.analysis.products import FINDINGS, TABLES, Analysis, FindingsSection
 from suite.analysis.primary_text import paragraph, verdict_table
 from suite.analysis.sensitivity import sensitivity_lines
@@ -25,10 +26,6 @@ from suite.analysis.survival import first_eval_line, uninformative
 from suite.analysis.transfer import DRIFT, READINGS, TRANSFER_MARGIN, reading
 
 ALPHA = 0.05
-
-
-def _points(x: float) -> str:
-    return f"{100 * x:+.1f}"
 
 
 def _adj(row: pd.Series, p: str) -> str:
@@ -45,7 +42,7 @@ def _interval(row: pd.Series, diff: str, p: str) -> str:
     if math.isnan(low):
         return "no interval"
     level = "95% CI" if row[f"{p}_m"] <= 1 else "simultaneous 95% CI"
-    return f"{level} [{_points(low)}, {_points(high)}]"
+    return f"{level} [{pts(low)}, {pts(high)}]"
 
 
 def _where(row: pd.Series) -> str:
@@ -79,7 +76,7 @@ def score_line(row: pd.Series, base: pd.Series) -> str:
     subset = (f"; the difference is over the {int(pairs)} seeds both ran, the baseline's mean over its {int(n_base)}"
               if pairs and n_base is not None and pd.notna(n_base) and int(n_base) != int(pairs) else "")
     return (f"{_where(row)}: score {100 * row['acc_mean']:.1f}% vs {100 * base['acc_mean']:.1f}%, difference "
-            f"{_points(row['acc_diff'])} points ({_interval(row, 'acc_diff', 'acc_p')}{clipped}; {test}, "
+            f"{pts(row['acc_diff'])} points ({_interval(row, 'acc_diff', 'acc_p')}{clipped}; {test}, "
             f"{_adj(row, 'acc_p')}{few}{subset})")
 
 
@@ -123,7 +120,7 @@ def trend_lines(row: pd.Series, baseline: str) -> list[str]:
                  f"run of a depth, so the difference there is truncated and not tested" if row["bound"] else "")
         what = ("change of the difference from " + row["acc_interaction_kind"].replace("->", " to ")
                 if row["acc_interaction_kind"].startswith("depth") else "slope of the difference per doubling")
-        out.append(f"depth interaction with {md(baseline)} ({what}): {_points(row['acc_interaction'])} points "
+        out.append(f"depth interaction with {md(baseline)} ({what}): {pts(row['acc_interaction'])} points "
                    f"({_interval(row, 'acc_interaction', 'acc_interaction_p')}; {row['acc_interaction_test']}, "
                    f"{_adj(row, 'acc_interaction_p')}{bound})")
     if not math.isnan(row["not_ok_slope_diff"]):
@@ -170,7 +167,7 @@ def lr_lines(row: pd.Series, base: pd.Series, baseline: str) -> list[str]:
         if math.isnan(row["test_diff"]):  # cross-fitting needs seeds scored on both sides in each half
             diff = "difference not estimated (too few seeds scored on both sides to cross-fit)"
         else:
-            diff = (f"{_points(row['test_diff'])} points ({_interval(row, 'test_diff', 'test_p')}; {test}, "
+            diff = (f"{pts(row['test_diff'])} points ({_interval(row, 'test_diff', 'test_p')}; {test}, "
                     f"{_adj(row, 'test_p')}{agree})")
         out.append(f"{where}: at its best learning rate ({fmt_value(row['best_lr'])}, selected on {on}) test "
                    f"{100 * row['test_mean']:.1f}% vs {100 * base['test_mean']:.1f}% at {md(baseline)}'s "
@@ -180,7 +177,7 @@ def lr_lines(row: pd.Series, base: pd.Series, baseline: str) -> list[str]:
         out.append(f"{where}: LR sensitivity not compared ({' and '.join(never)} never beat chance at any rate)")
     elif row["sens_n"] and base["sens_n"]:
         out.append(f"{where}: LR sensitivity {100 * row['sens_mean']:.0f}% vs {100 * base['sens_mean']:.0f}% of the "
-                   f"gain over chance lost at an untuned rate: {_points(row['sens_diff'])} points "
+                   f"gain over chance lost at an untuned rate: {pts(row['sens_diff'])} points "
                    f"({_interval(row, 'sens_diff', 'sens_p')}; {_adj(row, 'sens_p')})")
     test = "" if math.isnan(row["frontier_p"]) else f"; curves differ: Wald test, {_adj(row, 'frontier_p')}"
     out.append(f"{where}: stability frontier (the rate where half of the runs end not ok, Firth logistic "

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from suite.config import LR
+from suite.declared import same_value
 
 FIELDS = ("variant", LR, "tuning_seeds", "val_score", "at_edge")  # plus one key per grid axis
 
@@ -50,7 +51,7 @@ def from_folder(folder: Path, variants: list[str], grid: dict[str, list[Any]], s
         point = dict(zip(grid, values))
         for variant in variants:
             cell = [r for r in runs if r.get("variant") == variant and isinstance(r.get(LR), (int, float))
-                    and all(_same(r.get(k), v) for k, v in point.items())]
+                    and all(same_value(r.get(k), v) for k, v in point.items())]
             best = best_rate(cell, split) if cell else None
             if best is None:
                 where = ", ".join(f"{k}={v}" for k, v in point.items())
@@ -98,8 +99,3 @@ def cell_key(variant: str, values: dict[str, Any], grid: dict[str, list[Any]]) -
     return (variant, *(float(values[k]) if isinstance(values[k], (int, float)) and not isinstance(values[k], bool)
                        else values[k] for k in grid))
 
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
-        return math.isclose(float(a), float(b), rel_tol=1e-9)
-    return a == b
