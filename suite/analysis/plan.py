@@ -12,6 +12,7 @@ import pandas as pd
 from suite.analysis import coprimary, primary, stats
 from suite.analysis.endpoints import Answer, endpoint
 from suite.analysis.endpoints.score import paired_plan
+from suite.analysis.markup import md
 from suite.declared import ALPHA, ENDPOINTS
 from suite.grouping import DEPTH, LR, choose_baseline, group_keys
 from suite.results import run_records
@@ -91,10 +92,10 @@ def render(frame: pd.DataFrame, power: float) -> str:
              "seeds (upper sd) | min p now | note |",
              "|:--|:--|:--|:--|--:|--:|--:|--:|--:|--:|--:|:--|"]
     for _, r in frame.iterrows():
-        lines.append(f"| {r['comparison']} | {r['endpoint']} | {r['role']} | {effect(r)} | {r['alpha']:.4f} | {r['pairs']} | "
+        lines.append(f"| {md(r['comparison'])} | {r['endpoint']} | {r['role']} | {effect(r)} | {r['alpha']:.4f} | {r['pairs']} | "
                      f"{num(100 * r['sd'], '.1f')} | {num(100 * r['planning_sd'], '.1f')} | "
                      f"{num(r['seeds_needed_point'], '.0f')} | {num(r['seeds_needed'], '.0f')} | "
-                     f"{num(r['min_p'], '.3f')} | {r['note']} |")
+                     f"{num(r['min_p'], '.3f')} | {md(r['note'])} |")
     lines += ["", f"Seeds needed: per scheme, for a two-sided paired t-test at the row's alpha to detect the row's effect "
               f"(`--effect`, or a declared margin) "
               f"with {int(100 * power)}% power (noncentral t), planned with the observed SD of seed-matched "
