@@ -103,3 +103,10 @@ def test_findings_and_tables_show_the_payload_as_text(analysed):
                      "<code>c</code>", "<s>s</s>"):
             assert made not in page, (f.name, made)
         assert "&amp;amp;" in page or f.name != "findings.md"  # the entity is shown as written, not decoded
+
+
+def test_the_plan_table_shows_the_payload_as_text(analysed):
+    from suite.analysis.plan import plan_table, render
+
+    page = shown(render(plan_table(analysed, 0.05, 0.8, None), 0.8))
+    assert as_text(PAYLOAD) in page and "<img" not in page and 'href="https://e.example' not in page
