@@ -78,7 +78,8 @@ def profiles(root: Path, runs: list[dict[str, Any]], keys: list[str]) -> pd.Data
                  "cls_cos": fwd[b].get("cls_cos"), "mean_cos": fwd[b].get("mean_cos"),
                  "grad_stream": bwd.get(b, {}).get("grad_stream"),
                  "grad_params": bwd.get(b, {}).get("grad_params")} for b in sorted(fwd)]
-        frames.append(pd.DataFrame(rows))
+        if rows:  # none: its records are not here (a folder shared as runs.csv) or hold no block
+            frames.append(pd.DataFrame(rows))
     if not frames:
         return pd.DataFrame(columns=keys + ["block", "stream_rms", "cls_cos", "mean_cos", "grad_stream", "grad_params"])
     frame = pd.concat(frames, ignore_index=True)

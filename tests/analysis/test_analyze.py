@@ -485,6 +485,10 @@ def test_propagation_profiles_average_norms_geometrically_and_cosines_arithmetic
     assert row["grad_stream"] == pytest.approx(1e-4)  # not 0.5: a vanishing seed stays visible on a log axis
     assert row["stream_rms"] == pytest.approx(2.0) and row["cls_cos"] == pytest.approx(0.4)
     assert math.isnan(row["grad_params"])  # zero norms have no logarithm: left out, not averaged as -inf
+    (tmp_path / "runs" / "r2").mkdir()  # a run whose records are not here (the folder shared as runs.csv)
+    runs.append({"status": "ok", "run_dir": "runs/r2", "variant": "preln", "seed": 0})
+    assert set(profiles(tmp_path, runs, ["variant"])["variant"]) == {"postln"}  # was a KeyError
+    assert profiles(tmp_path, runs[2:], ["variant"]).empty
 
 
 # ----------------------------------------------------------------------------- no silent overwrites
