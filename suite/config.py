@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import functools
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -249,6 +250,21 @@ def nest(dotted: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class YamlLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading ``1e-3`` as the number it is (YAML 1.2; 1.1 reads it as text, so a grid value and a
+    ``primary.where`` value could match each other as text and no run's 0.001)."""
+
+
+YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+.0123456789"))
+
+
+def load_yaml(text: str) -> Any:
+    """YAML text as data, with :class:`YamlLoader`: every file and ``key=value`` the suite reads goes through it."""
+    return yaml.load(text, Loader=YamlLoader)  # noqa: S506 - a SafeLoader
+
+
 def parse_overrides(items: typing.Sequence[str], source: str = "command line") -> dict[str, Any]:
     """Parse ``["model.depth=12", "train.lr=1e-3"]`` into a nested mapping (values read as YAML)."""
     dotted = {}
@@ -257,7 +273,7 @@ def parse_overrides(items: typing.Sequence[str], source: str = "command line") -
             raise ConfigError(f"{source}: override '{item}' must look like key=value (e.g. model.depth=12)")
         key, raw = item.split("=", 1)
         try:
-            value = yaml.safe_load(raw)
+            value = load_yaml(raw)
         except yaml.YAMLError as err:
             raise ConfigError(f"{source}: cannot read the value of '{key}': {err}") from None
         except ValueError:  # an integer of more digits than Python converts (4,300)
@@ -286,12 +302,12 @@ def read_yaml(path: str | Path, links: bool = True, duplicates: list[str] | None
     except OSError as err:
         raise ConfigError(f"{path}: cannot read it ({err.strerror})") from None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=YamlLoader)
         if expanded_size(root) > MAX_YAML_NODES:
             raise ConfigError(f"{path}: its aliases (*name) expand to more than {MAX_YAML_NODES:,} values "
                               f"(an alias bomb?); write the values out or use fewer aliases")
         twice = duplicate_keys(root, path)
-        data = yaml.safe_load(text) or {}
+        data = load_yaml(text) or {}
     except RecursionError:
         raise ConfigError(f"{path}: nested too deeply to read; an ablation or config is a few levels deep") from None
     except ValueError as err:  # PyYAML's int() of a number longer than Python converts (4,300 digits)

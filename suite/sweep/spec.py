@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from suite import store
-from suite.config import (LR, RANGES, SEED_MAX, ConfigError, RunConfig, apply_dict, flat_items, flatten, nest,
+from suite.config import (LR, RANGES, SEED_MAX, ConfigError, RunConfig, apply_dict, flat_items, flatten, load_yaml, nest,
                           parse_overrides, read_yaml, to_dict, validate)
 from suite.registry import did_you_mean
 from suite.sweep import tuned as tuned_mod
@@ -513,7 +513,7 @@ def parse_only(exprs: list[str], ablation: Ablation) -> list[dict[str, list[Any]
                                 f"use variant, seed or a dotted config key")
             else:
                 try:
-                    cond[key] = yaml.safe_load(raw)
+                    cond[key] = load_yaml(raw)
                 except (yaml.YAMLError, ValueError):  # ValueError: an integer of more than 4,300 digits
                     problems.append(f"--only: {key}: cannot read the value '{raw[:40]}"
                                     f"{'...' if len(raw) > 40 else ''}'; quote it or give a value in the key's range")

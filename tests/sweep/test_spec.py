@@ -339,3 +339,21 @@ def test_a_problem_every_variant_shares_is_one_line_naming_the_command_line(caps
     assert err.count("\n") == 1
     assert "every variant: model.dim (32) must be divisible by model.heads (3); set model.heads to one of" in err
     assert err.rstrip().endswith("(with the command line's model.heads=3)")
+
+
+def test_a_number_written_1e_3_is_a_number_everywhere(tmp_path):
+    """YAML 1.1 reads 1e-3 as text: the grid kept '1e-3', primary.where matched it as text, and the analysis found
+    no run at 0.001 ("Not tested: no runs of b there"); `rates:` refused it; the resolved file wrote it quoted."""
+    path = write(tmp_path, "a.yaml", """\
+        name: sci
+        base: {data: {name: synthetic}, model: {patch_size: 8}, train: {steps: 2}}
+        grid: {train.lr: [1e-3, 3e-3], model.depth: [1, 2]}
+        variants: {a: {model.residual: preln}, b: {model.residual: layerscale}}
+        seeds: 4
+        primary: {scheme: b, baseline: a, where: {train.lr: 1e-3, model.depth: 2}}
+    """)
+    ab = load_ablation(path)
+    assert ab.grid["train.lr"] == [0.001, 0.003] and ab.primary.where["train.lr"] == 0.001
+    assert {r.cfg.train.lr for r in ab.runs} == {0.001, 0.003}
+    assert "'1e-3'" not in str(ab.resolved)
+    assert main(["run", str(path), "--dry-run", "--only", "train.lr=1e-3"]) == 0
