@@ -92,8 +92,8 @@ def parse(raw: Any, src: str, variants: list[str], grid: dict[str, list[Any]],
     for i, one in enumerate(parsed):
         if one is None:
             continue
-        key = (frozenset((one.scheme, one.baseline)), tuple(sorted(one.where.items())), one.endpoint,
-               tuple(sorted(one.versus.items())))
+        key = (frozenset((one.scheme, one.baseline)), repr(sorted(one.where.items())), one.endpoint,
+               repr(sorted(one.versus.items())))  # repr: a value may be a list (train.betas)
         if key in seen:
             problems.append(f"{src}: primary[{i}]: the same comparison as primary[{seen[key]}] "
                             f"({one.describe()}, {one.endpoint}); remove one")

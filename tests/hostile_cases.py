@@ -952,6 +952,22 @@ CASES: list[Case] = [
          process=True, timeout=60, memory_mb=4096),
     Case("YAML nested 100,000 deep", "traceback", "error", _file_then(["validate", "{f}"], "name: " + DEEP_JSON + "\n"),
          _says("nested")),
+    # round eight: keys, seeds, rates and extends the loader took for granted (tracebacks before)
+    *[Case(f"ablation with {what}", "traceback", "error",
+           _file_then(["validate", "{f}"], textwrap.dedent(BASE_ABLATION) + extra), _says(says))
+      for what, extra, says in [
+          ("a grid key that is a number", "grid: {1: [1]}\n", "not a dotted key"),
+          ("a grid key that is a section", "grid: {model: [{depth: 1}]}\n", "name the key, e.g. `model.depth`"),
+          ("an exclude key that is a section", "grid: {model.depth: [1, 2]}\nexclude: [{model: {depth: 1}}]\n",
+           "a section of keys"),
+          ("seeds that are lists", "seeds: [[1]]\n", "seeds:"),
+          ("rates: null", "rates: null\n", "rates: empty"),
+          ("a rates entry over a list-valued axis and a missing cell",
+           "grid: {train.betas: [[0.9, 0.99], [0.9, 0.999]]}\nrates: [{variant: a, train.betas: [0.9, 0.99], "
+           "train.lr: 0.001}]\n", "no rate for variant a at train.betas=[0.9, 0.999]"),
+          ("extends naming a NUL", 'extends: "a\\0b"\n', "cannot be a file"),
+          ("extends naming 5000 characters", "extends: " + "x" * 5000 + "\n", "cannot be a file"),
+          ("rates_from naming 5000 characters", "rates_from: " + "x" * 5000 + "\n", "cannot be a folder")]],
     # round four (issue 51): numbers too long for int(), names too long for a path, nested values, damaged claims
     Case("5000-digit integer in an override", "traceback", "error",
          _argv("train", *TINY[:-2], "model.depth=" + "9" * 5000, "--out", "{d}/run"), _says("model.depth")),

@@ -159,12 +159,18 @@ def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...]) -> dict[s
     if not isinstance(ref, str):
         problems.append(f"{path}: extends: expected a file name, got {ref!r}; e.g. `extends: base.yaml`")
         return data
-    parent, here = path.parent / ref, chain + (path.resolve(),)
-    if parent.resolve() in here:
-        cycle = " -> ".join(p.name for p in here + (parent.resolve(),))
+    parent = path.parent / ref
+    try:
+        here, target, found = chain + (path.resolve(),), parent.resolve(), parent.is_file()
+    except (OSError, ValueError, RuntimeError) as err:  # a NUL, a name too long, a loop of links
+        problems.append(f"{path}: extends: {ref[:80]!r} cannot be a file ({store.error_reason(err)}); name the "
+                        f"file this one builds on, relative to its folder")
+        return data
+    if target in here:
+        cycle = " -> ".join(p.name for p in here + (target,))
         problems.append(f"{path}: extends: '{ref}' makes a cycle ({cycle}); remove one of these extends")
         return data
-    if not parent.is_file():
+    if not found:
         problems.append(f"{path}: extends: file '{ref}' not found (looked for {parent}); "
                         f"the path is relative to the folder of {path.name}")
         return data
@@ -213,7 +219,9 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
         problems.append(f"{src}: grid: expected a mapping of dotted key -> list, e.g. `grid: {{model.depth: [6, 12]}}`")
         grid = {}
     for key, values in grid.items():
-        if key in RESERVED:
+        if not isinstance(key, str):
+            problems.append(f"{src}: grid: {key!r} is not a dotted key; name a config key, e.g. `model.depth`")
+        elif key in RESERVED:
             problems.append(f"{src}: grid.{key}: not a grid axis; use `{key}s:` instead")
         elif not isinstance(values, list):
             problems.append(f"{src}: grid.{key}: expected a list of values, got {values!r}; write `[{values}]`")
@@ -225,8 +233,8 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
                 problems.append(f"{src}: grid.{key}: value {v} appears twice; remove one")
     seeds = data.get("seeds", 1)
     if not (store.is_int(seeds) and seeds >= 1) and not (
-            isinstance(seeds, list) and seeds and len(set(seeds)) == len(seeds)
-            and all(store.is_int(s) and 0 <= s <= SEED_MAX for s in seeds)):
+            isinstance(seeds, list) and seeds and all(store.is_int(s) and 0 <= s <= SEED_MAX for s in seeds)
+            and len(set(seeds)) == len(seeds)):
         problems.append(f"{src}: seeds: expected a count >= 1 (seeds 0..N-1) or a list of distinct "
                         f"integers from 0 to 2**63 - 1, got {seeds!r}; e.g. `seeds: 3` or `seeds: [0, 7, 42]`")
     if "refine" in data:
@@ -304,7 +312,12 @@ def _check_value(key: str, value: Any, source: str, problems: list[str]) -> Any:
     except ConfigError as err:
         problems.append(str(err))
         return None
-    return flatten(to_dict(cfg))[key]
+    flat = flatten(to_dict(cfg))
+    if key not in flat:  # `model: {depth: 1}`: a section, where one dotted key goes
+        leaf = f"{key}.{next(iter(value))}" if isinstance(value, dict) and value else f"{key}.<key>"
+        problems.append(f"{source}.{key}: a section of keys, not one key; name the key, e.g. `{leaf}`")
+        return None
+    return flat[key]
 
 
 def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int, overrides: tuple[str, ...] = ()
@@ -450,6 +463,9 @@ def _tuned_rates(raw: dict[str, Any], src: str, variants: dict[str, Any], grid: 
     problems += [f"{src}: variants.{vname}.{tuned_mod.LR}: the rates come from rates/rates_from; remove it from "
                  f"the variant" for vname, over in variants.items() if tuned_mod.LR in over]
     entries = raw.get("rates")
+    if entries is None and raw.get("rates_from") is None:
+        problems.append(f"{src}: rates: empty; list the rates, or name the tuning study with `rates_from: FOLDER`")
+        return None
     if entries is None:
         folder = Path(os.path.normpath(Path(src).parent / str(raw["rates_from"]) if src != "<ablation>"
                                        else str(raw["rates_from"])))

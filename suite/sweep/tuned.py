@@ -10,6 +10,7 @@ from typing import Any
 
 from suite.config import LR
 from suite.declared import same_value
+from suite.grouping import hashable
 
 FIELDS = ("variant", LR, "tuning_seeds", "val_score", "at_edge")  # plus one key per grid axis
 
@@ -21,8 +22,14 @@ def from_folder(folder: Path, variants: list[str], grid: dict[str, list[Any]], s
 
     from suite.results import AnalysisError, AnalysisWarning, best_rate, run_records, selection_split
 
-    if not folder.is_dir():
-        if folder.exists():
+    try:
+        is_dir, exists = folder.is_dir(), folder.exists()
+    except (OSError, ValueError) as err:  # a name too long, a NUL
+        problems.append(f"{src}: rates_from: {str(folder)[:80]!r} cannot be a folder ({err}); name the tuning "
+                        f"study's folder (e.g. ../results/tune)")
+        return None
+    if not is_dir:
+        if exists:
             problems.append(f"{src}: rates_from: {folder} is a file, not a results folder; name the tuning study's "
                             f"folder (e.g. ../results/tune)")
             return None
@@ -84,7 +91,10 @@ def check_rates(rates: Any, variants: list[str], grid: dict[str, list[Any]], src
             problems.append(f"{src}: rates[{i}].{LR}: expected a number > 0, got {lr!r}")
         elif any(k not in entry for k in grid):
             problems.append(f"{src}: rates[{i}]: give a value of every grid axis ({', '.join(grid)})")
-        elif not all(isinstance(s, int) and not isinstance(s, bool) for s in entry.get("tuning_seeds") or []):
+        elif any(isinstance(entry[k], dict) for k in grid):
+            problems.append(f"{src}: rates[{i}]: a grid axis's value is a mapping; give the value the axis lists")
+        elif not (isinstance(seeds := entry.get("tuning_seeds") or [], list)
+                  and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
             problems.append(f"{src}: rates[{i}].tuning_seeds: expected a list of integer seeds")
         else:
             key = cell_key(entry["variant"], entry, grid)
@@ -97,5 +107,5 @@ def check_rates(rates: Any, variants: list[str], grid: dict[str, list[Any]], src
 def cell_key(variant: str, values: dict[str, Any], grid: dict[str, list[Any]]) -> tuple:
     """(variant, each grid axis's value as a float where it is a number): equal for 48 and 48.0."""
     return (variant, *(float(values[k]) if isinstance(values[k], (int, float)) and not isinstance(values[k], bool)
-                       else values[k] for k in grid))
+                       else hashable(values[k]) for k in grid))
 
