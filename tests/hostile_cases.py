@@ -968,6 +968,13 @@ CASES: list[Case] = [
           ("extends naming a NUL", 'extends: "a\\0b"\n', "cannot be a file"),
           ("extends naming 5000 characters", "extends: " + "x" * 5000 + "\n", "cannot be a file"),
           ("rates_from naming 5000 characters", "rates_from: " + "x" * 5000 + "\n", "cannot be a folder")]],
+    Case("ablation named with 300 characters (validate passed it; the run's folder could not exist)", "traceback",
+         "error", _file_then(["validate", "{f}"], textwrap.dedent(BASE_ABLATION).replace("name: x", "name: " + "x" * 300)),
+         _says("at most 200")),
+    *[Case(f"a 300-character file or folder name: {' '.join(argv[:1])}", "traceback", "error", _argv(*argv),
+           _says("at most 255 bytes"))
+      for argv in (["validate", "{d}/" + "x" * 300 + ".yaml"], ["status", "{d}/" + "x" * 300],
+                   ["run", str(SMOKE), "--out", "{d}/" + "x" * 300, "--dry-run"])],
     # round four (issue 51): numbers too long for int(), names too long for a path, nested values, damaged claims
     Case("5000-digit integer in an override", "traceback", "error",
          _argv("train", *TINY[:-2], "model.depth=" + "9" * 5000, "--out", "{d}/run"), _says("model.depth")),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
 import importlib
 import os
@@ -188,12 +189,22 @@ def _dispatch(argv: list[str]) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 0
     except (store.DiskFull, OSError) as err:  # after BrokenPipeError and UnsafeFile, OSErrors of their own
-        if not store.no_space(err):
-            raise
-        where = err.path if isinstance(err, store.DiskFull) else err.filename or "the disk"
-        print(f"error: no space left on {where}; free some space and run the same command again "
-              f"(finished runs are kept)", file=sys.stderr)
-        return 2
+        if store.no_space(err):
+            where = err.path if isinstance(err, store.DiskFull) else err.filename or "the disk"
+            print(f"error: no space left on {where}; free some space and run the same command again "
+                  f"(finished runs are kept)", file=sys.stderr)
+            return 2
+        if isinstance(err, OSError) and err.errno in PATH_ERRORS and err.filename:  # a path the user gave
+            print(f"error: {str(err.filename)[:200]}: {err.strerror}; {PATH_ERRORS[err.errno]}", file=sys.stderr)
+            return 2
+        raise
+
+
+# OS errors that name a path the user chose (a FILE, DIR or --out), with the fix: one line, not a traceback.
+PATH_ERRORS = {errno.ENAMETOOLONG: "a file or folder name has at most 255 bytes; use a shorter one",
+               errno.ELOOP: "a symbolic link there points back at itself; remove the loop or name another path",
+               errno.EACCES: "you may not read or write there; check its permissions or name another path",
+               errno.EROFS: "that file system is read-only; name a path on a writable one"}
 
 
 if __name__ == "__main__":

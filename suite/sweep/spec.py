@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from suite import store
+from suite.results import NAME_CHARS
 from suite.config import (LR, RANGES, SEED_MAX, ConfigError, RunConfig, apply_dict, flat_items, flatten, load_yaml, nest,
                           parse_overrides, read_yaml, to_dict, validate)
 from suite.registry import did_you_mean
@@ -184,6 +185,11 @@ def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...]) -> dict[s
     return merged
 
 
+def _usable(name: Any) -> bool:
+    """A name for a results folder or a variant: :data:`NAME_RE`, and short enough for a path and the analysis."""
+    return isinstance(name, str) and len(name) <= NAME_CHARS and NAME_RE.fullmatch(name) is not None
+
+
 def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
     """Types and config keys of one file; normalises base / variants / grid to dotted keys."""
     if "variants" not in data and {"model", "data", "train"} & set(data):  # a run config: say so once
@@ -192,9 +198,9 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
         return
     problems += [f"{src}: {key}: unknown field{did_you_mean(str(key), FIELDS)}; valid fields: {', '.join(FIELDS)}"
                  for key in data if key not in FIELDS]
-    if "name" in data and not (isinstance(data["name"], str) and NAME_RE.fullmatch(data["name"])):
-        problems.append(f"{src}: name: {data['name']!r} is not a usable folder name; "
-                        f"use letters, digits, '.', '_', '+' or '-'")
+    if "name" in data and not _usable(data["name"]):
+        problems.append(f"{src}: name: {str(data['name'])[:80]!r} is not a usable folder name; "
+                        f"use letters, digits, '.', '_', '+' or '-', at most {NAME_CHARS} of them")
     if "description" in data and not isinstance(data["description"], str):
         problems.append(f"{src}: description: expected a string; quote it")
     if "superseded_by" in data and not (isinstance(data["superseded_by"], str) and data["superseded_by"].strip()):
@@ -210,9 +216,9 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
             data["variants"] = {}
         else:
             for name in list(variants):
-                if not (isinstance(name, str) and NAME_RE.fullmatch(name)):
-                    problems.append(f"{src}: variants.{name!r}: not a usable variant name; "
-                                    f"use letters, digits, '.', '_', '+' or '-'")
+                if not _usable(name):
+                    problems.append(f"{src}: variants.{str(name)[:80]!r}: not a usable variant name; "
+                                    f"use letters, digits, '.', '_', '+' or '-', at most {NAME_CHARS} of them")
                 variants[name] = _overrides(variants[name] or {}, src, f"variants.{name}", problems)
     grid = data.get("grid", {})
     if not isinstance(grid, dict):
