@@ -607,6 +607,12 @@ def _file_then(argv: list[str], content: str | bytes, name: str = "x.yaml") -> C
     return setup
 
 
+def _out_loop(d: Path) -> list[str]:
+    (d / "a").symlink_to(d / "b")
+    (d / "b").symlink_to(d / "a")
+    return ["run", str(SMOKE), "--out", str(d / "a")]
+
+
 def _nan_setup(d: Path) -> list[str]:
     # Through the function every summary is written with: NaN and Infinity become null.
     from suite import store
@@ -975,6 +981,7 @@ CASES: list[Case] = [
            _says("at most 255 bytes"))
       for argv in (["validate", "{d}/" + "x" * 300 + ".yaml"], ["status", "{d}/" + "x" * 300],
                    ["run", str(SMOKE), "--out", "{d}/" + "x" * 300, "--dry-run"])],
+    Case("--out a symbolic link that leads back to itself", "traceback", "error", _out_loop, _says("leads back")),
     # round four (issue 51): numbers too long for int(), names too long for a path, nested values, damaged claims
     Case("5000-digit integer in an override", "traceback", "error",
          _argv("train", *TINY[:-2], "model.depth=" + "9" * 5000, "--out", "{d}/run"), _says("model.depth")),

@@ -68,6 +68,10 @@ FOLDERS = ("runs", "claims", "workers", "slurm", "tables", "figures")  # what a 
 
 def check_out(out: Path, ablation: Ablation) -> None:
     """Raise :class:`RunnerError` unless ``out`` is new or holds this ablation, UnsafeFile where it holds a link."""
+    try:
+        out.resolve()
+    except RuntimeError:  # Python's "Symlink loop" (3.11), where an OSError would have said ELOOP
+        raise RunnerError(f"{out}: a symbolic link that leads back to itself; pass --out DIR with a folder") from None
     if out.exists() and not out.is_dir():
         raise RunnerError(f"{out}: is a file, not a folder; pass --out DIR with a folder for the results")
     above = next((p for p in out.absolute().parents if p.exists()), None)  # the folder it would be made in
