@@ -260,6 +260,11 @@ YamlLoader.add_implicit_resolver(
     list("-+.0123456789"))
 
 
+def _too_many_digits(err: ValueError) -> bool:
+    """Python's int() of a number longer than it converts (4,300 digits), as PyYAML meets it."""
+    return "digits" in str(err)
+
+
 def load_yaml(text: str) -> Any:
     """YAML text as data, with :class:`YamlLoader`: every file and ``key=value`` the suite reads goes through it."""
     return yaml.load(text, Loader=YamlLoader)  # noqa: S506 - a SafeLoader
@@ -275,8 +280,13 @@ def parse_overrides(items: typing.Sequence[str], source: str = "command line") -
         try:
             value = load_yaml(raw)
         except yaml.YAMLError as err:
-            raise ConfigError(f"{source}: cannot read the value of '{key}': {err}") from None
-        except ValueError:  # an integer of more digits than Python converts (4,300)
+            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+            raise ConfigError(f"{source}: cannot read the value of '{key}' ({problem}); quote a text value, e.g. "
+                              f"{key.strip()}='...'") from None
+        except ValueError as err:
+            if not _too_many_digits(err):  # a date YAML reads as one (2023-13-45), a tag it cannot build
+                raise ConfigError(f"{source}: cannot read the value of '{key}' ({err}); quote a text value, e.g. "
+                                  f"{key.strip()}='...'") from None
             raise ConfigError(f"{source}: {key.strip()}: the value has {len(raw.strip())} characters, too long "
                               f"a number; give a value in the key's range") from None
         # model={depth: 3} sets model.depth as model.depth=3 does: each leaf once, else the last would win silently
@@ -310,7 +320,9 @@ def read_yaml(path: str | Path, links: bool = True, duplicates: list[str] | None
         data = load_yaml(text) or {}
     except RecursionError:
         raise ConfigError(f"{path}: nested too deeply to read; an ablation or config is a few levels deep") from None
-    except ValueError as err:  # PyYAML's int() of a number longer than Python converts (4,300 digits)
+    except ValueError as err:
+        if not _too_many_digits(err):  # a date YAML reads as one (2023-13-45), a tag it cannot build (!!float 'a')
+            raise ConfigError(f"{path}: a value YAML cannot read ({err}); quote it if it is text") from None
         raise ConfigError(f"{path}: a number too long to read ({str(err).split(';')[0]}); write a value in "
                           f"the key's range") from None
     except yaml.YAMLError as err:

@@ -982,6 +982,11 @@ CASES: list[Case] = [
       for argv in (["validate", "{d}/" + "x" * 300 + ".yaml"], ["status", "{d}/" + "x" * 300],
                    ["run", str(SMOKE), "--out", "{d}/" + "x" * 300, "--dry-run"])],
     Case("--out a symbolic link that leads back to itself", "traceback", "error", _out_loop, _says("leads back")),
+    Case("an ablation's value YAML reads as an impossible date", "misleading", "error",
+         _file_then(["validate", "{f}"], textwrap.dedent(BASE_ABLATION).replace("name: x", "name: 2023-13-45")),
+         _says("a value YAML cannot read (month must be in 1..12)")),
+    Case("an override value that is half a list (was eight error lines)", "misleading", "error",
+         _argv("config", "model.depth=[1"), _says("cannot read the value of 'model.depth' (expected")),
     # round four (issue 51): numbers too long for int(), names too long for a path, nested values, damaged claims
     Case("5000-digit integer in an override", "traceback", "error",
          _argv("train", *TINY[:-2], "model.depth=" + "9" * 5000, "--out", "{d}/run"), _says("model.depth")),
