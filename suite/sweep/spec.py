@@ -10,6 +10,7 @@ import math
 import os
 import re
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -233,9 +234,13 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
             problems.append(f"{src}: grid.{key}: expected a list of values, got {values!r}; write `[{values}]`")
         elif not values:
             problems.append(f"{src}: grid.{key}: empty axis gives no runs; list at least one value or remove the key")
+        elif len(values) > MAX_RUNS:  # refused before each value is checked (a run config each: minutes)
+            problems.append(f"{src}: grid.{key}: {len(values):,} values, more runs than the limit of {MAX_RUNS:,} "
+                            f"on one axis alone; a typo? list the values the study needs")
         else:
             coerced = [_check_value(key, v, f"{src}: grid", problems) for v in values]
-            for v in {repr(c) for c in coerced if coerced.count(c) > 1 and c is not None}:
+            counted = Counter(repr(c) for c in coerced if c is not None)
+            for v in [v for v, n in counted.items() if n > 1]:
                 problems.append(f"{src}: grid.{key}: value {v} appears twice; remove one")
     seeds = data.get("seeds", 1)
     if not (store.is_int(seeds) and seeds >= 1) and not (

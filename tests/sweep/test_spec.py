@@ -357,3 +357,13 @@ def test_a_number_written_1e_3_is_a_number_everywhere(tmp_path):
     assert {r.cfg.train.lr for r in ab.runs} == {0.001, 0.003}
     assert "'1e-3'" not in str(ab.resolved)
     assert main(["run", str(path), "--dry-run", "--only", "train.lr=1e-3"]) == 0
+
+
+def test_an_axis_longer_than_the_run_limit_is_refused_before_its_values_are_checked():
+    """Each value is checked by building a run config (about a millisecond), and duplicates were counted in
+    quadratic time: an axis of 515,000 values took 8 minutes to be refused."""
+    raw = {"name": "big", "variants": {"a": {}}, "grid": {"train.steps": [1] * 100_001}}
+    with pytest.raises(SpecError, match=r"grid.train.steps: 100,001 values, more runs than the limit"):
+        load_ablation(raw)  # said at once: no run config is built for its values
+    with pytest.raises(SpecError, match=r"grid.train.steps: value 1 appears twice"):
+        load_ablation({**raw, "grid": {"train.steps": [1, 2, 1]}})
