@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import itertools
 import math
 import os
@@ -264,7 +265,7 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
                             f"e.g. `{{variant: postln, model.depth: 48}}`")
             continue
         for key, value in cond.items():
-            for v in [] if key in RESERVED else value if isinstance(value, list) else [value]:
+            for v in [] if key in RESERVED else _alternatives(str(key), value)[0]:
                 _check_value(str(key), v, f"{src}: exclude[{i}]", problems)
 
 
@@ -497,8 +498,8 @@ def _normalise_condition(cond: dict[str, Any], src: str, where: str, variants: d
     """``{variant: x, model.depth: [24, 48]}`` -> key -> allowed values; ``where`` prefixes the key in messages."""
     out: dict[str, list[Any]] = {}
     for key, value in cond.items():
-        values = value if isinstance(value, list) else [value]
-        if any(isinstance(v, (list, dict)) for v in values):
+        values, listed = _alternatives(key, value)
+        if any(isinstance(v, dict) or isinstance(v, list) and not listed for v in values):
             problems.append(f"{src}: {where}{key}: expected a value or a list of values, got {value!r:.60}; "
                             f"e.g. {{{key}: [a, b]}}")
             out[key] = []  # matches no run: no second, misleading problem about what it would remove
@@ -519,6 +520,31 @@ def matches(run: Run, cond: dict[str, list[Any]]) -> bool:
     return all(actual[key] in allowed for key, allowed in cond.items())
 
 
+@functools.cache
+def _list_keys() -> frozenset[str]:
+    """The config keys whose value is itself a list (train.betas, train.log_to)."""
+    return frozenset(k for k, v in flatten(to_dict(RunConfig())).items() if isinstance(v, (list, tuple)))
+
+
+def _alternatives(key: str, value: Any) -> tuple[list[Any], bool]:
+    """A condition's allowed values (a list of them, or one), and whether ``key``'s values are lists: for such a
+    key a flat list is one value (``train.betas: [0.9, 0.99]``), a list of lists its alternatives."""
+    listed = key in _list_keys()
+    one = listed and isinstance(value, list) and not any(isinstance(v, list) for v in value)
+    return ([value] if one or not isinstance(value, list) else value), listed
+
+
+def _split_items(expr: str) -> list[str]:
+    """``expr`` split at the commas outside brackets: ``train.betas=[0.9, 0.99],seed=0`` is two items."""
+    items, depth, start = [], 0, 0
+    for i, c in enumerate(expr):
+        depth += (c in "[{") - (c in "]}" and depth > 0)
+        if c == "," and depth == 0:
+            items.append(expr[start:i])
+            start = i + 1
+    return items + [expr[start:]]
+
+
 def parse_only(exprs: list[str], ablation: Ablation) -> list[dict[str, list[Any]]]:
     """Parse ``--only`` filters, ``key=value[,key=value...]``: commas AND, repeated flags OR; values read as YAML.
     Raises :class:`SpecError` (an unknown key, a malformed item or an unknown variant)."""
@@ -527,7 +553,7 @@ def parse_only(exprs: list[str], ablation: Ablation) -> list[dict[str, list[Any]
     filters: list[dict[str, list[Any]]] = []
     for expr in exprs:
         cond: dict[str, Any] = {}
-        items = [s.strip() for s in expr.split(",") if s.strip()]
+        items = [s.strip() for s in _split_items(expr) if s.strip()]
         if not items:
             problems.append(f"--only: {expr!r} has no key=value; e.g. --only variant=preln,model.depth=12")
         for item in items:

@@ -367,3 +367,22 @@ def test_an_axis_longer_than_the_run_limit_is_refused_before_its_values_are_chec
         load_ablation(raw)  # said at once: no run config is built for its values
     with pytest.raises(SpecError, match=r"grid.train.steps: value 1 appears twice"):
         load_ablation({**raw, "grid": {"train.steps": [1, 2, 1]}})
+
+
+def test_a_list_valued_key_is_selected_and_excluded_by_its_list(tmp_path):
+    """--only split at every comma (two error lines for `train.betas=[0.9, 0.999]`), and a flat list was read as
+    alternatives, so neither --only nor exclude could name one value of train.betas."""
+    path = write(tmp_path, "b.yaml", """\
+        name: betas
+        base: {data: {name: synthetic}, model: {patch_size: 8}, train: {steps: 2}}
+        grid: {train.betas: [[0.9, 0.99], [0.9, 0.999]]}
+        variants: {a: {model.residual: preln}}
+        exclude: [{train.betas: [0.9, 0.99], seed: 1}]
+        seeds: 2
+    """)
+    ab = load_ablation(path)
+    assert len(ab.runs) == 3
+    only = select(ab.runs, parse_only(["train.betas=[0.9, 0.999],seed=0"], ab))
+    assert [(tuple(r.cfg.train.betas), r.seed) for r in only] == [((0.9, 0.999), 0)]
+    both = select(ab.runs, parse_only(["train.betas=[[0.9, 0.99], [0.9, 0.999]]"], ab))
+    assert len(both) == 3
