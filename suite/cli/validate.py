@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from suite.cli.checks import fail
+from suite.cli.checks import at_least, fail
 from suite.sweep.spec import MAX_RUNS, SpecError, load_ablation
 
 
@@ -20,6 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from suite.sweep.preflight import preflight  # torch: after the parse
 
+    if problem := at_least(args, 1, "max_runs"):  # as suite run says it, not as the file's fault
+        return fail(problem)
     status = 0
     for path in args.ablations:
         try:

@@ -174,7 +174,8 @@ def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...]) -> dict[s
         problems.append(f"{path}: extends: '{ref}' makes a cycle ({cycle}); remove one of these extends")
         return data
     if not found:
-        problems.append(f"{path}: extends: file '{ref}' not found (looked for {parent}); "
+        what = "is not a regular file" if parent.exists() else "not found"  # a folder or a FIFO is there
+        problems.append(f"{path}: extends: file '{ref}' {what} (looked for {parent}); "
                         f"the path is relative to the folder of {path.name}")
         return data
     inherited = _resolve(parent, problems, here)

@@ -29,6 +29,10 @@ def from_folder(folder: Path, variants: list[str], grid: dict[str, list[Any]], s
                         f"study's folder (e.g. ../results/tune)")
         return None
     if not is_dir:
+        if folder.is_symlink() and not exists:
+            problems.append(f"{src}: rates_from: {folder} is a symbolic link that leads nowhere (or back to itself); "
+                            f"name the tuning study's folder (e.g. ../results/tune)")
+            return None
         if exists:
             problems.append(f"{src}: rates_from: {folder} is a file, not a results folder; name the tuning study's "
                             f"folder (e.g. ../results/tune)")
