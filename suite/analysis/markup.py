@@ -123,14 +123,16 @@ MD_ALWAYS = frozenset("\\`*[]|~$")  # code, emphasis, links and images, table ce
 
 def md_escape(text: str) -> str:
     """``text`` with a backslash before each character that could start Markdown (CommonMark, GitHub's tables,
-    strikethrough and math): the text renders as itself, never as a link, image, tag, emphasis or code. ``_`` inside
-    a word, ``<`` not before a tag or autolink and ``&`` not before an entity stay as they are (they start nothing)."""
+    strikethrough, math and autolinks): the text renders as itself, never as a link, image, tag, emphasis or code.
+    ``_`` inside a word, ``<`` before a space and ``&`` not before an entity stay as they are (they start nothing).
+    GitHub links a bare ``http://`` or ``www.`` address up to the next space, backslashes included, which would free
+    the character the backslash escaped: the ``:`` of ``://`` and the ``.`` after ``www`` are escaped, so none starts."""
     out = []
     for i, c in enumerate(text):
         before, after = text[i - 1:i], text[i + 1:i + 2]
         if (c in MD_ALWAYS or c == "_" and not (before.isalnum() and after.isalnum())
-                or c == "<" and after != "" and (after.isalpha() or after in "/!?")
-                or c == "&" and (after.isalnum() or after == "#")):
+                or c == "<" and after.strip() != "" or c == "&" and (after.isalnum() or after == "#")
+                or c == ":" and text[i + 1:i + 3] == "//" or c == "." and text[max(0, i - 3):i].lower() == "www"):
             out.append("\\")
         out.append(c)
     return "".join(out)

@@ -18,11 +18,21 @@ from suite.analysis.markup import MD, md_escape, md_plain
 from test_analyze import write_run
 
 RENDER = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])  # raw HTML on, as GitHub's
-PAYLOAD = "[x](https://e.example/)<b>v</b>`c`*e*_u_ ~~s~~ &amp; $m$ ![i](https://e.example/i.png) <https://e.example>"
+PAYLOAD = ("[x](https://e.example/)<b>v</b>`c`*e*_u_ ~~s~~ &amp; $m$ ![i](https://e.example/i.png) <https://e.example> "
+           "http://e.example/x<img src=x> www.e.example<b>w</b>")
 
 
 def shown(markdown: str) -> str:
     return RENDER.render(markdown)
+
+
+def github(markdown: str) -> str:
+    """GitHub's own renderer (cmark-gfm: tables, strikethrough, autolinks), raw HTML kept as GitHub's sanitiser
+    keeps <img> and <b>: a bare address there is linked up to the next space, backslashes included."""
+    from cmarkgfm import github_flavored_markdown_to_html
+    from cmarkgfm.cmark import Options
+
+    return github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
 
 
 def as_text(text: str) -> str:
@@ -31,20 +41,23 @@ def as_text(text: str) -> str:
 
 
 @pytest.mark.parametrize("text", [
-    PAYLOAD, "a_b_c", "_a_", "x._y_", "a < b", "a<b", "<b>", "</b>", "<!-- c -->", "R&D", "&#65;", "&lt;", "\\", "\\*",
+    PAYLOAD, "http://a.b/x<img src=x>", "www.a.b<b>x</b>", "<1@x.com>", "a_b_c", "_a_", "x._y_", "a < b", "a<b", "<b>", "</b>", "<!-- c -->", "R&D", "&#65;", "&lt;", "\\", "\\*",
     "a\\", "`", "``x``", "*", "**b**", "[x]", "[x]: https://e.example", "~x~", "a|b", "$x$", "ümlaut_ok", "1. x"])
 def test_escaped_text_renders_as_itself(text):
     assert shown(f"x {md_escape(text)} y") == f"<p>x {as_text(text)} y</p>\n"
+    assert re.sub(r"</?a[^>]*>", "", github(f"x {md_escape(text)} y")) == f"<p>x {as_text(text)} y</p>\n"
 
 
 def test_random_markdown_renders_as_itself():
-    """Strings of Markdown's own characters, seeded: each one, escaped, is a paragraph of exactly that text."""
+    """Strings of Markdown's own characters, seeded: each one, escaped, is a paragraph of exactly that text, in
+    CommonMark and on GitHub (with its autolinks: a bare address's link took in the backslash before a tag)."""
     rng = random.Random(0)
-    alphabet = "ab _*`[]()<>!&#;:/|~\\$-=+.1h"
+    alphabet = "ab _*`[]()<>!&#;:/|~\\$-=+.1hw"
     for _ in range(3000):
-        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))).strip()
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 14))).strip()
         if text:
             assert shown(f"x {md_escape(text)} y") == f"<p>x {as_text(text)} y</p>\n", text
+            assert re.sub(r"</?a[^>]*>", "", github(f"x {md_escape(text)} y")) == f"<p>x {as_text(text)} y</p>\n", text
 
 
 @pytest.mark.parametrize("text", [PAYLOAD, "a|b", "plain_name", "`tick`", "x*y"])
@@ -98,10 +111,10 @@ def test_findings_and_tables_show_the_payload_as_text(analysed):
     # the payload reached the title, the answer, the regime, the rates, the superseded line and the comparisons
     assert findings.count(text) >= 8, findings
     for f in files:
-        page = shown(f.read_text())
-        for made in ('href="https://e.example', 'src="https://e.example', "<img", "<b>", "<em>e</em>", "<em>u</em>",
-                     "<code>c</code>", "<s>s</s>"):
-            assert made not in page, (f.name, made)
+        for page in (shown(f.read_text()), github(f.read_text())):
+            for made in ('href="https://e.example', 'src="https://e.example', "<img", "<b>", "<em>e</em>", "<em>u</em>",
+                         "<code>c</code>", "<s>s</s>", "<del>s</del>", "http://e.example/x%5C"):
+                assert made not in page, (f.name, made)
         assert "&amp;amp;" in page or f.name != "findings.md"  # the entity is shown as written, not decoded
 
 
