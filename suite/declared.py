@@ -92,8 +92,7 @@ def parse(raw: Any, src: str, variants: list[str], grid: dict[str, list[Any]],
     for i, one in enumerate(parsed):
         if one is None:
             continue
-        key = (frozenset((one.scheme, one.baseline)), repr(sorted(one.where.items())), one.endpoint,
-               repr(sorted(one.versus.items())))  # repr: a value may be a list (train.betas)
+        key = (frozenset((one.scheme, one.baseline)), _cell(one.where), one.endpoint, _cell(one.versus))
         if key in seen:
             problems.append(f"{src}: primary[{i}]: the same comparison as primary[{seen[key]}] "
                             f"({one.describe()}, {one.endpoint}); remove one")
@@ -182,6 +181,12 @@ def _parse_one(raw: Any, src: str, name: str, variants: list[str], grid: dict[st
 def as_list(declared: Primary | list[Primary] | None) -> list[Primary]:
     """The declared comparisons as a list: [] for none, [one] for a single mapping."""
     return [] if declared is None else list(declared) if isinstance(declared, list) else [declared]
+
+
+def _cell(where: dict[str, Any]) -> tuple:
+    """``where`` as a key: 48 and 48.0 alike (as :func:`same_value` has them), a list value (train.betas) a tuple."""
+    return tuple(sorted((k, float(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
+                         else tuple(v) if isinstance(v, list) else v) for k, v in where.items()))
 
 
 def same_value(a: Any, b: Any) -> bool:

@@ -974,6 +974,11 @@ CASES: list[Case] = [
           ("extends naming a NUL", 'extends: "a\\0b"\n', "cannot be a file"),
           ("extends naming 5000 characters", "extends: " + "x" * 5000 + "\n", "cannot be a file"),
           ("rates_from naming 5000 characters", "rates_from: " + "x" * 5000 + "\n", "cannot be a folder")]],
+    Case("ablation with the same primary twice, at depth 4 and 4.0", "silent", "error",
+         _file_then(["validate", "{f}"], textwrap.dedent(BASE_ABLATION).replace(
+             "variants: {a: {}}", "variants: {a: {}, b: {model.residual: layerscale}}")
+             + "grid: {model.depth: [4, 8]}\nseeds: 4\nprimary: [{scheme: b, baseline: a, where: {model.depth: 4}}, "
+               "{scheme: b, baseline: a, where: {model.depth: 4.0}}]\n"), _says("the same comparison as primary[0]")),
     Case("ablation named with 300 characters (validate passed it; the run's folder could not exist)", "traceback",
          "error", _file_then(["validate", "{f}"], textwrap.dedent(BASE_ABLATION).replace("name: x", "name: " + "x" * 300)),
          _says("at most 200")),
