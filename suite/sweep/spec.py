@@ -99,18 +99,19 @@ def load_ablation(path: str | Path | dict[str, Any], max_runs: int | None = None
     """Read, merge (``extends``), check and expand an ablation file (or its content as a dict), ``overrides``
     (``key=value``) set in every run as if in ``base:``; :class:`SpecError` names every problem, one line each."""
     problems: list[str] = []
+    max_runs = MAX_RUNS if max_runs is None else max_runs
     if isinstance(path, dict):
         raw = dict(path)
-        _check_fields(raw, "<ablation>", problems)
+        _check_fields(raw, "<ablation>", problems, max_runs)
         path = Path("<ablation>")
     else:
         path = Path(path)
-        raw = _resolve(path, problems, chain=())
+        raw = _resolve(path, problems, chain=(), max_runs=max_runs)
     if overrides and not problems:
         raw = _override(raw, overrides, problems)
     if problems:
         raise SpecError(problems)
-    ablation = _expand(raw, str(path), problems, MAX_RUNS if max_runs is None else max_runs, tuple(overrides or ()))
+    ablation = _expand(raw, str(path), problems, max_runs, tuple(overrides or ()))
     if problems:
         raise SpecError(problems)
     return ablation
@@ -144,7 +145,8 @@ def _override(raw: dict[str, Any], overrides: list[str], problems: list[str]) ->
     return {**raw, "base": {**raw.get("base", {}), **given}}  # dotted, as the file's base is once checked
 
 
-def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...]) -> dict[str, Any] | None:
+def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...],
+             max_runs: int = MAX_RUNS) -> dict[str, Any] | None:
     """The file merged over the files it extends, each checked on its own first."""
     try:
         data = read_yaml(path, duplicates=problems)  # each duplicate key a problem, all of them listed
@@ -155,7 +157,7 @@ def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...]) -> dict[s
         problems.append(f"{path}: top level: expected a mapping of ablation fields, got {type(data).__name__}; "
                         f"see docs/ablations.md")
         return None
-    _check_fields(data, str(path), problems)
+    _check_fields(data, str(path), problems, max_runs)
     ref = data.pop("extends", None)
     if ref is None:
         return data
@@ -178,7 +180,7 @@ def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...]) -> dict[s
         problems.append(f"{path}: extends: file '{ref}' {what} (looked for {parent}); "
                         f"the path is relative to the folder of {path.name}")
         return data
-    inherited = _resolve(parent, problems, here)
+    inherited = _resolve(parent, problems, here, max_runs)
     if inherited is None:
         return data
     merged = {**inherited, **data}  # base deep-merges, grid, variants and refine replace per key, the rest replaces
@@ -193,7 +195,7 @@ def _usable(name: Any) -> bool:
     return isinstance(name, str) and len(name) <= NAME_CHARS and NAME_RE.fullmatch(name) is not None
 
 
-def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
+def _check_fields(data: dict[str, Any], src: str, problems: list[str], max_runs: int = MAX_RUNS) -> None:
     """Types and config keys of one file; normalises base / variants / grid to dotted keys."""
     if "variants" not in data and {"model", "data", "train"} & set(data):  # a run config: say so once
         problems.append(f"{src}: a run config (model, data, train at the top), not an ablation; train it with "
@@ -236,9 +238,9 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str]) -> None:
             problems.append(f"{src}: grid.{key}: expected a list of values, got {values!r}; write `[{values}]`")
         elif not values:
             problems.append(f"{src}: grid.{key}: empty axis gives no runs; list at least one value or remove the key")
-        elif len(values) > MAX_RUNS:  # refused before each value is checked (a run config each: minutes)
-            problems.append(f"{src}: grid.{key}: {len(values):,} values, more runs than the limit of {MAX_RUNS:,} "
-                            f"on one axis alone; a typo? list the values the study needs")
+        elif len(values) > max_runs:  # refused before each value is checked (a run config each: minutes)
+            problems.append(f"{src}: grid.{key}: {len(values):,} values, more runs than the limit of {max_runs:,} "
+                            f"on one axis alone; a typo? list the values the study needs (or raise --max-runs)")
         else:
             coerced = [_check_value(key, v, f"{src}: grid", problems) for v in values]
             counted = Counter(repr(c) for c in coerced if c is not None)

@@ -367,6 +367,11 @@ def test_an_axis_longer_than_the_run_limit_is_refused_before_its_values_are_chec
         load_ablation(raw)  # said at once: no run config is built for its values
     with pytest.raises(SpecError, match=r"grid.train.steps: value 1 appears twice"):
         load_ablation({**raw, "grid": {"train.steps": [1, 2, 1]}})
+    small = {**raw, "grid": {"train.steps": [1] * 11}}  # the cap is --max-runs' limit, whatever it is
+    with pytest.raises(SpecError, match=r"grid.train.steps: 11 values, more runs than the limit of 10 on one axis"):
+        load_ablation(small, max_runs=10)
+    with pytest.raises(SpecError, match=r"grid.train.steps: value 1 appears twice"):
+        load_ablation(small, max_runs=20)
 
 
 def test_a_list_valued_key_is_selected_and_excluded_by_its_list(tmp_path):
