@@ -240,8 +240,8 @@ def _summary_problem(summary: dict[str, Any]) -> str | None:
         value = summary.get(key)
         if value is not None and not isinstance(value, str):
             return f"'{key}' is {str(value)[:40]!r}, not text"
-        if value is not None and (len(value) > NAME_CHARS or not value.isprintable()):
-            return (f"'{key}' is not one printable line of at most {NAME_CHARS} characters (no line breaks, "
+        if value is not None and (len(value) > store.NAME_CHARS or not value.isprintable()):
+            return (f"'{key}' is not one printable line of at most {store.NAME_CHARS} characters (no line breaks, "
                     f"control or bidi characters): {value[:40]!r}")
     for key, value in summary.items():  # a value names a group: a number, text, or a list of them (train.betas)
         if isinstance(value, (dict, set)) or isinstance(value, (list, tuple)) and any(
@@ -259,7 +259,6 @@ def _summary_problem(summary: dict[str, Any]) -> str | None:
     return store.summary_problem(summary)
 
 
-NAME_CHARS = 200  # a variant's or ablation's name: a figure's legend and a table's row, not a document
 
 
 def _finite_number(value: Any) -> bool:

@@ -40,6 +40,7 @@ EXECUTION_KEYS = frozenset({"device", "train.threads", "data.num_workers", "data
 ADDED_KEYS = {"train.spike_window": 20, "model.layerscale.cast": False}
 
 
+NAME_CHARS = 200  # a variant's or ablation's name: a folder, a figure's legend and a table's row, not a document
 RUN_ID = re.compile(r"[0-9a-f]{12}")  # what run_id returns: a run folder's name (fullmatch)
 
 

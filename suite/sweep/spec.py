@@ -19,7 +19,6 @@ from typing import Any
 import yaml
 
 from suite import store
-from suite.results import NAME_CHARS
 from suite.config import (LR, RANGES, SEED_MAX, ConfigError, RunConfig, apply_dict, flat_items, flatten, load_yaml, nest,
                           parse_overrides, read_yaml, to_dict, validate)
 from suite.registry import did_you_mean
@@ -192,7 +191,7 @@ def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...],
 
 def _usable(name: Any) -> bool:
     """A name for a results folder or a variant: :data:`NAME_RE`, and short enough for a path and the analysis."""
-    return isinstance(name, str) and len(name) <= NAME_CHARS and NAME_RE.fullmatch(name) is not None
+    return isinstance(name, str) and len(name) <= store.NAME_CHARS and NAME_RE.fullmatch(name) is not None
 
 
 def _check_fields(data: dict[str, Any], src: str, problems: list[str], max_runs: int = MAX_RUNS) -> None:
@@ -205,7 +204,7 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str], max_runs:
                  for key in data if key not in FIELDS]
     if "name" in data and not _usable(data["name"]):
         problems.append(f"{src}: name: {str(data['name'])[:80]!r} is not a usable folder name; "
-                        f"use letters, digits, '.', '_', '+' or '-', at most {NAME_CHARS} of them")
+                        f"use letters, digits, '.', '_', '+' or '-', at most {store.NAME_CHARS} of them")
     if "description" in data and not isinstance(data["description"], str):
         problems.append(f"{src}: description: expected a string; quote it")
     if "superseded_by" in data and not (isinstance(data["superseded_by"], str) and data["superseded_by"].strip()):
@@ -223,7 +222,7 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str], max_runs:
             for name in list(variants):
                 if not _usable(name):
                     problems.append(f"{src}: variants.{str(name)[:80]!r}: not a usable variant name; "
-                                    f"use letters, digits, '.', '_', '+' or '-', at most {NAME_CHARS} of them")
+                                    f"use letters, digits, '.', '_', '+' or '-', at most {store.NAME_CHARS} of them")
                 variants[name] = _overrides(variants[name] or {}, src, f"variants.{name}", problems)
     grid = data.get("grid", {})
     if not isinstance(grid, dict):

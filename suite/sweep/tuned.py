@@ -10,7 +10,6 @@ from typing import Any
 
 from suite.config import LR
 from suite.declared import same_value
-from suite.grouping import hashable
 
 FIELDS = ("variant", LR, "tuning_seeds", "val_score", "at_edge")  # plus one key per grid axis
 
@@ -111,5 +110,5 @@ def check_rates(rates: Any, variants: list[str], grid: dict[str, list[Any]], src
 def cell_key(variant: str, values: dict[str, Any], grid: dict[str, list[Any]]) -> tuple:
     """(variant, each grid axis's value as a float where it is a number): equal for 48 and 48.0."""
     return (variant, *(float(values[k]) if isinstance(values[k], (int, float)) and not isinstance(values[k], bool)
-                       else hashable(values[k]) for k in grid))
+                       else tuple(values[k]) if isinstance(values[k], list) else values[k] for k in grid))
 

@@ -24,6 +24,8 @@ def test_import_suite_is_lazy():
     code = ("import sys, suite; assert 'pandas' not in sys.modules and 'suite.sweep' not in sys.modules; "
             "suite.run_sweep; suite.SweepOptions; suite.load_runs; assert 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+    # reading an ablation (validate, cost, run's first second) needs no pandas: it is half a second to import
+    subprocess.run([sys.executable, "-c", "import sys, suite.sweep.spec; assert 'pandas' not in sys.modules"], check=True)
     import suite
 
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
