@@ -28,6 +28,7 @@ FIELDS = ("name", "description", "extends", "base", "grid", "variants", "seeds",
           "rates_from", "rates", "superseded_by")
 RESERVED = ("variant", "seed")  # set by `variants:` / `seeds:`, never by a config key
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a folder name on every OS; fullmatch, not `$` (allows "a\n")
+MAX_EXTENDS = 32  # files in one extends chain
 MAX_RUNS = 100_000  # unless --max-runs: a typo in a grid can ask for millions of runs (minutes, gigabytes)
 MAX_ROUNDS = 4  # `refine.max_rounds` by default (docs/ablations.md, "Grids that reach failure")
 
@@ -169,6 +170,9 @@ def _resolve(path: Path, problems: list[str], chain: tuple[Path, ...],
     except (OSError, ValueError, RuntimeError) as err:  # a NUL, a name too long, a loop of links
         problems.append(f"{path}: extends: {ref[:80]!r} cannot be a file ({store.error_reason(err)}); name the "
                         f"file this one builds on, relative to its folder")
+        return data
+    if len(here) >= MAX_EXTENDS:  # before Python's recursion limit would say "nested too deeply" of a short file
+        problems.append(f"{path}: extends: a chain of more than {MAX_EXTENDS} files; merge some of them")
         return data
     if target in here:
         cycle = " -> ".join(p.name for p in here + (target,))

@@ -391,3 +391,14 @@ def test_a_list_valued_key_is_selected_and_excluded_by_its_list(tmp_path):
     assert [(tuple(r.cfg.train.betas), r.seed) for r in only] == [((0.9, 0.999), 0)]
     both = select(ab.runs, parse_only(["train.betas=[[0.9, 0.99], [0.9, 0.999]]"], ab))
     assert len(both) == 3
+
+
+def test_a_long_extends_chain_is_said_as_one(tmp_path):
+    """A chain of 1,500 files reached Python's recursion limit inside the YAML reader: "nested too deeply to read"
+    of a one-line file."""
+    write(tmp_path, "f0.yaml", "name: chain\nvariants: {a: {}}\n")
+    for i in range(1, 40):
+        write(tmp_path, f"f{i}.yaml", f"extends: f{i - 1}.yaml\n")
+    with pytest.raises(SpecError, match=r"extends: a chain of more than 32 files; merge some of them"):
+        load_ablation(tmp_path / "f39.yaml")
+    assert load_ablation(tmp_path / "f20.yaml").name == "chain"
