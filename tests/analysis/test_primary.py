@@ -201,3 +201,33 @@ def test_an_undecided_answer_with_the_seeds_its_plan_asks_for_says_the_differenc
                         seeds_needed=8, n_pairs=10)
     assert score.powered() and "margin" not in score.powered_words()  # a margin is declared: its test speaks
     assert not FailureAnswer(slope).powered()  # nothing planned
+
+
+def _cell_runs(scheme_status: str, seeds: int, lrs=(None,)) -> list[dict]:
+    runs = []
+    for lr in lrs:
+        for seed in range(seeds):
+            extra = {} if lr is None else {"train.lr": lr}
+            runs.append({"variant": "b", "seed": seed, "status": scheme_status, "test_acc": 0.1, "val_acc": 0.1,
+                         "model.depth": 4, "model.num_classes": 10, **extra})
+            runs.append({"variant": "a", "seed": seed, "status": "ok", "test_acc": 0.7 + 0.01 * seed,
+                         "val_acc": 0.7 + 0.01 * seed, "model.depth": 4, "model.num_classes": 10, **extra})
+    return runs
+
+
+def test_too_few_seed_pairs_with_runs_at_chance_give_no_verdict():
+    """A t on 2 seed pairs whose differences hold runs at chance exceeds its level (simulated 7-13% type-I error at
+    20-60% of runs not ok); a cross-fitted one at 3-4 seeds likewise (7-11%). Such a comparison stays undecided and
+    plans at least that many seeds; the same scores from ok runs are a verdict."""
+    from suite.declared import Primary
+
+    score = Primary(scheme="b", baseline="a", where={"model.depth": 4}, endpoint="score")
+    few = primary.evaluate(_cell_runs("failed", 2), score)
+    assert few.p < 0.05 and few.decision == "undecided" and few.few and few.seeds_needed >= 3
+    assert "fewer than the 3 a verdict needs" in primary_text.verdict(few)
+    assert primary.evaluate(_cell_runs("ok", 2), score).decision == "difference"
+    assert primary.evaluate(_cell_runs("failed", 3), score).decision == "difference"
+    best = Primary(scheme="b", baseline="a", where={"model.depth": 4}, endpoint="best_lr_score")
+    runs = _cell_runs("failed", 4, lrs=(1e-3, 2e-3))
+    assert primary.evaluate(runs, best).decision == "undecided"
+    assert primary.evaluate(_cell_runs("failed", 6, lrs=(1e-3, 2e-3)), best).decision == "difference"

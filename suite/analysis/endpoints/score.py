@@ -30,6 +30,8 @@ class ScoreAnswer(Answer):
     selection: str = ""  # best_lr_score: how the rates were chosen and what that costs (crossfit.SENTENCE)
     scheme_edge: str = ""
     base_edge: str = ""
+    at_chance: bool = False  # a run of the compared cells ended not ok (scored at chance)
+    few: bool = False  # undecided for it: fewer seed pairs than the endpoint's MIN_PAIRS_AT_CHANCE
 
     def seeds_run(self) -> int:
         return int(self.n_pairs)
@@ -55,6 +57,16 @@ class Score(Endpoint):
     name = "score"
     what = "scored on test"
     answer = ScoreAnswer
+    # Below this many seed pairs a t test on differences that hold runs at chance (a heavy-tailed mixture) exceeds
+    # its level (docs/statistics.md, "Too few seeds with runs at chance").
+    MIN_PAIRS_AT_CHANCE = 3
+
+    def at_chance(self, runs: list[dict[str, Any]], primary: Primary, a: list[dict[str, Any]],
+                  b: list[dict[str, Any]]) -> bool:
+        """Whether a run of the compared cells (every rate of the cell where none is paired) ended not ok."""
+        cells = self.paired_cells(primary)
+        chosen = [r for v, w in cells for r in runs_in(runs, v, w)] if cells else a + b
+        return any(r["status"] in ("failed", "diverged") for r in chosen)
 
     def pairs(self, runs: list[dict[str, Any]], primary: Primary, a: list[dict[str, Any]],
               b: list[dict[str, Any]]) -> tuple[list[tuple[Any, float]], list[tuple[Any, float]]]:
@@ -71,6 +83,7 @@ class Score(Endpoint):
             answer.note = "no runs to score on one side"
             return
         diff, sd = compare_accuracy(pa, pb)
+        answer.at_chance = self.at_chance(runs, pr, a, b)
         answer.scheme_mean, answer.base_mean = (float(np.mean([x for _, x in side])) for side in (pa, pb))
         if pr.margin is not None and diff.test == "paired t":
             by_b = dict(pb)
@@ -86,7 +99,9 @@ class Score(Endpoint):
         answer.low, answer.high = shown.low, shown.high
         answer.test, answer.n_pairs, answer.sd = diff.test, diff.n_pairs, sd
         answer.effect = pr.margin or self.effect
-        answer.decision = "difference" if diff.p < ALPHA else "equivalent" if answer.tost_p < ALPHA else "undecided"
+        answer.few = answer.at_chance and diff.n_pairs < self.MIN_PAIRS_AT_CHANCE
+        answer.decision = ("undecided" if answer.few else "difference" if diff.p < ALPHA
+                           else "equivalent" if answer.tost_p < ALPHA else "undecided")
         if answer.decision == "undecided":
             self.plan(answer, ALPHA)
 
@@ -96,6 +111,8 @@ class Score(Endpoint):
         answer.planning_sd = stats.sd_upper(answer.sd, answer.n_pairs - halves - 1)
         seeds = stats.paired_seeds_needed(answer.effect, answer.planning_sd, POWER, alpha)
         answer.seeds_needed = 2 * seeds if halves else seeds
+        if answer.at_chance and answer.seeds_needed < self.MIN_PAIRS_AT_CHANCE:  # the fewest that may decide
+            answer.seeds_needed = self.MIN_PAIRS_AT_CHANCE
 
     def means(self, a: ScoreAnswer) -> str:
         return f"{100 * a.scheme_mean:.1f}% vs {100 * a.base_mean:.1f}%"
@@ -122,7 +139,9 @@ class Score(Endpoint):
         else:
             margin = (f"; nor does it lie within the declared margin of +/-{100 * pr.margin:g} points (TOST {tost})"
                       if pr.margin is not None and math.isfinite(a.tost_p) else "")
-            head = f"**Undecided**: the interval includes 0{margin}.{self.need(a)}"
+            head = (f"**Undecided**: {a.n_pairs} seed pairs, fewer than the {self.MIN_PAIRS_AT_CHANCE} a verdict needs "
+                    f"when runs are scored at chance (a t test on so few such differences exceeds its level)."
+                    f"{self.need(a)}" if a.few else f"**Undecided**: the interval includes 0{margin}.{self.need(a)}")
         return f"{head} {body}{self.rates(a)}{note}"
 
     def runs_needed(self, n: int) -> str:
@@ -170,6 +189,7 @@ class BestLrScore(Score):
     name = "best_lr_score"
     what = ("each at its own best learning rate (chosen on validation, cross-fitted over halves of the seeds), "
             "scored on test")
+    MIN_PAIRS_AT_CHANCE = 5  # its SD has n - 2 degrees of freedom: above its level at 3-4 seeds with failures
 
     def test(self, answer: ScoreAnswer, runs: list[dict[str, Any]], a: list[dict[str, Any]],
              b: list[dict[str, Any]], alpha: float) -> None:
@@ -191,6 +211,7 @@ class BestLrScore(Score):
         answer.scheme_mean, answer.base_mean = fit.scheme_mean, fit.base_mean
         if pr.margin is not None:
             answer.tost_p = crossfit.tost_p(fit.diff, pr.margin)
+        answer.at_chance = self.at_chance(runs, pr, a, b)
         self.decide(answer, fit.diff, fit.sd, alpha)
 
     def rates(self, a: ScoreAnswer) -> str:
