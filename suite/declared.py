@@ -183,10 +183,16 @@ def as_list(declared: Primary | list[Primary] | None) -> list[Primary]:
     return [] if declared is None else list(declared) if isinstance(declared, list) else [declared]
 
 
+def key_value(v: Any) -> Any:
+    """A grid value as a dict key: 48 and 48.0 alike (as :func:`same_value` has them), a list (train.betas) a tuple."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    return tuple(v) if isinstance(v, list) else v
+
+
 def _cell(where: dict[str, Any]) -> tuple:
-    """``where`` as a key: 48 and 48.0 alike (as :func:`same_value` has them), a list value (train.betas) a tuple."""
-    return tuple(sorted((k, float(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
-                         else tuple(v) if isinstance(v, list) else v) for k, v in where.items()))
+    """``where`` as a key (:func:`key_value` of each value)."""
+    return tuple(sorted((k, key_value(v)) for k, v in where.items()))
 
 
 def same_value(a: Any, b: Any) -> bool:

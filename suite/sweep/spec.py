@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import itertools
 import math
 import os
@@ -526,7 +525,6 @@ def matches(run: Run, cond: dict[str, list[Any]]) -> bool:
     return all(actual[key] in allowed for key, allowed in cond.items())
 
 
-@functools.cache
 def _list_keys() -> frozenset[str]:
     """The config keys whose value is itself a list (train.betas, train.log_to)."""
     return frozenset(k for k, v in flatten(to_dict(RunConfig())).items() if isinstance(v, (list, tuple)))

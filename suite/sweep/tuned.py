@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from suite.config import LR
-from suite.declared import same_value
+from suite.declared import key_value, same_value
 
 FIELDS = ("variant", LR, "tuning_seeds", "val_score", "at_edge")  # plus one key per grid axis
 
@@ -108,7 +108,6 @@ def check_rates(rates: Any, variants: list[str], grid: dict[str, list[Any]], src
 
 
 def cell_key(variant: str, values: dict[str, Any], grid: dict[str, list[Any]]) -> tuple:
-    """(variant, each grid axis's value as a float where it is a number): equal for 48 and 48.0."""
-    return (variant, *(float(values[k]) if isinstance(values[k], (int, float)) and not isinstance(values[k], bool)
-                       else tuple(values[k]) if isinstance(values[k], list) else values[k] for k in grid))
+    """(variant, each grid axis's :func:`suite.declared.key_value`): equal for 48 and 48.0."""
+    return (variant, *(key_value(values[k]) for k in grid))
 
