@@ -227,17 +227,29 @@ def train_pack(cfgs: list[RunConfig], out_dirs: list[str | Path], extras: list[d
                 folder.close()
         # Members resumed from different steps (one preempted alone, packed again) train as one pack per step, in turn.
         for step in sorted({m.state.step for m in members}):
-            _train([m for m in members if m.state.step == step], on_step, width)
+            group = [m for m in members if m.state.step == step]
+            try:
+                _train(group, on_step, width)
+            except Exception as err:  # the pack's own step raised (out of memory): each member ends error, as solo
+                for m in group:
+                    if not m.run.closed:
+                        _close_metrics(m)
+                        m.run.fail(err)  # raises what is not the run's fault (a full disk)
+                        m.run.close()
     except BaseException:
         for m in members:
             if not m.run.closed:
-                if m.metrics is not None:
-                    with contextlib.suppress(OSError):  # a full disk fails its flush: the error raised says so
-                        m.metrics.close()
+                _close_metrics(m)
                 if m.run.trackers is not None:
                     m.run.trackers.abort()
         raise
     return [f.summary for f in folders]
+
+
+def _close_metrics(m: Training) -> None:
+    if m.metrics is not None and not m.metrics.closed:
+        with contextlib.suppress(OSError):  # a full disk fails its flush: the error raised says so
+            m.metrics.close()
 
 
 def _train(members: list[Training], on_step: Callable[[int], None] | None, width: int) -> None:

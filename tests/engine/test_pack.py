@@ -362,3 +362,23 @@ def test_a_packed_member_is_its_solo_run_at_the_default_shape(tmp_path):
         assert [r[1] for r in rows[0]] == pytest.approx([r[1] for r in rows[1]], rel=1e-3 if pinned else 1e-2), rates[i]
         assert packed[i]["status"] == solo["status"]
         assert packed[i]["test_acc"] == pytest.approx(solo["test_acc"], abs=0 if pinned else 1e-2)
+
+
+def test_an_error_in_the_packs_own_step_ends_each_member_error_as_a_solo_run_would(tmp_path, monkeypatch):
+    """The stacked step raises (a GPU out of memory): no member has a step of its own to blame, so each ends ``error``
+    with the message and its traceback in log.txt, and train_pack returns their summaries (the sweep goes on)."""
+    from suite.engine.pack import Pack
+
+    step = Pack.step
+
+    def out_of_memory_at_3(self, x, y):
+        if self.step_count == 3:
+            raise RuntimeError("CUDA out of memory (simulated)")
+        step(self, x, y)
+
+    monkeypatch.setattr(Pack, "step", out_of_memory_at_3)
+    packed = train_pack([cfg(seed=s) for s in range(3)], [tmp_path / str(i) for i in range(3)])
+    for i, summary in enumerate(packed):
+        assert summary["status"] == "error" and summary["error"] == "RuntimeError: CUDA out of memory (simulated)"
+        assert store.read_summary(tmp_path / str(i))["status"] == "error"
+        assert "out_of_memory_at_3" in (tmp_path / str(i) / "log.txt").read_text()
