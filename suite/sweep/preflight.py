@@ -22,12 +22,18 @@ BUILD_DEPTH = 2
 def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: bool = True,
               device: str | None = None, pack: int = 1) -> list[str]:
     """The problems that would make any of ``runs`` error. ``check_data`` off: models are built at the registered shape;
-    ``pack``: a packable run is checked as a pack of that many runs of its shape."""
+    ``pack``: a packable run is checked as a pack of up to that many runs of its shape (as many as share it)."""
     from suite.engine.compiled import solo_graph_problem
     from suite.engine.propagation import unmeasurable
 
+    keys: dict[int, str] = {}  # id(run) -> its shape's pack key, for the runs that train in a pack
     if pack > 1:
-        from suite.engine.pack import pack_memory_mb, packable
+        from collections import Counter
+
+        from suite.engine.pack import pack_key, pack_memory_mb, packable
+
+        keys = {id(r): pack_key(r.cfg) for r in runs if r.kind == "train" and packable(r.cfg) is None}
+        runs_of = Counter(keys.values())  # a pack holds at most the runs of its shape
     problems: list[str] = []
     shapes: dict[str, tuple[int, int, int | None, int | None] | None] = {}
     models: set[str] = set()
@@ -53,12 +59,13 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
         if run.kind == "propagation" and (problem := unmeasurable(cfg)):
             problems.append(f"{src}: {_cell(run)}: {problem}")
         where = device or cfg.device
-        n = pack if pack > 1 and packable(cfg) is None else 1  # runs in its pack
-        if run.kind == "train" and n == 1:  # a solo run
+        packed = pack > 1 and id(run) in keys  # under --pack a packable run trains in a pack, alone if need be
+        n = min(pack, runs_of[keys[id(run)]]) if packed else 1  # runs in its largest pack
+        if run.kind == "train" and not packed:  # a solo run
             if problem := solo_graph_problem(cfg.train.compile, "cpu" if where == "cpu" else "cuda"):
                 problems.append(f"{src}: {_cell(run)}: {problem}")
         if check_device and run.kind == "train":
-            need = pack_memory_mb(cfg, n) * 2**20 if n > 1 else memory_estimate(cfg)[0]
+            need = pack_memory_mb(cfg, n) * 2**20 if packed else memory_estimate(cfg)[0]
             if where not in largest or need > largest[where][0]:
                 largest[where] = (need, run, n)
     for where, (need, run, n) in largest.items():

@@ -51,6 +51,18 @@ def group(todo: list[Run], size: int) -> list[list[Run]]:
     return out
 
 
+def pack_widths(packs: list[list[Run]]) -> dict[str, int]:
+    """Each pack's rows, by its first run's id: the largest pack of its shape, to which a compiled pack of fewer runs is
+    padded with inert copies, so that a shape compiles once per worker."""
+    from suite.engine.pack import pack_key
+
+    keys = [pack_key(p[0].cfg) if p[0].kind == "train" else "" for p in packs]
+    largest: dict[str, int] = {}
+    for key, p in zip(keys, packs):
+        largest[key] = max(largest.get(key, 0), len(p))
+    return {p[0].run_id: largest[key] for key, p in zip(keys, packs)}
+
+
 @contextlib.contextmanager
 def signal_handlers(handlers: dict[int, Any]) -> Iterator[bool]:
     """``handlers`` ({signal: handler}) for the block, restored after; yields whether set (main thread only)."""
@@ -91,7 +103,7 @@ class Worker:
     gpus: list[str] | None = None  # worker i sees gpus[i % len] ([]: none); None: the scheduler decides
     grace_s: float = 90.0  # after a preemption signal, how long a run may take to reach a step
     poll_s: float = 5.0  # how often to look again at packs other workers hold
-    pack: int = 1  # --pack: a compiled pack of fewer runs is padded to this many rows (one compile per shape)
+    pack: int = 1  # --pack: above 1, every packable run trains in a pack, alone if need be (pack_widths: its rows)
     stale: dict[str, str] = dataclasses.field(default_factory=dict)  # summaries to replace (folder.replaced)
 
     def __call__(self, index: int = 0) -> dict[str, Any]:
@@ -109,6 +121,7 @@ class Worker:
         self._log = out / WORKERS / f"{claims.owner_id().replace('/', '_')}.jsonl"
         store.no_link(self._log.parent).mkdir(parents=True, exist_ok=True)
         self._preempted, self._in_run, self._signum = False, False, None
+        self._widths = pack_widths(self.packs) if self.pack > 1 else {}
         self.beat = claims.Heartbeat(self.lease_s)
         previous = self._take_signals()
         counts: dict[str, Any] = {"trained": 0, "lost": 0, "preempted": False, "disk_full": None}
@@ -190,7 +203,8 @@ class Worker:
 
         try:
             with summary_guard(still_ours):
-                execute(todo, out, on_step=self._check, width=self.pack)
+                execute(todo, out, on_step=self._check, width=self._widths.get(pack[0].run_id, 0),
+                        packed=self.pack > 1)
             self._event("finish", todo)
             counts["trained"] += len(todo)
         except StopRun as stop:
@@ -254,16 +268,21 @@ class Worker:
             f.write(line)
 
 
-def execute(runs: list[Run], out: Path, on_step=None, width: int = 0) -> list[dict[str, Any]]:
-    """Train ``runs`` (one run or a pack), or measure a propagation run; each writes its summary (none on DiskFull)."""
+def execute(runs: list[Run], out: Path, on_step=None, width: int = 0, packed: bool = False) -> list[dict[str, Any]]:
+    """Train ``runs`` (one run or a pack), or measure a propagation run; each writes its summary (none on DiskFull).
+    ``packed``: a packable run trains in a pack even alone (under ``--pack`` every run of a cell runs on one engine)."""
     if os.environ.get(CRASH_ENV) in {r.run_id for r in runs}:
         os._exit(3)
     dirs = [str(run_dir(out, r)) for r in runs]
-    if len(runs) > 1:
+    run = runs[0]
+    if len(runs) == 1 and packed:  # alone under --pack: in a pack of one if it could share one
+        from suite.engine.pack import packable
+
+        packed = run.kind == "train" and packable(run.cfg) is None
+    if len(runs) > 1 or packed:
         from suite.engine.pack import train_pack
 
         return train_pack([r.cfg for r in runs], dirs, [r.extra for r in runs], on_step=on_step, width=width)
-    run = runs[0]
     if run.kind == "propagation":
         from suite.engine.propagation import propagate
 

@@ -16,12 +16,12 @@ from suite.sweep.worker import CRASH_ENV
 from test_runner import ARGS, SMOKE, cpu_runs
 
 
-def write(tmp_path: Path, variants: dict, base: dict | None = None) -> Path:
+def write(tmp_path: Path, variants: dict, base: dict | None = None, seeds: int = 2) -> Path:
     path = tmp_path / "pf.yaml"
     path.write_text(yaml.safe_dump({"name": "pf", "base": base or {"data": {"name": "digits"},
                                                                     "model": {"patch_size": 4, "dim": 16, "heads": 2},
                                                                     "train": {"steps": 2}},
-                                    "variants": variants, "seeds": 2}))
+                                    "variants": variants, "seeds": seeds}))
     return path
 
 
@@ -126,7 +126,7 @@ def test_the_memory_check_counts_the_pack(tmp_path, monkeypatch):
     from suite.sweep.preflight import preflight
     from suite.sweep.spec import load_ablation
 
-    path = write(tmp_path, {"ls": {"model.residual": "layerscale"}})
+    path = write(tmp_path, {"ls": {"model.residual": "layerscale"}}, seeds=64)
     runs = load_ablation(path).runs
     one = memory_estimate(runs[0].cfg)[0]
     assert pack_memory_mb(runs[0].cfg, 64) * 2**20 > 64 * one
@@ -134,6 +134,9 @@ def test_the_memory_check_counts_the_pack(tmp_path, monkeypatch):
     assert preflight(runs, str(path), check_data=False) == []
     problems = preflight(runs, str(path), check_data=False, pack=64)
     assert len(problems) == 1 and "for a pack of 64 (--pack)" in problems[0] and "lower --pack" in problems[0]
+    # A pack holds only the runs of its shape: 2 seeds under --pack 64 are a pack of 2, which fits
+    assert pack_memory_mb(runs[0].cfg, 2) * 2**20 < 4 * one
+    assert preflight(runs[:2], str(path), check_data=False, pack=64) == []
 
 
 def test_a_solo_run_may_not_replay_cuda_graphs_block_by_block_but_a_pack_may():
