@@ -136,7 +136,7 @@ class Pack:
         for i, m in enumerate(members):
             m.steps, m.member, m.sync_free = self.log, i, True
             m.accuracy = lambda split, i=i: self._accuracy(split)[i]
-            m.probes = lambda x, model_level=None, i=i: self._probes()[i]  # no logits RMS in a pack
+            m.probes = lambda x, model_level=None, i=i: self._probes(i, model_level)
         self.x: torch.Tensor | None = None  # the batch of the last step (the members' probes run on it)
         self._probed: tuple[int, list] | None = None
 
@@ -158,13 +158,21 @@ class Pack:
         for m in self.going:
             m.stepped(started)
 
-    def _probes(self) -> list[list[dict[str, Any]]]:
-        """Every member's probe records on its batch of this step: one vmapped forward, at the first request."""
+    def _probes(self, i: int, model_level: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """Member ``i``'s probe records on its batch of this step, as :meth:`Training.probes` gives a solo run's: every
+        member's come from one vmapped forward, at the first request."""
         step = self.step_count  # the pack's step: a member that diverged went back to its step
+        on = self.tc.diagnostics
         if self._probed is None or self._probed[0] != step:
             with attention():
-                self._probed = (step, probe_stacked(self.base, self.leaves, self.buffers, self.x))
-        return self._probed[1]
+                self._probed = (step, probe_stacked(self.base, self.leaves, self.buffers, self.x, attention=on))
+        records, logit_rms = self._probed[1][i]
+        if model_level is not None and on:
+            model_level["logit_rms"] = logit_rms
+        if not on:  # not measured: absent, not null
+            records = [{k: v for k, v in r.items() if k not in ("attn_logit_max", "attn_entropy_min")}
+                       for r in records]
+        return records
 
     def leave(self, member: Training) -> None:
         """``member``'s run ended: it reads and moves no more."""

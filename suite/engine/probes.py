@@ -195,20 +195,21 @@ def probe(model: nn.Module, x: torch.Tensor,
 
 @torch.no_grad()
 def probe_stacked(model: nn.Module, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor],
-                  x: torch.Tensor) -> list[list[dict[str, Any]]]:
-    """:func:`probe` of N models of ``model``'s code from stacked ``[N, ...]`` tensors and batches, in one forward."""
+                  x: torch.Tensor, attention: bool = True) -> list[tuple[list[dict[str, Any]], float | None]]:
+    """:func:`probe` of N models of ``model``'s code from stacked ``[N, ...]`` tensors and batches, in one forward:
+    each model's records and its logits' RMS (None if not finite)."""
     blocks = list(getattr(model, "blocks", []))
     name_of = {id(t): n for n, t in [*model.named_parameters(), *model.named_buffers()]}
     scale_names = [[name_of[id(s)] for s in block_scales(b)] for b in blocks]
     slots: list[tuple[int, str]] = []
 
     def one(p: dict, b: dict, xi: torch.Tensor) -> torch.Tensor:
-        with _hooked(model) as got:
-            functional_call(model, (p, b), (xi,))
+        with _hooked(model, attention=attention) as got:
+            logits = functional_call(model, (p, b), (xi,))
         tensors = {**p, **b}
         found, values = _values(got, [[tensors[n] for n in names] for names in scale_names])
         slots[:] = found
-        return torch.stack(values) if values else xi.new_zeros(0)
+        return torch.stack([*values, logits.detach().float().pow(2).mean().sqrt()])
 
     rows = vmap(one, randomness="error")(params, buffers, x).tolist()
-    return [_records(len(blocks), slots, row) for row in rows]
+    return [(_records(len(blocks), slots, row[:-1]), finite_or_none(row[-1])) for row in rows]

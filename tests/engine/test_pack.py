@@ -22,8 +22,8 @@ BASE = {
 # Differ between a packed and a solo run by design (timing, how it ran) or by float rounding.
 VOLATILE = {"wall_s", "step_time_ms", "throughput", "peak_mem_mb", "started_at", "timing_cpu_util", "timing_load1",
             "timing_cores", "timing_contended", "packed", "pack_size", "peak_mem_scope", "final_train_loss"}
-# A pack member's diagnostics: its attention peaks differ by float rounding (one vmapped probe), and it
-# records no logits RMS or update ratio (the pack updates one stacked model), so their peaks are None.
+# A pack member's diagnostics: its attention and logits peaks differ by float rounding (one vmapped probe), and it
+# records no update ratio (the pack updates one stacked model), so that peak is None.
 VOLATILE |= {f"{name}{end}" for name in ("attn_logit_peak", "attn_entropy_low", "stream_rms_peak", "stream_growth_peak",
                                          "logit_rms_peak", "update_ratio_peak") for end in ("", "_step")} | {"crossed"}
 ACCURACIES = ("val_acc", "best_val_acc", "test_acc", "best_test_acc")  # a borderline image may flip
@@ -52,11 +52,27 @@ def test_a_pack_of_4_matches_4_solo_runs_over_50_steps(tmp_path):
         assert losses(tmp_path / "pack" / str(i)) == pytest.approx(losses(tmp_path / "solo" / str(i)), rel=1e-4)
         assert probes(tmp_path / "pack" / str(i)) == pytest.approx(probes(tmp_path / "solo" / str(i)), rel=1e-3, abs=1e-6)
         assert packed[i]["final_train_loss"] == pytest.approx(solo["final_train_loss"], rel=1e-4)
+        assert packed[i]["logit_rms_peak"] == pytest.approx(solo["logit_rms_peak"], rel=1e-4)
         for key in ACCURACIES:
             assert packed[i][key] == pytest.approx(solo[key], abs=2 / 64), key
         skip = VOLATILE | set(ACCURACIES)
         assert {k: v for k, v in packed[i].items() if k not in skip} == {k: v for k, v in solo.items() if k not in skip}
     assert len(losses(tmp_path / "pack" / "0")) == 10  # every 5 steps, as a solo run logs
+
+
+def test_a_members_records_hold_the_keys_a_solo_runs_hold_with_diagnostics_on_and_off(tmp_path):
+    """Diagnostics off: no attention statistics (absent, not null) and no logits RMS, as solo; on: both, and the
+    logits' RMS, which a pack once left out."""
+    for on in (True, False):
+        c = cfg(seed=0, **{"train.diagnostics": on, "train.steps": 10})
+        other = cfg(seed=1, **{"train.diagnostics": on, "train.steps": 10})
+        train_pack([c, other], [tmp_path / f"p{on}", tmp_path / f"q{on}"])
+        train(c, tmp_path / f"s{on}")
+        shape = lambda d: [(sorted(m), [sorted(b) for b in m["blocks"]]) for m in store.read_metrics(d)  # noqa: E731
+                           if m["kind"] == "train"]
+        assert shape(tmp_path / f"p{on}") == shape(tmp_path / f"s{on}")
+        last = [m for m in store.read_metrics(tmp_path / f"p{on}") if m["kind"] == "train"][-1]
+        assert ("logit_rms" in last) is on and ("attn_logit_max" in last["blocks"][0]) is on
 
 
 def test_a_member_that_diverges_is_recorded_alone_and_the_others_go_on(tmp_path):
