@@ -113,7 +113,8 @@ def same_losses(runs: list[dict], reference: list[dict], p_min: float = 0.01, sh
     p = stats.ttest_1samp(logs, 0.0).pvalue if len(logs) > 1 and len(set(logs)) > 1 else float("nan")
     row = {"pairs": len(logs), "mean_ratio": math.exp(mean) if math.isfinite(mean) else mean, "p": p,
            "max_rel": worst}
-    line = f"{len(logs)} seeds, mean ratio {row['mean_ratio']:.4f} (p {p:.2g}), the furthest {worst:.1e}"
+    tested = "every seed identical, no test" if set(logs) == {0.0} else f"p {p:.2g}"
+    line = f"{len(logs)} seeds, mean ratio {row['mean_ratio']:.4f} ({tested}), the furthest {worst:.1e}"
     problem = (f"a loss is missing or not positive ({line})" if not math.isfinite(worst)
                else f"one seed off by more than {gross:.0%} ({line})" if worst > gross
                else f"shifted one way ({line})" if p < p_min and abs(math.expm1(mean)) > shift_min else None)

@@ -67,7 +67,9 @@ def test_losses_that_scatter_both_ways_are_the_same_runs_and_a_shift_or_an_outli
     assert same_losses(runs(shift=0.03), ref)["problem"].startswith("shifted one way")
     assert same_losses(runs(outlier=0.4), ref)["problem"].startswith("one seed off by more than 25%")
     assert same_losses([{"final_train_loss": float("nan")}] + runs()[1:], ref)["problem"].startswith("a loss is missing")
-    assert same_losses(ref, ref)["problem"] is None and same_losses(runs(), [])["pairs"] == 0
+    same = same_losses(ref, ref)  # a path bit-identical to its reference (dynamo's eager backends on torch 2.11)
+    assert same["problem"] is None and "nan" not in same["line"] and "identical" in same["line"]
+    assert same_losses(runs(), [])["pairs"] == 0
 
 
 def test_a_phase_that_raises_fails_alone_and_is_written(tmp_path):
