@@ -24,9 +24,14 @@ from suite.results import read_curves, run_folder, selection_split  # noqa: E402
 from suite.analysis.markup import section_title, fmt_rate, fmt_value, safe, slug  # noqa: E402
 
 
+MAX_LABEL = 200  # characters of a label from data: a 100,000-character config value drew a 1.5-million-pixel PNG
+
+
 def plain(text: Any) -> str:
-    """``text`` drawn as written, not as mathtext (``$`` escaped); every label from data, exactly once."""
-    return str(text).replace("$", r"\$")
+    """``text`` drawn as written, not as mathtext (``$`` escaped), cut to :data:`MAX_LABEL` characters; every label
+    from data, exactly once."""
+    text = str(text)
+    return (text if len(text) <= MAX_LABEL else text[:MAX_LABEL - 3] + "...").replace("$", r"\$")
 
 
 def readable_log_ticks(fig: plt.Figure) -> None:

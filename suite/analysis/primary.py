@@ -25,8 +25,12 @@ def read(folder: str | Path) -> Primary | list[Primary] | None:
     if data.get("primary") is None:
         return None
     problems: list[str] = []
-    grid = data.get("grid") if isinstance(data.get("grid"), dict) else {}
-    parsed = parse(data["primary"], str(path), list(data.get("variants") or {}), grid, problems)
+    variants, grid = data.get("variants") or {}, data.get("grid") or {}
+    if not (isinstance(variants, dict) and all(isinstance(k, str) for k in variants) and isinstance(grid, dict)
+            and all(isinstance(k, str) and isinstance(v, list) for k, v in grid.items())):
+        raise AnalysisError(f"{path}: its variants or grid are not as an ablation file has them (variants by name, "
+                            f"grid a list per key); restore it or run `suite run` again")
+    parsed = parse(data["primary"], str(path), list(variants), grid, problems)
     if problems:
         raise AnalysisError(problems[0])
     return parsed

@@ -159,7 +159,8 @@ def _figures(root: Path, drawn: dict[str, dict[str, str]], warn: Callable[[str],
         kind, part = products.FIGURES.get(entry.get("kind", "")), entry.get("part", "")
         data = None if path.is_symlink() or kind is None else _read_png(path)
         if data is None:
-            warn(f"{path}: left out of the page (not a figure `suite analyze` draws, a link, or not a PNG file)")
+            warn(markup.one_line(f"{path}: left out of the page (not a figure `suite analyze` draws, a link, or not a "
+                                 f"PNG file)"))
             continue
         src = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
         group = groups.setdefault(kind.name, {
@@ -171,8 +172,8 @@ def _figures(root: Path, drawn: dict[str, dict[str, str]], warn: Callable[[str],
                                  else None})
     absent = sorted(name for name in drawn if name.endswith(".png") and not (folder / name).is_file())
     if absent:  # a folder committed with a few of its figures: say so rather than show fewer in silence
-        warn(f"{folder}: {len(absent)} of the {len(drawn)} figures the analysis drew are not here (e.g. {absent[0]}); "
-             f"`suite analyze {root}` draws them again, then `suite report {root}`")
+        warn(markup.one_line(f"{folder}: {len(absent)} of the {len(drawn)} figures the analysis drew are not here "
+                             f"(e.g. {absent[0]}); `suite analyze {root}` draws them again, then `suite report {root}`"))
     for group in groups.values():  # sections in number order: 3.125e-05 before 0.128
         group["members"].sort(key=lambda m: _natural(m["part"]))
     ordered = sorted(groups.items(), key=lambda item: (item[0] not in answering, item[1]["order"]))
@@ -230,7 +231,7 @@ def _provenance(root: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
 def _completeness(root: Path, runs: list[dict[str, Any]]) -> tuple[int, int] | None:
     """(runs with a summary, runs planned) when the sweep is incomplete, else None."""
     try:
-        ids = store.read_json(root / "run_ids.json")
+        ids = store.read_json(root / "run_ids.json", links=False)
     except (OSError, ValueError):
         return None
     return (len(runs), len(ids)) if isinstance(ids, list) and len(runs) < len(ids) else None
@@ -279,7 +280,8 @@ def sparkline_points(losses: list[tuple[int, float]], width: int = 120, height: 
     s0, s1 = pts[0][0], pts[-1][0]
     lo, hi = min(v for _, v in pts), max(v for _, v in pts)
     xs = [(s - s0) / ((s1 - s0) or 1) * width for s, _ in pts]
-    ys = [height - (v - lo) / ((hi - lo) or 1) * height for _, v in pts]
+    span = (hi / 2 - lo / 2) or 0.5  # half the range: finite however far apart (1e308 and -1e308)
+    ys = [height - (v / 2 - lo / 2) / span * height for _, v in pts]
     return " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys))
 
 
@@ -293,13 +295,19 @@ def _sparkline(folder: Path) -> str:
             size = os.fstat(f.fileno()).st_size
             if size <= SPARK_READ_ALL:
                 lines = f.read().split(b"\n")
-            else:
-                lines = []
+            else:  # a line from each of 2 x MAX_CURVE_POINTS offsets, reading at most SPARK_READ_ALL bytes in all
+                lines, budget = [], SPARK_READ_ALL
                 for offset in range(0, size, size // (2 * MAX_CURVE_POINTS) + 1):
+                    if offset < f.tell():  # still inside the line read last
+                        continue
                     f.seek(offset)
                     if offset:
-                        f.readline(1 << 20)  # the rest of the line the offset fell in
-                    lines.append(f.readline(1 << 20))
+                        budget -= len(f.readline(min(budget, 1 << 20)))  # the rest of the line the offset fell in
+                    line = f.readline(min(budget, 1 << 20))
+                    budget -= len(line)
+                    lines.append(line)
+                    if budget <= 0:
+                        break
     except (OSError, files.UnsafeFile):
         return ""
     losses = []
@@ -317,7 +325,11 @@ def _sparkline(folder: Path) -> str:
 
 
 def _short(value: Any, limit: int = 200) -> str:
-    text = markup.fmt_value(value) if not isinstance(value, (list, dict)) else yaml.safe_dump(value, default_flow_style=True).strip()
+    try:
+        text = (markup.fmt_value(value) if not isinstance(value, (list, dict))
+                else yaml.safe_dump(value, default_flow_style=True).strip())
+    except RecursionError:  # an ablation.yaml nested hundreds deep loads, then cannot be written back
+        return "(nested too deeply to show)"
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
@@ -351,14 +363,17 @@ figure{margin:.6em 0} figcaption{color:#555;font-size:13px} details{margin:.8em 
 
 # Autoescape: every {{ }} is escaped unless it is Markup. The CSP is the first element of <head>: no script, no
 # fetch; images only as data URIs, styles only inline.
-_ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+# finalize: every text a {{ }} prints is on one line, without control or format characters (a bidi override in a
+# run's error would reorder its cell), whichever field of the folder it comes from.
+_ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                          finalize=lambda v: markup.one_line(v) if isinstance(v, str) and not isinstance(v, Markup) else v)
 PAGE = _ENV.from_string("""<!DOCTYPE html>
 <html lang="en"><head><meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'">
 <meta charset="utf-8"><title>{{ title }}: report</title><meta name="viewport" content="width=device-width, initial-scale=1"><style>{{ css }}</style></head>
 <body>
 {% macro a(href, text) %}{% if href %}<a href="{{ href }}">{{ text }}</a>{% else %}{{ text }}{% endif %}{% endmacro %}
 <h1>{{ title }}: report</h1>
-<p class="meta">{{ provenance.n }} runs ({{ provenance.statuses }}) in <code>{{ provenance.root }}</code>; code {{ provenance.commit }}; suite {{ provenance.version }}. Written by <code>suite report</code> from what <code>suite analyze</code> wrote: <code>analysis.json</code>, <code>runs.csv</code> and <code>figures/</code>.</p>
+<p class="meta">{{ provenance.n }} runs ({{ provenance.statuses }}) in <code>{{ provenance.root }}</code>; code {{ provenance.commit }}; suite {{ provenance.version }}. Written by <code>suite report</code> from what <code>suite analyze</code> wrote: <code>analysis.json</code>, <code>runs.csv</code> and <code>figures/</code>, with the design from <code>ablation.yaml</code> and each run's curve from its <code>metrics.jsonl</code>.</p>
 <nav><strong>Contents</strong><ol>
 {% for id, name in toc %}<li><a href="#{{ id }}">{{ name }}</a></li>
 {% endfor %}</ol></nav>

@@ -315,3 +315,95 @@ def test_an_alias_bomb_in_a_folders_ablation_yaml_is_refused_not_expanded(tmp_pa
     assert "\n" not in str(err.value)
     assert readable_ablation(root) == {}  # the report's design is left out, not expanded
     assert time.perf_counter() - started < 5  # expanded, 10^9 values would take minutes and gigabytes
+
+
+# ----------------------------------------------------------------------------- review of the report (round nine)
+
+
+def test_a_folder_nested_hundreds_deep_or_with_a_mistyped_grid_is_a_page_not_a_traceback(analysed, tmp_path):
+    """A description nested 400 deep loads (the reader stops near 500) and then could not be written back for the
+    design section (RecursionError); a grid value that is not a list, or variants that are not a mapping, were a
+    TypeError in the answer's figure kinds and in `suite analyze`, which now says so in one line."""
+    from suite.analysis.primary import read
+    from suite.results import AnalysisError
+
+    root = copy(analysed, tmp_path)
+    spec = yaml.safe_load((root / "ablation.yaml").read_text())
+    (root / "ablation.yaml").write_text(yaml.safe_dump({**spec, "description": "D"}).replace(
+        "description: D", "description: " + "[" * 400 + "0" + "]" * 400))
+    assert "nested too deeply to show" in write_report(root).read_text()
+    for bad in ({"grid": {"model.depth": 48}}, {"variants": 5}, {"variants": [1, 2]}, {"grid": {5: [1]}}):
+        (root / "ablation.yaml").write_text(yaml.safe_dump({**spec, **bad}))
+        with pytest.raises(AnalysisError, match="variants or grid are not as an ablation file has them"):
+            read(root)
+        assert "<h2>Answer</h2>" in write_report(root).read_text()
+
+
+def test_the_page_and_its_warnings_carry_no_control_or_bidi_character(analysed, tmp_path):
+    """A right-to-left override in a run's error reordered its cell, and a figure's file name put an escape
+    sequence and a line of its own on the terminal."""
+    root = copy(analysed, tmp_path)
+    runs = pd.read_csv(root / "runs.csv")
+    runs["error"] = runs["error"].astype(object)
+    runs.loc[0, "error"] = "ok \u202etxt.exe"
+    runs.to_csv(root / "runs.csv", index=False)
+    shutil.copy(next((root / "figures").glob("*.png")), root / "figures" / "evil\x1b[31mRED\nerror: fake.png")
+    warned = []
+    text = write_report(root, warn=warned.append).read_text()
+    assert "\u202e" not in text and "ok txt.exe" in text
+    assert warned and all("\x1b" not in w and "\n" not in w for w in warned)
+
+
+def test_run_ids_json_through_a_link_is_not_read(analysed, tmp_path):
+    root = copy(analysed, tmp_path)
+    outside = tmp_path / "ids.json"
+    outside.write_text(json.dumps(list(range(1000))))
+    (root / "run_ids.json").symlink_to(outside)
+    assert "Incomplete sweep" not in write_report(root).read_text()
+
+
+def test_a_sparkline_of_losses_a_float_apart_is_finite():
+    from suite.analysis.report import sparkline_points
+
+    points = sparkline_points([(0, -1e308), (10, 1e308), (20, 1.0)])
+    assert "nan" not in points and points.endswith("120.0,12.0")  # 1.0: half way
+
+
+def test_a_log_of_one_huge_line_is_read_no_further_than_the_sampling_budget(tmp_path, monkeypatch):
+    """Above SPARK_READ_ALL the sparkline samples the log; one 5 MiB line made each of its 400 offsets read the
+    line again (800 MiB a run)."""
+    import io
+
+    from suite.analysis import report
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "metrics.jsonl").write_bytes(b'{"kind":"train","step":0,"loss":1.0,"x":"' + b"a" * (5 << 20) + b'"}\n')
+    read = []
+    real = report.files.open_regular
+
+    class Counted(io.BufferedReader):
+        def readline(self, size=-1):
+            line = super().readline(size)
+            read.append(len(line))
+            return line
+
+    monkeypatch.setattr(report.files, "open_regular",
+                        lambda *a, **k: Counted(real(*a, **k).detach()))
+    assert report._sparkline(folder) == ""
+    assert 0 < sum(read) <= report.SPARK_READ_ALL
+
+
+def test_a_label_from_data_is_cut_so_a_figure_stays_a_figure():
+    """A 100,000-character config value (runs.csv's cell limit) in a section title drew PNGs 1.5 million pixels wide."""
+    import io
+
+    from suite.analysis.figures import MAX_LABEL
+
+    fig, buf = plt.figure(), io.BytesIO()
+    fig.suptitle(plain("x" * 100_000))
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    plt.close(fig)
+    assert len(plain("x" * 100_000)) == MAX_LABEL and plain("$" * 10) == r"\$" * 10
+    width = int.from_bytes(buf.getvalue()[16:20], "big")  # the PNG header's width
+    assert width < 4000
