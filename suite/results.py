@@ -364,6 +364,6 @@ def best_rate(runs: list[dict[str, Any]], split: str, key: str = LR) -> BestRate
         return None
     top = max(means.values())
     best = min(lr for lr, m in means.items() if m == top)
-    rates = sorted(by_rate)
+    rates = sorted(means)  # the rates tried: a rate whose every run ended error was not
     edge = "" if len(rates) < 2 else "lowest" if best == rates[0] else "highest" if best == rates[-1] else ""
     return BestRate(best, top, edge, next((c for c in map(chance, runs) if c is not None), 0.0))

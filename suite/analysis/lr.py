@@ -97,7 +97,7 @@ def _best_rate(val: dict[float, dict[Any, float]], seeds: list[Any]) -> float:
 
 def complete_seeds(cell: dict[str, Any]) -> tuple[dict[float, dict[Any, float]], list[Any]]:
     """A cell's validation scores by rate and seed, and the seeds scored at every rate (val and test)."""
-    val = {lr: dict(pairs) for lr, pairs in cell["_val"].items()}
+    val = {lr: dict(pairs) for lr, pairs in cell["_val"].items() if pairs}  # a rate whose runs all ended error: none
     seeds = set.intersection(*(set(v) for v in val.values())) if val else set()
     seeds = {s for s in seeds if all(cell["_test_by_lr"][lr].get(s) is not None for lr in val)}
     return val, sorted(seeds, key=sort_value)

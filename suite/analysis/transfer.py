@@ -111,9 +111,10 @@ def _group(by_depth: dict[float, list[dict[str, Any]]], split: str, resamples: i
             row["regret_low"], row["regret_high"] = (float(q) for q in np.quantile(diff, [0.025, 0.975]))
     if len(curves) >= 2:
         point, low, high = lrpeak.jackknife(lambda s: lrpeak.slope(curves, s), _seeds(curves))
+        fewest = min(0 if math.isnan(r["n_seeds"]) else r["n_seeds"] for r in rows)  # every depth, with a curve or not
         for row in rows:
-            row.update(slope=point, slope_low=low, slope_high=high, slope_depths=len(curves),
-                       n_seeds_min=min(c.val.shape[1] for c in curves), slope_step=lrpeak.grid_step(curves))
+            row.update(slope=point, slope_low=low, slope_high=high, slope_depths=len(curves), n_seeds_min=fewest,
+                       slope_step=lrpeak.grid_step(curves))
     return rows, curves
 
 

@@ -9,7 +9,7 @@ import os
 import secrets
 import warnings
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import yaml
 
@@ -66,6 +66,28 @@ def _unwritable(out: Path, err: OSError) -> Exception:
 FOLDERS = ("runs", "claims", "workers", "slurm", "tables", "figures")  # what a sweep and its analysis write into
 
 
+def _moved_rate(recorded: Any, ablation: Ablation) -> str | None:
+    """A cell whose runs here used one rate (``recorded``: the folder's ``rates:``) and the ablation now gives another,
+    e.g. after its tuning study (``rates_from``) gained runs; None when none moved."""
+    from suite.declared import same_value
+    from suite.sweep.tuned import LR, cell_key
+
+    now = ablation.resolved.get("rates")
+    if not isinstance(recorded, list) or not now:
+        return None
+    before = {}
+    for entry in recorded:
+        with contextlib.suppress(KeyError, TypeError):  # a damaged entry: nothing to compare
+            before[cell_key(entry["variant"], entry, ablation.grid)] = entry[LR]
+    for entry in now:
+        old = before.get(cell_key(entry["variant"], entry, ablation.grid))
+        if old is not None and not same_value(old, entry[LR]):
+            where = "".join(f" {k}={entry[k]}" for k in ablation.grid)
+            return (f"its runs of {entry['variant']}{where} used {LR} {old} (its {ABLATION_FILE}'s rates:), and the "
+                    f"ablation now gives {entry[LR]}")
+    return None
+
+
 def check_out(out: Path, ablation: Ablation) -> None:
     """Raise :class:`RunnerError` unless ``out`` is new or holds this ablation, UnsafeFile where it holds a link."""
     try:
@@ -96,12 +118,15 @@ def check_out(out: Path, ablation: Ablation) -> None:
     marker = out / ABLATION_FILE
     if marker.exists() or marker.is_symlink():
         try:
-            other = recorded_ablation(out).get("name")
+            recorded = recorded_ablation(out)
         except ConfigError as err:  # a link, a FIFO, bad YAML: say what, rather than that it is another ablation's
             raise RunnerError(f"{err}; remove it, or pass --out DIR to write elsewhere") from None
-        if other != ablation.name:
+        if (other := recorded.get("name")) != ablation.name:
             raise RunnerError(f"{out}: holds the runs of ablation '{other}' (see {marker}), not "
                               f"'{ablation.name}'; pass --out DIR to write elsewhere")
+        if moved := _moved_rate(recorded.get("rates"), ablation):
+            raise RunnerError(f"{out}: {moved}; a folder holds one rate per cell (its analysis would pool both): "
+                              f"pass --out DIR for the new rates, or restore the old ones")
     elif (out / "runs").is_dir() and any((out / "runs").iterdir()):
         raise RunnerError(f"{out}: has runs but no ablation.yaml, so they are not from '{ablation.name}'; "
                           f"pass --out DIR to write elsewhere")

@@ -55,23 +55,59 @@ def from_folder(folder: Path, variants: list[str], grid: dict[str, list[Any]], s
         problems.append(f"{src}: rates_from: {len(dropped)} run(s) of the tuning study cannot be read, and a best "
                         f"rate may be among them: {dropped[0][:300]}; fix or rerun them there first")
         return None
-    split = selection_split(runs)
+    _warn_unfinished(folder, runs, src)
     entries = []
     for values in itertools.product(*grid.values()):
         point = dict(zip(grid, values))
         for variant in variants:
             cell = [r for r in runs if r.get("variant") == variant and isinstance(r.get(LR), (int, float))
                     and all(same_value(r.get(k), v) for k, v in point.items())]
-            best = best_rate(cell, split) if cell else None
+            where = ", ".join(f"{k}={v}" for k, v in point.items())
+            at = f"variant {variant}{' at ' + where if where else ''}"
+            if problem := _not_one_setting(cell):  # pooled, the best rate would be no setting's
+                problems.append(f"{src}: rates_from: {folder}: its runs of {at} differ in {problem}; make it a "
+                                f"grid axis here (each cell then takes its own rate), or tune at one value")
+                continue
+            if selection_split(cell) != "val":
+                problems.append(f"{src}: rates_from: {folder}: an ok run of {at} has no validation score (val_acc), "
+                                f"so its rate could be chosen only on test; tune with data.val_fraction > 0")
+                continue
+            best = best_rate(cell, "val") if cell else None
             if best is None:
-                where = ", ".join(f"{k}={v}" for k, v in point.items())
-                problems.append(f"{src}: rates_from: {folder} has no finished run of variant {variant}"
-                                f"{' at ' + where if where else ''}; tune it there first, or drop the cell")
+                problems.append(f"{src}: rates_from: {folder} has no finished run of {at}; tune it there first, or "
+                                f"drop the cell")
                 continue
             entries.append({"variant": variant, **point, LR: best.rate,
                             "tuning_seeds": sorted({int(r["seed"]) for r in cell}),
                             "val_score": round(best.mean, 6), "at_edge": best.edge})
     return entries
+
+
+def _not_one_setting(cell: list[dict[str, Any]]) -> str | None:
+    """The first config key other than the rate in which ``cell``'s runs differ, with its values; None if none."""
+    from suite import store
+
+    keys = sorted({k for r in cell for k in r if k.startswith(("model.", "data.", "train."))}
+                  - {LR} - store.EXECUTION_KEYS)
+    for key in keys:
+        values = {key_value(r[key]): r[key] for r in cell if key in r}  # a run older than the key: no difference
+        if len(values) > 1:
+            return f"{key} ({', '.join(sorted(map(str, values.values()))[:4])})"
+    return None
+
+
+def _warn_unfinished(folder: Path, runs: list[dict[str, Any]], src: str) -> None:
+    """Warn when the tuning sweep's ``run_ids.json`` lists runs without a summary: its rates may yet move."""
+    from suite import store
+
+    try:
+        ids = store.read_json(folder / "run_ids.json", links=False)
+    except (OSError, ValueError):
+        return
+    if isinstance(ids, list) and (missing := len(set(map(str, ids)) - {str(r.get("run_id")) for r in runs})):
+        warnings.warn(f"{src}: rates_from: {folder}: {missing} of its {len(ids)} runs have not finished (or ended "
+                      f"error); the rates come from the others and may move when it finishes", store.SuiteWarning,
+                      stacklevel=2)
 
 
 def check_rates(rates: Any, variants: list[str], grid: dict[str, list[Any]], src: str,

@@ -215,3 +215,20 @@ def test_drift_compares_each_scheme_with_the_baseline():
     assert word == "more" and low < diff < high < 0
     assert drift(_study(rng, 0.0, 3, 0.01, 0.02, False), base)[3] == "too few seeds"
     assert drift(base[:1], base)[3] == ""  # one shared depth: no slope to compare
+
+
+def test_a_rate_whose_every_run_errored_is_not_tried_so_a_depth_keeps_its_seeds_and_its_edge():
+    """At depth 8 the top rate ended error in every seed: its empty column emptied the depth's seeds scored at every
+    rate, so the depth left the slope in silence; and the edge rule counted it as tried, so a best rate at the top of
+    those that ran read as interior."""
+    from suite.results import best_rate
+
+    runs = [r for r in runs_where_the_peak_moves(seeds=4, noise=0.02)
+            if not (r["model.depth"] == 8 and r["train.lr"] == RATES[-1])]
+    runs += [run(v, 8, RATES[-1], s, None, status="error") for v in ("preln", "flat") for s in range(4)]
+    t = transfer_table(runs, KEYS, "preln").set_index(["variant", "model.depth"])
+    assert t.loc[("preln", 8), "n_seeds"] == 4 and t.loc[("preln", 8), "n_lr"] == len(RATES) - 1
+    assert (t["slope_depths"] == 3).all() and (t["n_seeds_min"] == 4).all()
+    top = [run("preln", 8, lr, s, 0.5 + 0.1 * i) for i, lr in enumerate(RATES[:-1]) for s in range(2)]
+    assert best_rate(top + [run("preln", 8, RATES[-1], s, None, status="error") for s in range(2)], "val").edge == \
+        "highest"

@@ -155,3 +155,56 @@ def loads_without_a_warning(path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", store.SuiteWarning)
         load_ablation(path)
+
+
+def _edit(folder: Path, name: str, **fields) -> None:
+    path = folder / "runs" / name / "summary.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
+
+
+def test_a_cell_whose_tuning_runs_differ_in_a_setting_is_refused_not_pooled(tmp_path):
+    """The tuning study ran preln at two widths that this ablation does not split: the mean over both would be no
+    setting's best rate (a review's case: depths 2 and 4 averaged into one rate for a depth-4 confirmation)."""
+    tuning = tuning_folder(tmp_path / "results" / "tune")
+    _edit(tuning, "preln21000.001", **{"model.dim": 32})
+    _edit(tuning, "preln21010.001", **{"model.dim": 64})
+    with pytest.raises(SpecError, match=r"its runs of variant preln at model\.depth=2 differ in model\.dim \(32, 64\)"):
+        load_ablation(ablation(tmp_path, "rates_from: ../results/tune\nseeds: [200, 201]\n"))
+
+
+def test_a_rate_is_chosen_on_validation_or_refused_never_on_test(tmp_path):
+    """One ok run without a validation score, anywhere in the tuning folder, switched every cell's choice to test
+    accuracy, still recorded as val_score; now the cell that lacks it is refused and the others choose on val."""
+    tuning = tuning_folder(tmp_path / "results" / "tune")
+    for name in [p.name for p in (tuning / "runs").iterdir()]:
+        _edit(tuning, name, test_acc=1.0 if "0.016" in name else 0.0)  # test would pick 1.6e-2 everywhere
+    ab = load_ablation(ablation(tmp_path, "rates_from: ../results/tune\nseeds: [200, 201]\n"))
+    assert {(r.variant, r.cfg.model.depth): r.cfg.train.lr for r in ab.runs} == BEST
+    _edit(tuning, "ls41010.004", val_acc=None)
+    with pytest.raises(SpecError, match=r"an ok run of variant ls at model\.depth=4 has no validation score"):
+        load_ablation(ablation(tmp_path, "rates_from: ../results/tune\nseeds: [200, 201]\n"))
+
+
+def test_an_unfinished_tuning_study_is_warned_of(tmp_path):
+    tuning = tuning_folder(tmp_path / "results" / "tune")
+    ids = [p.name for p in (tuning / "runs").iterdir()]
+    (tuning / "run_ids.json").write_text(json.dumps(ids + ["preln21020.016"]))
+    with pytest.warns(store.SuiteWarning, match="1 of its 25 runs have not finished"):
+        load_ablation(ablation(tmp_path, "rates_from: ../results/tune\nseeds: [200, 201]\n"))
+
+
+def test_a_folder_whose_runs_used_other_rates_is_refused(tmp_path):
+    """The tuning study gained runs after the confirmation ran: its rates moved, and a rerun into the same folder
+    trained the new rates beside the old, which the analysis pooled (duplicate seeds, a Welch t over two rates)."""
+    from suite.sweep.folder import RunnerError, check_out
+
+    tuning = tuning_folder(tmp_path / "results" / "tune")
+    path = ablation(tmp_path, "rates_from: ../results/tune\nseeds: [200, 201]\n")
+    out = tmp_path / "results" / "confirm"
+    out.mkdir()
+    (out / "ablation.yaml").write_text(yaml.safe_dump(load_ablation(path).resolved))
+    check_out(out, load_ablation(path))  # the same rates: the same folder
+    _edit(tuning, "preln41000.016", val_acc=0.99)
+    _edit(tuning, "preln41010.016", val_acc=0.99)
+    with pytest.raises(RunnerError, match=r"its runs of preln model\.depth=4 used train\.lr 0\.001 .* now gives 0\.016"):
+        check_out(out, load_ablation(path))
