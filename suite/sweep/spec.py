@@ -379,10 +379,10 @@ def _expand(raw: dict[str, Any], src: str, problems: list[str], max_runs: int, o
             tuned = {}
             if rates is not None:
                 entry = rates.get(tuned_mod.cell_key(vname, point, grid))
-                if entry is None:
+                if entry is None:  # rates_from said why already, cell by cell
                     where = " ".join(f"{k}={v}" for k, v in point.items())
-                    problems.append(f"{src}: rates: no rate for variant {vname}{' at ' + where if where else ''}; "
-                                    f"add one (or tune it: rates_from)")
+                    problems += [f"{src}: rates: no rate for variant {vname}{' at ' + where if where else ''}; add "
+                                 f"one (or tune it: rates_from)"] if raw.get("rates") is not None else []
                     continue
                 tuned = {tuned_mod.LR: float(entry[tuned_mod.LR])}
             cfg = RunConfig()
