@@ -107,6 +107,11 @@ def group_of(run: dict[str, Any], keys: list[str]) -> tuple:
     return tuple(hashable(run.get(k)) for k in keys)
 
 
+def same_group(a: Any, b: Any, keys: list[str]) -> bool:
+    """Whether two runs or table rows (dicts or Series) share a group by ``keys``: NaN as None, a list as a tuple."""
+    return group_of(a, keys) == group_of(b, keys)
+
+
 def ordered_groups(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> dict[tuple, list[dict[str, Any]]]:
     """``runs`` grouped by ``keys`` in table order: the baseline variant first, then the other keys' values."""
     groups: dict[tuple, list[dict[str, Any]]] = {}

@@ -152,6 +152,8 @@ TEXT_FIELDS = frozenset({  # summary fields that hold text even when it looks li
     "run_id", "ablation", "variant", "run_dir", "status", "git_commit", "hostname", "device", "device_name",
     "error", "failed_reason", "diverged_reason", "diverged_detail", "started_at", "suite_version",
     "torch_version", "python_version", "judged_on", "optimizer_impl", "kind", "crossed"})
+# Config keys that hold a number or a name (``model.layerscale.init``: 1e-05 or "cait"): read as a number when one.
+NUMBER_OR_NAME = frozenset({"model.layerscale.init"})
 INT_FIELDS = frozenset({  # integer summary fields; a column with empty cells is written as floats ("40.0")
     "seed", "steps_to_learn", "diverged_step", "steps_done", "num_params", "train_size", "val_size", "test_size",
     "scaler_skipped_steps", "timing_cores", "schema", "spikes_recovered", "pack_size"})
@@ -170,13 +172,15 @@ def runs_from_csv(path: Path) -> list[dict[str, Any]]:
         raise AnalysisError(f"{path}: no {', '.join(sorted(need - set(rows[0])))} column; it was not written by "
                             f"`suite analyze`")
     defaults = flatten(to_dict(RunConfig()))
-    text = set(TEXT_FIELDS) | {k for k, v in defaults.items() if isinstance(v, str)}
+    text = set(TEXT_FIELDS) | {k for k, v in defaults.items() if isinstance(v, str)} - NUMBER_OR_NAME
     ints = set(INT_FIELDS) | {k for k, v in defaults.items() if isinstance(v, int) and not isinstance(v, bool)}
     runs = []
     for line, row in enumerate(rows, start=2):
         summary = {k: _cell(v, k in text, k in ints) for k, v in row.items() if k is not None and k not in DERIVED}
         if summary.get("variant") is None:  # as a run folder's summary is read
             summary["variant"] = summary.get("model.residual")
+        if summary.get("status") == "ok" and summary.get("steps_to_learn") is None:
+            summary.pop("steps_to_learn", None)  # an ok run has learned: an empty cell is a run older than the field
         if problem := (None if None not in row else "more cells than columns") or _summary_problem(summary):
             warnings.warn(f"{path}, line {line}: skipped: {problem}", AnalysisWarning)
             continue
@@ -250,6 +254,9 @@ def _summary_problem(summary: dict[str, Any]) -> str | None:
     for key in ("seed", DEPTH):
         if not store.is_int(summary.get(key)):
             return f"'{key}' is {summary.get(key)!r}, not an integer"
+    if summary["status"] in ("diverged", "failed") and chance(summary) is None:  # it would drop out of every score
+        return (f"a {summary['status']} run without 'model.num_classes' cannot be scored at chance "
+                f"(docs/statistics.md, One score)")
     for key in NUMERIC:
         value = summary.get(key)
         if value is not None and not store.is_number(value):

@@ -12,7 +12,7 @@ import pandas as pd
 
 from suite.analysis import crossfit
 from suite.declared import RULES, same_value
-from suite.grouping import DEPTH, LR, sections, section_keys, sort_value, variant_order
+from suite.grouping import DEPTH, LR, group_of, same_group, sections, section_keys, sort_value, variant_order
 from suite.analysis.markup import MD, fmt_rate, fmt_value, md, section_title
 from suite.results import readable_ablation, score
 from suite.analysis.endpoints import Answer, endpoint
@@ -108,8 +108,8 @@ def _learn_pair(learn: pd.DataFrame | None, keys: list[str], row: pd.Series,
     """The time-to-learn rows of a summary row's group and of the baseline's group at the same keys."""
     if learn is None:
         return None
-    match = learn[(learn[keys] == row[keys]).all(axis=1)]
-    base = learn[(learn[keys[1:]] == row[keys[1:]]).all(axis=1) & (learn["variant"] == baseline)]
+    match = learn[[same_group(r, row, keys) for _, r in learn.iterrows()]]  # None matches None (a NaN in a frame)
+    base = learn[[same_group(r, row, keys[1:]) and r["variant"] == baseline for _, r in learn.iterrows()]]
     return (match.iloc[0], base.iloc[0]) if len(match) and len(base) else None
 
 
@@ -470,7 +470,7 @@ def cause_lines(runs: list[dict], keys: list[str]) -> list[str]:
     cells: dict[tuple, list[dict]] = {}
     for r in runs:
         if r["status"] in ("failed", "diverged"):
-            cells.setdefault(tuple(r.get(k) for k in keys), []).append(r)
+            cells.setdefault(group_of(r, keys), []).append(r)  # a list value (train.betas) as a tuple
     if not cells:
         return []
     lines = ["## Why runs were not ok", "",
@@ -487,7 +487,7 @@ def cause_lines(runs: list[dict], keys: list[str]) -> list[str]:
             peaks = [float(r[key]) for r in cells[cell] if isinstance(r.get(key), (int, float))
                      and not isinstance(r.get(key), bool)]
             said.append(f"{median(peaks):.3g}" if peaks else "not recorded")
-        values = " | ".join(md(fmt_value(v)) for v in cell)
+        values = " | ".join(md(fmt_value(cells[cell][0].get(k))) for k in keys)
         lines.append(f"| {values} | {', '.join(f'{n} {md(c)}' for c, n in sorted(counted.items()))} | "
                      f"{' | '.join(said)} |")
     return lines + [""]

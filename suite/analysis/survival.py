@@ -20,7 +20,7 @@ def times(runs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
     """(time, learned) per run: the step it learned at, or the step it was censored at."""
     e = [int(r.get("steps_to_learn") is not None) for r in runs]
     t = [float(r["steps_to_learn"] if learned else r.get("diverged_step") if r["status"] == "diverged"
-               else r.get("steps_done") or 0) for r, learned in zip(runs, e)]
+               and r.get("diverged_step") is not None else r.get("steps_done") or 0) for r, learned in zip(runs, e)]
     return np.array(t), np.array(e)
 
 

@@ -35,6 +35,13 @@ def _cells(runs: list[dict[str, Any]], keys: list[str], baseline: str):
     return ordered, skeys
 
 
+def _by_seed(rows: list[tuple], side: str) -> dict:
+    """A cell's scores by seed; when a seed repeats (``--by`` pooling a key that varies), by position on ``side``, so
+    that nothing pairs and every run counts (a dict by seed kept one run per seed)."""
+    seeds = [r[2] for r in rows]
+    return {r[2]: r[0] for r in rows} if len(set(seeds)) == len(seeds) else {(side, i): r[0] for i, r in enumerate(rows)}
+
+
 def _xy(depths: dict[float, list[tuple]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x = np.array([math.log2(d) for d, rs in depths.items() for _ in rs])
     y = np.array([r[0] for rs in depths.values() for r in rs])
@@ -59,7 +66,7 @@ def interaction(scheme: dict[float, list[tuple]], base: dict[float, list[tuple]]
     shared = sorted(d for d in scheme if d in base)
     if len(shared) < 2:
         return stats.NO_DIFFERENCE, "", math.inf
-    cells = [({r[2]: r[0] for r in scheme[d]}, {r[2]: r[0] for r in base[d]}) for d in shared]
+    cells = [(_by_seed(scheme[d], "scheme"), _by_seed(base[d], "base")) for d in shared]
     if len(shared) == 2:
         weights, kind = [-1.0, 1.0], f"depth {shared[0]:g}->{shared[1]:g}"
     else:
@@ -100,7 +107,8 @@ def depth_trends(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> 
             diff, kind, bound, not_ok, most_diff = stats.NO_DIFFERENCE, "", "", regression.NO_SLOPE, math.inf
             if variant != baseline and base is not None:
                 diff, kind, most_diff = interaction(depths, base_depths)
-                bound = _bound(depths) or _bound(base_depths)
+                shared = [d for d in depths if d in base_depths]  # the depths the interaction compares
+                bound = _bound({d: depths[d] for d in shared}) or _bound({d: base_depths[d] for d in shared})
                 not_ok = regression.logistic_slope_difference(x, k, base[0], base[2])
             p = math.nan if bound else diff.p  # at a floor or ceiling: an estimate, no test
             rows.append({**dict(zip(skeys, label)), "variant": variant, "n": int(x.size), "n_depths": len(depths),
@@ -144,7 +152,7 @@ def aggregates(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd
             if variant != baseline and base is not None:
                 diffs = []  # per depth: the seed-matched differences
                 for d in (d for d in depths if d in base):
-                    a, b = {r[2]: r[0] for r in depths[d]}, {r[2]: r[0] for r in base[d]}
+                    a, b = _by_seed(depths[d], "scheme"), _by_seed(base[d], "base")
                     diffs.append(np.array([a[s] - b[s] for s in sorted(set(a) & set(b), key=sort_value)]))
                 pairs = int(sum(x.size for x in diffs))
                 if pairs >= MIN_PAIRS:
