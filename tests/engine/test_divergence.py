@@ -142,3 +142,37 @@ def test_skipped_steps_do_not_count_towards_the_collapse_window():
     skipped = set(range(130, 180, 2))
     verdict, watch = replay(history, no_floor, skipped=skipped)
     assert verdict is None and watch.skipped == 25 and 0 < watch.near < 50
+
+
+def test_isolated_skips_are_no_run_of_skips():
+    """25 skips, one every 4 steps (the scale floor out of reach): a clean step between them restarts the count, so no
+    rule fires; counted in all, they would read as 'skipped 20 steps in a row'."""
+    history = learning(100) + [1.0] * 100
+    verdict, watch = replay(history, Rules(LN10, scale_min=0.0), skipped=set(range(100, 200, 4)))
+    assert verdict is None and watch.skipped == 25 and watch.skip_run == 0
+
+
+def test_the_spike_reference_is_the_best_smoothed_loss_not_a_single_low_step():
+    """One step that dips to 0.01 moves the smoothed loss a little, so a later loss of 3 ln C is no spike against it;
+    against the raw 0.01 it would be 300x."""
+    history = [LN10] * 10 + [0.01] + [LN10] * 5 + [3 * LN10]
+    assert replay(history, IMMEDIATE)[0] is None
+
+
+def test_a_collapse_after_a_dip_is_dated_at_the_last_return():
+    """Back at chance, a dip below the band, back again for good: dated at the second return, not the first."""
+    history = learning(100, end=0.8) + [LN10] * 45 + [0.5] * 30 + [LN10] * 100
+    verdict, watch = replay(history)
+    assert verdict.reason == "collapse" and verdict.step > 175 and watch.returned_at == verdict.step
+
+
+def test_the_rules_fire_at_their_boundaries_not_one_step_off():
+    """spike_after steps seen make the reference (the next step can spike); collapse_window steps back make a collapse
+    (its detail names that many)."""
+    at = [LN10] * IMMEDIATE.spike_after + [5 * LN10]  # step spike_after is the (spike_after + 1)-th seen
+    assert replay(at, IMMEDIATE)[0].step == IMMEDIATE.spike_after
+    assert replay(at[:-2] + at[-1:], IMMEDIATE)[0] is None  # only spike_after - 1 seen before it
+    learned = learning(100, end=0.8)
+    first = replay(learned + [LN10] * 200)[0]  # the step the smoothed loss came back, and the verdict's count
+    stays = learned + [LN10] * (first.step - 100 + 50)
+    assert replay(stays)[0] is not None and replay(stays[:-1])[0] is None
