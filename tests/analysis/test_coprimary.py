@@ -145,3 +145,21 @@ def test_a_family_is_decided_by_holm_and_findings_open_with_one_answer_each(tmp_
     co = rows[rows["role"].str.startswith("co-primary")]
     assert list(co["endpoint"]) == ["best_lr_score", "frontier"] and list(co["alpha"]) == pytest.approx([0.05 / 3] * 2)
 
+
+
+@pytest.mark.parametrize("family", [False, True])
+def test_an_equivalence_verdict_prints_its_tosts_interval(tmp_path, family):
+    """TOST at level a is the 1 - 2a interval: 90% alone, 1 - 2 x its Holm step's level in a family; the interval lies
+    within the margin exactly when the verdict says equivalent."""
+    block = {**AT, "endpoint": "score", "where": {**AT["where"], "train.lr": RATES[0]}, "margin": 5}
+    root = folder(tmp_path / "eq", [block, FRONTIER] if family else block,
+                  not_ok={"layerscale": [0] * 6, "preln": [0] * 6}, acc={"layerscale": 0.80, "preln": 0.80})
+    answers = coprimary.evaluate_all(run_records(root), primary.read(root))
+    answer = answers[0]
+    assert answer.decision == "equivalent" and -0.05 < answer.low and answer.high < 0.05
+    if not family:
+        assert answer.level == pytest.approx(0.90)
+    else:
+        tests = [answers[0].p, answers[1].p, answers[0].tost_p]
+        level = coprimary.holm(tests)[1][2]
+        assert answer.level == pytest.approx(1 - 2 * level) and answer.level > 0.90  # a stricter step: wider
