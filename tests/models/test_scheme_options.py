@@ -125,13 +125,18 @@ def test_a_base_shared_by_every_variant_is_the_reference_not_the_defaults():
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "ablations").glob("*.yaml")), ids=lambda p: p.name)
-def test_every_shipped_ablation_sets_only_options_its_schemes_read_over_its_base(path):
+def test_every_shipped_ablation_sets_only_options_its_schemes_read_over_its_base(path, tmp_path):
+    import re
+    import shutil
+
     from suite.sweep.spec import load_ablation
 
-    try:
-        ablation = load_ablation(path)
-    except ConfigError as err:  # the CIFAR ones need a data folder on this machine
-        pytest.skip(str(err).splitlines()[0][:100])
+    text = path.read_text()
+    if "rates_from:" in text:  # its tuning study's folder is not committed: its runs at the base's rate (not checked)
+        shutil.copytree(path.parent, tmp_path / "ablations")
+        path = tmp_path / "ablations" / path.name
+        path.write_text(re.sub(r"(?m)^rates_from:.*$", "", text))
+    ablation = load_ablation(path)
     base = RunConfig()
     apply_dict(base, ablation.resolved.get("base") or {}, str(path))
     for run in ablation.runs:
