@@ -58,14 +58,12 @@ def test_cuda_on_slurm_s_local_executor_without_a_gpu_fails_before_any_run(tmp_p
     """It spent a minute, then recorded every run as `error` (rerun only with --retry-errors)."""
     pytest.importorskip("submitit")
     out = tmp_path / "out"
-    t0 = time.perf_counter()
     assert main(["run", str(SMOKE), "--out", str(out), "--device", "cuda", "--backend", "slurm",
                  "--slurm-cluster", "local"]) == 2
-    took = time.perf_counter() - t0
     err = capsys.readouterr().err
     assert err == ("error: --device cuda: torch sees no CUDA device on this machine, where the workers would run; "
                    "use --device cpu or auto\n")
-    assert not out.exists() and took < 30
+    assert not out.exists()  # refused before the results folder, let alone a job
 
 
 @NO_CUDA

@@ -64,9 +64,7 @@ def test_sweep_writes_every_summary_with_ablation_variant_seed(smoke_out):
 
 def test_rerun_skips_everything_and_writes_nothing(smoke_out, capsys):
     before = snapshot(smoke_out)
-    t0 = time.perf_counter()
-    assert main(["run", str(SMOKE), "--out", str(smoke_out), *ARGS]) == 0
-    assert time.perf_counter() - t0 < 5  # no worker is even started
+    assert main(["run", str(SMOKE), "--out", str(smoke_out), *ARGS]) == 0  # no worker started: it would log in workers/
     assert ("8 runs: 0 ok, 0 diverged, 0 failed, 0 error this call; 8 skipped (already done: 8 ok) in"
             in capsys.readouterr().out)
     assert snapshot(smoke_out) == before
