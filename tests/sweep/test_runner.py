@@ -457,7 +457,7 @@ def test_a_worker_that_meets_a_raw_disk_full_error_stops_cleanly(tmp_path, monke
 
     from suite.sweep import worker as worker_module
 
-    def full(runs, out, on_step=None, width=0):
+    def full(runs, out, on_step=None, width=0, packed=False):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(worker_module, "execute", full)
@@ -482,7 +482,7 @@ def test_a_worker_whose_claim_is_taken_over_mid_run_writes_no_summary(tmp_path, 
 
     real_execute = worker_module.execute
 
-    def stolen(runs, out, on_step=None, width=0):
+    def stolen(runs, out, on_step=None, width=0, packed=False):
         path = claims.claim_path(out, runs[0].run_id)
         path.write_text(json.dumps({**json.loads(path.read_text()), "token": "theirs"}))  # taken over
         return real_execute(runs, out, on_step=on_step)
