@@ -58,7 +58,7 @@ def sections(frame: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, pd.DataF
             for label in sorted(set(labels), key=lambda t: [sort_value(v) for v in t])]
 
 
-def _is_config_key(key: str) -> bool:
+def is_config_key(key: str) -> bool:
     """A config key that says what a run computes, not how it was executed."""
     return key.startswith(CONFIG_PREFIXES) and key not in EXECUTION_KEYS
 
@@ -75,13 +75,13 @@ def group_keys(runs: list[dict[str, Any]], by: list[str] | None = None) -> list[
             if key not in columns:
                 raise AnalysisError(f"--by {key}: no run has this key{did_you_mean(key, columns)}; "
                                     f"see the columns of runs.csv")
-            if key in NOT_GROUPABLE or not (_is_config_key(key) or key == PACKED):  # an outcome is no group
+            if key in NOT_GROUPABLE or not (is_config_key(key) or key == PACKED):  # an outcome is no group
                 raise AnalysisError(f"--by {key}: runs cannot be grouped by {key} (not a config key); pick config "
                                     f"keys, e.g. model.depth")
             if key != "variant" and key not in keys:
                 keys.append(key)
     else:
-        keys = [k for k in columns if _is_config_key(k) and _splits(runs, ["variant"], k)]
+        keys = [k for k in columns if is_config_key(k) and _splits(runs, ["variant"], k)]
         if _splits(runs, ["variant"], PACKED):  # a packed run is not pooled with solo runs of its cell
             keys.append(PACKED)
     keys = ["variant"] + sorted(keys)

@@ -29,6 +29,7 @@ class AnalysisWarning(store.SuiteWarning):
 
 
 ABLATION_FILE = "ablation.yaml"  # the ablation a results folder's runs came from, written by `suite run`
+RUN_IDS = "run_ids.json"  # the id of every run of ablation.yaml, in order, as the last sweep resolved it
 
 
 def recorded_ablation(root: str | Path) -> dict[str, Any]:
@@ -40,6 +41,25 @@ def recorded_ablation(root: str | Path) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: not a mapping of ablation keys; restore it or run `suite run` again")
     return raw
+
+
+def planned_ids(root: str | Path) -> list[str] | None:
+    """The ids ``run_ids.json`` lists (every run the last sweep planned), or None when there is none to read (runs of
+    `suite train`, a copy); a link is not followed (the folder may have come from anyone)."""
+    try:
+        ids = store.read_json(Path(root) / RUN_IDS, links=False)
+    except (OSError, ValueError):
+        return None
+    return [str(i) for i in ids] if isinstance(ids, list) else None
+
+
+def unfinished(root: str | Path, runs: list[dict[str, Any]]) -> tuple[int, int] | None:
+    """(planned runs among ``runs``, runs planned) when ``run_ids.json`` plans runs that ``runs`` lack, else None."""
+    ids = planned_ids(root)
+    if ids is None:
+        return None
+    have = len({str(r.get("run_id")) for r in runs} & set(ids))
+    return (have, len(ids)) if have < len(set(ids)) else None
 
 
 def readable_ablation(root: str | Path) -> dict[str, Any]:

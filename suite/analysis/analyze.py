@@ -20,7 +20,7 @@ from suite.analysis.propagation import KIND, is_propagation, summary_frame
 from suite.analysis.stability import models
 from suite.analysis.summary import runs_frame
 from suite.grouping import DEPTH, LR, choose_baseline, group_keys
-from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, run_records, runs_from_csv
+from suite.results import RUNS_CSV_BYTES, AnalysisError, AnalysisWarning, run_records, runs_from_csv, unfinished
 
 FORMATS = ("md", "tex", "csv")
 
@@ -216,16 +216,10 @@ def _check_no_row_lost(root: Path, runs: list[dict], force: bool) -> None:
 
 def _check_complete(root: Path, runs: list[dict], force: bool) -> None:
     """Warn when the sweep is unfinished; refuse (unless ``force``) when that would overwrite committed outputs."""
-    try:
-        ids = store.read_json(root / "run_ids.json")
-    except (OSError, ValueError):
-        return  # not a sweep's folder (runs of `suite train`, a copy): nothing to compare with
-    if not isinstance(ids, list):
+    counts = unfinished(root, runs)  # None: finished, or no sweep's folder (runs of `suite train`, a copy)
+    if counts is None:
         return
-    have = len({r.get("run_id") for r in runs} & {str(i) for i in ids})
-    if have >= len(ids):
-        return
-    what = f"{have} of {len(ids)} runs have a summary"
+    what = f"{counts[0]} of {counts[1]} runs have a summary"
     tracked = [] if force else _committed(root, list(OUTPUTS))
     if tracked is None:
         raise AnalysisError(f"{root}: the sweep is incomplete ({what}) and git cannot say whether analysing it would "

@@ -20,7 +20,7 @@ from markupsafe import Markup
 from suite import __version__, files, store
 from suite.analysis import markup, products
 from suite.config import flatten
-from suite.results import AnalysisError, AnalysisWarning, readable_ablation, runs_from_csv
+from suite.results import AnalysisError, AnalysisWarning, readable_ablation, runs_from_csv, unfinished
 
 REPORT = "report.html"
 CONFIG_PREFIXES = ("model.", "train.", "data.")
@@ -52,7 +52,7 @@ def build(root: Path, warn: Callable[[str], None] = lambda line: None) -> str:
     return PAGE.render(title=written["title"], provenance=_provenance(root, runs), toc=toc,
                        design=_design(readable_ablation(root), runs, written),
                        answer=_md("\n".join(written["answer"])),
-                       incomplete=_completeness(root, runs),
+                       incomplete=unfinished(root, runs),
                        figures=figures, tables=tables, findings=found,
                        runs=_run_list(root, runs), css=Markup(CSS))
 
@@ -228,15 +228,6 @@ def _provenance(root: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {"n": len(runs), "statuses": statuses, "root": str(root), "commit": commit, "version": __version__}
 
 
-def _completeness(root: Path, runs: list[dict[str, Any]]) -> tuple[int, int] | None:
-    """(runs with a summary, runs planned) when the sweep is incomplete, else None."""
-    try:
-        ids = store.read_json(root / "run_ids.json", links=False)
-    except (OSError, ValueError):
-        return None
-    return (len(runs), len(ids)) if isinstance(ids, list) and len(runs) < len(ids) else None
-
-
 def _run_list(root: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The runs table; a run folder is read and linked only when its ``run_dir`` is inside ``root`` (untrusted)."""
     config_keys = sorted(k for k in {k for r in runs for k in r} if k.startswith(CONFIG_PREFIXES)
@@ -295,15 +286,17 @@ def _sparkline(folder: Path) -> str:
             size = os.fstat(f.fileno()).st_size
             if size <= SPARK_READ_ALL:
                 lines = f.read().split(b"\n")
-            else:  # a line from each of 2 x MAX_CURVE_POINTS offsets, reading at most SPARK_READ_ALL bytes in all
-                lines, budget = [], SPARK_READ_ALL
-                for offset in range(0, size, size // (2 * MAX_CURVE_POINTS) + 1):
+            else:  # a line at each of evenly spaced offsets over the whole file, SPARK_READ_ALL bytes in all
+                lines = [f.readline(1 << 20)]
+                # each offset reads about two lines (the rest of one, then one): as many as the budget holds
+                points = max(2, min(2 * MAX_CURVE_POINTS, SPARK_READ_ALL // (2 * max(len(lines[0]), 1))))
+                budget = SPARK_READ_ALL - len(lines[0])
+                for offset in range(size // points, size, size // points + 1):
                     if offset < f.tell():  # still inside the line read last
                         continue
                     f.seek(offset)
-                    if offset:
-                        budget -= len(f.readline(min(budget, 1 << 20)))  # the rest of the line the offset fell in
-                    line = f.readline(min(budget, 1 << 20))
+                    budget -= len(f.readline(max(0, min(budget, 1 << 20))))  # the rest of the line the offset fell in
+                    line = f.readline(max(0, min(budget, 1 << 20)))
                     budget -= len(line)
                     lines.append(line)
                     if budget <= 0:
@@ -373,7 +366,7 @@ PAGE = _ENV.from_string("""<!DOCTYPE html>
 <body>
 {% macro a(href, text) %}{% if href %}<a href="{{ href }}">{{ text }}</a>{% else %}{{ text }}{% endif %}{% endmacro %}
 <h1>{{ title }}: report</h1>
-<p class="meta">{{ provenance.n }} runs ({{ provenance.statuses }}) in <code>{{ provenance.root }}</code>; code {{ provenance.commit }}; suite {{ provenance.version }}. Written by <code>suite report</code> from what <code>suite analyze</code> wrote: <code>analysis.json</code>, <code>runs.csv</code> and <code>figures/</code>, with the design from <code>ablation.yaml</code> and each run's curve from its <code>metrics.jsonl</code>.</p>
+<p class="meta">{{ provenance.n }} runs ({{ provenance.statuses }}) in <code>{{ provenance.root }}</code>; code {{ provenance.commit }}; suite {{ provenance.version }}. Written by <code>suite report</code> from what <code>suite analyze</code> wrote: <code>analysis.json</code>, <code>runs.csv</code> and <code>figures/</code>, with the design from <code>ablation.yaml</code>, the planned runs from <code>run_ids.json</code> and each run's curve from its <code>metrics.jsonl</code>.</p>
 <nav><strong>Contents</strong><ol>
 {% for id, name in toc %}<li><a href="#{{ id }}">{{ name }}</a></li>
 {% endfor %}</ol></nav>

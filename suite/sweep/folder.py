@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import csv
+import dataclasses
+import io
 import fcntl
 import hashlib
 import os
@@ -15,7 +18,7 @@ import yaml
 
 from suite import files, store
 from suite.config import ConfigError
-from suite.results import ABLATION_FILE, recorded_ablation
+from suite.results import ABLATION_FILE, RUN_IDS, RUNS_CSV_BYTES, recorded_ablation
 from suite.sweep.spec import Ablation, Run
 
 
@@ -27,7 +30,6 @@ def run_dir(out: Path, run: Run) -> Path:
     return Path(out) / "runs" / run.run_id
 
 
-RUN_IDS = "run_ids.json"  # the id of every run of ablation.yaml, in order, as the last sweep resolved it
 
 
 @contextlib.contextmanager
@@ -66,9 +68,9 @@ def _unwritable(out: Path, err: OSError) -> Exception:
 FOLDERS = ("runs", "claims", "workers", "slurm", "tables", "figures")  # what a sweep and its analysis write into
 
 
-def _moved_rate(recorded: Any, ablation: Ablation) -> str | None:
-    """A cell whose runs here used one rate (``recorded``: the folder's ``rates:``) and the ablation now gives another,
-    e.g. after its tuning study (``rates_from``) gained runs; None when none moved."""
+def _moved_rate(out: Path, recorded: Any, ablation: Ablation) -> str | None:
+    """A cell with runs here at one rate (``recorded``: the folder's ``rates:``) that the ablation now gives another,
+    e.g. after its tuning study (``rates_from``) gained runs; None when none moved. A cell without runs may move."""
     from suite.declared import same_value
     from suite.sweep.tuned import LR, cell_key
 
@@ -79,13 +81,34 @@ def _moved_rate(recorded: Any, ablation: Ablation) -> str | None:
     for entry in recorded:
         with contextlib.suppress(KeyError, TypeError):  # a damaged entry: nothing to compare
             before[cell_key(entry["variant"], entry, ablation.grid)] = entry[LR]
+    moved = {}
     for entry in now:
-        old = before.get(cell_key(entry["variant"], entry, ablation.grid))
-        if old is not None and not same_value(old, entry[LR]):
-            where = "".join(f" {k}={entry[k]}" for k in ablation.grid)
-            return (f"its runs of {entry['variant']}{where} used {LR} {old} (its {ABLATION_FILE}'s rates:), and the "
-                    f"ablation now gives {entry[LR]}")
+        key = cell_key(entry["variant"], entry, ablation.grid)
+        if before.get(key) is not None and not same_value(before[key], entry[LR]):
+            moved[key] = (before[key], entry[LR])
+    if not moved:
+        return None
+    held = _held_ids(out)
+    for run in ablation.runs:  # the run id each moved cell's runs had at the recorded rate
+        key = cell_key(run.variant, run.point, ablation.grid)
+        if key in moved and store.run_id(_at_rate(run.cfg, float(moved[key][0]))) in held:
+            where = "".join(f" {k}={run.point[k]}" for k in ablation.grid)
+            return (f"its runs of {run.variant}{where} used {LR} {moved[key][0]} (its {ABLATION_FILE}'s rates:), and "
+                    f"the ablation now gives {moved[key][1]}")
     return None
+
+
+def _at_rate(cfg: Any, lr: float) -> Any:
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, lr=lr))
+
+
+def _held_ids(out: Path) -> set[str]:
+    """The run ids the folder holds: its run folders' names and its runs.csv's ids (committed without the folders)."""
+    held = {p.name for p in (out / "runs").iterdir()} if (out / "runs").is_dir() else set()
+    with contextlib.suppress(OSError, ValueError, csv.Error, files.UnsafeFile):  # no readable runs.csv: no ids
+        held |= {str(row.get("run_id")) for row in csv.DictReader(io.StringIO(files.read_text(
+            out / "runs.csv", RUNS_CSV_BYTES, links=False), newline=""))}
+    return held
 
 
 def check_out(out: Path, ablation: Ablation) -> None:
@@ -124,7 +147,7 @@ def check_out(out: Path, ablation: Ablation) -> None:
         if (other := recorded.get("name")) != ablation.name:
             raise RunnerError(f"{out}: holds the runs of ablation '{other}' (see {marker}), not "
                               f"'{ablation.name}'; pass --out DIR to write elsewhere")
-        if moved := _moved_rate(recorded.get("rates"), ablation):
+        if moved := _moved_rate(out, recorded.get("rates"), ablation):
             raise RunnerError(f"{out}: {moved}; a folder holds one rate per cell (its analysis would pool both): "
                               f"pass --out DIR for the new rates, or restore the old ones")
     elif (out / "runs").is_dir() and any((out / "runs").iterdir()):

@@ -26,14 +26,14 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
     from suite.engine.compiled import solo_graph_problem
     from suite.engine.propagation import unmeasurable
 
-    keys: dict[int, str] = {}  # id(run) -> its shape's pack key, for the runs that train in a pack
+    width: dict[str, int] = {}  # run id -> the rows of its pack, for the runs that train in a pack
     if pack > 1:
-        from collections import Counter
+        from suite.engine.pack import pack_memory_mb, packable
+        from suite.sweep.worker import group, pack_widths
 
-        from suite.engine.pack import pack_key, pack_memory_mb, packable
-
-        keys = {id(r): pack_key(r.cfg) for r in runs if r.kind == "train" and packable(r.cfg) is None}
-        runs_of = Counter(keys.values())  # a pack holds at most the runs of its shape
+        packs = [p for p in group(runs, pack) if p[0].kind == "train" and packable(p[0].cfg) is None]
+        rows = pack_widths(packs)  # as the workers will stack them: the largest pack of each shape
+        width = {r.run_id: rows[p[0].run_id] for p in packs for r in p}
     problems: list[str] = []
     shapes: dict[str, tuple[int, int, int | None, int | None] | None] = {}
     models: set[str] = set()
@@ -59,8 +59,8 @@ def preflight(runs: list[Run], src: str, check_device: bool = True, check_data: 
         if run.kind == "propagation" and (problem := unmeasurable(cfg)):
             problems.append(f"{src}: {_cell(run)}: {problem}")
         where = device or cfg.device
-        packed = pack > 1 and id(run) in keys  # under --pack a packable run trains in a pack, alone if need be
-        n = min(pack, runs_of[keys[id(run)]]) if packed else 1  # runs in its largest pack
+        packed = run.run_id in width  # under --pack a packable run trains in a pack, alone if need be
+        n = width.get(run.run_id, 1)  # rows in its pack
         if run.kind == "train" and not packed:  # a solo run
             if problem := solo_graph_problem(cfg.train.compile, "cpu" if where == "cpu" else "cuda"):
                 problems.append(f"{src}: {_cell(run)}: {problem}")

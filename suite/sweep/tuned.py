@@ -84,14 +84,16 @@ def from_folder(folder: Path, variants: list[str], grid: dict[str, list[Any]], s
 
 
 def _not_one_setting(cell: list[dict[str, Any]]) -> str | None:
-    """The first config key other than the rate in which ``cell``'s runs differ, with its values; None if none."""
-    from suite import store
+    """The first key other than the rate that would split ``cell``'s runs into cells in `suite analyze`
+    (:func:`suite.grouping.is_config_key`, or packed against solo), with its values; None if none."""
+    from suite.grouping import PACKED, is_config_key
 
-    keys = sorted({k for r in cell for k in r if k.startswith(("model.", "data.", "train."))}
-                  - {LR} - store.EXECUTION_KEYS)
-    for key in keys:
-        values = {key_value(r[key]): r[key] for r in cell if key in r}  # a run older than the key: no difference
-        if len(values) > 1:
+    def value(run: dict[str, Any], key: str) -> Any:
+        return bool(run.get(PACKED)) if key == PACKED else run[key]
+
+    for key in sorted({k for r in cell for k in r if is_config_key(k)} - {LR}) + [PACKED]:
+        values = {key_value(value(r, key)): value(r, key) for r in cell if key in r or key == PACKED}  # a run
+        if len(values) > 1:  # older than a key has no value to differ in
             return f"{key} ({', '.join(sorted(map(str, values.values()))[:4])})"
     return None
 
@@ -99,15 +101,12 @@ def _not_one_setting(cell: list[dict[str, Any]]) -> str | None:
 def _warn_unfinished(folder: Path, runs: list[dict[str, Any]], src: str) -> None:
     """Warn when the tuning sweep's ``run_ids.json`` lists runs without a summary: its rates may yet move."""
     from suite import store
+    from suite.results import unfinished
 
-    try:
-        ids = store.read_json(folder / "run_ids.json", links=False)
-    except (OSError, ValueError):
-        return
-    if isinstance(ids, list) and (missing := len(set(map(str, ids)) - {str(r.get("run_id")) for r in runs})):
-        warnings.warn(f"{src}: rates_from: {folder}: {missing} of its {len(ids)} runs have not finished (or ended "
-                      f"error); the rates come from the others and may move when it finishes", store.SuiteWarning,
-                      stacklevel=2)
+    if counts := unfinished(folder, runs):
+        warnings.warn(f"{src}: rates_from: {folder}: {counts[1] - counts[0]} of its {counts[1]} runs have not finished "
+                      f"(or ended error); the rates come from the others and may move when it finishes",
+                      store.SuiteWarning, stacklevel=2)
 
 
 def check_rates(rates: Any, variants: list[str], grid: dict[str, list[Any]], src: str,

@@ -68,8 +68,11 @@ def test_a_folder_without_a_primary_says_it_decides_nothing(tmp_path):
 
 def test_an_incomplete_sweep_is_flagged(analysed, tmp_path):
     root = shutil.copytree(analysed, tmp_path / "copy")
-    (root / "run_ids.json").write_text(json.dumps(["x"] * 40))
-    assert "Incomplete sweep: 25 of 40 runs" in write_report(root).read_text()
+    import csv
+
+    ran = [row["run_id"] for row in csv.DictReader((root / "runs.csv").open())]
+    (root / "run_ids.json").write_text(json.dumps(ran + [f"planned{i}" for i in range(40 - len(ran))]))
+    assert f"Incomplete sweep: {len(ran)} of 40 runs" in write_report(root).read_text()
 
 
 def test_before_analyze_and_bad_folders_are_one_line_exit_2(tmp_path, capsys):

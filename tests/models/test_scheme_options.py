@@ -132,7 +132,7 @@ def test_every_shipped_ablation_sets_only_options_its_schemes_read_over_its_base
     from suite.sweep.spec import load_ablation
 
     text = path.read_text()
-    if "rates_from:" in text:  # its tuning study's folder is not committed: its runs at the base's rate (not checked)
+    if "rates_from:" in text:  # a tuning folder may not be here (cait_depth's, paper's): runs at the base's rate
         shutil.copytree(path.parent, tmp_path / "ablations")
         path = tmp_path / "ablations" / path.name
         path.write_text(re.sub(r"(?m)^rates_from:.*$", "", text))

@@ -170,6 +170,10 @@ def test_a_cell_whose_tuning_runs_differ_in_a_setting_is_refused_not_pooled(tmp_
     _edit(tuning, "preln21010.001", **{"model.dim": 64})
     with pytest.raises(SpecError, match=r"its runs of variant preln at model\.depth=2 differ in model\.dim \(32, 64\)"):
         load_ablation(ablation(tmp_path, "rates_from: ../results/tune\nseeds: [200, 201]\n"))
+    _edit(tuning, "preln21010.001", **{"model.dim": 32})
+    _edit(tuning, "preln21000.004", packed=True)  # `suite analyze` keeps packed and solo runs apart: so does this
+    with pytest.raises(SpecError, match=r"at model\.depth=2 differ in packed \(False, True\)"):
+        load_ablation(ablation(tmp_path, "rates_from: ../results/tune\nseeds: [200, 201]\n"))
 
 
 def test_a_rate_is_chosen_on_validation_or_refused_never_on_test(tmp_path):
@@ -202,9 +206,15 @@ def test_a_folder_whose_runs_used_other_rates_is_refused(tmp_path):
     path = ablation(tmp_path, "rates_from: ../results/tune\nseeds: [200, 201]\n")
     out = tmp_path / "results" / "confirm"
     out.mkdir()
-    (out / "ablation.yaml").write_text(yaml.safe_dump(load_ablation(path).resolved))
+    ran = load_ablation(path)
+    (out / "ablation.yaml").write_text(yaml.safe_dump(ran.resolved))
     check_out(out, load_ablation(path))  # the same rates: the same folder
     _edit(tuning, "preln41000.016", val_acc=0.99)
     _edit(tuning, "preln41010.016", val_acc=0.99)
+    check_out(out, load_ablation(path))  # no run of the cell here yet (an --only that left it out): it may move
+    (out / "runs.csv").write_text("run_id,variant,status\n" + "".join(f"{r.run_id},{r.variant},ok\n" for r in ran.runs))
     with pytest.raises(RunnerError, match=r"its runs of preln model\.depth=4 used train\.lr 0\.001 .* now gives 0\.016"):
         check_out(out, load_ablation(path))
+    (out / "runs.csv").unlink()
+    (out / "runs" / ran.runs[0].run_id).mkdir(parents=True)  # a run folder of another cell: nothing moved there
+    check_out(out, load_ablation(path))
