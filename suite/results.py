@@ -58,8 +58,9 @@ def unfinished(root: str | Path, runs: list[dict[str, Any]]) -> tuple[int, int] 
     ids = planned_ids(root)
     if ids is None:
         return None
-    have = len({str(r.get("run_id")) for r in runs} & set(ids))
-    return (have, len(ids)) if have < len(set(ids)) else None
+    planned = set(ids)
+    have = len({str(r.get("run_id")) for r in runs} & planned)
+    return (have, len(planned)) if have < len(planned) else None
 
 
 def readable_ablation(root: str | Path) -> dict[str, Any]:

@@ -80,7 +80,8 @@ def _moved_rate(out: Path, recorded: Any, ablation: Ablation) -> str | None:
     before = {}
     for entry in recorded:
         with contextlib.suppress(KeyError, TypeError):  # a damaged entry: nothing to compare
-            before[cell_key(entry["variant"], entry, ablation.grid)] = entry[LR]
+            if store.is_number(entry[LR]):
+                before[cell_key(entry["variant"], entry, ablation.grid)] = entry[LR]
     moved = {}
     for entry in now:
         key = cell_key(entry["variant"], entry, ablation.grid)

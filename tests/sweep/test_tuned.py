@@ -218,3 +218,6 @@ def test_a_folder_whose_runs_used_other_rates_is_refused(tmp_path):
     (out / "runs.csv").unlink()
     (out / "runs" / ran.runs[0].run_id).mkdir(parents=True)  # a run folder of another cell: nothing moved there
     check_out(out, load_ablation(path))
+    damaged = {**ran.resolved, "rates": [{**e, "train.lr": "fast"} for e in ran.resolved["rates"]]}
+    (out / "ablation.yaml").write_text(yaml.safe_dump(damaged))
+    check_out(out, load_ablation(path))  # a recorded rate that is no number: nothing to compare, no traceback
