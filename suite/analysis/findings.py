@@ -563,8 +563,7 @@ def _exploratory(summary: pd.DataFrame, keys: list[str], baseline: str, frames: 
                 if frame is None:
                     continue
                 sel = frame[frame["variant"] == variant]
-                for k, v in zip(skeys, label):
-                    sel = sel[sel[k].map(lambda x: x == v or (x != x and v is None))]
+                sel = sel[[group_of(r, skeys) == label for _, r in sel.iterrows()]]  # NaN as None, as grouped
                 for _, row in sel.iterrows():
                     lines += [f"- {text}" for text in render(row, baseline)]
             lines.append("")
