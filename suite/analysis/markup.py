@@ -119,6 +119,7 @@ def one_line(text: str) -> str:
 
 
 MD_ALWAYS = frozenset("\\`*[]|~$")  # code, emphasis, links and images, table cells, strikethrough, math (GitHub)
+MD_BREAK = "<!-- -->"  # raw HTML that shows as nothing: it ends a run of text, so no autolink spans it
 
 
 def md_escape(text: str) -> str:
@@ -126,7 +127,9 @@ def md_escape(text: str) -> str:
     strikethrough, math and autolinks): the text renders as itself, never as a link, image, tag, emphasis or code.
     ``_`` inside a word, ``<`` before a space and ``&`` not before an entity stay as they are (they start nothing).
     GitHub links a bare ``http://`` or ``www.`` address up to the next space, backslashes included, which would free
-    the character the backslash escaped: the ``:`` of ``://`` and the ``.`` after ``www`` are escaped, so none starts."""
+    the character the backslash escaped: the ``:`` of ``://`` and the ``.`` after ``www`` are escaped, so none starts.
+    It links a bare e-mail address from the text after escapes are read (``\\@`` and ``&#64;`` are linked too), so
+    an empty comment, :data:`MD_BREAK`, follows each ``@``: it splits the address and shows as nothing."""
     out = []
     for i, c in enumerate(text):
         before, after = text[i - 1:i], text[i + 1:i + 2]
@@ -135,6 +138,8 @@ def md_escape(text: str) -> str:
                 or c == ":" and text[i + 1:i + 3] == "//" or c == "." and text[max(0, i - 3):i].lower() == "www"):
             out.append("\\")
         out.append(c)
+        if c == "@":
+            out.append(MD_BREAK)
     return "".join(out)
 
 
@@ -145,7 +150,7 @@ def md(text: object) -> str:
 
 def md_plain(text: str) -> str:
     """Markdown written by this module as the text it shows (a terminal's copy): the escapes and ``**`` dropped."""
-    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text.replace("**", ""))
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text.replace("**", "").replace("@" + MD_BREAK, "@"))
 
 
 def missing(x: object) -> bool:
@@ -245,9 +250,18 @@ def _line_break(state, silent: bool) -> bool:
     return True
 
 
+def _empty_comment(state, silent: bool) -> bool:
+    """:data:`MD_BREAK`, the comment :func:`md_escape` puts after an ``@``, as nothing; raw HTML is off."""
+    if not state.src.startswith(MD_BREAK, state.pos):
+        return False
+    state.pos += len(MD_BREAK)
+    return True
+
+
 _MD = MarkdownIt("commonmark", {"html": False}).enable("table")
 _MD.validateLink = href_ok  # links and images: the same check as every other href of the page
 _MD.inline.ruler.before("html_inline", "line_break", _line_break)
+_MD.inline.ruler.before("html_inline", "empty_comment", _empty_comment)
 
 
 def md_html(text: str) -> str:

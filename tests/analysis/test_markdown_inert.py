@@ -23,7 +23,8 @@ PAYLOAD = ("[x](https://e.example/)<b>v</b>`c`*e*_u_ ~~s~~ &amp; $m$ ![i](https:
 
 
 def shown(markdown: str) -> str:
-    return RENDER.render(markdown)
+    """CommonMark's HTML, the empty comment md_escape puts after an ``@`` left out (a browser shows nothing of it)."""
+    return RENDER.render(markdown).replace("@<!-- -->", "@")
 
 
 def github(markdown: str) -> str:
@@ -32,7 +33,7 @@ def github(markdown: str) -> str:
     from cmarkgfm import github_flavored_markdown_to_html
     from cmarkgfm.cmark import Options
 
-    return github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
+    return github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE).replace("@<!-- -->", "@")
 
 
 def as_text(text: str) -> str:
@@ -41,23 +42,23 @@ def as_text(text: str) -> str:
 
 
 @pytest.mark.parametrize("text", [
-    PAYLOAD, "http://a.b/x<img src=x>", "www.a.b<b>x</b>", "<1@x.com>", "a_b_c", "_a_", "x._y_", "a < b", "a<b", "<b>", "</b>", "<!-- c -->", "R&D", "&#65;", "&lt;", "\\", "\\*",
+    PAYLOAD, "http://a.b/x<img src=x>", "www.a.b<b>x</b>", "<1@x.com>", "x@evil.com", "mailto:x@e.co", "x\\@e.co", "x&#64;e.co", "a@b@c.d", "a_b_c", "_a_", "x._y_", "a < b", "a<b", "<b>", "</b>", "<!-- c -->", "R&D", "&#65;", "&lt;", "\\", "\\*",
     "a\\", "`", "``x``", "*", "**b**", "[x]", "[x]: https://e.example", "~x~", "a|b", "$x$", "ümlaut_ok", "1. x"])
 def test_escaped_text_renders_as_itself(text):
     assert shown(f"x {md_escape(text)} y") == f"<p>x {as_text(text)} y</p>\n"
-    assert re.sub(r"</?a[^>]*>", "", github(f"x {md_escape(text)} y")) == f"<p>x {as_text(text)} y</p>\n"
+    assert github(f"x {md_escape(text)} y") == f"<p>x {as_text(text)} y</p>\n"
 
 
 def test_random_markdown_renders_as_itself():
     """Strings of Markdown's own characters, seeded: each one, escaped, is a paragraph of exactly that text, in
     CommonMark and on GitHub (with its autolinks: a bare address's link took in the backslash before a tag)."""
     rng = random.Random(0)
-    alphabet = "ab _*`[]()<>!&#;:/|~\\$-=+.1hw"
+    alphabet = "ab _*`[]()<>!&#;:/|~\\$-=+.1hw@"
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 14))).strip()
         if text:
             assert shown(f"x {md_escape(text)} y") == f"<p>x {as_text(text)} y</p>\n", text
-            assert re.sub(r"</?a[^>]*>", "", github(f"x {md_escape(text)} y")) == f"<p>x {as_text(text)} y</p>\n", text
+            assert github(f"x {md_escape(text)} y") == f"<p>x {as_text(text)} y</p>\n", text
 
 
 @pytest.mark.parametrize("text", [PAYLOAD, "a|b", "plain_name", "`tick`", "x*y"])
@@ -123,3 +124,12 @@ def test_the_plan_table_shows_the_payload_as_text(analysed):
 
     page = shown(render(plan_table(analysed, 0.05, 0.8, None), 0.8))
     assert as_text(PAYLOAD) in page and "<img" not in page and 'href="https://e.example' not in page
+
+
+def test_the_report_shows_nothing_of_the_break_after_an_at():
+    """The page's renderer keeps no raw HTML, so the comment after an ``@`` is read as nothing, not shown as text;
+    a name that holds the comment itself still shows it."""
+    from suite.analysis.markup import md_html
+
+    assert md_html(f"x {md_escape('a@b.co')} y") == "<p>x a@b.co y</p>\n"
+    assert md_html(f"x {md_escape('@<!-- -->')} y") == "<p>x @&lt;!-- --&gt; y</p>\n"
