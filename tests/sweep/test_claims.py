@@ -125,3 +125,27 @@ def test_a_claim_touched_into_the_future_is_dead_after_its_lease_at_most(tmp_pat
     assert claims.dead(mine.path, 60) is False and claims.dead(mine.path, 60, now=later(91)) is True
     taken = claims.try_claim(tmp_path, "abc", lease_s=60, now=later(91))
     assert taken is not None and taken.attempt == 2
+
+
+def test_a_take_over_lost_to_another_worker_gives_up_and_leaves_nothing(tmp_path, monkeypatch):
+    """Two workers see the same dead claim; the other renames it aside first, so this one's rename finds nothing."""
+    claims.try_claim(tmp_path, "abc", lease_s=5)
+    real_rename = os.rename
+
+    def beaten(src, dst):
+        real_rename(src, str(src) + ".expired-other")  # the other worker's move
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(claims.os, "rename", beaten)
+    assert claims.try_claim(tmp_path, "abc", lease_s=5, now=later(6)) is None
+    assert sorted(p.name for p in (tmp_path / claims.CLAIMS).iterdir()) == ["abc.json.expired-other"]
+
+
+def test_a_claim_renewed_while_being_taken_over_goes_back_to_its_owner(tmp_path, monkeypatch):
+    """Its owner touched it between the look and the rename: the claim is put back, whole, and still held."""
+    owner = claims.try_claim(tmp_path, "abc", lease_s=5)
+    looks = iter([True, False])  # dead at the first look, alive again once moved aside
+    monkeypatch.setattr(claims, "dead", lambda path, lease_s, now=time.time: next(looks))
+    assert claims.try_claim(tmp_path, "abc", lease_s=5, now=later(6)) is None
+    assert owner.held() and owner.renew() and owner.attempt == 1
+    assert sorted(p.name for p in (tmp_path / claims.CLAIMS).iterdir()) == ["abc.json"]
