@@ -56,7 +56,8 @@ def evaluate_all(runs: list[dict[str, Any]], declared: Primary | list[Primary]) 
         if level != ALPHA and not math.isnan(a.low):  # the interval at its Holm step's level
             _interval(runs, a, float(level))
     for i, a in enumerate(answers):  # the family's verdicts; an undecided one planned at alpha / m
-        a.decision = "difference" if a.p_adj < ALPHA else "equivalent" if a.tost_p_adj < ALPHA else "undecided"
+        a.decision = ("undecided" if getattr(a, "few", False)  # too few seed pairs with runs at chance: no verdict
+                      else "difference" if a.p_adj < ALPHA else "equivalent" if a.tost_p_adj < ALPHA else "undecided")
         a.seeds_needed = math.nan
         if a.decision == "undecided" and not math.isnan(a.p):
             endpoint(a.primary.endpoint).plan(a, ALPHA / m)

@@ -124,12 +124,14 @@ def test_a_family_is_decided_by_holm_and_findings_open_with_one_answer_each(tmp_
     adjusted, levels = coprimary.holm(raw)
     assert all(a.family == m for a in answers)
     assert (answers[0].p_adj, answers[1].p_adj, answers[0].tost_p_adj) == pytest.approx(tuple(adjusted))
+    assert answers[0].few  # 4 seeds with runs at chance: too few for a best-rate verdict, whatever its Holm p
     for a in answers:
-        assert a.decision == ("difference" if a.p_adj < 0.05 else "undecided")
-    # each interval at its Holm step's level, so it excludes the null exactly when the verdict says so
+        assert a.decision == ("undecided" if getattr(a, "few", False) else "difference" if a.p_adj < 0.05
+                              else "undecided")
+    # each interval at its Holm step's level, so it excludes the null exactly when the adjusted p is below alpha
     assert answers[0].level == pytest.approx(1 - levels[0]) and answers[1].level == pytest.approx(1 - levels[1])
-    assert (answers[0].low > 0) == (answers[0].decision == "difference")
-    assert (answers[1].low > 1) == (answers[1].decision == "difference")
+    assert (answers[0].low > 0) == (answers[0].p_adj < 0.05)
+    assert (answers[1].low > 1) == (answers[1].p_adj < 0.05)
     text = (root / "findings.md").read_text()
     table, regime, head, items = text.split("\n\n")[1:5]
     # the verdict table first (question, estimate, interval, Holm p, verdict), then the regime, then the prose
@@ -163,3 +165,28 @@ def test_an_equivalence_verdict_prints_its_tosts_interval(tmp_path, family):
         tests = [answers[0].p, answers[1].p, answers[0].tost_p]
         level = coprimary.holm(tests)[1][2]
         assert answer.level == pytest.approx(1 - 2 * level) and answer.level > 0.90  # a stricter step: wider
+
+
+def test_a_family_keeps_the_no_verdict_of_too_few_seed_pairs_at_chance():
+    """Holm adjusts p; it does not lift the rule that 2 seed pairs holding runs at chance give no verdict
+    (docs/statistics.md, "Too few seeds with runs at chance"), for the score and the best-rate score alike."""
+    from suite.declared import Primary
+
+    def cells(status_at_4: str, seeds: int, lrs=(None,)) -> list[dict]:
+        runs = []
+        for depth, status in ((4, status_at_4), (8, "ok")):
+            for lr in lrs:
+                for seed in range(seeds):
+                    common = {"seed": seed, "model.depth": depth, "model.num_classes": 10,
+                              **({} if lr is None else {"train.lr": lr})}
+                    runs.append({**common, "variant": "b", "status": status, "test_acc": 0.1, "val_acc": 0.1})
+                    runs.append({**common, "variant": "a", "status": "ok", "test_acc": 0.7 + 0.01 * seed,
+                                 "val_acc": 0.7 + 0.01 * seed})
+        return runs
+
+    for endpoint, seeds, lrs in (("score", 2, (None,)), ("best_lr_score", 4, (1e-3, 2e-3))):
+        family = [Primary(scheme="b", baseline="a", where={"model.depth": d}, endpoint=endpoint) for d in (4, 8)]
+        few, fine = coprimary.evaluate_all(cells("failed", seeds, lrs), family)
+        assert few.few and few.p_adj < 0.05 and few.decision == "undecided", endpoint
+        assert few.seeds_needed >= seeds + 1 and "a verdict needs" in primary_text.verdict(few)
+        assert fine.decision == "difference", endpoint
