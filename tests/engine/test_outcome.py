@@ -46,3 +46,18 @@ def test_ok_needs_a_margin_over_guessing_the_largest_class():
     assert learned(0.15, n, majority) and judge([(300, 0.15)], n, majority) == ("failed", "too_low", 300)
     assert judge([(100, 0.3), (300, 0.19)], n, majority) == ("failed", "too_low", 100)
     assert judge([(300, 0.2201)], n, majority)[0] == "ok" and judge([(300, 0.2199)], n, majority)[0] == "failed"
+
+
+def test_two_classes_or_one_large_class_can_still_be_ok():
+    """Twice a share of a half is 100%: the floor is capped at halfway from the share to 100%, which binds only past a
+    share of a third, so ten or three balanced classes keep twice their share."""
+    from suite.engine.outcome import floor
+
+    assert floor(0.1) == 0.2 and floor(1 / 3) == 2 / 3 and floor(0.5) == 0.75 and floor(0.6) == 0.8
+    assert judge([(100, 0.95)], 400, 0.5) == ("ok", None, 100)
+    assert judge([(100, 0.74)], 400, 0.5) == ("failed", "too_low", 100)  # passes the test, under the floor
+    assert judge([(100, 0.9)], 400, 0.6)[0] == "ok" and judge([(100, 0.79)], 400, 0.6)[0] == "failed"
+    accs = [a / 1000 for a in range(0, 1001, 5)]
+    for majority in (0.2, 0.34, 0.5, 0.9):
+        ok = [judge([(300, a)], 400, majority)[0] == "ok" for a in accs]
+        assert ok == sorted(ok) and any(ok), majority  # monotone, and reachable below 100%
