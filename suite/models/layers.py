@@ -26,7 +26,9 @@ class Attention(nn.Module):
         self.q_norm = layer_norm(self.head_dim) if qk_norm else nn.Identity()
         self.k_norm = layer_norm(self.head_dim) if qk_norm else nn.Identity()
         self.head_scale = head_scale
-        self.proj = nn.Linear(dim, dim, bias=isinstance(head_scale, nn.Identity))
+        self.proj = nn.Linear(dim, dim)  # built whole, so every scheme draws the same random numbers at a seed
+        if not isinstance(head_scale, nn.Identity):
+            self.proj.register_parameter("bias", None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, N, C = x.shape

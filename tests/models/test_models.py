@@ -340,3 +340,20 @@ def test_run_id_of_the_default_config_is_pinned_and_every_key_counts():
     assert store.run_id(cfg) == "130b2b54d744"
     cfg.model.weight_init = "xavier"
     assert store.run_id(cfg) != "130b2b54d744"
+
+
+@pytest.mark.parametrize("residual, layerscale", [
+    ("layerscale", {}), ("layerscale", {"granularity": "head"}), ("layerscale", {"granularity": "scalar"}),
+    ("postln", {}), ("sandwich", {}), ("rezero", {})])
+def test_every_scheme_starts_from_pre_lns_weights_at_the_same_seed(residual, layerscale):
+    """Runs of one seed share their initial weights (docs/statistics.md: the pairing): a scheme adds or drops
+    parameters (a per-head scale's projection has no bias) without drawing a different stream of random numbers."""
+    def weights(residual: str, **ls) -> dict[str, torch.Tensor]:
+        torch.manual_seed(0)
+        return build_model(small(residual, layerscale=LayerScaleConfig(**ls))).state_dict()
+
+    base, other = weights("preln"), weights(residual, **layerscale)
+    shared = [k for k in base if k in other and base[k].shape == other[k].shape]
+    drawn = [k for k in base if k.endswith("weight") and ("attn" in k or "mlp" in k) or k in ("cls_token", "pos_embed")]
+    assert set(drawn) <= set(shared) and len(drawn) == 4 * DEPTH + 2  # qkv, proj, fc1, fc2 per block
+    assert [k for k in shared if not torch.equal(base[k], other[k])] == []
