@@ -325,7 +325,7 @@ def _in_cell(run: dict, variant: str, where: dict) -> bool:
 
 
 def declared_cells_line(answers: list[Answer], runs: list[dict]) -> str:
-    """Each declared paired cell's not-ok runs and the Clopper-Pearson 95% upper bound on its failure rate."""
+    """Each declared paired cell's not-ok runs and the one-sided Clopper-Pearson 95% upper bound on its failure rate."""
     from scipy.stats import beta
 
     seen, cells = set(), []
@@ -339,8 +339,9 @@ def declared_cells_line(answers: list[Answer], runs: list[dict]) -> str:
             if not inside:
                 continue
             k = sum(r.get("status") in ("failed", "diverged") for r in inside)
-            upper = 1.0 if k == len(inside) else float(beta.ppf(0.975, k + 1, len(inside) - k))
-            cells.append(f"{md(variant)} {_at(where)}: {k}/{len(inside)} (95% upper bound {100 * upper:.0f}%)")
+            upper = 1.0 if k == len(inside) else float(beta.ppf(0.95, k + 1, len(inside) - k))
+            bound = f"one-sided 95% upper bound {100 * upper:.0f}%"
+            cells.append(f"{md(variant)} {_at(where)}: {k}/{len(inside)} ({bound})")
     if not cells:
         return ""
     return ("*Failures in the declared cells* (runs diverged or failed, of those run; a paired t scores them at "

@@ -190,3 +190,17 @@ def test_a_family_keeps_the_no_verdict_of_too_few_seed_pairs_at_chance():
         assert few.few and few.p_adj < 0.05 and few.decision == "undecided", endpoint
         assert few.seeds_needed >= seeds + 1 and "a verdict needs" in primary_text.verdict(few)
         assert fine.decision == "difference", endpoint
+
+
+def test_the_declared_cells_print_their_failures_with_a_one_sided_95_percent_upper_bound():
+    """0 of 10 is at most 25.9% (1 - 0.05^(1/10)), not the 30.8% of a two-sided interval's upper end; 10 of 10: 100%."""
+    from suite.analysis.findings import declared_cells_line
+    from suite.declared import Primary
+
+    score = Primary(scheme="b", baseline="a", where={"model.depth": 4}, endpoint="score")
+    runs = [{"variant": v, "seed": s, "status": "failed" if v == "b" else "ok", "test_acc": 0.1 if v == "b" else 0.7,
+             "model.depth": 4, "model.num_classes": 10} for v in "ab" for s in range(10)]
+    line = declared_cells_line([primary.evaluate(runs, score)], runs)
+    assert "b depth 4: 10/10 (one-sided 95% upper bound 100%)" in line
+    assert "a depth 4: 0/10 (one-sided 95% upper bound 26%)" in line
+    assert 1 - 0.05 ** (1 / 10) == pytest.approx(0.2589, abs=1e-4)
