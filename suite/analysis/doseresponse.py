@@ -145,8 +145,9 @@ def relative_potency(lrs_scheme: Sequence[float], bad_scheme: Sequence[int], lrs
         return Potency(note="no run ended not ok: neither frontier is within the rates tested")
     if y.all():
         return Potency(note="every run ended not ok: both frontiers lie below the rates tested")
-    if np.unique(xa).size < 2 and np.unique(xb).size < 2:
-        return Potency(note="each side ran at a single rate: the slope and the shift cannot be told apart")
+    if np.unique(xa).size < 2 or np.unique(xb).size < 2:  # one side's penalised profile climbs to the bound
+        side = "scheme" if np.unique(xa).size < 2 else "baseline"
+        return Potency(note=f"the {side} ran at a single rate: its frontier cannot be placed against the other's")
     x, g, k, n = _grouped(xa, ya, xb, yb)
     fits: dict[float, tuple[float, np.ndarray]] = {}
 

@@ -204,3 +204,19 @@ def test_the_declared_cells_print_their_failures_with_a_one_sided_95_percent_upp
     assert "b depth 4: 10/10 (one-sided 95% upper bound 100%)" in line
     assert "a depth 4: 0/10 (one-sided 95% upper bound 26%)" in line
     assert 1 - 0.05 ** (1 / 10) == pytest.approx(0.2589, abs=1e-4)
+
+
+@pytest.mark.parametrize("low, high, word", [(1.7, math.inf, "higher"), (0.0, 0.6, "lower")])
+def test_a_ratio_left_at_the_bound_is_told_by_its_interval_in_the_verdict_table_too(low, high, word):
+    """No estimate (the likelihood rose to 10^6) but a decided interval: the table's word follows the interval, as the
+    paragraph does (it said "lower" for every nan estimate)."""
+    from suite.analysis.endpoints import endpoint
+    from suite.analysis.endpoints.failure import FailureAnswer
+    from suite.declared import Primary
+
+    a = FailureAnswer(Primary(scheme="b", baseline="a", where={"model.depth": 4}, endpoint="frontier"),
+                      decision="difference", estimate=math.nan, low=low, high=high, p=0.01,
+                      censored="high" if high == math.inf else "low")
+    frontier = endpoint("frontier")
+    assert frontier.decided(a) == f"decided: b tolerates {word} rates"
+    assert ("at least 1.7x" if word == "higher" else "at most 0.6x") in frontier.verdict(a)

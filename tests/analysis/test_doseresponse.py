@@ -143,6 +143,8 @@ def test_a_side_that_never_fails_leaves_its_end_of_the_interval_open():
     ((RUNS, [0] * 12), (RUNS, [0] * 12), "no run ended not ok"),
     ((RUNS, [1] * 12), (RUNS, [1] * 12), "every run ended not ok"),
     (([1e-3] * 4, [0, 1, 1, 0]), ([2e-3] * 4, [1, 1, 0, 1]), "single rate"),
+    (([0.1] * 2, [0, 1]), ([0.1, 0.2, 0.4], [0, 1, 1]), "scheme ran at a single rate"),  # was "at least 1.7x"
+    ((RUNS, CURVE), ([2e-3] * 4, [1, 1, 0, 1]), "baseline ran at a single rate"),
     ((RUNS, [1] * 4 + [0] * 8), (RUNS, [1] * 8 + [0] * 4), "does not rise with the rate"),
     (([], []), (RUNS, CURVE), "no runs of the scheme"),
 ])

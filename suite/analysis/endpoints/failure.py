@@ -132,7 +132,7 @@ class Frontier(_Scaled):
                  f"extend the grid until both schemes end not ok at their highest rates." if side else "")
         open_ += f" Note: {md(a.note)}." if a.note else ""
         if a.decision == "difference":
-            if a.estimate > 1 or (math.isnan(a.estimate) and a.low > 1):
+            if _higher(a):
                 how = f"at least {_x(a.low)}x" if a.censored in ("high", "both") else f"{_x(a.estimate)}x"
             else:
                 how = f"at most {_x(a.high)}x" if a.censored in ("low", "both") else f"only {_x(a.estimate)}x"
@@ -141,7 +141,7 @@ class Frontier(_Scaled):
         return f"**Undecided**: the interval includes 1.{need} {body}{open_}"
 
     def decided(self, a: FailureAnswer) -> str:
-        return f"decided: {a.primary.scheme} tolerates {'higher' if a.estimate > 1 else 'lower'} rates"
+        return f"decided: {a.primary.scheme} tolerates {'higher' if _higher(a) else 'lower'} rates"
 
     def cells(self, a: FailureAnswer) -> tuple[str, str]:
         return ("ratio " + (_x(a.estimate) if math.isfinite(a.estimate) else "not estimable"),
@@ -234,3 +234,9 @@ def _own_slope(name: str, s: Any) -> str:
     if s.note or not math.isfinite(s.slope):
         return md(f"{name} {s.note or 'not estimable'}")
     return f"{md(name)} {_slope(s.slope)} [{_slope(s.low)}, {_slope(s.high)}]"
+
+
+def _higher(a: FailureAnswer) -> bool:
+    """Whether a decided ratio says the scheme tolerates higher rates: its estimate, or its interval where the
+    likelihood rose to the bound and left no estimate."""
+    return a.estimate > 1 or (math.isnan(a.estimate) and a.low > 1)
