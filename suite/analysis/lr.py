@@ -150,7 +150,7 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
         rates = common[g[1:]]
         cells[g]["_sens"] = sensitivity(cells[g], rates) if len(rates) >= MIN_SENS_RATES else []
         cells[g]["_sens_rates"] = rates if len(rates) >= MIN_SENS_RATES else []
-    rows, diffs = [], {"test": [], "sens": []}
+    rows, diffs, bounds = [], {"test": [], "sens": []}, []
     for g in ordered:
         cell, base = cells[g], cells.get((baseline,) + g[1:])
         is_base = g[0] == baseline
@@ -188,12 +188,14 @@ def lr_table(runs: list[dict[str, Any]], keys: list[str], baseline: str) -> pd.D
             row["frontier_p"] = doseresponse.curves_differ(la, ba, lb, bb)
         row["best_lr_agree"] = choice_agreement(cell) if "_val" in cell else math.nan
         rows.append(row)
+        bounds.append({"test": 1.0 - (cell.get("_chance") or 0.0), "sens": 1.0})
     frame = pd.DataFrame(rows)
     adjust_family(frame, rest, "test_p", diffs["test"], "test_diff")
     adjust_family(frame, rest, "sens_p", diffs["sens"], "sens_diff")
     adjust_family(frame, rest, "frontier_p")
-    for name in ("test", "sens"):  # no interval past what a difference can be: +/-1 (100 points, 100%)
-        ends = [pooled.clip(lo, hi, 1.0) for lo, hi in zip(frame[f"{name}_diff_ci_low"], frame[f"{name}_diff_ci_high"])]
+    for name in ("test", "sens"):  # no interval past what a difference can be: scores lie in [chance, 1]; +/-100%
+        ends = [pooled.clip(lo, hi, bound[name])
+                for lo, hi, bound in zip(frame[f"{name}_diff_ci_low"], frame[f"{name}_diff_ci_high"], bounds)]
         frame[f"{name}_diff_ci_low"] = [e[0] for e in ends]
         frame[f"{name}_diff_ci_high"] = [e[1] for e in ends]
         frame[f"{name}_diff_ci_clipped"] = [e[2] for e in ends]
