@@ -11,7 +11,7 @@ import pandas as pd
 
 from suite.analysis import coprimary, primary, stats
 from suite.analysis.endpoints import Answer, endpoint
-from suite.analysis.endpoints.score import paired_plan
+from suite.analysis.endpoints.score import crossfit_plan, paired_plan
 from suite.analysis.markup import md
 from suite.declared import ALPHA, ENDPOINTS
 from suite.grouping import DEPTH, LR, choose_baseline, group_keys
@@ -30,9 +30,10 @@ def _where(row: pd.Series, keys: list[str]) -> str:
 
 def _row(comparison: str, endpoint_: str, role: str, alpha: float, pairs: int, sd: float, effect: float,
          power: float) -> dict[str, Any]:
-    """A score comparison's row (:func:`suite.analysis.endpoints.score.paired_plan`)."""
+    """A score comparison's row (:mod:`suite.analysis.endpoints.score`): the best-rate score is cross-fitted."""
+    plan = crossfit_plan if endpoint_ == "best_lr_score" else paired_plan
     return {"comparison": comparison, "endpoint": endpoint_, "role": role, "alpha": alpha,
-            **paired_plan(pairs, sd, effect, power, alpha)}
+            **plan(pairs, sd, effect, power, alpha)}
 
 
 def _primary_row(answer: Answer, effect: float, power: float) -> dict[str, Any]:

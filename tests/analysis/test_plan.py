@@ -11,7 +11,7 @@ import pandas as pd
 def test_seeds_from_the_point_sd_and_from_its_upper_limit():
     """The mechanisms primary: SD 5.1 points from 2 pairs (1 df). Planned at the upper limit (20.1
     points) it asked for 129 seeds (130 from the rounded SD); at the point SD 11; both are printed."""
-    row = _row("ls vs preln", "best_lr_score", "primary", 0.05, 2, 0.051, 0.05, 0.8)
+    row = _row("ls vs preln", "score", "primary", 0.05, 2, 0.051, 0.05, 0.8)
     assert row["planning_sd"] == stats.sd_upper(0.051, 1) and round(100 * row["planning_sd"], 1) == 20.1
     assert row["seeds_needed_point"] == stats.paired_seeds_needed(0.05, 0.051) == 11
     assert row["seeds_needed"] == stats.paired_seeds_needed(0.05, stats.sd_upper(0.051, 1)) == 130
@@ -19,6 +19,16 @@ def test_seeds_from_the_point_sd_and_from_its_upper_limit():
     text = render(pd.DataFrame([row], columns=COLUMNS), 0.8)
     assert "| seeds (point sd) | seeds (upper sd) |" in text and "| 5.1 | 20.1 | 11 | 130 |" in text
     assert "| primary | 5 points | 0.0500 |" in text  # the effect each row's seeds would detect, named
+
+
+def test_an_exploratory_best_rate_row_is_planned_as_its_cross_fitted_test():
+    """The best-rate score is cross-fitted (each half picks the other's rate): its SD has n - 2 degrees of freedom and
+    its test the power of n / 2 pairs, so its plan doubles the paired t's, as the declared comparison's does."""
+    row = _row("ls vs preln, depth 12", "best_lr_score", "exploratory", 0.05, 4, 0.051, 0.05, 0.8)
+    assert row["planning_sd"] == stats.sd_upper(0.051, 2)
+    assert row["seeds_needed_point"] == 2 * stats.paired_seeds_needed(0.05, 0.051) == 22
+    assert row["seeds_needed"] == 2 * stats.paired_seeds_needed(0.05, stats.sd_upper(0.051, 2))
+    assert row["note"] == "cross-fitted: twice the seeds of a paired t"
 
 
 def test_equal_not_ok_rates_need_no_seeds_rather_than_over_ten_thousand():

@@ -53,6 +53,17 @@ def paired_plan(pairs: int, sd: float, effect: float, power: float, alpha: float
             "seeds_needed": need, "min_p": math.nan, "note": note}
 
 
+def crossfit_plan(pairs: int, sd: float, effect: float, power: float, alpha: float) -> dict[str, Any]:
+    """A cross-fitted comparison's plan (the best-rate score): each half chooses for the other, so its SD has
+    n - 2 degrees of freedom and its test the power of n / 2 pairs: twice the seeds of :func:`paired_plan`."""
+    row = paired_plan(pairs, sd, effect, power, alpha)
+    row["planning_sd"] = stats.sd_upper(sd, pairs - 2) if pairs >= 3 else math.nan
+    row["seeds_needed_point"] = 2 * stats.paired_seeds_needed(row["effect"], sd, power, alpha)
+    row["seeds_needed"] = 2 * stats.paired_seeds_needed(row["effect"], row["planning_sd"], power, alpha)
+    row["note"] = (row["note"] + "; " if row["note"] else "") + "cross-fitted: twice the seeds of a paired t"
+    return row
+
+
 class Score(Endpoint):
     name = "score"
     what = "scored on test"
@@ -173,13 +184,8 @@ class Score(Endpoint):
                 f"{level(a)} [{pts(a.low)}, {pts(a.high)}]" if math.isfinite(a.low) else "-")
 
     def plan_row(self, a: ScoreAnswer, effect: float, power: float, alpha: float) -> dict[str, Any]:
-        row = paired_plan(a.n_pairs, a.sd, a.primary.margin or effect, power, alpha)
-        if a.test == crossfit.TEST:  # each half chooses for the other: the SD of n - 2 df, the power of n / 2
-            row["planning_sd"] = stats.sd_upper(a.sd, a.n_pairs - 2) if a.n_pairs >= 3 else math.nan
-            row["seeds_needed_point"] = 2 * stats.paired_seeds_needed(row["effect"], a.sd, power, alpha)
-            row["seeds_needed"] = 2 * stats.paired_seeds_needed(row["effect"], row["planning_sd"], power, alpha)
-            row["note"] = (row["note"] + "; " if row["note"] else "") + "cross-fitted: twice the seeds of a paired t"
-        return row
+        plan = crossfit_plan if a.test == crossfit.TEST else paired_plan
+        return plan(a.n_pairs, a.sd, a.primary.margin or effect, power, alpha)
 
     def paired_cells(self, primary: Primary) -> list[tuple[str, dict[str, Any]]]:
         return [(v, dict(primary.where)) for v in (primary.scheme, primary.baseline)]
