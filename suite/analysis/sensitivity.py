@@ -102,12 +102,14 @@ def sensitivity_lines(frame: pd.DataFrame | None) -> list[str]:
              "others show whether the verdict is about the runs or about where the line was drawn. Exploratory; "
              "table: tables/sensitivity.csv.", ""]
     for name, part in frame.groupby("definition", sort=False):
+        counts = [f"{int(k)} of {int(n)} not ok" for k, n in zip(part["n_not_ok"], part["n"])]
+        shared = len(set(counts)) == 1  # the comparisons' cells hold the same runs: counted once, in the heading
         said = "; ".join(
-            f"{md(c)}: {e:+.2f} [{lo:+.2f}, {hi:+.2f}], p = {p:.3g}, {'decided' if d else 'undecided'}"
-            if math.isfinite(e) else f"{md(c)}: not fitted ({md(n or 'no estimate')})"
-            for c, e, lo, hi, p, d, n in zip(part["comparison"], part["estimate"], part["low"], part["high"], part["p"],
-                                             part["decided"], part["note"]))
-        first = part.iloc[0]
-        lines.append(f"- **{md(name)}** ({md(first['meaning'])}; {int(first['n_not_ok'])} of {int(first['n'])} "
-                     f"not ok): {said}.")
+            (md(c) if shared else f"{md(c)} ({count})") + (
+                f": {e:+.2f} [{lo:+.2f}, {hi:+.2f}], p = {p:.3g}, {'decided' if d else 'undecided'}"
+                if math.isfinite(e) else f": not fitted ({md(n or 'no estimate')})")
+            for c, count, e, lo, hi, p, d, n in zip(part["comparison"], counts, part["estimate"], part["low"],
+                                                    part["high"], part["p"], part["decided"], part["note"]))
+        meaning = md(part.iloc[0]["meaning"]) + (f"; {counts[0]}" if shared else "")
+        lines.append(f"- **{md(name)}** ({meaning}): {said}.")
     return lines + [""]

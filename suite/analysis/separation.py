@@ -68,12 +68,13 @@ def separation_lines(frame: pd.DataFrame | None) -> list[str]:
              "Exploratory; table: tables/diagnostics.csv.", ""]
     for variant, part in frame.groupby("variant", sort=False):
         ranked = part.sort_values("auc", ascending=False, kind="stable")
-        said = "; ".join(f"{md(d)} {a:.2f}, {side} when not ok (median {mo:.3g} ok, {mn:.3g} not ok)"
-                         for d, a, side, mo, mn in zip(ranked["diagnostic"], ranked["auc"], ranked["not_ok_side"],
-                                                       ranked["median_ok"], ranked["median_not_ok"]))
-        first = part.iloc[0]
-        lines.append(f"- **{md(variant)}** ({int(first['n_not_ok'])} not ok of "
-                     f"{int(first['n_ok'] + first['n_not_ok'])}): {said}.")
+        counts = [f"{int(bad)} not ok of {int(good + bad)}" for good, bad in zip(ranked["n_ok"], ranked["n_not_ok"])]
+        shared = len(set(counts)) == 1  # every diagnostic measured on the same runs: counted once, after the scheme
+        columns = zip(ranked["diagnostic"], ranked["auc"], ranked["not_ok_side"], ranked["median_ok"],
+                      ranked["median_not_ok"], counts)
+        said = "; ".join(f"{md(d)} {a:.2f}, {side} when not ok (median {mo:.3g} ok, {mn:.3g} not ok"
+                         + ("" if shared else f"; {count}") + ")" for d, a, side, mo, mn, count in columns)
+        lines.append(f"- **{md(variant)}**" + (f" ({counts[0]})" if shared else "") + f": {said}.")
     return lines + [""]
 
 

@@ -67,3 +67,18 @@ def test_the_as_declared_row_is_decided_in_the_whole_declared_family(monkeypatch
     verdict = evaluate_all(rs, declared)[0]
     row = sensitivity_frame(rs, declared).set_index("definition").loc["as declared"]
     assert verdict.decision == "undecided" and row["p"] == 0.04 and not row["decided"]
+
+
+def test_comparisons_over_different_runs_each_say_their_own_counts():
+    """Two declared slopes over different cells: the heading took the first one's counts for both."""
+    import pandas as pd
+
+    from suite.analysis.sensitivity import COLUMNS
+
+    rows = [{"definition": "as declared", "meaning": "the status", "comparison": c, "n_not_ok": k, "n": n,
+             "estimate": -0.5, "low": -0.9, "high": -0.1, "p": 0.01, "decided": True, "note": ""}
+            for c, k, n in (("a vs b", 3, 10), ("c vs b", 7, 20))]
+    text = "\n".join(sensitivity_lines(pd.DataFrame(rows, columns=COLUMNS)))
+    assert "- **as declared** (the status): a vs b (3 of 10 not ok): -0.50" in text and "c vs b (7 of 20 not ok)" in text
+    same = "\n".join(sensitivity_lines(pd.DataFrame(rows[:1] * 2, columns=COLUMNS)))
+    assert "(the status; 3 of 10 not ok): a vs b: -0.50" in same

@@ -62,3 +62,17 @@ def test_the_summary_vocabulary_is_the_engines():
     for bad in ({"failed_reason": "bogus"}, {"steps_to_learn": -5}, {"steps_to_learn": 301, "train.steps": 300},
                 {"attn_logit_peak": math.inf}, {"stream_rms_peak": "abc"}):
         assert store.summary_problem(bad) is not None, bad
+
+
+def test_a_diagnostic_missing_from_some_runs_says_its_own_counts():
+    """The scheme's heading took the first diagnostic's counts: 1 not ok of 3 where 3 of 5 runs were judged."""
+    from suite.store import DIAGNOSTIC_PEAKS
+
+    k0, k1 = DIAGNOSTIC_PEAKS[0], DIAGNOSTIC_PEAKS[1]
+    runs = [{"variant": "a", "status": "ok", k0: 1.0, k1: 1.0}, {"variant": "a", "status": "ok", k0: 2.0, k1: 2.0},
+            {"variant": "a", "status": "diverged", k1: 9.0}, {"variant": "a", "status": "diverged", k1: 8.0},
+            {"variant": "a", "status": "failed", k0: 5.0, k1: 7.0}]
+    line = separation_lines(separation_frame(runs))[-2]
+    assert line.startswith("- **a**: ") and "1 not ok of 3)" in line and "3 not ok of 5)" in line
+    whole = separation_lines(separation_frame([r for r in runs if k0 in r]))[-2]
+    assert whole.startswith("- **a** (1 not ok of 3): ")
