@@ -236,16 +236,20 @@ def _nested(obj: Any, key: Any) -> str:
     return f" (did you mean '{inner[0]}'?)" if inner else ""
 
 
-def nest(dotted: dict[str, Any]) -> dict[str, Any]:
-    """``{"model.depth": 12}`` -> ``{"model": {"depth": 12}}``."""
+def nest(dotted: dict[str, Any], source: str = "") -> dict[str, Any]:
+    """``{"model.depth": 12}`` -> ``{"model": {"depth": 12}}``; a key and one of its sub-keys both given is refused
+    (``model.layerscale={}`` with ``model.layerscale.init=0.1``: else whichever came last would win, silently)."""
     out: dict[str, Any] = {}
     for key, value in dotted.items():
         parts = key.split(".")
         node = out
-        for part in parts[:-1]:
+        for i, part in enumerate(parts[:-1]):
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise ConfigError(f"key '{key}' sets both a value and a sub-key")
+                raise ConfigError(f"{source}{key}: sets a sub-key of {'.'.join(parts[:i + 1])}, which is given a value "
+                                  f"too; keep one")
+        if parts[-1] in node:
+            raise ConfigError(f"{source}{key}: is given a value, and a sub-key of it is given one too; keep one")
         node[parts[-1]] = value
     return out
 
@@ -295,7 +299,7 @@ def parse_overrides(items: typing.Sequence[str], source: str = "command line") -
             if leaf in dotted:
                 raise ConfigError(f"{source}: {leaf}: given twice; keep one")
             dotted[leaf] = v
-    return nest(dotted)
+    return nest(dotted, f"{source}: ")
 
 
 def read_yaml(path: str | Path, links: bool = True, duplicates: list[str] | None = None) -> Any:
@@ -659,7 +663,7 @@ def _validate_data(cfg: RunConfig, source: str) -> None:
     if d.root is not None:
         try:
             is_file = Path(d.root).expanduser().exists() and not Path(d.root).expanduser().is_dir()
-        except (OSError, ValueError) as err:  # a name longer than the file system allows, a NUL byte
+        except (OSError, ValueError, RuntimeError) as err:  # a name too long, a NUL byte, ~user of no such user
             raise ConfigError(f"{source}: data.root {str(d.root)[:60]}...: not a usable path "
                               f"({getattr(err, 'strerror', None) or err}); pass the folder that holds the data") from None
         if is_file:

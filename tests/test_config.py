@@ -46,3 +46,35 @@ def test_suite_config_refuses_on_cpu_what_suite_train_refuses_there(capsys, prec
     assert main(["train", f"train.precision={precision}", "device=cpu", "--out", "/nonexistent/never"]) == 2
     assert f"train.precision {precision}" in capsys.readouterr().err
     assert main(["config", f"train.precision={precision}"]) == 0  # device auto: where it runs decides
+
+
+@pytest.mark.parametrize("items, said", [
+    (["model.residual=layerscale", "model.layerscale.init=0.1", "model.layerscale={}"],
+     "model.layerscale: is given a value, and a sub-key of it is given one too; keep one"),
+    (["model.depth.x=4", "model.depth=3"], "model.depth: is given a value, and a sub-key of it is given one too"),
+    (["model.depth=3", "model.depth.x=4"], "model.depth.x: sets a sub-key of model.depth, which is given a value too")])
+def test_a_key_and_its_sub_key_on_the_command_line_are_refused_in_either_order(capsys, items, said):
+    """`model.layerscale={}` after `model.layerscale.init=0.1` dropped the 0.1 (exit 0, init: cait), and a misspelt
+    `model.depth.x` vanished when `model.depth` followed it."""
+    assert main(["config", *items]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"command line: {said}" in err
+
+
+def test_a_data_root_under_a_user_who_does_not_exist_is_one_line(capsys):
+    """`~nobody...` cannot be expanded: Path.expanduser raised RuntimeError, a traceback."""
+    assert main(["config", "data.root=~nobody_here_at_all"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "data.root ~nobody_here_at_all" in err and "not a usable path" in err
+
+
+def test_suite_config_reads_an_ablation_that_takes_its_variants_from_extends(tmp_path, capsys):
+    """It looked for `variants:` alone, and refused a child ablation as a run config with an unknown key 'extends'."""
+    from pathlib import Path
+
+    parent = Path(__file__).resolve().parents[1] / "ablations" / "smoke.yaml"
+    child = tmp_path / "child.yaml"
+    child.write_text(f"extends: {parent}\nname: child\n")
+    assert main(["config", str(child)]) == 0
+    out = capsys.readouterr().out
+    assert "# run id " in out and "model:" in out

@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         path, overrides = file_and_overrides(args.file, args.overrides)
         raw = read_yaml(path) if path is not None else None
-        if isinstance(raw, dict) and "variants" in raw:  # an ablation
+        if isinstance(raw, dict) and _is_ablation(raw):
             if overrides:
                 return fail(f"{path}: key=value overrides are for a run config; pick a run of this ablation with "
                             f"--only, e.g. --only variant=preln")
@@ -48,10 +48,18 @@ def run(args: argparse.Namespace) -> int:
             cfg = resolve_precision(cfg, resolve_device(cfg.device).type)
             header += f"\n# train.precision auto resolved for this machine: {cfg.train.precision}"
         except RuntimeError:  # device cuda here without one: left as written
-            header += "\n# train.precision auto: resolved where the run executes (fp32 on CPU; on CUDA bf16 from model.dim 128, fp32 below)"
+            header += ("\n# train.precision auto: resolved where the run executes (fp32 on CPU; on CUDA bf16 from "
+                       "model.dim 128, tf32 below)")
     header += f"\n# run id {store.run_id(cfg)}"
     print(header + "\n" + dump_yaml(cfg), end="")
     return 0
+
+
+def _is_ablation(raw: dict) -> bool:
+    """Whether a file is an ablation: it has a key only an ablation has (``extends`` and ``name`` included)."""
+    from suite.sweep.spec import FIELDS
+
+    return any(key in FIELDS for key in raw)
 
 
 def _ablation_run(path: str, only: list[str]):
