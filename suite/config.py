@@ -324,6 +324,8 @@ def read_yaml(path: str | Path, links: bool = True, duplicates: list[str] | None
         data = load_yaml(text) or {}
     except RecursionError:
         raise ConfigError(f"{path}: nested too deeply to read; an ablation or config is a few levels deep") from None
+    except ConfigError:  # a ValueError too: said already, not a value YAML cannot read
+        raise
     except ValueError as err:
         if not _too_many_digits(err):  # a date YAML reads as one (2023-13-45), a tag it cannot build (!!float 'a')
             raise ConfigError(f"{path}: a value YAML cannot read ({err}); quote it if it is text") from None
@@ -540,7 +542,8 @@ def _check_held_out(d: DataConfig, source: str) -> None:
         fix = f"{more}, or set data.val_fraction above 0 to judge on a validation split"
     raise ConfigError(f"{source}: data.val_fraction {d.val_fraction:g}: the {split} split that judges each run "
                       f"would hold {n} images (largest class {max(counts, default=0)}), too few for the learning "
-                      f"test (alpha {ALPHA}) to pass even at 100% accuracy; it needs about {need} or more: {fix}")
+                      f"test (alpha {ALPHA}) to pass even at 100% accuracy"
+                      + (f"; it needs about {need} or more" if need else "") + f": {fix}")
 
 
 def _get(cfg: Any, dotted: str) -> Any:

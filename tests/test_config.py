@@ -78,3 +78,11 @@ def test_suite_config_reads_an_ablation_that_takes_its_variants_from_extends(tmp
     assert main(["config", str(child)]) == 0
     out = capsys.readouterr().out
     assert "# run id " in out and "model:" in out
+
+
+def test_a_held_out_split_of_one_image_names_no_size_it_could_never_have(capsys):
+    """A one-image test split of one class can never pass the learning test: it said 'needs about 0 or more'."""
+    assert main(["config", "data.name=synthetic", "model.patch_size=4", "data.val_fraction=0",
+                 "data.synthetic_test=1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "about 0" not in err and "raise data.synthetic_test" in err

@@ -250,8 +250,9 @@ def test_yaml_aliases_are_counted_expanded_and_a_bomb_is_refused(tmp_path):
         f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10))
     path = tmp_path / "bomb.yaml"
     path.write_text(bomb + "variants: {a: {}}\n")
-    with pytest.raises(SpecError, match="aliases"):
+    with pytest.raises(SpecError, match="aliases") as err:
         load_ablation(path)
+    assert "a value YAML cannot read" not in str(err.value) and str(err.value).count(str(path)) == 1  # said once
 
 
 def test_suite_config_prints_the_resolved_run_config_that_suite_run_would_make(tmp_path, capsys):
