@@ -864,6 +864,8 @@ CASES: list[Case] = [
     Case("disk full during suite train (checkpoint, log.txt)", "traceback", "error", disk_full_train_setup,
          disk_full_train_check, needs_mount=True),
     Case("suite bench-check --threads 0", "traceback", "error", _argv("bench-check", "--threads", "0", "--out", "{d}")),
+    Case("suite bench-check --threads 10^11", "traceback", "error",
+         _argv("bench-check", "--threads", "100000000000", "--out", "{d}"), _says("--threads")),
     Case("suite bench-check --step-rounds 0", "traceback", "error",
          _argv("bench-check", "--step-rounds", "0", "--out", "{d}")),
     Case("suite bench --rounds 0", "traceback", "error", _argv("bench", "--rounds", "0", "--out", "{d}")),

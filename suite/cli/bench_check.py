@@ -15,7 +15,7 @@ from suite.bench.arms import build_arm, slow_down_layerscale
 from suite.bench import gate
 from suite.bench.report import provenance_line
 from suite.bench.stats import summarize
-from suite.cli.checks import at_least, fail, writable_dir
+from suite.cli.checks import at_least, at_most, fail, writable_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -44,8 +44,9 @@ def _flags(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    problem = (at_least(args, 1, "threads")
+    problem = (at_least(args, 1, "threads") or at_most(args, 1024, "threads")
                or at_least(args, 0, "step_threshold", "residual_threshold", "ablation_step_threshold", "slowdown")
+               or at_most(args, 10**6, *[k for k in vars(args) if k.endswith("rounds")]) or at_most(args, 1000, "slowdown")
                or writable_dir(args.out, "--out"))
     if problem:
         return fail(problem)
