@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from suite.cli.checks import fail, file_and_overrides
+from suite.cli.checks import at_least, fail, file_and_overrides
+from suite.sweep.spec import MAX_RUNS
 
 INTERMIXED = True  # key=value overrides may follow the options
 
@@ -13,6 +14,8 @@ INTERMIXED = True  # key=value overrides may follow the options
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", metavar="FILE", help="a run config or an ablation YAML (omit: the defaults)")
     parser.add_argument("overrides", nargs="*", default=[], metavar="key=value", help="dotted overrides for a run config")
+    parser.add_argument("--max-runs", type=int, default=MAX_RUNS, metavar="N",
+                        help="for an ablation: refuse one of more runs than this (default: %(default)s)")
     parser.add_argument("--only", action="append", default=[], metavar="FILTER",
                         help="for an ablation: the first run matching, e.g. --only variant=preln,model.depth=12")
 
@@ -21,6 +24,8 @@ def run(args: argparse.Namespace) -> int:
     from suite import store
     from suite.config import ConfigError, dump_yaml, load_config, read_yaml, resolve_precision
 
+    if problem := at_least(args, 1, "max_runs"):
+        return fail(problem)
     try:
         path, overrides = file_and_overrides(args.file, args.overrides)
         raw = read_yaml(path) if path is not None else None
@@ -28,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
             if overrides:
                 return fail(f"{path}: key=value overrides are for a run config; pick a run of this ablation with "
                             f"--only, e.g. --only variant=preln")
-            cfg, header = _ablation_run(path, args.only)
+            cfg, header = _ablation_run(path, args.only, args.max_runs)
         else:
             if args.only:
                 return fail(f"--only: picks a run of an ablation, and {path or 'no file'} is a run config; drop it")
@@ -62,10 +67,10 @@ def _is_ablation(raw: dict) -> bool:
     return any(key in FIELDS for key in raw)
 
 
-def _ablation_run(path: str, only: list[str]):
+def _ablation_run(path: str, only: list[str], max_runs: int):
     from suite.sweep.spec import SpecError, load_ablation, parse_only, select
 
-    ablation = load_ablation(path)
+    ablation = load_ablation(path, max_runs=max_runs)
     runs = select(ablation.runs, parse_only(only, ablation))
     if not runs:
         raise SpecError([f"--only: {' | '.join(only)}: matches none of the {len(ablation.runs)} runs; "

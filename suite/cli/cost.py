@@ -9,6 +9,7 @@ import os
 import re
 
 from suite.cli.checks import at_least, at_most, fail
+from suite.sweep.spec import MAX_RUNS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "cores // workers threads) and derive the throughput from them")
     parser.add_argument("--workers", type=int, default=1, metavar="N",
                         help="workers (or devices) running at once, for the wall-clock estimate (default: 1)")
+    parser.add_argument("--max-runs", type=int, default=MAX_RUNS, metavar="N",
+                        help="refuse an ablation of more runs than this (default: %(default)s)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,10 +34,10 @@ def run(args: argparse.Namespace) -> int:
     from suite.sweep.spec import SpecError, load_ablation
     from suite.sweep.status import format_duration
 
-    if problem := at_least(args, 1, "workers") or at_most(args, 4096, "workers"):
+    if problem := at_least(args, 1, "workers", "max_runs") or at_most(args, 4096, "workers"):
         return fail(problem)
     try:
-        ablation = load_ablation(args.ablation)
+        ablation = load_ablation(args.ablation, max_runs=args.max_runs)
         cost = estimate(ablation)
         if args.measure:
             threads = max(1, (os.cpu_count() or 1) // args.workers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -89,7 +90,7 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
         raise StatusError(f"{out}: no ablation.yaml, so no sweep has written here; pass the --out folder of a "
                           f"`suite run`")
     try:
-        ablation = load_ablation(marker)
+        ablation = load_ablation(marker, max_runs=sys.maxsize)  # the sweep's own file: its size was accepted
     except SpecError as err:
         raise StatusError(f"{marker}: cannot be read as an ablation ({err.problems[0]})") from None
     from suite.sweep.refine import replay

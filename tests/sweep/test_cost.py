@@ -149,3 +149,14 @@ def test_an_epoch_is_the_whole_batches_the_stream_draws_in_training_and_in_the_e
         per_epoch = StepOrder(n, batch, 0).steps_per_epoch
         assert cfg.train.total_steps(n) == run_steps(cfg, n) == math.ceil(epochs * per_epoch)
     assert load_config(None, ["train.steps=7"]).train.total_steps(10) == 7
+
+
+def test_the_run_limit_hint_names_a_flag_cost_and_config_take(capsys):
+    """'pass --max-runs N if you mean it' named a flag suite cost and suite config did not have."""
+    default = str(ROOT / "ablations" / "default.yaml")
+    for command in (["cost", default], ["config", default]):
+        assert main([*command, "--max-runs", "39"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "pass --max-runs 40 if you mean it" in err
+        assert main([*command, "--max-runs", "40"]) == 0
+        capsys.readouterr()

@@ -234,3 +234,12 @@ def test_a_pack_member_without_a_claim_of_its_own_is_running_while_its_pack_clai
     hold(out, head.run_id, gone_pid())
     states = {v.folder: (v.state, v.worker_gone) for v in sweep_status(out).runs}
     assert states[head.run_id] == states[member.run_id] == ("interrupted", True)
+
+
+def test_a_sweep_larger_than_the_default_run_limit_still_has_a_status(half_done, monkeypatch):
+    """suite run --max-runs accepted its size; suite status read the folder's own ablation.yaml under the default
+    limit, and refused it with a hint to pass a flag status has not got."""
+    from suite.sweep import spec
+
+    monkeypatch.setattr(spec, "MAX_RUNS", 3)  # the smoke sweep's 8 runs are now "too many" by default
+    assert len(sweep_status(half_done).runs) == 8
