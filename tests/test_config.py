@@ -86,3 +86,16 @@ def test_a_held_out_split_of_one_image_names_no_size_it_could_never_have(capsys)
                  "data.synthetic_test=1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "about 0" not in err and "raise data.synthetic_test" in err
+
+
+def test_a_file_name_with_control_characters_is_escaped_on_success_too(tmp_path, capsys):
+    """Errors escaped them already; `suite validate`, `suite cost` and `suite config` sent them to the terminal."""
+    import shutil
+    from pathlib import Path
+
+    path = tmp_path / "evil\x1b[2Jname.yaml"
+    shutil.copy(Path(__file__).resolve().parents[1] / "ablations" / "smoke.yaml", path)
+    for command in (["validate", "--no-data"], ["cost"], ["config"]):
+        assert main([*command, str(path)]) == 0
+        out = capsys.readouterr().out
+        assert "\x1b" not in out and "evil\\x1b[2Jname.yaml" in out, command

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from suite.cli.checks import at_least, fail, file_and_overrides
+from suite.cli.checks import at_least, fail, file_and_overrides, shown
 from suite.sweep.spec import MAX_RUNS
 
 INTERMIXED = True  # key=value overrides may follow the options
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
             if args.only:
                 return fail(f"--only: picks a run of an ablation, and {path or 'no file'} is a run config; drop it")
             cfg = load_config(path, overrides)
-            header = f"# {path or 'the defaults'}" + (" with " + " ".join(overrides) if overrides else "")
+            header = shown(f"# {path or 'the defaults'}" + (" with " + " ".join(overrides) if overrides else ""))
     except ConfigError as err:
         return fail(*str(err).splitlines())
     from suite.engine.resources import resolve_device  # torch: after a config error is ruled out
@@ -77,4 +77,4 @@ def _ablation_run(path: str, only: list[str], max_runs: int):
                          f"list them with suite run {path} --dry-run"])
     run = runs[0]
     which = f"the first of {len(runs)} matching runs" if only else f"run 1 of {len(ablation.runs)}"
-    return run.cfg, f"# {path}: {run.label} ({which}; ablation {ablation.name})"
+    return run.cfg, shown(f"# {path}: {run.label} ({which}; ablation {ablation.name})")

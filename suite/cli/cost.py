@@ -8,7 +8,7 @@ import dataclasses
 import os
 import re
 
-from suite.cli.checks import at_least, at_most, fail
+from suite.cli.checks import at_least, at_most, fail, shown
 from suite.sweep.spec import MAX_RUNS
 
 
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(*err.problems)
     except CostError as err:
         return fail(f"{args.ablation}: {err}")
-    print(f"{args.ablation}: {ablation.describe()}")
+    print(shown(f"{args.ablation}: {ablation.describe()}"))
     unit, scale = next((u, x) for u, x in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9)) if cost.flops >= 0.1 * x
                        or u == "GFLOP")
     print(f"  {cost.steps:,} optimizer steps, {cost.flops / scale:,.1f} {unit} of training (matmuls, forward + "

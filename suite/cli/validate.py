@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from suite.cli.checks import at_least, fail
+from suite.cli.checks import at_least, fail, shown
 from suite.sweep.spec import MAX_RUNS, SpecError, load_ablation
 
 
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
             status = fail(*problems[:-1], problems[-1] + ("; or `suite validate --no-data` to check the file without "
                                                           "its data" if data else ""))
             continue
-        print(f"{path}: ok: '{ablation.name}', {ablation.describe()} -> results/{ablation.name}")
+        print(shown(f"{path}: ok: '{ablation.name}', {ablation.describe()} -> results/{ablation.name}"))
         if ablation.primary is not None:
             from suite.declared import as_list
 
@@ -44,5 +44,5 @@ def run(args: argparse.Namespace) -> int:
             how = "tested alone" if len(declared) == 1 else f"one of {len(declared)} tested as one family (Holm)"
             for p in declared:
                 margin = f", margin {100 * p.margin:g} points" if p.margin is not None else ""
-                print(f"  primary comparison: {p.describe()} ({p.endpoint}{margin}), {how} at alpha 0.05")
+                print(shown(f"  primary comparison: {p.describe()} ({p.endpoint}{margin}), {how} at alpha 0.05"))
     return status
