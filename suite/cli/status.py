@@ -34,6 +34,8 @@ def render(status) -> str:
         "none: no run is running (run the same `suite run` again to finish)" if total > counts["done"] and not n_running
         else "unknown")
     lines.append(f"  {pace}; eta {eta}")
+    if status.from_csv:
+        lines.append(f"  {status.from_csv} of the runs done have no run folder here: read from runs.csv")
     if gone := [v for v in status.runs if v.worker_gone]:
         lines.append(f"  {len(gone)} runs interrupted: their worker is gone (its claim is dead or missing); "
                      f"the next `suite run` resumes them")

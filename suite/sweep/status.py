@@ -65,6 +65,7 @@ class SweepStatus:
     mean_run_s: float | None = None  # mean duration of the last finished runs (not errors)
     by_variant: dict[str, Counter] = field(default_factory=dict)
     slurm: SlurmView | None = None
+    from_csv: int = 0  # runs done with no run folder here, read from runs.csv (a committed results folder)
 
     @property
     def counts(self) -> Counter:
@@ -111,10 +112,11 @@ def sweep_status(out: str | Path, now: float | None = None) -> SweepStatus:
         slurm = _slurm_view(out, now)
         lease = slurm.lease_s if slurm is not None and slurm.lease_s else SweepOptions().lease  # as its workers
         _look(out, views, lease, now)
+        from_csv = _from_csv(out, views)
     except OSError as err:  # a folder or file you may not read (one shared by someone else)
         raise StatusError(f"cannot read {err.filename or out} ({store.error_reason(err)}); check the folder's "
                           f"permissions") from None
-    result = SweepStatus(ablation.name, list(views.values()), slurm=slurm)
+    result = SweepStatus(ablation.name, list(views.values()), slurm=slurm, from_csv=from_csv)
     for v in result.runs:
         result.by_variant.setdefault(v.run.variant, Counter())[v.state] += 1
         if v.state == "done":
@@ -150,6 +152,32 @@ def _look(out: Path, views: dict[str, RunView], lease: float, now: float) -> Non
             view.state = "running" if recent and not view.worker_gone else "interrupted"
             tc = view.run.cfg.train
             view.step, view.steps = store.last_logged_step(folder), tc.steps if tc.epochs is None else None
+
+
+def _from_csv(out: Path, views: dict[str, RunView]) -> int:
+    """Runs with no folder here that ``runs.csv`` holds: done, with its status (a committed results folder keeps that
+    file, not its run folders); how many."""
+    import warnings
+
+    from suite.results import AnalysisError, runs_from_csv
+
+    pending = {rid: v for rid, v in views.items() if v.state == "pending" and not (out / "runs" / rid).exists()}
+    if not pending or not (out / "runs.csv").is_file():
+        return 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a damaged row is suite analyze's to report; here it stays pending
+        try:
+            rows = runs_from_csv(out / "runs.csv")
+        except AnalysisError:
+            return 0
+    found = 0
+    for row in rows:
+        view = pending.pop(str(row.get("run_id")), None)
+        if view is not None:
+            view.state, view.status, view.error = "done", row.get("status"), row.get("error")
+            view.wall_s = _duration(row.get("wall_s"))
+            found += 1
+    return found
 
 
 def _duration(value: object) -> float | None:

@@ -243,3 +243,13 @@ def test_a_sweep_larger_than_the_default_run_limit_still_has_a_status(half_done,
 
     monkeypatch.setattr(spec, "MAX_RUNS", 3)  # the smoke sweep's 8 runs are now "too many" by default
     assert len(sweep_status(half_done).runs) == 8
+
+
+def test_a_committed_results_folder_reads_its_runs_from_runs_csv(capsys):
+    """results/default keeps runs.csv, not its run folders: status said 40 pending and 'run suite run again'."""
+    root = Path(__file__).resolve().parents[2] / "results" / "default"
+    s = sweep_status(root)
+    assert dict(s.counts) == {"done": 40} and s.statuses["ok"] == 40 and s.from_csv == 40
+    assert main(["status", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "40 done" in out and "read from runs.csv" in out and "suite run` again" not in out
