@@ -211,16 +211,23 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
 def apply_dict(obj: Any, updates: dict[str, Any], source: str, prefix: str = "") -> None:
     """Apply nested overrides onto a config dataclass in place; ConfigError for an unknown key or a wrong type."""
     if not isinstance(updates, dict):
-        raise ConfigError(f"{source}: {prefix or 'top level'} must be a mapping, got {updates!r}")
+        where = prefix.rstrip(".") or "the top level"
+        example = f"e.g. {where}: {{{'depth: 12' if where == 'model' else '...'}}}" if prefix else "e.g. model: {depth: 12}"
+        raise ConfigError(f"{source}: {where} must be a mapping of keys to values, got {repr(updates)[:60]}; {example}")
     hints = typing.get_type_hints(type(obj))
     names = [f.name for f in dataclasses.fields(obj)]
     for key, value in updates.items():
         dotted = f"{prefix}{key}"
         if key not in names:
+            section = str(key).split(".")[0]
+            if "." in str(key) and section in names:  # model.depth: 3 in a file, where sections nest
+                raise ConfigError(f"{source}: '{dotted}': a dotted key; in a file write it nested, "
+                                  f"{section}: {{{str(key).split('.', 1)[1]}: ...}}")
             if isinstance(obj, RunConfig) and {"variants", "grid"} & set(updates):
                 raise ConfigError(f"{source}: an ablation file (it has variants or a grid), not a run config; run it "
                                   f"with `suite run FILE`")
-            raise ConfigError(f"{source}: unknown key '{dotted}'{did_you_mean(str(key), names) or _nested(obj, key)}; "
+            hint = did_you_mean(dotted, [f"{prefix}{n}" for n in names]) or _nested(obj, key)
+            raise ConfigError(f"{source}: unknown key '{dotted}'{hint}; "
                               f"valid keys here: {', '.join(names)}")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):

@@ -99,3 +99,31 @@ def test_a_file_name_with_control_characters_is_escaped_on_success_too(tmp_path,
         assert main([*command, str(path)]) == 0
         out = capsys.readouterr().out
         assert "\x1b" not in out and "evil\\x1b[2Jname.yaml" in out, command
+
+
+@pytest.mark.parametrize("text, said", [
+    ("model: null\n", "model must be a mapping of keys to values, got None; e.g. model: {depth: 12}"),
+    ("model.depth: 3\n", "'model.depth': a dotted key; in a file write it nested, model: {depth: ...}"),
+    ("model: {dpth: 3}\n", "unknown key 'model.dpth' (did you mean 'model.depth'?)")])
+def test_a_run_config_files_shape_errors_name_the_fix(tmp_path, capsys, text, said):
+    """'model. must be a mapping, got None' (a stray dot, no fix); a dotted key in a file: 'did you mean model?'."""
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    assert main(["config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err
+
+
+@pytest.mark.parametrize("key", ["seed", "device"])
+def test_a_key_and_its_value_given_apart_say_how_to_join_them(capsys, key):
+    assert main(["config", key, "3"]) == 2
+    assert f"to set a key write {key}=3" in capsys.readouterr().err
+
+
+def test_a_name_yaml_reads_as_a_number_is_told_to_be_quoted(tmp_path):
+    from suite.sweep.spec import SpecError, load_ablation
+
+    path = tmp_path / "a.yaml"
+    path.write_text("name: 12\nvariants: {a: {model.residual: preln}}\n")
+    with pytest.raises(SpecError, match=r"name: '12': YAML reads it as no text .*quote it, e.g. name: '12'"):
+        load_ablation(path)

@@ -65,7 +65,7 @@ def file_and_overrides(path: str | None, overrides: list[str]) -> tuple[str | No
     # os.path.exists, not Path.exists: a name longer than the file system takes (255 bytes) is no file, not an error
     if path is not None and "=" in path and not os.path.exists(path):
         return None, [path, *overrides]
-    key_like = path is not None and re.fullmatch(r"(model|data|train)\.[a-z_.]+", path)  # `model.depth 4`
+    key_like = path is not None and re.fullmatch(r"(model|data|train)\.[a-z_.]+|seed|device", path)  # `model.depth 4`
     if key_like and overrides and not os.path.exists(path):
         from suite.config import ConfigError
 

@@ -205,7 +205,10 @@ def _check_fields(data: dict[str, Any], src: str, problems: list[str], max_runs:
         return
     problems += [f"{src}: {key}: unknown field{did_you_mean(str(key), FIELDS)}; valid fields: {', '.join(FIELDS)}"
                  for key in data if key not in FIELDS]
-    if "name" in data and not _usable(data["name"]):
+    if "name" in data and not isinstance(data["name"], str):
+        problems.append(f"{src}: name: {str(data['name'])[:80]!r}: YAML reads it as no text (a number, a list ...); "
+                        f"quote it, e.g. name: '{str(data['name'])[:80]}'")
+    elif "name" in data and not _usable(data["name"]):
         problems.append(f"{src}: name: {str(data['name'])[:80]!r} is not a usable folder name; "
                         f"use letters, digits, '.', '_', '+' or '-', at most {store.NAME_CHARS} of them")
     if "description" in data and not isinstance(data["description"], str):

@@ -116,7 +116,7 @@ BAD_CASES = {
     # case: (file text, the key named, words of the message)
     "yaml-syntax": ("name: x\nbase: {model: [1, 2}\n", "line 2", "invalid YAML"),
     "unknown-field": ("name: x\ndescriptio: y\nvariants: {a: {}}\n", "descriptio", "did you mean 'description'"),
-    "typo-config-key": ("name: x\ngrid: {model.dept: [1]}\nvariants: {a: {}}\n", "model.dept", "did you mean 'depth'"),
+    "typo-config-key": ("name: x\ngrid: {model.dept: [1]}\nvariants: {a: {}}\n", "model.dept", "did you mean 'model.depth'"),
     "wrong-type": ("name: x\ngrid: {model.depth: [a]}\nvariants: {a: {}}\n", "model.depth", "expected an integer"),
     "not-a-list": ("name: x\ngrid: {model.depth: 3}\nvariants: {a: {}}\n", "grid.model.depth", "write `[3]`"),
     "empty-axis": ("name: x\ngrid: {model.depth: []}\nvariants: {a: {}}\n", "grid.model.depth", "empty axis"),
