@@ -52,6 +52,8 @@ class Parser(argparse.ArgumentParser):
                 if kind == "int" and number.is_integer() and abs(number) < 1e18:
                     fix += f" ({int(number)}, not {value})"
             message = f"{flag} {value!r}: not {'a whole number' if kind == 'int' else 'a number'}; pass {fix}"
+            if os.path.exists(value):  # `--watch DIR`: an option that takes an optional number swallowed the path
+                message += f", or put {value!r} before {flag}"
         else:
             message = f"{message.splitlines()[0]} (see `{self.prog} --help`)"
         self.exit(2, f"error: {self.prog}: {message}\n")

@@ -173,10 +173,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         shape = BenchShape(depth=args.depth, dim=args.dim, heads=args.heads, tokens=args.tokens, batch=opt["batch"])
         shape.img_size  # noqa: B018  (validates tokens before anything is built)
+    except ValueError as err:
+        return fail(f"--tokens {args.tokens}: {err}")
+    try:
         for name in names:
             check_arm(name)
     except ValueError as err:
-        return fail(str(err))
+        return fail(f"{'--schemes' if args.schemes else '--variants'}: {err}")
     settings = {**dataclasses.asdict(shape), "device": args.device, "dtype": opt["dtype"], "compile": args.compile,
                 "rounds": opt["rounds"], "steps": opt["steps"], "warmup": opt["warmup"], "forward": args.forward,
                 "seed": args.seed, "threads": torch.get_num_threads(), "arms": names, "gemm": opt["gemm"],

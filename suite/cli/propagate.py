@@ -21,6 +21,10 @@ class _Without:
         self.parser = parser
 
     def add_argument(self, *names: str, **kw: Any) -> Any:
+        if names == ("ablation",):  # its example: a file made for this command
+            kw["help"] = "ablation YAML, e.g. ablations/propagation.yaml"
+        if "help" in kw:  # no packs here
+            kw["help"] = kw["help"].replace(" (or pack)", "")
         return None if any(name in TRAINING_ONLY for name in names) else self.parser.add_argument(*names, **kw)
 
     def add_argument_group(self, *args: Any, **kw: Any) -> "_Without":

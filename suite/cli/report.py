@@ -27,6 +27,8 @@ def run(args: argparse.Namespace) -> int:
         name = getattr(err, "filename", None)
         if name and not str(name).endswith((".html", ".tmp")):  # not the page itself, nor its temp file
             return fail(f"cannot read {name} ({err.strerror or err}); fix or remove it, then `suite report` again")
+        if isinstance(err, IsADirectoryError):
+            return fail(f"cannot write {page}: a folder of that name is in the way; move it aside")
         return fail(f"cannot write {page} ({err.strerror or err}); check the folder's permissions")
     print(f"wrote {path} (self-contained: open it in any browser)")
     return 0
