@@ -42,3 +42,15 @@ def test_propagates_help_names_its_own_example_and_no_packs(capsys):
         main(["propagate", "--help"])
     text = capsys.readouterr().out
     assert "ablations/propagation.yaml" in text and "ablations/default.yaml" not in text and "pack" not in text
+
+
+def test_bench_refuses_a_flag_its_mode_does_not_read(capsys, tmp_path):
+    """`--throughput --schemes rezero --depth 48` measured the default arms and shape; `--pack-phases 4 --compile` ran
+    eager; all without a word."""
+    for argv, said in ((["--throughput", "--schemes", "rezero"], "--schemes: --throughput does not read it"),
+                       (["--pack-phases", "4", "--throughput"], "--throughput and --pack-phases: two measurements"),
+                       (["--pack-phases", "4", "--compile"], "--compile: --pack-phases does not read it"),
+                       (["--runs", "3"], "--runs: the overhead measurement does not read it")):
+        assert main(["bench", *argv, "--out", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and said in err, argv

@@ -149,10 +149,41 @@ def run_pack_phases(args: argparse.Namespace) -> int:
     return 0
 
 
+# What each mode reads; a flag of another mode set with it is refused rather than ignored.
+MODE_FLAGS = {
+    "overhead": {"schemes", "variants", "timm", "depth", "dim", "heads", "tokens", "batch", "device", "compile", "dtype",
+                 "rounds", "steps", "warmup", "forward", "threads", "seed", "out", "gemm"},
+    "throughput": {"throughput", "device", "compile", "out", "runs", "run_steps", "co_located", "packed"},
+    "pack_phases": {"pack_phases", "out", "run_steps"},
+}
+
+
+def _unread(args: argparse.Namespace, mode: str) -> str | None:
+    """The first flag set away from its default that ``mode`` does not read, as a one-line problem."""
+    defaults = vars(add_arguments_parser().parse_args([]))
+    for key, value in vars(args).items():
+        if key in defaults and key not in MODE_FLAGS[mode] and value != defaults[key]:
+            if {key, mode} == {"throughput", "pack_phases"}:
+                return "--throughput and --pack-phases: two measurements; run them one at a time"
+            what = {"overhead": "the overhead measurement", "throughput": "--throughput",
+                    "pack_phases": "--pack-phases"}[mode]
+            return f"--{key.replace('_', '-')}: {what} does not read it; drop it"
+    return None
+
+
+def add_arguments_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    return parser
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.pack_phases is not None:
+    mode = "pack_phases" if args.pack_phases is not None else "throughput" if args.throughput else "overhead"
+    if problem := _unread(args, mode):
+        return fail(problem)
+    if mode == "pack_phases":
         return run_pack_phases(args)
-    if args.throughput:
+    if mode == "throughput":
         return run_throughput(args)
     # The same bounds as the run config's model.depth, model.dim, train.batch_size and train.threads (RANGES)
     problem = (at_least(args, 1, "depth", "dim", "heads", "batch", "rounds", "steps", "threads", "tokens")
