@@ -433,8 +433,8 @@ def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str
                 move = ("falls with depth" if first["slope_high"] < 0 else "rises with depth" if first["slope_low"] > 0
                         else "no detectable change with depth, its interval allowing a fall or a rise")
                 move += " (exploratory: only a declared comparison of two schemes is a verdict)"
-                head = (f"LR50 {fmt_rate(first['lr50'])} at depth {fmt_value(first[DEPTH])}, {fmt_rate(last['lr50'])} "
-                        f"at depth {fmt_value(last[DEPTH])}; slope {first['slope']:+.2f} [{first['slope_low']:+.2f}, "
+                head = (f"LR50 {fmt_rate(first['lr50'])}{_outside(first)} at depth {fmt_value(first[DEPTH])}, "
+                        f"{fmt_rate(last['lr50'])}{_outside(last)} at depth {fmt_value(last[DEPTH])}; slope {first['slope']:+.2f} [{first['slope_low']:+.2f}, "
                         f"{first['slope_high']:+.2f}]: {move}")
             broke = [f"{fmt_value(r[DEPTH])} at {fmt_rate(r['first_not_ok_lr'])} ({md(r['first_cause'])}"
                      + (f", stream RMS {r['first_stream_rms']:.3g}" if pd.notna(r.get("first_stream_rms")) else "")
@@ -448,6 +448,12 @@ def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str
             lines.append(f"- **{md(v)}**: {head}. {said}First not ok, by depth: {'; '.join(broke) or 'never'}.")
         lines.append("")
     return lines
+
+
+def _outside(row: pd.Series) -> str:
+    """`` (below the rates run there)`` where the model's LR50 lies past every rate run at that depth, else ""."""
+    side = row.get("lr50_outside")
+    return f" ({side} the rates run there)" if side in ("below", "above") else ""
 
 
 # a failed run's reason in words that say what was observed (docs/training.md, Statuses)

@@ -17,7 +17,7 @@ from suite.grouping import DEPTH, LR, ordered_groups
 STREAM_GREW = "did not learn, stream grew"
 OUTCOMES = ("ok", "did not learn", STREAM_GREW, "diverged")  # the phase diagram's colours, in this order
 COLUMNS = ["n", "n_not_ok", "n_stream_grew", "n_not_learned", "n_diverged", "lr50_measured", "lr50_measured_censored",
-           "lr50", "lr50_low", "lr50_high",
+           "lr50", "lr50_low", "lr50_high", "lr50_outside",
            "slope", "slope_low", "slope_high", "ok_through_lr", "first_not_ok_lr", "first_cause", "first_attn_logit", "first_stream_rms",
            "parallel_p", "linear_p", "note"]
 
@@ -88,6 +88,8 @@ def stability_table(runs: list[dict[str, Any]], keys: list[str], baseline: str,
         row.update(slope=slope.slope, slope_low=slope.low, slope_high=slope.high, note=model.note or slope.note)
         lr50 = model.lr50(variant, [depth]) if not math.isnan(slope.slope) else ([math.nan],) * 3
         row.update(lr50=float(lr50[0][0]), lr50_low=float(lr50[1][0]), lr50_high=float(lr50[2][0]))
+        rates = [float(r[LR]) for r in members]  # the model's LR50 past them is the line's extrapolation
+        row.update(lr50_outside="below" if row["lr50"] < min(rates) else "above" if row["lr50"] > max(rates) else "")
         measured, censored = measured_lr50([float(r[LR]) for r in members], [int(r["status"] != "ok") for r in members])
         row.update(lr50_measured=measured, lr50_measured_censored=censored)
         first = min((float(r[LR]) for r in bad), default=math.nan)

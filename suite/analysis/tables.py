@@ -349,6 +349,8 @@ def stability_tables(frame: pd.DataFrame, keys: list[str], baseline: str, m: Mar
     def cell(r: pd.Series, best: str | None) -> str:
         lr50 = (f"{fmt_rate(r['lr50'])} [{fmt_rate(r['lr50_low'])}, {fmt_rate(r['lr50_high'])}]"
                 if not missing(r["lr50"]) else "-")
+        if r.get("lr50_outside") in ("below", "above"):
+            lr50 += f", {r['lr50_outside']} the rates run (the line extrapolates)"
         causes = ", ".join(f"{int(r[c])} {w}" for c, w in (("n_not_learned", "did not learn"), ("n_stream_grew",
                            STREAM_GREW), ("n_diverged", "diverged")) if r[c])
         through = (f"ok through {fmt_rate(r['ok_through_lr'])}; " if not missing(r.get("ok_through_lr"))

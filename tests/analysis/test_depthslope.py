@@ -234,3 +234,23 @@ def test_the_power_script_simulates_from_the_committed_study(capsys, monkeypatch
             power.main(argv)
         err = capsys.readouterr().err
         assert stop.value.code == 2 and said in err and err.count("\n") == 1, (argv, err)
+
+
+def test_a_model_lr50_past_every_rate_run_at_its_depth_says_it_extrapolates():
+    """The frontier study's Pre-LN at depth 192: the model put LR50 at 0.0068, under the lowest rate run there (0.008),
+    and nothing said so (an outside review)."""
+    from pathlib import Path
+
+    from suite.analysis.findings import depth_lines
+    from suite.grouping import group_keys
+    from suite.results import run_records
+
+    runs = run_records(Path(__file__).resolve().parents[2] / "results" / "frontier", from_csv=True)
+    keys = group_keys(runs)
+    frame = stability_table(runs, keys, "preln")
+    row = frame[(frame["variant"] == "preln")].set_index("model.depth")
+    lowest = min(float(r["train.lr"]) for r in runs if r["variant"] == "preln" and r["model.depth"] == 192)
+    assert row.loc[192, "lr50"] < lowest and row.loc[192, "lr50_outside"] == "below"
+    assert row.loc[12, "lr50_outside"] == ""
+    text = "\n".join(depth_lines(frame, keys, "preln"))
+    assert "(below the rates run there) at depth 192" in text
