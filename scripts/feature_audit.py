@@ -89,8 +89,17 @@ def markdown(keys, cli) -> str:
 
 
 def main(argv: list[str]) -> int:
-    out = Path(argv[0]) if argv else ROOT / "results" / "reference" / "feature_audit.md"
+    import argparse
+
     from suite.store import atomic_write_text
+
+    parser = argparse.ArgumentParser(prog="feature_audit.py", description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="?", type=Path, default=ROOT / "results" / "reference" / "feature_audit.md",
+                        help="the Markdown file to write (default: %(default)s)")
+    out = parser.parse_args(argv).out
+    if not out.parent.is_dir():
+        print(f"feature_audit: {out.parent}: no such folder; pass a file in an existing folder", file=sys.stderr)
+        return 2
 
     keys, cli = audit()
     try:
