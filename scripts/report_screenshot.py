@@ -49,10 +49,14 @@ def open_page(html: Path, png: Path | None) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) not in (1, 2):
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+    if len(argv) not in (1, 2) or any(a.startswith("-") for a in argv):
+        print("usage: " + __doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     folder = Path(argv[0])
+    if not (folder / "report.html").is_file():
+        print(f"error: {folder / 'report.html'}: no such file; write it with `suite report {folder}` (make tables)",
+              file=sys.stderr)
+        return 2
     png = Path(argv[1]) if len(argv) == 2 else folder / "report.png"
     if chromium() is None:
         print("error: no Chromium on PATH; install it (Debian: apt-get install chromium)", file=sys.stderr)

@@ -68,3 +68,22 @@ def test_the_main_jobs_interaction_is_decided_about_half_the_time_on_10_fresh_se
     drawn = assurance([Evidence.of(a), Evidence.of(b)], 10)
     assert power[0] > 0.99 and 0.53 < power[1] < 0.58
     assert 0.50 < drawn[1] < 0.555
+
+
+def test_seed_gains_refuses_a_cell_of_several_rates_and_skips_runs_without_a_score():
+    """A tuning folder (several rates per arm, depth and seed) gave a table from whichever rate came last; a folder
+    without test scores was a TypeError."""
+    import pytest
+
+    from suite.analysis.assurance import seed_gains
+
+    def run(variant, seed, acc, lr=1e-3):
+        return {"variant": variant, "model.depth": 48, "seed": seed, "status": "ok", "test_acc": acc,
+                "train.lr": lr, "model.num_classes": 10}
+
+    runs = [run("ls", s, 0.8) for s in range(3)] + [run("pre", s, 0.6) for s in range(3)]
+    assert list(seed_gains(runs, "ls", "pre", [48])[48]) == pytest.approx([20.0] * 3)
+    with pytest.raises(ValueError, match="ls at depth 48, seed 0, has several runs"):
+        seed_gains(runs + [run("ls", 0, 0.9, lr=2e-3)], "ls", "pre", [48])
+    unscored = [{**r, "test_acc": None} for r in runs]
+    assert seed_gains(unscored, "ls", "pre", [48])[48].size == 0
