@@ -2,10 +2,11 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# One stamp per way of installing: switching USE_SYSTEM_TORCH installs again (the recipe says when it cannot).
-STAMP  := $(VENV)/.installed-$(if $(USE_SYSTEM_TORCH),system-torch,pinned-torch)
 # Pinned so every machine trains with the same kernels; override, e.g. TORCH_SPEC="torch==2.9.1 torchvision==0.24.1".
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
+# One stamp per way of installing: switching USE_SYSTEM_TORCH, or TORCH_SPEC, installs again (the recipe says when it
+# cannot); the stamp names the spec by its checksum.
+STAMP  := $(VENV)/.installed-$(if $(USE_SYSTEM_TORCH),system-torch,torch-$(shell printf '%s' '$(TORCH_SPEC)' | cksum | cut -d' ' -f1))
 ABLATION ?= ablations/default.yaml
 # Each shipped ablation's file stem is its `name`, so its results land in results/<stem>.
 RESULTS  ?= results/$(basename $(notdir $(ABLATION)))
@@ -65,6 +66,7 @@ else
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(if $(filter uv,$(INSTALLER)),($(UV_INSTALL)) || { echo 'make install: uv failed; pip installs instead' >&2; $(PIP_INSTALL); },$(PIP_INSTALL))
 endif
+	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
 # The suite's modules are byte-compiled first, so the tests' two processes do not both compile them.

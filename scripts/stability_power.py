@@ -46,7 +46,17 @@ def fitted(root: Path, variants: tuple[str, ...] | None = (SCHEME, BASELINE)) ->
                 and (variants is None or r["variant"] in variants)]
     model = depthslope.fit([float(r["train.lr"]) for r in runs], [float(r["model.depth"]) for r in runs],
                            [r["variant"] for r in runs], [int(r["status"] != "ok") for r in runs])
+    if model.note:
+        raise AnalysisError(f"{root}: its runs fit no frontier model ({model.note}); nothing to simulate from")
     return model, runs
+
+
+def lines_for(model: depthslope.DepthFrontier, root: Path, schemes: set[str]) -> None:
+    """AnalysisError unless each of ``schemes`` has a frontier line in ``model`` to simulate from."""
+    missing = sorted(v for v in schemes if v not in model.schemes or not np.isfinite(model.slopes[v].slope))
+    if missing:
+        raise AnalysisError(f"{root}: no frontier line for {', '.join(missing)} in its runs (every run ok, one depth "
+                            f"or one rate, or no run of it); pass a study that ran them over rates and depths")
 
 
 def draw(rng: np.random.Generator, cells: list[tuple[str, float, float, int]], lines: dict[str, tuple[float, float]],
@@ -73,6 +83,7 @@ def committed(root: Path) -> None:
     if not questions:
         raise AnalysisError(f"{root}/ablation.yaml: declares no frontier_slope comparison; nothing to simulate "
                             f"(a study with `endpoint: frontier_slope`, e.g. results/frontier)")
+    lines_for(model, root, {v for q in questions for v in q})
     cells: dict[tuple[str, float, float], int] = {}
     for r in runs:
         cell = (r["variant"], float(r["train.lr"]), float(r["model.depth"]))
@@ -92,10 +103,11 @@ def committed(root: Path) -> None:
     names = " | ".join(f"{md(s)} vs {md(t)} ({slope[s] - slope[t]:+.2f} as fitted): decided" for s, t in questions)
     print(f"| truth | seeds per cell | {names} |\n|:--|--:|" + "--:|" * len(questions))
     rng = np.random.default_rng(0)
+    # every slope scaled around one reference (a baseline no question compares): each question's difference x factor,
+    # whatever order the questions are declared in
+    ref = next((t for _, t in questions if t not in {s for s, _ in questions}), questions[0][1])
     for label, factor in (("as fitted", 1.0), ("halved", 0.5)):
-        truth = dict(slope)
-        for s, t in questions:
-            truth[s] = truth[t] + factor * (slope[s] - slope[t])
+        truth = {v: slope[ref] + factor * (slope[v] - slope[ref]) for v in k}
         lines = {v: (c[v], -truth[v] * b) for v in k}
         for n in (seeds_now, 2 * seeds_now, 3 * seeds_now):
             ps = np.ones((SIMULATIONS, len(questions)))
@@ -111,6 +123,7 @@ def planned(root: Path, plan: Path) -> None:
     from suite.sweep.spec import load_ablation
 
     model, _ = fitted(root)
+    lines_for(model, root, {SCHEME, BASELINE})
     ablation = load_ablation(plan)
     declared = ablation.primary if isinstance(ablation.primary, list) else [ablation.primary] if ablation.primary else []
     questions = [(p.scheme, p.baseline) for p in declared if p.endpoint == "frontier_slope"]
