@@ -13,9 +13,9 @@ import math
 import os
 import platform
 import re
+import secrets
 import socket
 import subprocess
-import tempfile
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
@@ -89,10 +89,14 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     tmp, watched = None, None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        mask = os.umask(0o022)  # os.umask reads the mask only by setting it: set it back
-        os.umask(mask)
-        os.fchmod(fd, 0o666 & ~mask)  # mkstemp makes it 0o600 whatever the umask
+        while True:  # the name is known before the file exists, so a stop handled just after the open removes it
+            tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+            try:  # 0o666 less the umask: a new file's permissions
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                             0o666)
+                break
+            except FileExistsError:  # another writer's temp file: never ours to remove
+                tmp = None
         with os.fdopen(fd, "wb") as f:
             watched = _Watched(f)
             write(watched)  # type: ignore[arg-type]
