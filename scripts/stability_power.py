@@ -46,13 +46,13 @@ def fitted(root: Path, variants: tuple[str, ...] | None = (SCHEME, BASELINE)) ->
                 and (variants is None or r["variant"] in variants)]
     model = depthslope.fit([float(r["train.lr"]) for r in runs], [float(r["model.depth"]) for r in runs],
                            [r["variant"] for r in runs], [int(r["status"] != "ok") for r in runs])
-    if model.note:
-        raise AnalysisError(f"{root}: its runs fit no frontier model ({model.note}); nothing to simulate from")
     return model, runs
 
 
 def lines_for(model: depthslope.DepthFrontier, root: Path, schemes: set[str]) -> None:
-    """AnalysisError unless each of ``schemes`` has a frontier line in ``model`` to simulate from."""
+    """AnalysisError unless ``model`` was fitted and each of ``schemes`` has a frontier line in it to simulate from."""
+    if model.note:
+        raise AnalysisError(f"{root}: its runs fit no frontier model ({model.note}); nothing to simulate from")
     missing = sorted(v for v in schemes if v not in model.schemes or not np.isfinite(model.slopes[v].slope))
     if missing:
         raise AnalysisError(f"{root}: no frontier line for {', '.join(missing)} in its runs (every run ok, one depth "

@@ -29,9 +29,9 @@ def _where(row: pd.Series, keys: list[str]) -> str:
 
 
 def _row(comparison: str, endpoint_: str, role: str, alpha: float, pairs: int, sd: float, effect: float,
-         power: float) -> dict[str, Any]:
-    """A score comparison's row (:mod:`suite.analysis.endpoints.score`): the best-rate score is cross-fitted."""
-    plan = crossfit_plan if endpoint_ == "best_lr_score" else paired_plan
+         power: float, plan=paired_plan) -> dict[str, Any]:
+    """A score comparison's row (:mod:`suite.analysis.endpoints.score`): ``plan`` the paired t's, or the cross-fitted
+    test's (:func:`~suite.analysis.endpoints.score.crossfit_plan`) for a best-rate score."""
     return {"comparison": comparison, "endpoint": endpoint_, "role": role, "alpha": alpha,
             **plan(pairs, sd, effect, power, alpha)}
 
@@ -58,7 +58,7 @@ def plan_table(root: str | Path, effect: float = 0.05, power: float = 0.8, basel
         for _, r in lr[~lr["is_baseline"] & lr["has_baseline"]].iterrows():
             m = max(int(r["test_p_m"]), 1)
             rows.append(_row(f"{r['variant']} vs {base}, {_where(r, rest)}", "best_lr_score", "exploratory",
-                             0.05 / m, int(r["test_pairs"]), r["test_diff_sd"], effect, power))
+                             0.05 / m, int(r["test_pairs"]), r["test_diff_sd"], effect, power, crossfit_plan))
     summary = summarize(runs, keys, base)
     for _, r in summary[~summary["is_baseline"] & summary["has_baseline"]].iterrows():
         m = max(int(r["acc_p_m"]), 1)

@@ -229,7 +229,11 @@ def test_the_power_script_simulates_from_the_committed_study(capsys, monkeypatch
                        ([str(root / "results" / "default")], "declares no frontier_slope comparison"),
                        ([str(root / "results" / "stability"), "--plan", str(root / "ablations" / "default.yaml")],
                         "simulates only frontier_slope questions"),
-                       ([str(root / "results" / "stability"), "--plan", str(root / "missing.yaml")], "not found")):
+                       ([str(root / "results" / "stability"), "--plan", str(root / "missing.yaml")], "not found"),
+                       ([str(root / "results" / "default"), "--plan", str(root / "ablations" / "frontier.yaml")],
+                        "its runs fit no frontier model"),  # was an IndexError
+                       ([str(root / "results" / "mechanisms"), "--plan", str(root / "ablations" / "frontier.yaml")],
+                        "no frontier line for layerscale-cait")):  # was a KeyError
         with pytest.raises(SystemExit) as stop:  # a bad folder or file: one line, exit 2, no traceback
             power.main(argv)
         err = capsys.readouterr().err

@@ -1,8 +1,10 @@
 """suite plan: seeds from the point SD and from its upper limit; a zero SD said as such."""
 
 import math
+from pathlib import Path
 
 from suite.analysis import stats
+from suite.analysis.endpoints.score import crossfit_plan
 from suite.analysis.plan import COLUMNS, _row, render
 
 import pandas as pd
@@ -24,7 +26,12 @@ def test_seeds_from_the_point_sd_and_from_its_upper_limit():
 def test_an_exploratory_best_rate_row_is_planned_as_its_cross_fitted_test():
     """The best-rate score is cross-fitted (each half picks the other's rate): its SD has n - 2 degrees of freedom and
     its test the power of n / 2 pairs, so its plan doubles the paired t's, as the declared comparison's does."""
-    row = _row("ls vs preln, depth 12", "best_lr_score", "exploratory", 0.05, 4, 0.051, 0.05, 0.8)
+    from suite.analysis.plan import plan_table
+
+    frame = plan_table(Path(__file__).resolve().parents[2] / "results" / "mechanisms")
+    rows = frame[(frame["endpoint"] == "best_lr_score") & (frame["role"] == "exploratory")]
+    assert len(rows) and rows["note"].str.contains("cross-fitted: twice the seeds of a paired t", regex=False).all()
+    row = _row("ls vs preln, depth 12", "best_lr_score", "exploratory", 0.05, 4, 0.051, 0.05, 0.8, crossfit_plan)
     assert row["planning_sd"] == stats.sd_upper(0.051, 2)
     assert row["seeds_needed_point"] == 2 * stats.paired_seeds_needed(0.05, 0.051) == 22
     assert row["seeds_needed"] == 2 * stats.paired_seeds_needed(0.05, stats.sd_upper(0.051, 2))
