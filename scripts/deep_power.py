@@ -56,6 +56,8 @@ def paired(root: Path, compute):
     """``compute()``, or one line saying which runs ``root`` lacks (fewer than 2 seeds with both arms)."""
     try:
         return compute()
+    except AnalysisError as err:  # it names its own fix
+        refuse(f"{root}: {err}")
     except ValueError as err:
         refuse(f"{root}: {err}: it needs {SCHEME} and {BASELINE} runs on the same seeds at the depths compared")
 

@@ -247,16 +247,16 @@ def nest(dotted: dict[str, Any], source: str = "") -> dict[str, Any]:
     """``{"model.depth": 12}`` -> ``{"model": {"depth": 12}}``; a key and one of its sub-keys both given is refused
     (``model.layerscale={}`` with ``model.layerscale.init=0.1``: else whichever came last would win, silently)."""
     out: dict[str, Any] = {}
+    for key in dotted:  # a key whose section is given a value too (model.layerscale={} and model.layerscale.init=...)
+        parts = key.split(".")
+        given = next((".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) in dotted), None)
+        if given is not None:
+            raise ConfigError(f"{source}{key}: sets a sub-key of {given}, which is given a value too; keep one")
     for key, value in dotted.items():
         parts = key.split(".")
         node = out
-        for i, part in enumerate(parts[:-1]):
+        for part in parts[:-1]:
             node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"{source}{key}: sets a sub-key of {'.'.join(parts[:i + 1])}, which is given a value "
-                                  f"too; keep one")
-        if parts[-1] in node:
-            raise ConfigError(f"{source}{key}: is given a value, and a sub-key of it is given one too; keep one")
         node[parts[-1]] = value
     return out
 

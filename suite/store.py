@@ -104,8 +104,9 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as err:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:  # may never have been made (the open failed): its error, not the unlink's, is said
+            with contextlib.suppress(OSError):
+                Path(tmp).unlink(missing_ok=True)
         if no_space(err) or (watched is not None and no_space(watched.error)):
             raise DiskFull(path.parent) from None
         raise

@@ -50,8 +50,10 @@ def test_suite_config_refuses_on_cpu_what_suite_train_refuses_there(capsys, prec
 
 @pytest.mark.parametrize("items, said", [
     (["model.residual=layerscale", "model.layerscale.init=0.1", "model.layerscale={}"],
-     "model.layerscale: is given a value, and a sub-key of it is given one too; keep one"),
-    (["model.depth.x=4", "model.depth=3"], "model.depth: is given a value, and a sub-key of it is given one too"),
+     "model.layerscale.init: sets a sub-key of model.layerscale, which is given a value too; keep one"),
+    (["model.residual=layerscale", "model.layerscale={}", "model.layerscale.init=0.1"],
+     "model.layerscale.init: sets a sub-key of model.layerscale, which is given a value too; keep one"),
+    (["model.depth.x=4", "model.depth=3"], "model.depth.x: sets a sub-key of model.depth, which is given a value too"),
     (["model.depth=3", "model.depth.x=4"], "model.depth.x: sets a sub-key of model.depth, which is given a value too")])
 def test_a_key_and_its_sub_key_on_the_command_line_are_refused_in_either_order(capsys, items, said):
     """`model.layerscale={}` after `model.layerscale.init=0.1` dropped the 0.1 (exit 0, init: cait), and a misspelt

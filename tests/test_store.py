@@ -282,3 +282,19 @@ def test_atomic_write_gives_a_new_files_permissions_and_keeps_others_temp_files(
     store.atomic_write_text(tmp_path / "b.txt", "y")
     assert other.read_text() == "theirs" and (tmp_path / "b.txt").read_text() == "y"
     assert sorted(p.name for p in tmp_path.iterdir()) == [".b.txt.taken0.tmp", "a.txt", "b.txt"]
+
+
+def test_a_temp_file_that_could_not_be_made_leaves_the_opens_error(tmp_path, monkeypatch):
+    """On a read-only file system the cleanup's unlink failed too, and its error replaced the open's."""
+    from pathlib import Path
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    def unlink(self, missing_ok=False):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(os, "open", refuse)
+    monkeypatch.setattr(Path, "unlink", unlink)
+    with pytest.raises(PermissionError):
+        store.atomic_write_text(tmp_path / "a.txt", "x")

@@ -35,7 +35,8 @@ def render(status) -> str:
         else "unknown")
     lines.append(f"  {pace}; eta {eta}")
     if status.from_csv:
-        lines.append(f"  {status.from_csv} of the runs done have no run folder here: read from runs.csv")
+        lines.append(f"  {status.from_csv} of the runs done have no run folder here, only a row of runs.csv (a committed "
+                     f"results folder): `suite run` into this folder would train them again")
     if gone := [v for v in status.runs if v.worker_gone]:
         lines.append(f"  {len(gone)} runs interrupted: their worker is gone (its claim is dead or missing); "
                      f"the next `suite run` resumes them")

@@ -252,4 +252,4 @@ def test_a_committed_results_folder_reads_its_runs_from_runs_csv(capsys):
     assert dict(s.counts) == {"done": 40} and s.statuses["ok"] == 40 and s.from_csv == 40
     assert main(["status", str(root)]) == 0
     out = capsys.readouterr().out
-    assert "40 done" in out and "read from runs.csv" in out and "suite run` again" not in out
+    assert "40 done" in out and "only a row of runs.csv" in out and "would train them again" in out
