@@ -26,8 +26,8 @@ def test_a_folder_where_the_report_goes_is_named_as_such(capsys, tmp_path):
     (out / "report.html").unlink(missing_ok=True)
     (out / "report.html").mkdir()
     assert main(["report", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "a folder of that name is in the way" in err
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]  # a clone warns too
+    assert len(errors) == 1 and "a folder of that name is in the way" in errors[0]
 
 
 def test_bench_names_the_flag_of_a_bad_shape_or_arm(capsys, tmp_path):
