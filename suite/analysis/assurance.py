@@ -84,7 +84,7 @@ def change_assurance(base: Evidence, share: float, sd_scale: float, n: int, sims
 
 def seed_gains(runs: list[dict[str, Any]], scheme: str, baseline: str, depths: Sequence[int]) -> dict[int, np.ndarray]:
     """Per depth, ``scheme``'s test score minus ``baseline``'s in points, over the seeds run at every depth.
-    ValueError for a cell (variant, depth, seed) that holds several runs (several rates: which one is the arm's?)."""
+    AnalysisError for a cell (variant, depth, seed) that holds several runs (several rates: which is the arm's?)."""
     from suite.results import AnalysisError, score
 
     cell: dict[tuple, float] = {}
@@ -93,8 +93,8 @@ def seed_gains(runs: list[dict[str, Any]], scheme: str, baseline: str, depths: S
             continue
         key = (r["variant"], r.get(DEPTH), r.get("seed"))
         if key in cell:
-            raise AnalysisError(f"{key[0]} at depth {key[1]}, seed {key[2]}, has several runs (several learning rates?); "
-                             f"pass a folder with one run per arm, depth and seed")
+            raise AnalysisError(f"{key[0]} at depth {key[1]}, seed {key[2]}, has several runs (several learning "
+                                f"rates?); pass a folder with one run per arm, depth and seed")
         cell[key] = score(r)
     seeds = sorted({s for (_, _, s) in cell if all((v, d, s) in cell for v in (scheme, baseline) for d in depths)})
     return {d: np.array([100 * (cell[scheme, d, s] - cell[baseline, d, s]) for s in seeds]) for d in depths}

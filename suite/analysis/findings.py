@@ -434,8 +434,8 @@ def depth_lines(frame: pd.DataFrame, keys: list[str], baseline: str) -> list[str
                         else "no detectable change with depth, its interval allowing a fall or a rise")
                 move += " (exploratory: only a declared comparison of two schemes is a verdict)"
                 head = (f"LR50 {fmt_rate(first['lr50'])}{_outside(first)} at depth {fmt_value(first[DEPTH])}, "
-                        f"{fmt_rate(last['lr50'])}{_outside(last)} at depth {fmt_value(last[DEPTH])}; slope {first['slope']:+.2f} [{first['slope_low']:+.2f}, "
-                        f"{first['slope_high']:+.2f}]: {move}")
+                        f"{fmt_rate(last['lr50'])}{_outside(last)} at depth {fmt_value(last[DEPTH])}; "
+                        f"slope {first['slope']:+.2f} [{first['slope_low']:+.2f}, {first['slope_high']:+.2f}]: {move}")
             broke = [f"{fmt_value(r[DEPTH])} at {fmt_rate(r['first_not_ok_lr'])} ({md(r['first_cause'])}"
                      + (f", stream RMS {r['first_stream_rms']:.3g}" if pd.notna(r.get("first_stream_rms")) else "")
                      + (f", logit {r['first_attn_logit']:.3g}" if pd.notna(r["first_attn_logit"]) else "") + ")"

@@ -46,7 +46,8 @@ def _flags(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     problem = (at_least(args, 1, "threads") or at_most(args, 1024, "threads")
                or at_least(args, 0, "step_threshold", "residual_threshold", "ablation_step_threshold", "slowdown")
-               or at_most(args, 10**6, *[k for k in vars(args) if k.endswith("rounds")]) or at_most(args, 1000, "slowdown")
+               or at_most(args, 10**6, *[k for k in vars(args) if k.endswith("rounds")])
+               or at_most(args, 1000, "slowdown")
                or writable_dir(args.out, "--out"))
     if problem:
         return fail(problem)
