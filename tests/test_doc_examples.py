@@ -67,13 +67,15 @@ def test_the_first_example_runs_as_pasted_in_under_a_minute(page, tmp_path):
            # Ray on loopback only (with clustering off, 127.0.0.1 instead of this machine's outward
            # address), no telemetry
            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
-    # "Under a minute on 2 cores" means cores this example has to itself: on a machine already busier
-    # than its cores (other tests, other jobs), the limit stretches by that excess, measured beforehand.
+    # "Under a minute on 2 cores" means cores this example has to itself: on a machine busier than its cores
+    # (other tests, other jobs), the limit stretches by that excess, measured before and after (the 1-minute load
+    # average lags: a machine that has just become busy reads idle beforehand).
     busy = max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
     t0 = time.perf_counter()
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=300)
     took = time.perf_counter() - t0
+    busy = max(busy, os.getloadavg()[0] / (os.cpu_count() or 1))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2 runs: 2 ok" in done.stdout, done.stdout
     assert "Traceback" not in done.stderr
