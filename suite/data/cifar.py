@@ -42,7 +42,8 @@ def _unpickle(path: Path) -> dict[str, Any]:
         if not isinstance(entry, dict):
             raise pickle.UnpicklingError(f"expected a dict, got a {type(entry).__name__}")
     except Exception as err:  # truncated, foreign or planted file: say which one, in one line
-        raise DataError(f"cannot read CIFAR file {path}: {one_line(err)}") from None
+        raise DataError(f"cannot read CIFAR file {path}: {one_line(err)}; extract the dataset's tarball there "
+                        f"again") from None
     return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in entry.items()}
 
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 from PIL import Image
 from torchvision import transforms
 from torchvision.datasets import ImageFolder
@@ -30,7 +31,10 @@ def check_layout(cfg: DataConfig) -> Path:
         if not (root / split).is_dir():
             raise DataError(f"imagefolder: {root / split} not found: put images at {root}/train/<class>/* and "
                             f"{root}/val/<class>/* (set data.root or {ENV_DATA_DIR})")
-        classes[split] = sorted(p.name for p in (root / split).iterdir() if p.is_dir())
+        for p in (root / split).iterdir():
+            if p.is_symlink() and not p.exists():  # a broken link or a link loop: is_dir() says False, and silently
+                raise DataError(f"imagefolder under {root}: {p} is a link to nothing (or a loop); remove the link")
+        classes[split] = sorted(p.name for p in (root / split).iterdir() if p.is_dir() and not p.name.startswith("."))
         if not classes[split]:
             raise DataError(f"imagefolder under {root}: {split}/ has no class folders (expected {LAYOUT})")
     _same_classes(root, classes["train"], classes["val"])
@@ -41,23 +45,54 @@ def check_layout(cfg: DataConfig) -> Path:
 
 
 def open_image(path: str) -> Image.Image:
-    """The image at ``path`` as RGB; DataError naming it when it cannot be decoded (in a DataLoader worker too)."""
+    """The image at ``path`` as RGB; DataError naming it when it cannot be decoded (in a DataLoader worker too).
+    16-bit grayscale is scaled to 8 bits; 32-bit integer and float images are refused: PIL clips them to 0..255
+    (a 16-bit ramp came out 99.6% white), and their range is not known."""
     try:
         with open(path, "rb") as f:
-            return Image.open(f).convert("RGB")
+            image = Image.open(f)
+            image.load()
     except Exception as err:  # truncated, not an image, a decompression bomb: which file, in one line
         raise DataError(f"{path}: not a readable image ({one_line(err)}); remove or replace it") from None
+    if image.mode.startswith("I;16"):
+        image = Image.fromarray((np.asarray(image, dtype=np.uint16) >> 8).astype(np.uint8), "L")
+    elif image.mode in ("I", "F"):
+        raise DataError(f"{path}: a {'32-bit integer' if image.mode == 'I' else 'floating-point'} image (PIL mode "
+                        f"{image.mode}), whose range is unknown; convert it to 8 or 16 bits per channel")
+    return image.convert("RGB")
+
+
+def _visible(split: Path):
+    """ImageFolder's file check: an image file, none of whose parts below ``split`` is hidden (.thumbs/, ._x.png)."""
+    from torchvision.datasets.folder import IMG_EXTENSIONS, has_file_allowed_extension
+
+    def valid(path: str) -> bool:
+        parts = Path(path).relative_to(split).parts
+        return has_file_allowed_extension(path, IMG_EXTENSIONS) and not any(p.startswith(".") for p in parts)
+    return valid
+
+
+class _Visible(ImageFolder):
+    """ImageFolder without hidden class folders (``.ipynb_checkpoints``, ``.thumbs``) or hidden files."""
+
+    def find_classes(self, directory: str) -> tuple[list[str], dict[str, int]]:
+        classes, _ = super().find_classes(directory)
+        classes = [c for c in classes if not c.startswith(".")]
+        if not classes:
+            raise FileNotFoundError(f"Couldn't find any visible class folder in {directory}.")
+        return classes, {c: i for i, c in enumerate(classes)}
 
 
 def _listed_once(root: Path, samples: list[tuple[str, int]]) -> None:
-    """DataError when one file is listed twice (a link to it, or a link loop, which ImageFolder follows): its copies
-    could land in both training and validation, or in test."""
-    seen: dict[str, str] = {}
-    folders: dict[str, str] = {}
+    """DataError when one file is listed twice (a symbolic or hard link to it, or a link loop, which ImageFolder
+    follows): its copies could land in both training and validation, or in test. One stat per file."""
+    seen: dict[tuple[int, int], str] = {}
     for path, _ in samples:
-        folder, name = os.path.split(path)
-        real = os.path.join(folders.setdefault(folder, os.path.realpath(folder)), name)
-        real = os.path.realpath(real) if os.path.islink(real) else real
+        try:
+            st = os.stat(path)
+        except OSError:  # a broken link: the loader names it when it reads it
+            continue
+        real = (st.st_dev, st.st_ino)
         if real in seen:
             raise DataError(f"imagefolder under {root}: {path} and {seen[real]} are one file (through a link); "
                             f"its copies would be split between training, validation and test: remove the link")
@@ -79,10 +114,13 @@ def load_imagefolder(cfg: DataConfig) -> DatasetBundle:
     tf = transforms.Compose([transforms.Resize(size), transforms.CenterCrop(size), transforms.PILToTensor()])
     try:
         with readable():
-            train = ImageFolder(str(root / "train"), transform=tf, loader=open_image)
-            val = ImageFolder(str(root / "val"), transform=tf, loader=open_image)
+            train = _Visible(str(root / "train"), transform=tf, loader=open_image, is_valid_file=_visible(root / "train"))
+            val = _Visible(str(root / "val"), transform=tf, loader=open_image, is_valid_file=_visible(root / "val"))
     except FileNotFoundError as err:  # no class folders, or a class folder without images
         raise DataError(f"imagefolder under {root}: {one_line(err)} (expected {LAYOUT})") from None
+    except OSError as err:  # a link loop deeper down (too many levels of symbolic links)
+        raise DataError(f"imagefolder under {root}: {err.filename or ''}: {err.strerror or one_line(err)}; remove "
+                        f"the link") from None
     _same_classes(root, train.classes, val.classes)
     _listed_once(root, train.samples + val.samples)
     return DatasetBundle(name="imagefolder", num_classes=len(train.classes), in_chans=3, img_size=size,

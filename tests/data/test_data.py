@@ -571,3 +571,47 @@ def test_one_class_is_refused_with_a_fix_that_can_work(tmp_path):
     write_imagefolder(tmp_path, classes=("cat",))
     with pytest.raises(DataError, match=r"one class folder \(cat\); a classifier needs two or more"):
         load_dataset(DataConfig(name="imagefolder", root=str(tmp_path), img_size=16))
+
+
+def test_a_16_bit_image_is_scaled_not_clipped_and_a_float_one_refused(tmp_path):
+    """PIL clips a 16-bit image to 0..255 when it converts it: a ramp over 0..65535 came out 99.6% white."""
+    from suite.data.imagefolder import open_image
+
+    ramp = np.tile(np.linspace(0, 65535, 64).astype(np.uint16), (8, 1))
+    Image.fromarray(ramp).save(tmp_path / "g16.png")
+    assert Image.open(tmp_path / "g16.png").mode.startswith("I;16")
+    pixels = np.asarray(open_image(str(tmp_path / "g16.png")))
+    assert pixels.shape == (8, 64, 3) and pixels.min() == 0 and pixels.max() == 255 and 120 < pixels.mean() < 135
+    Image.fromarray(np.ones((8, 8), np.float32) * 0.5, "F").save(tmp_path / "f.tiff")
+    with pytest.raises(DataError, match=r"f.tiff: a floating-point image \(PIL mode F\), whose range is unknown"):
+        open_image(str(tmp_path / "f.tiff"))
+
+
+def test_a_hard_link_between_splits_is_refused_like_a_symbolic_one(tmp_path):
+    """The duplicate check compared resolved paths, which a hard link does not share: a training image was a test one."""
+    write_imagefolder(tmp_path)
+    os.link(tmp_path / "train" / "cat" / "0.png", tmp_path / "val" / "cat" / "dup.png")
+    with pytest.raises(DataError, match="are one file"):
+        load_dataset(DataConfig(name="imagefolder", root=str(tmp_path), img_size=16))
+
+
+def test_hidden_folders_and_files_are_not_data(tmp_path):
+    """A .thumbs/ folder was a third class; an empty .ipynb_checkpoints/ refused the tree; ._x.png was an image."""
+    write_imagefolder(tmp_path)
+    for split in ("train", "val"):
+        (tmp_path / split / ".ipynb_checkpoints").mkdir()
+        (tmp_path / split / ".thumbs").mkdir()
+        Image.new("RGB", (8, 8)).save(tmp_path / split / ".thumbs" / "t.png")
+        (tmp_path / split / "cat" / "._0.png").write_bytes(b"AppleDouble")
+        (tmp_path / split / "dog" / ".cache").mkdir()
+        Image.new("RGB", (8, 8)).save(tmp_path / split / "dog" / ".cache" / "c.png")
+    b = load_dataset(DataConfig(val_fraction=0, name="imagefolder", root=str(tmp_path), img_size=16))
+    assert (b.num_classes, b.train_size, b.test_size) == (2, 7, 4)
+
+
+def test_a_link_loop_among_the_class_folders_is_one_line(tmp_path):
+    """is_dir() is False on a loop, so the layout check passed it, and the run ended in an OSError."""
+    write_imagefolder(tmp_path)
+    os.symlink("x", tmp_path / "train" / "x")
+    with pytest.raises(DataError, match=r"train/x is a link to nothing \(or a loop\); remove the link"):
+        load_dataset(DataConfig(name="imagefolder", root=str(tmp_path), img_size=16))
