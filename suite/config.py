@@ -649,9 +649,22 @@ def approx_params(m: ModelConfig) -> float:
     return m.depth * m.dim**2 * (4 + 2 * m.mlp_ratio)
 
 
+# The data keys each built-in dataset never reads: set away from its default, such a key would only rename the run
+# (two run ids, one run). A registered dataset of a user's is not listed: it may read any of them.
+_SYNTHETIC = ("synthetic_train", "synthetic_test", "synthetic_img_size", "synthetic_channels", "synthetic_classes")
+NOT_READ = {"mnist5k": ("img_size", *_SYNTHETIC), "digits": ("img_size", *_SYNTHETIC),
+            "cifar10": ("test_fraction", "img_size", *_SYNTHETIC), "cifar100": ("test_fraction", "img_size", *_SYNTHETIC),
+            "imagefolder": ("test_fraction", *_SYNTHETIC), "synthetic": ("test_fraction", "img_size")}
+
+
 def _validate_data(cfg: RunConfig, source: str) -> None:
     """The model's shape against the dataset's (:func:`data_shape`), the splits and the data root."""
     d, m = cfg.data, cfg.model
+    defaults = DataConfig()
+    for key in NOT_READ.get(d.name, ()):
+        if getattr(d, key) != getattr(defaults, key):
+            raise ConfigError(f"{source}: data.{key} {getattr(d, key)}: data.name {d.name} does not read it, so it "
+                              f"would only rename the run; remove it")
     img, chans, classes, largest = data_shape(d)
     for key, mine, theirs in (("img_size", m.img_size, img), ("in_chans", m.in_chans, chans),
                               ("num_classes", m.num_classes, classes)):

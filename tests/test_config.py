@@ -129,3 +129,14 @@ def test_a_name_yaml_reads_as_a_number_is_told_to_be_quoted(tmp_path):
     path.write_text("name: 12\nvariants: {a: {model.residual: preln}}\n")
     with pytest.raises(SpecError, match=r"name: '12': YAML reads it as no text .*quote it, e.g. name: '12'"):
         load_ablation(path)
+
+
+@pytest.mark.parametrize("items, key", [(["data.name=cifar10", "data.test_fraction=0.5"], "data.test_fraction 0.5"),
+                                        (["data.img_size=64"], "data.img_size 64"),
+                                        (["data.synthetic_classes=4"], "data.synthetic_classes 4")])
+def test_a_data_key_the_dataset_never_reads_is_refused(capsys, items, key):
+    """It was accepted and changed the run id: two ids for one run, a duplicated sweep cell."""
+    assert main(["config", *items]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{key}: data.name" in err and "would only rename the run" in err
+    assert main(["config", "data.name=synthetic", "data.synthetic_classes=4", "model.patch_size=4"]) == 0

@@ -24,6 +24,8 @@ def tiny(**overrides) -> RunConfig:
         "train.steps": 20, "train.lr": 3e-3, "train.batch_size": 32, "train.warmup_steps": 3, "train.log_every": 5,
         "train.eval_every": 10, "train.timing_warmup_steps": 2, "device": "cpu",
     }
+    if overrides.get("data.name", "synthetic") != "synthetic":  # another dataset: the synthetic keys are not its
+        items = {k: v for k, v in items.items() if not k.startswith("data.synthetic_")}
     items.update(overrides)
     return load_config(None, [f"{k}={v}" for k, v in items.items()])
 
