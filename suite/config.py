@@ -651,10 +651,10 @@ def approx_params(m: ModelConfig) -> float:
 
 # The data keys each built-in dataset never reads: set away from its default, such a key would only rename the run
 # (two run ids, one run). A registered dataset of a user's is not listed: it may read any of them.
-_SYNTHETIC = ("synthetic_train", "synthetic_test", "synthetic_img_size", "synthetic_channels", "synthetic_classes")
-NOT_READ = {"mnist5k": ("img_size", *_SYNTHETIC), "digits": ("img_size", *_SYNTHETIC),
-            "cifar10": ("test_fraction", "img_size", *_SYNTHETIC), "cifar100": ("test_fraction", "img_size", *_SYNTHETIC),
-            "imagefolder": ("test_fraction", *_SYNTHETIC), "synthetic": ("test_fraction", "img_size")}
+SYNTHETIC_KEYS = tuple(f.name for f in dataclasses.fields(DataConfig) if f.name.startswith("synthetic_"))
+_FILES = ("test_fraction", "img_size", *SYNTHETIC_KEYS)  # CIFAR: fixed splits, fixed size
+NOT_READ = {"mnist5k": ("img_size", *SYNTHETIC_KEYS), "digits": ("img_size", *SYNTHETIC_KEYS), "cifar10": _FILES,
+            "cifar100": _FILES, "imagefolder": ("test_fraction", *SYNTHETIC_KEYS), "synthetic": ("test_fraction", "img_size")}
 
 
 def _validate_data(cfg: RunConfig, source: str) -> None:

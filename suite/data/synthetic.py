@@ -18,8 +18,9 @@ NOISE_STD = 48.0  # pixel noise around each prototype (0..255 scale): visible, y
 def load_synthetic(cfg: DataConfig) -> DatasetBundle:
     """A random prototype per class plus Gaussian noise: a model that fails to fit it is broken, not unlucky."""
     n_cls, ch, size = cfg.synthetic_classes, cfg.synthetic_channels, cfg.synthetic_img_size
-    for key in ("synthetic_train", "synthetic_test", "synthetic_img_size", "synthetic_channels",
-                "synthetic_classes"):
+    from suite.config import SYNTHETIC_KEYS
+
+    for key in SYNTHETIC_KEYS:
         if getattr(cfg, key) < 1:
             raise DataError(f"data.{key} must be >= 1, got {getattr(cfg, key)}")
     gen = seeds.generator(seeds.SYNTHETIC, cfg.split_seed)
